@@ -1,0 +1,354 @@
+"""The ``pimem`` command: quick looks at sessions and batch runs.
+
+Every sub-command has ``--help``. User mistakes (bad arguments, unreadable or broken files) end with a
+one-line message on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A mistake of the caller's (bad argument, unreadable file): reported without a traceback."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return values
+
+
+def _non_negative_int(text: str) -> int:
+    values = _int_list(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"expected one integer, got {text!r}")
+    return values[0]
+
+
+def _load(path: str | Path):
+    from pimem.session import SessionFormatError, load_session
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"no such file: {p}")
+    if p.is_dir():
+        raise UserError(f"{p} is a folder, expected a session file (.jsonl)")
+    try:
+        return load_session(p)
+    except SessionFormatError as exc:
+        raise UserError(str(exc)) from None
+    except (OSError, UnicodeError) as exc:
+        raise UserError(f"cannot read {p}: {exc}") from None
+
+
+def _session_paths(items: Sequence[str]) -> list[Path]:
+    """Expand files and folders (recursively, ``*.jsonl``) into a sorted list of session paths."""
+    paths: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(p.rglob("*.jsonl"))
+            if not found:
+                raise UserError(f"no .jsonl session files under {p}")
+            paths.extend(found)
+        elif p.exists():
+            paths.append(p)
+        else:
+            raise UserError(f"no such file or folder: {p}")
+    return paths
+
+
+def _summarizer(name: str, session: Any = None, model: str | None = None):
+    from pimem import summarizers as sm
+
+    if name == "extractive":
+        return sm.ExtractiveSummarizer()
+    if name == "env":
+        return sm.summarizer_from_env()
+    if name == "openai":
+        if not model:
+            raise UserError("--summarizer openai needs --model")
+        return sm.CachedSummarizer(sm.OpenAISummarizer(model))
+    if name == "recorded":
+        if session is None:
+            raise UserError("--summarizer recorded needs a single session")
+        return sm.RecordedSummarizer(session)
+    raise UserError(f"unknown summarizer {name!r}")
+
+
+def _print_frame(df, fmt: str, out=None) -> None:
+    out = out or sys.stdout
+    if fmt == "csv":
+        df.to_csv(out, index=False)
+    elif fmt == "json":
+        out.write(df.to_json(orient="records", date_format="iso", force_ascii=False))
+        out.write("\n")
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
+                               "display.max_colwidth", 60):
+            out.write(df.to_string(index=False) + "\n")
+
+
+def _write_table(df, path: Path) -> None:
+    from pimem.io import write_table
+
+    write_table(df, path)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# sub-commands
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from pimem.discover import discover_sessions
+
+    if args.root is not None and not Path(args.root).is_dir():
+        raise UserError(f"no such folder: {args.root}")
+    df = discover_sessions(args.root)
+    if df.empty:
+        print("no sessions found", file=sys.stderr)
+        return 0
+    cols = [c for c in ["path", "session_id", "started", "name", "entry_count", "size_bytes",
+                        "first_user_message", "error"] if c in df.columns]
+    view = df if args.format != "table" else df[cols]
+    if args.format == "table" and "first_user_message" in view.columns:
+        view = view.assign(first_user_message=view["first_user_message"].astype(str).str.slice(0, 50))
+    _print_frame(view, args.format)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from pimem.context import build_session_context
+    from pimem.tokens import estimate_context_tokens
+
+    s = _load(args.session)
+    ctx = build_session_context(s)
+    est = estimate_context_tokens(ctx.messages)
+    types: dict[str, int] = {}
+    for e in s.entries:
+        types[e.get("type", "?")] = types.get(e.get("type", "?"), 0) + 1
+    print(f"session  {s.header.get('id')}  ({s.path})")
+    print(f"cwd      {s.header.get('cwd')}")
+    if s.name:
+        print(f"name     {s.name}")
+    print(f"entries  {len(s.entries)}  " + ", ".join(f"{k}={v}" for k, v in sorted(types.items())))
+    print(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
+    print(f"context  {len(ctx.messages)} messages, ~{est.tokens} tokens at the leaf "
+          f"(model {ctx.model or '-'}, thinking {ctx.thinking_level})")
+    for w in s.warnings:
+        print(f"warning  line {w.line}: {w.reason}")
+    print()
+    print(s.render_tree(max_width=args.width))
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from pimem.context import build_session_context, convert_to_llm
+    from pimem.jsonio import js_stringify
+    from pimem.tokens import estimate_context_tokens, estimate_tokens
+
+    s = _load(args.session)
+    if args.leaf is not None and s.get_entry(args.leaf) is None:
+        raise UserError(f"no entry with id {args.leaf!r} in {args.session}")
+    ctx = build_session_context(s, args.leaf)
+    if args.json:
+        print(js_stringify(convert_to_llm(ctx.messages)))
+        return 0
+    rows = []
+    for i, m in enumerate(ctx.messages):
+        rows.append({"#": i, "role": m.get("role"), "est_tokens": estimate_tokens(m),
+                     "preview": _preview(m, args.width)})
+    est = estimate_context_tokens(ctx.messages)
+    _print_frame(pd.DataFrame(rows), "table")
+    print(f"\n{len(ctx.messages)} messages; context ~{est.tokens} tokens "
+          f"(usage {est.usage_tokens} + trailing estimate {est.trailing_tokens})")
+    return 0
+
+
+def _preview(message: dict, width: int) -> str:
+    from pimem.text import message_preview
+
+    return message_preview(message, width)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from pimem.compaction import CompactionSettings
+    from pimem.replay import replay
+
+    s = _load(args.session)
+    settings = CompactionSettings(reserve_tokens=args.reserve, keep_recent_tokens=args.keep)
+    summ = _summarizer(args.summarizer, s, args.model)
+    result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
+                    triggers=args.triggers, seed=args.seed, progress=not args.quiet)
+    summary = result.summary()
+    for k, v in dict(summary).items():
+        print(f"{k:28s} {v}")
+    if args.output:
+        result.session.write(args.output)
+        print(f"wrote {args.output}")
+    if args.events:
+        _write_table(result.events, Path(args.events))
+        print(f"wrote {args.events}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from pimem.sweep import sweep
+
+    paths = _session_paths(args.sessions)
+    grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep}
+    if args.window:
+        grid["context_window"] = args.window
+    out = Path(args.output)
+    if out.suffix not in {".csv", ".parquet"}:
+        raise UserError("-o must end in .csv or .parquet")
+    summ = _summarizer(args.summarizer, None, args.model)
+    df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet,
+               token_source=args.token_source)
+    _write_table(df, out)
+    errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
+    print(f"{len(df)} runs ({errors} with errors) -> {out}")
+    return 0
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    from pimem.report import write_drift_report
+
+    s = _load(args.session)
+    out = Path(args.output)
+    write_drift_report(s, out, title=f"Summary drift: {Path(args.session).name}")
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from pimem.report import run_study
+
+    items = args.sessions or [str(_default_samples())]
+    paths = _session_paths(items)
+    out = Path(args.output)
+    summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
+                        workers=args.workers, progress=not args.quiet)
+    print(summary)
+    return 0
+
+
+def _default_samples() -> Path:
+    from pimem.samples import sample_dir
+
+    return sample_dir()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pimem", description="Look at, replay and measure Pi coding-agent sessions.")
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions)")
+    a.add_argument("root", nargs="?", default=None, help="folder to search (default: Pi's sessions folder)")
+    a.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    a.set_defaults(func=cmd_ls)
+
+    a = sub.add_parser("show", help="a session's tree and statistics")
+    a.add_argument("session", help="session file (.jsonl)")
+    a.add_argument("--width", type=_non_negative_int, default=100, help="maximum line width of the tree")
+    a.set_defaults(func=cmd_show)
+
+    a = sub.add_parser("context", help="what the model sees at a leaf, with token counts")
+    a.add_argument("session", help="session file (.jsonl)")
+    a.add_argument("--leaf", default=None, help="entry id of the leaf (default: the session's leaf)")
+    a.add_argument("--json", action="store_true", help="print the LLM messages as JSON instead of a table")
+    a.add_argument("--width", type=_non_negative_int, default=80, help="preview width")
+    a.set_defaults(func=cmd_context)
+
+    a = sub.add_parser("replay", help="replay a session under other compaction settings")
+    a.add_argument("session", help="session file (.jsonl)")
+    a.add_argument("--reserve", type=_non_negative_int, default=16384, help="reserveTokens")
+    a.add_argument("--keep", type=_non_negative_int, default=20000, help="keepRecentTokens")
+    a.add_argument("--window", type=_non_negative_int, default=None, help="context window (default: the model's)")
+    a.add_argument("--summarizer", choices=["extractive", "env", "openai", "recorded"], default="extractive")
+    a.add_argument("--model", default=None, help="model name for --summarizer openai")
+    a.add_argument("--token-source", choices=["calibrated", "estimate", "tiktoken"], default="calibrated")
+    a.add_argument("--triggers", choices=["threshold", "recorded", "none"], default="threshold")
+    a.add_argument("--seed", type=_non_negative_int, default=0)
+    a.add_argument("-o", "--output", default=None, help="write the replayed session here (.jsonl)")
+    a.add_argument("--events", default=None, help="write the events table here (.csv or .parquet)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=cmd_replay)
+
+    a = sub.add_parser("sweep", help="replay sessions over a grid of settings")
+    a.add_argument("sessions", nargs="+", help="session files or folders")
+    a.add_argument("--reserve", type=_int_list, default=[16384], help="reserveTokens values, comma-separated")
+    a.add_argument("--keep", type=_int_list, default=[20000], help="keepRecentTokens values, comma-separated")
+    a.add_argument("--window", type=_int_list, default=None, help="context windows, comma-separated")
+    a.add_argument("--summarizer", choices=["extractive", "env", "openai"], default="extractive")
+    a.add_argument("--model", default=None, help="model name for --summarizer openai")
+    a.add_argument("--token-source", choices=["calibrated", "estimate", "tiktoken"], default="calibrated")
+    a.add_argument("--workers", type=_non_negative_int, default=None)
+    a.add_argument("-o", "--output", required=True, help="results table (.csv or .parquet)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=cmd_sweep)
+
+    a = sub.add_parser("drift", help="a standalone HTML report of a session's summary drift")
+    a.add_argument("session", help="session or replayed session (.jsonl)")
+    a.add_argument("-o", "--output", required=True, help="report file (.html)")
+    a.set_defaults(func=cmd_drift)
+
+    a = sub.add_parser("study", help="the main job: sweep + figures + drift reports for a set of sessions")
+    a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
+    a.add_argument("-o", "--output", required=True, help="output folder")
+    a.add_argument("--reserve", type=_int_list, default=[4096, 8192, 16384])
+    a.add_argument("--keep", type=_int_list, default=[4000, 8000, 12000, 20000])
+    a.add_argument("--window", type=_int_list, default=[48000])
+    a.add_argument("--workers", type=_non_negative_int, default=None)
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=cmd_study)
+    return p
+
+
+def _version() -> str:
+    from pimem import __version__
+
+    return f"pimem {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"pimem: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("pimem: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
