@@ -1,0 +1,436 @@
+"""JavaScript-faithful JSON, string and date helpers.
+
+Pi is written in TypeScript, so byte-for-byte fidelity needs JavaScript semantics:
+
+* :func:`js_stringify` is ``JSON.stringify(value)`` for JSON-parsed data (compact, non-ASCII
+  unescaped, lone surrogates escaped, JS number formatting, integer-like object keys first).
+* :func:`utf16_len` / :func:`js_slice` measure and cut strings in UTF-16 code units.
+* :func:`parse_iso_ms` is ``new Date(s).getTime()`` (``None`` for NaN), :func:`to_iso` is
+  ``Date.prototype.toISOString``.
+* :func:`loads_line` parses one JSON text the way ``JSON.parse`` accepts it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "js_stringify",
+    "js_number",
+    "js_stringify_py",
+    "UNDEFINED",
+    "utf16_len",
+    "js_slice",
+    "parse_iso_ms",
+    "to_iso",
+    "iso_now",
+    "loads_line",
+]
+
+_MAX_SAFE_DIGITS = 15  # every integer with at most 15 digits is exact as a double
+_MAX_ARRAY_INDEX = 2**32 - 2
+
+# --------------------------------------------------------------------------------------
+# Numbers
+# --------------------------------------------------------------------------------------
+
+
+def js_number(x: float | int) -> str:
+    """Format a number as JavaScript's ``Number.prototype.toString`` / ``JSON.stringify``.
+
+    Non-finite values give ``"null"`` (what ``JSON.stringify`` writes). Python ints are
+    treated as the double JavaScript would hold.
+    """
+    if isinstance(x, int):
+        if -(10**_MAX_SAFE_DIGITS) < x < 10**_MAX_SAFE_DIGITS:
+            return str(x)
+        try:
+            x = float(x)
+        except OverflowError:
+            return "null"
+    if x != x or x in (math.inf, -math.inf):
+        return "null"
+    if x == 0:
+        return "0"
+    r = repr(x)
+    sign = ""
+    if r[0] == "-":
+        sign = "-"
+        r = r[1:]
+    mantissa, _, exp_text = r.partition("e")
+    exp = int(exp_text) if exp_text else 0
+    int_part, _, frac = mantissa.partition(".")
+    all_digits = int_part + frac
+    stripped = all_digits.lstrip("0")
+    n = len(int_part) + exp - (len(all_digits) - len(stripped))
+    digits = stripped.rstrip("0")
+    k = len(digits)
+    if k <= n <= 21:
+        body = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        body = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        body = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        e_text = ("+" if e >= 0 else "-") + str(abs(e))
+        body = (digits if k == 1 else digits[0] + "." + digits[1:]) + "e" + e_text
+    return sign + body
+
+
+# --------------------------------------------------------------------------------------
+# JSON.stringify
+# --------------------------------------------------------------------------------------
+
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
+_STRING_ESCAPE_RE = re.compile(r'[\ud800-\udbff][\udc00-\udfff]|["\\\x00-\x1f\ud800-\udfff]')
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    s = m.group()
+    if len(s) == 2:  # a well-formed surrogate pair held as two code points: one astral char
+        return chr(0x10000 + ((ord(s[0]) - 0xD800) << 10) + (ord(s[1]) - 0xDC00))
+    esc = _ESCAPES.get(s)
+    return esc if esc is not None else "\\u%04x" % ord(s)
+
+
+def _quote(s: str) -> str:
+    return '"' + _STRING_ESCAPE_RE.sub(_escape_char, s) + '"'
+
+
+def _is_array_index(key: str) -> bool:
+    return (
+        key.isdigit()
+        and key.isascii()
+        and (key == "0" or key[0] != "0")
+        and len(key) <= 10
+        and int(key) <= _MAX_ARRAY_INDEX
+    )
+
+
+def _ordered_keys(obj: dict[str, Any]) -> list[str]:
+    """Property order of a JS object: array-index keys ascending, then insertion order."""
+    index_keys = [k for k in obj if _is_array_index(k)]
+    if not index_keys:
+        return list(obj)
+    index_keys.sort(key=int)
+    return index_keys + [k for k in obj if not _is_array_index(k)]
+
+
+def _encode(value: Any, out: list[str]) -> None:
+    if value is None or value is True or value is False:
+        out.append("null" if value is None else ("true" if value else "false"))
+    elif isinstance(value, str):
+        out.append(_quote(value))
+    elif isinstance(value, (int, float)):
+        out.append(js_number(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        first = True
+        for key in _ordered_keys(value):
+            if not isinstance(key, str):
+                raise TypeError(f"object keys must be str, not {type(key).__name__}")
+            item = value[key]
+            if item is _UNDEFINED:
+                continue
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_quote(key))
+            out.append(":")
+            _encode(item, out)
+        out.append("}")
+    elif isinstance(value, (list, tuple)):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _encode(None if item is _UNDEFINED else item, out)
+        out.append("]")
+    else:
+        raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
+
+
+class _Undefined:
+    """Marker for a JavaScript ``undefined`` property value (the key is dropped)."""
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+
+_UNDEFINED = _Undefined()
+UNDEFINED = _UNDEFINED
+
+# A number token in orjson output that JavaScript would print differently: an integral
+# float (``1.0``), an exponent (``1e+16``, ``1e-6``), or an integer of 16+ digits.
+_NUMBER_NEEDS_FIX_RE = re.compile(r"[:,\[]-?(?:\d+\.0[,\]}]|\d[\d.]*e|\d{16})")
+# Tokenizer: a whole string (skipped) or a number token outside strings.
+_TOKEN_RE = re.compile(r'("(?:[^"\\]++|\\.)*+")|(?<=[:,\[])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)')
+# An object key that JavaScript orders first (array index).
+_INDEX_KEY_RE = re.compile(r'[{,]"(?:0|[1-9]\d{0,9})":')
+
+
+def _fix_number_token(m: re.Match[str]) -> str:
+    if m.group(1) is not None:
+        return m.group(1)
+    tok = m.group(2)
+    if "." in tok or "e" in tok:
+        return js_number(float(tok))
+    if len(tok) - (tok[0] == "-") > _MAX_SAFE_DIGITS:
+        return js_number(int(tok))
+    return tok
+
+
+def js_stringify(value: Any) -> str:
+    """Return exactly what JavaScript's ``JSON.stringify(value)`` returns for JSON data.
+
+    Accepts dicts (str keys), lists/tuples, str, int, float, bool and None. Uses orjson
+    and repairs number tokens; falls back to a pure-Python encoder for what orjson
+    refuses (lone surrogates, ints beyond 64 bits, integer-like keys that JavaScript
+    reorders).
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return js_number(value)
+    try:
+        raw = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        out: list[str] = []
+        _encode(value, out)
+        return "".join(out)
+    s = raw.decode("utf-8")
+    if _INDEX_KEY_RE.search(s) is not None:
+        out = []
+        _encode(value, out)
+        return "".join(out)
+    if _NUMBER_NEEDS_FIX_RE.search(s) is not None:
+        s = _TOKEN_RE.sub(_fix_number_token, s)
+    return s
+
+
+def js_stringify_py(value: Any) -> str:
+    """Pure-Python ``JSON.stringify`` (reference implementation of :func:`js_stringify`)."""
+    out: list[str] = []
+    _encode(value, out)
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------
+# UTF-16 strings
+# --------------------------------------------------------------------------------------
+
+
+def utf16_len(s: str) -> int:
+    """JavaScript ``s.length``: the number of UTF-16 code units."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+def _clamp_index(i: int | float | None, length: int, default: int) -> int:
+    if i is None:
+        return default
+    if isinstance(i, float):
+        if i != i:
+            return 0
+        if i in (math.inf, -math.inf):
+            return length if i > 0 else 0
+        i = int(i)  # ToIntegerOrInfinity truncates toward zero
+    if i < 0:
+        return max(length + i, 0)
+    return min(i, length)
+
+
+def js_slice(s: str, start: int | float = 0, end: int | float | None = None) -> str:
+    """JavaScript ``s.slice(start, end)`` in UTF-16 code units.
+
+    Cutting through a surrogate pair leaves a lone surrogate, as JavaScript does.
+    """
+    if s.isascii():
+        n = len(s)
+        a = _clamp_index(start, n, 0)
+        b = _clamp_index(end, n, n)
+        return s[a:b] if a < b else ""
+    units = s.encode("utf-16-le", "surrogatepass")
+    n = len(units) >> 1
+    a = _clamp_index(start, n, 0)
+    b = _clamp_index(end, n, n)
+    if a >= b:
+        return ""
+    return units[2 * a : 2 * b].decode("utf-16-le", "surrogatepass")
+
+
+# --------------------------------------------------------------------------------------
+# Dates
+# --------------------------------------------------------------------------------------
+
+_ISO_RE = re.compile(
+    r"""^(?P<year>[+-]\d{6}|\d{4})
+        (?:-(?P<month>\d{2})(?:-(?P<day>\d{2}))?)?
+        (?:[Tt ](?P<hour>\d{2}):(?P<minute>\d{2})
+           (?::(?P<second>\d{2})(?:[.,](?P<frac>\d+))?)?
+           (?P<tz>[Zz]|[+-]\d{2}(?::?\d{2})?)?
+        )?$""",
+    re.VERBOSE,
+)
+_MAX_TIME_MS = 8.64e15
+
+
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 for a proleptic Gregorian date (any year)."""
+    y -= m <= 2
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def _local_offset_ms(utc_guess_ms: int) -> int:
+    """Offset of local time from UTC (ms) for a wall-clock time given as if it were UTC."""
+    secs = utc_guess_ms // 1000
+    try:
+        # Resolve the local wall time like JavaScript: interpret fields in local time.
+        st = time.gmtime(secs)
+        local = time.mktime(st[:8] + (-1,))
+        return int((local - secs) * 1000)
+    except (OverflowError, ValueError):
+        return 0
+
+
+def parse_iso_ms(s: Any) -> int | None:
+    """``new Date(s).getTime()`` for ISO 8601 strings; ``None`` where JavaScript gives NaN.
+
+    Accepts the ECMAScript date-time format and the variants V8 also accepts (space
+    instead of ``T``, any number of fraction digits, ``+HHMM`` offsets). Date-only forms
+    are UTC; date-times without an offset are local time, as in JavaScript.
+    """
+    if not isinstance(s, str):
+        return None
+    m = _ISO_RE.match(s.strip())
+    if m is None:
+        return None
+    year_text = m.group("year")
+    if year_text == "-000000":
+        return None
+    year = int(year_text)
+    month = int(m.group("month") or 1)
+    day = int(m.group("day") or 1)
+    hour_text = m.group("hour")
+    hour = int(hour_text or 0)
+    minute = int(m.group("minute") or 0)
+    second = int(m.group("second") or 0)
+    frac = m.group("frac") or ""
+    ms = int((frac + "00")[:3]) if frac else 0
+    if not 1 <= month <= 12:
+        return None
+    if day < 1 or day > _days_in_month(year, month):
+        return None
+    if hour > 24 or minute > 59 or second > 59:
+        return None
+    if hour == 24 and (minute or second or ms):
+        return None
+    value = (
+        _days_from_civil(year, month, day) * 86400000
+        + hour * 3600000
+        + minute * 60000
+        + second * 1000
+        + ms
+    )
+    tz = m.group("tz")
+    if tz:
+        if tz in ("Z", "z"):
+            pass
+        else:
+            digits = tz[1:].replace(":", "")
+            oh, om = int(digits[:2]), int(digits[2:] or 0)
+            if oh > 23 or om > 59:
+                return None
+            offset = (oh * 60 + om) * 60000
+            value = value - offset if tz[0] == "+" else value + offset
+    elif hour_text is not None:
+        value += _local_offset_ms(value)
+    if abs(value) > _MAX_TIME_MS:
+        return None
+    return value
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def to_iso(ms: int | float) -> str:
+    """``new Date(ms).toISOString()``; raises ValueError where JavaScript throws RangeError."""
+    if ms != ms or ms in (math.inf, -math.inf) or abs(ms) > _MAX_TIME_MS:
+        raise ValueError("Invalid time value")
+    t = int(ms)  # TimeClip truncates toward zero
+    days, rem = divmod(t, 86400000)
+    # civil_from_days
+    z = days + 719468
+    era = (z if z >= 0 else z - 146096) // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    mo = mp + (3 if mp < 10 else -9)
+    y += mo <= 2
+    hh, rem = divmod(rem, 3600000)
+    mi, rem = divmod(rem, 60000)
+    ss, mss = divmod(rem, 1000)
+    if 0 <= y <= 9999:
+        year = "%04d" % y
+    else:
+        year = ("+" if y > 0 else "-") + "%06d" % abs(y)
+    return "%s-%02d-%02dT%02d:%02d:%02d.%03dZ" % (year, mo, d, hh, mi, ss, mss)
+
+
+def iso_now() -> str:
+    """``new Date().toISOString()`` for the current time."""
+    return to_iso(int(time.time() * 1000))
+
+
+# --------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_STDLIB_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def loads_line(text: str | bytes) -> Any:
+    """Parse one JSON text as ``JSON.parse`` would (raises ValueError when it would throw).
+
+    orjson first; the standard library handles what orjson refuses but JavaScript accepts
+    (lone surrogate escapes, numbers beyond the double range, which become infinities).
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")
+    try:
+        return _STDLIB_DECODER.decode(text)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply") from exc
