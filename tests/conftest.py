@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.oracle.plugin"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = REPO_ROOT / "datasets" / "sessions"
 # The real sessions live outside the repository, beside it in ../shared when present.

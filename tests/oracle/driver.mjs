@@ -1,0 +1,547 @@
+// Run Pi 0.87.1's own session-memory functions over a batch of JSON requests.
+//
+// Usage: node driver.mjs <pi dist dir> <requests.json | -> [results.json]
+// The request file holds {"requests": [{"op": ..., ...}, ...]}; the results file gets
+// {"results": [{"ok": true, "result": ...} | {"ok": false, "error": "..."}, ...]}.
+// One process handles a whole batch. Session files are never written: every load works on
+// a private temporary copy. Strings travel as JSON; JSON.stringify escapes lone surrogates,
+// so they survive both ways.
+import { createHash } from "node:crypto";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [distDir, requestPath, resultPath] = process.argv.slice(2);
+if (!distDir || !requestPath) {
+    process.stderr.write("usage: node driver.mjs <pi dist dir> <requests.json|-> [results.json]\n");
+    process.exit(2);
+}
+const load = (rel) => import(pathToFileURL(join(distDir, rel)).href);
+const sm = await load("core/session-manager.js");
+const messagesMod = await load("core/messages.js");
+const compactionMod = await load("core/compaction/compaction.js");
+const branchMod = await load("core/compaction/branch-summarization.js");
+const utilsMod = await load("core/compaction/utils.js");
+const { getCurrentSystemMessage } = await import(
+    pathToFileURL(join(distDir, "..", "..", "pi-ai", "dist", "utils", "transcript.js")).href
+);
+
+const { convertToLlm } = messagesMod;
+const {
+    estimateTokens,
+    estimateContextTokens,
+    estimateProjectedContextTokens,
+    findCutPoint,
+    findTurnStartIndex,
+    prepareCompaction,
+    compact,
+    calculateContextTokens,
+    shouldCompact,
+} = compactionMod;
+const { collectEntriesForBranchSummary, prepareBranchEntries, generateBranchSummary } = branchMod;
+const { serializeConversation, computeFileLists, formatFileOperations } = utilsMod;
+
+const workDir = mkdtempSync(join(tmpdir(), "pimem-oracle-"));
+let copyCounter = 0;
+function privateCopy(path) {
+    const target = join(workDir, `${copyCounter++}-${basename(path)}`);
+    copyFileSync(path, target);
+    return target;
+}
+
+const sha256 = (text) => createHash("sha256").update(text, "utf8").digest("hex");
+/** Either the value itself or the sha256 of its JSON.stringify text (undefined → "undefined"). */
+function emit(value, hash) {
+    if (!hash) return value === undefined ? null : value;
+    return sha256(value === undefined ? "undefined" : JSON.stringify(value));
+}
+// Digests of objects already hashed, by identity: projections of many leaves share messages.
+const digestCache = new WeakMap();
+function digestOf(value) {
+    if (value === null || typeof value !== "object") return sha256(JSON.stringify(value));
+    let d = digestCache.get(value);
+    if (d === undefined) {
+        d = sha256(JSON.stringify(value));
+        digestCache.set(value, d);
+    }
+    return d;
+}
+/**
+ * A list, or its list digest: sha256 of the comma-joined sha256 digests of each element's
+ * JSON.stringify text. Equal digests mean equal JSON.stringify text of the whole list.
+ */
+function emitList(list, hash) {
+    if (!hash) return list;
+    return sha256(list.map(digestOf).join(","));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions: loaded once per batch with Pi's own reader and migration, from a private copy.
+// ---------------------------------------------------------------------------------------------
+const sessions = new Map();
+function getSession(path) {
+    let s = sessions.get(path);
+    if (s) return s;
+    const fileEntries = sm.loadEntriesFromFile(privateCopy(path));
+    if (fileEntries.length === 0) throw new Error(`not a Pi session (no header): ${path}`);
+    sm.migrateSessionEntries(fileEntries);
+    const header = fileEntries.find((e) => e.type === "session");
+    const entries = fileEntries.filter((e) => e.type !== "session");
+    const byId = new Map();
+    const children = new Map();
+    for (const e of entries) {
+        byId.set(e.id, e);
+        if (!children.has(e.parentId)) children.set(e.parentId, 0);
+        children.set(e.parentId, children.get(e.parentId) + 1);
+    }
+    let manager;
+    s = {
+        path,
+        header,
+        fileEntries,
+        entries,
+        byId,
+        tips: entries.filter((e) => !children.has(e.id)).map((e) => e.id),
+        get manager() {
+            // An in-memory SessionManager over the same entries (never persisted).
+            manager ??= sm.SessionManager.inMemory(header.cwd ?? "/", undefined, fileEntries);
+            return manager;
+        },
+    };
+    sessions.set(path, s);
+    return s;
+}
+
+/** Leaves named by a request: a list of ids (null = Pi's default leaf), "all" entries, or "tips". */
+function resolveLeaves(s, leaves) {
+    if (leaves === undefined || leaves === null) return [null];
+    if (leaves === "all") return s.entries.map((e) => e.id);
+    if (leaves === "tips") return s.tips;
+    return leaves;
+}
+
+function pathFor(s, leafId) {
+    // Pi's buildSessionPath: a missing leaf falls back to the last entry.
+    let leaf = leafId ? s.byId.get(leafId) : undefined;
+    leaf ??= s.entries[s.entries.length - 1];
+    const path = [];
+    for (let cur = leaf; cur; cur = cur.parentId ? s.byId.get(cur.parentId) : undefined) path.push(cur);
+    return path.reverse();
+}
+
+const projectionOf = (s, leafId) => sm.buildSessionProjection(s.entries, leafId ?? undefined, s.byId);
+
+function fileOpsJson(fileOps) {
+    return { read: [...fileOps.read], written: [...fileOps.written], edited: [...fileOps.edited] };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summaries: a stream function that records each request and answers deterministically.
+// ---------------------------------------------------------------------------------------------
+function zeroCost() {
+    return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 };
+}
+/** The canned answer for a request: text "SUMMARY:" + sha256(prompt)[:16], usage from sizes. */
+function cannedReply(kind, prompt, fail) {
+    const input = prompt.length;
+    const output = 100 + (kind === "turn_prefix" ? 1 : 0);
+    const usage = {
+        input,
+        output,
+        cacheRead: 0,
+        cacheWrite: 0,
+        totalTokens: input + output,
+        cost: zeroCost(),
+    };
+    const content = [{ type: "text", text: `SUMMARY:${sha256(prompt).slice(0, 16)}` }];
+    let stopReason = "stop";
+    let errorMessage;
+    if (fail && (fail.kind === undefined || fail.kind === null || fail.kind === kind)) {
+        if (fail.stopReason) stopReason = fail.stopReason;
+        if (fail.errorMessage !== undefined) errorMessage = fail.errorMessage;
+        if (fail.toolCall) {
+            content.push({ type: "toolCall", id: "call_1", name: "read", arguments: { path: "x" } });
+            if (!fail.stopReason) stopReason = "toolUse";
+        }
+        if (fail.emptyText) content.splice(0, 1);
+    }
+    return {
+        role: "assistant",
+        content,
+        api: "openai-completions",
+        provider: "oracle",
+        model: "oracle-model",
+        usage,
+        stopReason,
+        ...(errorMessage !== undefined ? { errorMessage } : {}),
+        timestamp: 0,
+    };
+}
+
+function recordingStream(requests, defaultKind, fail) {
+    return async (model, context, options) => {
+        const [system, user, ...rest] = context.messages;
+        const prompt = user.content.map((b) => b.text).join("");
+        const kind = prompt.startsWith("# Conversation\n") ? "turn_prefix" : defaultKind;
+        requests.push({
+            kind,
+            systemRole: system?.role ?? null,
+            systemPrompt: typeof system?.content === "string" ? system.content : null,
+            userRole: user.role,
+            userBlocks: user.content.length,
+            extraMessages: rest.length,
+            prompt,
+            maxTokens: Number.isFinite(options.maxTokens) ? options.maxTokens : null,
+            reasoning: options.reasoning ?? null,
+            cacheRetention: options.cacheRetention ?? null,
+            sessionIdIsUuid:
+                typeof options.sessionId === "string" &&
+                /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(options.sessionId),
+            modelId: model.id ?? null,
+        });
+        const reply = cannedReply(kind, prompt, fail);
+        return { result: async () => reply };
+    };
+}
+
+function modelFrom(m) {
+    const model = m ?? {};
+    return {
+        id: model.id ?? "oracle-model",
+        name: model.id ?? "oracle-model",
+        api: "openai-completions",
+        provider: model.provider ?? "oracle",
+        baseUrl: "http://127.0.0.1:9",
+        reasoning: model.reasoning ?? false,
+        input: ["text"],
+        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+        contextWindow: model.contextWindow ?? 200000,
+        maxTokens: model.maxTokens ?? 32000,
+    };
+}
+
+function preparationJson(prep) {
+    if (!prep) return null;
+    return {
+        firstKeptEntryId: prep.firstKeptEntryId,
+        messagesToSummarize: prep.messagesToSummarize,
+        turnPrefixMessages: prep.turnPrefixMessages,
+        isSplitTurn: prep.isSplitTurn,
+        tokensBefore: prep.tokensBefore,
+        previousSummary: prep.previousSummary ?? null,
+        fileOps: fileOpsJson(prep.fileOps),
+        settings: prep.settings,
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------------------------
+const ops = {
+    /** Pi's raw reader + migration, and SessionManager.open on a private copy. */
+    load(req) {
+        const original = readFileSync(req.path);
+        const raw = sm.loadEntriesFromFile(privateCopy(req.path));
+        const rawCount = raw.length;
+        sm.migrateSessionEntries(raw);
+        const copy = privateCopy(req.path);
+        let opened = null;
+        let openError = null;
+        try {
+            const manager = sm.SessionManager.open(copy, workDir);
+            opened = {
+                header: manager.getHeader(),
+                entries: manager.getEntries(),
+                leafId: manager.getLeafId(),
+                sessionId: manager.getSessionId(),
+                name: manager.getSessionName() ?? null,
+            };
+        } catch (err) {
+            openError = String(err?.message ?? err);
+        }
+        const after = readFileSync(copy);
+        return {
+            rawCount,
+            migrated: raw,
+            opened,
+            openError,
+            rewritten: !after.equals(original),
+        };
+    },
+
+    /** buildSessionProjection per leaf: messages, thinking level, model, provenance, LLM view. */
+    project(req) {
+        const s = getSession(req.path);
+        const hash = req.hash ?? false;
+        return resolveLeaves(s, req.leaves).map((leafId) => {
+            const p = projectionOf(s, leafId);
+            return {
+                leafId,
+                messages: emitList(p.messages, hash),
+                thinkingLevel: p.thinkingLevel,
+                model: p.model,
+                entryIds: emit(
+                    p.entries.map((e) => [e.sourceEntry.id, e.messages.length]),
+                    hash,
+                ),
+                llm: emitList(convertToLlm(p.messages), hash),
+                currentSystem: emit(getCurrentSystemMessage(p.messages), hash),
+                messageCount: p.messages.length,
+            };
+        });
+    },
+
+    /** convertToLlm over given messages (inline). */
+    convert(req) {
+        return emitList(convertToLlm(req.messages), req.hash ?? false);
+    },
+
+    /** Every entry's own context messages (sessionEntryToContextMessages) and their estimates. */
+    entry_messages(req) {
+        const s = getSession(req.path);
+        const hash = req.hash ?? false;
+        return s.entries.map((e) => {
+            const msgs = sm.sessionEntryToContextMessages(e);
+            return { id: e.id, messages: emitList(msgs, hash), estimates: msgs.map(estimateTokens) };
+        });
+    },
+
+    /** Token estimates per projected message, the context estimate and the projected estimate. */
+    estimate(req) {
+        const s = getSession(req.path);
+        return resolveLeaves(s, req.leaves).map((leafId) => {
+            const p = projectionOf(s, leafId);
+            return {
+                leafId,
+                perMessage: p.messages.map(estimateTokens),
+                context: estimateContextTokens(p.messages),
+                projected: estimateProjectedContextTokens(p, pathFor(s, leafId)),
+            };
+        });
+    },
+
+    /** Inline helpers: estimateTokens / calculateContextTokens / shouldCompact. */
+    estimate_messages(req) {
+        return {
+            perMessage: req.messages.map(estimateTokens),
+            context: estimateContextTokens(req.messages),
+        };
+    },
+    should_compact(req) {
+        return req.cases.map(([tokens, window, settings]) => shouldCompact(tokens, window, settings));
+    },
+    calculate_context_tokens(req) {
+        return req.usages.map(calculateContextTokens);
+    },
+
+    /** findCutPoint over the path entries for many keepRecentTokens values. */
+    cut_points(req) {
+        const s = getSession(req.path);
+        return resolveLeaves(s, req.leaves).map((leafId) => {
+            const path = pathFor(s, leafId);
+            let lastCompaction = -1;
+            path.forEach((e, i) => {
+                if (e.type === "compaction") lastCompaction = i;
+            });
+            const starts = req.starts ?? [0, lastCompaction + 1];
+            const out = {};
+            for (const start of [...new Set(starts)]) {
+                out[start] = req.keeps.map((keep) => {
+                    const c = findCutPoint(path, start, path.length, keep);
+                    return [c.firstKeptEntryIndex, c.turnStartIndex, c.isSplitTurn];
+                });
+            }
+            const turnStarts = req.turnStarts
+                ? path.map((_, i) => findTurnStartIndex(path, i, 0))
+                : null;
+            return { leafId, pathLength: path.length, cuts: out, turnStarts };
+        });
+    },
+
+    /** prepareCompaction(path entries, settings) per leaf and settings. */
+    prepare(req) {
+        const s = getSession(req.path);
+        const hash = req.hash ?? false;
+        return resolveLeaves(s, req.leaves).map((leafId) => {
+            const path = pathFor(s, leafId);
+            return {
+                leafId,
+                preparations: req.settings.map((settings) => {
+                    const prep = prepareCompaction(path, settings);
+                    if (!prep) return null;
+                    const j = preparationJson(prep);
+                    return {
+                        ...j,
+                        settings: undefined,
+                        previousSummary: hash ? emit(j.previousSummary, true) : j.previousSummary,
+                        messagesToSummarize: emitList(j.messagesToSummarize, hash),
+                        turnPrefixMessages: emitList(j.turnPrefixMessages, hash),
+                        counts: [j.messagesToSummarize.length, j.turnPrefixMessages.length],
+                        ...(req.serialize
+                            ? {
+                                  serialized: emit(serializeConversation(convertToLlm(prep.messagesToSummarize)), hash),
+                                  serializedTurnPrefix: emit(
+                                      serializeConversation(convertToLlm(prep.turnPrefixMessages)),
+                                      hash,
+                                  ),
+                                  fileLists: computeFileLists(prep.fileOps),
+                              }
+                            : {}),
+                    };
+                }),
+            };
+        });
+    },
+
+    /** serializeConversation(convertToLlm(messagesToSummarize)) per leaf and settings, or inline. */
+    serialize(req) {
+        if (req.messages) return serializeConversation(convertToLlm(req.messages));
+        const s = getSession(req.path);
+        const hash = req.hash ?? false;
+        return resolveLeaves(s, req.leaves).map((leafId) => {
+            const path = pathFor(s, leafId);
+            return {
+                leafId,
+                texts: req.settings.map((settings) => {
+                    const prep = prepareCompaction(path, settings);
+                    if (!prep) return null;
+                    return [
+                        emit(serializeConversation(convertToLlm(prep.messagesToSummarize)), hash),
+                        emit(serializeConversation(convertToLlm(prep.turnPrefixMessages)), hash),
+                    ];
+                }),
+            };
+        });
+    },
+
+    /** File list helpers over inline file ops. */
+    file_lists(req) {
+        const fileOps = { read: new Set(req.read), written: new Set(req.written), edited: new Set(req.edited) };
+        const lists = computeFileLists(fileOps);
+        return { ...lists, formatted: formatFileOperations(lists.readFiles, lists.modifiedFiles) };
+    },
+
+    /** Pi's real compact() on prepareCompaction's result, with a recording stream function. */
+    async compact(req) {
+        const s = getSession(req.path);
+        const hash = req.hash ?? false;
+        const out = [];
+        for (const leafId of resolveLeaves(s, req.leaves)) {
+            const path = pathFor(s, leafId);
+            const prep = prepareCompaction(path, req.settings);
+            if (!prep) {
+                out.push({ leafId, prepared: false });
+                continue;
+            }
+            const requests = [];
+            const model = modelFrom(req.model);
+            let result = null;
+            let error = null;
+            try {
+                result = await compact(
+                    prep,
+                    model,
+                    undefined,
+                    undefined,
+                    req.customInstructions ?? undefined,
+                    undefined,
+                    req.thinkingLevel ?? undefined,
+                    recordingStream(requests, "history", req.fail),
+                );
+            } catch (err) {
+                error = String(err?.message ?? err);
+            }
+            out.push({
+                leafId,
+                prepared: true,
+                requests: requests.map((r) => ({ ...r, prompt: emit(r.prompt, hash) })),
+                result,
+                error,
+            });
+        }
+        return out;
+    },
+
+    /** Branch summary: entry collection, budgets, and generateBranchSummary with recording. */
+    async branch(req) {
+        const s = getSession(req.path);
+        const hash = req.hash ?? false;
+        const out = [];
+        for (const [oldLeafId, targetId] of req.pairs) {
+            const { entries, commonAncestorId } = collectEntriesForBranchSummary(s.manager, oldLeafId, targetId);
+            const budgets = (req.budgets ?? [0]).map((budget) => {
+                const prep = prepareBranchEntries(entries, budget);
+                return {
+                    budget,
+                    messages: emitList(prep.messages, hash),
+                    count: prep.messages.length,
+                    fileOps: fileOpsJson(prep.fileOps),
+                    totalTokens: prep.totalTokens,
+                };
+            });
+            let summary = null;
+            let requests = [];
+            if (req.summarize !== false) {
+                let error = null;
+                let result = null;
+                try {
+                    result = await generateBranchSummary(entries, {
+                        model: modelFrom(req.model),
+                        reserveTokens: req.reserveTokens ?? 16384,
+                        customInstructions: req.customInstructions ?? undefined,
+                        replaceInstructions: req.replaceInstructions ?? undefined,
+                        streamFn: recordingStream(requests, "branch", req.fail),
+                    });
+                } catch (err) {
+                    error = String(err?.message ?? err);
+                }
+                summary = { result, error };
+                requests = requests.map((r) => ({ ...r, prompt: emit(r.prompt, hash) }));
+            }
+            out.push({
+                oldLeafId,
+                targetId,
+                entryIds: entries.map((e) => e.id),
+                commonAncestorId,
+                budgets,
+                summary,
+                requests,
+            });
+        }
+        return out;
+    },
+
+    /** Session facts: tips (childless entries) and the count of entries. */
+    info(req) {
+        const s = getSession(req.path);
+        return { tips: s.tips, entryCount: s.entries.length, header: s.header };
+    },
+};
+
+async function main() {
+    const text = requestPath === "-" ? readFileSync(0, "utf8") : readFileSync(requestPath, "utf8");
+    const { requests } = JSON.parse(text);
+    const results = [];
+    for (const req of requests) {
+        const op = ops[req.op];
+        if (!op) {
+            results.push({ ok: false, error: `unknown op: ${req.op}` });
+            continue;
+        }
+        try {
+            results.push({ ok: true, result: await op(req) });
+        } catch (err) {
+            results.push({ ok: false, error: String(err?.stack ?? err) });
+        }
+    }
+    const payload = JSON.stringify({ results });
+    if (resultPath) writeFileSync(resultPath, payload, "utf8");
+    else process.stdout.write(payload);
+}
+
+try {
+    await main();
+} finally {
+    rmSync(workDir, { recursive: true, force: true });
+}
