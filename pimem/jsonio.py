@@ -292,7 +292,7 @@ _MAX_TIME_MS = 8.64e15
 def _days_from_civil(y: int, m: int, d: int) -> int:
     """Days since 1970-01-01 for a proleptic Gregorian date (any year)."""
     y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
+    era = y // 400
     yoe = y - era * 400
     doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
@@ -337,7 +337,7 @@ def parse_iso_ms(s: Any) -> int | None:
     ms = int((frac + "00")[:3]) if frac else 0
     if not 1 <= month <= 12:
         return None
-    if day < 1 or day > _days_in_month(year, month):
+    if not 1 <= day <= 31:  # V8 lets days past the month's end roll over
         return None
     if hour > 24 or minute > 59 or second > 59:
         return None
@@ -368,12 +368,6 @@ def parse_iso_ms(s: Any) -> int | None:
     return value
 
 
-def _days_in_month(year: int, month: int) -> int:
-    if month == 2:
-        return 29 if (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)) else 28
-    return 30 if month in (4, 6, 9, 11) else 31
-
-
 def to_iso(ms: int | float) -> str:
     """``new Date(ms).toISOString()``; raises ValueError where JavaScript throws RangeError."""
     if ms != ms or ms in (math.inf, -math.inf) or abs(ms) > _MAX_TIME_MS:
@@ -382,7 +376,7 @@ def to_iso(ms: int | float) -> str:
     days, rem = divmod(t, 86400000)
     # civil_from_days
     z = days + 719468
-    era = (z if z >= 0 else z - 146096) // 146097
+    era = z // 146097
     doe = z - era * 146097
     yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
     y = yoe + era * 400
