@@ -1,0 +1,979 @@
+"""Replay a recorded session under other compaction settings, as Pi 0.87.1's agent loop would.
+
+Where Pi 0.87.1 checks for compaction
+-------------------------------------
+Read from ``core/agent-session.js`` and ``@earendil-works/pi-agent-core``'s ``agent-loop.js``:
+
+``next_turn``
+    ``runLoop`` calls ``prepareNextTurn`` whenever a turn has completed inside a run and another
+    assistant response is about to be requested (after the tool results of a ``toolUse`` turn were
+    appended; also before steering messages are appended). ``AgentSession`` installs
+    ``_compactBeforeNextAssistantResponse`` there: it compacts (reason ``threshold``, no retry)
+    when ``shouldCompact(estimateProjectedContextTokens(projection, branch).tokens, window,
+    settings)``. That estimate trusts the last valid assistant usage in the projected context
+    only if its entry comes after the latest ``compaction``/``context_edit`` on the branch, and
+    adds chars/4 estimates of the messages after it; otherwise it is chars/4 of the current
+    system message plus every non-system message. There is no overflow test here.
+``agent_end``
+    After a run ends, ``_handlePostAgentRun`` calls ``_checkCompaction(lastAssistant,
+    skipAborted=true, toolResults)``. Skipped when compaction is disabled, the assistant was
+    aborted, or the assistant's ``timestamp`` is ``<=`` the latest compaction entry's timestamp.
+    Overflow first: an error matching pi-ai's overflow patterns, or a ``stop`` response whose
+    ``usage.input + usage.cacheRead`` exceeds the window (same model only) → reason
+    ``overflow``. Otherwise threshold with ``calculateContextTokens(lastAssistant.usage)`` —
+    the *direct* usage of that one message, no trailing estimate; when the projection holds a
+    ``context_edit`` it uses ``estimateProjectedContextTokens``; when the message errored or
+    has zero usage it uses ``estimateContextTokens(agent messages)`` (and gives up if the usage
+    it anchors on predates the latest compaction).
+``before_prompt``
+    ``prompt()`` calls ``_checkCompaction(lastAssistant, skipAborted=false)`` before sending a new
+    user prompt: the same computation, but aborted assistants are checked too. After an
+    ``agent_end`` check on the same assistant it gives the same answer, unless that check
+    compacted (then the timestamp guard skips it) or the assistant was aborted.
+``before_call``
+    Not a Pi check: the provider rejects a request larger than the window, Pi records the error,
+    omits it with a ``context_edit`` and compacts with reason ``overflow`` and ``willRetry``.
+    The recording has no such failed attempt, so the replay models it at the point of the call:
+    if the context about to be sent exceeds the window it compacts (``overflow``, will_retry)
+    and then appends the recorded response. Unlike Pi, the failed attempt and its
+    ``context_edit`` are not written (the replayed file stays a clean sequence of responses).
+
+Run boundaries come from the recording: an assistant message without tool calls (or one that
+errored or was aborted) ends a run; the next ``user`` message is a new prompt. A follow-up
+message that Pi delivered inside the same run looks the same in the file, so it is treated as a
+new prompt (Pi checks at ``next_turn`` there instead; both checks happen at the same place).
+
+The replayed session
+--------------------
+A new session (new header id from ``seed``, the recording's header timestamp and cwd). Every
+entry of the recorded path is appended in order **with its original id** (so entries compare
+one to one with the recording), re-linked so that ``parentId`` is the previous replayed entry.
+Compaction entries made by the replay get fresh 8-hex ids from a generator seeded by ``seed``
+and the timestamp of the entry they follow, so the same inputs give the same file byte for byte.
+Recorded ``compaction`` entries are dropped with ``triggers="threshold"`` or ``"none"`` (the
+replay decides where to compact); with ``triggers="recorded"`` the replay compacts exactly there
+(reason ``manual``, no threshold checks acted on). Branch summaries on the path are content of
+the path and are kept. ``label`` entries whose target is not in the replayed session (a
+dropped compaction) are dropped.
+
+Token sources
+-------------
+Recorded usage in replayed assistant messages stays as recorded: the file is a recording. But
+Pi reads that usage (``calculateContextTokens``, ``estimateContextTokens``), and after the
+replay compacted differently from the recording it describes a context the replay never sent.
+The token source decides what the checks read:
+
+``"estimate"``
+    Exactly what Pi computes on the replayed session, recorded usage included, at every check
+    point (the formulas above). This is the differential-testing mode: Pi given the written file
+    decides the same. It over-counts after a replayed compaction that the recording did not make
+    (the next response's recorded usage still holds the uncompacted context).
+``"calibrated"`` (default)
+    Pi's formulas, with each assistant's usage replaced by a simulated usage of the replayed
+    request: ``recorded_total(a) − E_rec(a) + E_rep(a)``, where ``E_rec(a)`` is Pi's chars/4
+    estimate of the context the recording sent for ``a`` (its own projection, with its own
+    compactions) and ``E_rep(a)`` the same estimate of the replayed context for ``a``. Content
+    both share cancels out, so this is the recorded count minus the estimate of what the replay
+    removed (summarized messages, or the recording's summaries it does not have) plus the
+    estimate of what it added (its summaries, or messages the recording had summarized away).
+    System prompt and tool definitions, which no estimate sees, stay counted as the provider
+    counted them. Overflow uses ``input + cacheRead + cacheWrite`` shifted the same way.
+``"chars"``
+    chars/4 over the replayed projected context, no usage at all.
+``"tiktoken"``
+    cl100k_base counts of each projected message's text (images count 1200, Pi's 4800 chars/4),
+    cached per message.
+
+Tokens before / after in compaction rows are Pi's: ``tokensBefore`` from ``prepareCompaction``
+(``estimateProjectedContextTokens`` of the replayed session) and ``estimatedTokensAfter`` =
+``estimateMessagesTokens`` of the projected messages after the compaction.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal, Sequence
+
+import pandas as pd
+
+from pimem.context import (
+    build_session_projection,
+    convert_to_llm,
+    get_current_system_message,
+    session_entry_to_context_messages,
+)
+from pimem.tokens import calculate_context_tokens, estimate_tokens, get_assistant_usage
+
+__all__ = ["replay", "ReplayResult", "navigate", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
+
+TokenSource = Literal["estimate", "calibrated", "chars", "tiktoken"]
+Trigger = Literal["threshold", "recorded", "none"]
+TOKEN_SOURCES = ("estimate", "calibrated", "chars", "tiktoken")
+TRIGGERS = ("threshold", "recorded", "none")
+
+EVENT_COLUMNS = [
+    "step", "entry_id", "kind", "check", "reason", "context_tokens", "threshold", "context_window",
+    "should_compact", "fired", "will_retry", "note", "compaction_id", "first_kept_entry_id",
+    "messages_summarized", "turn_prefix_messages", "split_turn", "tokens_before", "tokens_after",
+    "summary_tokens", "request_tokens", "response_tokens", "summary_calls", "latency_s", "error",
+    "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before",
+]
+
+# pi-ai utils/overflow.js, OVERFLOW_PATTERNS and NON_OVERFLOW_PATTERNS (0.87.1)
+_OVERFLOW_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
+    r"prompt (?:is )?too long", r"request_too_large", r"input is too long for requested model",
+    r"exceeds the context window",
+    r"exceeds (?:the )?(?:model'?s )?maximum context length(?: of [\d,]+ tokens?|\s*\([\d,]+\))",
+    r"input token count.*exceeds the maximum", r"maximum prompt length is \d+",
+    r"reduce the length of the messages", r"maximum context length is \d+ tokens",
+    r"exceeds (?:the )?maximum allowed input length of [\d,]+ tokens?",
+    r"input \(\d+ tokens\) is longer than the model'?s context length \(\d+ tokens\)",
+    r"exceeds the limit of \d+", r"exceeds the available context size", r"greater than the context length",
+    r"context window exceeds limit", r"exceeded model token limit",
+    r"too large for model with \d+ maximum context length",
+    r"prompt has [\d,]+ tokens?, but the configured context size is [\d,]+ tokens?",
+    r"model_context_window_exceeded", r"prompt too long; exceeded (?:max )?context length",
+    r"range of input length should be", r"context[_ ]length[_ ]exceeded", r"too many tokens",
+    r"token limit exceeded",
+)]
+_NON_OVERFLOW_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
+    r"^(Throttling error|Service unavailable):", r"rate limit", r"too many requests")]
+_CEREBRAS_BODYLESS = re.compile(r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)", re.IGNORECASE)
+
+
+def is_context_overflow(message: dict, context_window: int | None = None) -> bool:
+    """pi-ai ``isContextOverflow``: an overflow error, or a silent/length-stop overflow."""
+    stop = message.get("stopReason")
+    err = message.get("errorMessage")
+    if stop == "error" and err:
+        if not any(p.search(err) for p in _NON_OVERFLOW_PATTERNS):
+            if any(p.search(err) for p in _OVERFLOW_PATTERNS):
+                return True
+            if message.get("provider") == "cerebras" and _CEREBRAS_BODYLESS.search(err):
+                return True
+    usage = message.get("usage") or {}
+    if context_window and stop == "stop":
+        if (usage.get("input") or 0) + (usage.get("cacheRead") or 0) > context_window:
+            return True
+    if context_window and stop == "length" and usage.get("output") == 0:
+        if (usage.get("input") or 0) + (usage.get("cacheRead") or 0) >= context_window * 0.99:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Incremental projection of one branch
+# ---------------------------------------------------------------------------------------------
+
+
+def _tiktoken_text(message: dict) -> tuple[str, int]:
+    """The text a tokenizer sees in one LLM message, plus image tokens counted separately."""
+    from pimem.jsonio import js_stringify
+
+    images = 0
+    parts: list[str] = []
+    content = message.get("content")
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                parts.append(str(block.get("text") or ""))
+            elif btype == "thinking":
+                parts.append(str(block.get("thinking") or ""))
+            elif btype == "toolCall":
+                parts.append(str(block.get("name") or "") + js_stringify(block.get("arguments", {})))
+            elif btype == "image":
+                images += 1
+    return "\n".join(parts), images * 1200
+
+
+class _Projection:
+    """A branch and its projected context, kept up to date entry by entry.
+
+    Appending an ordinary entry adds its messages and updates running sums in O(1); a
+    ``compaction`` or ``context_edit`` entry rebuilds the projection once (O(n)).
+    """
+
+    def __init__(self, est_cache: dict, tik_cache: dict | None = None) -> None:
+        self.branch: list[dict] = []
+        self.msgs: list[dict] = []
+        self.msg_entry: list[int] = []  # branch index of the entry each message comes from
+        self.est: list[int] = []
+        self.est_cache = est_cache
+        self.tik_cache = tik_cache
+        self.tik_sum = 0
+        self.all_sum = 0
+        self.nonsys_sum = 0
+        self.systems: list[dict] = []
+        self.cur_sys_est = 0
+        self.anchor: int | None = None  # index in msgs of the last valid-usage assistant
+        self.trailing = 0  # estimates of messages after the anchor
+        self.last_invalidating = -1  # branch index of the latest compaction / context_edit
+        self.latest_compaction: dict | None = None
+        self.has_context_edit = False
+        self.thinking_level: Any = "off"
+        self.model: dict | None = None
+
+    # -- building ------------------------------------------------------------------------------
+
+    def _estimate(self, key: Any, message: dict) -> int:
+        if key is None:
+            return estimate_tokens(message)
+        hit = self.est_cache.get(key)
+        if hit is None:
+            hit = estimate_tokens(message)
+            self.est_cache[key] = hit
+        return hit
+
+    def _tiktoken(self, key: Any, message: dict) -> int:
+        cache = self.tik_cache
+        if cache is None:
+            return 0
+        hit = cache.get(key) if key is not None else None
+        if hit is None:
+            from pimem.tokens import count_tiktoken_tokens
+
+            for llm in convert_to_llm([message]) or [message]:
+                text, image_tokens = _tiktoken_text(llm)
+                hit = (hit or 0) + count_tiktoken_tokens(text) + image_tokens
+            hit = hit or 0
+            if key is not None:
+                cache[key] = hit
+        return hit
+
+    def _add_message(self, message: dict, branch_index: int, key: Any) -> None:
+        tokens = self._estimate(key, message)
+        self.msgs.append(message)
+        self.msg_entry.append(branch_index)
+        self.est.append(tokens)
+        self.all_sum += tokens
+        if self.tik_cache is not None:
+            self.tik_sum += self._tiktoken(key, message)
+        if message.get("role") == "system":
+            self.systems.append(message)
+            current = get_current_system_message(self.systems)
+            self.cur_sys_est = estimate_tokens(current) if current is not None else 0
+        else:
+            self.nonsys_sum += tokens
+        if message.get("role") == "assistant" and get_assistant_usage(message) is not None:
+            self.anchor = len(self.msgs) - 1
+            self.trailing = 0
+        else:
+            self.trailing += tokens
+
+    def _note_settings(self, entry: dict) -> None:
+        etype = entry.get("type")
+        if etype == "thinking_level_change":
+            self.thinking_level = entry.get("thinkingLevel")
+        elif etype == "model_change":
+            self.model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+        elif etype == "message" and entry["message"].get("role") == "assistant":
+            m = entry["message"]
+            self.model = {"provider": m.get("provider"), "modelId": m.get("model")}
+
+    def append(self, entry: dict) -> None:
+        self.branch.append(entry)
+        index = len(self.branch) - 1
+        self._note_settings(entry)
+        etype = entry.get("type")
+        if etype in ("compaction", "context_edit"):
+            self.last_invalidating = index
+            if etype == "compaction":
+                self.latest_compaction = entry
+            self.rebuild()
+            return
+        eid = entry.get("id")
+        for k, message in enumerate(session_entry_to_context_messages(entry)):
+            self._add_message(message, index, (eid, k))
+
+    def rebuild(self) -> None:
+        """Recompute the projection from the branch (after a compaction or an edit)."""
+        projection = build_session_projection(self.branch, self.branch[-1].get("id") if self.branch else None)
+        position = {e.get("id"): i for i, e in enumerate(self.branch)}
+        edited = {e.get("targetId") for e in self.branch if e.get("type") == "context_edit"}
+        self.has_context_edit = False
+        self.msgs, self.msg_entry, self.est = [], [], []
+        self.all_sum = self.nonsys_sum = self.cur_sys_est = self.trailing = self.tik_sum = 0
+        self.systems = []
+        self.anchor = None
+        for projected in projection.entries:
+            source = projected.source_entry
+            sid = source.get("id")
+            if source.get("type") == "context_edit":
+                self.has_context_edit = True
+            plain = sid not in edited and source.get("type") != "compaction"
+            for k, message in enumerate(projected.messages):
+                key = (sid, k) if plain else None
+                if source.get("type") == "compaction":
+                    key = (sid, "compaction", k)
+                self._add_message(message, position.get(sid, -1), key)
+
+    # -- measures ------------------------------------------------------------------------------
+
+    def pure_estimate(self) -> int:
+        """Pi's usage-free projected estimate: current system message + non-system messages."""
+        return self.cur_sys_est + self.nonsys_sum
+
+    def anchor_trusted(self) -> bool:
+        return self.anchor is not None and self.msg_entry[self.anchor] > self.last_invalidating
+
+    def projected_estimate(self, usage_total: Callable[[dict], float]) -> float:
+        """``estimateProjectedContextTokens`` with the anchor's usage read through ``usage_total``."""
+        if self.anchor_trusted():
+            return usage_total(self.msgs[self.anchor]) + self.trailing
+        return self.pure_estimate()
+
+    def context_estimate(self, usage_total: Callable[[dict], float]) -> tuple[float, int | None]:
+        """``estimateContextTokens`` over the projected messages: (tokens, anchor index)."""
+        if self.anchor is None:
+            return self.all_sum, None
+        return usage_total(self.msgs[self.anchor]) + self.trailing, self.anchor
+
+
+# ---------------------------------------------------------------------------------------------
+# Result
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayResult:
+    """What a replay produced: the new session, one event row per check and per compaction."""
+
+    session: Any
+    events: pd.DataFrame
+    compactions: list[dict]
+    settings: Any
+    token_source: str
+    triggers: str
+    context_window: int
+    calls: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    _leaf_at: list[Any] = field(repr=False, default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, summarization tokens, peak and mean context, tokens re-sent per call."""
+        ev = self.events
+        comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
+        failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev
+        checks = ev[ev["kind"] == "check"] if len(ev) else ev
+        ctx = self.calls["context_tokens"] if len(self.calls) else pd.Series(dtype=float)
+        by_reason = comp["reason"].value_counts().to_dict() if len(comp) else {}
+        return {
+            "entries": len(self._leaf_at),
+            "assistant_calls": int(len(self.calls)),
+            "checks": int(len(checks)),
+            "compactions": int(len(comp)),
+            "threshold_compactions": int(by_reason.get("threshold", 0)),
+            "overflow_compactions": int(by_reason.get("overflow", 0)),
+            "manual_compactions": int(by_reason.get("manual", 0)),
+            "failed_compactions": int((failed["note"] != "cancelled").sum()) if len(failed) else 0,
+            "cancelled_compactions": int((failed["note"] == "cancelled").sum()) if len(failed) else 0,
+            "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()) if len(comp) else 0,
+            "summary_calls": int(ev["summary_calls"].fillna(0).sum()) if len(ev) else 0,
+            "summarization_request_tokens": float(ev["request_tokens"].fillna(0).sum()) if len(ev) else 0.0,
+            "summarization_response_tokens": float(ev["response_tokens"].fillna(0).sum()) if len(ev) else 0.0,
+            "summary_tokens": float(comp["summary_tokens"].fillna(0).sum()) if len(comp) else 0.0,
+            "peak_context_tokens": float(ctx.max()) if len(ctx) else 0.0,
+            "mean_context_tokens": float(ctx.mean()) if len(ctx) else 0.0,
+            "total_context_tokens_sent": float(ctx.sum()) if len(ctx) else 0.0,
+            "tokens_resent_per_call": float(ctx.mean()) if len(ctx) else 0.0,
+            "final_context_tokens": float(self.final_context_tokens()),
+            "context_window": self.context_window,
+            "token_source": self.token_source,
+            "triggers": self.triggers,
+        }
+
+    def final_context_tokens(self) -> int:
+        """Pi's usage-free estimate of the replayed session's final projected context."""
+        msgs = build_session_projection(self.session).messages
+        return sum(estimate_tokens(m) for m in msgs)
+
+    def context_at(self, step: int, *, llm: bool = True) -> list[dict]:
+        """The projected messages at ``step`` (after recorded entry ``step`` was replayed).
+
+        ``llm=True`` gives what the model is sent (``convert_to_llm``); else the agent messages.
+        """
+        if not self._leaf_at:
+            return []
+        leaf = self._leaf_at[step]
+        if leaf is None:
+            return []
+        messages = build_session_projection(self.session, leaf).messages
+        return convert_to_llm(messages) if llm else messages
+
+    def write(self, path: str | Path) -> Path:
+        """Write the replayed session (JSONL) atomically; returns the path."""
+        self.session.write(path)
+        return Path(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay
+# ---------------------------------------------------------------------------------------------
+
+
+def _load(session: Any) -> Any:
+    from pimem.session import Session, load_session
+
+    if isinstance(session, Session):
+        return session
+    return load_session(session)
+
+
+def _resolve_model(session: Any, model: Any, context_window: int | None, current: dict | None) -> Any:
+    """A ``ModelInfo`` for the session's current model (table in ``pimem.settings``)."""
+    from pimem.compaction import ModelInfo
+
+    info = model
+    if info is None:
+        info = _model_from_table(current)
+    if info is None:
+        info = ModelInfo(context_window=context_window or 200000, max_tokens=32000, reasoning=False)
+    if context_window is not None:
+        info = _with_window(info, context_window)
+    return info
+
+
+def _with_window(info: Any, window: int) -> Any:
+    import dataclasses
+
+    if dataclasses.is_dataclass(info):
+        return dataclasses.replace(info, context_window=window)
+    info = copy.copy(info)
+    info.context_window = window
+    return info
+
+
+def _model_from_table(current: dict | None) -> Any:
+    if not current:
+        return None
+    try:
+        from pimem import settings as settings_mod
+    except ImportError:  # pragma: no cover - settings module absent
+        return None
+    for name in ("model_info", "lookup_model", "get_model_info"):
+        fn = getattr(settings_mod, name, None)
+        if fn is not None:
+            try:
+                return fn(current.get("provider"), current.get("modelId"))
+            except (KeyError, LookupError, ValueError):
+                return None
+    return None
+
+
+def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
+    from pimem.session import Session
+
+    header = original.header or {}
+    rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}")
+    session_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    new = Session.new(header.get("cwd", ""), session_id=session_id, timestamp=header.get("timestamp"), rng=rng)
+    return new, rng
+
+
+def _usage_tokens(message: dict) -> float:
+    usage = message.get("usage")
+    return calculate_context_tokens(usage) if usage else 0
+
+
+def _input_tokens(message: dict) -> float:
+    usage = message.get("usage") or {}
+    return (usage.get("input") or 0) + (usage.get("cacheRead") or 0) + (usage.get("cacheWrite") or 0)
+
+
+def _has_tool_calls(message: dict) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content)
+
+
+def _ts_ms(value: Any) -> float | None:
+    from pimem.jsonio import parse_iso_ms
+
+    if isinstance(value, (int, float)):
+        return value
+    return parse_iso_ms(value) if isinstance(value, str) else None
+
+
+class _Replayer:
+    def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
+                 triggers, hooks, seed, stop_on_error, progress):
+        if token_source not in TOKEN_SOURCES:
+            raise ValueError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
+        if triggers not in TRIGGERS:
+            raise ValueError(f"triggers must be one of {TRIGGERS}, not {triggers!r}")
+        self.original = original
+        self.settings = settings
+        self.model_arg = model
+        self.window_arg = context_window
+        self.summarizer = summarizer
+        self.token_source = token_source
+        self.triggers = triggers
+        self.hooks = hooks
+        self.stop_on_error = stop_on_error
+        self.progress = progress
+        self.path = original.get_branch(leaf_id)
+        self.new, self.rng = _seeded_session(original, seed)
+        est_cache: dict = {}
+        tik_cache: dict | None = {} if token_source == "tiktoken" else None
+        self.rec = _Projection(est_cache)
+        self.rep = _Projection(est_cache, tik_cache)
+        self.simulated: dict[int, float] = {}  # id(message) -> simulated total
+        self.simulated_input: dict[int, float] = {}
+        self.events: list[dict] = []
+        self.calls: list[dict] = []
+        self.compactions: list[dict] = []
+        self.leaf_at: list[Any] = []
+        self.last_assistant: dict | None = None
+        self.last_tool_results: list[dict] = []
+        self.in_run = False
+        self.overflow_attempted = False
+        self._models: dict[Any, Any] = {}
+        self.step = 0
+
+    # -- measures ----------------------------------------------------------------------------------
+
+    def model_info(self) -> Any:
+        key = None if self.model_arg is not None else (
+            (self.rep.model or {}).get("provider"), (self.rep.model or {}).get("modelId"))
+        info = self._models.get(key)
+        if info is None:
+            info = _resolve_model(self.new, self.model_arg, self.window_arg, self.rep.model)
+            self._models[key] = info
+        return info
+
+    def usage_total(self, message: dict) -> float:
+        if self.token_source == "calibrated":
+            sim = self.simulated.get(id(message))
+            if sim is not None:
+                return sim
+        return _usage_tokens(message)
+
+    def projected_tokens(self) -> float:
+        """The tokens Pi's ``next_turn`` check reads (per token source)."""
+        if self.token_source == "chars":
+            return self.rep.pure_estimate()
+        if self.token_source == "tiktoken":
+            return self.rep.tik_sum
+        return self.rep.projected_estimate(self.usage_total)
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def _row(self, **values: Any) -> dict:
+        row = {c: None for c in EVENT_COLUMNS}
+        row["step"] = self.step
+        row["entry_id"] = self.path[self.step].get("id") if self.step < len(self.path) else None
+        row.update(values)
+        self.events.append(row)
+        return row
+
+    def threshold(self) -> float:
+        return self.model_info().context_window - self.settings.reserve_tokens
+
+    def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
+        from pimem.compaction import should_compact
+
+        window = self.model_info().context_window
+        decision = bool(note is None and window > 0 and should_compact(tokens, window, self.settings))
+        return self._row(kind="check", check=check, reason="threshold", context_tokens=tokens,
+                         threshold=window - self.settings.reserve_tokens, context_window=window,
+                         should_compact=decision, fired=False, note=note)
+
+    # -- check points ------------------------------------------------------------------------------
+
+    def acting(self) -> bool:
+        return self.triggers == "threshold"
+
+    def check_next_turn(self) -> None:
+        if not self.settings.enabled:
+            return
+        row = self.check_row("next_turn", self.projected_tokens())
+        if row["should_compact"] and self.acting():
+            row["fired"] = self.run_compaction("threshold", False, "next_turn")
+
+    def check_after_assistant(self, check: str, skip_aborted: bool) -> None:
+        """``_checkCompaction`` (``agent_end`` and ``before_prompt``)."""
+        message = self.last_assistant
+        if message is None or not self.settings.enabled:
+            return
+        if skip_aborted and message.get("stopReason") == "aborted":
+            return
+        compaction = self.rep.latest_compaction
+        if compaction is not None:
+            ts = _ts_ms(message.get("timestamp"))
+            cts = _ts_ms(compaction.get("timestamp"))
+            if ts is not None and cts is not None and ts <= cts:
+                self.check_row(check, float("nan"), note="assistant predates the latest compaction")
+                return
+        info = self.model_info()
+        window = info.context_window
+        same_model = self.model_arg is not None or (
+            message.get("provider") == (self.rep.model or {}).get("provider"))
+        overflow = False
+        if self.token_source == "estimate" and same_model:
+            overflow = (message.get("stopReason") == "error" and is_context_overflow(message)) or (
+                not self.rep.has_context_edit and is_context_overflow(message, window))
+        elif same_model and message.get("stopReason") == "error" and is_context_overflow(message):
+            overflow = True
+        if overflow:
+            row = self._row(kind="check", check=check, reason="overflow", context_tokens=_input_tokens(message),
+                            threshold=window - self.settings.reserve_tokens, context_window=window,
+                            should_compact=True, fired=False)
+            if self.acting():
+                row["fired"] = self.run_compaction("overflow", False, check)
+            return
+        if self.token_source == "chars":
+            tokens: float = self.rep.pure_estimate()
+        elif self.token_source == "tiktoken":
+            tokens = self.rep.tik_sum
+        elif self.rep.has_context_edit:
+            tokens = self.rep.projected_estimate(self.usage_total)
+        else:
+            direct = self.usage_total(message) if message.get("usage") else 0
+            if message.get("stopReason") == "error" or not direct:
+                tokens, anchor = self.rep.context_estimate(self.usage_total)
+                if anchor is not None and compaction is not None:
+                    usage_msg = self.rep.msgs[anchor]
+                    uts, cts = _ts_ms(usage_msg.get("timestamp")), _ts_ms(compaction.get("timestamp"))
+                    if uts is not None and cts is not None and uts <= cts:
+                        self.check_row(check, tokens, note="usage predates the latest compaction")
+                        return
+            else:
+                tokens = direct
+        row = self.check_row(check, tokens)
+        if row["should_compact"] and self.acting():
+            row["fired"] = self.run_compaction("threshold", False, check)
+
+    def check_before_call(self, message: dict) -> None:
+        """Overflow of the request about to be sent (see module docs, ``before_call``)."""
+        info = self.model_info()
+        window = info.context_window
+        if window <= 0 or not self.settings.enabled:
+            return
+        tokens = self.call_tokens(message)
+        if tokens > window and self.acting():
+            row = self._row(kind="check", check="before_call", reason="overflow", context_tokens=tokens,
+                            threshold=window - self.settings.reserve_tokens, context_window=window,
+                            should_compact=True, fired=False, will_retry=True)
+            if self.overflow_attempted:
+                row["note"] = "overflow recovery already attempted in this run"
+                self._failure("overflow", "Context overflow recovery failed after one compact-and-retry attempt. "
+                              "Try reducing context or switching to a larger-context model.", False, False)
+                return
+            self.overflow_attempted = True
+            row["fired"] = self.run_compaction("overflow", True, "before_call")
+
+    def call_tokens(self, message: dict) -> float:
+        """The size of the request for the recorded response ``message`` (per token source)."""
+        if self.token_source == "chars":
+            return self.rep.pure_estimate()
+        if self.token_source == "tiktoken":
+            return self.rep.tik_sum
+        if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
+            return _input_tokens(message) - self.rec.pure_estimate() + self.rep.pure_estimate()
+        return self.rep.projected_estimate(self.usage_total)
+
+    # -- compaction --------------------------------------------------------------------------------
+
+    def _failure(self, reason: str, message: str | None, aborted: bool, from_hook: bool, **extra: Any) -> dict:
+        row = self._row(kind="compact_failed", reason=reason, error=message, fired=False,
+                        note="cancelled" if aborted else "failed", from_hook=from_hook, **extra)
+        if self.hooks is not None:
+            _emit_compact_failed(self.hooks, reason=reason, error_message=message, aborted=aborted,
+                                 will_retry=False, from_extension=from_hook)
+        return row
+
+    def run_compaction(self, reason: str, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
+        """Pi's ``_runAutoCompaction`` (or ``compact()`` for reason ``manual``) on the replay."""
+        from pimem.compaction import compact, prepare_compaction
+
+        branch = self.rep.branch
+        extra = {}
+        if recorded is not None:
+            extra = {"recorded_first_kept_entry_id": recorded.get("firstKeptEntryId"),
+                     "recorded_tokens_before": recorded.get("tokensBefore")}
+        preparation = prepare_compaction(branch, self.settings)
+        if preparation is None:
+            self._row(kind="compact_skipped", check=check, reason=reason, note="nothing to compact", **extra)
+            return False
+        info = self.model_info()
+        from_hook = False
+        hook_result = None
+        if self.hooks is not None:
+            outcome = _emit_before_compact(self.hooks, preparation=preparation, branch_entries=list(branch),
+                                           custom_instructions=None, reason=reason, will_retry=will_retry)
+            if _is_cancel(outcome):
+                prefix = None
+                self._failure(reason, prefix, True, False, check=check, **extra)
+                return False
+            if outcome is not None:
+                hook_result = outcome
+                from_hook = True
+        counting = _CountingSummarizer(self.summarizer)
+        start = time.perf_counter()
+        try:
+            if hook_result is not None:
+                result = hook_result
+            else:
+                result = compact(preparation, counting, model=info, thinking_level=self.rep.thinking_level)
+        except Exception as exc:  # noqa: BLE001 - Pi turns any failure into compact_failed
+            if self.stop_on_error:
+                raise
+            text = str(exc) or type(exc).__name__
+            label = "Context overflow recovery failed: " if reason == "overflow" else "Auto-compaction failed: "
+            if reason == "manual":
+                label = "Compaction failed: "
+            self._failure(reason, label + text, False, from_hook, check=check,
+                          summary_calls=counting.calls, request_tokens=counting.request_tokens,
+                          response_tokens=counting.response_tokens, latency_s=time.perf_counter() - start, **extra)
+            return False
+        latency = time.perf_counter() - start
+        anchor_ts = branch[-1].get("timestamp") if branch else None
+        entry = self.new.append_compaction(result, from_hook=from_hook, timestamp=anchor_ts)
+        if not isinstance(entry, dict):
+            entry = self.new.get_entry(self.new.leaf_id)
+        self.rep.append(entry)
+        self.compactions.append(entry)
+        summary = entry.get("summary") or ""
+        self._row(kind="compaction", check=check, reason=reason, fired=True, will_retry=will_retry,
+                  compaction_id=entry.get("id"), first_kept_entry_id=entry.get("firstKeptEntryId"),
+                  messages_summarized=len(preparation.messages_to_summarize),
+                  turn_prefix_messages=len(preparation.turn_prefix_messages),
+                  split_turn=bool(preparation.is_split_turn), tokens_before=entry.get("tokensBefore"),
+                  tokens_after=self.rep.all_sum, summary_tokens=math.ceil(_utf16(summary) / 4),
+                  request_tokens=counting.request_tokens, response_tokens=counting.response_tokens,
+                  summary_calls=counting.calls, latency_s=latency, from_hook=from_hook,
+                  context_window=info.context_window,
+                  threshold=info.context_window - self.settings.reserve_tokens, **extra)
+        return True
+
+    # -- walk --------------------------------------------------------------------------------------
+
+    def append(self, entry: dict) -> None:
+        new_entry = dict(entry)
+        new_entry["parentId"] = self.new.leaf_id
+        self.new.append_entry(new_entry)
+        self.rep.append(new_entry)
+
+    def run(self) -> ReplayResult:
+        path = self.path
+        iterator: Iterable[int] = range(len(path))
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            iterator = tqdm(iterator, total=len(path), desc="replay", leave=False)
+        for i in iterator:
+            self.step = i
+            entry = path[i]
+            etype = entry.get("type")
+            if etype == "compaction":
+                self.rec.append(entry)
+                if self.triggers == "recorded":
+                    self.run_compaction("manual", False, "recorded", recorded=entry)
+                self.leaf_at.append(self.new.leaf_id)
+                continue
+            if etype == "label" and self.new.get_entry(entry.get("targetId")) is None:
+                self.rec.append(entry)
+                self.leaf_at.append(self.new.leaf_id)
+                continue
+            message = entry.get("message") if etype == "message" else None
+            role = message.get("role") if message else None
+            if role == "assistant":
+                if self.last_tool_results and self.in_run:
+                    self.check_next_turn()
+                self.check_before_call(message)
+                e_rec, e_rep = self.rec.pure_estimate(), self.rep.pure_estimate()
+                if get_assistant_usage(message) is not None:
+                    self.simulated[id(message)] = _usage_tokens(message) - e_rec + e_rep
+                self.calls.append({"step": i, "entry_id": entry.get("id"),
+                                   "context_tokens": self.call_tokens(message),
+                                   "recorded_tokens": _input_tokens(message)})
+            elif role == "user":
+                if self.in_run and self.last_tool_results:
+                    self.check_next_turn()  # a steering message inside the run
+                elif self.last_assistant is not None:
+                    self.check_after_assistant("before_prompt", skip_aborted=False)
+                    self.overflow_attempted = False
+                    self.in_run = True
+                else:
+                    self.in_run = True
+            self.rec.append(entry)
+            self.append(entry)
+            if role == "assistant":
+                self.last_assistant = message
+                self.last_tool_results = []
+                if message.get("stopReason") not in ("error", "length"):
+                    self.overflow_attempted = False
+                ends_run = message.get("stopReason") in ("error", "aborted") or not _has_tool_calls(message)
+                if ends_run:
+                    self.in_run = False
+                    self.check_after_assistant("agent_end", skip_aborted=True)
+                else:
+                    self.in_run = True
+            elif role == "toolResult":
+                self.last_tool_results.append(message)
+            self.leaf_at.append(self.new.leaf_id)
+        events = pd.DataFrame(self.events, columns=EVENT_COLUMNS)
+        calls = pd.DataFrame(self.calls, columns=["step", "entry_id", "context_tokens", "recorded_tokens"])
+        return ReplayResult(
+            session=self.new, events=events, compactions=self.compactions, settings=self.settings,
+            token_source=self.token_source, triggers=self.triggers,
+            context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
+        )
+
+
+def _utf16(text: str) -> int:
+    from pimem.jsonio import utf16_len
+
+    return utf16_len(text)
+
+
+class _CountingSummarizer:
+    """Wraps a summarizer to count calls and the tokens its responses report."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.request_tokens = 0.0
+        self.response_tokens = 0.0
+        self.model = getattr(inner, "model", "")
+
+    def complete(self, request: Any) -> Any:
+        self.calls += 1
+        response = self.inner.complete(request)
+        usage = getattr(response, "usage", None) or {}
+        self.request_tokens += (usage.get("input") or 0) + (usage.get("cacheRead") or 0) + (usage.get("cacheWrite") or 0)
+        self.response_tokens += usage.get("output") or 0
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hooks glue
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_cancel(outcome: Any) -> bool:
+    try:
+        from pimem.hooks import Cancel
+    except ImportError:  # pragma: no cover
+        Cancel = None  # type: ignore[assignment]
+    if Cancel is not None and (outcome is Cancel or isinstance(outcome, Cancel) if isinstance(Cancel, type) else outcome is Cancel):
+        return True
+    return isinstance(outcome, dict) and bool(outcome.get("cancel"))
+
+
+def _emit_before_compact(hooks: Any, **event: Any) -> Any:
+    fn = getattr(hooks, "emit_before_compact", None)
+    if fn is not None:
+        return fn(**event)
+    from pimem import hooks as hooks_mod
+
+    return hooks_mod.run_before_compact(hooks, **event)  # type: ignore[attr-defined]
+
+
+def _emit_compact_failed(hooks: Any, **event: Any) -> None:
+    fn = getattr(hooks, "emit_compact_failed", None)
+    if fn is not None:
+        fn(**event)
+        return
+    from pimem import hooks as hooks_mod
+
+    hooks_mod.run_compact_failed(hooks, **event)  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------
+
+
+def replay(
+    session: Any,
+    settings: Any = None,
+    *,
+    model: Any = None,
+    context_window: int | None = None,
+    summarizer: Any = None,
+    leaf_id: str | None = None,
+    token_source: TokenSource = "calibrated",
+    triggers: Trigger = "threshold",
+    hooks: Any = None,
+    seed: int = 0,
+    progress: bool = False,
+    stop_on_error: bool = False,
+) -> ReplayResult:
+    """Replay the recorded path of ``session`` (a ``Session`` or a path) into a new session.
+
+    Compacts where Pi 0.87.1's agent loop would have under ``settings`` (a
+    ``CompactionSettings``) and the model's context window (``model`` a ``ModelInfo``, default
+    from the session's model via the table in ``pimem.settings``; ``context_window``
+    overrides). ``triggers``: ``"threshold"`` (Pi's automatic checks), ``"recorded"`` (compact
+    where the recording did, reason ``manual``), ``"none"`` (measure only). ``token_source``:
+    ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"`` (see the module docs). The
+    default summarizer is the offline ``ExtractiveSummarizer``. A failing summarizer records a
+    ``compact_failed`` event and the replay continues, unless ``stop_on_error``.
+    """
+    from pimem.compaction import CompactionSettings
+
+    original = _load(session)
+    if settings is None:
+        settings = CompactionSettings()
+    elif isinstance(settings, dict):
+        settings = CompactionSettings(**settings)
+    if summarizer is None:
+        from pimem.summarizers.extractive import ExtractiveSummarizer
+
+        summarizer = ExtractiveSummarizer()
+    return _Replayer(original, settings, model, context_window, summarizer, leaf_id, token_source,
+                     triggers, hooks, seed, stop_on_error, progress).run()
+
+
+def navigate(
+    session: Any,
+    target_id: str,
+    summarize: bool = True,
+    summarizer: Any = None,
+    hooks: Any = None,
+    *,
+    model: Any = None,
+    context_window: int | None = None,
+    reserve_tokens: int = 16384,
+    custom_instructions: str | None = None,
+    replace_instructions: bool = False,
+    label: str | None = None,
+) -> Any:
+    """A copy of ``session`` after Pi's ``/tree`` navigation to ``target_id`` (with a summary).
+
+    The source session is not modified. Uses ``pimem.branch.run_tree_navigation``.
+    """
+    from pimem.branch import run_tree_navigation
+
+    original = _load(session)
+    copied = original.copy() if hasattr(original, "copy") else copy.deepcopy(original)
+    if summarizer is None and summarize:
+        from pimem.summarizers.extractive import ExtractiveSummarizer
+
+        summarizer = ExtractiveSummarizer()
+    if model is None:
+        ctx_model = build_session_projection(copied).model
+        model = _resolve_model(copied, None, context_window, ctx_model)
+    elif context_window is not None:
+        model = _with_window(model, context_window)
+    kwargs: dict[str, Any] = dict(summarize=summarize, summarizer=summarizer, hooks=hooks, model=model,
+                                  reserve_tokens=reserve_tokens, custom_instructions=custom_instructions,
+                                  replace_instructions=replace_instructions)
+    if label is not None:
+        kwargs["label"] = label
+    run_tree_navigation(copied, target_id, **kwargs)
+    return copied
