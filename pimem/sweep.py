@@ -1,0 +1,292 @@
+"""Sweeps: replay every session under every setting of a grid, in parallel, cached and resumable.
+
+One *run* is one session replayed under one setting. Its key (``run_hash``) is a hash of the
+session's content, the setting and the summarizer's identity, so a finished run is recognised
+wherever the session file lives. With ``results_path`` each finished run is appended to a JSONL
+file at once (one line, flushed and synced); a sweep that dies is started again with the same
+arguments and skips the runs already there. Runs that ended in an error are written too (with
+the ``error`` column) and tried again on the next start.
+
+Summaries go through a :class:`~pimem.summarizers.cached.CachedSummarizer` on a shared SQLite
+file when ``cache`` is given, so identical requests (same prompt, same settings) are answered
+once across runs, processes and restarts. The ``summarizer_calls`` column counts the requests
+that reached the underlying summarizer (cache misses); ``summary_calls`` counts all requests.
+
+Parallelism: ``concurrent.futures.ProcessPoolExecutor`` (``workers`` processes; 1 runs in this
+process), or a Dask cluster when ``client`` is a ``dask.distributed.Client`` (one task per run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import orjson
+import pandas as pd
+
+__all__ = ["sweep", "expand_grid", "run_hash", "SETTING_KEYS"]
+
+# setting keys understood per run; anything else is an error naming the key
+SETTING_KEYS = (
+    "reserve_tokens", "keep_recent_tokens", "enabled", "context_window", "token_source", "triggers",
+    "seed", "leaf_id",
+)
+_COMPACTION_KEYS = ("enabled", "reserve_tokens", "keep_recent_tokens")
+
+
+def expand_grid(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A dict of lists → its cartesian product (in key order); a list of dicts → itself."""
+    if isinstance(grid, Mapping):
+        keys = list(grid)
+        values = []
+        for k in keys:
+            v = grid[k]
+            values.append(list(v) if isinstance(v, (list, tuple, range)) else [v])
+        settings = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    else:
+        settings = [dict(s) for s in grid]
+    for s in settings:
+        unknown = [k for k in s if k not in SETTING_KEYS]
+        if unknown:
+            raise ValueError(f"unknown sweep setting {unknown[0]!r}; known: {', '.join(SETTING_KEYS)}")
+    return settings
+
+
+def _summarizer_identity(summarizer: Any) -> Any:
+    if summarizer is None:
+        return {"class": "ExtractiveSummarizer", "default": True}
+    ident = getattr(summarizer, "identity", None)
+    if callable(ident):
+        return ident()
+    return {"class": type(summarizer).__name__, "repr": repr(summarizer)}
+
+
+def _session_text(session: Any) -> bytes:
+    lines = [orjson.dumps(session.header)] + [orjson.dumps(e) for e in session.entries]
+    return b"\n".join(lines)
+
+
+def _session_key(ref: Any) -> tuple[str, str]:
+    """(label, content hash) of a session given as a path or a ``Session``."""
+    if isinstance(ref, (str, os.PathLike)):
+        data = Path(ref).read_bytes()
+        return str(ref), hashlib.sha256(data).hexdigest()
+    data = _session_text(ref)
+    label = str(getattr(ref, "path", None) or (ref.header or {}).get("id"))
+    return label, hashlib.sha256(data).hexdigest()
+
+
+def run_hash(session_hash: str, setting: Mapping[str, Any], summarizer_identity: Any) -> str:
+    """The key of one run: content of the session, the setting, the summarizer."""
+    payload = orjson.dumps({"session": session_hash, "setting": dict(setting), "summarizer": summarizer_identity},
+                           option=orjson.OPT_SORT_KEYS, default=str)
+    return hashlib.sha256(payload).hexdigest()[:24]
+
+
+class _CallCounter:
+    """Counts the requests that reach the wrapped summarizer."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.model = getattr(inner, "model", "")
+
+    def complete(self, request: Any) -> Any:
+        self.calls += 1
+        return self.inner.complete(request)
+
+    def identity(self) -> Any:
+        return _summarizer_identity(self.inner)
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+
+_LOADED: dict[str, Any] = {}
+
+
+def _load_ref(ref: Any, key: str) -> Any:
+    """Load a session once per process (runs of one session share it)."""
+    if not isinstance(ref, (str, os.PathLike)):
+        return ref
+    hit = _LOADED.get(key)
+    if hit is None:
+        from pimem.session import load_session
+
+        if len(_LOADED) > 16:
+            _LOADED.clear()
+        hit = load_session(ref)
+        _LOADED[key] = hit
+    return hit
+
+
+def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
+    if summarizer is None:
+        from pimem.summarizers.extractive import ExtractiveSummarizer
+
+        summarizer = ExtractiveSummarizer()
+    counter = _CallCounter(summarizer)
+    if cache is None:
+        return counter, counter
+    from pimem.summarizers.cached import CachedSummarizer
+
+    if isinstance(cache, CachedSummarizer):  # pragma: no cover - a ready cache object is used as is
+        return cache, counter
+    return CachedSummarizer(counter, cache), counter
+
+
+def _run_one(task: dict[str, Any]) -> dict[str, Any]:
+    """Replay one session under one setting; never raises (errors go in the ``error`` column)."""
+    from pimem.compaction import CompactionSettings
+    from pimem.replay import replay
+
+    setting = task["setting"]
+    row: dict[str, Any] = {"run_hash": task["run_hash"], "session": task["label"],
+                           "session_hash": task["session_hash"], "setting_index": task["setting_index"],
+                           "session_index": task["session_index"]}
+    row.update({k: setting.get(k) for k in SETTING_KEYS})
+    start = time.perf_counter()
+    summarizer, counter = _make_summarizer(task["summarizer"], task["cache"])
+    try:
+        session = _load_ref(task["ref"], task["session_hash"])
+        defaults = CompactionSettings()
+        settings = CompactionSettings(**{k: setting.get(k, getattr(defaults, k)) for k in _COMPACTION_KEYS})
+        result = replay(
+            session, settings, summarizer=summarizer, context_window=setting.get("context_window"),
+            token_source=setting.get("token_source", "calibrated"), triggers=setting.get("triggers", "threshold"),
+            seed=setting.get("seed", 0), leaf_id=setting.get("leaf_id"),
+        )
+        summary = result.summary()
+        summary.pop("token_source", None)
+        summary.pop("triggers", None)
+        row.update(summary)
+        row["error"] = None
+    except Exception as exc:  # noqa: BLE001 - one failing run must not stop the sweep
+        row["error"] = f"{type(exc).__name__}: {exc}"
+        row["traceback"] = traceback.format_exc(limit=8)
+    row["summarizer_calls"] = counter.calls
+    row["elapsed_s"] = time.perf_counter() - start
+    row["worker_pid"] = os.getpid()
+    return row
+
+
+def _read_results(path: Path) -> dict[str, dict[str, Any]]:
+    done: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return done
+    with path.open("rb") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a line cut short by a crash: that run is redone
+            if isinstance(row, dict) and row.get("run_hash") and not row.get("error"):
+                done[row["run_hash"]] = row
+    return done
+
+
+def _append_result(path: Path, row: dict[str, Any]) -> None:
+    data = orjson.dumps(row, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_dask_client(client: Any) -> bool:
+    return client is not None and type(client).__module__.startswith("distributed")
+
+
+def sweep(
+    sessions: Iterable[Any],
+    grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]],
+    *,
+    summarizer: Any = None,
+    workers: int | None = None,
+    cache: str | os.PathLike | None = None,
+    progress: bool = True,
+    results_path: str | os.PathLike | None = None,
+    client: Any = None,
+) -> pd.DataFrame:
+    """Replay every session under every setting of ``grid``; one row per run.
+
+    ``sessions``: paths or ``Session`` objects. ``grid``: a dict of lists (cartesian product)
+    or a list of setting dicts with keys from :data:`SETTING_KEYS`. ``cache``: a SQLite file
+    shared by all runs for summaries. ``results_path``: a JSONL file that makes the sweep
+    resumable (see module docs). ``client``: a ``dask.distributed.Client`` to run on.
+    """
+    settings = expand_grid(grid)
+    refs = list(sessions)
+    ident = _summarizer_identity(summarizer)
+    cache_path = str(cache) if isinstance(cache, (str, os.PathLike)) else cache
+    tasks: list[dict[str, Any]] = []
+    for si, ref in enumerate(refs):
+        label, shash = _session_key(ref)
+        if isinstance(ref, os.PathLike):
+            ref = str(ref)
+        for ki, setting in enumerate(settings):
+            tasks.append({"ref": ref, "label": label, "session_hash": shash, "session_index": si,
+                          "setting_index": ki, "setting": setting, "summarizer": summarizer,
+                          "cache": cache_path, "run_hash": run_hash(shash, setting, ident)})
+    results_file = Path(results_path) if results_path is not None else None
+    done = _read_results(results_file) if results_file is not None else {}
+    rows: list[dict[str, Any]] = []
+    todo = []
+    for t in tasks:
+        prev = done.get(t["run_hash"])
+        if prev is not None:
+            prev = dict(prev)
+            prev.update(session_index=t["session_index"], setting_index=t["setting_index"], resumed=True)
+            rows.append(prev)
+        else:
+            todo.append(t)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(tasks), initial=len(rows), desc="sweep")
+
+    def finish(row: dict[str, Any]) -> None:
+        row["resumed"] = False
+        if results_file is not None:
+            _append_result(results_file, row)
+        rows.append(row)
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        if _is_dask_client(client):
+            from distributed import as_completed as dask_as_completed
+
+            futures = [client.submit(_run_one, t, pure=False) for t in todo]
+            for fut in dask_as_completed(futures):
+                finish(fut.result())
+        else:
+            n = workers if workers is not None else (os.cpu_count() or 1)
+            if n <= 1 or len(todo) <= 1:
+                for t in todo:
+                    finish(_run_one(t))
+            else:
+                with ProcessPoolExecutor(max_workers=n) as pool:
+                    futures = [pool.submit(_run_one, t) for t in todo]
+                    for fut in as_completed(futures):
+                        finish(fut.result())
+    finally:
+        if bar is not None:
+            bar.close()
+    df = pd.DataFrame(rows)
+    if len(df):
+        df = df.sort_values(["session_index", "setting_index"], kind="stable").reset_index(drop=True)
+    return df
