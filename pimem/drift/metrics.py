@@ -1,0 +1,509 @@
+"""Per-compaction metrics and the drift report over a chain of compactions.
+
+**Spans.** For a compaction ``C`` on the active path, the summarized messages are recomputed with
+Pi's own projection (:func:`pimem.context.build_session_projection`) of the path entries before
+``C``: exactly what ``prepareCompaction`` saw. If that projection holds a previous compaction
+``P``, the span starts right after it (at ``P.firstKeptEntryId``), else at the start; it ends
+before ``C.firstKeptEntryId``. Compaction entries and ``system`` messages are skipped, as Pi
+does. The span therefore covers the history messages *and* the split-turn prefix, whatever the
+settings were; it needs no settings, so it works on recorded sessions. Context edits on the path
+are applied, as in Pi. When ``C.firstKeptEntryId`` is not found among the projected entries, the
+span runs to ``C`` and a note is recorded.
+
+**True file lists** follow Pi's ``extractFileOperations``: read / write / edit tool calls of the
+span plus the previous compaction's ``details`` (unless ``fromHook``), through
+:func:`pimem.serialize.compute_file_lists`.
+
+**Tokens** are Pi's estimates (:func:`pimem.tokens.estimate_tokens`, chars ÷ 4 in UTF-16 units).
+
+Report columns (one row per compaction, in path order):
+
+==================================== ==========================================================
+``compaction``                       0-based index in the chain
+``entry_id``, ``first_kept_entry_id`` the compaction entry and its first kept entry
+``span_start_id``                    first entry of the summarized span (None if empty)
+``n_entries``, ``n_messages``        entries / messages summarized
+``tokens_before``                    recorded ``tokensBefore``
+``span_tokens``                      estimated tokens of the summarized messages
+``summary_tokens``                   estimated tokens of the stored summary
+``prev_summary_tokens``              estimated tokens of the previous summary (0 for the first)
+``compression_ratio``                span_tokens ÷ summary_tokens
+``compression_ratio_with_prev``      (span_tokens + prev_summary_tokens) ÷ summary_tokens
+``compresses``                       compression_ratio_with_prev > 1
+``split_turn``                       summary holds a split-turn part
+``conformance``, ``missing``,        see :class:`pimem.drift.sections.Conformance`
+``extra``, ``renamed``, ``reordered``,
+``empty``, ``conformant``,
+``files_block_present``
+``read_precision/recall``,           the summary's ``<read-files>`` / ``<modified-files>`` blocks
+``modified_precision/recall``        against the true lists (NaN when there is no block / no truth)
+``file_mention_recall``              true files (read ∪ modified) named anywhere in the summary
+``n_facts``, ``fact_recall``         facts of the span, and the share present in the summary
+``recall_<kind>``                    the same per fact kind (NaN when the span has none)
+``n_new_facts``, ``new_fact_recall`` facts first seen in this span
+``n_seen``, ``n_held``,              facts seen in any span so far, those this summary holds,
+``cumulative_loss``                  and 1 − held ÷ seen
+``prev_retention``                   of the true facts the previous summary held, share still held
+``n_lost``                           how many of those were dropped
+``prev_summary_retention``           of the facts stated by the previous summary's text
+                                     (paths, identifiers, numbers), share still present
+``sim_prev_jaccard/cosine``          body similarity to the previous summary
+``goal_sim_request_jaccard/cosine``  Goal section vs the first user request on the path
+``goal_sim_first_jaccard/cosine``    Goal section vs the first summary's Goal
+==================================== ==========================================================
+
+``report.attrs`` holds the long frames that the helper functions read: ``"facts"`` (one row per
+fact: key, kind, value, entry_id, introduced_at), ``"presence"`` (fact × compaction:
+present, in_span), ``"sections"`` (compaction × section: present, tokens, jaccard_prev,
+cosine_prev) and ``"notes"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pimem.drift.facts import (
+    FACT_KINDS,
+    Fact,
+    SummaryIndex,
+    extract_facts,
+    fact_present,
+    summary_facts,
+)
+from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary
+from pimem.drift.similarity import TfidfSpace, jaccard
+
+
+@dataclass
+class CompactionSpan:
+    """One compaction on the path with the messages it summarized."""
+
+    index: int
+    entry: dict
+    messages: list[tuple[str | None, dict]]
+    entry_ids: list[str]
+    previous: dict | None
+    read_files: list[str]
+    modified_files: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        return str(self.entry.get("summary", ""))
+
+
+def _session_of(result_or_session: Any) -> Any:
+    """A Session (or list of entries) from a Session, a replay result, or a list."""
+    if hasattr(result_or_session, "session") and not hasattr(result_or_session, "entries"):
+        return result_or_session.session
+    if hasattr(result_or_session, "entries") or isinstance(result_or_session, list):
+        return result_or_session
+    raise TypeError(
+        f"expected a pimem Session, a replay result with .session, or a list of entries; "
+        f"got {type(result_or_session).__name__}"
+    )
+
+
+def compaction_spans(result_or_session: Any, *, leaf_id: str | None = None) -> list[CompactionSpan]:
+    """The compactions on the active path, each with its summarized span (see module docs)."""
+    from pimem.context import build_session_path, build_session_projection
+    from pimem.serialize import FileOperations, compute_file_lists, extract_file_ops_from_message
+
+    source = _session_of(result_or_session)
+    path = build_session_path(source, leaf_id)
+    spans: list[CompactionSpan] = []
+    for pos, entry in enumerate(path):
+        if entry.get("type") != "compaction":
+            continue
+        notes: list[str] = []
+        projected = build_session_projection(path[:pos]).entries if pos else []
+        prev_index = next(
+            (i for i, pe in enumerate(projected) if pe.source_entry.get("type") == "compaction" and pe.messages),
+            -1,
+        )
+        previous = projected[prev_index].source_entry if prev_index >= 0 else None
+        start = prev_index + 1
+        first_kept = entry.get("firstKeptEntryId")
+        end = next((i for i in range(start, len(projected)) if projected[i].source_entry.get("id") == first_kept), None)
+        if end is None:
+            notes.append(f"firstKeptEntryId {first_kept!r} not found after the previous compaction; span runs to the compaction")
+            end = len(projected)
+        messages: list[tuple[str | None, dict]] = []
+        entry_ids: list[str] = []
+        for pe in projected[start:end]:
+            src = pe.source_entry
+            if src.get("type") == "compaction":
+                continue
+            entry_ids.append(src.get("id"))
+            for m in pe.messages:
+                if m.get("role") != "system":
+                    messages.append((src.get("id"), m))
+        ops = FileOperations()
+        if previous is not None and not previous.get("fromHook") and isinstance(previous.get("details"), dict):
+            details = previous["details"]
+            if isinstance(details.get("readFiles"), list):
+                ops.read.update(details["readFiles"])
+            if isinstance(details.get("modifiedFiles"), list):
+                ops.edited.update(details["modifiedFiles"])
+        for _, m in messages:
+            extract_file_ops_from_message(m, ops)
+        read_files, modified_files = compute_file_lists(ops)
+        spans.append(
+            CompactionSpan(len(spans), entry, messages, entry_ids, previous, list(read_files), list(modified_files), notes)
+        )
+    return spans
+
+
+def _tokens(messages: Iterable[dict]) -> int:
+    from pimem.tokens import estimate_tokens
+
+    return sum(estimate_tokens(m) for m in messages)
+
+
+def _summary_tokens(summary: str) -> int:
+    from pimem.tokens import estimate_tokens
+
+    return estimate_tokens({"role": "compactionSummary", "summary": summary})
+
+
+def _pr(predicted: list[str] | None, truth: list[str]) -> tuple[float, float]:
+    if predicted is None:
+        return (math.nan, math.nan)
+    p, t = set(predicted), set(truth)
+    precision = len(p & t) / len(p) if p else (1.0 if not t else 0.0)
+    recall = len(p & t) / len(t) if t else math.nan
+    return precision, recall
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else math.nan
+
+
+def compaction_metrics(
+    summary: str | SummarySections,
+    messages: Sequence[Any],
+    *,
+    previous_summary: str | None = None,
+    read_files: Sequence[str] | None = None,
+    modified_files: Sequence[str] | None = None,
+    facts: Sequence[Fact] | None = None,
+) -> dict[str, Any]:
+    """Metrics of one summary against the span it summarized.
+
+    ``messages``: the summarized span (entries, messages or ``(entry_id, message)`` pairs);
+    ``read_files`` / ``modified_files``: the true lists (Pi's, when known); ``facts``: the span's
+    facts if already extracted. Returns a flat dict with the per-compaction columns of the
+    module docs (chain columns excluded).
+    """
+    parsed = summary if isinstance(summary, SummarySections) else parse_summary(summary)
+    from pimem.drift.facts import iter_messages
+
+    pairs = iter_messages(messages)
+    span_facts = list(facts) if facts is not None else extract_facts(pairs)
+    index = SummaryIndex(parsed.text)
+    span_tokens = _tokens(m for _, m in pairs)
+    summary_tokens = _summary_tokens(parsed.text)
+    prev_tokens = _summary_tokens(previous_summary) if previous_summary else 0
+    row: dict[str, Any] = {
+        "n_messages": len(pairs),
+        "span_tokens": span_tokens,
+        "summary_tokens": summary_tokens,
+        "prev_summary_tokens": prev_tokens,
+        "compression_ratio": _ratio(span_tokens, summary_tokens),
+        "compression_ratio_with_prev": _ratio(span_tokens + prev_tokens, summary_tokens),
+    }
+    row["compresses"] = bool(row["compression_ratio_with_prev"] > 1) if summary_tokens else False
+    row["split_turn"] = parsed.turn_context is not None
+    row.update(parsed.conformance.as_dict())
+    truth_read = list(read_files or [])
+    truth_mod = list(modified_files or [])
+    row["read_precision"], row["read_recall"] = _pr(parsed.read_files if parsed.conformance.files_block_present else None, truth_read)
+    row["modified_precision"], row["modified_recall"] = _pr(
+        parsed.modified_files if parsed.conformance.files_block_present else None, truth_mod
+    )
+    if parsed.conformance.files_block_present:
+        # a missing block next to a present one means "no files of that kind"
+        if parsed.read_files is None:
+            row["read_precision"], row["read_recall"] = _pr([], truth_read)
+        if parsed.modified_files is None:
+            row["modified_precision"], row["modified_recall"] = _pr([], truth_mod)
+    all_true = sorted(set(truth_read) | set(truth_mod))
+    row["file_mention_recall"] = (
+        sum(index.has_path(p) for p in all_true) / len(all_true) if all_true else math.nan
+    )
+    present = [fact_present(f, index) for f in span_facts]
+    row["n_facts"] = len(span_facts)
+    row["fact_recall"] = _ratio(sum(present), len(span_facts))
+    for kind in FACT_KINDS:
+        flags = [p for f, p in zip(span_facts, present) if f.kind == kind]
+        row[f"recall_{kind}"] = _ratio(sum(flags), len(flags))
+    if previous_summary:
+        prev_stated = summary_facts(previous_summary)
+        kept = [fact_present(f, index) for f in prev_stated]
+        row["prev_summary_retention"] = _ratio(sum(kept), len(kept))
+        prev_body = parse_summary(previous_summary).body
+        space = TfidfSpace([prev_body, parsed.body])
+        row["sim_prev_jaccard"] = jaccard(prev_body, parsed.body)
+        row["sim_prev_cosine"] = space.cosine(prev_body, parsed.body)
+    else:
+        row["prev_summary_retention"] = math.nan
+        row["sim_prev_jaccard"] = math.nan
+        row["sim_prev_cosine"] = math.nan
+    return row
+
+
+def _first_user_request(path: Sequence[dict]) -> str:
+    from pimem.drift.facts import _text_of
+
+    for e in path:
+        if e.get("type") == "message" and e["message"].get("role") == "user":
+            text = _text_of(e["message"].get("content"))
+            if text.strip():
+                return text
+    return ""
+
+
+def drift_report(
+    result_or_session: Any,
+    *,
+    leaf_id: str | None = None,
+    include_thinking: bool = False,
+) -> pd.DataFrame:
+    """One row per compaction on the active path, with chain metrics (columns in module docs).
+
+    ``result_or_session``: a :class:`pimem.Session`, a replay result (anything with
+    ``.session``), or a list of entries. Long frames are in ``report.attrs``.
+    """
+    from pimem.context import build_session_path
+
+    source = _session_of(result_or_session)
+    spans = compaction_spans(source, leaf_id=leaf_id)
+    path = build_session_path(source, leaf_id)
+    first_request = _first_user_request(path)
+    parsed = [parse_summary(s.summary) for s in spans]
+    # one TF-IDF space over all sections of all summaries and the first request
+    docs = [first_request] + [p.body for p in parsed] + [t for p in parsed for t in p.sections.values()]
+    space = TfidfSpace(docs)
+    fact_rows: list[dict] = []
+    introduced: dict[tuple[str, str], int] = {}
+    fact_by_key: dict[tuple[str, str], Fact] = {}
+    span_keys: list[set[tuple[str, str]]] = []
+    rows: list[dict] = []
+    section_rows: list[dict] = []
+    presence_rows: list[dict] = []
+    notes: list[str] = []
+    held_prev: set[tuple[str, str]] = set()
+    first_goal: str | None = None
+    for span, summ in zip(spans, parsed):
+        facts = extract_facts(span.messages, include_thinking=include_thinking)
+        keys = {f.key for f in facts}
+        span_keys.append(keys)
+        new = [f for f in facts if f.key not in introduced]
+        for f in new:
+            introduced[f.key] = span.index
+            fact_by_key[f.key] = f
+            fact_rows.append(
+                {"key": f"{f.kind}:{f.key[1]}", "kind": f.kind, "value": f.value, "entry_id": f.entry_id,
+                 "role": f.role, "source": f.source, "introduced_at": span.index}
+            )
+        prev = spans[span.index - 1].summary if span.index > 0 else None
+        row: dict[str, Any] = {
+            "compaction": span.index,
+            "entry_id": span.entry.get("id"),
+            "first_kept_entry_id": span.entry.get("firstKeptEntryId"),
+            "span_start_id": span.entry_ids[0] if span.entry_ids else None,
+            "n_entries": len(span.entry_ids),
+            "tokens_before": span.entry.get("tokensBefore"),
+        }
+        row.update(
+            compaction_metrics(
+                summ,
+                span.messages,
+                previous_summary=prev,
+                read_files=span.read_files,
+                modified_files=span.modified_files,
+                facts=facts,
+            )
+        )
+        index = SummaryIndex(summ.text)
+        held: set[tuple[str, str]] = set()
+        for key, f in fact_by_key.items():
+            p = fact_present(f, index)
+            if p:
+                held.add(key)
+            presence_rows.append(
+                {"key": f"{f.kind}:{key[1]}", "kind": f.kind, "compaction": span.index,
+                 "introduced_at": introduced[key], "age": span.index - introduced[key],
+                 "present": p, "in_span": key in keys}
+            )
+        row["n_new_facts"] = len(new)
+        row["new_fact_recall"] = _ratio(sum(f.key in held for f in new), len(new))
+        row["n_seen"] = len(fact_by_key)
+        row["n_held"] = len(held)
+        row["cumulative_loss"] = 1 - _ratio(len(held), len(fact_by_key)) if fact_by_key else math.nan
+        if span.index > 0:
+            row["prev_retention"] = _ratio(len(held & held_prev), len(held_prev))
+            row["n_lost"] = len(held_prev - held)
+        else:
+            row["prev_retention"] = math.nan
+            row["n_lost"] = 0
+        held_prev = held
+        goal = summ.sections.get("goal", "")
+        if first_goal is None and goal:
+            first_goal = goal
+        row["goal_present"] = "goal" in summ.sections
+        row["goal_sim_request_jaccard"] = jaccard(goal, first_request) if goal and first_request else math.nan
+        row["goal_sim_request_cosine"] = space.cosine(goal, first_request) if goal and first_request else math.nan
+        row["goal_sim_first_jaccard"] = jaccard(goal, first_goal) if goal and first_goal else math.nan
+        row["goal_sim_first_cosine"] = space.cosine(goal, first_goal) if goal and first_goal else math.nan
+        prev_parsed = parsed[span.index - 1] if span.index > 0 else None
+        for key in COMPACTION_SECTIONS:
+            text = summ.sections.get(key)
+            prev_text = prev_parsed.sections.get(key) if prev_parsed else None
+            both = text is not None and prev_text is not None
+            section_rows.append(
+                {"compaction": span.index, "section": key, "present": text is not None,
+                 "present_prev": prev_text is not None,
+                 "tokens": math.ceil(len(text) / 4) if text else 0,
+                 "jaccard_prev": jaccard(text, prev_text) if both else math.nan,
+                 "cosine_prev": space.cosine(text, prev_text) if both else math.nan}
+            )
+        notes.extend(f"compaction {span.index}: {n}" for n in span.notes + summ.notes)
+        rows.append(row)
+    report = pd.DataFrame(rows)
+    if report.empty:
+        report = pd.DataFrame(columns=["compaction", "entry_id", "first_kept_entry_id"])
+    report.attrs["facts"] = pd.DataFrame(
+        fact_rows, columns=["key", "kind", "value", "entry_id", "role", "source", "introduced_at"]
+    )
+    report.attrs["presence"] = pd.DataFrame(
+        presence_rows, columns=["key", "kind", "compaction", "introduced_at", "age", "present", "in_span"]
+    )
+    report.attrs["sections"] = pd.DataFrame(
+        section_rows,
+        columns=["compaction", "section", "present", "present_prev", "tokens", "jaccard_prev", "cosine_prev"],
+    )
+    report.attrs["notes"] = notes
+    return report
+
+
+# --------------------------------------------------------------------------- tidy views
+
+
+def _presence(report: pd.DataFrame) -> pd.DataFrame:
+    presence = report.attrs.get("presence")
+    if presence is None:
+        raise ValueError("not a drift report: report.attrs has no 'presence' frame (use drift_report)")
+    return presence
+
+
+def lost_facts(report: pd.DataFrame) -> pd.DataFrame:
+    """Facts held by one summary and dropped by the next: key, kind, lost_at (compaction)."""
+    p = _presence(report)
+    if p.empty:
+        return pd.DataFrame(columns=["key", "kind", "lost_at"])
+    wide = p.pivot_table(index=["key", "kind"], columns="compaction", values="present", aggfunc="first")
+    out = []
+    cols = sorted(wide.columns)
+    for (key, kind), r in wide.iterrows():
+        for a, b in zip(cols, cols[1:]):
+            if r.get(a) is True and r.get(b) is False:
+                out.append({"key": key, "kind": kind, "lost_at": b})
+    return pd.DataFrame(out, columns=["key", "kind", "lost_at"])
+
+
+def retention_by_age(
+    report: pd.DataFrame,
+    *,
+    by_kind: bool = False,
+    given_captured: bool = True,
+    exclude_rementioned: bool = False,
+) -> pd.DataFrame:
+    """Share of facts still present k compactions after the one that first covered them.
+
+    Age 0 is the compaction whose span introduced the fact. ``given_captured`` counts only facts
+    that summary captured; ``exclude_rementioned`` drops observations where the fact appears
+    again in the newer span (so only survival through rewriting counts). Columns: ``age``,
+    [``kind``], ``n``, ``n_present``, ``retention``.
+    """
+    p = _presence(report).copy()
+    cols = ["age"] + (["kind"] if by_kind else [])
+    if p.empty:
+        return pd.DataFrame(columns=cols + ["n", "n_present", "retention"])
+    if given_captured:
+        captured = set(p[(p["age"] == 0) & p["present"]]["key"])
+        p = p[p["key"].isin(captured)]
+    if exclude_rementioned:
+        p = p[(p["age"] == 0) | ~p["in_span"]]
+    g = p.groupby(cols, sort=True)["present"].agg(n="size", n_present="sum").reset_index()
+    g["n_present"] = g["n_present"].astype(int)
+    g["retention"] = g["n_present"] / g["n"]
+    return g
+
+
+def survival_curves(report: pd.DataFrame, *, exclude_rementioned: bool = False) -> pd.DataFrame:
+    """Kaplan–Meier survival of captured facts per kind (and ``"all"``).
+
+    A fact is at risk at age k if it was present at every age before k and is observed at age k
+    (facts introduced late are censored). Columns: ``kind``, ``age``, ``at_risk``, ``survived``,
+    ``survival``.
+    """
+    p = _presence(report)
+    if exclude_rementioned:
+        p = p[(p["age"] == 0) | ~p["in_span"]]
+    rows = []
+    if p.empty:
+        return pd.DataFrame(columns=["kind", "age", "at_risk", "survived", "survival"])
+    captured = set(p[(p["age"] == 0) & p["present"]]["key"])
+    p = p[p["key"].isin(captured)].sort_values(["key", "age"])
+    series = {key: (kind, dict(zip(g["age"], g["present"]))) for (key, kind), g in p.groupby(["key", "kind"])}
+    max_age = int(p["age"].max()) if not p.empty else 0
+    for kind in ["all", *FACT_KINDS]:
+        members = [obs for k, obs in series.values() if kind == "all" or k == kind]
+        if not members:
+            continue
+        surv = 1.0
+        rows.append({"kind": kind, "age": 0, "at_risk": len(members), "survived": len(members), "survival": 1.0})
+        for age in range(1, max_age + 1):
+            at_risk = [o for o in members if age in o and all(o.get(a, False) for a in range(age))]
+            if not at_risk:
+                break
+            survived = sum(bool(o[age]) for o in at_risk)
+            surv *= survived / len(at_risk)
+            rows.append({"kind": kind, "age": age, "at_risk": len(at_risk), "survived": survived, "survival": surv})
+    return pd.DataFrame(rows, columns=["kind", "age", "at_risk", "survived", "survival"])
+
+
+def section_similarity(report: pd.DataFrame) -> pd.DataFrame:
+    """Per compaction and template section: present, tokens, similarity to the previous version."""
+    s = report.attrs.get("sections")
+    if s is None:
+        raise ValueError("not a drift report: report.attrs has no 'sections' frame (use drift_report)")
+    return s
+
+
+def headline(report: pd.DataFrame) -> dict[str, Any]:
+    """The headline numbers of a report: mean fact recall, retention after 1/2/3 rewrites,
+    compression ratios, conformance."""
+    r = retention_by_age(report)
+    ret = {int(a): float(v) for a, v in zip(r["age"], r["retention"])} if not r.empty else {}
+    def col(name: str) -> list[float]:
+        return [float(x) for x in report[name]] if name in report else []
+    return {
+        "compactions": int(len(report)),
+        "fact_recall": col("fact_recall"),
+        "mean_fact_recall": float(np.nanmean(col("fact_recall"))) if len(report) else math.nan,
+        "retention_after_1": ret.get(1, math.nan),
+        "retention_after_2": ret.get(2, math.nan),
+        "retention_after_3": ret.get(3, math.nan),
+        "compression_ratio": col("compression_ratio"),
+        "compression_ratio_with_prev": col("compression_ratio_with_prev"),
+        "conformance": col("conformance"),
+        "cumulative_loss": col("cumulative_loss"),
+    }

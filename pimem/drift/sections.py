@@ -1,0 +1,419 @@
+"""Parse compaction and branch summaries into the sections of Pi's template.
+
+Pi 0.87.1 asks the model for this layout (``SUMMARIZATION_PROMPT`` and
+``UPDATE_SUMMARIZATION_INSTRUCTIONS`` in ``core/compaction/compaction.js``)::
+
+    ## Goal / ## Constraints & Preferences / ## Progress (### Done, ### In Progress,
+    ### Blocked) / ## Key Decisions / ## Next Steps / ## Critical Context
+
+A branch summary (``branch-summarization.js``) has the same layout without *Critical Context*
+and starts with a fixed preamble. A stored compaction summary is::
+
+    model text
+    [+ "\\n\\n---\\n\\n**Turn Context (split turn):**\\n\\n" + turn-prefix text]
+    [+ "\\n\\n<read-files>\\n...\\n</read-files>"] [+ "\\n\\n<modified-files>\\n...\\n</modified-files>"]
+
+where the turn-prefix text follows ``TURN_PREFIX_SUMMARIZATION_PROMPT`` (## Original Request,
+## Progress So Far, ## Context Needed to Continue).
+
+Heading rules (documented, deterministic):
+
+* CRLF and lone CR become LF before anything else.
+* A heading is a Markdown ATX line (``#`` to ``######``). A line that is bold and nothing else
+  (``**Goal**`` or ``**Goal:**``) is a heading too when the summary has no ATX heading at all, or
+  when its title names a template section; otherwise it is content of the enclosing section.
+  A plain line ``Goal:`` is a heading only when it names a template section exactly.
+* Titles are normalized: leading numbering (``1.``, ``2)``) and Markdown emphasis are dropped,
+  ``&`` reads ``and``, case and spacing are folded, and a trailing ``(...)`` or ``: ...`` qualifier
+  is ignored for matching.
+* A normalized title equal to a section's name is an exact match; one equal to a known alias
+  (``Key Decisions Made``, ``User Preferences``, ``Completed Work`` ...) or starting with the name or
+  an alias followed by a qualifier (``(...)``, ``: ...``, ``- ...``) is a *renamed* match, reported in the conformance report.
+* A first level-1 heading that names no section is the summary's *title*, not an extra section.
+* A section's text runs to the next heading of the same or a higher level; a parent section
+  (``Progress``) therefore includes its subsections.
+* Empty: no text after removing sub-headings, bullets, checkboxes and bracketed template
+  placeholders. ``(none)`` is not empty; it is recorded in ``none_sections``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+BRANCH_SUMMARY_PREAMBLE = (
+    "The user explored a different conversation branch before returning here.\n"
+    "Summary of that exploration:\n\n"
+)
+SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
+
+# canonical key -> display title (the template's own words)
+SECTION_TITLES: dict[str, str] = {
+    "goal": "Goal",
+    "constraints": "Constraints & Preferences",
+    "progress": "Progress",
+    "done": "Done",
+    "in_progress": "In Progress",
+    "blocked": "Blocked",
+    "key_decisions": "Key Decisions",
+    "next_steps": "Next Steps",
+    "critical_context": "Critical Context",
+}
+TURN_SECTION_TITLES: dict[str, str] = {
+    "original_request": "Original Request",
+    "progress_so_far": "Progress So Far",
+    "context_needed": "Context Needed to Continue",
+}
+COMPACTION_SECTIONS: tuple[str, ...] = tuple(SECTION_TITLES)
+BRANCH_SECTIONS: tuple[str, ...] = tuple(k for k in SECTION_TITLES if k != "critical_context")
+TURN_SECTIONS: tuple[str, ...] = tuple(TURN_SECTION_TITLES)
+
+# Renamed forms seen in real model output (normalized titles).
+SECTION_ALIASES: dict[str, tuple[str, ...]] = {
+    "goal": ("goals", "objective", "objectives", "overall goal", "main goal", "current goal"),
+    "constraints": (
+        "constraints",
+        "preferences",
+        "user preferences",
+        "constraints and requirements",
+        "requirements",
+        "user constraints",
+    ),
+    "progress": ("status", "progress summary", "current progress"),
+    "done": ("completed", "completed work", "completed tasks", "work completed", "completed work packages"),
+    "in_progress": ("current task", "current work", "ongoing", "in-progress", "work in progress"),
+    "blocked": ("blockers", "blocking issues", "issues"),
+    "key_decisions": ("decisions", "key decisions made", "decisions made", "design decisions"),
+    "next_steps": ("next step", "todo", "to do", "remaining work", "remaining steps", "upcoming"),
+    "critical_context": ("context", "important context", "key context", "key files", "reference"),
+    "original_request": ("request", "user request"),
+    "progress_so_far": ("progress",),
+    "context_needed": ("context needed", "context"),
+}
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_BOLD_LINE = re.compile(r"^[ \t]*(?:\*\*|__)(.+?)(?:\*\*|__)[ \t]*:?[ \t]*$")
+_COLON_LINE = re.compile(r"^[ \t]*([A-Za-z][A-Za-z &/-]{1,40}):[ \t]*$")
+_NUMBERING = re.compile(r"^\s*(?:\d+|[ivx]+|[a-z])[.)]\s+", re.I)
+_FILE_BLOCK = {
+    "read": re.compile(r"<read-files>[ \t]*\n?(.*?)\n?[ \t]*</read-files>", re.S),
+    "modified": re.compile(r"<modified-files>[ \t]*\n?(.*?)\n?[ \t]*</modified-files>", re.S),
+}
+_SPLIT_TURN = re.compile(r"\n[ \t]*-{3,}[ \t]*\n+[ \t]*\*\*Turn Context \(split turn\):?\*\*:?[ \t]*\n", re.I)
+_QUALIFIER = re.compile(r"^\s*(?:[(:\[]|[-\u2013\u2014]\s)")
+_PLACEHOLDER = re.compile(r"^\[[^\]]*\]$")
+_NONE = re.compile(r"^\(?\s*(none|n/a|nothing|none yet|none mentioned)\s*\)?\.?$", re.I)
+
+
+def normalize_text(text: str) -> str:
+    """CRLF / CR to LF."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def normalize_title(title: str) -> str:
+    """Fold a heading title for matching (see module docs)."""
+    t = title.strip()
+    t = re.sub(r"[*_`]+", "", t)
+    t = _NUMBERING.sub("", t)
+    t = t.replace("&", " and ")
+    t = re.sub(r"\s+", " ", t).strip().lower()
+    return t.rstrip(":").strip()
+
+
+def _match_title(norm: str, keys: tuple[str, ...]) -> tuple[str | None, bool]:
+    """Return (canonical key, exact) for a normalized title, or (None, False)."""
+    titles = {**SECTION_TITLES, **TURN_SECTION_TITLES}
+    for key in keys:
+        if norm == normalize_title(titles[key]):
+            return key, True
+    # prefix / alias matches, longest candidate first so "in progress" beats "progress"
+    candidates: list[tuple[str, str]] = []
+    for key in keys:
+        candidates.append((normalize_title(titles[key]), key))
+        candidates.extend((a, key) for a in SECTION_ALIASES.get(key, ()))
+    candidates.sort(key=lambda c: -len(c[0]))
+    for name, key in candidates:
+        if norm == name:
+            return key, False
+    for name, key in candidates:
+        if norm.startswith(name) and _QUALIFIER.match(norm[len(name) :]):
+            return key, False
+    return None, False
+
+
+@dataclass
+class Heading:
+    """One heading line found in a summary."""
+
+    level: int
+    title: str
+    key: str | None
+    exact: bool
+    line: int
+    style: str  # "atx" | "bold" | "colon"
+
+
+@dataclass
+class Conformance:
+    """How far a summary follows the template.
+
+    ``missing``: template sections not found; ``extra``: headings naming no section;
+    ``renamed``: (title, section) pairs matched by alias or prefix; ``reordered``: True when the
+    sections found are out of template order (``order_inversions`` adjacent inversions);
+    ``empty``: sections found with no content; ``duplicated``: sections found more than once;
+    ``score``: found ÷ expected.
+    """
+
+    expected: tuple[str, ...]
+    found: list[str]
+    missing: list[str]
+    extra: list[str]
+    renamed: list[tuple[str, str]]
+    reordered: bool
+    order_inversions: int
+    empty: list[str]
+    duplicated: list[str]
+    none_sections: list[str]
+    files_block_present: bool
+    score: float
+
+    @property
+    def is_conformant(self) -> bool:
+        """Every section present under its own name, in order, none empty, nothing extra."""
+        return not (self.missing or self.extra or self.renamed or self.reordered or self.empty)
+
+    def as_dict(self) -> dict:
+        return {
+            "n_expected": len(self.expected),
+            "n_found": len(self.found),
+            "missing": list(self.missing),
+            "extra": list(self.extra),
+            "renamed": [f"{t} -> {k}" for t, k in self.renamed],
+            "reordered": self.reordered,
+            "order_inversions": self.order_inversions,
+            "empty": list(self.empty),
+            "duplicated": list(self.duplicated),
+            "conformance": self.score,
+            "conformant": self.is_conformant,
+            "files_block_present": self.files_block_present,
+        }
+
+
+@dataclass
+class SummarySections:
+    """A parsed summary: template sections, split-turn part, file blocks and conformance."""
+
+    text: str
+    kind: str  # "compaction" | "branch"
+    body: str
+    title: str | None
+    headings: list[Heading]
+    sections: dict[str, str]
+    extra_sections: dict[str, str]
+    preamble: bool
+    turn_context: str | None
+    turn_sections: dict[str, str]
+    read_files: list[str] | None
+    modified_files: list[str] | None
+    conformance: Conformance
+    turn_conformance: Conformance | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def get(self, key: str, default: str = "") -> str:
+        """Text of a section by canonical key (``"goal"``, ``"next_steps"`` ...)."""
+        return self.sections.get(key, default)
+
+    @property
+    def goal(self) -> str:
+        return self.get("goal")
+
+    @property
+    def files_listed(self) -> list[str]:
+        """Read and modified files from the blocks (empty when there are none)."""
+        return list(self.read_files or []) + list(self.modified_files or [])
+
+
+def _split_file_blocks(text: str) -> tuple[str, list[str] | None, list[str] | None]:
+    lists: dict[str, list[str] | None] = {"read": None, "modified": None}
+    for name, rx in _FILE_BLOCK.items():
+        matches = list(rx.finditer(text))
+        if matches:
+            last = matches[-1]
+            lists[name] = [ln.strip() for ln in last.group(1).split("\n") if ln.strip()]
+            text = text[: last.start()] + text[last.end() :]
+    return text.rstrip(), lists["read"], lists["modified"]
+
+
+def _find_headings(lines: list[str], keys: tuple[str, ...]) -> list[Heading]:
+    has_atx = any(_ATX.match(ln) for ln in lines)
+    found: list[Heading] = []
+    in_fence = False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        m = _ATX.match(line)
+        if m:
+            title = m.group(2)
+            key, exact = _match_title(normalize_title(title), keys)
+            found.append(Heading(len(m.group(1)), title.strip(), key, exact, i, "atx"))
+            continue
+        m = _BOLD_LINE.match(line)
+        if m:
+            title = m.group(1)
+            key, exact = _match_title(normalize_title(title), keys)
+            if not has_atx or (key is not None and exact):
+                # bold titles sit below any ATX level so they nest inside Markdown sections
+                found.append(Heading(2 if not has_atx else 7, title.strip(), key, exact, i, "bold"))
+            continue
+        m = _COLON_LINE.match(line)
+        if m:
+            key, exact = _match_title(normalize_title(m.group(1)), keys)
+            if key is not None and exact:
+                found.append(Heading(2 if not has_atx else 7, m.group(1).strip(), key, exact, i, "colon"))
+    return found
+
+
+def _content_is_empty(text: str) -> bool:
+    for line in text.split("\n"):
+        s = line.strip()
+        if not s or _ATX.match(line) or _BOLD_LINE.match(line):
+            continue
+        s = re.sub(r"^(?:[-*+]|\d+[.)])\s*", "", s)
+        s = re.sub(r"^\[[ xX]?\]\s*", "", s).strip()
+        if s and not _PLACEHOLDER.match(s):
+            return False
+    return True
+
+
+def _enclosed_by_section(headings: list[Heading], idx: int) -> bool:
+    """True when a template-section heading encloses ``headings[idx]``."""
+    level = headings[idx].level
+    for prev in reversed(headings[:idx]):
+        if prev.level < level:
+            if prev.key is not None:
+                return True
+            level = prev.level
+    return False
+
+
+def _parse_block(
+    text: str, keys: tuple[str, ...]
+) -> tuple[str | None, list[Heading], dict[str, str], dict[str, str], Conformance]:
+    lines = text.split("\n")
+    headings = _find_headings(lines, keys)
+    title: str | None = None
+    if headings and headings[0].level == 1 and headings[0].key is None:
+        title = headings[0].title
+    sections: dict[str, str] = {}
+    extra: dict[str, str] = {}
+    order: list[str] = []
+    duplicated: list[str] = []
+    renamed: list[tuple[str, str]] = []
+    for idx, h in enumerate(headings):
+        end = len(lines)
+        for later in headings[idx + 1 :]:
+            if later.level <= h.level:
+                end = later.line
+                break
+        content = "\n".join(lines[h.line + 1 : end]).strip("\n")
+        if h.key is None:
+            if h is headings[0] and title is not None:
+                continue
+            if _enclosed_by_section(headings, idx):
+                continue  # a sub-heading inside a template section is that section's content
+            name = h.title
+            extra[name] = (extra[name] + "\n" + content) if name in extra else content
+            continue
+        if h.key in sections:
+            duplicated.append(h.key)
+            sections[h.key] = sections[h.key] + "\n" + content
+        else:
+            sections[h.key] = content
+            order.append(h.key)
+        if not h.exact:
+            renamed.append((h.title, h.key))
+    # A Progress parent that is absent while its subsections exist is still "missing" by name.
+    expected_pos = {k: i for i, k in enumerate(keys)}
+    positions = [expected_pos[k] for k in order]
+    inversions = sum(1 for a, b in zip(positions, positions[1:]) if b < a)
+    empty = [k for k in order if _content_is_empty(sections[k])]
+    none_sections = [
+        k
+        for k in order
+        if any(_NONE.match(re.sub(r"^[-*+]\s*", "", ln.strip())) for ln in sections[k].split("\n") if ln.strip())
+    ]
+    missing = [k for k in keys if k not in sections]
+    conf = Conformance(
+        expected=keys,
+        found=order,
+        missing=missing,
+        extra=list(extra),
+        renamed=renamed,
+        reordered=inversions > 0,
+        order_inversions=inversions,
+        empty=empty,
+        duplicated=sorted(set(duplicated)),
+        none_sections=none_sections,
+        files_block_present=False,
+        score=(len(keys) - len(missing)) / len(keys) if keys else 1.0,
+    )
+    return title, headings, sections, extra, conf
+
+
+def parse_summary(text: str, kind: str = "auto") -> SummarySections:
+    """Parse a stored summary into template sections with a conformance report.
+
+    ``kind`` is ``"compaction"``, ``"branch"`` or ``"auto"`` (branch when the text starts
+    with Pi's branch preamble).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"summary must be a string, not {type(text).__name__}")
+    norm = normalize_text(text)
+    preamble = norm.startswith(BRANCH_SUMMARY_PREAMBLE) or norm.startswith(BRANCH_SUMMARY_PREAMBLE.rstrip("\n"))
+    if kind == "auto":
+        kind = "branch" if preamble else "compaction"
+    if kind not in ("compaction", "branch"):
+        raise ValueError(f"kind must be 'compaction', 'branch' or 'auto', not {kind!r}")
+    notes: list[str] = []
+    rest = norm
+    if preamble:
+        rest = rest[len(BRANCH_SUMMARY_PREAMBLE.rstrip("\n")) :].lstrip("\n")
+    elif kind == "branch":
+        notes.append("branch summary without Pi's preamble")
+    rest, read_files, modified_files = _split_file_blocks(rest)
+    turn_text: str | None = None
+    m = _SPLIT_TURN.search(rest)
+    if m:
+        body, turn_text = rest[: m.start()], rest[m.end() :].strip("\n")
+    else:
+        body = rest
+    body = body.strip("\n")
+    keys = COMPACTION_SECTIONS if kind == "compaction" else BRANCH_SECTIONS
+    title, headings, sections, extra, conf = _parse_block(body, keys)
+    conf.files_block_present = read_files is not None or modified_files is not None
+    turn_sections: dict[str, str] = {}
+    turn_conf: Conformance | None = None
+    if turn_text is not None:
+        _, _, turn_sections, _, turn_conf = _parse_block(turn_text, TURN_SECTIONS)
+    if body.strip() == "No prior history.":
+        notes.append("history part is Pi's 'No prior history.' placeholder")
+    return SummarySections(
+        text=text,
+        kind=kind,
+        body=body,
+        title=title,
+        headings=headings,
+        sections=sections,
+        extra_sections=extra,
+        preamble=preamble,
+        turn_context=turn_text,
+        turn_sections=turn_sections,
+        read_files=read_files,
+        modified_files=modified_files,
+        conformance=conf,
+        turn_conformance=turn_conf,
+        notes=notes,
+    )

@@ -1,0 +1,72 @@
+"""Text similarity for drift: token-set Jaccard and TF-IDF cosine (numpy only).
+
+Tokens: lower-cased runs of letters, digits, ``_`` and ``$`` of length ≥ 2, stop words removed
+(:data:`pimem.drift.facts.STOPWORDS`).
+
+* ``jaccard(a, b)`` = |A ∩ B| / |A ∪ B| over token sets; 1.0 when both are empty.
+* :class:`TfidfSpace` fits smoothed IDF on a list of documents,
+  ``idf(t) = ln((1 + N) / (1 + df(t))) + 1`` (scikit-learn's ``smooth_idf``), term frequency is
+  the raw count, vectors are L2-normalised; ``cosine(a, b)`` is their dot product (0.0 when either
+  is empty, 1.0 when both are empty).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from pimem.drift.facts import STOPWORDS
+
+_TOKEN = re.compile(r"[a-z0-9_$]{2,}")
+
+
+def tokenize(text: str) -> list[str]:
+    """Similarity tokens of a text (see module docs)."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+def jaccard(a: str, b: str) -> float:
+    """Token-set Jaccard similarity of two texts."""
+    sa, sb = set(tokenize(a)), set(tokenize(b))
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+class TfidfSpace:
+    """Smoothed TF-IDF fitted on a fixed list of documents."""
+
+    def __init__(self, documents: Sequence[str]) -> None:
+        self.vocab: dict[str, int] = {}
+        df: Counter[str] = Counter()
+        for doc in documents:
+            toks = set(tokenize(doc))
+            df.update(toks)
+            for t in toks:
+                self.vocab.setdefault(t, len(self.vocab))
+        n = len(documents)
+        self.idf = np.ones(len(self.vocab))
+        for t, i in self.vocab.items():
+            self.idf[i] = math.log((1 + n) / (1 + df[t])) + 1.0
+
+    def vector(self, text: str) -> np.ndarray:
+        v = np.zeros(len(self.vocab))
+        for t, c in Counter(tokenize(text)).items():
+            i = self.vocab.get(t)
+            if i is not None:
+                v[i] = c * self.idf[i]
+        norm = float(np.linalg.norm(v))
+        return v / norm if norm > 0 else v
+
+    def cosine(self, a: str, b: str) -> float:
+        va, vb = self.vector(a), self.vector(b)
+        na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
+        if na == 0 and nb == 0:
+            return 1.0 if not tokenize(a) and not tokenize(b) else 0.0
+        if na == 0 or nb == 0:
+            return 0.0
+        return float(np.clip(va @ vb, 0.0, 1.0))
