@@ -51,10 +51,10 @@ function privateCopy(path) {
 }
 
 const sha256 = (text) => createHash("sha256").update(text, "utf8").digest("hex");
-/** Either the value itself or the sha256 of its JSON.stringify text (undefined → "undefined"). */
+/** Either the value itself or the sha256 of its JSON.stringify text (undefined counts as null). */
 function emit(value, hash) {
     if (!hash) return value === undefined ? null : value;
-    return sha256(value === undefined ? "undefined" : JSON.stringify(value));
+    return sha256(value === undefined ? "null" : JSON.stringify(value));
 }
 // Digests of objects already hashed, by identity: projections of many leaves share messages.
 const digestCache = new WeakMap();

@@ -7,6 +7,8 @@ Without Node or the pinned release the fixture skips, unless ``PIMEM_REQUIRE_ORA
 from __future__ import annotations
 
 import os
+from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -26,3 +28,13 @@ def oracle() -> Oracle:
         if oracle_required():
             pytest.fail(f"PIMEM_REQUIRE_ORACLE=1 but the oracle is missing: {exc}", pytrace=False)
         pytest.skip(str(exc))
+
+
+# Counts of compared cases, reported at the end of the run.
+COUNTS: Counter[str] = Counter()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if COUNTS:
+        parts = ", ".join(f"{v} {k}" for k, v in sorted(COUNTS.items()))
+        terminalreporter.write_line(f"differential comparisons with Pi 0.87.1: {parts}")

@@ -1,0 +1,61 @@
+"""Committed oracle results (goldens) under ``tests/goldens/``: read and write.
+
+One gzip JSON file per session: the session file's sha256, the requests (without path) and
+Pi's results per request key. Sample sessions keep full hash-mode results; the real
+sessions (which may not be copied) keep only a canonical digest of each result.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.oracle.install import PI_VERSION
+from tests.oracle.plans import file_digest
+
+GOLDEN_DIR = Path(__file__).resolve().parent.parent / "goldens"
+
+
+def golden_path(session_path: Path | str, kind: str) -> Path:
+    return GOLDEN_DIR / kind / (Path(session_path).stem + ".json.gz")
+
+
+def write_goldens(session_path: Path | str, kind: str, payload: dict[str, Any]) -> Path:
+    """Write atomically (temp file + rename)."""
+    target = golden_path(session_path, kind)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(payload, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode("ascii")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".golden")
+    with os.fdopen(fd, "wb") as fh:
+        # mtime=0 keeps the gzip bytes reproducible
+        with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, compresslevel=9) as gz:
+            gz.write(data)
+    os.replace(tmp, target)
+    return target
+
+
+def read_goldens(session_path: Path | str, kind: str) -> dict[str, Any] | None:
+    target = golden_path(session_path, kind)
+    if not target.exists():
+        return None
+    with gzip.open(target, "rb") as fh:
+        return json.loads(fh.read().decode("ascii"))
+
+
+def load_session_goldens(session_path: Path | str, kind: str) -> dict[str, Any]:
+    """Goldens for a session, failing clearly when absent or made from another file."""
+    store = read_goldens(session_path, kind)
+    regen = "regenerate with `python -m tests.oracle.make_goldens`"
+    if store is None:
+        pytest.fail(f"no goldens for {Path(session_path).name} ({golden_path(session_path, kind)}); {regen}", pytrace=False)
+    if store.get("file_sha256") != file_digest(session_path):
+        pytest.fail(f"{Path(session_path).name} changed since its goldens were made; {regen}", pytrace=False)
+    if store.get("pi_version") != PI_VERSION:
+        pytest.fail(f"goldens for {Path(session_path).name} were made with Pi {store.get('pi_version')}; {regen}", pytrace=False)
+    return store

@@ -1,0 +1,410 @@
+"""pimem's answer to each oracle request, in exactly the shape driver.mjs gives Pi's answer.
+
+``Mirror().run(request)`` computes with pimem what the driver computes with Pi, so a
+differential test is ``mirror.run(req) == oracle.run_batch([req])[0]`` after
+:func:`normalize`, and a golden test compares the same mirror output with stored oracle
+results. Only hash-mode requests are mirrored (digests of ``JSON.stringify`` text).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from tests.oracle.client import CannedSummarizer, Failure, ListDigester, digest_value, js_stringify
+
+_UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def _plain(value: Any) -> Any:
+    """JSON data as JSON.stringify would print it, parsed back (undefined fields dropped)."""
+    return json.loads(js_stringify(value))
+
+
+def normalize(op: str, result: Any) -> Any:
+    """Make results comparable: file-op sets are unordered on the Python side."""
+    if op in ("prepare",):
+        for leaf in result:
+            for prep in leaf["preparations"]:
+                if prep is not None:
+                    prep["fileOps"] = {k: sorted(v) for k, v in prep["fileOps"].items()}
+    elif op == "branch":
+        for case in result:
+            for b in case["budgets"]:
+                b["fileOps"] = {k: sorted(v) for k, v in b["fileOps"].items()}
+    return result
+
+
+class LoadedSession:
+    """A session as pimem loads it: header, entries, index, tips."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.session = None
+        try:
+            from pimem.session import load_session
+        except ImportError:  # foundation not there yet: parse v3 lines directly
+            from pimem.jsonio import loads_line
+
+            lines = [loads_line(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            self.header = lines[0]
+            self.entries = [e for e in lines[1:] if isinstance(e, dict)]
+        else:
+            self.session = load_session(self.path)
+            self.header = self.session.header
+            self.entries = self.session.entries
+        self.by_id = {e.get("id"): e for e in self.entries}
+        parents = {e.get("parentId") for e in self.entries}
+        self.tips = [e["id"] for e in self.entries if e.get("id") not in parents]
+
+    def leaves(self, spec: Any) -> list[Any]:
+        if spec is None:
+            return [None]
+        if spec == "all":
+            return [e.get("id") for e in self.entries]
+        if spec == "tips":
+            return list(self.tips)
+        return list(spec)
+
+
+class Mirror:
+    """Computes pimem's side of each oracle op."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, LoadedSession] = {}
+        self.digest_list = ListDigester()
+
+    def session(self, path: str | Path) -> LoadedSession:
+        key = str(path)
+        s = self._sessions.get(key)
+        if s is None:
+            s = self._sessions[key] = LoadedSession(Path(path))
+        return s
+
+    def run(self, request: dict[str, Any]) -> Any:
+        op = request["op"]
+        fn: Callable[[dict[str, Any]], Any] = getattr(self, "op_" + op)
+        return normalize(op, _plain(fn(request)))
+
+    # -- ops ---------------------------------------------------------------------------------
+    def op_info(self, req: dict[str, Any]) -> Any:
+        s = self.session(req["path"])
+        return {"tips": s.tips, "entryCount": len(s.entries), "header": s.header}
+
+    def op_project(self, req: dict[str, Any]) -> Any:
+        from pimem.context import build_session_projection, convert_to_llm, get_current_system_message
+
+        s = self.session(req["path"])
+        dl = self.digest_list
+        out = []
+        for leaf in s.leaves(req.get("leaves")):
+            p = build_session_projection(s.entries, leaf)
+            out.append(
+                {
+                    "leafId": leaf,
+                    "messages": dl(p.messages),
+                    "thinkingLevel": p.thinking_level,
+                    "model": p.model,
+                    "entryIds": digest_value([[e.source_entry.get("id"), len(e.messages)] for e in p.entries]),
+                    "llm": dl(convert_to_llm(p.messages)),
+                    "currentSystem": digest_value(get_current_system_message(p.messages)),
+                    "messageCount": len(p.messages),
+                }
+            )
+        return out
+
+    def op_entry_messages(self, req: dict[str, Any]) -> Any:
+        from pimem.context import session_entry_to_context_messages
+        from pimem.tokens import estimate_tokens
+
+        s = self.session(req["path"])
+        out = []
+        for e in s.entries:
+            msgs = session_entry_to_context_messages(e)
+            out.append({"id": e.get("id"), "messages": self.digest_list(msgs), "estimates": [estimate_tokens(m) for m in msgs]})
+        return out
+
+    @staticmethod
+    def _estimate_json(est: Any) -> dict[str, Any]:
+        return {
+            "tokens": est.tokens,
+            "usageTokens": est.usage_tokens,
+            "trailingTokens": est.trailing_tokens,
+            "lastUsageIndex": est.last_usage_index,
+        }
+
+    def op_estimate(self, req: dict[str, Any]) -> Any:
+        from pimem.context import build_session_path, build_session_projection
+        from pimem.tokens import estimate_context_tokens, estimate_projected_context_tokens, estimate_tokens
+
+        s = self.session(req["path"])
+        out = []
+        for leaf in s.leaves(req.get("leaves")):
+            p = build_session_projection(s.entries, leaf)
+            out.append(
+                {
+                    "leafId": leaf,
+                    "perMessage": [estimate_tokens(m) for m in p.messages],
+                    "context": self._estimate_json(estimate_context_tokens(p.messages)),
+                    "projected": self._estimate_json(
+                        estimate_projected_context_tokens(p, build_session_path(s.entries, leaf))
+                    ),
+                }
+            )
+        return out
+
+    def op_cut_points(self, req: dict[str, Any]) -> Any:
+        from pimem.compaction import find_cut_point, find_turn_start_index
+        from pimem.context import build_session_path
+
+        s = self.session(req["path"])
+        out = []
+        for leaf in s.leaves(req.get("leaves")):
+            path = build_session_path(s.entries, leaf)
+            last = -1
+            for i, e in enumerate(path):
+                if e.get("type") == "compaction":
+                    last = i
+            starts = req.get("starts") or [0, last + 1]
+            cuts = {}
+            for start in dict.fromkeys(starts):
+                row = []
+                for keep in req["keeps"]:
+                    c = find_cut_point(path, start, len(path), keep)
+                    row.append([c.first_kept_entry_index, c.turn_start_index, c.is_split_turn])
+                cuts[str(start)] = row
+            turn_starts = [find_turn_start_index(path, i, 0) for i in range(len(path))] if req.get("turnStarts") else None
+            out.append({"leafId": leaf, "pathLength": len(path), "cuts": cuts, "turnStarts": turn_starts})
+        return out
+
+    def _preparation(self, prep: Any, serialize: bool) -> Any:
+        from pimem.context import convert_to_llm
+        from pimem.serialize import compute_file_lists, serialize_conversation
+
+        if prep is None:
+            return None
+        fo = prep.file_ops
+        row: dict[str, Any] = {
+            "firstKeptEntryId": prep.first_kept_entry_id,
+            "messagesToSummarize": self.digest_list(prep.messages_to_summarize),
+            "turnPrefixMessages": self.digest_list(prep.turn_prefix_messages),
+            "isSplitTurn": prep.is_split_turn,
+            "tokensBefore": prep.tokens_before,
+            "previousSummary": digest_value(prep.previous_summary),
+            "fileOps": {"read": list(fo.read), "written": list(fo.written), "edited": list(fo.edited)},
+            "counts": [len(prep.messages_to_summarize), len(prep.turn_prefix_messages)],
+        }
+        if serialize:
+            read_files, modified_files = compute_file_lists(fo)
+            row["serialized"] = digest_value(serialize_conversation(convert_to_llm(prep.messages_to_summarize)))
+            row["serializedTurnPrefix"] = digest_value(serialize_conversation(convert_to_llm(prep.turn_prefix_messages)))
+            row["fileLists"] = {"readFiles": read_files, "modifiedFiles": modified_files}
+        return row
+
+    @staticmethod
+    def _settings(d: dict[str, Any]) -> Any:
+        from pimem.compaction import CompactionSettings
+
+        return CompactionSettings(
+            enabled=d.get("enabled", True), reserve_tokens=d["reserveTokens"], keep_recent_tokens=d["keepRecentTokens"]
+        )
+
+    def op_prepare(self, req: dict[str, Any]) -> Any:
+        from pimem.compaction import prepare_compaction
+        from pimem.context import build_session_path
+
+        s = self.session(req["path"])
+        settings = [self._settings(d) for d in req["settings"]]
+        out = []
+        for leaf in s.leaves(req.get("leaves")):
+            path = build_session_path(s.entries, leaf)
+            out.append(
+                {
+                    "leafId": leaf,
+                    "preparations": [
+                        self._preparation(prepare_compaction(path, st), bool(req.get("serialize"))) for st in settings
+                    ],
+                }
+            )
+        return out
+
+    def op_serialize(self, req: dict[str, Any]) -> Any:
+        from pimem.compaction import prepare_compaction
+        from pimem.context import build_session_path, convert_to_llm
+        from pimem.serialize import serialize_conversation
+
+        if req.get("messages") is not None:
+            return serialize_conversation(convert_to_llm(req["messages"]))
+        s = self.session(req["path"])
+        settings = [self._settings(d) for d in req["settings"]]
+        out = []
+        for leaf in s.leaves(req.get("leaves")):
+            path = build_session_path(s.entries, leaf)
+            texts = []
+            for st in settings:
+                prep = prepare_compaction(path, st)
+                texts.append(
+                    None
+                    if prep is None
+                    else [
+                        digest_value(serialize_conversation(convert_to_llm(prep.messages_to_summarize))),
+                        digest_value(serialize_conversation(convert_to_llm(prep.turn_prefix_messages))),
+                    ]
+                )
+            out.append({"leafId": leaf, "texts": texts})
+        return out
+
+    @staticmethod
+    def _model(m: dict[str, Any] | None) -> Any:
+        from pimem.compaction import ModelInfo
+
+        m = m or {}
+        return ModelInfo(
+            context_window=m.get("contextWindow", 200000),
+            max_tokens=m.get("maxTokens", 32000),
+            reasoning=m.get("reasoning", False),
+        )
+
+    @staticmethod
+    def _fail(d: dict[str, Any] | None) -> Failure | None:
+        if not d:
+            return None
+        return Failure(
+            kind=d.get("kind"),
+            stop_reason=d.get("stopReason"),
+            error_message=d.get("errorMessage"),
+            tool_call=bool(d.get("toolCall")),
+            empty_text=bool(d.get("emptyText")),
+        )
+
+    @staticmethod
+    def _requests_json(requests: list[Any], hash_prompts: bool) -> list[dict[str, Any]]:
+        return [
+            {
+                "kind": r.kind,
+                "systemRole": "system",
+                "systemPrompt": r.system_prompt,
+                "userRole": "user",
+                "userBlocks": 1,
+                "extraMessages": 0,
+                "prompt": digest_value(r.prompt) if hash_prompts else r.prompt,
+                "maxTokens": r.max_tokens,
+                "reasoning": r.reasoning,
+                "cacheRetention": r.cache_retention,
+                "sessionIdIsUuid": bool(_UUID7.match(r.session_id or "")),
+                "modelId": "oracle-model",
+            }
+            for r in requests
+        ]
+
+    def op_compact(self, req: dict[str, Any]) -> Any:
+        from pimem.compaction import compact, prepare_compaction
+        from pimem.context import build_session_path
+
+        s = self.session(req["path"])
+        settings = self._settings(req["settings"])
+        out = []
+        for leaf in s.leaves(req.get("leaves")):
+            path = build_session_path(s.entries, leaf)
+            prep = prepare_compaction(path, settings)
+            if prep is None:
+                out.append({"leafId": leaf, "prepared": False})
+                continue
+            summarizer = CannedSummarizer(fail=self._fail(req.get("fail")))
+            result = error = None
+            try:
+                r = compact(
+                    prep,
+                    summarizer,
+                    model=self._model(req.get("model")),
+                    custom_instructions=req.get("customInstructions"),
+                    thinking_level=req.get("thinkingLevel"),
+                )
+                result = {
+                    "summary": r.summary,
+                    "firstKeptEntryId": r.first_kept_entry_id,
+                    "tokensBefore": r.tokens_before,
+                    "usage": r.usage,
+                    "details": r.details,
+                }
+            except Exception as exc:  # Pi throws an Error with a message; pimem raises
+                from pimem.compaction import SummarizationError
+
+                if not isinstance(exc, SummarizationError):
+                    raise
+                error = str(exc)
+            out.append(
+                {
+                    "leafId": leaf,
+                    "prepared": True,
+                    "requests": self._requests_json(summarizer.requests, bool(req.get("hash"))),
+                    "result": result,
+                    "error": error,
+                }
+            )
+        return out
+
+    def op_branch(self, req: dict[str, Any]) -> Any:
+        from pimem.branch import collect_entries_for_branch_summary, generate_branch_summary, prepare_branch_entries
+
+        s = self.session(req["path"])
+        if s.session is None:
+            raise RuntimeError("branch needs pimem.session")
+        hash_ = bool(req.get("hash"))
+        out = []
+        for old_leaf, target in req["pairs"]:
+            entries, ancestor = collect_entries_for_branch_summary(s.session, old_leaf, target)
+            budgets = []
+            for budget in req.get("budgets") or [0]:
+                bp = prepare_branch_entries(entries, budget)
+                fo = bp.file_ops
+                budgets.append(
+                    {
+                        "budget": budget,
+                        "messages": self.digest_list(bp.messages) if hash_ else bp.messages,
+                        "count": len(bp.messages),
+                        "fileOps": {"read": list(fo.read), "written": list(fo.written), "edited": list(fo.edited)},
+                        "totalTokens": bp.total_tokens,
+                    }
+                )
+            summary = None
+            requests: list[dict[str, Any]] = []
+            if req.get("summarize", True) is not False:
+                summarizer = CannedSummarizer(fail=self._fail(req.get("fail")))
+                r = generate_branch_summary(
+                    entries,
+                    summarizer,
+                    model=self._model(req.get("model")),
+                    reserve_tokens=req.get("reserveTokens", 16384),
+                    custom_instructions=req.get("customInstructions"),
+                    replace_instructions=bool(req.get("replaceInstructions")),
+                )
+                result: dict[str, Any] = {}
+                if r.aborted:
+                    result["aborted"] = True
+                elif r.error is not None:
+                    result["error"] = r.error
+                else:
+                    result["summary"] = r.summary
+                    if r.usage is not None:
+                        result["usage"] = r.usage
+                    if r.read_files is not None:
+                        result["readFiles"] = r.read_files
+                    if r.modified_files is not None:
+                        result["modifiedFiles"] = r.modified_files
+                summary = {"result": result, "error": None}
+                requests = self._requests_json(summarizer.requests, hash_)
+            out.append(
+                {
+                    "oldLeafId": old_leaf,
+                    "targetId": target,
+                    "entryIds": [e.get("id") for e in entries],
+                    "commonAncestorId": ancestor,
+                    "budgets": budgets,
+                    "summary": summary,
+                    "requests": requests,
+                }
+            )
+        return out
