@@ -1,0 +1,972 @@
+"""Pi session files: load (with Pi's parsing and v1→v3 migration), walk the tree, append, write.
+
+Entries stay plain dicts in Pi's JSON shape. Loading follows Pi 0.87.1's
+``loadEntriesFromFile`` + ``migrateToCurrentVersion``; what Pi silently skips or would trip
+over is recorded in :attr:`Session.warnings`; what makes a file unusable raises
+:class:`SessionFormatError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import orjson
+
+from pimem.jsonio import iso_now, js_stringify, loads_line, parse_iso_ms, to_iso
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = [
+    "Session",
+    "SessionWarning",
+    "SessionFormatError",
+    "load_session",
+    "migrate_to_current_version",
+    "CURRENT_SESSION_VERSION",
+    "KNOWN_ENTRY_TYPES",
+]
+
+CURRENT_SESSION_VERSION = 3
+KNOWN_ENTRY_TYPES = frozenset(
+    {
+        "message",
+        "model_change",
+        "thinking_level_change",
+        "compaction",
+        "branch_summary",
+        "custom",
+        "custom_message",
+        "label",
+        "session_info",
+        "context_edit",
+        "usage",
+    }
+)
+_ROLES_WITH_CONTENT = frozenset({"user", "assistant", "toolResult", "custom", "system"})
+_MAX_WARNINGS_PER_REASON = 50
+_MISSING: Any = object()
+
+
+class SessionFormatError(ValueError):
+    """A file that cannot be read as a Pi session (the message names file and line)."""
+
+
+@dataclass
+class SessionWarning:
+    """Something Pi would skip or mishandle, recorded while the session still loads."""
+
+    line: int | None
+    reason: str
+    entry_id: str | None = None
+    file: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file or '<session>'}:{self.line if self.line is not None else '-'}"
+        entry = f" [entry {self.entry_id}]" if self.entry_id else ""
+        return f"{where}: {self.reason}{entry}"
+
+
+class _WarningSink:
+    """Collects warnings, keeping at most a few per reason kind."""
+
+    def __init__(self, file: str | None, out: list[SessionWarning]) -> None:
+        self.file = file
+        self.out = out
+        self.counts: dict[str, int] = {}
+
+    def add(self, kind: str, line: int | None, reason: str, entry_id: Any = None) -> None:
+        n = self.counts.get(kind, 0) + 1
+        self.counts[kind] = n
+        if n <= _MAX_WARNINGS_PER_REASON:
+            eid = entry_id if isinstance(entry_id, str) else None
+            self.out.append(SessionWarning(line, reason, eid, self.file))
+
+    def finish(self) -> None:
+        for kind, n in self.counts.items():
+            if n > _MAX_WARNINGS_PER_REASON:
+                more = n - _MAX_WARNINGS_PER_REASON
+                self.out.append(
+                    SessionWarning(None, f"{more} more warnings of kind {kind!r} not listed", None, self.file)
+                )
+
+
+# ------------------------------------------------------------------------------------------
+# Ids and migration (Pi's migrateToCurrentVersion)
+# ------------------------------------------------------------------------------------------
+
+
+def _random_id(rng: random.Random, taken: Any) -> str:
+    """Pi's ``generateId``: 8 lowercase hex digits not already taken."""
+    for _ in range(100):
+        candidate = "%08x" % rng.getrandbits(32)
+        if candidate not in taken:
+            return candidate
+    return _uuid_from(rng, 4)
+
+
+def _uuid_from(rng: random.Random, version: int, ms: int | None = None) -> str:
+    bits = rng.getrandbits(128)
+    if version == 7:
+        ms = int(time.time() * 1000) if ms is None else ms
+        bits = (ms & ((1 << 48) - 1)) << 80 | (bits & ((1 << 80) - 1))
+    bits &= ~(0xF << 76)
+    bits |= version << 76
+    bits &= ~(0x3 << 62)
+    bits |= 0x2 << 62
+    h = "%032x" % bits
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _js_to_number(value: Any) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return 0.0
+        try:
+            return float(text)
+        except ValueError:
+            return float("nan")
+    return float("nan")
+
+
+def migrate_to_current_version(file_entries: list[dict], rng: random.Random | None = None) -> bool:
+    """Pi's ``migrateToCurrentVersion`` on [header, *entries]; mutates in place.
+
+    Returns True when a migration was applied. v1 entries get fresh 8-hex ids (from
+    ``rng``) chained in file order; ``firstKeptEntryIndex`` (an index into the full list,
+    header included) becomes ``firstKeptEntryId``; v2's ``hookMessage`` role becomes ``custom``.
+    """
+    header = next((e for e in file_entries if e.get("type") == "session"), None)
+    raw_version = None if header is None else header.get("version")
+    version = 1.0 if raw_version is None else _js_to_number(raw_version)
+    if version >= CURRENT_SESSION_VERSION:
+        return False
+    if version < 2:
+        _migrate_v1_to_v2(file_entries, rng or random.Random())
+    if version < 3:
+        _migrate_v2_to_v3(file_entries)
+    return True
+
+
+def _migrate_v1_to_v2(entries: list[dict], rng: random.Random) -> None:
+    ids: set[str] = set()
+    prev_id = None
+    for entry in entries:
+        if entry.get("type") == "session":
+            entry["version"] = 2
+            continue
+        entry["id"] = _random_id(rng, ids)
+        ids.add(entry["id"])
+        entry["parentId"] = prev_id
+        prev_id = entry["id"]
+        if entry.get("type") == "compaction":
+            index = entry.get("firstKeptEntryIndex", _MISSING)
+            if isinstance(index, (int, float)) and not isinstance(index, bool):
+                target = None
+                if float(index).is_integer() and 0 <= index < len(entries):
+                    target = entries[int(index)]
+                if target is not None and target.get("type") != "session":
+                    if "id" in target:  # a later entry has no id yet: JS assigns undefined
+                        entry["firstKeptEntryId"] = target["id"]
+                del entry["firstKeptEntryIndex"]
+
+
+def _migrate_v2_to_v3(entries: list[dict]) -> None:
+    for entry in entries:
+        if entry.get("type") == "session":
+            entry["version"] = 3
+            continue
+        if entry.get("type") == "message":
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("role") == "hookMessage":
+                message["role"] = "custom"
+
+
+# ------------------------------------------------------------------------------------------
+# Loading
+# ------------------------------------------------------------------------------------------
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _parse_bad_line(raw: bytes) -> tuple[Any, bool]:
+    """Parse a line orjson refused: (value or _MISSING, had invalid UTF-8)."""
+    try:
+        text = raw.decode("utf-8")
+        bad_utf8 = False
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")  # Node's StringDecoder does the same
+        bad_utf8 = True
+    try:
+        return loads_line(text), bad_utf8
+    except (ValueError, RecursionError):
+        return _MISSING, bad_utf8
+
+
+def _is_blank(raw: bytes) -> bool:
+    if not raw.strip():
+        return True
+    try:
+        return not raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return False
+
+
+def _js_truthy_value(value: Any) -> bool:
+    if value is None or value is False:
+        return False
+    if isinstance(value, (int, float)):
+        return value == value and value != 0
+    if isinstance(value, str):
+        return value != ""
+    return True
+
+
+def load_session(
+    path: str | os.PathLike[str],
+    *,
+    rng: random.Random | None = None,
+    seed: int | str | None = None,
+) -> Session:
+    """Load a Pi session file (any version) into a :class:`Session`; the file is never written.
+
+    ``rng`` / ``seed`` make the ids given to v1 entries (and later :meth:`Session.new_id`)
+    reproducible.
+    """
+    file = os.fspath(path)
+    data = Path(file).read_bytes()
+    if rng is None:
+        rng = random.Random(seed) if seed is not None else random.Random()
+    warnings: list[SessionWarning] = []
+    sink = _WarningSink(file, warnings)
+    if not data.strip():
+        raise SessionFormatError(f"{file}:1: empty file, not a Pi session")
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+        sink.add("bom", 1, "UTF-8 byte order mark removed (Pi's JSON.parse would reject this line)")
+
+    lines = data.split(b"\n")
+    ends_with_newline = data.endswith(b"\n")
+    if ends_with_newline:
+        lines.pop()
+    last_lineno = len(lines)
+    parsed: list[Any] = []
+    line_numbers: list[int] = []
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    malformed = 0
+    for lineno, raw in enumerate(lines, 1):
+        try:
+            value = loads(raw)
+        except decode_error:
+            if _is_blank(raw):
+                continue
+            value, bad_utf8 = _parse_bad_line(raw)
+            if bad_utf8:
+                sink.add("utf8", lineno, "invalid UTF-8 bytes replaced with U+FFFD (as Pi's decoder does)")
+            if value is _MISSING:
+                malformed += 1
+                if lineno == last_lineno and not ends_with_newline:
+                    sink.add("truncated", lineno, "truncated last line (no newline, not valid JSON): skipped")
+                else:
+                    sink.add("malformed", lineno, "malformed JSON line skipped (as Pi does)")
+                continue
+        if type(value) is dict:
+            parsed.append(value)
+            line_numbers.append(lineno)
+        elif not parsed and _js_truthy_value(value):
+            kind = "a JSON array" if isinstance(value, list) else f"a JSON {type(value).__name__}"
+            hint = " (the file is a JSON array, not JSON Lines)" if isinstance(value, list) else ""
+            raise SessionFormatError(
+                f"{file}:{lineno}: first entry is {kind}, not a session header{hint}"
+            )
+        else:
+            sink.add("non_object", lineno, f"line holds a JSON {type(value).__name__}, not an object: skipped")
+
+    if not parsed:
+        raise SessionFormatError(_no_entries_message(file, data, malformed))
+    header = parsed[0]
+    if header.get("type") != "session" or not isinstance(header.get("id"), str):
+        what = "has no string id" if header.get("type") == "session" else f"has type {header.get('type')!r}"
+        raise SessionFormatError(
+            f"{file}:{line_numbers[0]}: first entry is not a session header "
+            f"(needs type \"session\" and a string id; it {what})"
+        )
+
+    migrate_to_current_version(parsed, rng)
+
+    entries: list[dict] = []
+    entry_lines: list[int | None] = []
+    for entry, lineno in zip(parsed[1:], line_numbers[1:]):
+        if entry.get("type") == "session":
+            sink.add("extra_header", lineno, "extra session header ignored (Pi skips it too)", entry.get("id"))
+            continue
+        entries.append(entry)
+        entry_lines.append(lineno)
+    session = Session(header, entries, path=file, warnings=warnings, rng=rng, _lines=entry_lines)
+    session._validate(sink)
+    sink.finish()
+    return session
+
+
+def _no_entries_message(file: str, data: bytes, malformed: int) -> str:
+    head = data.lstrip()[:1]
+    if head in (b"[", b"{"):
+        try:
+            whole = loads_line(data.decode("utf-8", "replace"))
+        except ValueError:
+            whole = _MISSING
+        if isinstance(whole, list):
+            return f"{file}:1: the file is one JSON array, not JSON Lines (one entry object per line)"
+        if isinstance(whole, dict):
+            return f"{file}:1: the file is a pretty-printed JSON object, not JSON Lines (one entry per line)"
+    sample = data[:64]
+    binary = b"\x00" in sample or sum(b < 9 or 13 < b < 32 for b in sample) > 4
+    kind = "binary data" if binary else "no valid JSON line"
+    return f"{file}:1: not a Pi session: {kind} ({malformed} malformed lines)"
+
+
+# ------------------------------------------------------------------------------------------
+# Session
+# ------------------------------------------------------------------------------------------
+
+
+class Session:
+    """A Pi session: the header, the entries (Pi's JSON dicts) and a movable leaf."""
+
+    def __init__(
+        self,
+        header: dict,
+        entries: Iterable[dict],
+        path: str | os.PathLike[str] | None = None,
+        warnings: list[SessionWarning] | None = None,
+        *,
+        rng: random.Random | None = None,
+        _lines: list[int | None] | None = None,
+    ) -> None:
+        self.header: dict = header
+        self.entries: list[dict] = list(entries)
+        self.path: str | None = os.fspath(path) if path is not None else None
+        self.warnings: list[SessionWarning] = warnings if warnings is not None else []
+        self.rng: random.Random = rng if rng is not None else random.Random()
+        self._lines: list[int | None] = (
+            list(_lines) if _lines is not None else [None] * len(self.entries)
+        )
+        self._by_id: dict[str, dict] = {}
+        self._labels: dict[Any, Any] = {}
+        self._children: dict[Any, list[dict]] | None = None
+        self._leaf_id: str | None = None
+        self._warned_cycles: set[str] = set()
+        for entry in self.entries:
+            self._index(entry)
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def new(
+        cls,
+        cwd: str,
+        *,
+        session_id: str | None = None,
+        timestamp: str | None = None,
+        parent_session: str | None = None,
+        rng: random.Random | None = None,
+    ) -> Session:
+        """A fresh v3 session with only a header (Pi's ``newSession``; ids are UUIDv7)."""
+        rng = rng if rng is not None else random.Random()
+        timestamp = timestamp or iso_now()
+        if session_id is None:
+            session_id = _uuid_from(rng, 7, parse_iso_ms(timestamp))
+        header: dict[str, Any] = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": session_id,
+            "timestamp": timestamp,
+            "cwd": cwd,
+        }
+        if parent_session is not None:
+            header["parentSession"] = parent_session
+        return cls(header, [], rng=rng)
+
+    def _index(self, entry: dict) -> None:
+        """Pi's ``_buildIndex`` step for one entry (Map.set: the last entry with an id wins)."""
+        eid = entry.get("id")
+        if isinstance(eid, str):
+            self._by_id[eid] = entry
+        self._leaf_id = eid if isinstance(eid, str) else None
+        if entry.get("type") == "label":
+            target = entry.get("targetId")
+            try:
+                if _js_truthy_value(entry.get("label")):
+                    self._labels[target] = entry.get("label")
+                else:
+                    self._labels.pop(target, None)
+            except TypeError:  # unhashable target id
+                pass
+
+    def _validate(self, sink: _WarningSink) -> None:
+        """Record what Pi would skip or trip over; entries are kept as they are."""
+        by_id = self._by_id
+        seen: set[str] = set()
+        for entry, line in zip(self.entries, self._lines):
+            eid = entry.get("id")
+            etype = entry.get("type")
+            if not isinstance(eid, str):
+                sink.add("no_id", line, "entry has no string id (not reachable in the tree)")
+            elif eid in seen:
+                sink.add("duplicate_id", line, f"duplicate id {eid!r}: the later entry wins in Pi's index", eid)
+            else:
+                seen.add(eid)
+            parent = entry.get("parentId", _MISSING)
+            if parent is _MISSING:
+                sink.add("no_parent", line, "entry has no parentId field (treated as a root)", eid)
+            elif parent is not None and not (isinstance(parent, str) and parent in by_id):
+                if parent == "" or parent is False:
+                    pass
+                else:
+                    sink.add("dangling_parent", line, f"parentId {parent!r} not found: the branch stops here", eid)
+            if etype not in KNOWN_ENTRY_TYPES:
+                sink.add("unknown_type", line, f"unknown entry type {etype!r} (kept as is)", eid)
+            elif etype == "message":
+                message = entry.get("message")
+                if not isinstance(message, dict):
+                    sink.add("no_message", line, "message entry without a message object", eid)
+                elif message.get("role") in _ROLES_WITH_CONTENT and message.get("content") is None:
+                    role = message.get("role")
+                    sink.add("no_content", line, f"{role} message with null or missing content", eid)
+            elif etype == "compaction":
+                kept = entry.get("firstKeptEntryId")
+                if not (isinstance(kept, str) and kept in by_id):
+                    sink.add(
+                        "kept_missing", line,
+                        f"compaction's firstKeptEntryId {kept!r} is not in the file", eid,
+                    )
+        for cycle in self._find_cycles():
+            ids = " -> ".join(cycle)
+            first = cycle[0]
+            self._warned_cycles.update(cycle)
+            sink.add("cycle", self._line_of(first), f"parentId cycle: {ids} -> {first}", first)
+
+    def _line_of(self, entry_id: str) -> int | None:
+        entry = self._by_id.get(entry_id)
+        for e, line in zip(self.entries, self._lines):
+            if e is entry:
+                return line
+        return None
+
+    def _find_cycles(self) -> list[list[str]]:
+        """Every parent cycle among indexed entries, each once (linear time)."""
+        state: dict[str, int] = {}
+        cycles = []
+        by_id = self._by_id
+        for start in by_id:
+            if start in state:
+                continue
+            stack: list[str] = []
+            current: str | None = start
+            while current is not None and current not in state:
+                state[current] = 1
+                stack.append(current)
+                parent = by_id[current].get("parentId")
+                current = parent if isinstance(parent, str) and parent in by_id else None
+            if current is not None and state[current] == 1:
+                cycles.append(stack[stack.index(current) :])
+            for node in stack:
+                state[node] = 2
+        return cycles
+
+    # -- tree ---------------------------------------------------------------------------------
+
+    @property
+    def leaf_id(self) -> str | None:
+        """Where the session stands (default: the last entry's id); set to move it."""
+        return self._leaf_id
+
+    @leaf_id.setter
+    def leaf_id(self, value: str | None) -> None:
+        if value is not None and value not in self._by_id:
+            raise KeyError(f"Entry {value} not found")
+        self._leaf_id = value
+
+    @property
+    def id(self) -> str:
+        """The session id from the header."""
+        return self.header.get("id", "")
+
+    def get_entry(self, entry_id: Any) -> dict | None:
+        """The entry with this id (the last one if the id repeats), or None."""
+        try:
+            return self._by_id.get(entry_id)
+        except TypeError:
+            return None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.entries)
+
+    def _children_index(self) -> dict[Any, list[dict]]:
+        if self._children is None:
+            children: dict[Any, list[dict]] = {}
+            for entry in self._by_id.values():
+                parent = entry.get("parentId", _MISSING)
+                try:
+                    children.setdefault(parent, []).append(entry)
+                except TypeError:
+                    continue
+            self._children = children
+        return self._children
+
+    def get_children(self, entry_id: str | None) -> list[dict]:
+        """Direct children (Pi's ``getChildren``); ``None`` gives the roots (parentId null)."""
+        try:
+            return list(self._children_index().get(entry_id, ()))
+        except TypeError:
+            return []
+
+    def leaves(self) -> list[dict]:
+        """Entries without children, in index order (every branch's tip)."""
+        children = self._children_index()
+        return [e for eid, e in self._by_id.items() if eid not in children]
+
+    def get_branch(self, leaf_id: str | None = None) -> list[dict]:
+        """Pi's ``getBranch``: root-first entries from the root to ``leaf_id`` (default: the leaf).
+
+        Unlike Pi, a parent cycle stops the walk (and is recorded once as a warning).
+        """
+        start = leaf_id if leaf_id is not None else self._leaf_id
+        current = self.get_entry(start) if start else None
+        path: list[dict] = []
+        visited: set[int] = set()
+        by_id = self._by_id
+        while current is not None:
+            marker = id(current)
+            if marker in visited:
+                eid = current.get("id")
+                if eid not in self._warned_cycles:
+                    self._warned_cycles.add(eid)
+                    self.warnings.append(
+                        SessionWarning(None, "parentId cycle: branch walk stopped", eid, self.path)
+                    )
+                break
+            visited.add(marker)
+            path.append(current)
+            parent = current.get("parentId")
+            current = by_id.get(parent) if isinstance(parent, str) and parent else None
+        path.reverse()
+        return path
+
+    def common_ancestor(self, a: str | None, b: str | None) -> str | None:
+        """The deepest entry id on both the path to ``a`` and the path to ``b`` (None if none)."""
+        on_a = {e.get("id") for e in self.get_branch(a)} if a else set()
+        if not on_a:
+            return None
+        for entry in reversed(self.get_branch(b) if b else []):
+            if entry.get("id") in on_a:
+                return entry.get("id")
+        return None
+
+    def get_label(self, entry_id: str) -> str | None:
+        """The entry's current label (latest label entry; an empty label clears it)."""
+        try:
+            return self._labels.get(entry_id)
+        except TypeError:
+            return None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """All current labels, target id -> label."""
+        return dict(self._labels)
+
+    @property
+    def name(self) -> str | None:
+        """Pi's ``getSessionName``: the latest ``session_info`` name, trimmed; empty clears."""
+        for entry in reversed(self.entries):
+            if entry.get("type") == "session_info":
+                name = entry.get("name")
+                if isinstance(name, str):
+                    return name.strip() or None
+                return None
+        return None
+
+    def branch(self, entry_id: str) -> None:
+        """Move the leaf to an existing entry (Pi's ``branch``)."""
+        if entry_id not in self._by_id:
+            raise KeyError(f"Entry {entry_id} not found")
+        self._leaf_id = entry_id
+
+    def reset_leaf(self) -> None:
+        """Leaf before any entry: the next append makes a new root (Pi's ``resetLeaf``)."""
+        self._leaf_id = None
+
+    # -- appending ----------------------------------------------------------------------------
+
+    def new_id(self) -> str:
+        """A fresh 8-hex entry id from this session's rng (Pi's ``generateId``)."""
+        return _random_id(self.rng, self._by_id)
+
+    def append_entry(self, entry: dict) -> dict:
+        """Append a complete entry dict, index it and move the leaf to it."""
+        eid = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(eid, str):
+            raise ValueError("entry needs a string id")
+        if eid in self._by_id:
+            raise ValueError(f"duplicate entry id {eid!r}")
+        self.entries.append(entry)
+        self._lines.append(None)
+        self._index(entry)
+        if self._children is not None:
+            self._children.setdefault(entry.get("parentId", _MISSING), []).append(entry)
+        return entry
+
+    def _timestamp(self, timestamp: str | int | float | None) -> str:
+        if timestamp is None:
+            return iso_now()
+        if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
+            return to_iso(timestamp)
+        return str(timestamp)
+
+    def append_message(self, message: dict, timestamp: str | int | float | None = None) -> dict:
+        """Append a ``message`` entry after the leaf (Pi's ``appendMessage``)."""
+        entry = {
+            "type": "message",
+            "id": self.new_id(),
+            "parentId": self._leaf_id,
+            "timestamp": self._timestamp(timestamp),
+            "message": message,
+        }
+        return self.append_entry(entry)
+
+    def append_compaction(
+        self,
+        result: Any,
+        from_hook: bool | None = False,
+        timestamp: str | int | float | None = None,
+    ) -> dict:
+        """Append a compaction entry exactly as Pi's ``appendCompaction`` builds it.
+
+        ``result`` is a ``CompactionResult`` (attributes) or a Pi-shaped dict. ``None`` for
+        details, usage or from_hook stands for JavaScript's undefined: the key is omitted.
+        """
+        from pimem.context import build_session_projection, get_current_system_message
+
+        summary = _field(result, "summary", "summary")
+        first_kept = _field(result, "first_kept_entry_id", "firstKeptEntryId")
+        tokens_before = _field(result, "tokens_before", "tokensBefore")
+        details = _field(result, "details", "details")
+        usage = _field(result, "usage", "usage")
+        ts = self._timestamp(timestamp)
+        system_message = get_current_system_message(build_session_projection(self).messages)
+        eid = self.new_id()
+        entry: dict[str, Any] = {
+            "type": "compaction",
+            "id": eid,
+            "parentId": self._leaf_id,
+            "timestamp": ts,
+            "summary": summary,
+            "firstKeptEntryId": first_kept if first_kept is not None else eid,
+            "tokensBefore": tokens_before,
+        }
+        if details is not None:
+            entry["details"] = details
+        if usage is not None:
+            entry["usage"] = usage
+        if from_hook is not None:
+            entry["fromHook"] = from_hook
+        if system_message:
+            stamped = dict(system_message)
+            stamped["timestamp"] = parse_iso_ms(ts)
+            entry["systemMessage"] = stamped
+        _drop_undefined(entry, ("summary", "tokensBefore"))
+        return self.append_entry(entry)
+
+    def branch_with_summary(
+        self,
+        target_id: str | None,
+        result: Any,
+        timestamp: str | int | float | None = None,
+        *,
+        from_hook: bool | None = False,
+    ) -> dict:
+        """Move the leaf to ``target_id`` and append a branch summary there (Pi's ``branchWithSummary``).
+
+        ``result`` is a ``BranchSummaryResult`` (details become ``{readFiles, modifiedFiles}``
+        as Pi's ``/tree`` navigation builds them) or a Pi-shaped dict with ``summary``,
+        ``details`` and ``usage``.
+        """
+        if target_id is not None and target_id not in self._by_id:
+            raise KeyError(f"Entry {target_id} not found")
+        summary = _field(result, "summary", "summary")
+        usage = _field(result, "usage", "usage")
+        if isinstance(result, dict):
+            details = result.get("details")
+        else:
+            details = {
+                "readFiles": list(getattr(result, "read_files", None) or []),
+                "modifiedFiles": list(getattr(result, "modified_files", None) or []),
+            }
+        from_id = self._leaf_id if self._leaf_id is not None else "root"
+        self._leaf_id = target_id
+        entry: dict[str, Any] = {
+            "type": "branch_summary",
+            "id": self.new_id(),
+            "parentId": target_id,
+            "timestamp": self._timestamp(timestamp),
+            "fromId": from_id,
+            "summary": summary,
+        }
+        if details is not None:
+            entry["details"] = details
+        if usage is not None:
+            entry["usage"] = usage
+        if from_hook is not None:
+            entry["fromHook"] = from_hook
+        _drop_undefined(entry, ("summary",))
+        return self.append_entry(entry)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def to_jsonl(self) -> str:
+        """The v3 file text: header then entries, one ``JSON.stringify`` line each."""
+        parts = [js_stringify(self.header)]
+        parts.extend(js_stringify(e) for e in self.entries)
+        return "\n".join(parts) + "\n"
+
+    def write(self, path: str | os.PathLike[str], *, overwrite_source: bool = False) -> Path:
+        """Write the session as a v3 file atomically (temp file + rename); returns the path.
+
+        Refuses to replace the file the session was loaded from unless ``overwrite_source``.
+        """
+        target = Path(path)
+        if (
+            self.path is not None
+            and not overwrite_source
+            and target.exists()
+            and os.path.samefile(target, self.path)
+        ):
+            raise FileExistsError(f"{target}: refusing to overwrite the session's source file")
+        data = self.to_jsonl().encode("utf-8", "surrogatepass")
+        from pimem.io import atomic_write_bytes
+
+        atomic_write_bytes(target, data)
+        return target
+
+    # -- display ------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        where = f" {self.path!r}" if self.path else ""
+        return (
+            f"<Session{where} id={self.id!r} entries={len(self.entries)} "
+            f"leaf={self._leaf_id!r} warnings={len(self.warnings)}>"
+        )
+
+    def render_tree(self, *, width: int = 60, collapse: int = 6) -> str:
+        """A compact text tree: ``*`` marks the active path, ``[C]`` compactions, ``[B]`` branch
+        summaries, ``{label}`` labels; linear runs longer than ``collapse`` are shortened."""
+        return "\n".join(text for text, _ in self._tree_lines(width, collapse))
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for text, active in self._tree_lines(60, 6):
+            escaped = html.escape(text)
+            rows.append(f"<b>{escaped}</b>" if active else escaped)
+        title = html.escape(
+            f"Session {self.id} — {len(self.entries)} entries, leaf {self._leaf_id}"
+            + (f", name {self.name!r}" if self.name else "")
+            + (f", {len(self.warnings)} warnings" if self.warnings else "")
+        )
+        return f"<div><div>{title}</div><pre style='line-height:1.25'>{chr(10).join(rows)}</pre></div>"
+
+    def _tree_lines(self, width: int, collapse: int) -> list[tuple[str, bool]]:
+        active = {id(e) for e in self.get_branch()}
+        children: dict[Any, list[dict]] = {}
+        roots: list[dict] = []
+        by_id = self._by_id
+        for entry in by_id.values():
+            parent = entry.get("parentId")
+            if parent is None or parent == entry.get("id") or parent not in by_id:
+                roots.append(entry)
+            else:
+                children.setdefault(parent, []).append(entry)
+
+        def order(nodes: list[dict]) -> list[dict]:
+            return sorted(nodes, key=lambda e: parse_iso_ms(e.get("timestamp")) or 0)
+
+        lines: list[tuple[str, bool]] = []
+        visited: set[int] = set()
+        # stack items: (entry, prefix for this line, prefix for its children, connector)
+        stack: list[tuple[dict, str, str]] = [(r, "", "") for r in reversed(order(roots))]
+        while stack:
+            entry, lead, child_lead = stack.pop()
+            run = [entry]
+            # follow a linear chain
+            while True:
+                tail = run[-1]
+                if id(tail) in visited:
+                    break
+                visited.add(id(tail))
+                kids = children.get(tail.get("id"), [])
+                if len(kids) != 1 or id(kids[0]) in visited:
+                    break
+                run.append(kids[0])
+            shown = self._collapse(run, collapse)
+            for i, item in enumerate(shown):
+                pre = lead if i == 0 else child_lead
+                if isinstance(item, int):
+                    lines.append((f"{pre}  ... {item} more entries ...", False))
+                else:
+                    lines.append((pre + self._node_text(item, width, id(item) in active), id(item) in active))
+            tail = run[-1]
+            kids = [k for k in order(children.get(tail.get("id"), [])) if id(k) not in visited]
+            if len(kids) > 1 or (kids and len(children.get(tail.get("id"), [])) > 1):
+                for j, kid in reversed(list(enumerate(kids))):
+                    last = j == len(kids) - 1
+                    stack.append(
+                        (kid, child_lead + ("`-" if last else "|-"), child_lead + ("  " if last else "| "))
+                    )
+        return lines
+
+    def _collapse(self, run: list[dict], collapse: int) -> list[Any]:
+        if collapse <= 0 or len(run) <= collapse:
+            return list(run)
+        keep_head = max(collapse // 2, 1)
+        keep_tail = max(collapse - keep_head - 1, 1)
+        out: list[Any] = []
+        hidden = 0
+        for i, entry in enumerate(run):
+            special = (
+                entry.get("type") in ("compaction", "branch_summary")
+                or self.get_label(entry.get("id")) is not None
+            )
+            if i < keep_head or i >= len(run) - keep_tail or special:
+                if hidden:
+                    out.append(hidden)
+                    hidden = 0
+                out.append(entry)
+            else:
+                hidden += 1
+        if hidden:
+            out.append(hidden)
+        return out
+
+    def _node_text(self, entry: dict, width: int, active: bool) -> str:
+        etype = entry.get("type")
+        mark = "*" if active else " "
+        kind = str(etype)
+        preview = ""
+        tag = ""
+        if etype == "message":
+            message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+            kind = str(message.get("role"))
+            preview = _message_preview(message)
+        elif etype == "compaction":
+            tag = "[C] "
+            preview = f"kept from {entry.get('firstKeptEntryId')}: {entry.get('summary') or ''}"
+        elif etype == "branch_summary":
+            tag = "[B] "
+            preview = f"from {entry.get('fromId')}: {entry.get('summary') or ''}"
+        elif etype == "custom_message":
+            preview = _content_text(entry.get("content"))
+        elif etype == "label":
+            preview = f"{entry.get('targetId')} = {entry.get('label')!r}"
+        elif etype == "session_info":
+            preview = str(entry.get("name"))
+        elif etype == "model_change":
+            preview = f"{entry.get('provider')}/{entry.get('modelId')}"
+        elif etype == "thinking_level_change":
+            preview = str(entry.get("thinkingLevel"))
+        elif etype == "custom":
+            preview = str(entry.get("customType"))
+        preview = " ".join(preview.split())
+        if width and len(preview) > width:
+            preview = preview[: width - 3] + "..."
+        label = self.get_label(entry.get("id"))
+        label_text = f" {{{label}}}" if label is not None else ""
+        leaf = " <- leaf" if entry.get("id") == self._leaf_id and self._leaf_id is not None else ""
+        return f"{mark}{entry.get('id')} {tag}{kind}{label_text}: {preview}{leaf}"
+
+    # -- DataFrame views (pimem.frames) ------------------------------------------------------
+
+    def entries_df(self, **kwargs: Any) -> pd.DataFrame:
+        """One row per entry (see :func:`pimem.frames.entries_df`)."""
+        from pimem import frames
+
+        return frames.entries_df(self, **kwargs)
+
+    def messages_df(self, **kwargs: Any) -> pd.DataFrame:
+        """One row per message (see :func:`pimem.frames.messages_df`)."""
+        from pimem import frames
+
+        return frames.messages_df(self, **kwargs)
+
+    def tool_calls_df(self, **kwargs: Any) -> pd.DataFrame:
+        """One row per tool call (see :func:`pimem.frames.tool_calls_df`)."""
+        from pimem import frames
+
+        return frames.tool_calls_df(self, **kwargs)
+
+    def usage_df(self, **kwargs: Any) -> pd.DataFrame:
+        """One row per assistant usage record (see :func:`pimem.frames.usage_df`)."""
+        from pimem import frames
+
+        return frames.usage_df(self, **kwargs)
+
+    def compactions_df(self, **kwargs: Any) -> pd.DataFrame:
+        """One row per compaction (see :func:`pimem.frames.compactions_df`)."""
+        from pimem import frames
+
+        return frames.compactions_df(self, **kwargs)
+
+
+def _field(result: Any, attr: str, key: str) -> Any:
+    if isinstance(result, dict):
+        return result.get(key)
+    return getattr(result, attr, None)
+
+
+def _drop_undefined(entry: dict, keys: Sequence[str]) -> None:
+    """Pi leaves these undefined when absent; JSON.stringify drops such keys."""
+    for key in keys:
+        if entry.get(key, _MISSING) is None:
+            del entry[key]
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
+
+
+def _message_preview(message: dict) -> str:
+    role = message.get("role")
+    if role == "bashExecution":
+        return f"$ {message.get('command', '')}"
+    if role in ("compactionSummary", "branchSummary"):
+        return str(message.get("summary") or "")
+    content = message.get("content")
+    text = _content_text(content)
+    if isinstance(content, list):
+        calls = [
+            f"{b.get('name')}()" for b in content if isinstance(b, dict) and b.get("type") == "toolCall"
+        ]
+        if calls:
+            text = (text + " " if text else "") + " ".join(calls)
+    if role == "toolResult":
+        text = f"{message.get('toolName')}: {text}"
+    return text
