@@ -119,7 +119,7 @@ TOKEN_SOURCES = ("estimate", "calibrated", "chars", "tiktoken")
 TRIGGERS = ("threshold", "recorded", "none")
 
 EVENT_COLUMNS = [
-    "step", "entry_id", "kind", "check", "reason", "context_tokens", "threshold", "context_window",
+    "step", "entry_id", "leaf_id", "kind", "check", "reason", "context_tokens", "threshold", "context_window",
     "should_compact", "fired", "will_retry", "note", "compaction_id", "first_kept_entry_id",
     "messages_summarized", "turn_prefix_messages", "split_turn", "tokens_before", "tokens_after",
     "summary_tokens", "request_tokens", "response_tokens", "summary_calls", "latency_s", "error",
@@ -572,6 +572,7 @@ class _Replayer:
         row = {c: None for c in EVENT_COLUMNS}
         row["step"] = self.step
         row["entry_id"] = self.path[self.step].get("id") if self.step < len(self.path) else None
+        row["leaf_id"] = self.new.leaf_id
         row.update(values)
         self.events.append(row)
         return row
@@ -660,10 +661,12 @@ class _Replayer:
         if window <= 0 or not self.settings.enabled:
             return
         tokens = self.call_tokens(message)
-        if tokens > window and self.acting():
+        if tokens > window:
             row = self._row(kind="check", check="before_call", reason="overflow", context_tokens=tokens,
                             threshold=window - self.settings.reserve_tokens, context_window=window,
                             should_compact=True, fired=False, will_retry=True)
+            if not self.acting():
+                return
             if self.overflow_attempted:
                 row["note"] = "overflow recovery already attempted in this run"
                 self._failure("overflow", "Context overflow recovery failed after one compact-and-retry attempt. "
@@ -745,6 +748,7 @@ class _Replayer:
         self.compactions.append(entry)
         summary = entry.get("summary") or ""
         self._row(kind="compaction", check=check, reason=reason, fired=True, will_retry=will_retry,
+                  leaf_id=entry.get("parentId"),
                   compaction_id=entry.get("id"), first_kept_entry_id=entry.get("firstKeptEntryId"),
                   messages_summarized=len(preparation.messages_to_summarize),
                   turn_prefix_messages=len(preparation.turn_prefix_messages),

@@ -1,0 +1,284 @@
+"""Replay: Pi's check points, token sources, reproducibility, hooks and failures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from pimem.compaction import CompactionResult, CompactionSettings, ModelInfo
+from pimem.context import build_session_projection
+from pimem.replay import EVENT_COLUMNS, replay
+from pimem.tokens import estimate_tokens
+
+SMALL = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=6000)
+
+
+def _load(path: Path):
+    from pimem.session import load_session
+
+    return load_session(path)
+
+
+@pytest.fixture(scope="module")
+def real_session(real_v3_paths):
+    return _load(real_v3_paths[1])  # large-session.jsonl: no recorded compactions
+
+
+@pytest.fixture(scope="module")
+def before_compaction(real_v3_paths):
+    return _load(real_v3_paths[0])
+
+
+def _path_without_compactions(session):
+    return [e for e in session.get_branch() if e.get("type") != "compaction"]
+
+
+def test_replay_keeps_every_recorded_entry_in_order_with_its_id(real_session):
+    result = replay(real_session, SMALL, context_window=60000)
+    replayed = [e for e in result.session.get_branch() if e.get("type") != "compaction"]
+    recorded = _path_without_compactions(real_session)
+    assert [e["id"] for e in replayed] == [e["id"] for e in recorded]
+    for new, old in zip(replayed, recorded):
+        assert {k: v for k, v in new.items() if k != "parentId"} == {k: v for k, v in old.items() if k != "parentId"}
+    # parentIds form one chain root -> leaf through the replay's compactions
+    branch = result.session.get_branch()
+    assert branch[0]["parentId"] is None
+    assert all(b["parentId"] == a["id"] for a, b in zip(branch, branch[1:]))
+    assert list(result.events.columns) == EVENT_COLUMNS
+
+
+def test_threshold_compactions_fire_where_should_compact_says(real_session):
+    window = 60000
+    result = replay(real_session, SMALL, context_window=window, token_source="estimate")
+    ev = result.events
+    checks = ev[ev.kind == "check"]
+    assert len(result.compactions) > 0
+    fired = checks[checks.fired.astype(bool)]
+    # every fired check was above the threshold, every check above it fired (or had nothing to do)
+    assert (fired.context_tokens > window - SMALL.reserve_tokens).all()
+    above = checks[(checks.context_tokens > window - SMALL.reserve_tokens) & checks.note.isna()]
+    skipped = ev[ev.kind == "compact_skipped"]
+    assert len(above) == len(fired) + len(skipped)
+    comp = ev[ev.kind == "compaction"]
+    assert len(comp) == len(result.compactions)
+    assert set(comp.reason) <= {"threshold", "overflow"}
+    assert [c["id"] for c in result.compactions] == list(comp.compaction_id)
+    for row, entry in zip(comp.itertuples(), result.compactions):
+        assert entry["firstKeptEntryId"] == row.first_kept_entry_id
+        assert entry["tokensBefore"] == row.tokens_before
+        # Pi's estimatedTokensAfter: estimateMessagesTokens of the projection right after it
+        after = build_session_projection(result.session, entry["id"]).messages
+        assert row.tokens_after == sum(estimate_tokens(m) for m in after)
+        assert row.summary_tokens == math.ceil(len(entry["summary"].encode("utf-16-le")) // 2 / 4)
+
+
+def test_next_turn_checks_read_pis_projected_estimate(real_session):
+    """In "estimate" mode a next_turn check reads exactly estimateProjectedContextTokens."""
+    from pimem.tokens import estimate_projected_context_tokens
+
+    result = replay(real_session, SMALL, context_window=60000, token_source="estimate")
+    ev = result.events
+    rows = ev[(ev.kind == "check") & (ev.check == "next_turn")]
+    assert len(rows) > 50
+    for row in rows.iloc[::7].itertuples():
+        branch = result.session.get_branch(row.leaf_id)
+        projection = build_session_projection(result.session, row.leaf_id)
+        assert row.context_tokens == estimate_projected_context_tokens(projection, branch).tokens
+
+
+def test_agent_end_checks_read_the_direct_usage(real_session):
+    result = replay(real_session, SMALL, context_window=400000, triggers="none", token_source="estimate")
+    ev = result.events
+    rows = ev[(ev.kind == "check") & (ev.check == "agent_end") & ev.note.isna()]
+    assert len(rows) > 10
+    from pimem.tokens import calculate_context_tokens
+
+    for row in rows.itertuples():
+        msg = result.session.get_entry(row.leaf_id)["message"]
+        assert msg["role"] == "assistant"
+        if msg.get("stopReason") != "error" and calculate_context_tokens(msg["usage"]) > 0:
+            assert row.context_tokens == calculate_context_tokens(msg["usage"])
+
+
+def test_triggers_none_measures_without_compacting(real_session):
+    result = replay(real_session, SMALL, context_window=30000, triggers="none")
+    assert result.compactions == []
+    assert result.events.should_compact.astype(bool).any()
+    assert not result.events.fired.astype(bool).any()
+    assert [e["id"] for e in result.session.get_branch()] == [e["id"] for e in _path_without_compactions(real_session)]
+
+
+def test_calibrated_equals_recorded_usage_when_nothing_changed(real_session):
+    """Without compactions on either side, simulated usage is the recorded usage."""
+    cal = replay(real_session, SMALL, context_window=400000, triggers="none", token_source="calibrated")
+    est = replay(real_session, SMALL, context_window=400000, triggers="none", token_source="estimate")
+    a = cal.events[cal.events.kind == "check"].context_tokens.tolist()
+    b = est.events[est.events.kind == "check"].context_tokens.tolist()
+    assert a == b
+
+
+def test_calibrated_shifts_usage_by_what_the_replay_added(before_compaction):
+    """The recording compacted twice; a replay that does not compact sends more.
+
+    For each assistant after the first recorded compaction: calibrated − recorded =
+    est(replayed context) − est(recorded context), computed here from scratch with Pi's
+    projection of both sessions at that point.
+    """
+    cal = replay(before_compaction, SMALL, context_window=10**7, triggers="none", token_source="calibrated")
+    est = replay(before_compaction, SMALL, context_window=10**7, triggers="none", token_source="estimate")
+    kc = cal.events[(cal.events.check == "agent_end") & cal.events.note.isna()].set_index("leaf_id")
+    ke = est.events[(est.events.check == "agent_end") & est.events.note.isna()].set_index("leaf_id")
+    first_compaction = next(e for e in before_compaction.get_branch() if e["type"] == "compaction")
+    ids = [e["id"] for e in before_compaction.get_branch()]
+    after = [lid for lid in kc.index if ids.index(lid) > ids.index(first_compaction["id"])]
+    assert after
+    from pimem.tokens import estimate_projected_context_tokens  # noqa: F401 - same module as Pi's
+
+    def pure(session, leaf_parent):
+        msgs = build_session_projection(session, leaf_parent).messages
+        from pimem.context import get_current_system_message
+
+        cur = get_current_system_message(msgs)
+        return (estimate_tokens(cur) if cur else 0) + sum(estimate_tokens(m) for m in msgs if m.get("role") != "system")
+
+    checked = 0
+    for lid in after[:: max(1, len(after) // 5)]:
+        parent = before_compaction.get_entry(lid)["parentId"]
+        shift = pure(cal.session, parent) - pure(before_compaction, parent)
+        assert shift > 0
+        assert kc.loc[lid, "context_tokens"] - ke.loc[lid, "context_tokens"] == shift
+        checked += 1
+    assert checked >= 2
+
+
+def test_replay_is_reproducible_byte_for_byte(real_session, tmp_path):
+    a = replay(real_session, SMALL, context_window=60000, seed=7)
+    b = replay(real_session, SMALL, context_window=60000, seed=7)
+    c = replay(real_session, SMALL, context_window=60000, seed=8)
+    pa, pb, pc = a.write(tmp_path / "a.jsonl"), b.write(tmp_path / "b.jsonl"), c.write(tmp_path / "c.jsonl")
+    assert pa.read_bytes() == pb.read_bytes()
+    assert pa.read_bytes() != pc.read_bytes()  # another header id and compaction ids
+    assert [x["id"] for x in a.compactions] != [x["id"] for x in c.compactions]
+    # compaction timestamps are the timestamps of the entries they follow
+    for entry in a.compactions:
+        assert entry["timestamp"] == a.session.get_entry(entry["parentId"])["timestamp"]
+
+
+def test_context_at_is_the_projection_at_each_step(real_session):
+    result = replay(real_session, SMALL, context_window=60000)
+    from pimem.context import convert_to_llm
+
+    first = result.compactions[0]
+    step_after = int(result.events[result.events.compaction_id == first["id"]].step.iloc[0])
+    ctx = result.context_at(step_after)
+    assert ctx == convert_to_llm(build_session_projection(result.session, result._leaf_at[step_after]).messages)
+    assert any("<summary>" in str(m.get("content")) for m in ctx)
+    assert "<summary>" not in str(result.context_at(0))
+
+
+def test_summary_figures(real_session):
+    result = replay(real_session, SMALL, context_window=60000)
+    s = result.summary()
+    assert s["compactions"] == len(result.compactions) > 0
+    assert s["threshold_compactions"] + s["overflow_compactions"] == s["compactions"]
+    assert s["summary_calls"] >= s["compactions"]
+    assert s["peak_context_tokens"] >= s["mean_context_tokens"] > 0
+    assert s["assistant_calls"] == sum(
+        1 for e in result.session.entries if e["type"] == "message" and e["message"]["role"] == "assistant")
+
+
+class _Failing:
+    model = "failing"
+
+    def __init__(self):
+        self.calls = 0
+
+    def complete(self, request):
+        from pimem.summarizers.base import SummaryResponse
+
+        self.calls += 1
+        return SummaryResponse(text="", stop_reason="error", error_message="backend down")
+
+
+def test_failing_summarizer_records_compact_failed_and_continues(real_session):
+    summarizer = _Failing()
+    result = replay(real_session, SMALL, context_window=60000, summarizer=summarizer)
+    failed = result.events[result.events.kind == "compact_failed"]
+    assert len(failed) >= 2 and summarizer.calls >= 2
+    assert failed.error.str.startswith("Auto-compaction failed: ").all()
+    assert "backend down" in failed.error.iloc[0]
+    assert result.compactions == []
+    assert len(_path_without_compactions(result.session)) == len(_path_without_compactions(real_session))
+    with pytest.raises(Exception):
+        replay(real_session, SMALL, context_window=60000, summarizer=_Failing(), stop_on_error=True)
+
+
+def test_hooks_cancel_and_custom_summary(real_session):
+    from pimem.hooks import Cancel, Hooks
+
+    seen = []
+    failures = []
+    hooks = Hooks()
+
+    def before(event):
+        seen.append(event)
+        if len(seen) == 1:
+            return Cancel()
+        prep = event.preparation
+        return CompactionResult(summary=f"custom {len(seen)}", first_kept_entry_id=prep.first_kept_entry_id,
+                                tokens_before=prep.tokens_before, details={"note": "hook"})
+
+    hooks.on_before_compact(before)
+    hooks.on_compact_failed(failures.append)
+    result = replay(real_session, SMALL, context_window=60000, hooks=hooks)
+    ev = result.events
+    cancelled = ev[(ev.kind == "compact_failed") & (ev.note == "cancelled")]
+    assert len(cancelled) == 1 and len(failures) == 1
+    assert result.compactions and all(c.get("fromHook") is True for c in result.compactions)
+    assert result.compactions[0]["summary"] == "custom 2"
+    assert result.summary()["summary_calls"] == 0
+    assert all(getattr(e, "reason", None) in ("threshold", "overflow") for e in seen)
+
+
+def test_overflow_before_a_call_compacts_with_retry(real_session):
+    # a window smaller than reserve + the context: the request itself would overflow
+    settings = CompactionSettings(enabled=True, reserve_tokens=100, keep_recent_tokens=2000)
+    result = replay(real_session, settings, context_window=25000, token_source="chars")
+    ev = result.events
+    overflow = ev[(ev.kind == "compaction") & (ev.reason == "overflow")]
+    assert len(overflow) > 0
+    assert overflow.will_retry.astype(bool).all()
+    assert set(overflow.check) == {"before_call"}
+
+
+def test_recorded_triggers_compact_where_the_recording_did(before_compaction):
+    from pimem.summarizers.recorded import RecordedSummarizer
+
+    result = replay(before_compaction, CompactionSettings(), triggers="recorded",
+                    summarizer=RecordedSummarizer(before_compaction), token_source="estimate")
+    recorded = [e for e in before_compaction.get_branch() if e["type"] == "compaction"]
+    assert len(result.compactions) == len(recorded) == 2
+    for new, old in zip(result.compactions, recorded):
+        assert new["parentId"] == old["parentId"]  # same place in the path
+    ev = result.events[result.events.kind == "compaction"]
+    assert set(ev.reason) == {"manual"}
+    assert list(ev.recorded_first_kept_entry_id) == [e["firstKeptEntryId"] for e in recorded]
+    assert list(ev.recorded_tokens_before) == [e["tokensBefore"] for e in recorded]
+
+
+def test_model_defaults_from_the_session(real_session):
+    info = ModelInfo(context_window=50000, max_tokens=8000, reasoning=False)
+    a = replay(real_session, SMALL, model=info)
+    assert a.context_window == 50000
+    b = replay(real_session, SMALL, model=info, context_window=70000)
+    assert b.context_window == 70000
+    assert len(b.compactions) < len(a.compactions)
+
+
+def test_bad_arguments_are_clear_errors(real_session):
+    with pytest.raises(ValueError, match="token_source"):
+        replay(real_session, SMALL, token_source="bogus")
+    with pytest.raises(ValueError, match="triggers"):
+        replay(real_session, SMALL, triggers="sometimes")
