@@ -1,0 +1,422 @@
+"""Summaries from OpenAI or any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, OpenRouter).
+
+One request becomes one chat completion: a system message (Pi's summarization system prompt) and a
+user message (the prompt text). Mapping, following Pi's ``openai-completions`` provider:
+
+* ``max_tokens`` is sent as ``max_completion_tokens`` for OpenAI reasoning models (names starting with
+  ``o1``/``o3``/``o4``/``gpt-5``, optionally behind a ``provider/`` prefix) and as ``max_tokens``
+  otherwise; ``use_max_completion_tokens`` overrides the choice.
+* ``reasoning_effort`` comes from the request's thinking level: ``minimal``/``low``/``medium``/``high``
+  pass through, ``xhigh`` becomes ``high`` (``reasoning_map`` overrides), ``off``/None send nothing.
+* The fresh routing id (``request.session_id``) goes where Pi puts it: the ``x-session-affinity`` and
+  ``x-client-request-id`` headers (``x-session-id`` for OpenRouter). It never enters the body.
+* Caching is never requested: no ``prompt_cache_key``/``prompt_cache_retention``; ``store=false`` on
+  api.openai.com as Pi does.
+* ``finish_reason`` ``stop`` → ``"stop"``; ``length`` → ``"length"`` (a failure in Pi); ``tool_calls`` →
+  ``called_tool`` (a failure); an empty answer is returned with ``stop_reason="error"``.
+* Usage maps to Pi's shape like Pi does: ``input = prompt_tokens - cached``, ``cacheRead = cached``,
+  ``output = completion_tokens``, ``reasoning`` from the completion details, cost zero.
+
+Retries: 429, 408, 409, 5xx, timeouts and connection errors are retried up to ``max_retries`` times with
+exponential backoff and full jitter (``backoff_base * 2**attempt``, capped by ``backoff_max``), waiting
+instead for ``retry-after-ms`` / ``Retry-After`` when the server sends one (capped by
+``max_retry_after``). Other errors (400, 401, malformed bodies) fail at once. Failures return a response
+with ``stop_reason="error"`` and an ``error_message`` that never contains the key.
+
+The API key comes from the argument, else ``OPENAI_API_KEY``, else ``PIMEM_API_KEY``; a local server with
+no key gets a placeholder. The key is never logged, never shown by ``repr`` and never part of
+``identity()`` (what caches key on). Pickling keeps it in memory only so worker processes can call
+the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import openai
+
+from pimem.summarizers.base import SummaryRequest, SummaryResponse
+
+__all__ = ["OpenAISummarizer", "AsyncOpenAISummarizer", "DEFAULT_REASONING_MAP", "redact"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REASONING_MAP: dict[str, str | None] = {
+    "off": None,
+    "minimal": "minimal",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "high",
+}
+_REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o1|o3|o4|gpt-5)(?:[-.:]|$)", re.IGNORECASE)
+_RETRY_STATUS = {408, 409, 429}
+_NO_KEY = "pimem-no-key"
+
+
+class _Secret:
+    """Holds a key; prints as ``'***'``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+    def __getstate__(self) -> dict[str, str]:
+        return {"value": self.value}
+
+    def __setstate__(self, state: dict[str, str]) -> None:
+        self.value = state["value"]
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` (and its long prefixes) replaced by ``***``."""
+    if not secret or secret == _NO_KEY:
+        return text
+    text = text.replace(secret, "***")
+    if len(secret) > 12:  # servers often echo a truncated key ("sk-abc…xyz")
+        text = text.replace(secret[:12], "***")
+        text = text.replace(secret[-6:], "***")
+    return text
+
+
+def _resolve_key(api_key: str | None) -> str:
+    return api_key or os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_API_KEY") or _NO_KEY
+
+
+def _zero_cost() -> dict[str, float]:
+    return {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+
+
+def map_usage(raw: Any) -> dict[str, Any] | None:
+    """An OpenAI ``usage`` object → Pi's usage dict (as Pi's ``parseChunkUsage``)."""
+    if raw is None:
+        return None
+    data = raw if isinstance(raw, Mapping) else raw.model_dump()
+    prompt = data.get("prompt_tokens") or 0
+    details = data.get("prompt_tokens_details") or {}
+    cache_read = details.get("cached_tokens") or data.get("prompt_cache_hit_tokens") or data.get("cached_tokens") or 0
+    cache_write = details.get("cache_write_tokens") or 0
+    completion = data.get("completion_tokens") or 0
+    reasoning = (data.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+    input_tokens = max(0, prompt - cache_read - cache_write)
+    return {
+        "input": input_tokens,
+        "output": completion,
+        "cacheRead": cache_read,
+        "cacheWrite": cache_write,
+        "reasoning": reasoning,
+        "totalTokens": input_tokens + completion + cache_read + cache_write,
+        "cost": _zero_cost(),
+    }
+
+
+def _retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+class OpenAISummarizer:
+    """A summarizer backed by a chat-completions endpoint (see the module docstring for the mapping)."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_after: float = 120.0,
+        use_max_completion_tokens: bool | None = None,
+        reasoning_map: Mapping[str, str | None] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        temperature: float | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._key = _Secret(_resolve_key(api_key))
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_retry_after = max_retry_after
+        self.use_max_completion_tokens = use_max_completion_tokens
+        self.reasoning_map = dict(DEFAULT_REASONING_MAP if reasoning_map is None else reasoning_map)
+        self.extra_body = dict(extra_body or {})
+        self.headers = dict(headers or {})
+        self.temperature = temperature
+        self._client: Any = None
+        self._client_pid: int | None = None
+        self._lock = threading.Lock()
+
+    # -- identity, repr, pickling -----------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    def identity(self) -> dict[str, Any]:
+        """What determines the answers (never the key): class, model, endpoint and request options."""
+        return {
+            "class": "OpenAISummarizer",
+            "model": self.model,
+            "base_url": self.base_url or "https://api.openai.com/v1",
+            "max_tokens_field": self._max_tokens_field(),
+            "reasoning_map": self.reasoning_map,
+            "extra_body": self.extra_body,
+            "temperature": self.temperature,
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        state["_client_pid"] = None
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # -- request building ------------------------------------------------------------------------
+
+    def _is_openai(self) -> bool:
+        return self.base_url is None or "api.openai.com" in self.base_url
+
+    def _max_tokens_field(self) -> str:
+        use_mct = self.use_max_completion_tokens
+        if use_mct is None:
+            use_mct = bool(_REASONING_MODEL.match(self.model))
+        return "max_completion_tokens" if use_mct else "max_tokens"
+
+    def build_params(self, request: SummaryRequest) -> tuple[dict[str, Any], dict[str, str]]:
+        """The chat-completion keyword arguments and extra headers for ``request``."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": request.system_prompt},
+                {"role": "user", "content": request.prompt},
+            ],
+        }
+        if request.max_tokens:
+            params[self._max_tokens_field()] = request.max_tokens
+        if request.reasoning:
+            effort = self.reasoning_map.get(request.reasoning, request.reasoning)
+            if effort:
+                params["reasoning_effort"] = effort
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self._is_openai():
+            params["store"] = False
+        headers = dict(self.headers)
+        if request.session_id:
+            if self.base_url and "openrouter" in self.base_url:
+                headers["x-session-id"] = request.session_id
+            else:
+                headers["x-session-affinity"] = request.session_id
+                headers["x-client-request-id"] = request.session_id
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
+        return params, headers
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def _to_response(self, completion: Any, latency: float) -> SummaryResponse:
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            return self._error("the server answered without choices", latency)
+        choice = choices[0]
+        message = choice.message
+        text = (message.content or "") if message is not None else ""
+        tool_calls = getattr(message, "tool_calls", None) if message is not None else None
+        finish = choice.finish_reason
+        usage = map_usage(getattr(completion, "usage", None))
+        extra: dict[str, Any] = {"finish_reason": finish, "model": getattr(completion, "model", None)}
+        reasoning_text = None
+        if message is not None:
+            reasoning_text = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+        if reasoning_text:
+            extra["reasoning"] = reasoning_text
+        if tool_calls or finish in ("tool_calls", "function_call"):
+            return SummaryResponse(text=text, usage=usage, stop_reason="toolUse", called_tool=True,
+                                   error_message="Summarization attempted to call a tool",
+                                   latency_s=latency, extra=extra)
+        if finish == "length":
+            return SummaryResponse(text=text, usage=usage, stop_reason="length",
+                                   error_message="generation hit the token cap and the summary is incomplete",
+                                   latency_s=latency, extra=extra)
+        if not text.strip():
+            return SummaryResponse(text="", usage=usage, stop_reason="error",
+                                   error_message="the model returned an empty summary", latency_s=latency,
+                                   extra=extra)
+        return SummaryResponse(text=text, usage=usage, stop_reason="stop", latency_s=latency, extra=extra)
+
+    def _error(self, message: str, latency: float, **extra: Any) -> SummaryResponse:
+        return SummaryResponse(text="", usage=None, stop_reason="error",
+                               error_message=redact(message, self._key.value), latency_s=latency, extra=extra)
+
+    def _retry_delay(self, attempt: int, exc: Exception | None) -> float:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        after = _retry_after_seconds(headers)
+        if after is not None:
+            return min(after, self.max_retry_after)
+        return random.uniform(0, min(self.backoff_max, self.backoff_base * (2**attempt)))
+
+    @staticmethod
+    def _retryable(exc: Exception) -> bool:
+        if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+            return True
+        if isinstance(exc, openai.APIStatusError):
+            return exc.status_code in _RETRY_STATUS or exc.status_code >= 500
+        return False
+
+    def _describe(self, exc: Exception) -> str:
+        if isinstance(exc, openai.APIStatusError):
+            return f"HTTP {exc.status_code}: {exc.message}"
+        if isinstance(exc, openai.APITimeoutError):
+            return f"request timed out after {self.timeout} s"
+        return f"{type(exc).__name__}: {exc}"
+
+    # -- sync client --------------------------------------------------------------------------------
+
+    def _get_client(self) -> openai.OpenAI:
+        with self._lock:
+            if self._client is None or self._client_pid != os.getpid():
+                self._client = openai.OpenAI(api_key=self._key.value, base_url=self.base_url,
+                                             timeout=self.timeout, max_retries=0)
+                self._client_pid = os.getpid()
+            return self._client
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        """Ask the model once (with bounded retries) and map the answer to Pi's terms."""
+        params, headers = self.build_params(request)
+        start = time.perf_counter()
+        attempts = 0
+        while True:
+            try:
+                completion = self._get_client().chat.completions.create(**params, extra_headers=headers or None)
+                response = self._to_response(completion, time.perf_counter() - start)
+                response.extra["attempts"] = attempts + 1
+                return response
+            except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
+                if isinstance(exc, openai.OpenAIError) and self._retryable(exc) and attempts < self.max_retries:
+                    delay = self._retry_delay(attempts, exc)
+                    log.info("summary request failed (%s); retry %d in %.2f s", redact(self._describe(exc), self._key.value),
+                             attempts + 1, delay)
+                    attempts += 1
+                    time.sleep(delay)
+                    continue
+                return self._error(self._describe(exc), time.perf_counter() - start, attempts=attempts + 1)
+
+
+class AsyncOpenAISummarizer(OpenAISummarizer):
+    """The same mapping with ``openai.AsyncOpenAI``; at most ``concurrency`` requests in flight.
+
+    ``await acomplete(request)`` answers one request; ``complete_many(requests)`` answers many
+    concurrently and returns responses in input order (``await acomplete_many`` from a running
+    loop). ``complete`` works synchronously too, for use wherever a plain summarizer is expected.
+    """
+
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
+                 concurrency: int = 8, **kwargs: Any) -> None:
+        super().__init__(model, base_url, api_key, **kwargs)
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.concurrency = concurrency
+        self._async_clients: dict[int, Any] = {}
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self.max_in_flight = 0
+        self._in_flight = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_async_clients"] = {}
+        state["_semaphores"] = {}
+        return state
+
+    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
+        loop_id = id(asyncio.get_running_loop())
+        client = self._async_clients.get(loop_id)
+        if client is None:
+            client = openai.AsyncOpenAI(api_key=self._key.value, base_url=self.base_url,
+                                        timeout=self.timeout, max_retries=0)
+            self._async_clients[loop_id] = client
+            self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
+        return client, self._semaphores[loop_id]
+
+    async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+        """Answer one request asynchronously, within the concurrency bound."""
+        client, semaphore = self._loop_state()
+        params, headers = self.build_params(request)
+        async with semaphore:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            try:
+                start = time.perf_counter()
+                attempts = 0
+                while True:
+                    try:
+                        completion = await client.chat.completions.create(**params, extra_headers=headers or None)
+                        response = self._to_response(completion, time.perf_counter() - start)
+                        response.extra["attempts"] = attempts + 1
+                        return response
+                    except Exception as exc:  # noqa: BLE001
+                        if isinstance(exc, openai.OpenAIError) and self._retryable(exc) and attempts < self.max_retries:
+                            delay = self._retry_delay(attempts, exc)
+                            attempts += 1
+                            await asyncio.sleep(delay)
+                            continue
+                        return self._error(self._describe(exc), time.perf_counter() - start, attempts=attempts + 1)
+            finally:
+                self._in_flight -= 1
+
+    async def acomplete_many(self, requests: Iterable[SummaryRequest]) -> list[SummaryResponse]:
+        """Answer many requests concurrently (bounded), in input order."""
+        try:
+            return list(await asyncio.gather(*(self.acomplete(r) for r in requests)))
+        finally:
+            await self._close_loop_client()
+
+    async def _close_loop_client(self) -> None:
+        loop_id = id(asyncio.get_running_loop())
+        client = self._async_clients.pop(loop_id, None)
+        self._semaphores.pop(loop_id, None)
+        if client is not None:
+            await client.close()
+
+    def complete_many(self, requests: Iterable[SummaryRequest]) -> list[SummaryResponse]:
+        """Synchronous entry point: run :meth:`acomplete_many` in a fresh event loop."""
+        return asyncio.run(self.acomplete_many(list(requests)))
