@@ -312,6 +312,7 @@ def _parse_block(
     order: list[str] = []
     duplicated: list[str] = []
     renamed: list[tuple[str, str]] = []
+    own_text: dict[str, str] = {}
     for idx, h in enumerate(headings):
         end = len(lines)
         for later in headings[idx + 1 :]:
@@ -319,6 +320,8 @@ def _parse_block(
                 end = later.line
                 break
         content = "\n".join(lines[h.line + 1 : end]).strip("\n")
+        own_end = headings[idx + 1].line if idx + 1 < len(headings) else len(lines)
+        own = "\n".join(lines[h.line + 1 : min(end, own_end)])
         if h.key is None:
             if h is headings[0] and title is not None:
                 continue
@@ -327,6 +330,7 @@ def _parse_block(
             name = h.title
             extra[name] = (extra[name] + "\n" + content) if name in extra else content
             continue
+        own_text[h.key] = own_text.get(h.key, "") + "\n" + own
         if h.key in sections:
             duplicated.append(h.key)
             sections[h.key] = sections[h.key] + "\n" + content
@@ -343,7 +347,7 @@ def _parse_block(
     none_sections = [
         k
         for k in order
-        if any(_NONE.match(re.sub(r"^[-*+]\s*", "", ln.strip())) for ln in sections[k].split("\n") if ln.strip())
+        if any(_NONE.match(re.sub(r"^[-*+]\s*", "", ln.strip())) for ln in own_text[k].split("\n") if ln.strip())
     ]
     missing = [k for k in keys if k not in sections]
     conf = Conformance(
