@@ -1,0 +1,203 @@
+"""Branch summaries for ``/tree`` navigation (Pi 0.87.1 core/compaction/branch-summarization.js)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from pimem.context import (
+    _MISSING,
+    convert_to_llm,
+    create_branch_summary_message,
+    create_compaction_summary_message,
+    create_custom_message,
+    js_truthy,
+)
+from pimem.compaction import ModelInfo, _hashable, get_summarization_failure, uuid7
+from pimem.prompts import BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT, SUMMARIZATION_SYSTEM_PROMPT
+from pimem.serialize import (
+    FileOperations,
+    compute_file_lists,
+    extract_file_ops_from_message,
+    format_file_operations,
+    serialize_conversation,
+)
+from pimem.summarizers.base import SummaryRequest
+from pimem.tokens import estimate_tokens
+
+__all__ = [
+    "BranchPreparation",
+    "BranchSummaryResult",
+    "collect_entries_for_branch_summary",
+    "prepare_branch_entries",
+    "build_branch_prompt",
+    "branch_summary_max_tokens",
+    "generate_branch_summary",
+]
+
+
+@dataclass
+class BranchPreparation:
+    """``prepareBranchEntries``'s result."""
+
+    messages: list[dict]
+    file_ops: FileOperations
+    total_tokens: int
+
+
+@dataclass
+class BranchSummaryResult:
+    """``generateBranchSummary``'s result: a summary, or an error, or aborted."""
+
+    summary: str | None = None
+    usage: dict | None = None
+    read_files: list | None = None
+    modified_files: list | None = None
+    error: str | None = None
+    aborted: bool = False
+    details: dict | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.details is None and (self.read_files is not None or self.modified_files is not None):
+            self.details = {"readFiles": self.read_files or [], "modifiedFiles": self.modified_files or []}
+
+
+def collect_entries_for_branch_summary(session: Any, old_leaf_id: str | None, target_id: str) -> tuple[list[dict], str | None]:
+    """``collectEntriesForBranchSummary``: entries from the old leaf back to the common ancestor."""
+    if not js_truthy(old_leaf_id):
+        return [], None
+    old_path = {e.get("id") for e in session.get_branch(old_leaf_id)}
+    target_path = session.get_branch(target_id)
+    common: str | None = None
+    for e in reversed(target_path):
+        if e.get("id") in old_path:
+            common = e.get("id")
+            break
+    entries: list[dict] = []
+    current = old_leaf_id
+    while js_truthy(current) and current != common:
+        entry = session.get_entry(current)
+        if entry is None:
+            break
+        entries.append(entry)
+        current = entry.get("parentId")
+    entries.reverse()
+    return entries, common
+
+
+def _message_from_entry(entry: dict) -> dict | None:
+    etype = entry.get("type")
+    if etype == "message":
+        message = entry["message"]
+        if message.get("role") == "toolResult":
+            return None
+        return message
+    if etype == "custom_message":
+        return create_custom_message(
+            entry.get("customType", _MISSING), entry.get("content", _MISSING), entry.get("display", _MISSING),
+            entry.get("details", _MISSING), entry.get("timestamp", _MISSING),
+        )
+    if etype == "branch_summary":
+        return create_branch_summary_message(
+            entry.get("summary", _MISSING), entry.get("fromId", _MISSING), entry.get("timestamp", _MISSING)
+        )
+    if etype == "compaction":
+        return create_compaction_summary_message(
+            entry.get("summary", _MISSING), entry.get("tokensBefore", _MISSING), entry.get("timestamp", _MISSING)
+        )
+    return None
+
+
+def prepare_branch_entries(entries: Sequence[dict], token_budget: float = 0) -> BranchPreparation:
+    """``prepareBranchEntries``: newest-first messages within the budget, file ops from all."""
+    file_ops = FileOperations()
+    for entry in entries:
+        if entry.get("type") == "branch_summary" and not js_truthy(entry.get("fromHook")):
+            details = entry.get("details")
+            if js_truthy(details) and isinstance(details, dict):
+                if isinstance(details.get("readFiles"), list):
+                    file_ops.read.update(_hashable(f) for f in details["readFiles"])
+                if isinstance(details.get("modifiedFiles"), list):
+                    file_ops.edited.update(_hashable(f) for f in details["modifiedFiles"])
+    reversed_messages: list[dict] = []
+    total = 0
+    for entry in reversed(entries):
+        message = _message_from_entry(entry)
+        if message is None:
+            continue
+        extract_file_ops_from_message(message, file_ops)
+        tokens = estimate_tokens(message)
+        if token_budget > 0 and total + tokens > token_budget:
+            if entry.get("type") in ("compaction", "branch_summary") and total < token_budget * 0.9:
+                reversed_messages.append(message)
+                total += tokens
+            break
+        reversed_messages.append(message)
+        total += tokens
+    reversed_messages.reverse()
+    return BranchPreparation(reversed_messages, file_ops, total)
+
+
+def build_branch_prompt(
+    messages: Sequence[dict], custom_instructions: str | None = None, replace_instructions: bool = False
+) -> str:
+    """The user-message text of a branch summary request."""
+    conversation = serialize_conversation(convert_to_llm(messages))
+    if js_truthy(replace_instructions) and js_truthy(custom_instructions):
+        instructions = custom_instructions
+    elif js_truthy(custom_instructions):
+        instructions = f"{BRANCH_SUMMARY_PROMPT}\n\nAdditional focus: {custom_instructions}"
+    else:
+        instructions = BRANCH_SUMMARY_PROMPT
+    return f"<conversation>\n{conversation}\n</conversation>\n\n{instructions}"
+
+
+def branch_summary_max_tokens(model: ModelInfo) -> int:
+    """``Math.min(4096, model.maxTokens > 0 ? model.maxTokens : Infinity)``."""
+    if model.max_tokens is not None and model.max_tokens > 0:
+        return int(min(4096, model.max_tokens))
+    return 4096
+
+
+def generate_branch_summary(
+    entries: Sequence[dict],
+    summarizer: Any,
+    *,
+    model: ModelInfo,
+    reserve_tokens: float = 16384,
+    custom_instructions: str | None = None,
+    replace_instructions: bool = False,
+    session_id: str | None = None,
+) -> BranchSummaryResult:
+    """``generateBranchSummary``: errors and aborts are returned, not raised, as in Pi."""
+    context_window = model.context_window if js_truthy(model.context_window) else 128000
+    prep = prepare_branch_entries(entries, context_window - reserve_tokens)
+    if not prep.messages:
+        return BranchSummaryResult(summary="No content to summarize")
+    request = SummaryRequest(
+        kind="branch",
+        system_prompt=SUMMARIZATION_SYSTEM_PROMPT,
+        prompt=build_branch_prompt(prep.messages, custom_instructions, replace_instructions),
+        max_tokens=branch_summary_max_tokens(model),
+        reasoning=None,
+        cache_retention="none",
+        session_id=session_id if session_id is not None else uuid7(),
+        model=model.id or "",
+    )
+    response = summarizer.complete(request)
+    if response.stop_reason == "aborted":
+        return BranchSummaryResult(aborted=True)
+    failure = get_summarization_failure(response, "Branch summarization")
+    if failure:
+        return BranchSummaryResult(error=failure)
+    if response.called_tool:
+        return BranchSummaryResult(error="Branch summarization attempted to call a tool")
+    summary = BRANCH_SUMMARY_PREAMBLE + response.text
+    read_files, modified_files = compute_file_lists(prep.file_ops)
+    summary += format_file_operations(read_files, modified_files)
+    return BranchSummaryResult(
+        summary=summary or "No summary generated",
+        usage=response.usage,
+        read_files=read_files,
+        modified_files=modified_files,
+    )

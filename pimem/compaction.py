@@ -1,0 +1,761 @@
+"""Compaction exactly as Pi 0.87.1 does it (core/compaction/compaction.js).
+
+Cut points, preparation and the summary requests are line-by-line ports; the LLM call goes
+through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). Pure functions, linear
+in the path length; :class:`ContextTracker` keeps a projection and its token sums up to date
+along a growing session so that ``should_compact`` after every entry costs O(1).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from pimem.context import (
+    _MISSING,
+    ProjectedEntry,
+    SessionProjection,
+    _context_entries_from_path,
+    _project_path,
+    convert_to_llm,
+    get_current_system_message,
+    get_session_context_settings,
+    js_truthy,
+    project_context_entry,
+    session_entry_to_context_messages,
+    build_session_path,
+)
+from pimem.prompts import (
+    SUMMARIZATION_PROMPT,
+    SUMMARIZATION_SYSTEM_PROMPT,
+    TURN_PREFIX_SUMMARIZATION_PROMPT,
+    UPDATE_SUMMARIZATION_PROMPT,
+)
+from pimem.serialize import (
+    FileOperations,
+    compute_file_lists,
+    extract_file_ops_from_message,
+    format_file_operations,
+    serialize_conversation,
+)
+from pimem.summarizers.base import SummaryRequest, SummaryResponse
+from pimem.tokens import (
+    ContextUsageEstimate,
+    TokenCache,
+    calculate_context_tokens,
+    estimate_projected_context_tokens,
+    estimate_tokens,
+    get_assistant_usage,
+)
+
+__all__ = [
+    "DEFAULT_COMPACTION_SETTINGS",
+    "CompactionSettings",
+    "ModelInfo",
+    "CutPointResult",
+    "CompactionPreparation",
+    "CompactionResult",
+    "SummarizationError",
+    "should_compact",
+    "is_cut_point_message",
+    "is_turn_start_message",
+    "find_valid_cut_points",
+    "find_turn_start_index",
+    "find_cut_point",
+    "find_projected_cut_point",
+    "prepare_compaction",
+    "extract_file_operations",
+    "get_summarization_failure",
+    "combine_usage",
+    "summarization_max_tokens",
+    "summarization_reasoning",
+    "build_history_prompt",
+    "build_turn_prefix_prompt",
+    "generate_summary_with_usage",
+    "generate_turn_prefix_summary",
+    "compact",
+    "uuid7",
+    "ContextTracker",
+]
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """Pi's ``CompactionSettings`` (defaults: enabled, reserve 16384, keep recent 20000)."""
+
+    enabled: Any = True
+    reserve_tokens: int = 16384
+    keep_recent_tokens: int = 20000
+
+    def to_pi(self) -> dict:
+        return {
+            "enabled": self.enabled,
+            "reserveTokens": self.reserve_tokens,
+            "keepRecentTokens": self.keep_recent_tokens,
+        }
+
+
+DEFAULT_COMPACTION_SETTINGS = CompactionSettings()
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the pipeline needs to know about a model (Pi's ``Model`` fields)."""
+
+    context_window: int = 0
+    max_tokens: int = 0
+    reasoning: bool = False
+    provider: str | None = None
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class CutPointResult:
+    """``findCutPoint``'s result."""
+
+    first_kept_entry_index: int
+    turn_start_index: int
+    is_split_turn: bool
+
+
+@dataclass
+class CompactionPreparation:
+    """``prepareCompaction``'s result."""
+
+    first_kept_entry_id: str
+    messages_to_summarize: list[dict]
+    turn_prefix_messages: list[dict]
+    is_split_turn: bool
+    tokens_before: Any
+    previous_summary: Any
+    file_ops: FileOperations
+    settings: CompactionSettings
+
+
+@dataclass
+class CompactionResult:
+    """``compact``'s result (what a CompactionEntry is made of)."""
+
+    summary: str
+    first_kept_entry_id: str | None
+    tokens_before: Any
+    usage: dict | None = None
+    details: dict | None = None
+
+
+class SummarizationError(RuntimeError):
+    """A summary request failed (error, length cap or tool call); the message is Pi's."""
+
+
+def should_compact(context_tokens: float, context_window: float, settings: CompactionSettings) -> bool:
+    """``shouldCompact``: enabled and tokens above ``context_window - reserve_tokens``."""
+    if not js_truthy(settings.enabled):
+        return False
+    return context_tokens > context_window - settings.reserve_tokens
+
+
+# ---------------------------------------------------------------------------
+# Cut points
+# ---------------------------------------------------------------------------
+
+_CUT_POINT_ROLES = frozenset(("user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"))
+_TURN_START_ROLES = frozenset(("user", "bashExecution", "custom", "branchSummary", "compactionSummary"))
+
+
+def is_cut_point_message(message: dict) -> bool:
+    """``isCutPointMessage``: user-like or assistant messages, never tool results."""
+    return message.get("role") in _CUT_POINT_ROLES
+
+
+def is_turn_start_message(message: dict) -> bool:
+    """``isTurnStartMessage``: user, bash, custom and summary messages."""
+    return message.get("role") in _TURN_START_ROLES
+
+
+def _is_turn_start_entry(entry: dict) -> bool:
+    if entry.get("type") == "compaction":
+        return False
+    return any(m.get("role") in _TURN_START_ROLES for m in session_entry_to_context_messages(entry))
+
+
+def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: int) -> list[int]:
+    """``findValidCutPoints``: indices of context-visible user-like or assistant entries."""
+    out = []
+    for i in range(start_index, end_index):
+        entry = entries[i]
+        if entry.get("type") == "compaction":
+            continue
+        if any(m.get("role") in _CUT_POINT_ROLES for m in session_entry_to_context_messages(entry)):
+            out.append(i)
+    return out
+
+
+def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index: int) -> int:
+    """``findTurnStartIndex``: the turn-starting entry at or before ``entry_index`` (or -1)."""
+    for i in range(entry_index, start_index - 1, -1):
+        if _is_turn_start_entry(entries[i]):
+            return i
+    return -1
+
+
+def find_cut_point(
+    entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float
+) -> CutPointResult:
+    """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``."""
+    cut_points = find_valid_cut_points(entries, start_index, end_index)
+    if not cut_points:
+        return CutPointResult(start_index, -1, False)
+    accumulated = 0
+    cut_index = cut_points[0]
+    for i in range(end_index - 1, start_index - 1, -1):
+        tokens = 0
+        for m in session_entry_to_context_messages(entries[i]):
+            tokens += estimate_tokens(m)
+        if tokens == 0:
+            continue
+        accumulated += tokens
+        if accumulated >= keep_recent_tokens:
+            cut_index = next((c for c in cut_points if c >= i), cut_points[-1])
+            break
+    while cut_index > start_index:
+        prev = entries[cut_index - 1]
+        if prev.get("type") == "compaction" or len(session_entry_to_context_messages(prev)) > 0:
+            break
+        cut_index -= 1
+    cut_entry = entries[cut_index]
+    starts_turn = _is_turn_start_entry(cut_entry)
+    turn_start = -1 if starts_turn else find_turn_start_index(entries, cut_index, start_index)
+    return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
+
+
+def _is_projected_turn_start(entry: ProjectedEntry) -> bool:
+    if entry.source_entry.get("type") == "compaction":
+        return False
+    return any(m.get("role") in _TURN_START_ROLES for m in entry.messages)
+
+
+def _is_projected_cut_point(entry: ProjectedEntry) -> bool:
+    return entry.source_entry.get("type") != "compaction" and any(
+        m.get("role") in _CUT_POINT_ROLES for m in entry.messages
+    )
+
+
+def _find_projected_turn_start_index(entries: Sequence[ProjectedEntry], entry_index: int, start_index: int) -> int:
+    for i in range(entry_index, start_index - 1, -1):
+        if _is_projected_turn_start(entries[i]):
+            return i
+    return -1
+
+
+def find_projected_cut_point(
+    entries: Sequence[ProjectedEntry],
+    start_index: int,
+    end_index: int,
+    keep_recent_tokens: float,
+    cache: TokenCache | None = None,
+) -> CutPointResult:
+    """``findProjectedCutPoint``: the cut over projected entries, with Pi's recovery-omission rule."""
+    est = cache.estimate if cache is not None else estimate_tokens
+    # cutPoints[0] and cutPoints.find(c >= i) are found by scanning, without the full list.
+    first_cut = next((i for i in range(start_index, end_index) if _is_projected_cut_point(entries[i])), None)
+    if first_cut is None:
+        return CutPointResult(start_index, -1, False)
+    accumulated = 0
+    exceeded = False
+    cut_index = first_cut
+    for i in range(end_index - 1, start_index - 1, -1):
+        tokens = 0
+        for m in entries[i].messages:
+            tokens += est(m)
+        if tokens == 0:
+            continue
+        accumulated += tokens
+        if accumulated >= keep_recent_tokens:
+            exceeded = True
+            found = next((c for c in range(i, end_index) if _is_projected_cut_point(entries[c])), None)
+            if found is None:
+                found = next(c for c in range(end_index - 1, -1, -1) if _is_projected_cut_point(entries[c]))
+            cut_index = found
+            break
+
+    suffix = entries[cut_index + 1 : end_index]
+    if exceeded and suffix:
+        visible = [
+            e.source_entry.get("type") != "context_edit" and len(session_entry_to_context_messages(e.source_entry)) > 0
+            for e in suffix
+        ]
+        omitted = [v and len(e.messages) == 0 for v, e in zip(visible, suffix)]
+        omitted_ids = {e.source_entry.get("id") for e, o in zip(suffix, omitted) if o}
+        has_external_replacement = any(
+            e.source_entry.get("type") == "context_edit"
+            and e.source_entry.get("replacement", _MISSING) is not None
+            and e.source_entry.get("targetId") not in omitted_ids
+            for e in suffix
+        )
+        if (
+            not has_external_replacement
+            and any(
+                o and e.source_entry.get("type") == "message" and e.source_entry["message"].get("role") == "assistant"
+                for e, o in zip(suffix, omitted)
+            )
+            and all(e.source_entry.get("type") != "compaction" and (not v or o) for e, v, o in zip(suffix, visible, omitted))
+        ):
+            cut_index += 1
+
+    while cut_index > start_index:
+        prev = entries[cut_index - 1]
+        if prev.source_entry.get("type") == "compaction" or len(prev.messages) > 0:
+            break
+        cut_index -= 1
+    starts_turn = _is_projected_turn_start(entries[cut_index])
+    turn_start = -1 if starts_turn else _find_projected_turn_start_index(entries, cut_index, start_index)
+    return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
+
+
+# ---------------------------------------------------------------------------
+# Preparation
+# ---------------------------------------------------------------------------
+
+
+def extract_file_operations(
+    messages: Sequence[dict], entries: Sequence[dict], prev_compaction_index: int
+) -> FileOperations:
+    """``extractFileOperations``: tool-call paths plus the previous compaction's details."""
+    file_ops = FileOperations()
+    if prev_compaction_index >= 0:
+        prev = entries[prev_compaction_index]
+        details = prev.get("details")
+        if not js_truthy(prev.get("fromHook")) and js_truthy(details) and isinstance(details, dict):
+            read_files = details.get("readFiles")
+            if isinstance(read_files, list):
+                file_ops.read.update(_hashable(f) for f in read_files)
+            modified = details.get("modifiedFiles")
+            if isinstance(modified, list):
+                file_ops.edited.update(_hashable(f) for f in modified)
+    for m in messages:
+        extract_file_ops_from_message(m, file_ops)
+    return file_ops
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, (list, dict)):
+        from pimem.jsonio import js_stringify
+
+        return js_stringify(value)
+    return value
+
+
+def _messages_for_compaction(entry: ProjectedEntry) -> list[dict]:
+    if entry.source_entry.get("type") == "compaction":
+        return []
+    return [m for m in entry.messages if m.get("role") != "system"]
+
+
+def _prepare_from_projection(
+    projection: SessionProjection,
+    path_entries: Sequence[dict],
+    settings: CompactionSettings,
+    cache: TokenCache | None,
+    tokens_before: Any = _MISSING,
+) -> CompactionPreparation | None:
+    projected = projection.entries
+    prev_index = -1
+    for i, e in enumerate(projected):
+        if e.source_entry.get("type") == "compaction" and len(e.messages) > 0:
+            prev_index = i
+            break
+    previous_summary: Any = None
+    boundary_start = 0
+    if prev_index >= 0:
+        previous_summary = projected[prev_index].source_entry.get("summary")
+        boundary_start = prev_index + 1
+    boundary_end = len(projected)
+    if tokens_before is _MISSING:
+        tokens_before = estimate_projected_context_tokens(projection, path_entries, cache).tokens
+    cut = find_projected_cut_point(projected, boundary_start, boundary_end, settings.keep_recent_tokens, cache)
+    if cut.first_kept_entry_index >= len(projected):
+        return None
+    first_kept_id = projected[cut.first_kept_entry_index].source_entry.get("id")
+    if not js_truthy(first_kept_id):
+        return None
+    history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_entry_index
+    to_summarize: list[dict] = []
+    for e in projected[boundary_start:history_end]:
+        to_summarize.extend(_messages_for_compaction(e))
+    turn_prefix: list[dict] = []
+    if cut.is_split_turn:
+        for e in projected[cut.turn_start_index : cut.first_kept_entry_index]:
+            turn_prefix.extend(_messages_for_compaction(e))
+    if not to_summarize and not turn_prefix:
+        return None
+    sources = [e.source_entry for e in projected] if prev_index >= 0 else []
+    file_ops = extract_file_operations(to_summarize, sources, prev_index)
+    if cut.is_split_turn:
+        for m in turn_prefix:
+            extract_file_ops_from_message(m, file_ops)
+    return CompactionPreparation(
+        first_kept_entry_id=first_kept_id,
+        messages_to_summarize=to_summarize,
+        turn_prefix_messages=turn_prefix,
+        is_split_turn=cut.is_split_turn,
+        tokens_before=tokens_before,
+        previous_summary=previous_summary,
+        file_ops=file_ops,
+        settings=settings,
+    )
+
+
+def prepare_compaction(
+    path_entries: Sequence[dict],
+    settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS,
+    *,
+    cache: TokenCache | None = None,
+) -> CompactionPreparation | None:
+    """``prepareCompaction``: what to summarize and where to cut, or None if nothing to do.
+
+    ``path_entries`` is the active path (``session.get_branch()``), root first.
+    """
+    if path_entries and path_entries[-1].get("type") == "compaction":
+        return None
+    projection = _project_path(build_session_path(path_entries))
+    return _prepare_from_projection(projection, path_entries, settings, cache)
+
+
+# ---------------------------------------------------------------------------
+# Summary requests
+# ---------------------------------------------------------------------------
+
+
+def uuid7() -> str:
+    """A fresh RFC 9562 UUIDv7 (time-ordered), as Pi's routing ids are."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    rand_a = (rand >> 62) & 0xFFF
+    rand_b = rand & ((1 << 62) - 1)
+    value = ((ms & ((1 << 48) - 1)) << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
+    return str(uuid.UUID(int=value))
+
+
+def get_summarization_failure(response: SummaryResponse, label: str) -> str | None:
+    """``getSummarizationFailure``: Pi's message for an error or length stop, else None."""
+    if response.stop_reason == "error":
+        return f"{label} failed: {response.error_message or 'Unknown error'}"
+    if response.stop_reason == "length":
+        return f"{label} failed: generation hit the token cap and the summary is incomplete"
+    return None
+
+
+def combine_usage(first: dict | None, second: dict | None) -> dict | None:
+    """``combineUsage``: field-by-field sum of two Pi usage dicts."""
+    if first is None:
+        return second
+    if second is None:
+        return first
+    out: dict[str, Any] = {
+        "input": first.get("input", 0) + second.get("input", 0),
+        "output": first.get("output", 0) + second.get("output", 0),
+        "cacheRead": first.get("cacheRead", 0) + second.get("cacheRead", 0),
+        "cacheWrite": first.get("cacheWrite", 0) + second.get("cacheWrite", 0),
+    }
+    if first.get("cacheWrite1h") is not None or second.get("cacheWrite1h") is not None:
+        out["cacheWrite1h"] = (first.get("cacheWrite1h") or 0) + (second.get("cacheWrite1h") or 0)
+    if first.get("reasoning") is not None or second.get("reasoning") is not None:
+        out["reasoning"] = (first.get("reasoning") or 0) + (second.get("reasoning") or 0)
+    out["totalTokens"] = first.get("totalTokens", 0) + second.get("totalTokens", 0)
+    fc, sc = first.get("cost") or {}, second.get("cost") or {}
+    out["cost"] = {k: fc.get(k, 0) + sc.get(k, 0) for k in ("input", "output", "cacheRead", "cacheWrite", "total")}
+    return out
+
+
+def summarization_max_tokens(fraction: float, reserve_tokens: float, model: ModelInfo) -> int | None:
+    """``Math.min(Math.floor(fraction * reserveTokens), model.maxTokens > 0 ? … : Infinity)``.
+
+    None stands for Infinity.
+    """
+    cap = model.max_tokens if (model.max_tokens is not None and model.max_tokens > 0) else math.inf
+    scaled = fraction * reserve_tokens
+    value = math.floor(scaled) if math.isfinite(scaled) else scaled
+    result = min(value, cap)
+    return None if math.isinf(result) else int(result)
+
+
+def summarization_reasoning(model: ModelInfo, thinking_level: str | None) -> str | None:
+    """``createSummarizationOptions``: the thinking level for reasoning models, else None."""
+    if js_truthy(model.reasoning) and js_truthy(thinking_level) and thinking_level != "off":
+        return thinking_level
+    return None
+
+
+def build_history_prompt(
+    messages: Sequence[dict], custom_instructions: str | None = None, previous_summary: str | None = None
+) -> str:
+    """The user-message text of a history summary request (``generateSummaryWithUsage``)."""
+    base = UPDATE_SUMMARIZATION_PROMPT if js_truthy(previous_summary) else SUMMARIZATION_PROMPT
+    if js_truthy(custom_instructions):
+        base = f"{base}\n\nAdditional focus: {custom_instructions}"
+    conversation = serialize_conversation(convert_to_llm(messages))
+    prompt = f"<conversation>\n{conversation}\n</conversation>\n\n"
+    if js_truthy(previous_summary):
+        prompt += f"<previous-summary>\n{previous_summary}\n</previous-summary>\n\n"
+    return prompt + base
+
+
+def build_turn_prefix_prompt(messages: Sequence[dict]) -> str:
+    """The user-message text of a turn-prefix summary request."""
+    conversation = serialize_conversation(convert_to_llm(messages))
+    return f"# Conversation\n{conversation}\n\n# Instructions\n{TURN_PREFIX_SUMMARIZATION_PROMPT}"
+
+
+def _request(kind: str, prompt: str, max_tokens: int | None, reasoning: str | None, model: ModelInfo,
+             session_id: str | None) -> SummaryRequest:
+    return SummaryRequest(
+        kind=kind,  # type: ignore[arg-type]
+        system_prompt=SUMMARIZATION_SYSTEM_PROMPT,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        reasoning=reasoning,
+        cache_retention="none",
+        session_id=session_id if session_id is not None else uuid7(),
+        model=model.id or "",
+    )
+
+
+def generate_summary_with_usage(
+    messages: Sequence[dict],
+    summarizer: Any,
+    *,
+    model: ModelInfo,
+    reserve_tokens: float,
+    custom_instructions: str | None = None,
+    previous_summary: str | None = None,
+    thinking_level: str | None = None,
+    session_id: str | None = None,
+) -> tuple[str, dict | None]:
+    """``generateSummaryWithUsage``: one history summary request; raises SummarizationError."""
+    request = _request(
+        "history",
+        build_history_prompt(messages, custom_instructions, previous_summary),
+        summarization_max_tokens(0.8, reserve_tokens, model),
+        summarization_reasoning(model, thinking_level),
+        model,
+        session_id,
+    )
+    response = summarizer.complete(request)
+    failure = get_summarization_failure(response, "Summarization")
+    if failure:
+        raise SummarizationError(failure)
+    if response.called_tool:
+        raise SummarizationError("Summarization attempted to call a tool")
+    return response.text, response.usage
+
+
+def generate_turn_prefix_summary(
+    messages: Sequence[dict],
+    summarizer: Any,
+    *,
+    model: ModelInfo,
+    reserve_tokens: float,
+    thinking_level: str | None = None,
+    session_id: str | None = None,
+) -> tuple[str, dict | None]:
+    """``generateTurnPrefixSummary``: the split turn's prefix, half the reserve as budget."""
+    request = _request(
+        "turn_prefix",
+        build_turn_prefix_prompt(messages),
+        summarization_max_tokens(0.5, reserve_tokens, model),
+        summarization_reasoning(model, thinking_level),
+        model,
+        session_id,
+    )
+    response = summarizer.complete(request)
+    failure = get_summarization_failure(response, "Turn prefix summarization")
+    if failure:
+        raise SummarizationError(failure)
+    if response.called_tool:
+        raise SummarizationError("Turn prefix summarization attempted to call a tool")
+    return response.text, response.usage
+
+
+def compact(
+    preparation: CompactionPreparation,
+    summarizer: Any,
+    *,
+    model: ModelInfo,
+    custom_instructions: str | None = None,
+    thinking_level: str | None = None,
+    session_id: str | None = None,
+) -> CompactionResult:
+    """``compact``: summarize a preparation (two requests for a split turn) and add file lists."""
+    p = preparation
+    reserve = p.settings.reserve_tokens
+    if p.is_split_turn and p.turn_prefix_messages:
+        history_text = p.previous_summary if p.previous_summary is not None else "No prior history."
+        history_usage = None
+        if p.messages_to_summarize:
+            history_text, history_usage = generate_summary_with_usage(
+                p.messages_to_summarize, summarizer, model=model, reserve_tokens=reserve,
+                custom_instructions=custom_instructions, previous_summary=p.previous_summary,
+                thinking_level=thinking_level, session_id=session_id,
+            )
+        prefix_text, prefix_usage = generate_turn_prefix_summary(
+            p.turn_prefix_messages, summarizer, model=model, reserve_tokens=reserve,
+            thinking_level=thinking_level, session_id=session_id,
+        )
+        summary = f"{history_text}\n\n---\n\n**Turn Context (split turn):**\n\n{prefix_text}"
+        usage = combine_usage(history_usage, prefix_usage) if history_usage else prefix_usage
+    else:
+        summary, usage = generate_summary_with_usage(
+            p.messages_to_summarize, summarizer, model=model, reserve_tokens=reserve,
+            custom_instructions=custom_instructions, previous_summary=p.previous_summary,
+            thinking_level=thinking_level, session_id=session_id,
+        )
+    read_files, modified_files = compute_file_lists(p.file_ops)
+    summary += format_file_operations(read_files, modified_files)
+    if not js_truthy(p.first_kept_entry_id):
+        raise SummarizationError("First kept entry has no UUID - session may need migration")
+    return CompactionResult(
+        summary=summary,
+        first_kept_entry_id=p.first_kept_entry_id,
+        tokens_before=p.tokens_before,
+        usage=usage,
+        details={"readFiles": read_files, "modifiedFiles": modified_files},
+    )
+
+
+# ---------------------------------------------------------------------------
+# Incremental projection along a growing path
+# ---------------------------------------------------------------------------
+
+
+class ContextTracker:
+    """The projection of a growing path with running token sums.
+
+    ``append(entry)`` adds a child of the current last entry in O(messages of the entry)
+    (a compaction or ``context_edit`` rebuilds the projection once). ``context_estimate()``
+    equals ``estimate_projected_context_tokens(projection, path)`` in O(1) and ``prepare()``
+    equals ``prepare_compaction(path, settings)`` without re-estimating unchanged messages.
+    """
+
+    def __init__(self, path_entries: Sequence[dict] = (), *, cache: TokenCache | None = None):
+        self.cache = cache if cache is not None else TokenCache()
+        self.path: list[dict] = []
+        self.reset(path_entries)
+
+    # -- building ---------------------------------------------------------
+    def reset(self, path_entries: Sequence[dict]) -> None:
+        """Start over from a root-first path (``session.get_branch()``)."""
+        self.path = list(path_entries)
+        self._first_index: dict[Any, int] = {}
+        self._latest_invalidating = -1
+        for i, e in enumerate(self.path):
+            self._first_index.setdefault(e.get("id"), i)
+            if e.get("type") in ("context_edit", "compaction"):
+                self._latest_invalidating = i
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        proj = _project_path(build_session_path(self.path)) if self.path else SessionProjection([], [], "off", None)
+        self.projection = proj
+        self._edits = {
+            e.source_entry.get("targetId", _MISSING): e.source_entry
+            for e in proj.entries
+            if e.source_entry.get("type") == "context_edit"
+        }
+        self._total = 0
+        self._non_system = 0
+        self._system: list[dict] = []
+        self._usage: dict | None = None
+        self._usage_index: int | None = None
+        self._usage_entry_pos = -1
+        self._trailing = 0
+        offset = 0
+        for pos, pe in enumerate(proj.entries):
+            self._account(pe.messages, pos, offset)
+            offset += len(pe.messages)
+
+    def _account(self, messages: list[dict], pos: int, offset: int) -> None:
+        est = self.cache.estimate
+        for j, m in enumerate(messages):
+            t = est(m)
+            self._total += t
+            role = m.get("role")
+            if role == "system":
+                self._system.append(m)
+            else:
+                self._non_system += t
+            usage = get_assistant_usage(m) if role == "assistant" else None
+            if usage is not None:
+                self._usage = usage
+                self._usage_entry_pos = pos
+                self._usage_index = offset + j
+                self._trailing = 0
+            else:
+                self._trailing += t
+
+    def append(self, entry: dict) -> None:
+        """Add ``entry``, a child of the current last entry of the path."""
+        parent = entry.get("parentId")
+        if self.path:
+            if parent != self.path[-1].get("id"):
+                raise ValueError(
+                    f"entry {entry.get('id')!r} is not a child of the path's last entry "
+                    f"{self.path[-1].get('id')!r}; call reset() with the new path"
+                )
+        elif js_truthy(parent):
+            raise ValueError(f"entry {entry.get('id')!r} has a parent but the path is empty")
+        index = len(self.path)
+        self.path.append(entry)
+        self._first_index.setdefault(entry.get("id"), index)
+        etype = entry.get("type")
+        if etype in ("compaction", "context_edit"):
+            self._latest_invalidating = index
+            self._rebuild()
+            return
+        proj = self.projection
+        edit = self._edits.get(entry.get("id", _MISSING))
+        messages = project_context_entry(entry, edit) if edit is not None else session_entry_to_context_messages(entry)
+        offset = len(proj.messages)
+        proj.entries.append(ProjectedEntry(entry, messages))
+        proj.messages.extend(messages)
+        self._account(messages, len(proj.entries) - 1, offset)
+        thinking, model = get_session_context_settings([entry])
+        if etype == "thinking_level_change":
+            proj.thinking_level = thinking
+        if model is not None:
+            proj.model = model
+
+    # -- queries ------------------------------------------------------------
+    def context_usage_estimate(self) -> ContextUsageEstimate:
+        """``estimateContextTokens(projection.messages)``."""
+        if self._usage is None:
+            return ContextUsageEstimate(self._total, 0, self._total, None)
+        usage_tokens = calculate_context_tokens(self._usage)
+        return ContextUsageEstimate(usage_tokens + self._trailing, usage_tokens, self._trailing, self._usage_index)
+
+    def context_estimate(self) -> ContextUsageEstimate:
+        """``estimateProjectedContextTokens(projection, path)``."""
+        estimate = self.context_usage_estimate()
+        if estimate.last_usage_index is not None:
+            usage_entry_id = self.projection.entries[self._usage_entry_pos].source_entry.get("id")
+            usage_entry_index = self._first_index.get(usage_entry_id, -1) if js_truthy(usage_entry_id) else -1
+            if usage_entry_index > self._latest_invalidating:
+                return estimate
+        system = get_current_system_message(self._system) if self._system else None
+        tokens = (estimate_tokens(system) if system is not None else 0) + self._non_system
+        return ContextUsageEstimate(tokens, 0, tokens, None)
+
+    def should_compact(self, context_window: float, settings: CompactionSettings) -> bool:
+        """``shouldCompact`` on the projected estimate."""
+        return should_compact(self.context_estimate().tokens, context_window, settings)
+
+    def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> CompactionPreparation | None:
+        """``prepareCompaction(path, settings)`` reusing the maintained projection."""
+        if self.path and self.path[-1].get("type") == "compaction":
+            return None
+        return _prepare_from_projection(
+            self.projection, self.path, settings, self.cache, tokens_before=self.context_estimate().tokens
+        )
