@@ -363,18 +363,21 @@ def discover_sessions(
 # --------------------------------------------------------------------------- corpus loading
 
 
-def _load_one(path: Path) -> tuple[str, "Session | None", tuple[str, str] | None]:
+def _load_one(path: Path, seed: int | str | None = None) -> tuple[str, "Session | None", tuple[str, str] | None]:
     """Load one file; never raises: returns (path, session, None) or (path, None, (type, message))."""
     from pimem.session import load_session
 
     try:
-        return str(path), load_session(path), None
+        file_seed = None if seed is None else f"{seed}:{os.fspath(path)}"
+        return str(path), load_session(path, seed=file_seed), None
     except Exception as exc:  # collected per file, never stops a corpus load
         return str(path), None, (type(exc).__name__, str(exc))
 
 
-def _load_chunk(paths: Sequence[Path]) -> list[tuple[str, "Session | None", tuple[str, str] | None]]:
-    return [_load_one(p) for p in paths]
+def _load_chunk(
+    paths: Sequence[Path], seed: int | str | None = None
+) -> list[tuple[str, "Session | None", tuple[str, str] | None]]:
+    return [_load_one(p, seed) for p in paths]
 
 
 _FRAME_NAMES = ("entries_df", "messages_df", "tool_calls_df", "usage_df", "compactions_df")
@@ -473,6 +476,8 @@ def load_sessions(
     paths_or_root: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     progress: bool = True,
     workers: int | None = None,
+    *,
+    seed: int | str | None = None,
 ) -> Corpus:
     """Load many sessions, in parallel when it pays, with a progress bar.
 
@@ -482,8 +487,11 @@ def load_sessions(
     files) and a process pool of up to ``os.cpu_count()`` workers otherwise; ``1`` forces serial
     loading. A file that fails (``SessionFormatError``, unreadable, …) is recorded in
     ``Corpus.errors`` and loading goes on. Files that load with warnings are kept (see
-    ``Session.warnings``).
+    ``Session.warnings``). ``seed`` makes the ids given to v1 entries reproducible (each file
+    gets its own seed derived from ``seed`` and its path), whatever the number of workers.
     """
+    from functools import partial
+
     from tqdm.auto import tqdm
 
     paths = _resolve_paths(paths_or_root)
@@ -505,12 +513,12 @@ def load_sessions(
             # Small chunks keep the bar moving and balance uneven file sizes.
             chunks = _chunks(paths, max(use_workers * 8, 1))
             with ProcessPoolExecutor(max_workers=use_workers) as pool:
-                for part in pool.map(_load_chunk, chunks):
+                for part in pool.map(partial(_load_chunk, seed=seed), chunks):
                     results.extend(part)
                     bar.update(len(part))
         else:
             for p in paths:
-                results.append(_load_one(p))
+                results.append(_load_one(p, seed))
                 bar.update(1)
     finally:
         bar.close()

@@ -284,8 +284,8 @@ def test_load_sessions_collects_errors_and_keeps_going(tree: Path) -> None:
 
 
 def test_load_sessions_in_processes_matches_serial(tree: Path) -> None:
-    serial = load_sessions(tree, progress=False, workers=1)
-    pooled = load_sessions(tree, progress=False, workers=2)
+    serial = load_sessions(tree, progress=False, workers=1, seed=7)
+    pooled = load_sessions(tree, progress=False, workers=2, seed=7)
     assert [s.header for s in serial] == [s.header for s in pooled]
     assert [s.entries for s in serial] == [s.entries for s in pooled]
     pd.testing.assert_frame_equal(serial.errors, pooled.errors)
