@@ -22,6 +22,7 @@ from pimem.drift.metrics import (
     section_similarity,
     survival_curves,
 )
+from pimem.drift.probes import PROBE_SYSTEM_PROMPT, Probe, generate_probes, probe_eval, probe_report
 from pimem.drift.sections import Conformance, SummarySections, parse_summary
 from pimem.drift.similarity import TfidfSpace, jaccard
 
@@ -30,6 +31,8 @@ __all__ = [
     "CompactionSpan",
     "Conformance",
     "Fact",
+    "PROBE_SYSTEM_PROMPT",
+    "Probe",
     "SummaryIndex",
     "SummarySections",
     "TfidfSpace",
@@ -38,11 +41,14 @@ __all__ = [
     "drift_report",
     "extract_facts",
     "fact_present",
+    "generate_probes",
     "facts_frame",
     "headline",
     "jaccard",
     "lost_facts",
     "parse_summary",
+    "probe_eval",
+    "probe_report",
     "retention_by_age",
     "section_similarity",
     "summary_facts",
