@@ -1,0 +1,63 @@
+"""The summarizer protocol: one request in, one response out.
+
+Every summary pimem makes (history, turn prefix, branch) goes through an object with
+``complete(request) -> SummaryResponse``. The request carries exactly what Pi sends to the
+model (system prompt, the user message text, max tokens, reasoning level), so a summarizer
+can be a real model, an offline heuristic, a cache or a recording.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+SummaryKind = Literal["history", "turn_prefix", "branch"]
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What Pi sends to the model for one summary.
+
+    ``prompt`` is the text of the single user message; ``max_tokens`` is None when
+    unbounded; ``reasoning`` is the thinking level for reasoning models, else None.
+    ``session_id`` is the fresh routing id Pi sends; it never affects the answer.
+    """
+
+    kind: SummaryKind
+    system_prompt: str
+    prompt: str
+    max_tokens: int | None
+    reasoning: str | None = None
+    cache_retention: str = "none"
+    session_id: str = ""
+    model: str = ""
+
+    def cache_key_fields(self) -> dict[str, Any]:
+        """The fields that determine the answer (everything but the routing id)."""
+        d = asdict(self)
+        d.pop("session_id")
+        return d
+
+
+@dataclass
+class SummaryResponse:
+    """A model's answer in Pi's terms.
+
+    ``stop_reason`` is Pi's (``"stop"``, ``"length"``, ``"toolUse"``, ``"error"``,
+    ``"aborted"``); ``usage`` is a Pi usage dict or None.
+    """
+
+    text: str
+    usage: dict[str, Any] | None = None
+    stop_reason: str = "stop"
+    error_message: str | None = None
+    called_tool: bool = False
+    latency_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Anything that can answer a :class:`SummaryRequest`."""
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse: ...
