@@ -569,7 +569,10 @@ class Session:
         return path
 
     def common_ancestor(self, a: str | None, b: str | None) -> str | None:
-        """The deepest entry id on both the path to ``a`` and the path to ``b`` (None if none)."""
+        """The deepest entry id on both the path to ``a`` and the path to ``b`` (None if none).
+
+        ``None`` for either stands for the position before the root (Pi's null leaf).
+        """
         on_a = {e.get("id") for e in self.get_branch(a)} if a else set()
         if not on_a:
             return None
