@@ -69,6 +69,24 @@ class LoadedSession:
         return list(spec)
 
 
+class _TreeView:
+    """get_entry/get_branch over parsed entries, used only until pimem.session exists."""
+
+    def __init__(self, s: LoadedSession) -> None:
+        self._s = s
+
+    def get_entry(self, entry_id: Any) -> dict | None:
+        return self._s.by_id.get(entry_id)
+
+    def get_branch(self, leaf_id: Any = None) -> list[dict]:
+        path = []
+        cur = self._s.by_id.get(leaf_id)
+        while cur is not None:
+            path.append(cur)
+            cur = self._s.by_id.get(cur.get("parentId")) if cur.get("parentId") else None
+        return path[::-1]
+
+
 class Mirror:
     """Computes pimem's side of each oracle op."""
 
@@ -350,12 +368,11 @@ class Mirror:
         from pimem.branch import collect_entries_for_branch_summary, generate_branch_summary, prepare_branch_entries
 
         s = self.session(req["path"])
-        if s.session is None:
-            raise RuntimeError("branch needs pimem.session")
+        tree = s.session if s.session is not None else _TreeView(s)
         hash_ = bool(req.get("hash"))
         out = []
         for old_leaf, target in req["pairs"]:
-            entries, ancestor = collect_entries_for_branch_summary(s.session, old_leaf, target)
+            entries, ancestor = collect_entries_for_branch_summary(tree, old_leaf, target)
             budgets = []
             for budget in req.get("budgets") or [0]:
                 bp = prepare_branch_entries(entries, budget)
