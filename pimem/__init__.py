@@ -81,6 +81,11 @@ _EXPORTS: dict[str, str] = {
     "extract_facts": "pimem.drift",
     "compaction_metrics": "pimem.drift",
     "drift_report": "pimem.drift",
+    "retention_by_age": "pimem.drift",
+    "survival_curves": "pimem.drift",
+    "probe_eval": "pimem.drift",
+    "SummarySections": "pimem.drift",
+    "Fact": "pimem.drift",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

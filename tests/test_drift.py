@@ -367,3 +367,25 @@ def test_real_session_recorded_summaries(real_v3_paths: list[Path]) -> None:
     assert report.loc[1, "goal_sim_first_jaccard"] == 1.0  # the Goal line was copied verbatim
     ages = retention_by_age(report, by_kind=True)
     assert set(ages["age"]) == {0, 1}
+
+
+# --------------------------------------------------------------------------- replays
+
+
+def test_drift_over_extractive_replay(sample_paths: list[Path]) -> None:
+    import pimem
+    from pimem.compaction import CompactionSettings
+
+    session = pimem.load_session(sample_paths[0])
+    result = pimem.replay(session, CompactionSettings(reserve_tokens=3000, keep_recent_tokens=2000), context_window=12000)
+    report = pimem.drift_report(result)
+    spans = compaction_spans(result.session)
+    assert len(report) == len(spans) >= 2
+    # the extractive summarizer fills Pi's template exactly
+    full = report[report["n_found"] > 1]
+    assert len(full) > 0 and (full["conformance"] == 1.0).all()
+    for col in ("fact_recall", "prev_retention", "cumulative_loss", "read_recall"):
+        vals = report[col].dropna()
+        assert ((vals >= 0) & (vals <= 1)).all(), col
+    ages = pimem.retention_by_age(report)
+    assert ages["age"].iloc[0] == 0 and ages["retention"].iloc[0] == 1.0
