@@ -149,12 +149,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"name     {s.name}")
     print(f"entries  {len(s.entries)}  " + ", ".join(f"{k}={v}" for k, v in sorted(types.items())))
     print(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
+    model = ctx.model or {}
+    model_name = "/".join(str(model.get(k)) for k in ("provider", "modelId") if model.get(k)) or "-"
     print(f"context  {len(ctx.messages)} messages, ~{est.tokens} tokens at the leaf "
-          f"(model {ctx.model or '-'}, thinking {ctx.thinking_level})")
+          f"(model {model_name}, thinking {ctx.thinking_level})")
     for w in s.warnings:
         print(f"warning  line {w.line}: {w.reason}")
     print()
-    print(s.render_tree(max_width=args.width))
+    print(s.render_tree(width=args.width))
     return 0
 
 
@@ -214,15 +216,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from pimem.sweep import sweep
 
     paths = _session_paths(args.sessions)
-    grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep}
+    grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep,
+                                  "token_source": [args.token_source]}
     if args.window:
         grid["context_window"] = args.window
     out = Path(args.output)
     if out.suffix not in {".csv", ".parquet"}:
         raise UserError("-o must end in .csv or .parquet")
     summ = _summarizer(args.summarizer, None, args.model)
-    df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet,
-               token_source=args.token_source)
+    df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet)
     _write_table(df, out)
     errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
     print(f"{len(df)} runs ({errors} with errors) -> {out}")
@@ -230,9 +232,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
+    s = _load(args.session)
     from pimem.report import write_drift_report
 
-    s = _load(args.session)
     out = Path(args.output)
     write_drift_report(s, out, title=f"Summary drift: {Path(args.session).name}")
     print(f"wrote {out}")

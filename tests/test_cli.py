@@ -1,0 +1,186 @@
+"""The `pimem` command end to end on the bundled samples, including user mistakes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pimem.cli import build_parser, main
+
+COMMANDS = ["ls", "show", "context", "replay", "sweep", "drift", "study"]
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse exits for --help and bad arguments
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str, capsys) -> None:
+    code, out, _ = run([command, "--help"], capsys)
+    assert code == 0
+    assert out.startswith("usage: pimem " + command)
+
+
+def test_parser_lists_every_command() -> None:
+    text = build_parser().format_help()
+    for command in COMMANDS:
+        assert command in text
+
+
+def test_show_prints_tree_and_stats(sample_paths: list[Path], capsys) -> None:
+    from pimem import load_session
+
+    path = sample_paths[0]
+    s = load_session(path)
+    code, out, err = run(["show", str(path)], capsys)
+    assert code == 0, err
+    assert f"entries  {len(s.entries)}" in out
+    assert s.leaf_id in out  # the tree marks the leaf
+
+
+def test_context_json_is_exactly_convert_to_llm(sample_paths: list[Path], capsys) -> None:
+    from pimem import build_session_context, convert_to_llm, load_session
+    from pimem.jsonio import js_stringify
+
+    path = sample_paths[0]
+    s = load_session(path)
+    code, out, _ = run(["context", str(path), "--json"], capsys)
+    assert code == 0
+    assert out.strip() == js_stringify(convert_to_llm(build_session_context(s).messages))
+
+
+def test_context_table_for_another_leaf(sample_paths: list[Path], capsys) -> None:
+    from pimem import build_session_context, load_session
+
+    for path in sample_paths:
+        s = load_session(path)
+        if len(s.leaves()) > 1:
+            break
+    else:
+        pytest.skip("no sample with several leaves")
+    other = next(e["id"] for e in s.leaves() if e["id"] != s.leaf_id)
+    code, out, _ = run(["context", str(path), "--leaf", other], capsys)
+    assert code == 0
+    n = len(build_session_context(s, other).messages)
+    assert f"{n} messages; context" in out
+
+
+def test_context_unknown_leaf_is_a_user_error(sample_paths: list[Path], capsys) -> None:
+    code, out, err = run(["context", str(sample_paths[0]), "--leaf", "nope0000"], capsys)
+    assert code == 2
+    assert "nope0000" in err and "Traceback" not in err
+
+
+def test_ls_lists_sessions_in_a_folder(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    nested = tmp_path / "--home-user-project--"
+    nested.mkdir()
+    for p in sample_paths:
+        (nested / p.name).write_bytes(p.read_bytes())
+    (nested / "broken.jsonl").write_text("not json at all\n")
+    code, out, _ = run(["ls", str(tmp_path), "--format", "csv"], capsys)
+    assert code == 0
+    from io import StringIO
+
+    df = pd.read_csv(StringIO(out))
+    assert len(df) == len(sample_paths) + 1
+    assert df["error"].notna().sum() == 1
+
+
+def test_ls_missing_folder(tmp_path: Path, capsys) -> None:
+    code, _, err = run(["ls", str(tmp_path / "missing")], capsys)
+    assert code == 2 and "no such folder" in err
+
+
+def test_replay_writes_a_session_pi_can_load(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    from pimem import load_session
+
+    path = max(sample_paths, key=lambda p: p.stat().st_size)
+    out = tmp_path / "replayed.jsonl"
+    events = tmp_path / "events.csv"
+    code, text, err = run(["replay", str(path), "--reserve", "4096", "--keep", "4000", "--window", "24000",
+                           "-q", "-o", str(out), "--events", str(events)], capsys)
+    assert code == 0, err
+    replayed = load_session(out)
+    assert not replayed.warnings
+    n_compactions = sum(e["type"] == "compaction" for e in replayed.entries)
+    assert n_compactions > 0
+    ev = pd.read_csv(events)
+    assert len(ev) > 0
+    assert "compactions" in text
+
+
+def test_sweep_writes_results(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    out = tmp_path / "results.csv"
+    code, text, err = run(["sweep", *map(str, sample_paths), "--reserve", "4096,8192", "--keep", "4000",
+                           "--window", "32000", "--workers", "1", "-q", "-o", str(out)], capsys)
+    assert code == 0, err
+    df = pd.read_csv(out)
+    assert len(df) == 2 * len(sample_paths)
+    assert set(df["reserve_tokens"]) == {4096, 8192}
+
+
+def test_sweep_rejects_unknown_output_format(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    code, _, err = run(["sweep", str(sample_paths[0]), "-q", "-o", str(tmp_path / "r.xlsx")], capsys)
+    assert code == 2 and ".csv or .parquet" in err
+
+
+def test_drift_writes_html(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    out = tmp_path / "report.html"
+    code, _, err = run(["drift", str(sample_paths[0]), "-o", str(out)], capsys)
+    assert code == 0, err
+    html = out.read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert "<img" in html
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay"],                                   # missing session
+    ["replay", "x.jsonl", "--reserve", "-5"],     # negative number
+    ["sweep", "x.jsonl", "--keep", "a,b", "-o", "r.csv"],
+    ["frobnicate"],
+])
+def test_bad_arguments_exit_2(argv: list[str], capsys) -> None:
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\x01\x02garbage", b'{"type":"message","id":"a"}\n',
+                                     b"[1, 2, 3]\n"])
+def test_broken_files_exit_2_without_traceback(tmp_path: Path, content: bytes, capsys) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(content)
+    for command in (["show", str(bad)], ["context", str(bad)], ["drift", str(bad), "-o", str(tmp_path / "r.html")]):
+        code, _, err = run(command, capsys)
+        assert code == 2, (command, err)
+        assert "pimem: error:" in err and "Traceback" not in err
+        assert str(bad) in err
+
+
+def test_missing_file_exit_2(tmp_path: Path, capsys) -> None:
+    code, _, err = run(["show", str(tmp_path / "nope.jsonl")], capsys)
+    assert code == 2 and "no such file" in err
+
+
+def test_installed_entry_point_runs(sample_paths: list[Path]) -> None:
+    """The console script, as a user runs it, in its own process."""
+    exe = Path(sys.executable).with_name("pimem")
+    if not exe.exists():
+        pytest.skip("pimem console script not installed in this environment")
+    proc = subprocess.run([str(exe), "context", str(sample_paths[0]), "--json"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    messages = json.loads(proc.stdout)
+    assert isinstance(messages, list) and messages
+    assert {m["role"] for m in messages} <= {"user", "assistant", "toolResult", "system"}
