@@ -267,14 +267,14 @@ def parse_conversation(text: str) -> list[ParsedPart]:
 # ---------------------------------------------------------------------------------------------
 
 _ERROR_LINE = re.compile(
-    r"(\berror\b|\bErr(or)?:|\bfailed\b|\bfailure\b|\bFAIL(ED)?\b|Traceback \(most recent call last\)|"
+    r"(\berror\b|\bErr(or)?:|\w+(Error|Exception)\b|\bfailed\b|\bfailure\b|\bFAIL(ED)?\b|Traceback \(most recent call last\)|"
     r"\bexception\b|No such file or directory|\bENOENT\b|\bcannot\b|\bcan't\b|Could not |"
     r"No changes made to|not found|Command exited with code [1-9]|Command aborted|command cancelled|"
     r"Permission denied|\bpanic(ked)?\b|Segmentation fault|^\s*×|✗|✖)",
     re.IGNORECASE,
 )
 _NOT_ERROR = re.compile(r"\b(0|no|zero) (errors?|failures?|failed)\b|\berrors?: 0\b|\bfailed: 0\b", re.IGNORECASE)
-_STRONG_ERROR = re.compile(r"\berror\b|Traceback|Could not |No such file|ENOENT|Exception|FAIL", re.IGNORECASE)
+_STRONG_ERROR = re.compile(r"\berror\b|\w+(Error|Exception)\b|Traceback|Could not |No such file|ENOENT|Exception|FAIL", re.IGNORECASE)
 _EXIT_CODE = re.compile(r"Command exited with code [1-9]\d*|Command aborted|\(command cancelled\)")
 _VERIFY_CMD = re.compile(
     r"\b(test|tests|pytest|check|lint|build|tsc|tsgo|mypy|ruff|eslint|biome|cargo|make|go (test|vet|build)|"
@@ -918,7 +918,7 @@ def _merge_critical(old: list[str], new: list[str]) -> list[str]:
     lists: dict[str, list[str]] = {}
     for item in old + new:
         label, _, rest = item.partition(": ")
-        if label in _LIST_LABELS and rest.startswith("`"):
+        if label in _LIST_LABELS and re.fullmatch(r"`[^`]*`(?:, `[^`]*`)*", rest):
             values = lists.get(label)
             if values is None:
                 values = lists[label] = []
