@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "discover_sessions": "pimem.discover",
     "load_sessions": "pimem.discover",
     "Corpus": "pimem.discover",
+    "default_sessions_dir": "pimem.discover",
     # pipeline
     "build_session_context": "pimem.context",
     "session_entry_to_context_messages": "pimem.context",

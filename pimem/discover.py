@@ -9,8 +9,10 @@ per-file errors instead of stopping; the resulting ``Corpus`` offers the DataFra
 
 from __future__ import annotations
 
+import gc
 import math
 import os
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
@@ -36,6 +38,9 @@ CONFIG_DIR_NAME = ".pi"
 # Below this many bytes in total, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 PARALLEL_MIN_FILES = 8
+# Loading in worker processes only pays with spare cores: the parent still has to unpickle
+# every session, which costs about half of parsing it. On 2 cores serial loading wins.
+PARALLEL_LOAD_MIN_CPUS = 4
 
 DISCOVER_COLUMNS = [
     "path",
@@ -363,6 +368,18 @@ def discover_sessions(
 # --------------------------------------------------------------------------- corpus loading
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many objects (about 2x faster)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _load_one(path: Path, seed: int | str | None = None) -> tuple[str, "Session | None", tuple[str, str] | None]:
     """Load one file; never raises: returns (path, session, None) or (path, None, (type, message))."""
     from pimem.session import load_session
@@ -377,7 +394,8 @@ def _load_one(path: Path, seed: int | str | None = None) -> tuple[str, "Session 
 def _load_chunk(
     paths: Sequence[Path], seed: int | str | None = None
 ) -> list[tuple[str, "Session | None", tuple[str, str] | None]]:
-    return [_load_one(p, seed) for p in paths]
+    with _gc_paused():
+        return [_load_one(p, seed) for p in paths]
 
 
 _FRAME_NAMES = ("entries_df", "messages_df", "tool_calls_df", "usage_df", "compactions_df")
@@ -484,8 +502,9 @@ def load_sessions(
     ``paths_or_root`` is a folder (walked recursively for ``*.jsonl``), one file, or an iterable
     of files and folders; ``None`` means ``default_sessions_dir()``. ``workers``: ``None`` picks
     serial loading for small corpora (under ``PARALLEL_MIN_BYTES`` or ``PARALLEL_MIN_FILES``
-    files) and a process pool of up to ``os.cpu_count()`` workers otherwise; ``1`` forces serial
-    loading. A file that fails (``SessionFormatError``, unreadable, …) is recorded in
+    files) and on machines with fewer than ``PARALLEL_LOAD_MIN_CPUS`` cores, a process pool of up
+    to ``os.cpu_count()`` (at most 8) workers otherwise; ``1`` forces serial loading. The cyclic
+    garbage collector is paused while loading (it would otherwise double the time). A file that fails (``SessionFormatError``, unreadable, …) is recorded in
     ``Corpus.errors`` and loading goes on. Files that load with warnings are kept (see
     ``Session.warnings``). ``seed`` makes the ids given to v1 entries reproducible (each file
     gets its own seed derived from ``seed`` and its path), whatever the number of workers.
@@ -502,24 +521,26 @@ def load_sessions(
                 total += p.stat().st_size
             except OSError:
                 pass
-        use_workers = _default_workers() if total >= PARALLEL_MIN_BYTES and len(paths) >= PARALLEL_MIN_FILES else 1
+        big = total >= PARALLEL_MIN_BYTES and len(paths) >= PARALLEL_MIN_FILES
+        use_workers = _default_workers() if big and (os.cpu_count() or 1) >= PARALLEL_LOAD_MIN_CPUS else 1
     else:
         use_workers = max(1, workers)
 
     results: list[tuple[str, Any, tuple[str, str] | None]] = []
     bar = tqdm(total=len(paths), desc="loading sessions", unit="file", disable=not progress)
     try:
-        if use_workers > 1 and len(paths) > 1:
-            # Small chunks keep the bar moving and balance uneven file sizes.
-            chunks = _chunks(paths, max(use_workers * 8, 1))
-            with ProcessPoolExecutor(max_workers=use_workers) as pool:
-                for part in pool.map(partial(_load_chunk, seed=seed), chunks):
-                    results.extend(part)
-                    bar.update(len(part))
-        else:
-            for p in paths:
-                results.append(_load_one(p, seed))
-                bar.update(1)
+        with _gc_paused():
+            if use_workers > 1 and len(paths) > 1:
+                # Small chunks keep the bar moving and balance uneven file sizes.
+                chunks = _chunks(paths, max(use_workers * 8, 1))
+                with ProcessPoolExecutor(max_workers=use_workers) as pool:
+                    for part in pool.map(partial(_load_chunk, seed=seed), chunks):
+                        results.extend(part)
+                        bar.update(len(part))
+            else:
+                for p in paths:
+                    results.append(_load_one(p, seed))
+                    bar.update(1)
     finally:
         bar.close()
 

@@ -44,12 +44,17 @@ def _is_num(value: Any) -> bool:
 
 
 def _u16(value: Any) -> int:
-    if not isinstance(value, str):
-        raise TypeError("not a string")
-    return len(value) if value.isascii() else utf16_len(value)
+    """JavaScript ``value.length`` for strings (UTF-16 units) and arrays; TypeError otherwise."""
+    if isinstance(value, str):
+        return len(value) if value.isascii() else utf16_len(value)
+    if isinstance(value, list):
+        return len(value)
+    raise TypeError("no length")
 
 
 def _text_and_image_chars(content: Any) -> int:
+    from pimem.context import js_truthy
+
     if isinstance(content, str):
         return _u16(content)
     if not isinstance(content, list):
@@ -57,7 +62,7 @@ def _text_and_image_chars(content: Any) -> int:
     chars = 0
     for block in content:
         kind = block.get("type")
-        if kind == "text" and block.get("text"):
+        if kind == "text" and js_truthy(block.get("text")):
             chars += _u16(block["text"])
         elif kind == "image":
             chars += ESTIMATED_IMAGE_CHARS
@@ -97,14 +102,16 @@ def message_chars(message: dict[str, Any]) -> int:
     if role in ("branchSummary", "compactionSummary"):
         return _u16(message.get("summary"))
     if role == "system":
+        from pimem.context import js_entries, js_truthy
+
         chars = _text_and_image_chars(message.get("content"))
         sections = message.get("sections")
-        if isinstance(sections, dict):
-            for section in sections.values():
-                if section:
+        if js_truthy(sections):
+            for _, section in js_entries(sections):
+                if js_truthy(section):
                     chars += _u16(section)
         tools = message.get("toolsAdded")
-        if tools:
+        if js_truthy(tools):
             chars += utf16_len(js_stringify(tools))
         return chars
     return 0
@@ -112,11 +119,12 @@ def message_chars(message: dict[str, Any]) -> int:
 
 def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, int | None]:
     """(chars, Pi's token estimate) summed over messages; (None, None) if Pi would throw."""
-    from pimem.tokens import estimate_tokens
-
+    chars = tokens = 0
     try:
-        chars = sum(message_chars(m) for m in messages)
-        tokens = sum(estimate_tokens(m) for m in messages)
+        for m in messages:
+            c = message_chars(m)
+            chars += c
+            tokens += -(-c // 4)  # estimate_tokens(m) == ceil(message_chars(m) / 4)
     except (TypeError, AttributeError, KeyError, ValueError):
         return None, None
     return chars, tokens
@@ -146,6 +154,8 @@ def _ms_times(values: Iterable[Any]) -> pd.Series:
 
 
 def _int_col(values: Sequence[Any]) -> pd.arrays.IntegerArray:
+    if all(type(v) is int or v is None for v in values):  # the common case, fast
+        return pd.array(values, dtype="Int64")
     return pd.array([int(v) if _is_num(v) and float(v).is_integer() else None for v in values], dtype="Int64")
 
 
@@ -436,7 +446,6 @@ def messages_df(session: "Session") -> pd.DataFrame:
     ``errorMessage``).
     """
     from pimem.text import message_preview
-    from pimem.tokens import estimate_tokens
 
     tree = _Tree(session)
     lines = _entry_lines(session)
@@ -471,7 +480,7 @@ def messages_df(session: "Session") -> pd.DataFrame:
             preview = None
         rows["preview"].append(preview)
         try:
-            chars, tokens = message_chars(m), estimate_tokens(m)
+            chars, tokens = _chars_and_tokens([m])
         except (TypeError, AttributeError, KeyError, ValueError):
             chars, tokens = None, None
         rows["chars"].append(chars)
@@ -542,8 +551,6 @@ def tool_calls_df(session: "Session") -> pd.DataFrame:
     from the start of the model request to the result), ``model`` (category), ``on_active_path``
     (bool: the calling entry), ``result_on_active_path`` (boolean).
     """
-    from pimem.tokens import estimate_tokens
-
     tree = _Tree(session)
     entries = session.entries
     results: dict[Any, list[dict[str, Any]]] = {}
@@ -600,7 +607,7 @@ def tool_calls_df(session: "Session") -> pd.DataFrame:
                 rows["result_timestamp"].append(result.get("timestamp"))
                 rows["result_message_ms"].append(rm.get("timestamp"))
                 try:
-                    chars, tokens = message_chars(rm), estimate_tokens(rm)
+                    chars, tokens = _chars_and_tokens([rm])
                 except (TypeError, AttributeError, KeyError, ValueError):
                     chars, tokens = None, None
                 rows["result_chars"].append(chars)

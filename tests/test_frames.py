@@ -354,3 +354,48 @@ def test_sample_sessions_compactions(sample_paths: list[Path]) -> None:
                 seen += 1
                 assert row["entries_summarized"] >= 0 and row["entries_kept"] >= 1
     assert seen > 0
+
+
+# --------------------------------------------------------------------------- chars vs Pi's estimate
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30) | st.sampled_from(["😀x", "é", ""])
+_odd = st.none() | st.integers(-2, 2) | st.lists(st.integers(), max_size=3) | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+_block = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _text | _odd}),
+    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": _text | _odd}),
+    st.fixed_dictionaries({"type": st.just("image"), "data": st.just("AA==")}),
+    st.fixed_dictionaries({"type": st.just("toolCall"), "name": _text | _odd,
+                           "arguments": st.dictionaries(st.text(max_size=4), _text | st.integers() | st.floats(allow_nan=False), max_size=3)}),
+    st.fixed_dictionaries({"type": st.sampled_from(["other", "toolCall"])}),
+    _text,
+)
+_content = _text | st.lists(_block, max_size=4) | _odd
+_message = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "toolResult", "custom", "system", "weird"]), "content": _content}),
+    st.fixed_dictionaries({"role": st.just("bashExecution"), "command": _text | _odd, "output": _text | _odd}),
+    st.fixed_dictionaries({"role": st.sampled_from(["branchSummary", "compactionSummary"]), "summary": _text | _odd}),
+    st.fixed_dictionaries({"role": st.just("system"), "content": _content,
+                           "sections": st.dictionaries(st.text(max_size=3), _text | st.none(), max_size=3) | _odd,
+                           "toolsAdded": st.lists(st.dictionaries(st.text(max_size=3), _text, max_size=2), max_size=2) | st.none()}),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_message)
+def test_message_chars_matches_pi_estimate(msg: dict) -> None:
+    """ceil(message_chars / 4) is estimate_tokens, and both fail on the same broken messages."""
+    try:
+        expected = estimate_tokens(msg)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        expected = None
+    try:
+        chars = frames.message_chars(msg)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        chars = None
+    if expected is None:
+        assert chars is None
+    else:
+        assert chars is not None and math.ceil(chars / 4) == expected
