@@ -158,7 +158,7 @@ def test_convert_to_llm_roles():
 NODE_CONTEXT = r"""
 const sm = await import(process.env.DIST + "/core/session-manager.js");
 const ms = await import(process.env.DIST + "/core/messages.js");
-let data = ""; for await (const c of process.stdin) data += c;
+process.stdin.setEncoding("utf8"); let data = ""; for await (const c of process.stdin) data += c;
 const { entries, leaves } = JSON.parse(data);
 const out = leaves.map((leaf) => {
   const ctx = sm.buildSessionContext(entries, leaf === "__undefined__" ? undefined : leaf);
