@@ -223,8 +223,10 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
             continue
         if not isinstance(entry, dict):
             continue
-        entry_count += 1
         kind = entry.get("type")
+        if kind == "session":  # a second header: Pi's loader skips it
+            continue
+        entry_count += 1
         if kind == "session_info":
             # Pi: ``entry.name?.trim() || undefined`` — the latest wins, an empty name clears it.
             raw = entry.get("name")
@@ -333,8 +335,8 @@ def discover_sessions(
       assistant activity (``message.timestamp`` in ms, else the entry's ``timestamp``), else the
       header timestamp, else the file's mtime.
     - ``name`` (string): the latest ``session_info`` name, trimmed; an empty name clears it.
-    - ``entry_count`` (Int64): JSON-object lines after the header (blank and malformed lines
-      skipped, as Pi's reader does).
+    - ``entry_count`` (Int64): entries as ``load_session`` keeps them: JSON-object lines after
+      the header, blank, malformed and non-object lines and extra headers skipped.
     - ``message_count`` (Int64): ``message`` entries.
     - ``size_bytes`` (Int64): file size.
     - ``version`` (Int64): header ``version`` (1 when absent, as Pi assumes).
@@ -343,6 +345,12 @@ def discover_sessions(
     - ``parent_session`` (string): the header's ``parentSession``.
     - ``error`` (string): why the file is not a session (empty, unreadable, first entry not a
       session header); NA for sessions. Such rows have the other columns NA.
+
+    Pi's own list leaves out a few files that are listed here: a file starting with a UTF-8
+    byte-order mark (Pi's ``JSON.parse`` rejects the header line; ``load_session`` strips the
+    mark), and files where ``buildSessionInfo`` throws on a broken entry (a ``message`` entry
+    without a message object, a non-string ``session_info`` name, non-list content); here
+    such entries are skipped for the columns they would feed.
     """
     base = Path(root) if root is not None else default_sessions_dir()
     paths = _walk_jsonl(base) if base.is_dir() else ([base] if base.is_file() else [])

@@ -73,6 +73,7 @@ def tree(tmp_path: Path) -> Path:
         root / "--work-proj--" / "cleared.jsonl",
         [
             header("s-cleared", ts="2025-03-01T00:00:00.000Z", parentSession="/x/parent.jsonl"),
+            header("s-extra-header"),  # a second header line: skipped by the loader
             {"type": "session_info", "id": "n1", "parentId": None, "timestamp": "2025-03-01T00:00:01.000Z", "name": "named"},
             {"type": "session_info", "id": "n2", "parentId": "n1", "timestamp": "2025-03-01T00:00:02.000Z", "name": "   "},
             {"type": "model_change", "id": "m1", "parentId": "n2", "timestamp": "2025-03-01T00:00:03.000Z", "provider": "p", "modelId": "m"},
@@ -136,6 +137,22 @@ def test_discover_columns_follow_pi_session_info_rules(tree: Path) -> None:
     assert cleared["message_count"] == 0 and cleared["entry_count"] == 3
     assert cleared["modified"] == pd.Timestamp("2025-03-01T00:00:00Z")  # header time
     assert cleared["parent_session"] == "/x/parent.jsonl"
+
+
+def test_counts_agree_with_the_loader(tree: Path) -> None:
+    from pimem.session import SessionFormatError, load_session
+
+    for _, row in discover_sessions(tree).iterrows():
+        try:
+            session = load_session(row["path"])
+        except SessionFormatError:
+            assert not pd.isna(row["error"]), row["path"]
+            continue
+        assert pd.isna(row["error"])
+        assert row["entry_count"] == len(session.entries), row["path"]
+        assert row["message_count"] == sum(e.get("type") == "message" for e in session.entries)
+        assert row["session_id"] == session.header["id"]
+        assert (None if pd.isna(row["name"]) else row["name"]) == session.name
 
 
 def test_discover_dtypes(tree: Path) -> None:
