@@ -70,14 +70,20 @@ The token source decides what the checks read:
     (the next response's recorded usage still holds the uncompacted context).
 ``"calibrated"`` (default)
     Pi's formulas, with each assistant's usage replaced by a simulated usage of the replayed
-    request: ``recorded_total(a) − E_rec(a) + E_rep(a)``, where ``E_rec(a)`` is Pi's chars/4
-    estimate of the context the recording sent for ``a`` (its own projection, with its own
-    compactions) and ``E_rep(a)`` the same estimate of the replayed context for ``a``. Content
-    both share cancels out, so this is the recorded count minus the estimate of what the replay
-    removed (summarized messages, or the recording's summaries it does not have) plus the
-    estimate of what it added (its summaries, or messages the recording had summarized away).
-    System prompt and tool definitions, which no estimate sees, stay counted as the provider
-    counted them. Overflow uses ``input + cacheRead + cacheWrite`` shifted the same way.
+    request: ``recorded_total(a) + r · (E_rep(a) − E_rec(a))``, where ``E_rec(a)`` is Pi's
+    chars/4 estimate of the context the recording sent for ``a`` (its own projection, with its
+    own compactions) and ``E_rep(a)`` the same estimate of the replayed context for ``a``.
+    Content both share cancels out, so ``E_rep − E_rec`` is the estimate of what the replay
+    added (its summaries, or messages the recording had summarized away) minus what it removed
+    (summarized messages, or the recording's own summaries). System prompt and tool
+    definitions, which no estimate sees, stay counted as the provider counted them.
+    ``r`` converts estimate tokens to provider tokens: the least-squares slope of
+    ``recorded_total(a)`` against ``E_rec(a)`` over the recording's assistants with valid usage
+    (``recorded ≈ overhead + r · E_rec``; 1.3–1.5 on the Claude sessions in the corpus,
+    clipped to [0.25, 4]; 1 with fewer than 5 points). With ``r = 1`` this is the plain
+    "recorded − est(removed) + est(added)"; without a slope the part of the removed content
+    that chars/4 under-counts would wrongly stay in the total as if it were fixed overhead.
+    Overflow uses ``input + cacheRead + cacheWrite`` shifted the same way.
 ``"chars"``
     chars/4 over the replayed projected context, no usage at all.
 ``"tiktoken"``
@@ -358,6 +364,7 @@ class ReplayResult:
     triggers: str
     context_window: int
     calls: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    calibration_slope: float = 1.0
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -389,6 +396,7 @@ class ReplayResult:
             "tokens_resent_per_call": float(ctx.mean()) if len(ctx) else 0.0,
             "final_context_tokens": float(self.final_context_tokens()),
             "context_window": self.context_window,
+            "calibration_slope": self.calibration_slope,
             "token_source": self.token_source,
             "triggers": self.triggers,
         }
@@ -476,9 +484,34 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
 
     header = original.header or {}
     rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}")
-    session_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-    new = Session.new(header.get("cwd", ""), session_id=session_id, timestamp=header.get("timestamp"), rng=rng)
+    # session_id=None: Pi's UUIDv7 for the header timestamp, random bits from the seeded rng
+    new = Session.new(header.get("cwd", ""), session_id=None, timestamp=header.get("timestamp"), rng=rng)
     return new, rng
+
+
+def _calibration_slope(path: Sequence[dict]) -> float:
+    """Provider tokens per estimated token: slope of recorded totals against E_rec."""
+    projection = _Projection({})
+    xs: list[float] = []
+    ys: list[float] = []
+    for entry in path:
+        if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
+            message = entry["message"]
+            if get_assistant_usage(message) is not None:
+                total = _usage_tokens(message)
+                if isinstance(total, (int, float)) and math.isfinite(total):
+                    xs.append(projection.pure_estimate())
+                    ys.append(total)
+        projection.append(entry)
+    if len(xs) < 5:
+        return 1.0
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return 1.0
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return min(4.0, max(0.25, slope))
 
 
 def _usage_tokens(message: dict) -> float:
@@ -527,6 +560,7 @@ class _Replayer:
         tik_cache: dict | None = {} if token_source == "tiktoken" else None
         self.rec = _Projection(est_cache)
         self.rep = _Projection(est_cache, tik_cache)
+        self.slope = _calibration_slope(self.path) if token_source == "calibrated" else 1.0
         self.simulated: dict[int, float] = {}  # id(message) -> simulated total
         self.simulated_input: dict[int, float] = {}
         self.events: list[dict] = []
@@ -682,7 +716,7 @@ class _Replayer:
         if self.token_source == "tiktoken":
             return self.rep.tik_sum
         if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
-            return _input_tokens(message) - self.rec.pure_estimate() + self.rep.pure_estimate()
+            return _input_tokens(message) + self.slope * (self.rep.pure_estimate() - self.rec.pure_estimate())
         return self.rep.projected_estimate(self.usage_total)
 
     # -- compaction --------------------------------------------------------------------------------
@@ -797,7 +831,7 @@ class _Replayer:
                 self.check_before_call(message)
                 e_rec, e_rep = self.rec.pure_estimate(), self.rep.pure_estimate()
                 if get_assistant_usage(message) is not None:
-                    self.simulated[id(message)] = _usage_tokens(message) - e_rec + e_rep
+                    self.simulated[id(message)] = _usage_tokens(message) + self.slope * (e_rep - e_rec)
                 self.calls.append({"step": i, "entry_id": entry.get("id"),
                                    "context_tokens": self.call_tokens(message),
                                    "recorded_tokens": _input_tokens(message)})
@@ -832,6 +866,7 @@ class _Replayer:
             session=self.new, events=events, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
+            calibration_slope=self.slope,
         )
 
 
