@@ -57,6 +57,13 @@ _EXPORTS: dict[str, str] = {
     "load_settings": "pimem.settings",
     "Settings": "pimem.settings",
     "Hooks": "pimem.hooks",
+    "NULL_LEAF": "pimem.context",
+    "build_session_projection": "pimem.context",
+    "get_current_system_message": "pimem.context",
+    "estimate_projected_context_tokens": "pimem.tokens",
+    "ContextTracker": "pimem.compaction",
+    "run_compaction": "pimem.hooks",
+    "run_tree_navigation": "pimem.hooks",
     "Cancel": "pimem.hooks",
     # summarizers
     "SummaryRequest": "pimem.summarizers.base",
