@@ -52,7 +52,7 @@ def default_responder(body: dict[str, Any]) -> str:
         if message.get("role") == "user":
             content = message.get("content")
             prompt = content if isinstance(content, str) else json.dumps(content)
-    if "## Original Request" in prompt:
+    if prompt.startswith("# Conversation\n"):  # Pi's turn-prefix request
         return (f"## Original Request\nA request of {len(prompt)} characters.\n\n## Progress So Far\n- (none)\n\n"
                 "## Context Needed to Continue\n- (none)")
     return (f"## Goal\n- Summarize {len(prompt)} characters.\n\n## Constraints & Preferences\n- (none)\n\n"
