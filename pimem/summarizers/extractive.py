@@ -302,6 +302,8 @@ _ACK = re.compile(r"^(ok(ay)?|yes|yep|no|nope|sure|thanks?( you)?|ty|go( on| ahe
                   r"great|good|nice|perfect|cool|done)[.!?\s]*$", re.IGNORECASE)
 _PATH_IN_TEXT = re.compile(r"(?<![\w/.@-])(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@+-]+(?:\.[\w]+)+(?::\d+)?")
 _BARE_FILE = re.compile(r"(?<![\w/.@-])[\w-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|rs|go|java|c|h|cpp|toml|ya?ml|sh|css|html|sql|txt|ipynb)\b")
+# identifiers worth keeping: paths, calls, snake_case, camelCase, CONSTANTS, TypeNames, flags
+_CODE_LIKE = re.compile(r"[./()_:\[\]<>=#-]|[a-z][A-Z]|^[A-Z][A-Za-z0-9]+$|^[A-Z0-9_]{3,}$")
 _BACKTICK = re.compile(r"`([^`\n]{2,80})`")
 _CALL_NAME = re.compile(r"\b([A-Za-z_][\w.]*\w)\(\)")
 
@@ -420,7 +422,7 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
 
     def note_ident(name: str, pos: int) -> None:
         name = name.strip()
-        if len(name) < 2 or len(name) > 80 or "\n" in name:
+        if len(name) < 3 or len(name) > 80 or "\n" in name or not _CODE_LIKE.search(name) or name.count(" ") > 2:
             return
         ident_counter[name] += 1
         ident_first.setdefault(name, pos)
