@@ -1,0 +1,50 @@
+"""Figures (matplotlib) of sessions, replays, sweeps and drift reports, and the tables behind them.
+
+Each ``plot_*`` function accepts ``ax=`` and returns ``(fig, ax)`` or ``(fig, axes)``.
+"""
+
+from pimem.viz.data import (
+    STATUSES,
+    compaction_effects,
+    cut_points_table,
+    estimate_vs_usage_table,
+    projection_table,
+    tree_layout,
+)
+from pimem.viz.figures import (
+    KIND_COLORS,
+    STATUS_COLORS,
+    plot_context_over_time,
+    plot_context_projection,
+    plot_cut_points,
+    plot_drift,
+    plot_estimate_vs_usage,
+    plot_retention_by_age,
+    plot_section_similarity,
+    plot_session_tree,
+    plot_summary_sizes,
+    plot_sweep_heatmap,
+    plot_sweep_heatmaps,
+)
+
+__all__ = [
+    "KIND_COLORS",
+    "STATUSES",
+    "STATUS_COLORS",
+    "compaction_effects",
+    "cut_points_table",
+    "estimate_vs_usage_table",
+    "plot_context_over_time",
+    "plot_context_projection",
+    "plot_cut_points",
+    "plot_drift",
+    "plot_estimate_vs_usage",
+    "plot_retention_by_age",
+    "plot_section_similarity",
+    "plot_session_tree",
+    "plot_summary_sizes",
+    "plot_sweep_heatmap",
+    "plot_sweep_heatmaps",
+    "projection_table",
+    "tree_layout",
+]
