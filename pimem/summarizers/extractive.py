@@ -55,6 +55,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from pimem.jsonio import utf16_len
 from pimem.summarizers.base import SummaryRequest, SummaryResponse
 
 __all__ = [
@@ -74,12 +75,7 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def _utf16_len(text: str) -> int:
-    try:
-        from pimem.jsonio import utf16_len
-    except ImportError:  # foundation module not importable: same count computed here
-        return len(text.encode("utf-16-le")) // 2
-    return utf16_len(text)
+_utf16_len = utf16_len
 
 
 def estimate_text_tokens(text: str) -> int:
@@ -402,6 +398,7 @@ class _Facts:
     next_steps: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     resolved_errors: set[str] = field(default_factory=set)
+    failure_errors: dict[str, list[str]] = field(default_factory=dict)
     modified: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
@@ -477,8 +474,7 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
 
     # Successes and failures, in order, with resolution of earlier failures.
     open_failures: list[tuple[str, str, int]] = []  # (key, bullet text, position)
-    failure_errors: dict[str, list[str]] = {}
-    facts._failure_errors = failure_errors  # type: ignore[attr-defined]
+    failure_errors = facts.failure_errors
     edits_per_path: Counter[str] = Counter()
     written: set[str] = set()
     for call in calls:
@@ -574,7 +570,7 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
 def _resolve(facts: _Facts, open_failures: list[tuple[str, str, int]], key: str) -> None:
     """Mark the error lines of earlier failures with ``key`` as resolved."""
     if any(f[0] == key for f in open_failures):
-        facts.resolved_errors.update(facts._failure_errors.get(key, []))  # type: ignore[attr-defined]
+        facts.resolved_errors.update(facts.failure_errors.get(key, []))
 
 
 def _format_decision(sentence: str, following: str = "") -> str:
