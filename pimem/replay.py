@@ -383,8 +383,8 @@ class ReplayResult:
             "threshold_compactions": int(by_reason.get("threshold", 0)),
             "overflow_compactions": int(by_reason.get("overflow", 0)),
             "manual_compactions": int(by_reason.get("manual", 0)),
-            "failed_compactions": int((failed["note"] != "cancelled").sum()) if len(failed) else 0,
-            "cancelled_compactions": int((failed["note"] == "cancelled").sum()) if len(failed) else 0,
+            "failed_compactions": int((failed["note"] == "failed").sum()) if len(failed) else 0,
+            "cancelled_compactions": int(failed["note"].isin(["cancelled", "aborted"]).sum()) if len(failed) else 0,
             "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()) if len(comp) else 0,
             "summary_calls": int(ev["summary_calls"].fillna(0).sum()) if len(ev) else 0,
             "summarization_request_tokens": float(ev["request_tokens"].fillna(0).sum()) if len(ev) else 0.0,
@@ -703,8 +703,16 @@ class _Replayer:
                 return
             if self.overflow_attempted:
                 row["note"] = "overflow recovery already attempted in this run"
-                self._failure("overflow", "Context overflow recovery failed after one compact-and-retry attempt. "
-                              "Try reducing context or switching to a larger-context model.", False, False)
+                message_text = ("Context overflow recovery failed after one compact-and-retry attempt. "
+                                "Try reducing context or switching to a larger-context model.")
+                self._row(kind="compact_failed", check="before_call", reason="overflow", error=message_text,
+                          fired=False, note="failed", from_hook=False)
+                if self.hooks is not None:
+                    from pimem.hooks import CompactFailedEvent
+
+                    self.hooks._emit("compact_failed", CompactFailedEvent(
+                        reason="overflow", error_message=message_text, aborted=False, will_retry=False,
+                        from_extension=False))
                 return
             self.overflow_attempted = True
             row["fired"] = self.run_compaction("overflow", True, "before_call")
@@ -721,77 +729,56 @@ class _Replayer:
 
     # -- compaction --------------------------------------------------------------------------------
 
-    def _failure(self, reason: str, message: str | None, aborted: bool, from_hook: bool, **extra: Any) -> dict:
-        row = self._row(kind="compact_failed", reason=reason, error=message, fired=False,
-                        note="cancelled" if aborted else "failed", from_hook=from_hook, **extra)
-        if self.hooks is not None:
-            _emit_compact_failed(self.hooks, reason=reason, error_message=message, aborted=aborted,
-                                 will_retry=False, from_extension=from_hook)
-        return row
-
     def run_compaction(self, reason: str, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
-        """Pi's ``_runAutoCompaction`` (or ``compact()`` for reason ``manual``) on the replay."""
-        from pimem.compaction import compact, prepare_compaction
+        """Pi's ``_runAutoCompaction`` (``compact()`` for ``manual``) via ``pimem.hooks.run_compaction``."""
+        from pimem.hooks import run_compaction
 
-        branch = self.rep.branch
-        extra = {}
+        extra: dict[str, Any] = {}
         if recorded is not None:
             extra = {"recorded_first_kept_entry_id": recorded.get("firstKeptEntryId"),
                      "recorded_tokens_before": recorded.get("tokensBefore")}
-        preparation = prepare_compaction(branch, self.settings)
-        if preparation is None:
-            self._row(kind="compact_skipped", check=check, reason=reason, note="nothing to compact", **extra)
-            return False
         info = self.model_info()
-        from_hook = False
-        hook_result = None
-        if self.hooks is not None:
-            outcome = _emit_before_compact(self.hooks, preparation=preparation, branch_entries=list(branch),
-                                           custom_instructions=None, reason=reason, will_retry=will_retry)
-            if _is_cancel(outcome):
-                prefix = None
-                self._failure(reason, prefix, True, False, check=check, **extra)
-                return False
-            if outcome is not None:
-                hook_result = outcome
-                from_hook = True
+        branch = self.rep.branch
+        leaf = self.new.leaf_id
+        anchor_ts = branch[-1].get("timestamp") if branch else None
         counting = _CountingSummarizer(self.summarizer)
         start = time.perf_counter()
-        try:
-            if hook_result is not None:
-                result = hook_result
-            else:
-                result = compact(preparation, counting, model=info, thinking_level=self.rep.thinking_level)
-        except Exception as exc:  # noqa: BLE001 - Pi turns any failure into compact_failed
-            if self.stop_on_error:
-                raise
-            text = str(exc) or type(exc).__name__
-            label = "Context overflow recovery failed: " if reason == "overflow" else "Auto-compaction failed: "
-            if reason == "manual":
-                label = "Compaction failed: "
-            self._failure(reason, label + text, False, from_hook, check=check,
-                          summary_calls=counting.calls, request_tokens=counting.request_tokens,
-                          response_tokens=counting.response_tokens, latency_s=time.perf_counter() - start, **extra)
-            return False
+        outcome = run_compaction(self.new, self.settings, counting, model=info, reason=reason, hooks=self.hooks,
+                                 thinking_level=self.rep.thinking_level, will_retry=will_retry,
+                                 timestamp=anchor_ts)
         latency = time.perf_counter() - start
-        anchor_ts = branch[-1].get("timestamp") if branch else None
-        entry = self.new.append_compaction(result, from_hook=from_hook, timestamp=anchor_ts)
-        if not isinstance(entry, dict):
-            entry = self.new.get_entry(self.new.leaf_id)
+        usage_cols = dict(summary_calls=counting.calls, request_tokens=counting.request_tokens,
+                          response_tokens=counting.response_tokens, latency_s=latency)
+        window = dict(context_window=info.context_window,
+                      threshold=info.context_window - self.settings.reserve_tokens)
+        if outcome.status == "skipped":
+            self._row(kind="compact_skipped", check=check, reason=reason, note="nothing to compact",
+                      **window, **extra)
+            return False
+        if outcome.status != "compacted":
+            if self.stop_on_error and outcome.status == "failed":
+                raise RuntimeError(outcome.error_message)
+            prep = outcome.preparation
+            prep_cols = {} if prep is None else dict(
+                first_kept_entry_id=prep.first_kept_entry_id, tokens_before=prep.tokens_before,
+                messages_summarized=len(prep.messages_to_summarize),
+                turn_prefix_messages=len(prep.turn_prefix_messages), split_turn=bool(prep.is_split_turn))
+            self._row(kind="compact_failed", check=check, reason=reason, error=outcome.error_message,
+                      fired=False, will_retry=will_retry, note=outcome.status, from_hook=outcome.from_extension,
+                      leaf_id=leaf, **prep_cols, **usage_cols, **window, **extra)
+            return False
+        entry = outcome.entry
+        preparation = outcome.preparation
         self.rep.append(entry)
         self.compactions.append(entry)
         summary = entry.get("summary") or ""
         self._row(kind="compaction", check=check, reason=reason, fired=True, will_retry=will_retry,
-                  leaf_id=entry.get("parentId"),
-                  compaction_id=entry.get("id"), first_kept_entry_id=entry.get("firstKeptEntryId"),
+                  leaf_id=leaf, compaction_id=entry.get("id"), first_kept_entry_id=entry.get("firstKeptEntryId"),
                   messages_summarized=len(preparation.messages_to_summarize),
                   turn_prefix_messages=len(preparation.turn_prefix_messages),
                   split_turn=bool(preparation.is_split_turn), tokens_before=entry.get("tokensBefore"),
                   tokens_after=self.rep.all_sum, summary_tokens=math.ceil(_utf16(summary) / 4),
-                  request_tokens=counting.request_tokens, response_tokens=counting.response_tokens,
-                  summary_calls=counting.calls, latency_s=latency, from_hook=from_hook,
-                  context_window=info.context_window,
-                  threshold=info.context_window - self.settings.reserve_tokens, **extra)
+                  from_hook=outcome.from_extension, **usage_cols, **window, **extra)
         return True
 
     # -- walk --------------------------------------------------------------------------------------
@@ -896,40 +883,6 @@ class _CountingSummarizer:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-# ---------------------------------------------------------------------------------------------
-# Hooks glue
-# ---------------------------------------------------------------------------------------------
-
-
-def _is_cancel(outcome: Any) -> bool:
-    try:
-        from pimem.hooks import Cancel
-    except ImportError:  # pragma: no cover
-        Cancel = None  # type: ignore[assignment]
-    if Cancel is not None and (outcome is Cancel or isinstance(outcome, Cancel) if isinstance(Cancel, type) else outcome is Cancel):
-        return True
-    return isinstance(outcome, dict) and bool(outcome.get("cancel"))
-
-
-def _emit_before_compact(hooks: Any, **event: Any) -> Any:
-    fn = getattr(hooks, "emit_before_compact", None)
-    if fn is not None:
-        return fn(**event)
-    from pimem import hooks as hooks_mod
-
-    return hooks_mod.run_before_compact(hooks, **event)  # type: ignore[attr-defined]
-
-
-def _emit_compact_failed(hooks: Any, **event: Any) -> None:
-    fn = getattr(hooks, "emit_compact_failed", None)
-    if fn is not None:
-        fn(**event)
-        return
-    from pimem import hooks as hooks_mod
-
-    hooks_mod.run_compact_failed(hooks, **event)  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -217,7 +217,7 @@ def test_failing_summarizer_records_compact_failed_and_continues(real_session):
     assert "backend down" in failed.error.iloc[0]
     assert result.compactions == []
     assert len(_path_without_compactions(result.session)) == len(_path_without_compactions(real_session))
-    with pytest.raises(Exception):
+    with pytest.raises(RuntimeError, match="backend down"):
         replay(real_session, SMALL, context_window=60000, summarizer=_Failing(), stop_on_error=True)
 
 
@@ -226,7 +226,6 @@ def test_hooks_cancel_and_custom_summary(real_session):
 
     seen = []
     failures = []
-    hooks = Hooks()
 
     def before(event):
         seen.append(event)
@@ -236,12 +235,11 @@ def test_hooks_cancel_and_custom_summary(real_session):
         return CompactionResult(summary=f"custom {len(seen)}", first_kept_entry_id=prep.first_kept_entry_id,
                                 tokens_before=prep.tokens_before, details={"note": "hook"})
 
-    hooks.on_before_compact(before)
-    hooks.on_compact_failed(failures.append)
+    hooks = Hooks(before_compact=[before], compact_failed=[failures.append])
     result = replay(real_session, SMALL, context_window=60000, hooks=hooks)
     ev = result.events
     cancelled = ev[(ev.kind == "compact_failed") & (ev.note == "cancelled")]
-    assert len(cancelled) == 1 and len(failures) == 1
+    assert len(cancelled) == 1 and len(failures) == 1 and failures[0].aborted
     assert result.compactions and all(c.get("fromHook") is True for c in result.compactions)
     assert result.compactions[0]["summary"] == "custom 2"
     assert result.summary()["summary_calls"] == 0
@@ -296,18 +294,47 @@ def test_overflow_before_a_call_compacts_with_retry():
 
 
 def test_recorded_triggers_compact_where_the_recording_did(before_compaction):
+    """``triggers="recorded"`` on before-compaction.jsonl (recorded by a Pi release of Dec 2025).
+
+    Reproduced exactly: the place of both compactions and their ``tokensBefore`` (175004 and
+    185014: the last assistant's usage, which 0.87.1's ``estimateProjectedContextTokens``
+    still trusts because no compaction or edit follows it).
+
+    Different, and why: ``firstKeptEntryId``. 0.87.1 walks back from the newest entry until
+    the estimated kept tokens reach ``keepRecentTokens`` (20000) and cuts at the nearest valid
+    cut point, which here is an assistant message inside a turn — a *split turn*, summarized
+    with a second, turn-prefix request. The older release cut only at user messages (turn
+    boundaries), and its kept tail is shorter (~15.6K / ~16.6K of 0.87.1's estimated tokens
+    instead of ~20K): at the first compaction it kept the first user message after 0.87.1's
+    cut, at the second the second one — consistent with an older estimator that counted more
+    characters per message (e.g. tool-call arguments or thinking) and so reached 20000 sooner. Because the recording has no turn-prefix summary, the
+    ``RecordedSummarizer`` cannot answer that second request, and the compaction fails with a
+    ``compact_failed`` event (the replay continues, as Pi does).
+    """
     from pimem.summarizers.recorded import RecordedSummarizer
 
     result = replay(before_compaction, CompactionSettings(), triggers="recorded",
                     summarizer=RecordedSummarizer(before_compaction), token_source="estimate")
     recorded = [e for e in before_compaction.get_branch() if e["type"] == "compaction"]
-    assert len(result.compactions) == len(recorded) == 2
-    for new, old in zip(result.compactions, recorded):
-        assert new["parentId"] == old["parentId"]  # same place in the path
-    ev = result.events[result.events.kind == "compaction"]
+    ev = result.events[result.events.kind.isin(["compaction", "compact_failed"])]
+    assert len(ev) == len(recorded) == 2
     assert set(ev.reason) == {"manual"}
-    assert list(ev.recorded_first_kept_entry_id) == [e["firstKeptEntryId"] for e in recorded]
+    assert not (result.events.kind == "check").any() or not result.events.fired.astype(bool).any()
+    assert list(ev.leaf_id) == [e["parentId"] for e in recorded]  # same place in the path
     assert list(ev.recorded_tokens_before) == [e["tokensBefore"] for e in recorded]
+    assert list(ev.tokens_before) == list(ev.recorded_tokens_before)
+    branch = before_compaction.get_branch()
+    ids = [e["id"] for e in branch]
+    for row, old in zip(ev.itertuples(), recorded):
+        assert row.recorded_first_kept_entry_id == old["firstKeptEntryId"]
+        assert row.split_turn  # 0.87.1 splits the turn ...
+        ours = branch[ids.index(row.first_kept_entry_id)]
+        assert ours["message"]["role"] == "assistant"
+        # ... the old release kept a user message at or after 0.87.1's cut (a shorter tail)
+        theirs = branch[ids.index(old["firstKeptEntryId"])]
+        assert theirs["message"]["role"] == "user"
+        assert ids.index(theirs["id"]) > ids.index(ours["id"])
+        assert "turn_prefix" in row.error
 
 
 def test_model_defaults_from_the_session(real_session):
