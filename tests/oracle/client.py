@@ -33,8 +33,13 @@ class OracleError(RuntimeError):
 # Digests (must match driver.mjs: sha256 of JSON.stringify text; lists as joined digests)
 # ------------------------------------------------------------------------------------------
 def sha256_text(text: str) -> str:
-    """sha256 hex of a string's UTF-8 bytes (lone surrogates must already be escaped)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """sha256 hex of a string's UTF-8 bytes as Node hashes it: surrogate pairs joined, lone
+    surrogates replaced by U+FFFD."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace").encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
 
 
 def js_stringify(value: Any) -> str:

@@ -132,6 +132,28 @@ function pathFor(s, leafId) {
 
 const projectionOf = (s, leafId) => sm.buildSessionProjection(s.entries, leafId ?? undefined, s.byId);
 
+/** Map with a guard: an item on which Pi throws becomes {key: item, throws: message}. */
+function guardMap(items, key, fn) {
+    return items.map((item) => {
+        try {
+            return fn(item);
+        } catch (err) {
+            return { [key]: key === "id" ? item.id : item, throws: String(err?.message ?? err) };
+        }
+    });
+}
+async function guardMapAsync(items, key, fn) {
+    const out = [];
+    for (const item of items) {
+        try {
+            out.push(await fn(item));
+        } catch (err) {
+            out.push({ [key]: item, throws: String(err?.message ?? err) });
+        }
+    }
+    return out;
+}
+
 function fileOpsJson(fileOps) {
     return { read: [...fileOps.read], written: [...fileOps.written], edited: [...fileOps.edited] };
 }
@@ -274,7 +296,7 @@ const ops = {
     project(req) {
         const s = getSession(req.path);
         const hash = req.hash ?? false;
-        return resolveLeaves(s, req.leaves).map((leafId) => {
+        return guardMap(resolveLeaves(s, req.leaves), "leafId", (leafId) => {
             const p = projectionOf(s, leafId);
             return {
                 leafId,
@@ -301,7 +323,7 @@ const ops = {
     entry_messages(req) {
         const s = getSession(req.path);
         const hash = req.hash ?? false;
-        return s.entries.map((e) => {
+        return guardMap(s.entries, "id", (e) => {
             const msgs = sm.sessionEntryToContextMessages(e);
             return { id: e.id, messages: emitList(msgs, hash), estimates: msgs.map(estimateTokens) };
         });
@@ -310,7 +332,7 @@ const ops = {
     /** Token estimates per projected message, the context estimate and the projected estimate. */
     estimate(req) {
         const s = getSession(req.path);
-        return resolveLeaves(s, req.leaves).map((leafId) => {
+        return guardMap(resolveLeaves(s, req.leaves), "leafId", (leafId) => {
             const p = projectionOf(s, leafId);
             return {
                 leafId,
@@ -338,7 +360,7 @@ const ops = {
     /** findCutPoint over the path entries for many keepRecentTokens values. */
     cut_points(req) {
         const s = getSession(req.path);
-        return resolveLeaves(s, req.leaves).map((leafId) => {
+        return guardMap(resolveLeaves(s, req.leaves), "leafId", (leafId) => {
             const path = pathFor(s, leafId);
             let lastCompaction = -1;
             path.forEach((e, i) => {
@@ -363,7 +385,7 @@ const ops = {
     prepare(req) {
         const s = getSession(req.path);
         const hash = req.hash ?? false;
-        return resolveLeaves(s, req.leaves).map((leafId) => {
+        return guardMap(resolveLeaves(s, req.leaves), "leafId", (leafId) => {
             const path = pathFor(s, leafId);
             return {
                 leafId,
@@ -399,7 +421,7 @@ const ops = {
         if (req.messages) return serializeConversation(convertToLlm(req.messages));
         const s = getSession(req.path);
         const hash = req.hash ?? false;
-        return resolveLeaves(s, req.leaves).map((leafId) => {
+        return guardMap(resolveLeaves(s, req.leaves), "leafId", (leafId) => {
             const path = pathFor(s, leafId);
             return {
                 leafId,
@@ -426,14 +448,10 @@ const ops = {
     async compact(req) {
         const s = getSession(req.path);
         const hash = req.hash ?? false;
-        const out = [];
-        for (const leafId of resolveLeaves(s, req.leaves)) {
+        return guardMapAsync(resolveLeaves(s, req.leaves), "leafId", async (leafId) => {
             const path = pathFor(s, leafId);
             const prep = prepareCompaction(path, req.settings);
-            if (!prep) {
-                out.push({ leafId, prepared: false });
-                continue;
-            }
+            if (!prep) return { leafId, prepared: false };
             const requests = [];
             const model = modelFrom(req.model);
             let result = null;
@@ -450,25 +468,25 @@ const ops = {
                     recordingStream(requests, "history", req.fail),
                 );
             } catch (err) {
+                // Pi's own failures are plain Errors; anything else is a crash of the leaf.
+                if (err?.constructor !== Error) throw err;
                 error = String(err?.message ?? err);
             }
-            out.push({
+            return {
                 leafId,
                 prepared: true,
                 requests: requests.map((r) => ({ ...r, prompt: emit(r.prompt, hash) })),
                 result,
                 error,
-            });
-        }
-        return out;
+            };
+        });
     },
 
     /** Branch summary: entry collection, budgets, and generateBranchSummary with recording. */
     async branch(req) {
         const s = getSession(req.path);
         const hash = req.hash ?? false;
-        const out = [];
-        for (const [oldLeafId, targetId] of req.pairs) {
+        return guardMapAsync(req.pairs, "pair", async ([oldLeafId, targetId]) => {
             const { entries, commonAncestorId } = collectEntriesForBranchSummary(s.manager, oldLeafId, targetId);
             const budgets = (req.budgets ?? [0]).map((budget) => {
                 const prep = prepareBranchEntries(entries, budget);
@@ -494,12 +512,13 @@ const ops = {
                         streamFn: recordingStream(requests, "branch", req.fail),
                     });
                 } catch (err) {
+                    if (err?.constructor !== Error) throw err; // a crash of this pair
                     error = String(err?.message ?? err);
                 }
                 summary = { result, error };
                 requests = requests.map((r) => ({ ...r, prompt: emit(r.prompt, hash) }));
             }
-            out.push({
+            return {
                 oldLeafId,
                 targetId,
                 entryIds: entries.map((e) => e.id),
@@ -507,9 +526,8 @@ const ops = {
                 budgets,
                 summary,
                 requests,
-            });
-        }
-        return out;
+            };
+        });
     },
 
     /** Session facts: tips (childless entries) and the count of entries. */

@@ -23,15 +23,34 @@ def _plain(value: Any) -> Any:
     return json.loads(js_stringify(value))
 
 
+def _guard(items: Any, key: str, fn: Callable[[Any], Any]) -> list[Any]:
+    """Map with a guard: an item on which pimem raises becomes {key: item, throws: message}."""
+    out = []
+    for item in items:
+        try:
+            out.append(fn(item))
+        except Exception as exc:  # compared as "throws" with Pi's crash on the same item
+            out.append({key: item.get("id") if key == "id" else item, "throws": f"{type(exc).__name__}: {exc}"})
+    return out
+
+
 def normalize(op: str, result: Any) -> Any:
-    """Make results comparable: file-op sets are unordered on the Python side."""
+    """Make results comparable: file-op sets are unordered on the Python side; a crash on an
+    item compares equal to a crash on the same item whatever the message."""
+    if isinstance(result, list):
+        for row in result:
+            if isinstance(row, dict) and "throws" in row:
+                row["throws"] = True
+        result_rows = [r for r in result if not (isinstance(r, dict) and "throws" in r)]
+    else:
+        result_rows = result
     if op in ("prepare",):
-        for leaf in result:
+        for leaf in result_rows:
             for prep in leaf["preparations"]:
                 if prep is not None:
                     prep["fileOps"] = {k: sorted(v) for k, v in prep["fileOps"].items()}
     elif op == "branch":
-        for case in result:
+        for case in result_rows:
             for b in case["budgets"]:
                 b["fileOps"] = {k: sorted(v) for k, v in b["fileOps"].items()}
     return result
@@ -116,10 +135,10 @@ class Mirror:
 
         s = self.session(req["path"])
         dl = self.digest_list
-        out = []
-        for leaf in s.leaves(req.get("leaves")):
+        def one(item: Any) -> Any:
+            leaf = item
             p = build_session_projection(s.entries, leaf)
-            out.append(
+            return (
                 {
                     "leafId": leaf,
                     "messages": dl(p.messages),
@@ -131,18 +150,18 @@ class Mirror:
                     "messageCount": len(p.messages),
                 }
             )
-        return out
+        return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_entry_messages(self, req: dict[str, Any]) -> Any:
         from pimem.context import session_entry_to_context_messages
         from pimem.tokens import estimate_tokens
 
         s = self.session(req["path"])
-        out = []
-        for e in s.entries:
+        def one(item: Any) -> Any:
+            e = item
             msgs = session_entry_to_context_messages(e)
-            out.append({"id": e.get("id"), "messages": self.digest_list(msgs), "estimates": [estimate_tokens(m) for m in msgs]})
-        return out
+            return ({"id": e.get("id"), "messages": self.digest_list(msgs), "estimates": [estimate_tokens(m) for m in msgs]})
+        return _guard(s.entries, 'id', one)
 
     @staticmethod
     def _estimate_json(est: Any) -> dict[str, Any]:
@@ -158,10 +177,10 @@ class Mirror:
         from pimem.tokens import estimate_context_tokens, estimate_projected_context_tokens, estimate_tokens
 
         s = self.session(req["path"])
-        out = []
-        for leaf in s.leaves(req.get("leaves")):
+        def one(item: Any) -> Any:
+            leaf = item
             p = build_session_projection(s.entries, leaf)
-            out.append(
+            return (
                 {
                     "leafId": leaf,
                     "perMessage": [estimate_tokens(m) for m in p.messages],
@@ -171,15 +190,15 @@ class Mirror:
                     ),
                 }
             )
-        return out
+        return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_cut_points(self, req: dict[str, Any]) -> Any:
         from pimem.compaction import find_cut_point, find_turn_start_index
         from pimem.context import build_session_path
 
         s = self.session(req["path"])
-        out = []
-        for leaf in s.leaves(req.get("leaves")):
+        def one(item: Any) -> Any:
+            leaf = item
             path = build_session_path(s.entries, leaf)
             last = -1
             for i, e in enumerate(path):
@@ -194,8 +213,8 @@ class Mirror:
                     row.append([c.first_kept_entry_index, c.turn_start_index, c.is_split_turn])
                 cuts[str(start)] = row
             turn_starts = [find_turn_start_index(path, i, 0) for i in range(len(path))] if req.get("turnStarts") else None
-            out.append({"leafId": leaf, "pathLength": len(path), "cuts": cuts, "turnStarts": turn_starts})
-        return out
+            return ({"leafId": leaf, "pathLength": len(path), "cuts": cuts, "turnStarts": turn_starts})
+        return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def _preparation(self, prep: Any, serialize: bool) -> Any:
         from pimem.context import convert_to_llm
@@ -235,10 +254,10 @@ class Mirror:
 
         s = self.session(req["path"])
         settings = [self._settings(d) for d in req["settings"]]
-        out = []
-        for leaf in s.leaves(req.get("leaves")):
+        def one(item: Any) -> Any:
+            leaf = item
             path = build_session_path(s.entries, leaf)
-            out.append(
+            return (
                 {
                     "leafId": leaf,
                     "preparations": [
@@ -246,7 +265,7 @@ class Mirror:
                     ],
                 }
             )
-        return out
+        return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_serialize(self, req: dict[str, Any]) -> Any:
         from pimem.compaction import prepare_compaction
@@ -257,8 +276,8 @@ class Mirror:
             return serialize_conversation(convert_to_llm(req["messages"]))
         s = self.session(req["path"])
         settings = [self._settings(d) for d in req["settings"]]
-        out = []
-        for leaf in s.leaves(req.get("leaves")):
+        def one(item: Any) -> Any:
+            leaf = item
             path = build_session_path(s.entries, leaf)
             texts = []
             for st in settings:
@@ -271,8 +290,8 @@ class Mirror:
                         digest_value(serialize_conversation(convert_to_llm(prep.turn_prefix_messages))),
                     ]
                 )
-            out.append({"leafId": leaf, "texts": texts})
-        return out
+            return ({"leafId": leaf, "texts": texts})
+        return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     @staticmethod
     def _model(m: dict[str, Any] | None) -> Any:
@@ -323,13 +342,12 @@ class Mirror:
 
         s = self.session(req["path"])
         settings = self._settings(req["settings"])
-        out = []
-        for leaf in s.leaves(req.get("leaves")):
+        def one(item: Any) -> Any:
+            leaf = item
             path = build_session_path(s.entries, leaf)
             prep = prepare_compaction(path, settings)
             if prep is None:
-                out.append({"leafId": leaf, "prepared": False})
-                continue
+                return ({"leafId": leaf, "prepared": False})
             summarizer = CannedSummarizer(fail=self._fail(req.get("fail")))
             result = error = None
             try:
@@ -353,7 +371,7 @@ class Mirror:
                 if not isinstance(exc, SummarizationError):
                     raise
                 error = str(exc)
-            out.append(
+            return (
                 {
                     "leafId": leaf,
                     "prepared": True,
@@ -362,7 +380,7 @@ class Mirror:
                     "error": error,
                 }
             )
-        return out
+        return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_branch(self, req: dict[str, Any]) -> Any:
         from pimem.branch import collect_entries_for_branch_summary, generate_branch_summary, prepare_branch_entries
@@ -370,8 +388,8 @@ class Mirror:
         s = self.session(req["path"])
         tree = s.session if s.session is not None else _TreeView(s)
         hash_ = bool(req.get("hash"))
-        out = []
-        for old_leaf, target in req["pairs"]:
+        def one(item: Any) -> Any:
+            old_leaf, target = item
             entries, ancestor = collect_entries_for_branch_summary(tree, old_leaf, target)
             budgets = []
             for budget in req.get("budgets") or [0]:
@@ -413,7 +431,7 @@ class Mirror:
                         result["modifiedFiles"] = r.modified_files
                 summary = {"result": result, "error": None}
                 requests = self._requests_json(summarizer.requests, hash_)
-            out.append(
+            return (
                 {
                     "oldLeafId": old_leaf,
                     "targetId": target,
@@ -424,4 +442,4 @@ class Mirror:
                     "requests": requests,
                 }
             )
-        return out
+        return _guard(req["pairs"], 'pair', one)
