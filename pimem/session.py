@@ -214,6 +214,40 @@ def _parse_bad_line(raw: bytes) -> tuple[Any, bool]:
         return _MISSING, bad_utf8
 
 
+_READ_CHUNK = 1 << 18  # 256 KiB: small against any file, large against a line
+
+
+def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
+    """(line number, bytes without the newline, ended by a newline) for every line.
+
+    Reads in blocks so the whole file and all its lines are never in memory together; a
+    line longer than a block is joined once (no quadratic concatenation).
+    """
+    lineno = 0
+    pending: list[bytes] = []
+    with open(file, "rb") as f:
+        while True:
+            block = f.read(_READ_CHUNK)
+            if not block:
+                break
+            lines = block.split(b"\n")
+            if len(lines) == 1:
+                pending.append(block)
+                continue
+            if pending:
+                pending.append(lines[0])
+                lines[0] = b"".join(pending)
+                pending = []
+            last = lines.pop()
+            if last:
+                pending.append(last)
+            for raw in lines:
+                lineno += 1
+                yield lineno, raw, True
+    if pending:
+        yield lineno + 1, b"".join(pending), False
+
+
 def _is_blank(raw: bytes) -> bool:
     if not raw.strip():
         return True
@@ -245,39 +279,33 @@ def load_session(
     reproducible.
     """
     file = os.fspath(path)
-    data = Path(file).read_bytes()
     if rng is None:
         rng = random.Random(seed) if seed is not None else random.Random()
     warnings: list[SessionWarning] = []
     sink = _WarningSink(file, warnings)
-    if not data.strip():
-        raise SessionFormatError(f"{file}:1: empty file, not a Pi session")
-    if data.startswith(_BOM):
-        data = data[len(_BOM) :]
-        sink.add("bom", 1, "UTF-8 byte order mark removed (Pi's JSON.parse would reject this line)")
-
-    lines = data.split(b"\n")
-    ends_with_newline = data.endswith(b"\n")
-    if ends_with_newline:
-        lines.pop()
-    last_lineno = len(lines)
     parsed: list[Any] = []
     line_numbers: list[int] = []
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     malformed = 0
-    for lineno, raw in enumerate(lines, 1):
+    blank = 0
+    lineno = 0
+    for lineno, raw, terminated in _read_lines(file):
         try:
             value = loads(raw)
         except decode_error:
+            if lineno == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+                sink.add("bom", 1, "UTF-8 byte order mark removed (Pi's JSON.parse would reject this line)")
             if _is_blank(raw):
+                blank += 1
                 continue
             value, bad_utf8 = _parse_bad_line(raw)
             if bad_utf8:
                 sink.add("utf8", lineno, "invalid UTF-8 bytes replaced with U+FFFD (as Pi's decoder does)")
             if value is _MISSING:
                 malformed += 1
-                if lineno == last_lineno and not ends_with_newline:
+                if not terminated:
                     sink.add("truncated", lineno, "truncated last line (no newline, not valid JSON): skipped")
                 else:
                     sink.add("malformed", lineno, "malformed JSON line skipped (as Pi does)")
@@ -295,7 +323,9 @@ def load_session(
             sink.add("non_object", lineno, f"line holds a JSON {type(value).__name__}, not an object: skipped")
 
     if not parsed:
-        raise SessionFormatError(_no_entries_message(file, data, malformed))
+        if malformed == 0 and lineno == blank:
+            raise SessionFormatError(f"{file}:1: empty file, not a Pi session")
+        raise SessionFormatError(_no_entries_message(file, Path(file).read_bytes(), malformed))
     header = parsed[0]
     if header.get("type") != "session" or not isinstance(header.get("id"), str):
         what = "has no string id" if header.get("type") == "session" else f"has type {header.get('type')!r}"
@@ -419,40 +449,50 @@ class Session:
         """Record what Pi would skip or trip over; entries are kept as they are."""
         by_id = self._by_id
         seen: set[str] = set()
+        forward = False
+        duplicates = False
+        known = KNOWN_ENTRY_TYPES
+        with_content = _ROLES_WITH_CONTENT
         for entry, line in zip(self.entries, self._lines):
-            eid = entry.get("id")
-            etype = entry.get("type")
-            if not isinstance(eid, str):
+            get = entry.get
+            eid = get("id")
+            etype = get("type")
+            parent = get("parentId", _MISSING)
+            if eid.__class__ is not str:
                 sink.add("no_id", line, "entry has no string id (not reachable in the tree)")
             elif eid in seen:
+                duplicates = True
                 sink.add("duplicate_id", line, f"duplicate id {eid!r}: the later entry wins in Pi's index", eid)
             else:
                 seen.add(eid)
-            parent = entry.get("parentId", _MISSING)
-            if parent is _MISSING:
+            if parent is None or (parent.__class__ is str and parent in seen and parent != eid):
+                pass  # a root, or a parent earlier in the file (the usual case)
+            elif parent is _MISSING:
                 sink.add("no_parent", line, "entry has no parentId field (treated as a root)", eid)
-            elif parent is not None and not (isinstance(parent, str) and parent in by_id):
-                if parent == "" or parent is False:
-                    pass
-                else:
-                    sink.add("dangling_parent", line, f"parentId {parent!r} not found: the branch stops here", eid)
-            if etype not in KNOWN_ENTRY_TYPES:
-                sink.add("unknown_type", line, f"unknown entry type {etype!r} (kept as is)", eid)
-            elif etype == "message":
-                message = entry.get("message")
-                if not isinstance(message, dict):
+            elif parent.__class__ is str and parent in by_id:
+                forward = True  # parent later in the file (or itself): a cycle is possible
+            elif parent != "" and parent is not False:
+                sink.add("dangling_parent", line, f"parentId {parent!r} not found: the branch stops here", eid)
+            if etype == "message":
+                message = get("message")
+                if message.__class__ is not dict:
                     sink.add("no_message", line, "message entry without a message object", eid)
-                elif message.get("role") in _ROLES_WITH_CONTENT and message.get("content") is None:
-                    role = message.get("role")
+                elif message.get("content") is None and (role := message.get("role")).__class__ is str and (
+                    role in with_content
+                ):
                     sink.add("no_content", line, f"{role} message with null or missing content", eid)
             elif etype == "compaction":
-                kept = entry.get("firstKeptEntryId")
-                if not (isinstance(kept, str) and kept in by_id):
+                kept = get("firstKeptEntryId")
+                if not (kept.__class__ is str and kept in by_id):
                     sink.add(
                         "kept_missing", line,
                         f"compaction's firstKeptEntryId {kept!r} is not in the file", eid,
                     )
-        for cycle in self._find_cycles():
+            elif etype.__class__ is not str or etype not in known:
+                sink.add("unknown_type", line, f"unknown entry type {etype!r} (kept as is)", eid)
+        # Every parent earlier in the file and no repeated id: parent links only go back, no cycle.
+        cycles = self._find_cycles() if (forward or duplicates) else []
+        for cycle in cycles:
             ids = " -> ".join(cycle)
             first = cycle[0]
             self._warned_cycles.update(cycle)
@@ -757,6 +797,7 @@ class Session:
             self.path is not None
             and not overwrite_source
             and target.exists()
+            and os.path.exists(self.path)
             and os.path.samefile(target, self.path)
         ):
             raise FileExistsError(f"{target}: refusing to overwrite the session's source file")
@@ -799,7 +840,7 @@ class Session:
         by_id = self._by_id
         for entry in by_id.values():
             parent = entry.get("parentId")
-            if parent is None or parent == entry.get("id") or parent not in by_id:
+            if parent.__class__ is not str or parent == entry.get("id") or parent not in by_id:
                 roots.append(entry)
             else:
                 children.setdefault(parent, []).append(entry)

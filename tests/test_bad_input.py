@@ -225,3 +225,35 @@ def test_source_file_never_written(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         s.write(p)
     assert p.read_bytes() == before
+
+
+def test_odd_field_types_do_not_crash(tmp_path: Path) -> None:
+    odd = [
+        {"type": ["list"], "id": "o1", "parentId": ["x"], "timestamp": 5},
+        {"type": "message", "id": "o2", "parentId": "o1", "message": {"role": ["r"], "content": None}},
+        {"type": "label", "id": "o3", "parentId": "o2", "targetId": ["t"], "label": "L"},
+        {"type": "compaction", "id": "o4", "parentId": "o3", "firstKeptEntryId": {"a": 1}},
+        {"type": "message", "id": ["unhashable"], "parentId": "o4", "message": "text"},
+    ]
+    p = write_lines(tmp_path / "s.jsonl", [HEADER, *odd])
+    s = load_session(p)
+    assert len(s.entries) == 5 and len(s.warnings) >= 4
+    assert s.leaf_id is None  # the last entry has no usable id
+    assert [e["id"] for e in s.get_branch("o4")] == ["o1", "o2", "o3", "o4"]
+    assert s.render_tree() and s._repr_html_()
+    s.write(tmp_path / "copy.jsonl")
+    assert (tmp_path / "copy.jsonl").read_bytes() == p.read_bytes().replace(b", ", b",").replace(b": ", b":")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+def test_block_reading_is_invisible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    import pimem.session as session_module
+
+    lines = [HEADER, entry("a1", None, text="é😀" * 30), "", "{bad", entry("a2", "a1"), '{"trunc']
+    p = write_lines(tmp_path / "s.jsonl", lines, end=False)
+    expected = load_session(p)
+    monkeypatch.setattr(session_module, "_READ_CHUNK", chunk)
+    got = load_session(p)
+    assert got.to_jsonl() == expected.to_jsonl()
+    assert [(w.line, w.reason) for w in got.warnings] == [(w.line, w.reason) for w in expected.warnings]
+    assert [w.line for w in got.warnings] == [4, 6] and "truncated" in got.warnings[-1].reason
