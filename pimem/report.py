@@ -1,0 +1,398 @@
+"""Standalone HTML reports and the main study job.
+
+* :func:`write_drift_report` — one HTML file (figures embedded as base64 PNG, tables as HTML,
+  every text escaped) describing a session's or a replay's chain of compactions.
+* :func:`run_study` — sweep sessions over a reserve × keep × window grid with the offline
+  extractive summarizer (cached), write the results table, heatmaps, a replay and a drift
+  report per session, and an ``index.html`` that links everything.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from pimem.io import atomic_write_bytes, atomic_write_text, write_table
+
+__all__ = ["write_drift_report", "run_study", "figure_png", "DEFAULT_RESERVE", "DEFAULT_KEEP", "DEFAULT_WINDOW"]
+
+# Defaults sized for the bundled samples (contexts of 5k–21k tokens), so that they compact.
+DEFAULT_RESERVE = (2048, 4096, 8192)
+DEFAULT_KEEP = (2000, 4000, 8000)
+DEFAULT_WINDOW = (16000, 24000)
+
+_HEATMAP_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens")
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#222}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
+td.l,th.l{text-align:left}img{max-width:100%;border:1px solid #eee;margin:6px 0}
+.note{color:#666;font-size:13px}code{background:#f4f4f4;padding:0 3px}
+"""
+
+
+# --------------------------------------------------------------------------- html helpers
+
+
+def _esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def figure_png(fig: Any, dpi: int = 100) -> bytes:
+    """A figure as PNG bytes; the figure is closed afterwards."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f"<img alt='{_esc(alt)}' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "–"
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    try:
+        if pd.isna(value):
+            return "–"
+    except (TypeError, ValueError):
+        pass
+    return str(value)
+
+
+def _html_table(df: pd.DataFrame, max_rows: int = 200) -> str:
+    """A DataFrame as an HTML table; every header and cell escaped."""
+    if df is None or not len(df.columns):
+        return "<p class='note'>(empty)</p>"
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+    head = "".join(f"<th class='{'' if n else 'l'}'>{_esc(c)}</th>" for c, n in zip(df.columns, numeric))
+    rows = []
+    for row in df.head(max_rows).itertuples(index=False):
+        cells = "".join(f"<td class='{'' if n else 'l'}'>{_esc(_fmt(v))}</td>" for v, n in zip(row, numeric))
+        rows.append(f"<tr>{cells}</tr>")
+    more = f"<p class='note'>… {len(df) - max_rows} more rows</p>" if len(df) > max_rows else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>\n{body}\n</body></html>\n")
+
+
+# --------------------------------------------------------------------------- drift report
+
+
+_REPORT_COLUMNS = [
+    "compaction", "entry_id", "first_kept_entry_id", "n_entries", "tokens_before", "span_tokens", "summary_tokens",
+    "compression_ratio_with_prev", "split_turn", "conformance", "fact_recall", "prev_retention", "n_lost",
+    "cumulative_loss", "sim_prev_cosine", "goal_sim_request_cosine",
+]
+
+
+def _resolve(session_or_result: Any) -> tuple[Any, Any]:
+    """(session, replay result or None) from a Session, a ReplayResult or a path."""
+    from pimem.session import Session, load_session
+
+    if isinstance(session_or_result, Session):
+        return session_or_result, None
+    if hasattr(session_or_result, "session") and hasattr(session_or_result, "events"):
+        return session_or_result.session, session_or_result
+    return load_session(session_or_result), None
+
+
+def drift_report_html(session_or_result: Any, title: str = "Summary drift report") -> str:
+    """The HTML text of :func:`write_drift_report` (nothing written)."""
+    from pimem.drift import drift_report, headline, lost_facts
+    from pimem.viz import plot_context_over_time, plot_drift, plot_estimate_vs_usage, plot_session_tree
+
+    session, result = _resolve(session_or_result)
+    report = drift_report(result if result is not None else session)
+    parts: list[str] = []
+    source = getattr(session, "path", None)
+    intro = [f"Session <code>{_esc(session.header.get('id'))}</code>"]
+    if source:
+        intro.append(f"from <code>{_esc(source)}</code>")
+    intro.append(f"— {len(session.entries):,} entries, {len(report)} compactions on the active path.")
+    parts.append(f"<p>{' '.join(intro)}</p>")
+    if result is not None:
+        s = result.summary()
+        settings = result.settings
+        parts.append("<h2>Replay</h2>")
+        parts.append(f"<p>Replayed with reserveTokens {_esc(_fmt(settings.reserve_tokens))}, keepRecentTokens "
+                     f"{_esc(_fmt(settings.keep_recent_tokens))}, context window {_esc(_fmt(result.context_window))}, "
+                     f"token source <code>{_esc(result.token_source)}</code>.</p>")
+        parts.append(_html_table(pd.DataFrame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
+                                 .reset_index().rename(columns={"index": "measure", 0: "value"})))
+        parts.append(_img(figure_png(plot_context_over_time(result)[0]), "context over time"))
+    parts.append("<h2>Headline</h2>")
+    head = headline(report)
+    flat = {k: (", ".join(_fmt(x) for x in v) if isinstance(v, list) else v) for k, v in head.items()}
+    parts.append(_html_table(pd.DataFrame({"measure": list(flat), "value": [_fmt(v) for v in flat.values()]})))
+    if len(report):
+        parts.append("<h2>Drift across compactions</h2>")
+        parts.append("<p class='note'>Left: share of facts (paths, identifiers, errors, commands, constraints, "
+                     "decisions) a summary captured that later summaries still hold. Middle: similarity of each "
+                     "template section to its previous version. Right: summary size against the span it "
+                     "summarized.</p>")
+        parts.append(_img(figure_png(plot_drift(report)[0]), "drift curves"))
+        parts.append("<h2>Per compaction</h2>")
+        parts.append(_html_table(report[[c for c in _REPORT_COLUMNS if c in report.columns]]))
+        lost = lost_facts(report)
+        parts.append(f"<h2>Facts lost between consecutive summaries ({len(lost)})</h2>")
+        parts.append(_html_table(lost, max_rows=50))
+    else:
+        parts.append("<p>No compaction on the active path: nothing to measure. Replay the session with a "
+                     "smaller context window (<code>pimem replay --window …</code>) to make some.</p>")
+    parts.append("<h2>Session tree</h2>")
+    parts.append(_img(figure_png(plot_session_tree(session)[0]), "session tree"))
+    if result is None:
+        from pimem.viz import estimate_vs_usage_table
+
+        if len(estimate_vs_usage_table(session)):
+            parts.append("<h2>Estimate vs recorded usage</h2>")
+            parts.append(_img(figure_png(plot_estimate_vs_usage(session)[0]), "estimate vs recorded usage"))
+    notes = report.attrs.get("notes") or []
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>")
+    return _page(title, "\n".join(parts))
+
+
+def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report") -> Path:
+    """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
+
+    Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
+    """
+    target = Path(path)
+    atomic_write_text(target, drift_report_html(session_or_result, title=title))
+    return target
+
+
+# --------------------------------------------------------------------------- the study
+
+
+def _middle(values: Sequence[int]) -> int:
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _unique_names(paths: Sequence[Path]) -> list[str]:
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for p in paths:
+        base = p.stem or "session"
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        names.append(base if n == 0 else f"{base}-{n + 1}")
+    return names
+
+
+def _int_values(name: str, values: Any, default: Sequence[int]) -> list[int]:
+    if values is None:
+        return list(default)
+    if isinstance(values, (int, float)):
+        values = [values]
+    out = []
+    for v in values:
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != int(v):
+            raise ValueError(f"{name}: {v!r} is not a non-negative integer")
+        out.append(int(v))
+    if not out:
+        raise ValueError(f"{name}: no values given")
+    return sorted(set(out))
+
+
+def run_study(
+    paths: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    reserve: Sequence[int] | None = None,
+    keep: Sequence[int] | None = None,
+    window: Sequence[int] | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+) -> str:
+    """The main job: sweep ``paths`` over reserve × keep × window and write a browsable study.
+
+    Writes into ``out_dir``: ``sweep.csv`` (one row per session × setting; settings whose
+    reserve is not below the window are left out), ``heatmap-w<window>.png`` (compactions,
+    summarization tokens, peak and mean context over reserve × keep, mean over sessions),
+    ``replays/<name>.jsonl`` and ``reports/<name>.html`` (each session replayed at the middle
+    setting, with its drift report), ``index.html`` linking everything, and
+    ``cache.sqlite`` (the summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished
+    runs: an interrupted study resumes). Summaries come from the offline extractive
+    summarizer. Returns a short text summary.
+    """
+    from pimem.compaction import CompactionSettings
+    from pimem.replay import replay
+    from pimem.summarizers.cached import CachedSummarizer
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+    from pimem.sweep import sweep
+    from pimem.viz import plot_sweep_heatmaps
+
+    start = time.perf_counter()
+    session_paths = [Path(p) for p in paths]
+    if not session_paths:
+        raise ValueError("no session files given")
+    for p in session_paths:
+        if not p.is_file():
+            raise FileNotFoundError(f"session file not found: {p}")
+    reserves = _int_values("reserve", reserve, DEFAULT_RESERVE)
+    keeps = _int_values("keep", keep, DEFAULT_KEEP)
+    windows = _int_values("window", window, DEFAULT_WINDOW)
+    grid = [{"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w}
+            for w in windows for r in reserves for k in keeps if r < w]
+    if not grid:
+        raise ValueError("every reserve value is at least the context window: no setting to run")
+    skipped = len(reserves) * len(keeps) * len(windows) - len(grid)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cache_path = out / "cache.sqlite"
+
+    df = sweep([str(p) for p in session_paths], grid, workers=workers, cache=cache_path, progress=progress,
+               results_path=out / "sweep-runs.jsonl")
+    names = _unique_names(session_paths)
+    name_of = {str(p): n for p, n in zip(session_paths, names)}
+    if "session" in df.columns:
+        df.insert(1, "name", df["session"].map(name_of))
+    write_table(df.drop(columns=[c for c in ("traceback",) if c in df.columns]), out / "sweep.csv")
+    errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
+
+    heatmaps: list[tuple[int, str]] = []
+    ok = df[df["error"].isna()] if "error" in df.columns else df
+    for w in windows:
+        part = ok[ok["context_window"] == w] if "context_window" in ok.columns else ok
+        if not len(part):
+            continue
+        fig, axes = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns])
+        fig.suptitle(f"context window {w:,} — mean over {part['session'].nunique()} session(s)")
+        name = f"heatmap-w{w}.png"
+        atomic_write_bytes(out / name, figure_png(fig))
+        heatmaps.append((w, name))
+
+    # one replay per session at the middle setting, with its drift report
+    mid_w = _middle(windows)
+    valid_r = [r for r in reserves if r < mid_w] or [min(reserves)]
+    mid_r = _middle(valid_r)
+    mid_k = _middle(keeps)
+    if mid_r >= mid_w:
+        mid_w = max(windows)
+    settings = CompactionSettings(reserve_tokens=mid_r, keep_recent_tokens=mid_k)
+    summarizer = CachedSummarizer(ExtractiveSummarizer(), cache_path)
+    (out / "replays").mkdir(exist_ok=True)
+    (out / "reports").mkdir(exist_ok=True)
+    per_session: list[dict[str, Any]] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(session_paths), desc="drift reports")
+    try:
+        for p, name in zip(session_paths, names):
+            row: dict[str, Any] = {"name": name, "path": str(p)}
+            try:
+                result = replay(p, settings, context_window=mid_w, summarizer=summarizer)
+                result.write(out / "replays" / f"{name}.jsonl")
+                write_drift_report(result, out / "reports" / f"{name}.html",
+                                   title=f"Summary drift: {name} (reserve {mid_r}, keep {mid_k}, window {mid_w})")
+                s = result.summary()
+                row.update(compactions=s["compactions"], peak_context_tokens=s["peak_context_tokens"],
+                           summary_calls=s["summary_calls"], report=f"reports/{name}.html",
+                           replay=f"replays/{name}.jsonl", error=None)
+            except Exception as exc:  # noqa: BLE001 - one broken session must not stop the study
+                row.update(error=f"{type(exc).__name__}: {exc}")
+            per_session.append(row)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        summarizer.close()
+
+    elapsed = time.perf_counter() - start
+    index = _index_html(df, per_session, heatmaps, reserves, keeps, windows, skipped, (mid_r, mid_k, mid_w), elapsed)
+    atomic_write_text(out / "index.html", index)
+
+    lines = [
+        f"study of {len(session_paths)} session(s) × {len(grid)} setting(s) = {len(df)} runs "
+        f"({errors} with errors) in {elapsed:.1f} s",
+        f"  reserve {reserves}, keep {keeps}, window {windows}"
+        + (f" ({skipped} settings with reserve ≥ window skipped)" if skipped else ""),
+    ]
+    if "compactions" in ok.columns and len(ok):
+        by_setting = ok.groupby(["context_window", "reserve_tokens", "keep_recent_tokens"])["compactions"].mean()
+        lines.append(f"  compactions per session: {by_setting.min():.1f} – {by_setting.max():.1f} across settings")
+    lines.append(f"  drift reports at reserve {mid_r}, keep {mid_k}, window {mid_w}:")
+    for row in per_session:
+        if row.get("error"):
+            lines.append(f"    {row['name']}: failed: {row['error']}")
+        else:
+            lines.append(f"    {row['name']}: {row['compactions']} compactions -> {out / row['report']}")
+    lines.append(f"  open {out / 'index.html'}")
+    return "\n".join(lines)
+
+
+def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: list[tuple[int, str]],
+                reserves: list[int], keeps: list[int], windows: list[int], skipped: int,
+                middle: tuple[int, int, int], elapsed: float) -> str:
+    parts = [
+        f"<p>{len(per_session)} session(s) replayed over reserveTokens {_esc(reserves)} × keepRecentTokens "
+        f"{_esc(keeps)} × context window {_esc(windows)} with the offline extractive summarizer "
+        f"({len(df)} runs, {elapsed:.1f} s). Tokens are the replay's calibrated token source.</p>",
+        "<p>Files: <a href='sweep.csv'>sweep.csv</a> (one row per run)</p>",
+    ]
+    if skipped:
+        parts.append(f"<p class='note'>{skipped} setting(s) with reserve ≥ window were left out.</p>")
+    parts.append("<h2>Sessions</h2>")
+    rows = []
+    for r in per_session:
+        if r.get("error"):
+            rows.append(f"<tr><td class='l'>{_esc(r['name'])}</td><td class='l' colspan='4'>failed: "
+                        f"{_esc(r['error'])}</td></tr>")
+            continue
+        rows.append(
+            f"<tr><td class='l'>{_esc(r['name'])}</td><td>{_esc(_fmt(r['compactions']))}</td>"
+            f"<td>{_esc(_fmt(r['peak_context_tokens']))}</td>"
+            f"<td class='l'><a href='{_esc(r['report'])}'>drift report</a></td>"
+            f"<td class='l'><a href='{_esc(r['replay'])}'>replayed session</a></td></tr>")
+    mr, mk, mw = middle
+    parts.append(f"<p class='note'>Replays and drift reports at reserve {mr:,}, keep {mk:,}, window {mw:,}.</p>")
+    parts.append("<table><thead><tr><th class='l'>session</th><th>compactions</th><th>peak context</th>"
+                 "<th class='l'>report</th><th class='l'>replay</th></tr></thead><tbody>" + "".join(rows)
+                 + "</tbody></table>")
+    if heatmaps:
+        parts.append("<h2>Trade-offs over the grid</h2>")
+        for w, name in heatmaps:
+            parts.append(f"<h3>Context window {w:,}</h3><img alt='{_esc(name)}' src='{_esc(name)}'>")
+    ok = df[df["error"].isna()] if "error" in df.columns else df
+    cols = [c for c in ("context_window", "reserve_tokens", "keep_recent_tokens", "compactions", "split_turns",
+                        "summary_calls", "summarization_request_tokens", "peak_context_tokens",
+                        "mean_context_tokens") if c in ok.columns]
+    if len(ok) and cols:
+        keys = [c for c in cols[:3]]
+        table = ok[cols].groupby(keys, as_index=False).mean(numeric_only=True)
+        parts.append("<h2>Mean over sessions, per setting</h2>")
+        parts.append(_html_table(table))
+    if "error" in df.columns and df["error"].notna().any():
+        bad = df[df["error"].notna()][["session", "reserve_tokens", "keep_recent_tokens", "context_window", "error"]]
+        parts.append("<h2>Runs that failed</h2>" + _html_table(bad))
+    return _page("pimem study", "\n".join(parts))
