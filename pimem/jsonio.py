@@ -161,6 +161,8 @@ def _encode(value: Any, out: list[str]) -> None:
                 out.append(",")
             _encode(None if item is _UNDEFINED else item, out)
         out.append("]")
+    elif hasattr(value, "__index__"):  # e.g. numpy integers
+        out.append(js_number(int(value.__index__())))
     else:
         raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
 
@@ -175,50 +177,90 @@ class _Undefined:
 _UNDEFINED = _Undefined()
 UNDEFINED = _UNDEFINED
 
-# A number token in orjson output that JavaScript would print differently: an integral
-# float (``1.0``), an exponent (``1e+16``, ``1e-6``), or an integer of 16+ digits.
-_NUMBER_NEEDS_FIX_RE = re.compile(r"[:,\[]-?(?:\d+\.0[,\]}]|\d[\d.]*e|\d{16})")
-# Tokenizer: a whole string (skipped) or a number token outside strings.
-_TOKEN_RE = re.compile(r'("(?:[^"\\]++|\\.)*+")|(?<=[:,\[])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)')
-# An object key that JavaScript orders first (array index).
-_INDEX_KEY_RE = re.compile(r'[{,]"(?:0|[1-9]\d{0,9})":')
+_Fragment = orjson.Fragment
+_SAFE_INT = 10**_MAX_SAFE_DIGITS
 
 
-def _fix_number_token(m: re.Match[str]) -> str:
-    if m.group(1) is not None:
-        return m.group(1)
-    tok = m.group(2)
-    if "." in tok or "e" in tok:
-        return js_number(float(tok))
-    if len(tok) - (tok[0] == "-") > _MAX_SAFE_DIGITS:
-        return js_number(int(tok))
-    return tok
+def _prepare(value: Any) -> Any:
+    """``value`` ready for orjson: the same object when orjson already writes it as JavaScript
+    would, else a copy where such numbers are pre-formatted fragments and objects with
+    array-index keys are reordered (JavaScript lists those keys first, ascending).
+
+    orjson writes non-integral floats in [1e-4, 1e15) with the shortest round-trip digits in
+    plain notation, exactly like JavaScript; other floats (``1.0``, ``1e+16``, ``1e-6``...) and
+    integers beyond 15 digits are formatted by :func:`js_number`.
+    """
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return value
+    if t is dict:
+        changed = None
+        reorder = False
+        for key, item in value.items():
+            if key.__class__ is str and key and "0" <= key[0] <= "9" and _is_array_index(key):
+                reorder = True
+            ti = type(item)
+            if ti is str or ti is bool or item is None:
+                continue
+            if ti is int:
+                if -_SAFE_INT < item < _SAFE_INT:
+                    continue
+            elif ti is float:
+                if 1e-4 <= abs(item) < 1e15 and not item.is_integer():
+                    continue
+            new = _prepare(item)
+            if new is not item:
+                if changed is None:
+                    changed = {}
+                changed[key] = new
+        if changed is None and not reorder:
+            return value
+        keys = _ordered_keys(value) if reorder else value
+        if changed is None:
+            return {k: value[k] for k in keys}
+        return {k: changed[k] if k in changed else value[k] for k in keys}
+    if t is list or t is tuple:
+        out = None
+        for i, item in enumerate(value):
+            ti = type(item)
+            if ti is str or ti is bool or item is None:
+                continue
+            if ti is int and -_SAFE_INT < item < _SAFE_INT:
+                continue
+            new = _prepare(item)
+            if new is not item:
+                if out is None:
+                    out = list(value)
+                out[i] = new
+        return value if out is None else out
+    if t is float:
+        if value.is_integer() or not (1e-4 <= abs(value) < 1e15):
+            return _Fragment(js_number(value))
+        return value
+    if t is int:
+        if -_SAFE_INT < value < _SAFE_INT:
+            return value
+        return _Fragment(js_number(value))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _Fragment(js_number(value))
+    return value
 
 
 def js_stringify(value: Any) -> str:
     """Return exactly what JavaScript's ``JSON.stringify(value)`` returns for JSON data.
 
-    Accepts dicts (str keys), lists/tuples, str, int, float, bool and None. Uses orjson
-    and repairs number tokens; falls back to a pure-Python encoder for what orjson
-    refuses (lone surrogates, ints beyond 64 bits, integer-like keys that JavaScript
-    reorders).
+    Accepts dicts (str keys), lists/tuples, str, int, float, bool and None. One pass over
+    the value fixes what orjson would write differently (see :func:`_prepare`), then orjson
+    writes it; a pure-Python encoder handles what orjson refuses (lone surrogates).
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return js_number(value)
     try:
-        raw = orjson.dumps(value)
+        return orjson.dumps(_prepare(value)).decode("utf-8")
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         out: list[str] = []
         _encode(value, out)
         return "".join(out)
-    s = raw.decode("utf-8")
-    if _INDEX_KEY_RE.search(s) is not None:
-        out = []
-        _encode(value, out)
-        return "".join(out)
-    if _NUMBER_NEEDS_FIX_RE.search(s) is not None:
-        s = _TOKEN_RE.sub(_fix_number_token, s)
-    return s
 
 
 def js_stringify_py(value: Any) -> str:
