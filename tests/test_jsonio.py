@@ -430,3 +430,24 @@ def test_loads_line_rejects_what_json_parse_rejects() -> None:
             loads_line(bad)
     assert loads_line('"\\ud800"') == "\ud800"
     assert loads_line("[1E400]") == [math.inf]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=1e-4, max_value=1e15, exclude_max=True).filter(lambda x: not x.is_integer()))
+def test_orjson_plain_float_range_matches_js_number(x: float) -> None:
+    """The fast path leaves these floats to orjson: it must print them as JavaScript does."""
+    assert orjson.dumps(x).decode() == js_number(x)
+    assert orjson.dumps(-x).decode() == js_number(-x)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(JSON_VALUES)
+def test_fast_path_equals_reference_encoder(value: Any) -> None:
+    assert js_stringify(value) == js_stringify_py(value)
+
+
+def test_fast_path_does_not_mutate_input() -> None:
+    value = {"b": [1.0, {"2": 1e16, "a": 2**70}], "1": "x"}
+    snapshot = json.dumps(value)
+    assert js_stringify(value) == '{"1":"x","b":[1,{"2":10000000000000000,"a":1.1805916207174113e+21}]}'
+    assert json.dumps(value) == snapshot and list(value) == ["b", "1"]
