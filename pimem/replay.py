@@ -947,9 +947,12 @@ def navigate(
 ) -> Any:
     """A copy of ``session`` after Pi's ``/tree`` navigation to ``target_id`` (with a summary).
 
-    The source session is not modified. Uses ``pimem.branch.run_tree_navigation``.
+    The source session is not modified. Uses ``run_tree_navigation`` (``pimem.hooks``).
     """
-    from pimem.branch import run_tree_navigation
+    try:
+        from pimem.branch import run_tree_navigation  # type: ignore[attr-defined]
+    except ImportError:
+        from pimem.hooks import run_tree_navigation
 
     original = _load(session)
     copied = original.copy() if hasattr(original, "copy") else copy.deepcopy(original)
