@@ -138,6 +138,7 @@ def write_generated_goldens(oracle: Any) -> Path:
     fd, tmpname = _tf.mkstemp(dir=target.parent, prefix=".golden")
     with os.fdopen(fd, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, compresslevel=9) as gz:
         gz.write(data)
+    os.chmod(tmpname, 0o644)
     os.replace(tmpname, target)
     return target
 

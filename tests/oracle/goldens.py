@@ -36,6 +36,7 @@ def write_goldens(session_path: Path | str, kind: str, payload: dict[str, Any]) 
         # mtime=0 keeps the gzip bytes reproducible
         with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, compresslevel=9) as gz:
             gz.write(data)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, target)
     return target
 
