@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pimem.context import build_session_context
+from pimem.jsonio import utf16_len
 from pimem.samples import load_samples, sample_dir, sample_session_paths
 from pimem.session import load_session
+from pimem.tokens import estimate_tokens
 
 GENERATOR = Path(__file__).resolve().parent.parent / "datasets" / "generate.py"
 
@@ -17,7 +22,7 @@ GENERATOR = Path(__file__).resolve().parent.parent / "datasets" / "generate.py"
 def test_sample_dir_finds_the_committed_sessions(sample_paths: list[Path]) -> None:
     assert sample_dir() == sample_paths[0].parent
     assert sample_session_paths() == sample_paths
-    assert 2 <= len(sample_paths) <= 6
+    assert 4 <= len(sample_paths) <= 6
     assert sum(p.stat().st_size for p in sample_paths) < 3 * 1024 * 1024
 
 
@@ -99,6 +104,99 @@ def test_samples_cover_the_claimed_features(sample_paths: list[Path]) -> None:
     assert "lucía" in text
 
 
+def _strings(value, where: str = "$"):
+    """Every string inside a JSON value, with where it is."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{where}[{i}]")
+
+
+def _unquoted_backslash_n(text: str) -> list[str]:
+    """Lines of ``text`` holding a backslash followed by ``n`` outside a string literal of code
+    (inside one, a quote was opened earlier on the same line, as in ``"\\n".join(...)``)."""
+    found = []
+    for text_line in text.split("\n"):
+        for m in re.finditer(r"\\n", text_line):
+            before = text_line[: m.start()]
+            if before.count('"') % 2 == 0 and before.count("'") % 2 == 0:
+                found.append(text_line)
+                break
+    return found
+
+
+def test_no_text_holds_a_literal_backslash_n(sample_paths: list[Path]) -> None:
+    """A literal backslash-n in prose is a newline escaped twice by the generator."""
+    bad = []
+    for p in sample_paths:
+        for lineno, line in enumerate(p.read_text("utf-8").splitlines(), 1):
+            for where, text in _strings(json.loads(line)):
+                bad += [f"{p.name}:{lineno} {where}: {t[:100]!r}" for t in _unquoted_backslash_n(text)]
+    assert not bad, "literal backslash-n outside code strings:\n" + "\n".join(bad[:20])
+
+
+def test_the_literal_backslash_n_rule_flags_prose_and_accepts_code() -> None:
+    assert _unquoted_backslash_n("Audit result:\\n\\n| place | unit |") == ["Audit result:\\n\\n| place | unit |"]
+    assert _unquoted_backslash_n("-- Lowercase stored emails.\\nDO $$") != []
+    assert _unquoted_backslash_n('out.write(", ".join(cells) + "\\n")') == []
+    assert _unquoted_backslash_n("write_text('a\\nb')\nplain line") == []
+
+
+def test_long_tool_heavy_sample(sample_paths: list[Path]) -> None:
+    """One sample is long enough for replays with a 32k-48k window to compact: >= 250 entries,
+    >= 60k estimated tokens of messages on its path, tool results longer than serialization keeps."""
+    best = None
+    for p in sample_paths:
+        s = load_session(p)
+        path = s.get_branch()
+        tokens = sum(estimate_tokens(e["message"]) for e in path if e["type"] == "message")
+        big = [e for e in path if e["type"] == "message" and e["message"]["role"] == "toolResult"
+               and sum(utf16_len(b.get("text", "")) for b in e["message"]["content"]) > 2000]
+        if len(s.entries) >= 250 and tokens >= 60000 and len(big) >= 10:
+            best = (p.name, len(s.entries), tokens, len(big))
+            branch_summaries = [e for e in s.entries if e["type"] == "branch_summary"]
+            assert branch_summaries and len(s.leaves()) >= 2
+            assert any(e["type"] == "compaction" for e in path)
+            truncated = [e["message"] for e in path if e["type"] == "message" and e["message"]["role"] == "toolResult"
+                         and (e["message"].get("details") or {}).get("truncation", {}).get("truncated")]
+            assert truncated and truncated[0]["details"]["fullOutputPath"].startswith("/tmp/")
+    assert best is not None, "no long tool-heavy sample"
+
+
+def test_v2_flavour_and_pi_0871_entries(sample_paths: list[Path]) -> None:
+    """Role ``custom`` messages (v2's hookMessage), ``system`` messages with prompt sections and tool
+    declarations, context edits (a replacement and a retry omission), a compaction carrying the
+    system message."""
+    entries = _all_entries()
+    msgs = [e["message"] for _, e in entries if e["type"] == "message"]
+    customs = [m for m in msgs if m["role"] == "custom"]
+    assert customs and all(m["customType"] and isinstance(m["display"], bool) for m in customs)
+    systems = [m for m in msgs if m["role"] == "system"]
+    full = [m for m in systems if m.get("toolsAdded")]
+    assert full and {t["name"] for t in full[0]["toolsAdded"]} >= {"read", "bash", "edit", "write"}
+    assert list(full[0]["sections"])[0] == "preamble" and full[0]["content"] == ""
+    assert any(not m.get("toolsAdded") and set(m["sections"]) == {"project_context"} for m in systems)
+    sessions = load_samples()
+    edits = [(n, e) for n, s in sessions.items() for e in s.entries if e["type"] == "context_edit"]
+    assert {e["replacement"] is None for _, e in edits} == {True, False}
+    for name, e in edits:
+        s = sessions[name]
+        target = s.get_entry(e["targetId"])
+        assert e["targetId"] in [x["id"] for x in s.get_branch(e["id"])]
+        if e["replacement"] is None:
+            assert target["message"]["role"] == "assistant" and target["message"]["stopReason"] == "error"
+        else:
+            assert isinstance(e["replacement"]["content"], list)  # Pi normalizes strings for tool results
+            ctx = build_session_context(s.entries, s.leaf_id)
+            assert target["message"] not in ctx.messages
+    comps = [e for _, e in entries if e["type"] == "compaction" and e.get("systemMessage")]
+    assert comps and comps[0]["systemMessage"]["role"] == "system"
+
+
 @pytest.mark.oracle
 def test_each_sample_opens_in_pi(oracle, sample_paths: list[Path]) -> None:
     for p in sample_paths:
@@ -110,4 +208,4 @@ def test_each_sample_opens_in_pi(oracle, sample_paths: list[Path]) -> None:
         assert len(opened["entries"]) == len(s.entries)
         assert opened["leafId"] == s.leaf_id
         ctx = oracle.build_context(p)
-        assert len(ctx["messages"]) > 0
+        assert len(ctx["messages"]) == len(build_session_context(s.entries, s.leaf_id).messages) > 0
