@@ -1,0 +1,119 @@
+"""The drift report HTML and the study job, end to end on the bundled samples."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from pimem.compaction import CompactionSettings  # noqa: E402
+from pimem.replay import replay  # noqa: E402
+from pimem.report import run_study, write_drift_report  # noqa: E402
+from pimem.session import Session, load_session  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _images(text: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", text)]
+
+
+def test_drift_report_of_a_replay(samples_dir, tmp_path):
+    result = replay(samples_dir / "auth-login-bug.jsonl", CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000),
+                    context_window=16000)
+    out = write_drift_report(result, tmp_path / "r" / "drift.html", title="Drift <of> auth & co")
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    assert "<title>Drift &lt;of&gt; auth &amp; co</title>" in text
+    images = _images(text)
+    assert len(images) >= 3 and all(i.startswith(PNG) for i in images)  # context, drift curves, tree
+    assert "Per compaction" in text
+    # one table row per compaction in the per-compaction table
+    section = text.split("<h2>Per compaction</h2>")[1].split("<h2>")[0]
+    assert section.count("<tr>") - 1 == len(result.compactions)
+    assert [p.name for p in out.parent.iterdir()] == ["drift.html"]  # no temporary file left
+
+
+def test_drift_report_escapes_session_text(tmp_path):
+    s = Session.new("/tmp/<b>", session_id="<script>x</script>", timestamp="2026-01-01T00:00:00.000Z")
+    s.append_message({"role": "user", "content": "hello", "timestamp": 1}, timestamp="2026-01-01T00:00:01.000Z")
+    text = write_drift_report(s, tmp_path / "d.html").read_text()
+    assert "<script>" not in text and html.escape("<script>x</script>") in text
+    assert "No compaction on the active path" in text
+
+
+def test_drift_report_of_a_session_file(samples_dir, tmp_path):
+    text = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "d.html").read_text()
+    assert "3 compactions on the active path" in text
+    assert "Estimate vs recorded usage" in text
+    assert len(_images(text)) == 3
+
+
+def test_drift_report_leaves_the_target_alone_on_failure(tmp_path):
+    target = tmp_path / "d.html"
+    target.write_text("old")
+    with pytest.raises(Exception):
+        write_drift_report(tmp_path / "missing.jsonl", target)
+    assert target.read_text() == "old"
+
+
+@pytest.fixture(scope="module")
+def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("study")
+    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
+                        workers=2, progress=False)
+    return out, summary
+
+
+def test_study_writes_every_part(study, sample_paths):
+    out, summary = study
+    df = pd.read_csv(out / "sweep.csv")
+    # reserve 2048/4096 × keep 2000/6000 at window 16000; at window 3000 only reserve 2048 (4096 ≥ window)
+    assert len(df) == len(sample_paths) * (4 + 2)
+    assert set(df.loc[df["context_window"] == 3000, "reserve_tokens"]) == {2048}
+    assert set(df["context_window"]) == {16000, 3000}
+    assert df["error"].isna().all()
+    assert (df.loc[df["context_window"] == 16000, "compactions"] > 0).any()
+    assert (out / "heatmap-w16000.png").read_bytes().startswith(PNG)
+    for p in sample_paths:
+        report = (out / "reports" / f"{p.stem}.html").read_text()
+        assert report.startswith("<!DOCTYPE html>")
+        replayed = load_session(out / "replays" / f"{p.stem}.jsonl")
+        assert len(replayed.entries) >= len(load_session(p).get_branch()) - 10
+    index = (out / "index.html").read_text()
+    for link in ["sweep.csv", "heatmap-w16000.png"] + [f"reports/{p.stem}.html" for p in sample_paths]:
+        assert f"'{link}'" in index
+        assert (out / link).exists()
+    assert (out / "cache.sqlite").exists()
+    assert f"{len(df)} runs (0 with errors)" in summary
+    assert str(out / "index.html") in summary
+
+
+def test_study_rerun_resumes_from_its_results(study, sample_paths):
+    out, _ = study
+    before = pd.read_csv(out / "sweep.csv")
+    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
+                        workers=1, progress=False)
+    after = pd.read_csv(out / "sweep.csv")
+    assert after["resumed"].all()
+    pd.testing.assert_series_equal(before["compactions"], after["compactions"])
+    assert "0 with errors" in summary
+
+
+def test_study_rejects_bad_arguments(sample_paths, tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        run_study([tmp_path / "nope.jsonl"], tmp_path / "o", progress=False)
+    with pytest.raises(ValueError, match="reserve"):
+        run_study(sample_paths, tmp_path / "o", reserve=[-1], progress=False)
+    with pytest.raises(ValueError, match="no setting"):
+        run_study(sample_paths, tmp_path / "o", reserve=[5000], window=[4000], progress=False)
+    with pytest.raises(ValueError, match="no session"):
+        run_study([], tmp_path / "o", progress=False)
