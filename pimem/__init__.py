@@ -97,6 +97,9 @@ _EXPORTS: dict[str, str] = {
     "probe_eval": "pimem.drift",
     "SummarySections": "pimem.drift",
     "Fact": "pimem.drift",
+    # reports
+    "write_drift_report": "pimem.report",
+    "run_study": "pimem.report",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
