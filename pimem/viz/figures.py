@@ -268,7 +268,8 @@ def plot_estimate_vs_usage(session: Any, leaf_id: str | None = None, *, ax: Any 
     """Pi's chars/4 estimate of the context against the recorded usage, per assistant message.
 
     Left axis: both token counts along the path; right axis: their ratio (recorded ÷ estimate),
-    with the median as a dotted line. Returns ``(fig, (ax, ax_ratio))``.
+    with the median as a dotted line (the ratio axis stops at 3× the median). Returns
+    ``(fig, (ax, ax_ratio))``.
     """
     session = _session_of(session)
     table = estimate_vs_usage_table(session, leaf_id)
@@ -284,6 +285,9 @@ def plot_estimate_vs_usage(session: Any, leaf_id: str | None = None, *, ax: Any 
     if len(table):
         med = float(np.nanmedian(table["ratio"]))
         ax2.axhline(med, color="#ff7f0e", ls=":", lw=1, label=f"median ratio {med:.2f}")
+        top = float(np.nanmax(table["ratio"]))
+        if math.isfinite(med) and med > 0:  # a few tiny early contexts must not flatten the rest
+            ax2.set_ylim(0, min(top, 3 * med) * 1.1)
     ax2.set_ylabel("recorded / estimate", color="#ff7f0e")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
