@@ -105,6 +105,13 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
+# ``replay`` and ``sweep`` are both functions and the modules that define them. Importing a
+# submodule binds its name on the package, which would hide the function behind the module, so
+# these two are imported eagerly: the function is bound last and stays.
+from pimem.replay import ReplayResult, navigate, replay  # noqa: E402
+from pimem.sweep import sweep  # noqa: E402
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
