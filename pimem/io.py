@@ -22,6 +22,8 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     binary = "b" in mode
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        # mkstemp makes the file private (0600); give it the mode a plain open() would
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, encoding=None if binary else encoding, newline=None if binary else "") as f:
             yield f
             f.flush()
@@ -33,6 +35,12 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
