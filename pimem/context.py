@@ -452,9 +452,7 @@ def _entries_and_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
         leaf = getattr(source, "leaf_id", None)
         return entries, source.get_entry, (NULL_LEAF if leaf is None else leaf)
     entries = source
-    index: dict[Any, dict] = {}
-    for e in entries:
-        index[e.get("id")] = e
+    index = {e.get("id"): e for e in entries}  # the last entry with an id wins, as in Pi's Map
     return entries, index.get, None
 
 
@@ -476,12 +474,20 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
         if not entries:
             return []
         leaf = entries[-1]
-    path = []
+    path = [leaf]
+    append = path.append
     current = leaf
-    while current is not None:
-        path.append(current)
+    while True:
         parent = current.get("parentId")
-        current = lookup(parent) if js_truthy(parent) else None
+        if parent.__class__ is str:
+            if not parent:
+                break
+        elif not js_truthy(parent):
+            break
+        current = lookup(parent)
+        if current is None:
+            break
+        append(current)
     path.reverse()
     return path
 
@@ -489,25 +495,26 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
 def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None]:
     """``getSessionContextSettings``: (thinking level, model) from the path."""
     thinking_level: Any = "off"
-    model: dict | None = None
+    model_source: dict | None = None  # the entry or assistant message the model comes from
+    from_entry = False
     for entry in path:
         etype = entry.get("type")
-        if etype == "thinking_level_change":
-            thinking_level = entry.get("thinkingLevel")
-        elif etype == "model_change":
-            model = {}
-            if "provider" in entry:
-                model["provider"] = entry["provider"]
-            if "modelId" in entry:
-                model["modelId"] = entry["modelId"]
-        elif etype == "message":
+        if etype == "message":
             message = entry["message"]
             if message.get("role") == "assistant":
-                model = {}
-                if "provider" in message:
-                    model["provider"] = message["provider"]
-                if "model" in message:
-                    model["modelId"] = message["model"]
+                model_source, from_entry = message, False
+        elif etype == "thinking_level_change":
+            thinking_level = entry.get("thinkingLevel")
+        elif etype == "model_change":
+            model_source, from_entry = entry, True
+    if model_source is None:
+        return thinking_level, None
+    model: dict = {}
+    if "provider" in model_source:
+        model["provider"] = model_source["provider"]
+    key = "modelId" if from_entry else "model"
+    if key in model_source:
+        model["modelId"] = model_source[key]
     return thinking_level, model
 
 
@@ -516,11 +523,12 @@ def session_entry_to_context_messages(entry: dict) -> list[dict]:
     etype = entry.get("type")
     if etype == "message":
         message = entry["message"]
-        role = message.get("role")
-        if role == "system" and message.get("content") is None:
-            return [{**message, "content": ""}]
-        if role in ("user", "assistant", "toolResult") and message.get("content") is None:
-            return [{**message, "content": []}]
+        if message.get("content") is None:
+            role = message.get("role")
+            if role == "system":
+                return [{**message, "content": ""}]
+            if role in ("user", "assistant", "toolResult"):
+                return [{**message, "content": []}]
         return [message]
     if etype == "custom_message":
         content = entry.get("content")
@@ -552,29 +560,34 @@ def session_entry_to_context_messages(entry: dict) -> list[dict]:
     return []
 
 
-def _context_entries_from_path(path: list[dict]) -> list[dict]:
-    compaction = None
-    for entry in path:
-        if entry.get("type") == "compaction":
-            compaction = entry
-    if compaction is None:
-        return path
-    cid = compaction.get("id")
+def _context_entries_from_path(path: list[dict], walked: bool = False) -> list[dict]:
+    """``buildContextEntries`` on a path; ``walked`` says the path came from following
+    parent links, so that its entries with truthy ids have distinct ids."""
     compaction_idx = -1
-    for i, entry in enumerate(path):
-        if entry.get("id") == cid:
+    for i in range(len(path) - 1, -1, -1):
+        if path[i].get("type") == "compaction":
             compaction_idx = i
             break
-    if compaction_idx < 0:  # pragma: no cover - the compaction is on the path
+    if compaction_idx < 0:
         return path
+    compaction = path[compaction_idx]
+    if not walked:
+        # Pi looks the compaction up by id: the first entry carrying that id.
+        cid = compaction.get("id")
+        for i in range(compaction_idx + 1):
+            if path[i].get("id") == cid:
+                compaction_idx = i
+                break
     context_entries = [compaction]
     first_kept = compaction.get("firstKeptEntryId", _MISSING)
-    found = False
+    start = compaction_idx
     for i in range(compaction_idx):
+        if path[i].get("id", _MISSING) == first_kept:
+            start = i
+            break
+    for i in range(start, compaction_idx):
         entry = path[i]
-        if not found and entry.get("id", _MISSING) == first_kept:
-            found = True
-        if found and not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
+        if not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
             context_entries.append(entry)
     context_entries.extend(path[compaction_idx + 1 :])
     return context_entries
@@ -582,7 +595,7 @@ def _context_entries_from_path(path: list[dict]) -> list[dict]:
 
 def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
     """``buildContextEntries``: latest compaction, its kept entries, then everything after."""
-    return _context_entries_from_path(build_session_path(source, leaf_id))
+    return _context_entries_from_path(build_session_path(source, leaf_id), True)
 
 
 def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
@@ -615,32 +628,52 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     return out
 
 
-def _project_path(path: list[dict]) -> SessionProjection:
-    thinking_level, model = get_session_context_settings(path)
-    context_entries = _context_entries_from_path(path)
-    edits: dict[Any, dict] = {}
-    for entry in context_entries:
-        if entry.get("type") == "context_edit":
-            edits[entry.get("targetId", _MISSING)] = entry
-    projected: list[ProjectedEntry] = []
+def _project_parts(context_entries: list[dict]) -> tuple[list, list[list[dict]], list[dict]]:
+    """The projection as parallel lists: entry types, messages per entry, all messages."""
+    types = [e.get("type") for e in context_entries]
+    per_entry: list[list[dict]] = []
     messages: list[dict] = []
-    if edits:
+    add_entry = per_entry.append
+    add = messages.append
+    if "context_edit" in types:
+        edits: dict[Any, dict] = {}
+        for entry, etype in zip(context_entries, types):
+            if etype == "context_edit":
+                edits[entry.get("targetId", _MISSING)] = entry
         for index, source in enumerate(context_entries):
-            if index > 0 and source.get("type") == "compaction":
+            if index > 0 and types[index] == "compaction":
                 msgs: list[dict] = []
             else:
                 msgs = project_context_entry(source, edits.get(source.get("id", _MISSING)))
-            projected.append(ProjectedEntry(source, msgs))
+            add_entry(msgs)
             messages.extend(msgs)
-    else:
-        to_msgs = session_entry_to_context_messages
-        for index, source in enumerate(context_entries):
-            if index > 0 and source.get("type") == "compaction":
-                msgs = []
-            else:
-                msgs = to_msgs(source)
-            projected.append(ProjectedEntry(source, msgs))
-            messages.extend(msgs)
+        return types, per_entry, messages
+    to_msgs = session_entry_to_context_messages
+    index = 0
+    for source, etype in zip(context_entries, types):
+        if etype == "message":
+            message = source["message"]
+            if message.get("content") is not None:
+                add_entry([message])
+                add(message)
+                index += 1
+                continue
+            msgs = to_msgs(source)
+        elif etype == "compaction" and index > 0:
+            msgs = []
+        else:
+            msgs = to_msgs(source)
+        add_entry(msgs)
+        messages.extend(msgs)
+        index += 1
+    return types, per_entry, messages
+
+
+def _project_path(path: list[dict], walked: bool = False) -> SessionProjection:
+    thinking_level, model = get_session_context_settings(path)
+    context_entries = _context_entries_from_path(path, walked)
+    _, per_entry, messages = _project_parts(context_entries)
+    projected = [ProjectedEntry(source, msgs) for source, msgs in zip(context_entries, per_entry)]
     return SessionProjection(projected, messages, thinking_level, model)
 
 
@@ -649,7 +682,7 @@ def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = 
 
     ``source`` is a :class:`~pimem.session.Session` or a list of entries (without the header).
     """
-    return _project_path(build_session_path(source, leaf_id))
+    return _project_path(build_session_path(source, leaf_id), True)
 
 
 def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionContext:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from pimem.jsonio import js_stringify, parse_iso_ms, utf16_len
+from pimem.jsonio import parse_iso_ms, utf16_len
+from pimem.tokens import estimate_chars
 
 if TYPE_CHECKING:  # pragma: no cover
     from pimem.session import Session
@@ -32,7 +33,6 @@ __all__ = [
     "usage_df",
 ]
 
-ESTIMATED_IMAGE_CHARS = 4800
 PREVIEW_WIDTH = 120
 
 
@@ -52,69 +52,14 @@ def _u16(value: Any) -> int:
     raise TypeError("no length")
 
 
-def _text_and_image_chars(content: Any) -> int:
-    from pimem.context import js_truthy
-
-    if isinstance(content, str):
-        return _u16(content)
-    if not isinstance(content, list):
-        raise TypeError("content is not a list")
-    chars = 0
-    for block in content:
-        kind = block.get("type")
-        if kind == "text" and js_truthy(block.get("text")):
-            chars += _u16(block["text"])
-        elif kind == "image":
-            chars += ESTIMATED_IMAGE_CHARS
-    return chars
-
-
 def message_chars(message: dict[str, Any]) -> int:
     """The characters Pi's ``estimateTokens`` counts for one message (UTF-16 units).
 
-    ``estimate_tokens(message) == ceil(message_chars(message) / 4)``: text, thinking, tool name
-    + ``JSON.stringify(arguments)``, summaries, bash command + output, 4800 per image, system
-    sections and added tools. Raises ``TypeError`` where Pi's function would throw.
+    This is :func:`pimem.tokens.estimate_chars`:
+    ``estimate_tokens(message) == ceil(message_chars(message) / 4)``. Raises ``TypeError``
+    where Pi's function would throw.
     """
-    role = message.get("role")
-    if role in ("user", "toolResult", "custom"):
-        return _text_and_image_chars(message.get("content"))
-    if role == "assistant":
-        content = message.get("content")
-        if isinstance(content, str):
-            return 0
-        if not isinstance(content, list):
-            raise TypeError("content is not a list")
-        chars = 0
-        for block in content:
-            kind = block.get("type")
-            if kind == "text":
-                chars += _u16(block.get("text"))
-            elif kind == "thinking":
-                chars += _u16(block.get("thinking"))
-            elif kind == "toolCall":
-                if "arguments" not in block:
-                    raise TypeError("toolCall without arguments")
-                chars += _u16(block.get("name")) + utf16_len(js_stringify(block["arguments"]))
-        return chars
-    if role == "bashExecution":
-        return _u16(message.get("command")) + _u16(message.get("output"))
-    if role in ("branchSummary", "compactionSummary"):
-        return _u16(message.get("summary"))
-    if role == "system":
-        from pimem.context import js_entries, js_truthy
-
-        chars = _text_and_image_chars(message.get("content"))
-        sections = message.get("sections")
-        if js_truthy(sections):
-            for _, section in js_entries(sections):
-                if js_truthy(section):
-                    chars += _u16(section)
-        tools = message.get("toolsAdded")
-        if js_truthy(tools):
-            chars += utf16_len(js_stringify(tools))
-        return chars
-    return 0
+    return estimate_chars(message)
 
 
 def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, int | None]:
@@ -122,7 +67,7 @@ def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, i
     chars = tokens = 0
     try:
         for m in messages:
-            c = message_chars(m)
+            c = estimate_chars(m)
             chars += c
             tokens += -(-c // 4)  # estimate_tokens(m) == ceil(message_chars(m) / 4)
     except (TypeError, AttributeError, KeyError, ValueError):

@@ -21,6 +21,7 @@ from pimem.jsonio import js_stringify, utf16_len
 __all__ = [
     "ESTIMATED_IMAGE_CHARS",
     "ContextUsageEstimate",
+    "estimate_chars",
     "estimate_tokens",
     "estimate_messages_tokens",
     "calculate_context_tokens",
@@ -64,38 +65,51 @@ def _ceil4(chars: int) -> int:
     return -(-chars // 4)
 
 
-def estimate_tokens(message: dict) -> int:
-    """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts."""
+def estimate_chars(message: dict) -> int:
+    """The characters (UTF-16 code units) Pi's ``estimateTokens`` counts for one message.
+
+    Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
+    output, system content, sections and added tools, 4800 per image.
+    ``estimate_tokens(m) == ceil(estimate_chars(m) / 4)``; raises ``TypeError`` where Pi's
+    function throws.
+    """
     role = message.get("role")
-    if role == "user" or role == "toolResult" or role == "custom":
-        return _ceil4(_text_and_image_chars(message.get("content")))
     if role == "assistant":
         content = message.get("content")
-        if isinstance(content, str):
-            return 0  # for..of over a string yields characters without a type
-        if not isinstance(content, list):
-            raise TypeError(f"assistant content is not iterable: {content!r}")
+        if content.__class__ is not list:
+            if isinstance(content, str):
+                return 0  # for..of over a string yields characters without a type
+            if not isinstance(content, list):
+                raise TypeError(f"assistant content is not iterable: {content!r}")
         chars = 0
         for block in content:
             btype = block.get("type")
             if btype == "text":
-                chars += _js_length(block.get("text"), "text block")
+                value = block.get("text")
             elif btype == "thinking":
-                chars += _js_length(block.get("thinking"), "thinking block")
+                value = block.get("thinking")
             elif btype == "toolCall":
                 if "arguments" not in block:
                     raise TypeError("toolCall block has no arguments")
                 chars += _js_length(block.get("name"), "toolCall name") + utf16_len(
                     js_stringify(block["arguments"])
                 )
-        return _ceil4(chars)
+                continue
+            else:
+                continue
+            if value.__class__ is str and value.isascii():
+                chars += len(value)
+            else:
+                chars += _js_length(value, btype + " block")
+        return chars
+    if role == "user" or role == "toolResult" or role == "custom":
+        return _text_and_image_chars(message.get("content"))
     if role == "bashExecution":
-        return _ceil4(
-            _js_length(message.get("command"), "bash command")
-            + _js_length(message.get("output"), "bash output")
+        return _js_length(message.get("command"), "bash command") + _js_length(
+            message.get("output"), "bash output"
         )
     if role == "branchSummary" or role == "compactionSummary":
-        return _ceil4(_js_length(message.get("summary"), "summary"))
+        return _js_length(message.get("summary"), "summary")
     if role == "system":
         chars = _text_and_image_chars(message.get("content"))
         sections = message.get("sections")
@@ -106,8 +120,13 @@ def estimate_tokens(message: dict) -> int:
         tools = message.get("toolsAdded")
         if js_truthy(tools):
             chars += utf16_len(js_stringify(tools))
-        return _ceil4(chars)
+        return chars
     return 0
+
+
+def estimate_tokens(message: dict) -> int:
+    """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts."""
+    return -(-estimate_chars(message) // 4)
 
 
 def estimate_messages_tokens(messages: Iterable[dict]) -> int:
