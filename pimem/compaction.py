@@ -20,6 +20,7 @@ from pimem.context import (
     ProjectedEntry,
     SessionProjection,
     _context_entries_from_path,
+    _project_parts,
     _project_path,
     convert_to_llm,
     get_current_system_message,
@@ -44,6 +45,7 @@ from pimem.serialize import (
 )
 from pimem.summarizers.base import SummaryRequest, SummaryResponse
 from pimem.tokens import (
+    _projected_estimate,
     ContextUsageEstimate,
     TokenCache,
     calculate_context_tokens,
@@ -259,61 +261,132 @@ def find_projected_cut_point(
     cache: TokenCache | None = None,
 ) -> CutPointResult:
     """``findProjectedCutPoint``: the cut over projected entries, with Pi's recovery-omission rule."""
-    est = cache.estimate if cache is not None else estimate_tokens
+    sources = [e.source_entry for e in entries]
+    return _cut_point_parts(
+        sources, [e.get("type") for e in sources], [e.messages for e in entries],
+        start_index, end_index, keep_recent_tokens, cache.estimate if cache is not None else estimate_tokens,
+    )
+
+
+def _is_cut_point_parts(etype: Any, msgs: list[dict]) -> bool:
+    if etype == "compaction":
+        return False
+    for m in msgs:
+        if m.get("role") in _CUT_POINT_ROLES:
+            return True
+    return False
+
+
+def _is_turn_start_parts(etype: Any, msgs: list[dict]) -> bool:
+    if etype == "compaction":
+        return False
+    for m in msgs:
+        if m.get("role") in _TURN_START_ROLES:
+            return True
+    return False
+
+
+def _cut_point_parts(
+    sources: Sequence[dict],
+    types: Sequence[Any],
+    per_entry: Sequence[list[dict]],
+    start_index: int,
+    end_index: int,
+    keep_recent_tokens: float,
+    est: Callable[[dict], int],
+) -> CutPointResult:
+    """``findProjectedCutPoint`` on a projection given as parallel lists (sources, types, messages)."""
+    is_cut = _is_cut_point_parts
     # cutPoints[0] and cutPoints.find(c >= i) are found by scanning, without the full list.
-    first_cut = next((i for i in range(start_index, end_index) if _is_projected_cut_point(entries[i])), None)
-    if first_cut is None:
+    first_cut = -1
+    for i in range(start_index, end_index):
+        if is_cut(types[i], per_entry[i]):
+            first_cut = i
+            break
+    if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     accumulated = 0
     exceeded = False
     cut_index = first_cut
     for i in range(end_index - 1, start_index - 1, -1):
-        tokens = 0
-        for m in entries[i].messages:
-            tokens += est(m)
+        msgs = per_entry[i]
+        if len(msgs) == 1:
+            tokens = est(msgs[0])
+        else:
+            tokens = 0
+            for m in msgs:
+                tokens += est(m)
         if tokens == 0:
             continue
         accumulated += tokens
         if accumulated >= keep_recent_tokens:
             exceeded = True
-            found = next((c for c in range(i, end_index) if _is_projected_cut_point(entries[c])), None)
-            if found is None:
-                found = next(c for c in range(end_index - 1, -1, -1) if _is_projected_cut_point(entries[c]))
+            found = -1
+            for c in range(i, end_index):
+                if is_cut(types[c], per_entry[c]):
+                    found = c
+                    break
+            if found < 0:  # the last cut point of the range
+                for c in range(end_index - 1, -1, -1):
+                    if is_cut(types[c], per_entry[c]):
+                        found = c
+                        break
             cut_index = found
             break
 
-    suffix = entries[cut_index + 1 : end_index]
-    if exceeded and suffix:
-        visible = [
-            e.source_entry.get("type") != "context_edit" and len(session_entry_to_context_messages(e.source_entry)) > 0
-            for e in suffix
-        ]
-        omitted = [v and len(e.messages) == 0 for v, e in zip(visible, suffix)]
-        omitted_ids = {e.source_entry.get("id") for e, o in zip(suffix, omitted) if o}
-        has_external_replacement = any(
-            e.source_entry.get("type") == "context_edit"
-            and e.source_entry.get("replacement", _MISSING) is not None
-            and e.source_entry.get("targetId") not in omitted_ids
-            for e in suffix
-        )
-        if (
-            not has_external_replacement
-            and any(
-                o and e.source_entry.get("type") == "message" and e.source_entry["message"].get("role") == "assistant"
-                for e, o in zip(suffix, omitted)
-            )
-            and all(e.source_entry.get("type") != "compaction" and (not v or o) for e, v, o in zip(suffix, visible, omitted))
-        ):
-            cut_index += 1
+    if exceeded and cut_index + 1 < end_index and _is_recovery_omission_suffix(
+        sources, types, per_entry, cut_index + 1, end_index
+    ):
+        cut_index += 1
 
     while cut_index > start_index:
-        prev = entries[cut_index - 1]
-        if prev.source_entry.get("type") == "compaction" or len(prev.messages) > 0:
+        if types[cut_index - 1] == "compaction" or len(per_entry[cut_index - 1]) > 0:
             break
         cut_index -= 1
-    starts_turn = _is_projected_turn_start(entries[cut_index])
-    turn_start = -1 if starts_turn else _find_projected_turn_start_index(entries, cut_index, start_index)
+    starts_turn = _is_turn_start_parts(types[cut_index], per_entry[cut_index])
+    turn_start = -1
+    if not starts_turn:
+        for i in range(cut_index, start_index - 1, -1):
+            if _is_turn_start_parts(types[i], per_entry[i]):
+                turn_start = i
+                break
     return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
+
+
+def _is_recovery_omission_suffix(
+    sources: Sequence[dict], types: Sequence[Any], per_entry: Sequence[list[dict]], start: int, end: int
+) -> bool:
+    """Pi's closed suffix of omitted recovery attempts after the cut (entries ``start:end``).
+
+    Every suffix entry must be no compaction and either invisible by itself or omitted by an
+    edit; one omitted entry must be an assistant message; no edit in the suffix may replace an
+    entry outside the omitted ones. Stops at the first entry that breaks the rule.
+    """
+    omitted_ids = set()
+    edits = []
+    omitted_assistant = False
+    for k in range(start, end):
+        etype = types[k]
+        if etype == "compaction":
+            return False
+        if etype == "context_edit":
+            edits.append(sources[k])
+            continue
+        source = sources[k]
+        # A message entry always has one message of its own; others are checked.
+        if etype != "message" and len(session_entry_to_context_messages(source)) == 0:
+            continue  # not visible by itself
+        if len(per_entry[k]) > 0:
+            return False  # visible and not omitted
+        omitted_ids.add(source.get("id"))
+        if etype == "message" and source["message"].get("role") == "assistant":
+            omitted_assistant = True
+    if not omitted_assistant:
+        return False
+    for edit in edits:
+        if edit.get("replacement", _MISSING) is not None and edit.get("targetId") not in omitted_ids:
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -349,6 +422,50 @@ def _hashable(value: Any) -> Any:
     return value
 
 
+def _add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
+    """``extractFileOpsFromMessage`` over many messages (same rule, one loop)."""
+    read, written, edited = file_ops.read, file_ops.written, file_ops.edited
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "toolCall":
+                continue
+            if "arguments" not in block or "name" not in block:
+                continue
+            args = block["arguments"]
+            if not isinstance(args, dict) or not args:
+                continue  # also covers JavaScript's falsy arguments
+            path = args.get("path")
+            if not isinstance(path, str) or not path:
+                continue
+            name = block["name"]
+            if name == "read":
+                read.add(path)
+            elif name == "write":
+                written.add(path)
+            elif name == "edit":
+                edited.add(path)
+
+
+def _previous_file_ops(prev: dict | None) -> FileOperations:
+    """File operations carried over from the previous compaction's details (unless from a hook)."""
+    file_ops = FileOperations()
+    if prev is not None:
+        details = prev.get("details")
+        if not js_truthy(prev.get("fromHook")) and js_truthy(details) and isinstance(details, dict):
+            read_files = details.get("readFiles")
+            if isinstance(read_files, list):
+                file_ops.read.update(_hashable(f) for f in read_files)
+            modified = details.get("modifiedFiles")
+            if isinstance(modified, list):
+                file_ops.edited.update(_hashable(f) for f in modified)
+    return file_ops
+
+
 def _messages_for_compaction(entry: ProjectedEntry) -> list[dict]:
     if entry.source_entry.get("type") == "compaction":
         return []
@@ -362,46 +479,65 @@ def _prepare_from_projection(
     cache: TokenCache | None,
     tokens_before: Any = _MISSING,
 ) -> CompactionPreparation | None:
-    projected = projection.entries
-    prev_index = -1
-    for i, e in enumerate(projected):
-        if e.source_entry.get("type") == "compaction" and len(e.messages) > 0:
-            prev_index = i
-            break
+    entries = projection.entries
+    sources = [e.source_entry for e in entries]
+    return _prepare_parts(
+        sources, [e.get("type") for e in sources], [e.messages for e in entries], projection.messages,
+        path_entries, settings, cache, tokens_before,
+    )
+
+
+def _prepare_parts(
+    sources: Sequence[dict],
+    types: Sequence[Any],
+    per_entry: Sequence[list[dict]],
+    messages: Sequence[dict],
+    path_entries: Sequence[dict],
+    settings: CompactionSettings,
+    cache: TokenCache | None,
+    tokens_before: Any = _MISSING,
+) -> CompactionPreparation | None:
+    """``prepareCompaction`` after the projection, on parallel lists."""
+    count = len(sources)
+    # Only the projection's first entry can be a compaction with messages (Pi's findIndex).
+    prev_index = 0 if count and types[0] == "compaction" and len(per_entry[0]) > 0 else -1
     previous_summary: Any = None
     boundary_start = 0
     if prev_index >= 0:
-        previous_summary = projected[prev_index].source_entry.get("summary")
-        boundary_start = prev_index + 1
-    boundary_end = len(projected)
+        previous_summary = sources[0].get("summary")
+        boundary_start = 1
     if tokens_before is _MISSING:
-        tokens_before = estimate_projected_context_tokens(projection, path_entries, cache).tokens
-    cut = find_projected_cut_point(projected, boundary_start, boundary_end, settings.keep_recent_tokens, cache)
-    if cut.first_kept_entry_index >= len(projected):
+        tokens_before = _projected_estimate(sources, per_entry, messages, path_entries, cache).tokens
+    est = cache.estimate if cache is not None else estimate_tokens
+    cut = _cut_point_parts(sources, types, per_entry, boundary_start, count, settings.keep_recent_tokens, est)
+    first_kept_index = cut.first_kept_entry_index
+    if first_kept_index >= count:
         return None
-    first_kept_id = projected[cut.first_kept_entry_index].source_entry.get("id")
+    first_kept_id = sources[first_kept_index].get("id")
     if not js_truthy(first_kept_id):
         return None
-    history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_entry_index
-    to_summarize: list[dict] = []
-    for e in projected[boundary_start:history_end]:
-        to_summarize.extend(_messages_for_compaction(e))
+    is_split = cut.is_split_turn
+    history_end = cut.turn_start_index if is_split else first_kept_index
+    # Compaction entries after the first project to no messages, so the messages of
+    # entries [a, b) are a slice of the flat message list.
+    start_offset = len(per_entry[0]) if boundary_start else 0
+    end_offset = len(messages) - sum(map(len, per_entry[history_end:]))
+    to_summarize = [m for m in messages[start_offset:end_offset] if m.get("role") != "system"]
     turn_prefix: list[dict] = []
-    if cut.is_split_turn:
-        for e in projected[cut.turn_start_index : cut.first_kept_entry_index]:
-            turn_prefix.extend(_messages_for_compaction(e))
+    if is_split:
+        prefix_end = len(messages) - sum(map(len, per_entry[first_kept_index:]))
+        turn_prefix = [m for m in messages[end_offset:prefix_end] if m.get("role") != "system"]
     if not to_summarize and not turn_prefix:
         return None
-    sources = [e.source_entry for e in projected] if prev_index >= 0 else []
-    file_ops = extract_file_operations(to_summarize, sources, prev_index)
-    if cut.is_split_turn:
-        for m in turn_prefix:
-            extract_file_ops_from_message(m, file_ops)
+    file_ops = _previous_file_ops(sources[0] if prev_index >= 0 else None)
+    _add_file_ops(to_summarize, file_ops)
+    if is_split:
+        _add_file_ops(turn_prefix, file_ops)
     return CompactionPreparation(
         first_kept_entry_id=first_kept_id,
         messages_to_summarize=to_summarize,
         turn_prefix_messages=turn_prefix,
-        is_split_turn=cut.is_split_turn,
+        is_split_turn=is_split,
         tokens_before=tokens_before,
         previous_summary=previous_summary,
         file_ops=file_ops,
@@ -417,12 +553,14 @@ def prepare_compaction(
 ) -> CompactionPreparation | None:
     """``prepareCompaction``: what to summarize and where to cut, or None if nothing to do.
 
-    ``path_entries`` is the active path (``session.get_branch()``), root first.
+    ``path_entries`` is the active path (``session.get_branch()``), root first. ``cache``
+    (a :class:`~pimem.tokens.TokenCache`) reuses token estimates across calls.
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
-    projection = _project_path(build_session_path(path_entries))
-    return _prepare_from_projection(projection, path_entries, settings, cache)
+    sources = _context_entries_from_path(build_session_path(path_entries), True)
+    types, per_entry, messages = _project_parts(sources)
+    return _prepare_parts(sources, types, per_entry, messages, path_entries, settings, cache)
 
 
 # ---------------------------------------------------------------------------

@@ -211,31 +211,47 @@ def estimate_projected_context_tokens(
     cache: "TokenCache | None" = None,
 ) -> ContextUsageEstimate:
     """``estimateProjectedContextTokens``: usage only if no later edit/compaction invalidates it."""
+    entries = projection.entries
+    return _projected_estimate(
+        [e.source_entry for e in entries], [e.messages for e in entries], projection.messages, branch_entries, cache
+    )
+
+
+def _projected_estimate(
+    sources: Sequence[dict],
+    per_entry: Sequence[Sequence[dict]],
+    messages: Sequence[dict],
+    branch_entries: Sequence[dict],
+    cache: "TokenCache | None",
+) -> ContextUsageEstimate:
+    """``estimateProjectedContextTokens`` on a projection given as parallel lists."""
     est = cache.estimate if cache is not None else estimate_tokens
-    messages = projection.messages
     estimate = estimate_context_tokens(messages, cache)
-    if estimate.last_usage_index is not None:
-        projected_index = 0
+    usage_index = estimate.last_usage_index
+    if usage_index is not None:
+        # The projected entry holding message ``usage_index`` (searched from the end: the
+        # usage is normally recent).
         usage_entry_id: Any = None
-        for entry in projection.entries:
-            next_index = projected_index + len(entry.messages)
-            if estimate.last_usage_index < next_index:
-                usage_entry_id = entry.source_entry.get("id")
+        end = len(messages)
+        for k in range(len(per_entry) - 1, -1, -1):
+            start = end - len(per_entry[k])
+            if start <= usage_index < end:
+                usage_entry_id = sources[k].get("id")
                 break
-            projected_index = next_index
-        usage_entry_index = -1
-        if js_truthy(usage_entry_id):
-            for i, e in enumerate(branch_entries):
-                if e.get("id") == usage_entry_id:
-                    usage_entry_index = i
-                    break
+            end = start
         latest_invalidating = -1
         for i in range(len(branch_entries) - 1, -1, -1):
             if branch_entries[i].get("type") in ("context_edit", "compaction"):
                 latest_invalidating = i
                 break
-        if usage_entry_index > latest_invalidating:
-            return estimate
+        if js_truthy(usage_entry_id):
+            usage_entry_index = -1
+            for i, e in enumerate(branch_entries):
+                if e.get("id") == usage_entry_id:
+                    usage_entry_index = i
+                    break
+            if usage_entry_index > latest_invalidating:
+                return estimate
     current_system = get_current_system_message(messages)
     tokens = est(current_system) if current_system is not None else 0
     for m in messages:
