@@ -268,6 +268,16 @@ class Oracle:
             fail=fail.to_json() if fail else None,
         )[0]
 
+    def navigate_tree(self, path: Path | str, cases: Sequence[dict[str, Any]], *, hash: bool = False) -> list[dict[str, Any]]:
+        """Pi's own ``AgentSession.navigateTree`` per case (the ``navigate_tree`` op in driver.mjs).
+
+        A case: ``targetId``, optional ``oldLeafId``, ``summarize``, ``customInstructions``,
+        ``replaceInstructions``, ``label``, ``reserveTokens``, ``model`` (driver model fields),
+        ``fail`` (a :class:`Failure` as JSON), ``hook`` (what a ``session_before_tree`` handler
+        returns; ``None`` = a handler that returns nothing; absent = no handler).
+        """
+        return self.run("navigate_tree", path=str(path), navigations=list(cases), hash=hash)
+
 
 def try_oracle() -> Oracle | None:
     """An Oracle when installed, else None."""

@@ -530,6 +530,112 @@ const ops = {
         });
     },
 
+    /**
+     * Pi's own AgentSession.navigateTree (/tree) on an in-memory SessionManager, one fresh
+     * AgentSession per case. The agent's stream function is the recording one (canned answer);
+     * an optional inline extension answers session_before_tree with the case's `hook` object
+     * (or nothing) and records the preparation it saw. Entries the session appended while
+     * being set up (a missing thinking_level_change) are reported as `setupEntries`.
+     */
+    async navigate_tree(req) {
+        const idx = await load("index.js");
+        const agentDir = mkdtempSync(join(workDir, "agent-"));
+        const out = [];
+        for (const c of req.navigations) {
+            const fileEntries = sm.loadEntriesFromFile(privateCopy(req.path));
+            sm.migrateSessionEntries(fileEntries);
+            const header = fileEntries.find((e) => e.type === "session");
+            const manager = idx.SessionManager.inMemory(header.cwd ?? "/", undefined, fileEntries);
+            if (c.oldLeafId) manager.branch(c.oldLeafId);
+            const initialCount = manager.getEntries().length;
+            const settingsManager = idx.SettingsManager.inMemory({
+                retry: { enabled: false },
+                ...(c.reserveTokens !== undefined && c.reserveTokens !== null
+                    ? { branchSummary: { reserveTokens: c.reserveTokens } }
+                    : {}),
+            });
+            const hookEvents = [];
+            const factories = [];
+            if (c.hook !== undefined) {
+                factories.push((pi) => {
+                    pi.on("session_before_tree", async (event) => {
+                        const p = event.preparation;
+                        hookEvents.push({
+                            targetId: p.targetId,
+                            oldLeafId: p.oldLeafId,
+                            commonAncestorId: p.commonAncestorId,
+                            entryIds: p.entriesToSummarize.map((e) => e.id),
+                            userWantsSummary: p.userWantsSummary,
+                            customInstructions: p.customInstructions ?? null,
+                            replaceInstructions: p.replaceInstructions ?? null,
+                            label: p.label ?? null,
+                        });
+                        return c.hook ?? undefined;
+                    });
+                });
+            }
+            const resourceLoader = new idx.DefaultResourceLoader({
+                cwd: agentDir,
+                agentDir,
+                settingsManager,
+                noExtensions: true,
+                noSkills: true,
+                noPromptTemplates: true,
+                noThemes: true,
+                extensionFactories: factories,
+            });
+            await resourceLoader.reload();
+            const { session } = await idx.createAgentSession({
+                cwd: agentDir,
+                agentDir,
+                sessionManager: manager,
+                settingsManager,
+                resourceLoader,
+                model: modelFrom(c.model),
+            });
+            const setupEntries = manager.getEntries().slice(initialCount);
+            const oldLeafId = manager.getLeafId();
+            const requests = [];
+            session.agent.streamFunction = recordingStream(requests, "branch", c.fail);
+            let result = null;
+            let error = null;
+            try {
+                result = await session.navigateTree(c.targetId, {
+                    summarize: c.summarize ?? false,
+                    customInstructions: c.customInstructions ?? undefined,
+                    replaceInstructions: c.replaceInstructions ?? undefined,
+                    label: c.label ?? undefined,
+                });
+            } catch (err) {
+                if (err?.constructor !== Error) throw err;
+                error = String(err?.message ?? err);
+            }
+            const all = manager.getEntries();
+            out.push({
+                targetId: c.targetId,
+                oldLeafId,
+                setupEntries,
+                result: result && {
+                    cancelled: result.cancelled ?? null,
+                    aborted: result.aborted ?? null,
+                    editorText: result.editorText ?? null,
+                    summaryEntryId: result.summaryEntry?.id ?? null,
+                },
+                error,
+                newEntries: all.slice(initialCount + setupEntries.length),
+                entryCount: all.length,
+                leafId: manager.getLeafId(),
+                labels: Object.fromEntries(
+                    all.filter((e) => e.type === "label").map((e) => [e.targetId, manager.getLabel(e.targetId) ?? null]),
+                ),
+                requests: requests.map((r) => ({ ...r, prompt: emit(r.prompt, req.hash ?? false) })),
+                hookEvents,
+            });
+            session.dispose?.();
+        }
+        return out;
+    },
+
     /** Session facts: tips (childless entries) and the count of entries. */
     info(req) {
         const s = getSession(req.path);
