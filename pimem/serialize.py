@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from pimem.context import _MISSING, content_text, js_entries, js_string, js_truthy
+import orjson
+
+from pimem.context import _MISSING, convert_to_llm, js_entries, js_string, js_truthy
 from pimem.jsonio import js_slice, js_stringify, utf16_len
 from pimem.prompts import SUMMARIZATION_SYSTEM_PROMPT
 
@@ -25,6 +27,9 @@ __all__ = [
     "format_file_operations",
     "truncate_for_summary",
     "serialize_conversation",
+    "serialize_message",
+    "serialize_messages",
+    "SerializationCache",
     "js_sorted",
 ]
 
@@ -113,49 +118,138 @@ def _join(values: list, sep: str) -> str:
 
 def truncate_for_summary(text: str, max_chars: int) -> str:
     """``truncateForSummary``: keep the first ``max_chars`` UTF-16 units and a marker."""
+    if len(text) <= max_chars and (text.isascii() or utf16_len(text) <= max_chars):
+        return text
     length = utf16_len(text)
     if length <= max_chars:
         return text
     return f"{js_slice(text, 0, max_chars)}\n\n[... {length - max_chars} more characters truncated]"
 
 
+def _text_of(content: Any, separator: str) -> str:
+    """``contentText`` (see :func:`pimem.context.content_text`) with a fast path for strings."""
+    if content.__class__ is str:
+        return content
+    if content is None or content is _MISSING:
+        raise TypeError("Cannot read properties of null (reading 'filter')")
+    parts = []
+    for block in content:
+        if block.get("type") == "text":
+            text = block.get("text")
+            parts.append(text if text.__class__ is str else ("" if text is None else js_string(text)))
+    return separator.join(parts)
+
+
+def _json_value(value: Any) -> str:
+    """``JSON.stringify(value)``; strings go straight through orjson (same escapes as JavaScript)."""
+    if value.__class__ is str:
+        try:
+            return orjson.dumps(value).decode("utf-8")
+        except TypeError:  # lone surrogates: the exact encoder
+            pass
+    return js_stringify(value)
+
+
+_DIGITS = frozenset("0123456789")
+
+
+def _arguments_text(args: Any) -> str:
+    """``Object.entries(args).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")``."""
+    if args.__class__ is dict:
+        for key in args:
+            if key.__class__ is not str or key[:1] in _DIGITS:
+                break  # integer-like keys come first in JavaScript: the general path
+        else:
+            return ", ".join([f"{k}={_json_value(v)}" for k, v in args.items()])
+    return ", ".join([f"{k}={js_stringify(v)}" for k, v in js_entries(args)])
+
+
+def serialize_message(message: dict) -> str:
+    """The text :func:`serialize_conversation` makes of one LLM message ("" for none).
+
+    ``serialize_conversation(ms) == "\n\n".join(t for t in map(serialize_message, ms) if t)``.
+    """
+    role = message.get("role")
+    if role == "toolResult":
+        content = _text_of(message.get("content"), "")
+        if content:
+            return "[Tool result]: " + truncate_for_summary(content, TOOL_RESULT_MAX_CHARS)
+        return ""
+    if role == "assistant":
+        content = message.get("content")
+        if isinstance(content, str):
+            raise TypeError("msg.content.some is not a function (assistant content is a string)")
+        thinking_parts: list[str] = []
+        tool_calls: list[str] = []
+        has_text = False
+        for block in content:
+            btype = block.get("type")
+            if btype == "thinking":
+                thinking = block.get("thinking", _MISSING)
+                if thinking.__class__ is not str:
+                    thinking = "" if thinking is None or thinking is _MISSING else js_string(thinking)
+                thinking_parts.append(thinking)
+            elif btype == "toolCall":
+                name = block.get("name", _MISSING)
+                if name.__class__ is not str:
+                    name = js_string(name)
+                tool_calls.append(f"{name}({_arguments_text(block.get('arguments', _MISSING))})")
+            elif btype == "text":
+                has_text = True
+        parts = []
+        if thinking_parts:
+            parts.append("[Assistant thinking]: " + "\n".join(thinking_parts))
+        if has_text:
+            parts.append("[Assistant]: " + _text_of(content, "\n"))
+        if tool_calls:
+            parts.append("[Assistant tool calls]: " + "; ".join(tool_calls))
+        return "\n\n".join(parts)
+    if role == "user":
+        content = _text_of(message.get("content"), "")
+        return "[User]: " + content if content else ""
+    return ""
+
+
 def serialize_conversation(messages: Iterable[dict]) -> str:
     """``serializeConversation``: LLM messages as ``[User]: …`` / ``[Assistant]: …`` text."""
-    parts: list[str] = []
-    append = parts.append
-    for msg in messages:
-        role = msg.get("role")
-        if role == "user":
-            content = content_text(msg.get("content"), "")
-            if content:
-                append(f"[User]: {content}")
-        elif role == "assistant":
-            content = msg.get("content")
-            thinking_parts: list[str] = []
-            tool_calls: list[str] = []
-            has_text = False
-            if isinstance(content, str):
-                raise TypeError("msg.content.some is not a function (assistant content is a string)")
-            for block in content:
-                btype = block.get("type")
-                if btype == "thinking":
-                    thinking = block.get("thinking", _MISSING)
-                    thinking_parts.append("" if thinking is None or thinking is _MISSING else js_string(thinking))
-                elif btype == "toolCall":
-                    args_str = ", ".join(
-                        f"{k}={js_stringify(v)}" for k, v in js_entries(block.get("arguments", _MISSING))
-                    )
-                    tool_calls.append(f"{js_string(block.get('name', _MISSING))}({args_str})")
-                elif btype == "text":
-                    has_text = True
-            if thinking_parts:
-                append("[Assistant thinking]: " + "\n".join(thinking_parts))
-            if has_text:
-                append("[Assistant]: " + content_text(content))
-            if tool_calls:
-                append("[Assistant tool calls]: " + "; ".join(tool_calls))
-        elif role == "toolResult":
-            content = content_text(msg.get("content"), "")
-            if content:
-                append("[Tool result]: " + truncate_for_summary(content, TOOL_RESULT_MAX_CHARS))
-    return "\n\n".join(parts)
+    texts = [serialize_message(m) for m in messages]
+    return "\n\n".join([t for t in texts if t])
+
+
+class SerializationCache:
+    """Serialized text per agent message, keyed by object identity.
+
+    ``cache.text(m)`` is ``serialize_conversation(convert_to_llm([m]))``. Messages are Pi's
+    JSON and the pipeline never mutates them: a cached text stays valid while the message
+    object is unchanged. The cache holds a reference to each message, so an identity cannot
+    be reused while its text is cached. Do not mutate a message after it has been cached
+    (call :meth:`clear` if you must).
+    """
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[dict, str]] = {}
+
+    def text(self, message: dict) -> str:
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        llm = convert_to_llm((message,))
+        text = serialize_message(llm[0]) if llm else ""
+        self._memo[id(message)] = (message, text)
+        return text
+
+    def clear(self) -> None:
+        self._memo.clear()
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+def serialize_messages(messages: Iterable[dict], cache: SerializationCache | None = None) -> str:
+    """``serializeConversation(convertToLlm(messages))``, reusing ``cache``'s per-message texts."""
+    if cache is None:
+        return serialize_conversation(convert_to_llm(messages))
+    text = cache.text
+    return "\n\n".join([t for t in map(text, messages) if t])
