@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from bisect import bisect_left, bisect_right
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from pimem.prompts import (
 )
 from pimem.serialize import (
     FileOperations,
+    SerializationCache,
+    serialize_messages,
     compute_file_lists,
     extract_file_ops_from_message,
     format_file_operations,
@@ -770,16 +773,34 @@ def compact(
 
 
 class ContextTracker:
-    """The projection of a growing path with running token sums.
+    """The projection of a growing path with running token sums, for cheap repeated preparations.
 
     ``append(entry)`` adds a child of the current last entry in O(messages of the entry)
     (a compaction or ``context_edit`` rebuilds the projection once). ``context_estimate()``
-    equals ``estimate_projected_context_tokens(projection, path)`` in O(1) and ``prepare()``
-    equals ``prepare_compaction(path, settings)`` without re-estimating unchanged messages.
+    equals ``estimate_projected_context_tokens(projection, path)`` in O(1); ``prepare()``
+    equals ``prepare_compaction(path, settings)`` in O(log n) plus the copies of its result
+    lists: per-entry token sums are kept as prefix sums (the cut point is a binary search),
+    cut points and turn starts as sorted positions, the messages to summarize as one list
+    (a preparation takes a slice) and file operations as a running union.
+    ``serialize(messages)`` is ``serialize_conversation(convert_to_llm(messages))`` with
+    each message's text cached.
+
+    Entries are Pi's JSON and are never mutated by the pipeline; estimates and texts are
+    cached per message object (by identity, holding a reference). An entry or message must
+    not be changed after it has been appended; call :meth:`reset` to start over.
+    Every message is estimated when appended, so a message Pi could not estimate raises
+    here even where a single ``prepare_compaction`` would not have reached it.
     """
 
-    def __init__(self, path_entries: Sequence[dict] = (), *, cache: TokenCache | None = None):
+    def __init__(
+        self,
+        path_entries: Sequence[dict] = (),
+        *,
+        cache: TokenCache | None = None,
+        serialization_cache: SerializationCache | None = None,
+    ):
         self.cache = cache if cache is not None else TokenCache()
+        self.serialization_cache = serialization_cache if serialization_cache is not None else SerializationCache()
         self.path: list[dict] = []
         self.reset(path_entries)
 
@@ -796,13 +817,28 @@ class ContextTracker:
         self._rebuild()
 
     def _rebuild(self) -> None:
-        proj = _project_path(build_session_path(self.path)) if self.path else SessionProjection([], [], "off", None)
-        self.projection = proj
-        self._edits = {
-            e.source_entry.get("targetId", _MISSING): e.source_entry
-            for e in proj.entries
-            if e.source_entry.get("type") == "context_edit"
-        }
+        if self.path:
+            path = build_session_path(self.path)
+            thinking_level, model = get_session_context_settings(path)
+            sources = list(_context_entries_from_path(path, True))
+            types, per_entry, messages = _project_parts(sources)
+        else:
+            thinking_level, model, sources, types, per_entry, messages = "off", None, [], [], [], []
+        self.projection = SessionProjection(
+            [ProjectedEntry(s, m) for s, m in zip(sources, per_entry)], messages, thinking_level, model
+        )
+        self._edits = {s.get("targetId", _MISSING): s for s, t in zip(sources, types) if t == "context_edit"}
+        # Parallel lists over projected entries.
+        self._sources: list[dict] = sources
+        self._types: list[Any] = list(types)
+        self._per_entry: list[list[dict]] = per_entry
+        self._entry_tokens: list[int] = []
+        self._cum: list[int] = [0]  # _cum[k]: tokens of entries [0, k)
+        self._ns_messages: list[dict] = []  # non-system messages, in order
+        self._ns_off: list[int] = [0]  # _ns_off[k]: non-system messages of entries [0, k)
+        self._cut_positions: list[int] = []
+        self._turn_positions: list[int] = []
+        # Running sums for the context estimate.
         self._total = 0
         self._non_system = 0
         self._system: list[dict] = []
@@ -810,21 +846,30 @@ class ContextTracker:
         self._usage_index: int | None = None
         self._usage_entry_pos = -1
         self._trailing = 0
-        offset = 0
-        for pos, pe in enumerate(proj.entries):
-            self._account(pe.messages, pos, offset)
-            offset += len(pe.messages)
+        self._message_count = 0
+        # File operations of entries [_fo_start, _fo_end).
+        self._fo_start = -1
+        self._fo_end = -1
+        self._fo = FileOperations()
+        for pos in range(len(sources)):
+            self._account(pos)
 
-    def _account(self, messages: list[dict], pos: int, offset: int) -> None:
+    def _account(self, pos: int) -> None:
+        """Add projected entry ``pos`` (already in the lists) to the sums and positions."""
         est = self.cache.estimate
+        etype = self._types[pos]
+        messages = self._per_entry[pos]
+        offset = self._message_count
+        entry_tokens = 0
         for j, m in enumerate(messages):
             t = est(m)
-            self._total += t
+            entry_tokens += t
             role = m.get("role")
             if role == "system":
                 self._system.append(m)
             else:
                 self._non_system += t
+                self._ns_messages.append(m)
             usage = get_assistant_usage(m) if role == "assistant" else None
             if usage is not None:
                 self._usage = usage
@@ -833,6 +878,15 @@ class ContextTracker:
                 self._trailing = 0
             else:
                 self._trailing += t
+        self._total += entry_tokens
+        self._message_count = offset + len(messages)
+        self._entry_tokens.append(entry_tokens)
+        self._cum.append(self._cum[-1] + entry_tokens)
+        self._ns_off.append(len(self._ns_messages))
+        if _is_cut_point_parts(etype, messages):
+            self._cut_positions.append(pos)
+        if _is_turn_start_parts(etype, messages):
+            self._turn_positions.append(pos)
 
     def append(self, entry: dict) -> None:
         """Add ``entry``, a child of the current last entry of the path."""
@@ -856,15 +910,23 @@ class ContextTracker:
         proj = self.projection
         edit = self._edits.get(entry.get("id", _MISSING))
         messages = project_context_entry(entry, edit) if edit is not None else session_entry_to_context_messages(entry)
-        offset = len(proj.messages)
         proj.entries.append(ProjectedEntry(entry, messages))
         proj.messages.extend(messages)
-        self._account(messages, len(proj.entries) - 1, offset)
-        thinking, model = get_session_context_settings([entry])
+        self._sources.append(entry)
+        self._types.append(etype)
+        self._per_entry.append(messages)
+        self._account(len(self._sources) - 1)
         if etype == "thinking_level_change":
-            proj.thinking_level = thinking
-        if model is not None:
-            proj.model = model
+            proj.thinking_level = entry.get("thinkingLevel")
+        elif etype == "model_change" or etype == "message":
+            _, model = get_session_context_settings((entry,))
+            if model is not None:
+                proj.model = model
+
+    def extend(self, entries: Sequence[dict]) -> None:
+        """``append`` each entry in turn."""
+        for entry in entries:
+            self.append(entry)
 
     # -- queries ------------------------------------------------------------
     def context_usage_estimate(self) -> ContextUsageEstimate:
@@ -878,7 +940,7 @@ class ContextTracker:
         """``estimateProjectedContextTokens(projection, path)``."""
         estimate = self.context_usage_estimate()
         if estimate.last_usage_index is not None:
-            usage_entry_id = self.projection.entries[self._usage_entry_pos].source_entry.get("id")
+            usage_entry_id = self._sources[self._usage_entry_pos].get("id")
             usage_entry_index = self._first_index.get(usage_entry_id, -1) if js_truthy(usage_entry_id) else -1
             if usage_entry_index > self._latest_invalidating:
                 return estimate
@@ -890,10 +952,98 @@ class ContextTracker:
         """``shouldCompact`` on the projected estimate."""
         return should_compact(self.context_estimate().tokens, context_window, settings)
 
+    def _cut_point(self, start: int, end: int, keep: float) -> CutPointResult:
+        """``findProjectedCutPoint`` over entries [start, end = all) from the maintained sums."""
+        cuts = self._cut_positions
+        a = bisect_left(cuts, start)
+        if a == len(cuts):
+            return CutPointResult(start, -1, False)
+        cut_index = cuts[a]
+        exceeded = False
+        if keep == keep:  # NaN never compares true: the budget is never reached
+            cum, tokens = self._cum, self._entry_tokens
+            total = cum[end]
+            # The newest entry i (with tokens) where tokens of [i, end) reach ``keep``.
+            try:
+                i = bisect_right(cum, total - keep, start, end) - 1
+            except OverflowError:  # pragma: no cover - absurd keep values
+                i = end - 1 if keep <= 0 else start - 1
+            while i >= start and not total - cum[i] >= keep:
+                i -= 1
+            while i + 1 < end and total - cum[i + 1] >= keep:
+                i += 1
+            while i >= start and tokens[i] == 0:
+                i -= 1
+            if i >= start:
+                exceeded = True
+                c = bisect_left(cuts, i)
+                cut_index = cuts[c] if c < len(cuts) else cuts[-1]
+        sources, types, per_entry = self._sources, self._types, self._per_entry
+        if exceeded and cut_index + 1 < end and _is_recovery_omission_suffix(
+            sources, types, per_entry, cut_index + 1, end
+        ):
+            cut_index += 1
+        while cut_index > start:
+            if types[cut_index - 1] == "compaction" or len(per_entry[cut_index - 1]) > 0:
+                break
+            cut_index -= 1
+        if _is_turn_start_parts(types[cut_index], per_entry[cut_index]):
+            return CutPointResult(cut_index, -1, False)
+        turns = self._turn_positions
+        t = bisect_right(turns, cut_index) - 1
+        turn_start = turns[t] if t >= 0 and turns[t] >= start else -1
+        return CutPointResult(cut_index, turn_start, turn_start != -1)
+
+    def _file_ops_of_range(self, start: int, end: int) -> FileOperations:
+        """File operations of entries [start, end), extending the running union when it can."""
+        if start != self._fo_start or end < self._fo_end:
+            self._fo_start, self._fo_end, self._fo = start, start, FileOperations()
+        per_entry, fo = self._per_entry, self._fo
+        for k in range(self._fo_end, end):
+            _add_file_ops(per_entry[k], fo)
+        self._fo_end = max(self._fo_end, end)
+        return fo
+
     def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> CompactionPreparation | None:
-        """``prepareCompaction(path, settings)`` reusing the maintained projection."""
+        """``prepareCompaction(path, settings)`` from the maintained projection and sums."""
         if self.path and self.path[-1].get("type") == "compaction":
             return None
-        return _prepare_from_projection(
-            self.projection, self.path, settings, self.cache, tokens_before=self.context_estimate().tokens
+        sources, per_entry = self._sources, self._per_entry
+        count = len(sources)
+        prev_index = 0 if count and self._types[0] == "compaction" and len(per_entry[0]) > 0 else -1
+        boundary_start = 1 if prev_index == 0 else 0
+        previous_summary = sources[0].get("summary") if prev_index == 0 else None
+        tokens_before = self.context_estimate().tokens
+        cut = self._cut_point(boundary_start, count, settings.keep_recent_tokens)
+        first_kept_index = cut.first_kept_entry_index
+        if first_kept_index >= count:
+            return None
+        first_kept_id = sources[first_kept_index].get("id")
+        if not js_truthy(first_kept_id):
+            return None
+        is_split = cut.is_split_turn
+        history_end = cut.turn_start_index if is_split else first_kept_index
+        ns, off = self._ns_messages, self._ns_off
+        to_summarize = ns[off[boundary_start] : off[history_end]]
+        turn_prefix = ns[off[history_end] : off[first_kept_index]] if is_split else []
+        if not to_summarize and not turn_prefix:
+            return None
+        file_ops = _previous_file_ops(sources[0] if prev_index == 0 else None)
+        done = self._file_ops_of_range(boundary_start, first_kept_index)
+        file_ops.read |= done.read
+        file_ops.written |= done.written
+        file_ops.edited |= done.edited
+        return CompactionPreparation(
+            first_kept_entry_id=first_kept_id,
+            messages_to_summarize=to_summarize,
+            turn_prefix_messages=turn_prefix,
+            is_split_turn=is_split,
+            tokens_before=tokens_before,
+            previous_summary=previous_summary,
+            file_ops=file_ops,
+            settings=settings,
         )
+
+    def serialize(self, messages: Sequence[dict]) -> str:
+        """``serialize_conversation(convert_to_llm(messages))`` with per-message texts cached."""
+        return serialize_messages(messages, self.serialization_cache)
