@@ -288,7 +288,8 @@ class _Projection:
             m = entry["message"]
             self.model = {"provider": m.get("provider"), "modelId": m.get("model")}
 
-    def append(self, entry: dict) -> None:
+    def append(self, entry: dict, projection: Any = None) -> None:
+        """Add a child of the last entry; ``projection``: the branch's projection when known."""
         self.branch.append(entry)
         index = len(self.branch) - 1
         self._note_settings(entry)
@@ -297,15 +298,19 @@ class _Projection:
             self.last_invalidating = index
             if etype == "compaction":
                 self.latest_compaction = entry
-            self.rebuild()
+            self.rebuild(projection)
             return
         eid = entry.get("id")
         for k, message in enumerate(session_entry_to_context_messages(entry)):
             self._add_message(message, index, (eid, k))
 
-    def rebuild(self) -> None:
-        """Recompute the projection from the branch (after a compaction or an edit)."""
-        projection = build_session_projection(self.branch, self.branch[-1].get("id") if self.branch else None)
+    def rebuild(self, projection: Any = None) -> None:
+        """Recompute the projection from the branch (after a compaction or an edit).
+
+        ``projection``: Pi's ``buildSessionProjection`` of the branch when the caller has it.
+        """
+        if projection is None:
+            projection = build_session_projection(self.branch, self.branch[-1].get("id") if self.branch else None)
         position = {e.get("id"): i for i, e in enumerate(self.branch)}
         edited = {e.get("targetId") for e in self.branch if e.get("type") == "context_edit"}
         self.has_context_edit = False
@@ -560,6 +565,11 @@ class _Replayer:
         tik_cache: dict | None = {} if token_source == "tiktoken" else None
         self.rec = _Projection(est_cache)
         self.rep = _Projection(est_cache, tik_cache)
+        # The replayed branch for preparations: prepare() in O(log n) tells when an automatic
+        # compaction would find nothing to do, without walking the branch.
+        from pimem.compaction import ContextTracker
+
+        self.tracker = ContextTracker()
         self.slope = _calibration_slope(self.path) if token_source == "calibrated" else 1.0
         self.simulated: dict[int, float] = {}  # id(message) -> simulated total
         self.simulated_input: dict[int, float] = {}
@@ -740,6 +750,14 @@ class _Replayer:
         info = self.model_info()
         branch = self.rep.branch
         leaf = self.new.leaf_id
+        window = dict(context_window=info.context_window,
+                      threshold=info.context_window - self.settings.reserve_tokens)
+        if reason != "manual" and self.tracker.prepare(self.settings) is None:
+            # Pi's automatic compaction returns at once when prepareCompaction finds nothing
+            # (no hook, no event); the tracker answers that without walking the branch.
+            self._row(kind="compact_skipped", check=check, reason=reason, note="nothing to compact",
+                      **window, **extra)
+            return False
         anchor_ts = branch[-1].get("timestamp") if branch else None
         counting = _CountingSummarizer(self.summarizer)
         start = time.perf_counter()
@@ -749,8 +767,6 @@ class _Replayer:
         latency = time.perf_counter() - start
         usage_cols = dict(summary_calls=counting.calls, request_tokens=counting.request_tokens,
                           response_tokens=counting.response_tokens, latency_s=latency)
-        window = dict(context_window=info.context_window,
-                      threshold=info.context_window - self.settings.reserve_tokens)
         if outcome.status == "skipped":
             self._row(kind="compact_skipped", check=check, reason=reason, note="nothing to compact",
                       **window, **extra)
@@ -769,7 +785,7 @@ class _Replayer:
             return False
         entry = outcome.entry
         preparation = outcome.preparation
-        self.rep.append(entry)
+        self._append_replayed(entry)
         self.compactions.append(entry)
         summary = entry.get("summary") or ""
         self._row(kind="compaction", check=check, reason=reason, fired=True, will_retry=will_retry,
@@ -783,11 +799,17 @@ class _Replayer:
 
     # -- walk --------------------------------------------------------------------------------------
 
+    def _append_replayed(self, entry: dict) -> None:
+        """Track an entry just appended to the new session."""
+        self.tracker.append(entry)
+        ready = self.tracker.projection if entry.get("type") in ("compaction", "context_edit") else None
+        self.rep.append(entry, ready)
+
     def append(self, entry: dict) -> None:
         new_entry = dict(entry)
         new_entry["parentId"] = self.new.leaf_id
         self.new.append_entry(new_entry)
-        self.rep.append(new_entry)
+        self._append_replayed(new_entry)
 
     def run(self) -> ReplayResult:
         path = self.path

@@ -126,19 +126,36 @@ def _load_ref(ref: Any, key: str) -> Any:
     return hit
 
 
+# One cache front per (process, cache file, summarizer identity): opening the SQLite file runs
+# an integrity check over the whole file, which must not be paid once per run.
+_CACHED: dict[tuple[int, str, bytes], Any] = {}
+
+
 def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
+    """The summarizer a run uses (behind the cache when given) and its miss counter (reset)."""
     if summarizer is None:
         from pimem.summarizers.extractive import ExtractiveSummarizer
 
         summarizer = ExtractiveSummarizer()
-    counter = _CallCounter(summarizer)
     if cache is None:
+        counter = _CallCounter(summarizer)
         return counter, counter
     from pimem.summarizers.cached import CachedSummarizer
 
     if isinstance(cache, CachedSummarizer):  # pragma: no cover - a ready cache object is used as is
-        return cache, counter
-    return CachedSummarizer(counter, cache), counter
+        return cache, _CallCounter(summarizer)
+    counter = _CallCounter(summarizer)
+    ident = orjson.dumps(_summarizer_identity(summarizer), option=orjson.OPT_SORT_KEYS, default=str)
+    key = (os.getpid(), os.path.abspath(str(cache)), ident)
+    cached = _CACHED.get(key)
+    if cached is None:
+        cached = CachedSummarizer(counter, cache)
+        if len(_CACHED) > 8:
+            _CACHED.clear()
+        _CACHED[key] = cached
+    else:
+        cached.inner = counter  # same identity, so the same keys: this run's summarizer answers misses
+    return cached, counter
 
 
 def _run_one(task: dict[str, Any]) -> dict[str, Any]:

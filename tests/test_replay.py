@@ -352,3 +352,22 @@ def test_bad_arguments_are_clear_errors(real_session):
         replay(real_session, SMALL, token_source="bogus")
     with pytest.raises(ValueError, match="triggers"):
         replay(real_session, SMALL, triggers="sometimes")
+
+
+def test_skipped_compactions_are_where_prepare_finds_nothing(real_session):
+    """A check that fires with nothing to compact is skipped exactly where Pi's
+    ``prepareCompaction`` on the replayed branch returns None (and every compaction had a
+    preparation)."""
+    from pimem.compaction import prepare_compaction
+
+    settings = CompactionSettings(reserve_tokens=8192, keep_recent_tokens=40000)
+    result = replay(real_session, settings, context_window=64000, token_source="estimate")
+    ev = result.events
+    skipped = ev[ev.kind == "compact_skipped"]
+    compactions = ev[ev.kind == "compaction"]
+    assert len(skipped) > 10 and len(compactions) > 10
+    for row in skipped.itertuples():
+        assert prepare_compaction(result.session.get_branch(row.leaf_id), settings) is None
+    for entry in result.compactions:
+        prep = prepare_compaction(result.session.get_branch(entry["parentId"]), settings)
+        assert prep is not None and prep.first_kept_entry_id == entry["firstKeptEntryId"]
