@@ -395,7 +395,9 @@ def run_tree_navigation(
         elif isinstance(hook_value, BranchSummaryResult):
             hook_value = TreeHookResult(summary=hook_value.summary, details=hook_value.details, usage=hook_value.usage)
         if isinstance(hook_value, TreeHookResult):
-            if hook_value.summary and summarize:
+            # Pi tests the extension's summary *object*: an empty summary text still counts as supplied
+            # (nothing is generated, and with no text no branch summary entry is appended).
+            if hook_value.summary is not None and summarize:
                 supplied = hook_value
             if hook_value.custom_instructions is not None:
                 custom_instructions = hook_value.custom_instructions

@@ -226,8 +226,6 @@ def test_navigate_matches_pi_on_the_real_sessions(oracle, real_v3_paths):
     assert any(e["type"] == "branch_summary" and e["parentId"] is None for r in results for e in r["newEntries"])
 
 
-@pytest.mark.xfail(strict=True, reason="pimem.hooks.run_tree_navigation treats a hook summary with empty text as "
-                   "no summary and generates one; Pi takes the extension's (empty) summary and appends nothing")
 def test_navigate_hook_with_an_empty_summary_matches_pi(oracle, sample_paths):
     from pimem.session import load_session
 
