@@ -115,7 +115,7 @@ from pimem.context import (
     get_current_system_message,
     session_entry_to_context_messages,
 )
-from pimem.tokens import calculate_context_tokens, estimate_tokens, get_assistant_usage
+from pimem.tokens import TokenCache, calculate_context_tokens, estimate_tokens, get_assistant_usage
 
 __all__ = ["replay", "ReplayResult", "navigate", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
 
@@ -211,7 +211,7 @@ class _Projection:
     ``compaction`` or ``context_edit`` entry rebuilds the projection once (O(n)).
     """
 
-    def __init__(self, est_cache: dict, tik_cache: dict | None = None) -> None:
+    def __init__(self, est_cache: TokenCache, tik_cache: dict | None = None) -> None:
         self.branch: list[dict] = []
         self.msgs: list[dict] = []
         self.msg_entry: list[int] = []  # branch index of the entry each message comes from
@@ -234,13 +234,7 @@ class _Projection:
     # -- building ------------------------------------------------------------------------------
 
     def _estimate(self, key: Any, message: dict) -> int:
-        if key is None:
-            return estimate_tokens(message)
-        hit = self.est_cache.get(key)
-        if hit is None:
-            hit = estimate_tokens(message)
-            self.est_cache[key] = hit
-        return hit
+        return self.est_cache.estimate(message)
 
     def _tiktoken(self, key: Any, message: dict) -> int:
         cache = self.tik_cache
@@ -494,9 +488,9 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
     return new, rng
 
 
-def _calibration_slope(path: Sequence[dict]) -> float:
+def _calibration_slope(path: Sequence[dict], cache: TokenCache | None = None) -> float:
     """Provider tokens per estimated token: slope of recorded totals against E_rec."""
-    projection = _Projection({})
+    projection = _Projection(cache if cache is not None else TokenCache())
     xs: list[float] = []
     ys: list[float] = []
     for entry in path:
@@ -561,7 +555,9 @@ class _Replayer:
         self.progress = progress
         self.path = original.get_branch(leaf_id)
         self.new, self.rng = _seeded_session(original, seed)
-        est_cache: dict = {}
+        # Estimates by message identity, shared by the recording's projection, the replay's
+        # and the tracker (the replayed entries hold the recorded message objects).
+        est_cache = TokenCache()
         tik_cache: dict | None = {} if token_source == "tiktoken" else None
         self.rec = _Projection(est_cache)
         self.rep = _Projection(est_cache, tik_cache)
@@ -569,8 +565,8 @@ class _Replayer:
         # compaction would find nothing to do, without walking the branch.
         from pimem.compaction import ContextTracker
 
-        self.tracker = ContextTracker()
-        self.slope = _calibration_slope(self.path) if token_source == "calibrated" else 1.0
+        self.tracker = ContextTracker(cache=est_cache)
+        self.slope = _calibration_slope(self.path, est_cache) if token_source == "calibrated" else 1.0
         self.simulated: dict[int, float] = {}  # id(message) -> simulated total
         self.simulated_input: dict[int, float] = {}
         self.events: list[dict] = []

@@ -5,7 +5,11 @@ session's content, the setting and the summarizer's identity, so a finished run 
 wherever the session file lives. With ``results_path`` each finished run is appended to a JSONL
 file at once (one line, flushed and synced); a sweep that dies is started again with the same
 arguments and skips the runs already there. Runs that ended in an error are written too (with
-the ``error`` column) and tried again on the next start.
+the ``error`` column) and tried again on the next start. A ``results_path`` ending in
+``.parquet`` names the final table instead: the resumable log is then the JSONL file beside it
+(``<name>.parquet.jsonl``), and the Parquet file is written (atomically) when the sweep ends.
+A killed worker process breaks the pool: the sweep raises, and started again it redoes only
+the runs missing from the log.
 
 Summaries go through a :class:`~pimem.summarizers.cached.CachedSummarizer` on a shared SQLite
 file when ``cache`` is given, so identical requests (same prompt, same settings) are answered
@@ -30,7 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 import pandas as pd
 
-__all__ = ["sweep", "expand_grid", "run_hash", "SETTING_KEYS"]
+__all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
 
 # setting keys understood per run; anything else is an error naming the key
 SETTING_KEYS = (
@@ -221,6 +225,35 @@ def _append_result(path: Path, row: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def log_path_for(results_path: str | os.PathLike) -> Path:
+    """The JSONL log that makes a sweep with this ``results_path`` resumable."""
+    path = Path(results_path)
+    if path.suffix.lower() == ".parquet":
+        return path.with_name(path.name + ".jsonl")
+    return path
+
+
+def _write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """Write the table atomically (temp file in the same folder, then rename)."""
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        table = df.copy()
+        for column in table.columns:  # free-form values (lists, dicts) travel as JSON text
+            if table[column].dtype == object and table[column].map(lambda v: isinstance(v, (list, dict))).any():
+                table[column] = table[column].map(
+                    lambda v: orjson.dumps(v, default=str).decode() if isinstance(v, (list, dict)) else v)
+        table.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def _is_dask_client(client: Any) -> bool:
     return client is not None and type(client).__module__.startswith("distributed")
 
@@ -241,7 +274,8 @@ def sweep(
     ``sessions``: paths or ``Session`` objects. ``grid``: a dict of lists (cartesian product)
     or a list of setting dicts with keys from :data:`SETTING_KEYS`. ``cache``: a SQLite file
     shared by all runs for summaries. ``results_path``: a JSONL file that makes the sweep
-    resumable (see module docs). ``client``: a ``dask.distributed.Client`` to run on.
+    resumable, or a ``.parquet`` file for the final table (its log beside it; see module
+    docs). ``client``: a ``dask.distributed.Client`` to run on.
     """
     settings = expand_grid(grid)
     refs = list(sessions)
@@ -256,7 +290,7 @@ def sweep(
             tasks.append({"ref": ref, "label": label, "session_hash": shash, "session_index": si,
                           "setting_index": ki, "setting": setting, "summarizer": summarizer,
                           "cache": cache_path, "run_hash": run_hash(shash, setting, ident)})
-    results_file = Path(results_path) if results_path is not None else None
+    results_file = log_path_for(results_path) if results_path is not None else None
     done = _read_results(results_file) if results_file is not None else {}
     rows: list[dict[str, Any]] = []
     todo = []
@@ -306,4 +340,6 @@ def sweep(
     df = pd.DataFrame(rows)
     if len(df):
         df = df.sort_values(["session_index", "setting_index"], kind="stable").reset_index(drop=True)
+    if results_path is not None and Path(results_path).suffix.lower() == ".parquet":
+        _write_parquet(df, Path(results_path))
     return df
