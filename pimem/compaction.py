@@ -9,6 +9,7 @@ along a growing session so that ``should_compact`` after every entry costs O(1).
 from __future__ import annotations
 
 import math
+import operator
 import os
 from bisect import bisect_left, bisect_right
 import time
@@ -20,6 +21,7 @@ from pimem.context import (
     _MISSING,
     ProjectedEntry,
     SessionProjection,
+    _context_entries_and_types,
     _context_entries_from_path,
     _project_parts,
     _project_path,
@@ -561,9 +563,17 @@ def prepare_compaction(
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
-    sources = _context_entries_from_path(build_session_path(path_entries), True)
-    types, per_entry, messages = _project_parts(sources)
-    return _prepare_parts(sources, types, per_entry, messages, path_entries, settings, cache)
+    path = build_session_path(path_entries)
+    path_types = [e.get("type") for e in path]
+    sources, types = _context_entries_and_types(path, True, path_types)
+    types, per_entry, messages = _project_parts(sources, types)
+    # Usually the entries given are the path itself: then their types are known already
+    # and their truthy ids are distinct.
+    same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
+    tokens_before = _projected_estimate(
+        sources, per_entry, messages, path_entries, cache, path_types if same else None, same
+    ).tokens
+    return _prepare_parts(sources, types, per_entry, messages, path_entries, settings, cache, tokens_before)
 
 
 # ---------------------------------------------------------------------------
@@ -820,8 +830,9 @@ class ContextTracker:
         if self.path:
             path = build_session_path(self.path)
             thinking_level, model = get_session_context_settings(path)
-            sources = list(_context_entries_from_path(path, True))
-            types, per_entry, messages = _project_parts(sources)
+            context_entries, types = _context_entries_and_types(path, True)
+            sources = list(context_entries)
+            types, per_entry, messages = _project_parts(sources, types)
         else:
             thinking_level, model, sources, types, per_entry, messages = "off", None, [], [], [], []
         self.projection = SessionProjection(

@@ -563,13 +563,17 @@ def session_entry_to_context_messages(entry: dict) -> list[dict]:
 def _context_entries_from_path(path: list[dict], walked: bool = False) -> list[dict]:
     """``buildContextEntries`` on a path; ``walked`` says the path came from following
     parent links, so that its entries with truthy ids have distinct ids."""
-    compaction_idx = -1
-    for i in range(len(path) - 1, -1, -1):
-        if path[i].get("type") == "compaction":
-            compaction_idx = i
-            break
-    if compaction_idx < 0:
-        return path
+    return _context_entries_and_types(path, walked)[0]
+
+
+def _context_entries_and_types(
+    path: list[dict], walked: bool = False, path_types: list | None = None
+) -> tuple[list[dict], list]:
+    """(``buildContextEntries`` on a path, the entries' types); ``path_types`` are the path's."""
+    types = [e.get("type") for e in path] if path_types is None else path_types
+    if "compaction" not in types:
+        return path, types
+    compaction_idx = len(types) - 1 - types[::-1].index("compaction")
     compaction = path[compaction_idx]
     if not walked:
         # Pi looks the compaction up by id: the first entry carrying that id.
@@ -590,7 +594,7 @@ def _context_entries_from_path(path: list[dict], walked: bool = False) -> list[d
         if not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
             context_entries.append(entry)
     context_entries.extend(path[compaction_idx + 1 :])
-    return context_entries
+    return context_entries, [e.get("type") for e in context_entries]
 
 
 def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
@@ -628,9 +632,12 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     return out
 
 
-def _project_parts(context_entries: list[dict]) -> tuple[list, list[list[dict]], list[dict]]:
+def _project_parts(
+    context_entries: list[dict], types: list | None = None
+) -> tuple[list, list[list[dict]], list[dict]]:
     """The projection as parallel lists: entry types, messages per entry, all messages."""
-    types = [e.get("type") for e in context_entries]
+    if types is None:
+        types = [e.get("type") for e in context_entries]
     per_entry: list[list[dict]] = []
     messages: list[dict] = []
     add_entry = per_entry.append
@@ -653,7 +660,7 @@ def _project_parts(context_entries: list[dict]) -> tuple[list, list[list[dict]],
     for source, etype in zip(context_entries, types):
         if etype == "message":
             message = source["message"]
-            if message.get("content") is not None:
+            if message.get("content") is not None:  # nearly all: the message itself
                 add_entry([message])
                 add(message)
                 index += 1
@@ -671,8 +678,8 @@ def _project_parts(context_entries: list[dict]) -> tuple[list, list[list[dict]],
 
 def _project_path(path: list[dict], walked: bool = False) -> SessionProjection:
     thinking_level, model = get_session_context_settings(path)
-    context_entries = _context_entries_from_path(path, walked)
-    _, per_entry, messages = _project_parts(context_entries)
+    context_entries, types = _context_entries_and_types(path, walked)
+    _, per_entry, messages = _project_parts(context_entries, types)
     projected = [ProjectedEntry(source, msgs) for source, msgs in zip(context_entries, per_entry)]
     return SessionProjection(projected, messages, thinking_level, model)
 

@@ -223,8 +223,15 @@ def _projected_estimate(
     messages: Sequence[dict],
     branch_entries: Sequence[dict],
     cache: "TokenCache | None",
+    branch_types: Sequence[Any] | None = None,
+    walked: bool = False,
 ) -> ContextUsageEstimate:
-    """``estimateProjectedContextTokens`` on a projection given as parallel lists."""
+    """``estimateProjectedContextTokens`` on a projection given as parallel lists.
+
+    ``branch_types`` are the branch entries' types if known; ``walked`` says the branch came
+    from following parent links (its truthy ids are distinct, so the usage entry is found by
+    searching from the end).
+    """
     est = cache.estimate if cache is not None else estimate_tokens
     estimate = estimate_context_tokens(messages, cache)
     usage_index = estimate.last_usage_index
@@ -239,17 +246,23 @@ def _projected_estimate(
                 usage_entry_id = sources[k].get("id")
                 break
             end = start
-        latest_invalidating = -1
-        for i in range(len(branch_entries) - 1, -1, -1):
-            if branch_entries[i].get("type") in ("context_edit", "compaction"):
-                latest_invalidating = i
-                break
         if js_truthy(usage_entry_id):
+            types = [e.get("type") for e in branch_entries] if branch_types is None else branch_types
+            backwards = types[::-1]
+            latest_invalidating = -1
+            for kind in ("context_edit", "compaction"):
+                if kind in backwards:
+                    latest_invalidating = max(latest_invalidating, len(types) - 1 - backwards.index(kind))
             usage_entry_index = -1
-            for i, e in enumerate(branch_entries):
-                if e.get("id") == usage_entry_id:
-                    usage_entry_index = i
-                    break
+            if walked:
+                for i in range(len(branch_entries) - 1, latest_invalidating, -1):
+                    if branch_entries[i].get("id") == usage_entry_id:
+                        usage_entry_index = i
+                        break
+            else:
+                ids = [e.get("id") for e in branch_entries]
+                # The first entry with that id (list.index compares by identity, then ==).
+                usage_entry_index = ids.index(usage_entry_id) if usage_entry_id in ids else -1
             if usage_entry_index > latest_invalidating:
                 return estimate
     current_system = get_current_system_message(messages)
