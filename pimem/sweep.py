@@ -76,14 +76,14 @@ def _session_text(session: Any) -> bytes:
     return b"\n".join(lines)
 
 
-def _session_key(ref: Any) -> tuple[str, str]:
-    """(label, content hash) of a session given as a path or a ``Session``."""
+def _session_key(ref: Any) -> tuple[str, str, int]:
+    """(label, content hash, size in bytes) of a session given as a path or a ``Session``."""
     if isinstance(ref, (str, os.PathLike)):
         data = Path(ref).read_bytes()
-        return str(ref), hashlib.sha256(data).hexdigest()
+        return str(ref), hashlib.sha256(data).hexdigest(), len(data)
     data = _session_text(ref)
     label = str(getattr(ref, "path", None) or (ref.header or {}).get("id"))
-    return label, hashlib.sha256(data).hexdigest()
+    return label, hashlib.sha256(data).hexdigest(), len(data)
 
 
 def run_hash(session_hash: str, setting: Mapping[str, Any], summarizer_identity: Any) -> str:
@@ -254,6 +254,11 @@ def _write_parquet(df: pd.DataFrame, path: Path) -> None:
         raise
 
 
+def _heaviest_first(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs of the biggest sessions first, so parallel workers do not wait on one long tail."""
+    return sorted(tasks, key=lambda t: (-t["size"], t["session_index"], t["setting_index"]))
+
+
 def _is_dask_client(client: Any) -> bool:
     return client is not None and type(client).__module__.startswith("distributed")
 
@@ -283,13 +288,13 @@ def sweep(
     cache_path = str(cache) if isinstance(cache, (str, os.PathLike)) else cache
     tasks: list[dict[str, Any]] = []
     for si, ref in enumerate(refs):
-        label, shash = _session_key(ref)
+        label, shash, size = _session_key(ref)
         if isinstance(ref, os.PathLike):
             ref = str(ref)
         for ki, setting in enumerate(settings):
             tasks.append({"ref": ref, "label": label, "session_hash": shash, "session_index": si,
                           "setting_index": ki, "setting": setting, "summarizer": summarizer,
-                          "cache": cache_path, "run_hash": run_hash(shash, setting, ident)})
+                          "cache": cache_path, "run_hash": run_hash(shash, setting, ident), "size": size})
     results_file = log_path_for(results_path) if results_path is not None else None
     done = _read_results(results_file) if results_file is not None else {}
     rows: list[dict[str, Any]] = []
@@ -321,7 +326,7 @@ def sweep(
         if _is_dask_client(client):
             from distributed import as_completed as dask_as_completed
 
-            futures = [client.submit(_run_one, t, pure=False) for t in todo]
+            futures = [client.submit(_run_one, t, pure=False) for t in _heaviest_first(todo)]
             for fut in dask_as_completed(futures):
                 finish(fut.result())
         else:
@@ -331,7 +336,7 @@ def sweep(
                     finish(_run_one(t))
             else:
                 with ProcessPoolExecutor(max_workers=n) as pool:
-                    futures = [pool.submit(_run_one, t) for t in todo]
+                    futures = [pool.submit(_run_one, t) for t in _heaviest_first(todo)]
                     for fut in as_completed(futures):
                         finish(fut.result())
     finally:
