@@ -25,6 +25,7 @@ from pimem.context import (
     _context_entries_from_path,
     _project_parts,
     _project_path,
+    _projected_entry,
     convert_to_llm,
     get_current_system_message,
     get_session_context_settings,
@@ -437,7 +438,10 @@ def _add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
         if not isinstance(content, list):
             continue
         for block in content:
-            if not isinstance(block, dict) or block.get("type") != "toolCall":
+            if block.__class__ is not dict:
+                if not isinstance(block, dict):
+                    continue
+            if block.get("type") != "toolCall":
                 continue
             if "arguments" not in block or "name" not in block:
                 continue
@@ -836,7 +840,7 @@ class ContextTracker:
         else:
             thinking_level, model, sources, types, per_entry, messages = "off", None, [], [], [], []
         self.projection = SessionProjection(
-            [ProjectedEntry(s, m) for s, m in zip(sources, per_entry)], messages, thinking_level, model
+            list(map(_projected_entry, zip(sources, per_entry))), messages, thinking_level, model
         )
         self._edits = {s.get("targetId", _MISSING): s for s, t in zip(sources, types) if t == "context_edit"}
         # Parallel lists over projected entries.

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pimem.jsonio import js_stringify, parse_iso_ms
@@ -409,14 +411,23 @@ class SessionContext:
     model: dict | None = None
 
 
-class ProjectedEntry:
-    """One context entry and the messages it contributes (Pi's projected entry)."""
+class ProjectedEntry(tuple):
+    """One context entry and the messages it contributes (Pi's projected entry).
 
-    __slots__ = ("source_entry", "messages")
+    An immutable pair ``(source_entry, messages)`` (a tuple underneath, so that a
+    projection of a long path is cheap to build).
+    """
 
-    def __init__(self, source_entry: dict, messages: list[dict]):
-        self.source_entry = source_entry
-        self.messages = messages
+    __slots__ = ()
+
+    def __new__(cls, source_entry: dict, messages: list[dict]) -> "ProjectedEntry":
+        return tuple.__new__(cls, (source_entry, messages))
+
+    source_entry = property(itemgetter(0), doc="The session entry.")
+    messages = property(itemgetter(1), doc="The context messages it contributes.")
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
 
     def __repr__(self) -> str:
         return (
@@ -425,11 +436,16 @@ class ProjectedEntry:
         )
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, ProjectedEntry)
-            and self.source_entry == other.source_entry
-            and self.messages == other.messages
-        )
+        return isinstance(other, ProjectedEntry) and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# Builds ProjectedEntry objects from (source, messages) pairs without a Python-level call.
+_projected_entry = partial(tuple.__new__, ProjectedEntry)
 
 
 @dataclass
@@ -680,7 +696,7 @@ def _project_path(path: list[dict], walked: bool = False) -> SessionProjection:
     thinking_level, model = get_session_context_settings(path)
     context_entries, types = _context_entries_and_types(path, walked)
     _, per_entry, messages = _project_parts(context_entries, types)
-    projected = [ProjectedEntry(source, msgs) for source, msgs in zip(context_entries, per_entry)]
+    projected = list(map(_projected_entry, zip(context_entries, per_entry)))
     return SessionProjection(projected, messages, thinking_level, model)
 
 

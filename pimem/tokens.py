@@ -54,7 +54,9 @@ def _text_and_image_chars(content: Any) -> int:
         btype = block.get("type")
         if btype == "text":
             text = block.get("text")
-            if js_truthy(text):
+            if text.__class__ is str:
+                chars += len(text) if text.isascii() else utf16_len(text)
+            elif js_truthy(text):
                 chars += _js_length(text, "text block")
         elif btype == "image":
             chars += ESTIMATED_IMAGE_CHARS
