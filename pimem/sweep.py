@@ -132,7 +132,7 @@ def _load_ref(ref: Any, key: str) -> Any:
 
 # One cache front per (process, cache file, summarizer identity): opening the SQLite file runs
 # an integrity check over the whole file, which must not be paid once per run.
-_CACHED: dict[tuple[int, str, bytes], Any] = {}
+_CACHED: dict[tuple[int, str, bytes], tuple[Any, tuple[int, int] | None]] = {}
 
 
 def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
@@ -151,15 +151,26 @@ def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
     counter = _CallCounter(summarizer)
     ident = orjson.dumps(_summarizer_identity(summarizer), option=orjson.OPT_SORT_KEYS, default=str)
     key = (os.getpid(), os.path.abspath(str(cache)), ident)
-    cached = _CACHED.get(key)
-    if cached is None:
-        cached = CachedSummarizer(counter, cache)
-        if len(_CACHED) > 8:
-            _CACHED.clear()
-        _CACHED[key] = cached
-    else:
+    hit = _CACHED.get(key)
+    if hit is not None and hit[1] == _file_id(cache):
+        cached = hit[0]
         cached.inner = counter  # same identity, so the same keys: this run's summarizer answers misses
+        return cached, counter
+    cached = CachedSummarizer(counter, cache)
+    cached._connect()  # creates the file, so that its identity can be checked next time
+    if len(_CACHED) > 8:
+        _CACHED.clear()
+    _CACHED[key] = (cached, _file_id(cache))
     return cached, counter
+
+
+def _file_id(path: Any) -> tuple[int, int] | None:
+    """(device, inode) of a file, None when missing: a cache file deleted or replaced is reopened."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _run_one(task: dict[str, Any]) -> dict[str, Any]:
@@ -173,8 +184,9 @@ def _run_one(task: dict[str, Any]) -> dict[str, Any]:
                            "session_index": task["session_index"]}
     row.update({k: setting.get(k) for k in SETTING_KEYS})
     start = time.perf_counter()
-    summarizer, counter = _make_summarizer(task["summarizer"], task["cache"])
+    counter = None
     try:
+        summarizer, counter = _make_summarizer(task["summarizer"], task["cache"])
         session = _load_ref(task["ref"], task["session_hash"])
         defaults = CompactionSettings()
         settings = CompactionSettings(**{k: setting.get(k, getattr(defaults, k)) for k in _COMPACTION_KEYS})
@@ -191,7 +203,7 @@ def _run_one(task: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - one failing run must not stop the sweep
         row["error"] = f"{type(exc).__name__}: {exc}"
         row["traceback"] = traceback.format_exc(limit=8)
-    row["summarizer_calls"] = counter.calls
+    row["summarizer_calls"] = counter.calls if counter is not None else 0
     row["elapsed_s"] = time.perf_counter() - start
     row["worker_pid"] = os.getpid()
     return row

@@ -71,3 +71,31 @@ def test_sweep_on_a_dask_local_cluster(sample_paths, tmp_path):
     assert df.error.isna().all()
     assert list(df.compactions) == list(local.compactions)
     assert df.worker_pid.notna().all()
+
+
+def test_the_cache_file_is_opened_once_per_process(sample_paths, tmp_path, monkeypatch):
+    """Opening the SQLite cache checks the whole file: a sweep pays it once per process, not per run."""
+    from pimem.summarizers.cached import CachedSummarizer
+
+    opened = []
+    original = CachedSummarizer._open
+
+    def counting_open(self):
+        opened.append(self.path)
+        return original(self)
+
+    monkeypatch.setattr(CachedSummarizer, "_open", counting_open)
+    cache = tmp_path / "c.sqlite"
+    df = sweep(sample_paths, GRID, workers=1, cache=cache, progress=False)
+    assert len(df) == len(sample_paths) * 4 and df.summarizer_calls.sum() > 0
+    assert opened == [cache]
+    # a second sweep in the same process reuses it; misses are still counted per run
+    again = sweep(sample_paths, GRID, workers=1, cache=cache, results_path=tmp_path / "r.jsonl", progress=False)
+    assert opened == [cache]
+    assert again.summarizer_calls.sum() == 0 and again.summary_calls.sum() == df.summary_calls.sum()
+    # the cache file deleted between sweeps: a new one is made, not the deleted one written to
+    for leftover in tmp_path.glob("c.sqlite*"):
+        leftover.unlink()
+    third = sweep(sample_paths, GRID, workers=1, cache=cache, progress=False)
+    assert opened == [cache, cache]
+    assert cache.exists() and third.summarizer_calls.sum() == df.summarizer_calls.sum()
