@@ -90,6 +90,13 @@ The token source decides what the checks read:
     cl100k_base counts of each projected message's text (images count 1200, Pi's 4800 chars/4),
     cached per message.
 
+Tree navigation
+---------------
+:func:`navigate` is ``/tree`` on a copy of a session, step for step as ``AgentSession.navigateTree``
+(see its docstring: old leaf, ``before_tree`` hooks, summary, the leaf moving to the parent of a
+user message whose text goes to the editor, labels). It is checked against a real
+``AgentSession`` of Pi 0.87.1 in ``tests/test_replay_navigate_oracle.py``.
+
 Tokens before / after in compaction rows are Pi's: ``tokensBefore`` from ``prepareCompaction``
 (``estimateProjectedContextTokens`` of the replayed session) and ``estimatedTokensAfter`` =
 ``estimateMessagesTokens`` of the projected messages after the compaction.
