@@ -8,8 +8,9 @@ summarizer reads; tool results are cut to 2000 UTF-16 code units. File operation
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import orjson
 
@@ -217,19 +218,25 @@ def serialize_conversation(messages: Iterable[dict]) -> str:
 
 
 class SerializationCache:
-    """Serialized text per agent message, keyed by object identity.
+    """Serialized text per agent message, keyed by object identity, and the last conversation.
 
     ``cache.text(m)`` is ``serialize_conversation(convert_to_llm([m]))``. Messages are Pi's
     JSON and the pipeline never mutates them: a cached text stays valid while the message
     object is unchanged. The cache holds a reference to each message, so an identity cannot
     be reused while its text is cached. Do not mutate a message after it has been cached
     (call :meth:`clear` if you must).
+
+    :func:`serialize_messages` also remembers the last sequence it serialized: a sequence
+    that starts with the same message objects reuses that text and only serializes and
+    appends the new messages (the messages to summarize along a growing session).
     """
 
-    __slots__ = ("_memo",)
+    __slots__ = ("_memo", "_last_messages", "_last_text")
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[dict, str]] = {}
+        self._last_messages: list[dict] = []
+        self._last_text = ""
 
     def text(self, message: dict) -> str:
         hit = self._memo.get(id(message))
@@ -240,16 +247,36 @@ class SerializationCache:
         self._memo[id(message)] = (message, text)
         return text
 
+    def conversation(self, messages: Sequence[dict]) -> str:
+        """``serialize_conversation(convert_to_llm(messages))`` from cached parts."""
+        if not isinstance(messages, list):
+            messages = list(messages)
+        last = self._last_messages
+        n = len(last)
+        text = self.text
+        if n and len(messages) >= n and all(map(operator.is_, last, messages)):
+            if len(messages) == n:
+                return self._last_text
+            tail = "\n\n".join([t for t in map(text, messages[n:]) if t])
+            head = self._last_text
+            result = head + "\n\n" + tail if head and tail else (head or tail)
+        else:
+            result = "\n\n".join([t for t in map(text, messages) if t])
+        self._last_messages = messages[:]
+        self._last_text = result
+        return result
+
     def clear(self) -> None:
         self._memo.clear()
+        self._last_messages = []
+        self._last_text = ""
 
     def __len__(self) -> int:
         return len(self._memo)
 
 
 def serialize_messages(messages: Iterable[dict], cache: SerializationCache | None = None) -> str:
-    """``serializeConversation(convertToLlm(messages))``, reusing ``cache``'s per-message texts."""
+    """``serializeConversation(convertToLlm(messages))``, reusing ``cache``'s texts if given."""
     if cache is None:
         return serialize_conversation(convert_to_llm(messages))
-    text = cache.text
-    return "\n\n".join([t for t in map(text, messages) if t])
+    return cache.conversation(messages if isinstance(messages, list) else list(messages))

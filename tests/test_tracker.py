@@ -174,3 +174,19 @@ def test_token_cache_is_shared_and_reused() -> None:
     prepare_compaction(path, CompactionSettings(keep_recent_tokens=10), cache=cache)
     assert len(cache) == n  # the pure function found every estimate it needed in the cache
     assert tracker.cache is cache
+
+
+def test_serialization_cache_reuses_the_last_conversation_exactly() -> None:
+    """Growing, equal, shrinking and diverging sequences, with messages that serialize to ""."""
+    rng = random.Random(8)
+    msgs = build_session_projection(random_tree(rng, 120)).messages
+    msgs = [m for m in msgs if m.get("role") != "system"]
+    empty = {"role": "user", "content": ""}  # contributes no text
+    msgs = msgs[:5] + [empty] + msgs[5:] + [empty]
+    cache = SerializationCache()
+    for n in list(range(len(msgs) + 1)) + [len(msgs), 7, 3, 0, 9]:
+        assert serialize_messages(msgs[:n], cache) == _serialized(msgs[:n]), n
+    other = msgs[:4] + msgs[6:10]
+    assert serialize_messages(other, cache) == _serialized(other)
+    assert serialize_messages([empty, empty], cache) == ""
+    assert serialize_messages([empty, empty] + msgs[:3], cache) == _serialized(msgs[:3])
