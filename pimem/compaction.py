@@ -1,9 +1,11 @@
 """Compaction exactly as Pi 0.87.1 does it (core/compaction/compaction.js).
 
-Cut points, preparation and the summary requests are line-by-line ports; the LLM call goes
-through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). Pure functions, linear
-in the path length; :class:`ContextTracker` keeps a projection and its token sums up to date
-along a growing session so that ``should_compact`` after every entry costs O(1).
+Cut points, preparation and the summary requests are ports of Pi's functions; the LLM call
+goes through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). The pure
+functions are the reference, linear in the path length. :class:`ContextTracker` keeps a
+projection, its token sums, cut points and file operations up to date along a growing
+session: ``should_compact`` after every entry costs O(1) and ``prepare`` O(log n) plus the
+copies of its result lists.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import math
 import operator
 import os
-from bisect import bisect_left, bisect_right
 import time
 import uuid
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -22,9 +24,7 @@ from pimem.context import (
     ProjectedEntry,
     SessionProjection,
     _context_entries_and_types,
-    _context_entries_from_path,
     _project_parts,
-    _project_path,
     _projected_entry,
     convert_to_llm,
     get_current_system_message,
@@ -43,19 +43,17 @@ from pimem.prompts import (
 from pimem.serialize import (
     FileOperations,
     SerializationCache,
-    serialize_messages,
     compute_file_lists,
-    extract_file_ops_from_message,
     format_file_operations,
     serialize_conversation,
+    serialize_messages,
 )
 from pimem.summarizers.base import SummaryRequest, SummaryResponse
 from pimem.tokens import (
-    _projected_estimate,
     ContextUsageEstimate,
     TokenCache,
+    _projected_estimate,
     calculate_context_tokens,
-    estimate_projected_context_tokens,
     estimate_tokens,
     get_assistant_usage,
 )
@@ -240,25 +238,6 @@ def find_cut_point(
     return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
 
 
-def _is_projected_turn_start(entry: ProjectedEntry) -> bool:
-    if entry.source_entry.get("type") == "compaction":
-        return False
-    return any(m.get("role") in _TURN_START_ROLES for m in entry.messages)
-
-
-def _is_projected_cut_point(entry: ProjectedEntry) -> bool:
-    return entry.source_entry.get("type") != "compaction" and any(
-        m.get("role") in _CUT_POINT_ROLES for m in entry.messages
-    )
-
-
-def _find_projected_turn_start_index(entries: Sequence[ProjectedEntry], entry_index: int, start_index: int) -> int:
-    for i in range(entry_index, start_index - 1, -1):
-        if _is_projected_turn_start(entries[i]):
-            return i
-    return -1
-
-
 def find_projected_cut_point(
     entries: Sequence[ProjectedEntry],
     start_index: int,
@@ -404,19 +383,8 @@ def extract_file_operations(
     messages: Sequence[dict], entries: Sequence[dict], prev_compaction_index: int
 ) -> FileOperations:
     """``extractFileOperations``: tool-call paths plus the previous compaction's details."""
-    file_ops = FileOperations()
-    if prev_compaction_index >= 0:
-        prev = entries[prev_compaction_index]
-        details = prev.get("details")
-        if not js_truthy(prev.get("fromHook")) and js_truthy(details) and isinstance(details, dict):
-            read_files = details.get("readFiles")
-            if isinstance(read_files, list):
-                file_ops.read.update(_hashable(f) for f in read_files)
-            modified = details.get("modifiedFiles")
-            if isinstance(modified, list):
-                file_ops.edited.update(_hashable(f) for f in modified)
-    for m in messages:
-        extract_file_ops_from_message(m, file_ops)
+    file_ops = _previous_file_ops(entries[prev_compaction_index] if prev_compaction_index >= 0 else None)
+    _add_file_ops(messages, file_ops)
     return file_ops
 
 
@@ -473,27 +441,6 @@ def _previous_file_ops(prev: dict | None) -> FileOperations:
             if isinstance(modified, list):
                 file_ops.edited.update(_hashable(f) for f in modified)
     return file_ops
-
-
-def _messages_for_compaction(entry: ProjectedEntry) -> list[dict]:
-    if entry.source_entry.get("type") == "compaction":
-        return []
-    return [m for m in entry.messages if m.get("role") != "system"]
-
-
-def _prepare_from_projection(
-    projection: SessionProjection,
-    path_entries: Sequence[dict],
-    settings: CompactionSettings,
-    cache: TokenCache | None,
-    tokens_before: Any = _MISSING,
-) -> CompactionPreparation | None:
-    entries = projection.entries
-    sources = [e.source_entry for e in entries]
-    return _prepare_parts(
-        sources, [e.get("type") for e in sources], [e.messages for e in entries], projection.messages,
-        path_entries, settings, cache, tokens_before,
-    )
 
 
 def _prepare_parts(

@@ -1,7 +1,8 @@
 """Token accounting exactly as Pi 0.87.1 does it (core/compaction/compaction.js).
 
-``estimate_tokens`` is Pi's chars/4 heuristic with JavaScript string lengths (UTF-16 code
-units), ``JSON.stringify(arguments).length`` for tool calls and 4800 characters per image.
+``estimate_tokens`` is Pi's chars/4 heuristic: ``ceil(estimate_chars(m) / 4)``, where
+``estimate_chars`` counts JavaScript string lengths (UTF-16 code units),
+``JSON.stringify(arguments).length`` for tool calls and 4800 characters per image.
 ``estimate_context_tokens`` trusts the last valid assistant usage and estimates what follows;
 ``estimate_projected_context_tokens`` distrusts usage captured before a later
 ``context_edit`` or compaction.
