@@ -646,13 +646,7 @@ def generate_summary_with_usage(
         model,
         session_id,
     )
-    response = summarizer.complete(request)
-    failure = get_summarization_failure(response, "Summarization")
-    if failure:
-        raise SummarizationError(failure)
-    if response.called_tool:
-        raise SummarizationError("Summarization attempted to call a tool")
-    return response.text, response.usage
+    return _complete_checked(summarizer, request, "Summarization")
 
 
 def generate_turn_prefix_summary(
@@ -673,12 +667,17 @@ def generate_turn_prefix_summary(
         model,
         session_id,
     )
+    return _complete_checked(summarizer, request, "Turn prefix summarization")
+
+
+def _complete_checked(summarizer: Any, request: SummaryRequest, label: str) -> tuple[str, dict | None]:
+    """Ask once; an error, a length stop or a tool call is a failure named with Pi's ``label``."""
     response = summarizer.complete(request)
-    failure = get_summarization_failure(response, "Turn prefix summarization")
+    failure = get_summarization_failure(response, label)
     if failure:
         raise SummarizationError(failure)
     if response.called_tool:
-        raise SummarizationError("Turn prefix summarization attempted to call a tool")
+        raise SummarizationError(f"{label} attempted to call a tool")
     return response.text, response.usage
 
 
