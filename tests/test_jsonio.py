@@ -246,18 +246,12 @@ def _untransport(v: Any) -> Any:
 
 
 def write_golden() -> None:
-    """Regenerate the golden file from Node (run with PIMEM_UPDATE_GOLDENS=1)."""
+    """Regenerate the golden file from Node: ``.venv/bin/python -m tests.test_jsonio``."""
     cases = fixed_cases()
     answers = node_answers(cases)
     records = [dict(transport(c), expected=a) for c, a in zip(cases, answers)]
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(records, ensure_ascii=True, indent=1) + "\n", encoding="utf-8")
-
-
-@pytest.mark.skipif(os.environ.get("PIMEM_UPDATE_GOLDENS") != "1", reason="golden refresh only")
-def test_refresh_golden() -> None:
-    write_golden()
-    assert GOLDEN.is_file()
 
 
 def test_golden_cases_match() -> None:
@@ -451,3 +445,8 @@ def test_fast_path_does_not_mutate_input() -> None:
     snapshot = json.dumps(value)
     assert js_stringify(value) == '{"1":"x","b":[1,{"2":10000000000000000,"a":1.1805916207174113e+21}]}'
     assert json.dumps(value) == snapshot and list(value) == ["b", "1"]
+
+
+if __name__ == "__main__":
+    write_golden()
+    print(f"wrote {GOLDEN}")
