@@ -74,11 +74,13 @@ def collect_entries_for_branch_summary(session: Any, old_leaf_id: str | None, ta
             common = e.get("id")
             break
     entries: list[dict] = []
+    seen: set[int] = set()  # a parentId cycle (Pi would loop forever) ends the walk
     current = old_leaf_id
     while js_truthy(current) and current != common:
         entry = session.get_entry(current)
-        if entry is None:
+        if entry is None or id(entry) in seen:
             break
+        seen.add(id(entry))
         entries.append(entry)
         current = entry.get("parentId")
     entries.reverse()

@@ -493,6 +493,7 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
     path = [leaf]
     append = path.append
     current = leaf
+    steps_left = len(entries)  # a longer walk can only be a parentId cycle
     while True:
         parent = current.get("parentId")
         if parent.__class__ is str:
@@ -503,7 +504,29 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
         current = lookup(parent)
         if current is None:
             break
+        steps_left -= 1
+        if steps_left < 0:
+            return _build_path_stopping_at_cycle(leaf, lookup)
         append(current)
+    path.reverse()
+    return path
+
+
+def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
+    """The walk for a tree with a parentId cycle, where Pi would loop forever: stop at the first
+    entry seen twice (as ``Session.get_branch`` does, which records the cycle as a warning)."""
+    path = [leaf]
+    seen = {id(leaf)}
+    current = leaf
+    while True:
+        parent = current.get("parentId")
+        if not js_truthy(parent):
+            break
+        current = lookup(parent)
+        if current is None or id(current) in seen:
+            break
+        seen.add(id(current))
+        path.append(current)
     path.reverse()
     return path
 
