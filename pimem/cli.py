@@ -7,6 +7,7 @@ one-line message on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -350,6 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug or an input nothing could process: one line, traceback on request
+        if os.environ.get("PIMEM_DEBUG"):
+            raise
+        print(f"pimem: error: {type(exc).__name__}: {exc} (set PIMEM_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

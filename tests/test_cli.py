@@ -184,3 +184,17 @@ def test_installed_entry_point_runs(sample_paths: list[Path]) -> None:
     messages = json.loads(proc.stdout)
     assert isinstance(messages, list) and messages
     assert {m["role"] for m in messages} <= {"user", "assistant", "toolResult", "system"}
+
+
+def test_entries_pi_cannot_process_give_one_line_not_a_traceback(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A user message whose content is a number makes Pi's own estimator throw; the CLI says so."""
+    ts = "2025-01-01T00:00:00.000Z"
+    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/"},
+             {"type": "message", "id": "aaaaaaaa", "parentId": None, "timestamp": ts,
+              "message": {"role": "user", "content": 5, "timestamp": 1}}]
+    bad = tmp_path / "odd.jsonl"
+    bad.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    monkeypatch.delenv("PIMEM_DEBUG", raising=False)
+    code, _, err = run(["context", str(bad)], capsys)
+    assert code == 1
+    assert err.startswith("pimem: error:") and "Traceback" not in err and "PIMEM_DEBUG" in err
