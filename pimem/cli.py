@@ -112,6 +112,22 @@ def _write_table(df, path: Path) -> None:
     write_table(df, path)
 
 
+_TABLE_SUFFIXES = (".csv", ".parquet")
+
+
+def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: Sequence[str] = ()) -> None:
+    """Refuse, before any work, an output that would replace a source session or has a wrong suffix."""
+    if output is None:
+        return
+    out = Path(output)
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
+    if out.exists():
+        for source in sources:
+            if Path(source).exists() and os.path.samefile(out, source):
+                raise UserError(f"{out}: refusing to overwrite the source session file")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # sub-commands
 
@@ -143,7 +159,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     est = estimate_context_tokens(ctx.messages)
     types: dict[str, int] = {}
     for e in s.entries:
-        types[e.get("type", "?")] = types.get(e.get("type", "?"), 0) + 1
+        kind = e.get("type")
+        kind = kind if isinstance(kind, str) else repr(kind)  # a broken type is kept as is by the loader
+        types[kind] = types.get(kind, 0) + 1
     print(f"session  {s.header.get('id')}  ({s.path})")
     print(f"cwd      {s.header.get('cwd')}")
     if s.name:
@@ -196,6 +214,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from pimem.compaction import CompactionSettings
     from pimem.replay import replay
 
+    _check_output(args.output, [args.session])
+    _check_output(args.events, [args.session], _TABLE_SUFFIXES)
     s = _load(args.session)
     settings = CompactionSettings(reserve_tokens=args.reserve, keep_recent_tokens=args.keep)
     summ = _summarizer(args.summarizer, s, args.model)
@@ -222,8 +242,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.window:
         grid["context_window"] = args.window
     out = Path(args.output)
-    if out.suffix not in {".csv", ".parquet"}:
-        raise UserError("-o must end in .csv or .parquet")
+    _check_output(args.output, paths, _TABLE_SUFFIXES)
     summ = _summarizer(args.summarizer, None, args.model)
     df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet)
     _write_table(df, out)
@@ -233,6 +252,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
+    _check_output(args.output, [args.session])
     s = _load(args.session)
     from pimem.report import write_drift_report
 

@@ -198,3 +198,42 @@ def test_entries_pi_cannot_process_give_one_line_not_a_traceback(tmp_path: Path,
     code, _, err = run(["context", str(bad)], capsys)
     assert code == 1
     assert err.startswith("pimem: error:") and "Traceback" not in err and "PIMEM_DEBUG" in err
+
+
+def test_replay_refuses_to_overwrite_its_source(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    source = tmp_path / "s.jsonl"
+    source.write_bytes(sample_paths[0].read_bytes())
+    before = source.read_bytes()
+    code, _, err = run(["replay", str(source), "-q", "-o", str(source)], capsys)
+    assert code == 2 and "source session" in err
+    assert source.read_bytes() == before
+
+
+def test_drift_refuses_to_overwrite_its_source(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    source = tmp_path / "s.jsonl"
+    source.write_bytes(sample_paths[0].read_bytes())
+    before = source.read_bytes()
+    code, _, err = run(["drift", str(source), "-o", str(source)], capsys)
+    assert code == 2 and "source session" in err
+    assert source.read_bytes() == before
+
+
+def test_replay_checks_the_events_format_before_replaying(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    out = tmp_path / "replayed.jsonl"
+    code, _, err = run(["replay", str(sample_paths[0]), "-q", "-o", str(out), "--events", str(tmp_path / "e.xlsx")],
+                       capsys)
+    assert code == 2 and ".csv or .parquet" in err
+    assert not out.exists()  # nothing was replayed or written
+
+
+def test_show_counts_entries_with_a_broken_type(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/"}\n'
+        '{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z",'
+        '"message":{"role":"user","content":"hi","timestamp":1}}\n'
+        '{"type":null,"id":"a2","parentId":"a1","timestamp":"2025-01-01T00:00:02.000Z"}\n'
+    )
+    code, out, err = run(["show", str(path)], capsys)
+    assert code == 0, err
+    assert "None=1" in out and "message=1" in out
