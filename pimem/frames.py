@@ -90,11 +90,21 @@ def _times(values: Iterable[Any]) -> pd.Series:
     return _ms_times(ms)
 
 
+_NS_RANGE_MS = (2**63 - 1) // 1_000_000  # datetime64[ns] holds about ±292 years around 1970
+
+
 def _ms_times(values: Iterable[Any]) -> pd.Series:
-    """Epoch milliseconds (numbers or None) → ``datetime64[ns, UTC]``."""
+    """Epoch milliseconds (numbers or None) → ``datetime64[ns, UTC]``; NaT outside its range.
+
+    Whole milliseconds and their fraction are converted separately: ``ms * 1e6`` as a double
+    is off by up to 128 ns at today's dates (1.7e18 is beyond a double's exact integers).
+    """
     arr = np.array([float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
-    ns = np.where(np.isnan(arr), np.nan, np.round(arr * 1_000_000))
-    out = pd.Series(pd.array(ns, dtype="Float64")).astype("Int64")
+    valid = np.isfinite(arr) & (np.abs(arr) < _NS_RANGE_MS)
+    ms = np.where(valid, arr, 0.0)
+    whole = np.floor(ms)
+    ns = whole.astype(np.int64) * 1_000_000 + np.round((ms - whole) * 1_000_000).astype(np.int64)
+    out = pd.Series(pd.arrays.IntegerArray(ns, ~valid))
     return pd.to_datetime(out, unit="ns", utc=True).astype("datetime64[ns, UTC]")
 
 

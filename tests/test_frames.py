@@ -399,3 +399,17 @@ def test_message_chars_matches_pi_estimate(msg: dict) -> None:
         assert chars is None
     else:
         assert chars is not None and math.ceil(chars / 4) == expected
+
+
+def test_times_are_exact_to_the_millisecond() -> None:
+    """Epoch milliseconds become datetimes without float noise in the nanoseconds."""
+    stamp = "2023-11-14T22:13:20.123Z"
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": stamp, "cwd": "/"}
+    entry = {"type": "message", "id": "u1", "parentId": None, "timestamp": stamp,
+             "message": {"role": "user", "content": "hi", "timestamp": 1700000000123}}
+    df = frames.messages_df(Session(header, [entry]))
+    expected = pd.Timestamp(stamp)
+    assert df["timestamp"].iloc[0] == expected
+    assert df["message_timestamp"].iloc[0] == expected
+    assert df["message_timestamp"].iloc[0].nanosecond == 0
+    assert df["message_timestamp"].iloc[0].microsecond == 123000
