@@ -54,6 +54,17 @@ _MAX_WARNINGS_PER_REASON = 50
 _MISSING: Any = object()
 
 
+class _ComputeSystemMessage:
+    """Type of :data:`COMPUTE_SYSTEM_MESSAGE`."""
+
+    def __repr__(self) -> str:
+        return "COMPUTE_SYSTEM_MESSAGE"
+
+
+COMPUTE_SYSTEM_MESSAGE: Any = _ComputeSystemMessage()
+"""``append_compaction(system_message=...)`` default: project the branch to find it."""
+
+
 class SessionFormatError(ValueError):
     """A file that cannot be read as a Pi session (the message names file and line)."""
 
@@ -697,11 +708,14 @@ class Session:
         result: Any,
         from_hook: bool | None = False,
         timestamp: str | int | float | None = None,
+        system_message: dict | None | Any = COMPUTE_SYSTEM_MESSAGE,
     ) -> dict:
         """Append a compaction entry exactly as Pi's ``appendCompaction`` builds it.
 
         ``result`` is a ``CompactionResult`` (attributes) or a Pi-shaped dict. ``None`` for
         details, usage or from_hook stands for JavaScript's undefined: the key is omitted.
+        ``system_message``: the current system message of the branch (``None``: there is
+        none), when the caller knows it; by default it is found by projecting the branch.
         """
         from pimem.context import build_session_projection, get_current_system_message
 
@@ -711,7 +725,8 @@ class Session:
         details = _field(result, "details", "details")
         usage = _field(result, "usage", "usage")
         ts = self._timestamp(timestamp)
-        system_message = get_current_system_message(build_session_projection(self).messages)
+        if system_message is COMPUTE_SYSTEM_MESSAGE:
+            system_message = get_current_system_message(build_session_projection(self).messages)
         eid = self.new_id()
         entry: dict[str, Any] = {
             "type": "compaction",
