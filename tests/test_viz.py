@@ -338,3 +338,35 @@ def test_drift_plots_of_a_session_without_compactions(ventas):
     fig, axes = viz.plot_drift(empty)
     assert any("no facts" in t.get_text() for t in axes[0].texts)
     assert any("fewer than two" in t.get_text() for t in axes[1].texts)
+
+
+def _estimate_vs_usage_by_prefix(session) -> list[int]:
+    """The estimate column computed the plain way: project every prefix of the path."""
+    path = session.get_branch()
+    out = []
+    for i, e in enumerate(path):
+        m = e.get("message") if e["type"] == "message" else None
+        if m and m["role"] == "assistant" and get_assistant_usage(m) is not None:
+            out.append(sum(estimate_tokens(x) for x in build_session_projection(path[: i + 1]).messages))
+    return out
+
+
+def test_estimate_vs_usage_matches_projecting_every_prefix(samples_dir):
+    """Compactions and context edits (gpxkit has both) reshape the context; the rest adds to it."""
+    for path in sorted(samples_dir.glob("*.jsonl")):
+        session = load_session(path)
+        table = viz.estimate_vs_usage_table(session)
+        assert list(table["estimated_tokens"]) == _estimate_vs_usage_by_prefix(session), path.name
+
+
+def test_estimate_vs_usage_projects_only_where_the_context_is_reshaped(auth, monkeypatch):
+    from pimem.viz import data
+
+    calls = []
+    real = data.build_session_projection
+    monkeypatch.setattr(data, "build_session_projection", lambda *a, **k: calls.append(1) or real(*a, **k))
+    table = data.estimate_vs_usage_table(auth)
+    path = auth.get_branch()
+    reshaping = sum(e["type"] in ("compaction", "context_edit") for e in path)
+    assert len(table) > 10 * max(reshaping, 1)
+    assert len(calls) == reshaping  # not one projection per assistant message

@@ -213,8 +213,29 @@ def estimate_vs_usage_table(session: Any, leaf_id: str | None = None) -> pd.Data
     path = build_session_path(session, leaf_id)
     cache = TokenCache()
     rows = []
+    # The context of path[:i + 1] grows by entry i's own messages, except where an entry
+    # reshapes what came before (a compaction, a context edit, or the target of an earlier
+    # edit): only there is the prefix projected again. Linear in the path for most sessions.
+    estimated = 0
+    edit_targets: set[Any] = set()
     for i, e in enumerate(path):
-        if e.get("type") != "message":
+        etype = e.get("type")
+        if etype == "context_edit":
+            try:
+                edit_targets.add(e.get("targetId"))
+            except TypeError:  # an unhashable target matches no entry
+                pass
+        reshapes = etype in ("compaction", "context_edit")
+        if not reshapes and edit_targets:
+            try:
+                reshapes = e.get("id") in edit_targets
+            except TypeError:
+                pass
+        if reshapes:
+            estimated = _tokens(build_session_projection(path[: i + 1]).messages, cache)
+        else:
+            estimated += _tokens(session_entry_to_context_messages(e), cache)
+        if etype != "message":
             continue
         m = e.get("message")
         if not isinstance(m, dict) or m.get("role") != "assistant":
@@ -226,8 +247,6 @@ def estimate_vs_usage_table(session: Any, leaf_id: str | None = None) -> pd.Data
         if usage is None:
             continue
         recorded = calculate_context_tokens(usage)
-        messages = build_session_projection(path[: i + 1]).messages
-        estimated = _tokens(messages, cache)
         rows.append({
             "position": i,
             "entry_id": e.get("id"),
