@@ -905,9 +905,13 @@ class ContextTracker:
             usage_entry_index = self._first_index.get(usage_entry_id, -1) if js_truthy(usage_entry_id) else -1
             if usage_entry_index > self._latest_invalidating:
                 return estimate
-        system = get_current_system_message(self._system) if self._system else None
+        system = self.current_system_message()
         tokens = (estimate_tokens(system) if system is not None else 0) + self._non_system
         return ContextUsageEstimate(tokens, 0, tokens, None)
+
+    def current_system_message(self) -> dict | None:
+        """``getCurrentSystemMessage(projection.messages)``."""
+        return get_current_system_message(self._system) if self._system else None
 
     def should_compact(self, context_window: float, settings: CompactionSettings) -> bool:
         """``shouldCompact`` on the projected estimate."""

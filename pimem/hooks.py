@@ -30,6 +30,7 @@ from pimem.compaction import (
     prepare_compaction,
 )
 from pimem.context import content_text, js_truthy
+from pimem.session import COMPUTE_SYSTEM_MESSAGE
 from pimem.summarizers.base import SummaryRequest, SummaryResponse
 
 __all__ = [
@@ -238,6 +239,9 @@ def run_compaction(
     thinking_level: str | None = None,
     will_retry: bool = False,
     timestamp: Any = None,
+    preparation: CompactionPreparation | None = None,
+    path_entries: Sequence[dict] | None = None,
+    system_message: dict | None | Any = COMPUTE_SYSTEM_MESSAGE,
 ) -> CompactionOutcome:
     """One compaction as ``AgentSession.compact`` (manual) / ``_runAutoCompaction`` do it.
 
@@ -245,15 +249,20 @@ def run_compaction(
     (unless a hook supplied the result), appends the CompactionEntry (``fromHook`` when a
     hook supplied it) and returns the outcome. Failures fire ``compact_failed`` with Pi's
     messages; Pi's manual ``/compact`` would also raise, pimem returns the outcome instead.
+
+    A caller that already has them may pass the branch (``path_entries``, root first), its
+    ``preparation`` under these settings and its current ``system_message`` (see
+    ``Session.append_compaction``); they must be what the session's current branch gives.
     """
     hooks = hooks or Hooks()
     manual = reason == "manual"
     # Pi's failure event never retries; manual compaction never retries.
     will_retry = False if manual else bool(will_retry)
     outcome = CompactionOutcome(status="skipped", reason=reason, will_retry=will_retry)
-    compaction_settings = _settings_for(settings, model)
-    path_entries = session.get_branch()
-    preparation = prepare_compaction(path_entries, compaction_settings)
+    if path_entries is None:
+        path_entries = session.get_branch()
+    if preparation is None:
+        preparation = prepare_compaction(path_entries, _settings_for(settings, model))
     outcome.preparation = preparation
     if preparation is None:
         if not manual:
@@ -302,7 +311,8 @@ def run_compaction(
             return _fail(outcome, hooks, f"{prefix}: {exc}", aborted=False)
 
     outcome.result = result
-    outcome.entry = session.append_compaction(result, from_hook=outcome.from_extension, timestamp=timestamp)
+    known = {} if system_message is COMPUTE_SYSTEM_MESSAGE else {"system_message": system_message}
+    outcome.entry = session.append_compaction(result, from_hook=outcome.from_extension, timestamp=timestamp, **known)
     outcome.status = "compacted"
     return outcome
 

@@ -755,9 +755,12 @@ class _Replayer:
         leaf = self.new.leaf_id
         window = dict(context_window=info.context_window,
                       threshold=info.context_window - self.settings.reserve_tokens)
-        if reason != "manual" and self.tracker.prepare(self.settings) is None:
+        # The tracker holds the replayed branch: its preparation and system message spare
+        # run_compaction two walks of the branch.
+        preparation = self.tracker.prepare(self.settings)
+        if reason != "manual" and preparation is None:
             # Pi's automatic compaction returns at once when prepareCompaction finds nothing
-            # (no hook, no event); the tracker answers that without walking the branch.
+            # (no hook, no event).
             self._row(kind="compact_skipped", check=check, reason=reason, note="nothing to compact",
                       **window, **extra)
             return False
@@ -766,7 +769,8 @@ class _Replayer:
         start = time.perf_counter()
         outcome = run_compaction(self.new, self.settings, counting, model=info, reason=reason, hooks=self.hooks,
                                  thinking_level=self.rep.thinking_level, will_retry=will_retry,
-                                 timestamp=anchor_ts)
+                                 timestamp=anchor_ts, preparation=preparation, path_entries=list(self.tracker.path),
+                                 system_message=self.tracker.current_system_message())
         latency = time.perf_counter() - start
         usage_cols = dict(summary_calls=counting.calls, request_tokens=counting.request_tokens,
                           response_tokens=counting.response_tokens, latency_s=latency)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from pimem.compaction import CompactionResult, CompactionSettings, ModelInfo
@@ -109,3 +111,27 @@ def test_tree_navigation_with_summary_and_hooks():
     # no summary, to the root user message: the leaf is reset
     run_tree_navigation(s3, first_user)
     assert s3.leaf_id is None
+
+
+def test_compaction_with_known_branch_preparation_and_system_message_writes_the_same_entry():
+    from pimem.compaction import ContextTracker
+
+    def with_system() -> Session:
+        s = Session.new("/tmp/p", session_id="s", timestamp="2026-01-01T00:00:00.000Z", rng=random.Random(7))
+        for i in range(4):
+            s.append_message({"role": "user", "content": "u" * 400, "timestamp": i})
+            s.append_message({"role": "assistant", "content": [{"type": "text", "text": "a" * 400}],
+                              "stopReason": "stop", "timestamp": i})
+        s.append_message({"role": "system", "content": "be brief", "timestamp": 9})
+        s.append_message({"role": "user", "content": "u" * 400, "timestamp": 10})
+        return s
+
+    computed, known = with_system(), with_system()
+    plain = run_compaction(computed, SETTINGS, Canned(), model=MODEL, reason="threshold", timestamp=100)
+    tracker = ContextTracker(known.get_branch())
+    given = run_compaction(known, SETTINGS, Canned(), model=MODEL, reason="threshold", timestamp=100,
+                           preparation=tracker.prepare(SETTINGS), path_entries=tracker.path,
+                           system_message=tracker.current_system_message())
+    assert plain.entry["systemMessage"]["content"] == "be brief"
+    assert given.entry == plain.entry  # both sessions' ids come from equally seeded generators
+    assert given.preparation == plain.preparation
