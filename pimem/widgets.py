@@ -153,10 +153,6 @@ class SessionExplorer(_Explorer):
         self.preview_width = preview_width
         options: list[tuple[str, str]] = []
         seen: set[str] = set()
-        labels = {}
-        for e in self.session.entries:
-            if e.get("type") == "label" and e.get("targetId") and e.get("label"):
-                labels[e["targetId"]] = e["label"]
         for leaf in [self.session.get_entry(self.session.leaf_id)] if self.session.leaf_id else []:
             options.append((f"current leaf {leaf['id']}", leaf["id"]))
             seen.add(leaf["id"])
@@ -165,7 +161,7 @@ class SessionExplorer(_Explorer):
             if lid not in seen:
                 options.append((f"leaf {lid}", lid))
                 seen.add(lid)
-        for target, label in labels.items():
+        for target, label in self.session.labels.items():  # current labels: an empty label clears one
             if target not in seen and self.session.get_entry(target) is not None:
                 options.append((f"label {label!r} ({target})", target))
                 seen.add(target)
@@ -325,7 +321,8 @@ class ReplayBrowser(_Explorer):
         self.result = result
         self.llm = llm
         self.preview_width = preview_width
-        n = self.n_steps
+        self._n_steps = int(result.summary().get("entries", 0))
+        n = self._n_steps
         self.step = W.IntSlider(value=max(n - 1, 0), min=0, max=max(n - 1, 0), description="step",
                                 layout=W.Layout(width="600px"), continuous_update=False)
         self.play = W.Play(value=self.step.value, min=0, max=max(n - 1, 0), interval=400)
@@ -341,10 +338,7 @@ class ReplayBrowser(_Explorer):
     @property
     def n_steps(self) -> int:
         """Number of steps (entries of the recorded path)."""
-        leaf_at = getattr(self.result, "_leaf_at", None)
-        if leaf_at is not None:
-            return len(leaf_at)
-        return int(self.result.summary().get("entries", 0))
+        return self._n_steps
 
     def go_to_next_compaction(self) -> None:
         """Move the slider to the next step with a compaction event (wraps to the first)."""

@@ -159,3 +159,17 @@ def test_replay_browser_steps_through_the_replay(auth):
     assert "first kept" in browser.info.value
     browser.go_to_next_compaction()
     assert browser.step.value == steps[1]
+
+
+def test_session_explorer_offers_only_current_labels():
+    """A label cleared by a later empty label is not offered as a leaf."""
+    s = Session.new("/tmp/x", session_id="lbl", timestamp="2026-01-01T00:00:00.000Z")
+    u1 = s.append_message({"role": "user", "content": "one", "timestamp": 1}, timestamp=1000)
+    u2 = s.append_message({"role": "user", "content": "two", "timestamp": 2}, timestamp=2000)
+    for target, label in ((u1["id"], "start"), (u1["id"], ""), (u2["id"], "kept")):
+        s.append_entry({"type": "label", "id": s.new_id(), "parentId": s.leaf_id,
+                        "timestamp": "2026-01-01T00:00:03.000Z", "targetId": target, "label": label})
+    ex = SessionExplorer(s)
+    texts = [text for text, _ in ex.leaf.options]
+    assert not any("'start'" in t for t in texts)
+    assert any("'kept'" in t for t in texts)
