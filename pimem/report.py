@@ -48,6 +48,13 @@ def _esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
+def _href(relative_path: str) -> str:
+    """A relative file path as an attribute value: URL-quoted (``#``, ``?``, ``%``, spaces), then escaped."""
+    from urllib.parse import quote
+
+    return _esc(quote(relative_path))
+
+
 def figure_png(fig: Any, dpi: int = 100) -> bytes:
     """A figure as PNG bytes; the figure is closed afterwards."""
     import matplotlib.pyplot as plt
@@ -197,13 +204,18 @@ def _middle(values: Sequence[int]) -> int:
 
 
 def _unique_names(paths: Sequence[Path]) -> list[str]:
+    """File stems made distinct (``a``, ``a-2``, …), never equal to another file's stem."""
+    stems = [p.stem or "session" for p in paths]
+    taken = set(stems)
     names: list[str] = []
-    seen: dict[str, int] = {}
-    for p in paths:
-        base = p.stem or "session"
-        n = seen.get(base, 0)
-        seen[base] = n + 1
-        names.append(base if n == 0 else f"{base}-{n + 1}")
+    used: set[str] = set()
+    for base in stems:
+        name, n = base, 1
+        while name in used or (name != base and name in taken):
+            n += 1
+            name = f"{base}-{n}"
+        used.add(name)
+        names.append(name)
     return names
 
 
@@ -372,8 +384,8 @@ def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: l
         rows.append(
             f"<tr><td class='l'>{_esc(r['name'])}</td><td>{_esc(_fmt(r['compactions']))}</td>"
             f"<td>{_esc(_fmt(r['peak_context_tokens']))}</td>"
-            f"<td class='l'><a href='{_esc(r['report'])}'>drift report</a></td>"
-            f"<td class='l'><a href='{_esc(r['replay'])}'>replayed session</a></td></tr>")
+            f"<td class='l'><a href='{_href(r['report'])}'>drift report</a></td>"
+            f"<td class='l'><a href='{_href(r['replay'])}'>replayed session</a></td></tr>")
     mr, mk, mw = middle
     parts.append(f"<p class='note'>Replays and drift reports at reserve {mr:,}, keep {mk:,}, window {mw:,}.</p>")
     parts.append("<table><thead><tr><th class='l'>session</th><th>compactions</th><th>peak context</th>"
@@ -382,7 +394,7 @@ def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: l
     if heatmaps:
         parts.append("<h2>Trade-offs over the grid</h2>")
         for w, name in heatmaps:
-            parts.append(f"<h3>Context window {w:,}</h3><img alt='{_esc(name)}' src='{_esc(name)}'>")
+            parts.append(f"<h3>Context window {w:,}</h3><img alt='{_esc(name)}' src='{_href(name)}'>")
     ok = df[df["error"].isna()] if "error" in df.columns else df
     cols = [c for c in ("context_window", "reserve_tokens", "keep_recent_tokens", "compactions", "split_turns",
                         "summary_calls", "summarization_request_tokens", "peak_context_tokens",

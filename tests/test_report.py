@@ -117,3 +117,22 @@ def test_study_rejects_bad_arguments(sample_paths, tmp_path):
         run_study(sample_paths, tmp_path / "o", reserve=[5000], window=[4000], progress=False)
     with pytest.raises(ValueError, match="no session"):
         run_study([], tmp_path / "o", progress=False)
+
+
+def test_study_names_stay_distinct_when_a_stem_looks_like_a_renamed_one():
+    from pimem.report import _unique_names
+
+    names = _unique_names([Path("a/s.jsonl"), Path("b/s.jsonl"), Path("c/s-2.jsonl")])
+    assert len(set(names)) == 3
+    assert names[0] == "s" and names[2] == "s-2"
+
+
+def test_study_index_links_survive_unusual_file_names():
+    from pimem.report import _index_html
+
+    row = {"name": "fix #1 50%", "compactions": 1, "peak_context_tokens": 2.0,
+           "report": "reports/fix #1 50%.html", "replay": "replays/fix #1 50%.jsonl"}
+    page = _index_html(pd.DataFrame(), [row], [], [1], [1], [1], 0, (1, 1, 1), 0.1)
+    assert "href='reports/fix%20%231%2050%25.html'" in page
+    assert "href='replays/fix%20%231%2050%25.jsonl'" in page
+    assert ">fix #1 50%<" in page  # the visible name stays as it is
