@@ -389,3 +389,16 @@ def test_drift_over_extractive_replay(sample_paths: list[Path]) -> None:
         assert ((vals >= 0) & (vals <= 1)).all(), col
     ages = pimem.retention_by_age(report)
     assert ages["age"].iloc[0] == 0 and ages["retention"].iloc[0] == 1.0
+
+
+def test_lost_facts_when_every_fact_is_seen_from_the_first_compaction():
+    # No fact is introduced late, so the presence table has no missing cells (a bool pivot).
+    presence = pd.DataFrame({
+        "key": ["path:a", "path:a", "path:b", "path:b"], "kind": ["path"] * 4,
+        "compaction": [0, 1, 0, 1], "introduced_at": [0] * 4, "age": [0, 1, 0, 1],
+        "present": [True, False, True, True], "in_span": [True, False, True, False],
+    })
+    report = pd.DataFrame({"compaction": [0, 1]})
+    report.attrs["presence"] = presence
+    lost = lost_facts(report)
+    assert lost.to_dict("records") == [{"key": "path:a", "kind": "path", "lost_at": 1}]

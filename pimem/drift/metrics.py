@@ -413,7 +413,8 @@ def lost_facts(report: pd.DataFrame) -> pd.DataFrame:
     cols = sorted(wide.columns)
     for (key, kind), r in wide.iterrows():
         for a, b in zip(cols, cols[1:]):
-            if r.get(a) is True and r.get(b) is False:
+            # cells are bool, numpy bool or NaN (fact not yet seen): compare by value
+            if r.get(a) == True and r.get(b) == False:  # noqa: E712
                 out.append({"key": key, "kind": kind, "lost_at": b})
     return pd.DataFrame(out, columns=["key", "kind", "lost_at"])
 
