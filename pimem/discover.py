@@ -308,6 +308,19 @@ def _default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
+def _worth_parallel(paths: Sequence[Path]) -> bool:
+    """Enough files and bytes for worker processes to pay for their start-up."""
+    if len(paths) < PARALLEL_MIN_FILES:
+        return False
+    total = 0
+    for p in paths:
+        try:
+            total += p.stat().st_size
+        except OSError:
+            pass
+    return total >= PARALLEL_MIN_BYTES
+
+
 def _chunks(items: Sequence[Path], n: int) -> list[list[Path]]:
     size = max(1, math.ceil(len(items) / n))
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
@@ -355,13 +368,7 @@ def discover_sessions(
     base = Path(root) if root is not None else default_sessions_dir()
     paths = _walk_jsonl(base) if base.is_dir() else ([base] if base.is_file() else [])
     if workers is None:
-        total = 0
-        for p in paths:
-            try:
-                total += p.stat().st_size
-            except OSError:
-                pass
-        use_workers = _default_workers() if total >= PARALLEL_MIN_BYTES and len(paths) >= PARALLEL_MIN_FILES else 1
+        use_workers = _default_workers() if _worth_parallel(paths) else 1
     else:
         use_workers = max(1, workers)
     if use_workers > 1 and len(paths) > 1:
@@ -523,14 +530,8 @@ def load_sessions(
 
     paths = _resolve_paths(paths_or_root)
     if workers is None:
-        total = 0
-        for p in paths:
-            try:
-                total += p.stat().st_size
-            except OSError:
-                pass
-        big = total >= PARALLEL_MIN_BYTES and len(paths) >= PARALLEL_MIN_FILES
-        use_workers = _default_workers() if big and (os.cpu_count() or 1) >= PARALLEL_LOAD_MIN_CPUS else 1
+        spare_cores = (os.cpu_count() or 1) >= PARALLEL_LOAD_MIN_CPUS
+        use_workers = _default_workers() if spare_cores and _worth_parallel(paths) else 1
     else:
         use_workers = max(1, workers)
 
