@@ -282,13 +282,7 @@ def tree_layout(session: Any) -> pd.DataFrame:
         else:
             children.setdefault(parent, []).append(e)
     active = {id(e) for e in session.get_branch()}
-    labels: dict[Any, str] = {}
-    for e in entries:
-        if e.get("type") == "label" and e.get("targetId") is not None:
-            if e.get("label"):
-                labels[e["targetId"]] = str(e["label"])
-            else:
-                labels.pop(e["targetId"], None)
+    labels = {target: str(label) for target, label in session.labels.items()}
 
     def primary_first(nodes: list[dict]) -> list[dict]:
         return sorted(nodes, key=lambda n: (id(n) not in active, -order[id(n)]))
