@@ -133,6 +133,7 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    """``pimem ls``: one row per session file under a folder."""
     from pimem.discover import discover_sessions
 
     if args.root is not None and not Path(args.root).is_dir():
@@ -151,6 +152,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """``pimem show``: header, entry counts, context size at the leaf, warnings and the tree."""
     from pimem.context import build_session_context
     from pimem.tokens import estimate_context_tokens
 
@@ -180,6 +182,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
+    """``pimem context``: the messages the model sees at a leaf, as a table or as JSON."""
     import pandas as pd
 
     from pimem.context import build_session_context, convert_to_llm
@@ -211,6 +214,7 @@ def _preview(message: dict, width: int) -> str:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    """``pimem replay``: replay one session under other settings; optionally write it and its events."""
     from pimem.compaction import CompactionSettings
     from pimem.replay import replay
 
@@ -234,6 +238,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
     from pimem.sweep import sweep
 
     paths = _session_paths(args.sessions)
@@ -252,6 +257,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
+    """``pimem drift``: write a standalone HTML drift report of a session."""
     _check_output(args.output, [args.session])
     s = _load(args.session)
     from pimem.report import write_drift_report
@@ -263,6 +269,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
+    """``pimem study``: sweep, figures, replays and drift reports in one output folder."""
     from pimem.report import run_study
 
     items = args.sessions or [str(_default_samples())]
@@ -285,6 +292,7 @@ def _default_samples() -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
     p = argparse.ArgumentParser(prog="pimem", description="Look at, replay and measure Pi coding-agent sessions.")
     p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -359,6 +367,7 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 for user mistakes, 1 for other failures)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -244,6 +244,7 @@ class CompactionPlayground(_Explorer):
 
     @property
     def settings(self) -> CompactionSettings:
+        """The compaction settings the sliders stand at."""
         return CompactionSettings(reserve_tokens=self.reserve.value, keep_recent_tokens=self.keep.value)
 
     def update(self) -> None:
