@@ -153,15 +153,35 @@ def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
     key = (os.getpid(), os.path.abspath(str(cache)), ident)
     hit = _CACHED.get(key)
     if hit is not None and hit[1] == _file_id(cache):
-        cached = hit[0]
-        cached.inner = counter  # same identity, so the same keys: this run's summarizer answers misses
-        return cached, counter
-    cached = CachedSummarizer(counter, cache)
+        return _CacheFront(hit[0], counter), counter
+    cached = CachedSummarizer(counter, cache)  # the identity is the summarizer's (see _CallCounter)
     cached._connect()  # creates the file, so that its identity can be checked next time
     if len(_CACHED) > 8:
         _CACHED.clear()
     _CACHED[key] = (cached, _file_id(cache))
-    return cached, counter
+    return _CacheFront(cached, counter), counter
+
+
+class _CacheFront:
+    """One run's use of a process-wide cache: its misses go to the run's own counter.
+
+    Runs of one process may overlap (threads of a Dask worker), so the shared cache object is
+    never re-pointed at a run's summarizer.
+    """
+
+    def __init__(self, cached: Any, counter: _CallCounter) -> None:
+        self.cached = cached
+        self.counter = counter
+        self.model = counter.model
+
+    def complete(self, request: Any) -> Any:
+        return self.cached.complete(request, self.counter)
+
+    def identity(self) -> Any:
+        return self.counter.identity()
+
+    def __repr__(self) -> str:
+        return repr(self.cached)
 
 
 def _file_id(path: Any) -> tuple[int, int] | None:

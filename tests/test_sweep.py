@@ -99,3 +99,22 @@ def test_the_cache_file_is_opened_once_per_process(sample_paths, tmp_path, monke
     third = sweep(sample_paths, GRID, workers=1, cache=cache, progress=False)
     assert opened == [cache, cache]
     assert cache.exists() and third.summarizer_calls.sum() == df.summarizer_calls.sum()
+
+
+def test_overlapping_runs_of_one_process_count_their_own_cache_misses(tmp_path):
+    # Runs in one process share the cache object; a run started meanwhile (another thread of a
+    # Dask worker) must not take over the misses of a run in progress.
+    from pimem.summarizers.base import SummaryRequest
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+    from pimem.sweep import _make_summarizer
+
+    cache = tmp_path / "cache.sqlite"
+    summarizer = ExtractiveSummarizer()
+    first, first_calls = _make_summarizer(summarizer, cache)
+    second, second_calls = _make_summarizer(summarizer, cache)
+    request = SummaryRequest(kind="history", system_prompt="s", prompt="<conversation>[User]: hi</conversation>",
+                             max_tokens=100)
+    first.complete(request)
+    assert (first_calls.calls, second_calls.calls) == (1, 0)
+    second.complete(request)  # answered from the cache
+    assert (first_calls.calls, second_calls.calls) == (1, 0)

@@ -228,11 +228,12 @@ class CachedSummarizer:
         key = self.key(request)
         conn = self._connect()
         try:
-            row = conn.execute(
-                "SELECT text, usage, stop_reason, error, called_tool, latency_s, created_at, extra, digest "
-                "FROM summaries WHERE key = ?",
-                (key,),
-            ).fetchone()
+            with self._lock:  # one connection per process, shared by threads
+                row = conn.execute(
+                    "SELECT text, usage, stop_reason, error, called_tool, latency_s, created_at, extra, digest "
+                    "FROM summaries WHERE key = ?",
+                    (key,),
+                ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise CacheCorruptError(f"{self.path}: cannot read cached answer {key[:12]}: {exc}") from exc
         if row is None:
@@ -281,14 +282,18 @@ class CachedSummarizer:
     def _succeeded(response: SummaryResponse) -> bool:
         return response.stop_reason == "stop" and not response.called_tool and not response.error_message
 
-    def complete(self, request: SummaryRequest) -> SummaryResponse:
-        """A cached answer, or the inner summarizer's (cached when it succeeded)."""
+    def complete(self, request: SummaryRequest, inner: Any = None) -> SummaryResponse:
+        """A cached answer, or the inner summarizer's (cached when it succeeded).
+
+        ``inner``: answer a miss with this summarizer instead of ``self.inner`` (it must have
+        the same identity); lets concurrent users share one cache object.
+        """
         cached = self.lookup(request)
         if cached is not None:
             self.hits += 1
             return cached
         self.misses += 1
-        response = self.inner.complete(request)
+        response = (self.inner if inner is None else inner).complete(request)
         if self.cache_failures or self._succeeded(response):
             self.store(request, response)
         response.extra = {**response.extra, "cached": False, "cache_key": self.key(request)}
