@@ -402,3 +402,18 @@ def test_lost_facts_when_every_fact_is_seen_from_the_first_compaction():
     report.attrs["presence"] = presence
     lost = lost_facts(report)
     assert lost.to_dict("records") == [{"key": "path:a", "kind": "path", "lost_at": 1}]
+
+
+def test_section_tokens_count_utf16_units_like_pi():
+    ts = "2026-01-01T00:00:00.000Z"
+    entries = [
+        {"type": "message", "id": "a1", "parentId": None, "timestamp": ts,
+         "message": {"role": "user", "content": "fix x", "timestamp": 0}},
+        {"type": "message", "id": "a2", "parentId": "a1", "timestamp": ts,
+         "message": {"role": "user", "content": "more", "timestamp": 0}},
+        {"type": "compaction", "id": "c1", "parentId": "a2", "timestamp": ts, "summary": "## Goal\n" + "😀" * 6 + "\n",
+         "firstKeptEntryId": "a2", "tokensBefore": 10},
+    ]
+    sections = drift_report(entries).attrs["sections"]
+    goal = sections[sections["section"] == "goal"].iloc[0]
+    assert goal["tokens"] == 3  # 12 UTF-16 units / 4, as Pi's estimate counts them

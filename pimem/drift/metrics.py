@@ -77,6 +77,7 @@ from pimem.drift.facts import (
     summary_facts,
 )
 from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary
+from pimem.jsonio import utf16_len
 from pimem.drift.similarity import TfidfSpace, jaccard
 
 
@@ -370,7 +371,7 @@ def drift_report(
             section_rows.append(
                 {"compaction": span.index, "section": key, "present": text is not None,
                  "present_prev": prev_text is not None,
-                 "tokens": math.ceil(len(text) / 4) if text else 0,
+                 "tokens": math.ceil(utf16_len(text) / 4) if text else 0,
                  "jaccard_prev": jaccard(text, prev_text) if both else math.nan,
                  "cosine_prev": space.cosine(text, prev_text) if both else math.nan}
             )
