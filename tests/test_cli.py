@@ -237,3 +237,13 @@ def test_show_counts_entries_with_a_broken_type(tmp_path: Path, capsys) -> None:
     code, out, err = run(["show", str(path)], capsys)
     assert code == 0, err
     assert "None=1" in out and "message=1" in out
+
+
+def test_replay_offers_every_token_source(capsys) -> None:
+    from pimem.replay import TOKEN_SOURCES
+
+    for command in ("replay", "sweep"):
+        code, out, _ = run([command, "--help"], capsys)
+        assert code == 0
+        for source in TOKEN_SOURCES:
+            assert source in out, (command, source)
