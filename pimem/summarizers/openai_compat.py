@@ -295,6 +295,15 @@ class OpenAISummarizer:
             return min(after, self.max_retry_after)
         return random.uniform(0, min(self.backoff_max, self.backoff_base * (2**attempt)))
 
+    def _next_delay(self, exc: Exception, attempts: int) -> float | None:
+        """Seconds to wait before retrying after ``attempts`` failed tries, or None: give up."""
+        if not (isinstance(exc, openai.OpenAIError) and self._retryable(exc) and attempts < self.max_retries):
+            return None
+        delay = self._retry_delay(attempts, exc)
+        log.info("summary request failed (%s); retry %d in %.2f s", redact(self._describe(exc), self._key.value),
+                 attempts + 1, delay)
+        return delay
+
     @staticmethod
     def _retryable(exc: Exception) -> bool:
         if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
@@ -332,14 +341,11 @@ class OpenAISummarizer:
                 response.extra["attempts"] = attempts + 1
                 return response
             except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
-                if isinstance(exc, openai.OpenAIError) and self._retryable(exc) and attempts < self.max_retries:
-                    delay = self._retry_delay(attempts, exc)
-                    log.info("summary request failed (%s); retry %d in %.2f s", redact(self._describe(exc), self._key.value),
-                             attempts + 1, delay)
-                    attempts += 1
-                    time.sleep(delay)
-                    continue
-                return self._error(self._describe(exc), time.perf_counter() - start, attempts=attempts + 1)
+                delay = self._next_delay(exc, attempts)
+                if delay is None:
+                    return self._error(self._describe(exc), time.perf_counter() - start, attempts=attempts + 1)
+                attempts += 1
+                time.sleep(delay)
 
 
 class AsyncOpenAISummarizer(OpenAISummarizer):
@@ -393,13 +399,12 @@ class AsyncOpenAISummarizer(OpenAISummarizer):
                         response = self._to_response(completion, time.perf_counter() - start)
                         response.extra["attempts"] = attempts + 1
                         return response
-                    except Exception as exc:  # noqa: BLE001
-                        if isinstance(exc, openai.OpenAIError) and self._retryable(exc) and attempts < self.max_retries:
-                            delay = self._retry_delay(attempts, exc)
-                            attempts += 1
-                            await asyncio.sleep(delay)
-                            continue
-                        return self._error(self._describe(exc), time.perf_counter() - start, attempts=attempts + 1)
+                    except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
+                        delay = self._next_delay(exc, attempts)
+                        if delay is None:
+                            return self._error(self._describe(exc), time.perf_counter() - start, attempts=attempts + 1)
+                        attempts += 1
+                        await asyncio.sleep(delay)
             finally:
                 self._in_flight -= 1
 
