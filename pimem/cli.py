@@ -144,9 +144,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return 0
     cols = [c for c in ["path", "session_id", "started", "name", "entry_count", "size_bytes",
                         "first_user_message", "error"] if c in df.columns]
-    view = df if args.format != "table" else df[cols]
-    if args.format == "table" and "first_user_message" in view.columns:
-        view = view.assign(first_user_message=view["first_user_message"].astype(str).str.slice(0, 50))
+    view = df
+    if args.format == "table":  # a readable table: short previews, blanks instead of <NA>
+        view = df[cols].astype(object).where(df[cols].notna(), "")
+        if "first_user_message" in view.columns:
+            view["first_user_message"] = view["first_user_message"].astype(str).str.slice(0, 50)
     _print_frame(view, args.format)
     return 0
 

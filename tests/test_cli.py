@@ -247,3 +247,11 @@ def test_replay_offers_every_token_source(capsys) -> None:
         assert code == 0
         for source in TOKEN_SOURCES:
             assert source in out, (command, source)
+
+
+def test_ls_table_shows_blanks_not_na(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    (tmp_path / sample_paths[0].name).write_bytes(sample_paths[0].read_bytes())
+    code, out, _ = run(["ls", str(tmp_path)], capsys)
+    assert code == 0
+    assert "<NA>" not in out and "NaN" not in out and "None" not in out
+    assert sample_paths[0].name in out
