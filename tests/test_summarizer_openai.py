@@ -219,3 +219,27 @@ def test_async_retries(server):
     s = AsyncOpenAISummarizer("m", base_url=server.base_url, api_key=SECRET, concurrency=1, backoff_base=0.001)
     [resp] = s.complete_many([make_request()])
     assert resp.text == "ok after 429" and server.hits == 2
+
+
+def test_a_key_from_the_environment_is_not_pickled(monkeypatch) -> None:
+    import pickle
+
+    from pimem.summarizers.openai_compat import OpenAISummarizer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret-123456")
+    blob = pickle.dumps(OpenAISummarizer("gpt-4.1-mini", base_url="http://127.0.0.1:9/v1"))
+    assert b"sk-env-secret-123456" not in blob
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-worker-key-654321")
+    restored = pickle.loads(blob)
+    assert restored._key.value == "sk-worker-key-654321"  # the receiving process's own environment
+
+
+def test_an_explicit_key_travels_with_the_pickle(monkeypatch) -> None:
+    import pickle
+
+    from pimem.summarizers.openai_compat import OpenAISummarizer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    restored = pickle.loads(pickle.dumps(OpenAISummarizer("m", base_url="http://127.0.0.1:9/v1",
+                                                          api_key="sk-explicit-000111")))
+    assert restored._key.value == "sk-explicit-000111"

@@ -25,8 +25,9 @@ with ``stop_reason="error"`` and an ``error_message`` that never contains the ke
 
 The API key comes from the argument, else ``OPENAI_API_KEY``, else ``PIMEM_API_KEY``; a local server with
 no key gets a placeholder. The key is never logged, never shown by ``repr`` and never part of
-``identity()`` (what caches key on). Pickling keeps it in memory only so worker processes can call
-the model.
+``identity()`` (what caches key on). A pickled summarizer carries no key read from the
+environment (the receiving process reads its own environment); a key passed as ``api_key`` does
+travel with it, so prefer the environment for clusters that may spill tasks to disk.
 """
 
 from __future__ import annotations
@@ -64,23 +65,32 @@ _NO_KEY = "pimem-no-key"
 
 
 class _Secret:
-    """Holds a key; prints as ``'***'``."""
+    """Holds a key; prints as ``'***'``.
 
-    __slots__ = ("value",)
+    A key that came from the environment is not pickled: the receiving process reads the
+    environment again (worker processes inherit it). Only a key passed as an argument travels
+    with a pickled summarizer, since a worker has no other way to get it.
+    """
 
-    def __init__(self, value: str) -> None:
+    __slots__ = ("value", "from_env")
+
+    def __init__(self, value: str, from_env: bool = False) -> None:
         self.value = value
+        self.from_env = from_env
 
     def __repr__(self) -> str:
         return "'***'"
 
     __str__ = __repr__
 
-    def __getstate__(self) -> dict[str, str]:
-        return {"value": self.value}
+    def __getstate__(self) -> dict[str, Any]:
+        if self.from_env:
+            return {"from_env": True}
+        return {"value": self.value, "from_env": False}
 
-    def __setstate__(self, state: dict[str, str]) -> None:
-        self.value = state["value"]
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.from_env = bool(state.get("from_env"))
+        self.value = _resolve_key(None) if self.from_env else state["value"]
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -168,7 +178,7 @@ class OpenAISummarizer:
     ) -> None:
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self._key = _Secret(_resolve_key(api_key))
+        self._key = _Secret(_resolve_key(api_key), from_env=not api_key)
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_base = backoff_base
