@@ -98,12 +98,35 @@ def _is_safe_nonneg_int(value: Any) -> bool:
     return False
 
 
+def _js_object(value: Any) -> Any:
+    """An array seen through JavaScript's object spread (``{...array}``): keys are indices."""
+    return {str(i): v for i, v in enumerate(value)} if isinstance(value, list) else value
+
+
 def _migrate(settings: dict) -> dict:
-    """Pi's ``migrateSettings`` (the parts that move keys around)."""
+    """Pi's ``migrateSettings``: queueMode, websockets, the skills object, retry.maxDelayMs."""
     if "queueMode" in settings and "steeringMode" not in settings:
         settings["steeringMode"] = settings.pop("queueMode")
     if "transport" not in settings and isinstance(settings.get("websockets"), bool):
         settings["transport"] = "websocket" if settings.pop("websockets") else "sse"
+    skills = settings.get("skills")
+    if isinstance(skills, dict):
+        if "enableSkillCommands" in skills and "enableSkillCommands" not in settings:
+            settings["enableSkillCommands"] = skills["enableSkillCommands"]
+        directories = skills.get("customDirectories")
+        if isinstance(directories, list) and directories:
+            settings["skills"] = directories
+        else:
+            del settings["skills"]
+    retry = settings.get("retry")
+    if isinstance(retry, dict):
+        provider = retry.get("provider")
+        provider = _js_object(provider) if isinstance(provider, (dict, list)) else None
+        max_delay = retry.get("maxDelayMs")
+        if (isinstance(max_delay, (int, float)) and not isinstance(max_delay, bool)
+                and (provider is None or provider.get("maxRetryDelayMs") is None)):
+            retry["provider"] = {**(provider or {}), "maxRetryDelayMs": max_delay}
+        retry.pop("maxDelayMs", None)
     return settings
 
 
@@ -173,7 +196,10 @@ class Settings:
 
     def compaction_for(self, provider: str | None = None, model_id: str | None = None) -> CompactionSettings:
         """``getCompactionSettings(model)``: model override → ordinary setting → default, per field."""
-        model_key = f"{provider}/{model_id}" if (provider is not None or model_id is not None) else None
+        model_key = None
+        if provider is not None or model_id is not None:
+            # `${model.provider}/${model.id}`: a missing part prints "undefined".
+            model_key = "/".join("undefined" if part is None else js_string(part) for part in (provider, model_id))
         return CompactionSettings(
             enabled=self.compaction_enabled,
             reserve_tokens=self._token_setting("reserveTokens", model_key),
@@ -202,23 +228,39 @@ class Settings:
         self.models[f"{provider}/{model_id}"] = (int(context_window), int(max_tokens), bool(reasoning))
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _parse_js_int(text: str) -> int | float:
+    """JSON.parse reads every number as a double: integers past 2**53 lose precision."""
+    value = int(text)
+    return value if abs(value) <= _MAX_SAFE_INTEGER else float(text)
+
+
+def _parse_settings_json(text: str) -> Any:
+    """``JSON.parse``: no NaN/Infinity literals, integers as doubles."""
+    return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_js_int)
+
+
 def _read_settings_file(path: Path, scope: str, errors: list[SettingsFileError]) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    text = path.read_text(encoding="utf-8")
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if not text:
+    """One settings file as Pi's ``loadFromStorage`` reads it; failures are recorded, giving ``{}``."""
+    if not path.exists():
         return {}
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        err = SettingsFileError(f"{path}: line {exc.lineno if hasattr(exc, 'lineno') else '?'}: {exc}")
-        errors.append(err)
-        warnings.warn(f"ignoring {scope} settings: {err}", stacklevel=3)
-        return {}
-    if not isinstance(data, dict):
-        err = SettingsFileError(f"{path}: line 1: settings must be a JSON object")
+        # Node decodes invalid UTF-8 as U+FFFD rather than failing.
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        if not text:
+            return {}
+        # Pi tests for an empty file before it strips the BOM: a lone BOM is a parse error.
+        data = _parse_settings_json(text[1:] if text.startswith("\ufeff") else text)
+        if isinstance(data, list):
+            data = _js_object(data)
+        if not isinstance(data, dict):
+            raise ValueError(f"settings must be a JSON object, not {type(data).__name__}")
+    except (OSError, ValueError) as exc:
+        line = getattr(exc, "lineno", 1)
+        err = SettingsFileError(f"{path}: line {line}: {exc}")
         errors.append(err)
         warnings.warn(f"ignoring {scope} settings: {err}", stacklevel=3)
         return {}
