@@ -692,6 +692,141 @@ def _context_entries(path: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     return (build_context_entries(path) if path else []), latest
 
 
+_NO_KEY = object()
+
+
+def _is_system_message(entry: dict[str, Any]) -> bool:
+    """``buildContextEntries``' test for dropping an entry from the kept span (may raise as Pi's)."""
+    return entry.get("type") == "message" and entry["message"].get("role") == "system"
+
+
+class _CompactionSpan:
+    """What ``compactions_df`` needs of the context a compaction's parent path gives."""
+
+    __slots__ = ("path_length", "context_length", "previous", "start", "kept_index")
+
+    def __init__(self, path_length: int, context_length: int, previous: Any, start: int, kept_index: int | None) -> None:
+        self.path_length = path_length
+        self.context_length = context_length
+        self.previous = previous
+        self.start = start
+        self.kept_index = kept_index
+
+
+def _compaction_span_by_walk(session: "Session", entry: dict[str, Any]) -> _CompactionSpan:
+    """The span of one compaction by building its path and context entries (O(path length))."""
+    branch = session.get_branch(entry.get("id"))
+    path = branch[:-1] if branch and branch[-1] is entry else [x for x in branch if x is not entry]
+    context, previous = _context_entries(path)
+    start = 1 if previous is not None else 0
+    first_kept = entry.get("firstKeptEntryId")
+    kept_index = next((j for j in range(start, len(context)) if context[j].get("id") == first_kept), None)
+    return _CompactionSpan(len(path), len(context), previous, start, kept_index)
+
+
+def _compaction_spans(session: "Session") -> dict[int, _CompactionSpan]:
+    """Spans of all compactions in one depth-first walk of the tree (linear in the entries).
+
+    Keyed by ``id(entry)``. The walk keeps the root path of the current entry as a stack, with
+    the positions of its ids, of its compactions and running counts of the entries
+    ``buildContextEntries`` keeps, so each compaction's span comes from a few look-ups. Parent
+    links are followed as ``Session.get_branch`` does. Compactions it cannot place (an id that
+    another entry took over, entries in a parent cycle, a kept span whose entries Pi's function
+    would throw on) are left out; the caller walks them one by one.
+    """
+    by_id: dict[Any, dict[str, Any]] = getattr(session, "_by_id", None) or {}
+    children: dict[int, list[dict[str, Any]]] = {}
+    roots: list[dict[str, Any]] = []
+    for node in by_id.values():
+        parent_id = node.get("parentId")
+        parent = by_id.get(parent_id) if isinstance(parent_id, str) and parent_id else None
+        if parent is None:
+            roots.append(node)
+        else:
+            children.setdefault(id(parent), []).append(node)
+
+    spans: dict[int, _CompactionSpan] = {}
+    stack: list[dict[str, Any]] = []
+    position: dict[Any, int] = {}  # id -> position on the stack (ids on one root path are distinct)
+    compactions: list[int] = []  # positions of compactions on the stack
+    kept_before = [0]  # kept_before[k]: entries in stack[:k] that are not system messages
+    broken_before = [0]  # broken_before[k]: entries in stack[:k] whose system test throws
+
+    def push(node: dict[str, Any]) -> None:
+        depth = len(stack)
+        if node.get("type") == "compaction":
+            spans_add(node, depth)
+            compactions.append(depth)
+        stack.append(node)
+        node_id = node.get("id")
+        try:
+            position.setdefault(node_id, depth)
+        except TypeError:
+            pass
+        try:
+            system, broken = _is_system_message(node), False
+        except (TypeError, AttributeError, KeyError):
+            system, broken = False, True
+        kept_before.append(kept_before[-1] + (0 if system or broken else 1))
+        broken_before.append(broken_before[-1] + (1 if broken else 0))
+
+    def pop() -> None:
+        node = stack.pop()
+        depth = len(stack)
+        kept_before.pop()
+        broken_before.pop()
+        if compactions and compactions[-1] == depth:
+            compactions.pop()
+        try:
+            if position.get(node.get("id")) == depth:
+                del position[node.get("id")]
+        except TypeError:
+            pass
+
+    def find(key: Any, below: int) -> int | None:
+        try:
+            found = position.get(key)
+        except TypeError:
+            return None
+        return found if found is not None and found < below else None
+
+    def spans_add(node: dict[str, Any], depth: int) -> None:
+        # ``stack`` is the compaction's parent path (``depth`` entries).
+        first_kept = node.get("firstKeptEntryId")
+        if not compactions:
+            spans[id(node)] = _CompactionSpan(depth, depth, None, 0, find(first_kept, depth))
+            return
+        ci = compactions[-1]
+        previous = stack[ci]
+        s = find(previous.get("firstKeptEntryId", _NO_KEY), ci)
+        if s is None:
+            s = ci
+        if broken_before[ci] - broken_before[s]:
+            return  # Pi's function throws here: leave it to the walk, which throws the same way
+        kept = kept_before[ci] - kept_before[s]
+        p = find(first_kept, depth)
+        kept_index = None
+        if p is not None:
+            if s <= p < ci and kept_before[p + 1] - kept_before[p]:
+                kept_index = 1 + kept_before[p] - kept_before[s]
+            elif ci < p:
+                kept_index = 1 + kept + (p - ci - 1)
+        spans[id(node)] = _CompactionSpan(depth, 1 + kept + (depth - ci - 1), previous, 1, kept_index)
+
+    for root in roots:
+        push(root)
+        pending = [iter(children.get(id(root), ()))]
+        while pending:
+            child = next(pending[-1], None)
+            if child is None:
+                pending.pop()
+                pop()
+                continue
+            push(child)
+            pending.append(iter(children.get(id(child), ())))
+    return spans
+
+
 def compactions_df(session: "Session") -> pd.DataFrame:
     """One row per ``compaction`` entry, in file order.
 
@@ -721,6 +856,7 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         "entries_summarized", "entries_kept", "summary_input", "summary_output",
     )  # fmt: skip
     rows: dict[str, list[Any]] = {k: [] for k in keys}
+    spans = _compaction_spans(session) if any(e.get("type") == "compaction" for e in session.entries) else {}
     for e in session.entries:
         if e.get("type") != "compaction":
             continue
@@ -728,11 +864,10 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         summary = e.get("summary")
         first_kept = e.get("firstKeptEntryId")
         details = e.get("details") if isinstance(e.get("details"), dict) else {}
-        branch = session.get_branch(eid)
-        path = branch[:-1] if branch and branch[-1] is e else [x for x in branch if x is not e]
-        context, previous = _context_entries(path)
-        start = 1 if previous is not None else 0
-        kept_index = next((j for j in range(start, len(context)) if context[j].get("id") == first_kept), None)
+        span = spans.get(id(e)) if eid and session.get_entry(eid) is e else None
+        if span is None:
+            span = _compaction_span_by_walk(session, e)
+        previous, start, kept_index = span.previous, span.start, span.kept_index
         try:
             est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
         except (TypeError, AttributeError, ValueError):
@@ -752,9 +887,9 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         rows["has_system_message"].append(bool(e.get("systemMessage")))
         rows["on_active_path"].append(eid in tree.active)
         rows["previous_compaction_id"].append(previous.get("id") if previous is not None else None)
-        rows["path_length"].append(len(path))
+        rows["path_length"].append(span.path_length)
         rows["entries_summarized"].append(None if kept_index is None else kept_index - start)
-        rows["entries_kept"].append(None if kept_index is None else len(context) - kept_index)
+        rows["entries_kept"].append(None if kept_index is None else span.context_length - kept_index)
         rows["summary_input"].append(usage.get("input"))
         rows["summary_output"].append(usage.get("output"))
     return pd.DataFrame(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -413,3 +415,138 @@ def test_times_are_exact_to_the_millisecond() -> None:
     assert df["message_timestamp"].iloc[0] == expected
     assert df["message_timestamp"].iloc[0].nanosecond == 0
     assert df["message_timestamp"].iloc[0].microsecond == 123000
+
+
+# --------------------------------------------------------------------------- compaction spans against a slow reference
+
+
+def slow_compactions_df(session: Session) -> pd.DataFrame:
+    """``compactions_df`` as first written: one path and context build per compaction."""
+    from pimem.context import create_compaction_summary_message
+    from pimem.tokens import estimate_tokens
+
+    tree = frames._Tree(session)
+    keys = (
+        "id", "timestamp", "first_kept_entry_id", "first_kept_found", "tokens_before",
+        "summary_chars", "summary_est_tokens", "read_files", "modified_files", "from_hook",
+        "has_system_message", "on_active_path", "previous_compaction_id", "path_length",
+        "entries_summarized", "entries_kept", "summary_input", "summary_output",
+    )  # fmt: skip
+    rows: dict[str, list[Any]] = {k: [] for k in keys}
+    for e in session.entries:
+        if e.get("type") != "compaction":
+            continue
+        eid = e.get("id")
+        summary = e.get("summary")
+        first_kept = e.get("firstKeptEntryId")
+        details = e.get("details") if isinstance(e.get("details"), dict) else {}
+        branch = session.get_branch(eid)
+        path = branch[:-1] if branch and branch[-1] is e else [x for x in branch if x is not e]
+        context, previous = frames._context_entries(path)
+        start = 1 if previous is not None else 0
+        kept_index = next((j for j in range(start, len(context)) if context[j].get("id") == first_kept), None)
+        try:
+            est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
+        except (TypeError, AttributeError, ValueError):
+            est = None
+        usage = e.get("usage") if isinstance(e.get("usage"), dict) else {}
+        rows["id"].append(eid)
+        rows["timestamp"].append(e.get("timestamp"))
+        rows["first_kept_entry_id"].append(first_kept)
+        rows["first_kept_found"].append(kept_index is not None)
+        rows["tokens_before"].append(e.get("tokensBefore"))
+        rows["summary_chars"].append(frames._u16(summary) if isinstance(summary, str) else None)
+        rows["summary_est_tokens"].append(est)
+        rf, mf = details.get("readFiles"), details.get("modifiedFiles")
+        rows["read_files"].append(len(rf) if isinstance(rf, list) else None)
+        rows["modified_files"].append(len(mf) if isinstance(mf, list) else None)
+        rows["from_hook"].append(e.get("fromHook"))
+        rows["has_system_message"].append(bool(e.get("systemMessage")))
+        rows["on_active_path"].append(eid in tree.active)
+        rows["previous_compaction_id"].append(previous.get("id") if previous is not None else None)
+        rows["path_length"].append(len(path))
+        rows["entries_summarized"].append(None if kept_index is None else kept_index - start)
+        rows["entries_kept"].append(None if kept_index is None else len(context) - kept_index)
+        rows["summary_input"].append(usage.get("input"))
+        rows["summary_output"].append(usage.get("output"))
+    return pd.DataFrame(
+        {
+            "id": frames._str_col(rows["id"]),
+            "timestamp": frames._times(rows["timestamp"]),
+            "first_kept_entry_id": frames._str_col(rows["first_kept_entry_id"]),
+            "first_kept_found": np.array(rows["first_kept_found"], dtype=bool),
+            "tokens_before": frames._int_col(rows["tokens_before"]),
+            "summary_chars": frames._int_col(rows["summary_chars"]),
+            "summary_est_tokens": frames._int_col(rows["summary_est_tokens"]),
+            "read_files": frames._int_col(rows["read_files"]),
+            "modified_files": frames._int_col(rows["modified_files"]),
+            "from_hook": frames._bool_col(rows["from_hook"]),
+            "has_system_message": np.array(rows["has_system_message"], dtype=bool),
+            "on_active_path": np.array(rows["on_active_path"], dtype=bool),
+            "previous_compaction_id": frames._str_col(rows["previous_compaction_id"]),
+            "path_length": frames._int_col(rows["path_length"]),
+            "entries_summarized": frames._int_col(rows["entries_summarized"]),
+            "entries_kept": frames._int_col(rows["entries_kept"]),
+            "summary_input": frames._int_col(rows["summary_input"]),
+            "summary_output": frames._int_col(rows["summary_output"]),
+        }
+    )
+
+
+def compaction(eid: str, parent: str | None, t: float, first_kept: str | None, summary: str = "s") -> dict:
+    entry = {"type": "compaction", "id": eid, "parentId": parent, "timestamp": iso(t), "summary": summary, "tokensBefore": 100}
+    if first_kept is not None:
+        entry["firstKeptEntryId"] = first_kept
+    return entry
+
+
+def user(eid: str, parent: str | None, t: float, role: str = "user") -> dict:
+    return message(eid, parent, t, {"role": role, "content": f"text {eid}", "timestamp": ms(t)})
+
+
+def test_compaction_spans_on_a_branching_tree_match_the_slow_reference() -> None:
+    header = {"type": "session", "version": 3, "id": "t", "timestamp": iso(0), "cwd": "/"}
+    entries = [
+        user("u1", None, 1), user("u2", "u1", 2), user("sys", "u2", 3, role="system"), user("u3", "sys", 4),
+        compaction("c1", "u3", 5, "u2"),  # keeps u2, drops the system message, keeps u3
+        user("u4", "c1", 6), user("u5", "u4", 7),
+        compaction("c2", "u5", 8, "u3"),  # first kept inside c1's kept span, after a system message
+        user("u6", "c2", 9),
+        compaction("c3", "u6", 10, "u2"),  # u2 is before c2's kept span: not found
+        compaction("c4", "u6", 11, "c2"),  # the previous compaction itself: not found
+        compaction("c5", "u6", 12, None),  # no firstKeptEntryId
+        user("b1", "u3", 13),  # a second branch under u3, without c1
+        compaction("c6", "b1", 14, "sys"),  # a system message as first kept, no previous compaction
+        compaction("c7", "b1", 15, "u1"),
+        compaction("c8", "c7", 16, "b1"),  # directly under a compaction
+        compaction("c5", "u6", 17, "u4"),  # the id c5 again: the lookup now finds this entry
+        user("x1", "x2", 18), user("x2", "x1", 19), compaction("cx", "x2", 20, "x1"),  # a parent cycle
+        compaction("dangling", "missing", 21, "u1"),
+    ]
+    s = Session(header, entries)
+    fast = frames.compactions_df(s)
+    pd.testing.assert_frame_equal(fast, slow_compactions_df(s))
+    row = fast.set_index("id").loc["c2"]
+    assert row["previous_compaction_id"] == "c1" and row["entries_summarized"] == 1 and row["entries_kept"] == 3
+    assert fast.set_index("id").loc["c6", "entries_summarized"] == 2  # u1, u2 before the system message
+    assert int(fast["first_kept_found"].sum()) >= 4 and not fast["first_kept_found"].all()
+
+
+def test_compaction_spans_match_the_slow_reference_on_samples_and_real_sessions(sample_paths: list[Path], real_v3_paths: list[Path]) -> None:
+    compared = 0
+    for path in [*sample_paths, *real_v3_paths]:
+        s = load_session(path)
+        pd.testing.assert_frame_equal(frames.compactions_df(s), slow_compactions_df(s))
+        compared += len(frames.compactions_df(s))
+    assert compared > 0
+
+
+def test_compaction_spans_match_the_slow_reference_on_a_replay_with_many_compactions(real_dir: Path) -> None:
+    import pimem
+    from pimem.compaction import CompactionSettings
+
+    settings = CompactionSettings(reserve_tokens=2048, keep_recent_tokens=2000)
+    s = pimem.replay(load_session(real_dir / "before-compaction.jsonl"), settings, context_window=12000).session
+    fast = frames.compactions_df(s)
+    assert len(fast) >= 50
+    pd.testing.assert_frame_equal(fast, slow_compactions_df(s))
