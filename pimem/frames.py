@@ -486,6 +486,105 @@ def messages_df(session: "Session") -> pd.DataFrame:
 # --------------------------------------------------------------------------- tool calls
 
 
+_DESCENDANT_WALK_LIMIT = 100_000  # ``_Tree.is_descendant``'s default limit
+
+
+class _ResultIndex:
+    """Tool results by ``toolCallId``, answering "the first result in file order below an entry".
+
+    ``_Tree.is_descendant`` walks parent ids up from each candidate; with a tool-call id that
+    repeats across many branches that is a walk per call and candidate. Here the id tree is
+    numbered once in depth-first order (entry ``x`` is below ``a`` when ``a``'s number range holds
+    ``x``'s), each id's results are sorted by that number, and a sparse table of their file
+    positions gives the earliest one in a range in constant time. Ids in a parent cycle (not
+    reached from a root) and trees deeper than the walk limit fall back to the walk.
+    """
+
+    def __init__(self, tree: _Tree, results: dict[Any, list[dict[str, Any]]]) -> None:
+        self.tree = tree
+        self.results = results
+        children: dict[Any, list[Any]] = {}
+        roots: list[Any] = []
+        parent = tree.parent
+        for node, pid in parent.items():
+            try:
+                linked = pid is not None and pid in parent
+            except TypeError:  # an unhashable parentId links nowhere
+                linked = False
+            if linked:
+                children.setdefault(pid, []).append(node)
+            else:
+                roots.append(node)
+        enter: dict[Any, int] = {}
+        leave: dict[Any, int] = {}
+        depth: dict[Any, int] = {}
+        deepest = 0
+        counter = 0
+        for root in roots:
+            enter[root] = counter
+            depth[root] = 0
+            counter += 1
+            pending = [(root, iter(children.get(root, ())))]
+            while pending:
+                node, kids = pending[-1]
+                child = next(kids, None)
+                if child is None:
+                    pending.pop()
+                    leave[node] = counter
+                    continue
+                enter[child] = counter
+                depth[child] = len(pending)
+                deepest = max(deepest, len(pending))
+                counter += 1
+                pending.append((child, iter(children.get(child, ()))))
+        self.enter, self.leave = enter, leave
+        self.usable = deepest < _DESCENDANT_WALK_LIMIT
+        # Per tool-call id: candidates (file order) sorted by DFS number, and a sparse table.
+        self._sorted: dict[Any, tuple[list[int], list[list[int]]]] = {}
+
+    def _table(self, call_id: Any) -> tuple[list[int], list[list[int]]]:
+        table = self._sorted.get(call_id)
+        if table is None:
+            candidates = self.results[call_id]
+            enter = self.enter
+            placed = sorted(
+                (enter[r.get("id")], i) for i, r in enumerate(candidates) if r.get("id") is not None and r.get("id") in enter
+            )
+            numbers = [number for number, _ in placed]
+            levels = [[i for _, i in placed]]
+            width = 1
+            while 2 * width <= len(numbers):
+                below = levels[-1]
+                levels.append([min(below[j], below[j + width]) for j in range(len(below) - width)])
+                width *= 2
+            table = (numbers, levels)
+            self._sorted[call_id] = table
+        return table
+
+    def find(self, call_id: Any, call_entry_id: Any) -> dict[str, Any] | None:
+        """The first result (file order) for ``call_id`` at or below ``call_entry_id``, else the
+        first result for ``call_id`` anywhere, else None."""
+        from bisect import bisect_left
+
+        candidates = self.results.get(call_id, []) if call_id is not None else []
+        if not candidates:
+            return None
+        if call_entry_id is None:
+            return candidates[0]
+        if not self.usable or call_entry_id not in self.enter:
+            tree = self.tree
+            found = next((r for r in candidates if tree.is_descendant(r.get("id"), call_entry_id)), None)
+            return found if found is not None else candidates[0]
+        numbers, levels = self._table(call_id)
+        lo = bisect_left(numbers, self.enter[call_entry_id])
+        hi = bisect_left(numbers, self.leave[call_entry_id])
+        if lo >= hi:
+            return candidates[0]
+        level = (hi - lo).bit_length() - 1
+        row = levels[level]
+        return candidates[min(row[lo], row[hi - (1 << level)])]
+
+
 def tool_calls_df(session: "Session") -> pd.DataFrame:
     """One row per ``toolCall`` block of an assistant message, joined with its tool result.
 
@@ -515,6 +614,7 @@ def tool_calls_df(session: "Session") -> pd.DataFrame:
         m = e.get("message")
         if isinstance(m, dict) and m.get("role") == "toolResult":
             results.setdefault(m.get("toolCallId"), []).append(e)
+    index_of_results = _ResultIndex(tree, results)
 
     keys = (
         "call_entry_id", "call_index", "call_id", "name", "arguments", "file_path", "command",
@@ -537,10 +637,7 @@ def tool_calls_df(session: "Session") -> pd.DataFrame:
             call_id = block.get("id")
             args = block.get("arguments")
             name = block.get("name")
-            candidates = results.get(call_id, []) if call_id is not None else []
-            result = next((r for r in candidates if tree.is_descendant(r.get("id"), eid)), None)
-            if result is None and candidates:
-                result = candidates[0]
+            result = index_of_results.find(call_id, eid)
             rows["call_entry_id"].append(eid)
             rows["call_index"].append(index)
             rows["call_id"].append(call_id)

@@ -550,3 +550,143 @@ def test_compaction_spans_match_the_slow_reference_on_a_replay_with_many_compact
     fast = frames.compactions_df(s)
     assert len(fast) >= 50
     pd.testing.assert_frame_equal(fast, slow_compactions_df(s))
+
+
+# --------------------------------------------------------------------------- tool-call join against a slow reference
+
+
+def slow_tool_calls_df(session: Session) -> pd.DataFrame:
+    """``tool_calls_df`` as first written: a parent walk per call and candidate result."""
+    tree = frames._Tree(session)
+    entries = session.entries
+    results: dict[Any, list[dict[str, Any]]] = {}
+    for e in entries:
+        if e.get("type") != "message":
+            continue
+        m = e.get("message")
+        if isinstance(m, dict) and m.get("role") == "toolResult":
+            results.setdefault(m.get("toolCallId"), []).append(e)
+
+    keys = (
+        "call_entry_id", "call_index", "call_id", "name", "arguments", "file_path", "command",
+        "call_timestamp", "call_message_ms", "result_entry_id", "result_timestamp",
+        "result_message_ms", "result_chars", "result_est_tokens", "is_error", "model",
+        "on_active_path", "result_on_active_path",
+    )  # fmt: skip
+    rows: dict[str, list[Any]] = {k: [] for k in keys}
+    for e in entries:
+        if e.get("type") != "message":
+            continue
+        m = e.get("message")
+        if not isinstance(m, dict) or m.get("role") != "assistant" or not isinstance(m.get("content"), list):
+            continue
+        eid = e.get("id")
+        index = 0
+        for block in m["content"]:
+            if not isinstance(block, dict) or block.get("type") != "toolCall":
+                continue
+            call_id = block.get("id")
+            args = block.get("arguments")
+            name = block.get("name")
+            candidates = results.get(call_id, []) if call_id is not None else []
+            result = next((r for r in candidates if tree.is_descendant(r.get("id"), eid)), None)
+            if result is None and candidates:
+                result = candidates[0]
+            rows["call_entry_id"].append(eid)
+            rows["call_index"].append(index)
+            rows["call_id"].append(call_id)
+            rows["name"].append(name)
+            rows["arguments"].append(args)
+            rows["file_path"].append(args.get("path") if isinstance(args, dict) else None)
+            rows["command"].append(args.get("command") if name == "bash" and isinstance(args, dict) else None)
+            rows["call_timestamp"].append(e.get("timestamp"))
+            rows["call_message_ms"].append(m.get("timestamp"))
+            rows["model"].append(m.get("model"))
+            rows["on_active_path"].append(eid in tree.active)
+            if result is None:
+                for k in ("result_entry_id", "result_timestamp", "result_message_ms", "result_chars",
+                          "result_est_tokens", "is_error", "result_on_active_path"):  # fmt: skip
+                    rows[k].append(None)
+            else:
+                rm = result["message"]
+                rows["result_entry_id"].append(result.get("id"))
+                rows["result_timestamp"].append(result.get("timestamp"))
+                rows["result_message_ms"].append(rm.get("timestamp"))
+                try:
+                    chars, tokens = frames._chars_and_tokens([rm])
+                except (TypeError, AttributeError, KeyError, ValueError):
+                    chars, tokens = None, None
+                rows["result_chars"].append(chars)
+                rows["result_est_tokens"].append(tokens)
+                rows["is_error"].append(rm.get("isError"))
+                rows["result_on_active_path"].append(result.get("id") in tree.active)
+            index += 1
+
+    call_ts = frames._times(rows["call_timestamp"])
+    result_ts = frames._times(rows["result_timestamp"])
+    call_ms = frames._float_col(rows["call_message_ms"])
+    result_ms = frames._float_col(rows["result_message_ms"])
+    return pd.DataFrame(
+        {
+            "call_entry_id": frames._str_col(rows["call_entry_id"]),
+            "call_index": frames._int_col(rows["call_index"]),
+            "call_id": frames._str_col(rows["call_id"]),
+            "name": frames._cat_col(rows["name"]),
+            "arguments": pd.Series(rows["arguments"], dtype=object),
+            "file_path": frames._str_col(rows["file_path"]),
+            "command": frames._str_col(rows["command"]),
+            "call_timestamp": call_ts,
+            "result_entry_id": frames._str_col(rows["result_entry_id"]),
+            "result_timestamp": result_ts,
+            "result_chars": frames._int_col(rows["result_chars"]),
+            "result_est_tokens": frames._int_col(rows["result_est_tokens"]),
+            "is_error": frames._bool_col(rows["is_error"]),
+            "latency_s": (result_ts - call_ts).dt.total_seconds().astype("float64"),
+            "since_request_s": (result_ms - call_ms) / 1000.0,
+            "model": frames._cat_col(rows["model"]),
+            "on_active_path": np.array(rows["on_active_path"], dtype=bool),
+            "result_on_active_path": frames._bool_col(rows["result_on_active_path"]),
+        }
+    )
+
+
+def test_tool_results_with_ids_repeated_on_many_branches_match_the_slow_reference() -> None:
+    header = {"type": "session", "version": 3, "id": "t", "timestamp": iso(0), "cwd": "/"}
+
+    def call(eid: str, parent: str | None, t: float, *call_ids: str) -> dict:
+        blocks = [{"type": "toolCall", "id": c, "name": "read", "arguments": {"path": c}} for c in call_ids]
+        return message(eid, parent, t, {"role": "assistant", "content": blocks, "timestamp": ms(t)})
+
+    def result(eid: str, parent: str | None, t: float, call_id: str, text: str) -> dict:
+        return message(eid, parent, t, {"role": "toolResult", "toolCallId": call_id, "toolName": "read", "content": text, "isError": False, "timestamp": ms(t)})
+
+    entries = [call("root", None, 1, "dup")]
+    for b in range(30):  # 30 branches, each calling "dup" and answering it further down
+        entries.append(call(f"a{b}", "root", 2 + b, "dup", "other"))
+        entries.append(message(f"m{b}", f"a{b}", 40 + b, {"role": "user", "content": "go"}))
+        entries.append(result(f"r{b}", f"m{b}", 80 + b, "dup", "x" * (b + 1)))
+    entries.append(call("nested", "r5", 120, "dup"))  # a second "dup" call under branch 5's result
+    entries.append(result("rn", "nested", 121, "dup", "nested"))
+    entries.append(result("late", "a7", 122, "dup", "later on branch 7"))  # a second answer on branch 7
+    entries.append(call("lonely", "root", 123, "dup", "unanswered"))  # no result below: the first anywhere
+    entries.append(call("cy1", "cy2", 124, "dup"))  # a parent cycle
+    entries.append(result("cy2", "cy1", 125, "dup", "cycle"))
+    entries.append(result("r_other", "a3", 126, "other", "o"))
+    s = Session(header, entries)
+    fast = frames.tool_calls_df(s)
+    pd.testing.assert_frame_equal(fast, slow_tool_calls_df(s))
+    dup = fast[fast["call_id"] == "dup"].set_index("call_entry_id")["result_entry_id"]
+    assert dup["a0"] == "r0" and dup["a29"] == "r29" and dup["a7"] == "r7"
+    assert dup["root"] == "r0" and dup["nested"] == "rn" and dup["lonely"] == "r0" and dup["cy1"] == "cy2"
+    other = fast[fast["call_id"] == "other"].set_index("call_entry_id")["result_entry_id"]
+    assert other["a3"] == "r_other" and other["a4"] == "r_other"
+
+
+def test_tool_call_join_matches_the_slow_reference_on_samples_and_real_sessions(sample_paths: list[Path], real_v3_paths: list[Path]) -> None:
+    joined = 0
+    for path in [*sample_paths, *real_v3_paths]:
+        s = load_session(path)
+        fast = frames.tool_calls_df(s)
+        pd.testing.assert_frame_equal(fast, slow_tool_calls_df(s))
+        joined += int(fast["result_entry_id"].notna().sum())
+    assert joined > 0
