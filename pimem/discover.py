@@ -184,44 +184,44 @@ def _error_row(path: Path, size: int | None, error: str) -> dict[str, Any]:
     return {"path": str(path), "size_bytes": size, "error": error}
 
 
-def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
-    """One discovery row for one file (see ``discover_sessions`` for the columns).
+_READ_BUFFER = 1024 * 1024
 
-    Files that are not sessions (empty, unreadable, first entry not a header) give a row
-    with only ``path``, ``size_bytes`` and ``error`` set. Never raises for bad content.
+
+def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, float | None] | str:
+    """One pass over a session file's lines, read in buffered blocks (never the whole file).
+
+    Returns (header, entry count, message count, name, first user message, last activity ms),
+    or the error text for a file that is not a session.
     """
-    p = Path(path)
-    try:
-        stat = p.stat()
-        with open(p, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        return _error_row(p, None, f"cannot read file: {exc.strerror or exc}")
-    size = stat.st_size
-    if not data.strip():
-        return _error_row(p, size, "empty file")
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
-
-    lines = data.split(b"\n")
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
     header: dict[str, Any] | None = None
     entry_count = 0
     message_count = 0
     name: str | None = None
     first_message = ""
     last_activity: float | None = None
+    seen_content = False  # a non-whitespace byte: not an "empty file"
 
-    for line_no, line in enumerate(lines, start=1):
-        entry = _parse_line(line)
-        if not entry:  # blank, malformed, or a falsy JSON value (Pi's ``if (entry)``)
-            continue
+    for line_no, line in enumerate(f, start=1):
+        if line_no == 1 and line.startswith(_BOM):
+            seen_content = True
+            line = line[len(_BOM):]
+        try:
+            entry = loads(line)
+        except decode_error:
+            entry = _parse_line(line[:-1] if line.endswith(b"\n") else line)
         if header is None:
+            if not seen_content and line.strip():
+                seen_content = True
+            if not entry:  # blank, malformed, or a falsy JSON value (Pi's ``if (entry)``)
+                continue
             if not (isinstance(entry, dict) and entry.get("type") == "session" and isinstance(entry.get("id"), str)):
                 what = f"a {entry.get('type')!r} entry" if isinstance(entry, dict) else f"a JSON {type(entry).__name__}"
-                return _error_row(p, size, f"not a Pi session: first entry (line {line_no}) is {what}, not a session header")
+                return f"not a Pi session: first entry (line {line_no}) is {what}, not a session header"
             header = entry
             continue
-        if not isinstance(entry, dict):
+        if not entry or not isinstance(entry, dict):
             continue
         kind = entry.get("type")
         if kind == "session":  # a second header: Pi's loader skips it
@@ -252,7 +252,27 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
             first_message = _text_content(message)
 
     if header is None:
-        return _error_row(p, size, "not a Pi session: no parseable JSON line")
+        return "not a Pi session: no parseable JSON line" if seen_content else "empty file"
+    return header, entry_count, message_count, name, first_message, last_activity
+
+
+def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
+    """One discovery row for one file (see ``discover_sessions`` for the columns).
+
+    Files that are not sessions (empty, unreadable, first entry not a header) give a row
+    with only ``path``, ``size_bytes`` and ``error`` set. Never raises for bad content.
+    """
+    p = Path(path)
+    try:
+        stat = p.stat()
+        with open(p, "rb", buffering=_READ_BUFFER) as f:
+            scanned = _scan_lines(f)
+    except OSError as exc:
+        return _error_row(p, None, f"cannot read file: {exc.strerror or exc}")
+    size = stat.st_size
+    if isinstance(scanned, str):
+        return _error_row(p, size, scanned)
+    header, entry_count, message_count, name, first_message, last_activity = scanned
 
     header_ms = _iso_ms(header.get("timestamp"))
     if last_activity is not None and last_activity > 0:

@@ -16,7 +16,11 @@ from pimem.discover import (
     default_sessions_dir,
     discover_sessions,
     load_sessions,
+    scan_session_file,
 )
+from pimem import discover
+from typing import Any
+import math
 
 
 def _line(obj: dict) -> str:
@@ -356,3 +360,170 @@ def test_real_corpus(real_v3_paths: list[Path]) -> None:
         if b.get("type") == "toolCall"
     )
     assert len(calls) == blocks
+
+
+# --------------------------------------------------------------------------- streaming scan against a whole-file reference
+
+
+def whole_file_scan(path: str | os.PathLike) -> dict[str, Any]:
+    """``scan_session_file`` as first written: the whole file read and split at once."""
+    p = Path(path)
+    try:
+        stat = p.stat()
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return discover._error_row(p, None, f"cannot read file: {exc.strerror or exc}")
+    size = stat.st_size
+    if not data.strip():
+        return discover._error_row(p, size, "empty file")
+    if data.startswith(discover._BOM):
+        data = data[len(discover._BOM):]
+
+    lines = data.split(b"\n")
+    header: dict[str, Any] | None = None
+    entry_count = 0
+    message_count = 0
+    name: str | None = None
+    first_message = ""
+    last_activity: float | None = None
+
+    for line_no, line in enumerate(lines, start=1):
+        entry = discover._parse_line(line)
+        if not entry:  # blank, malformed, or a falsy JSON value (Pi's ``if (entry)``)
+            continue
+        if header is None:
+            if not (isinstance(entry, dict) and entry.get("type") == "session" and isinstance(entry.get("id"), str)):
+                what = f"a {entry.get('type')!r} entry" if isinstance(entry, dict) else f"a JSON {type(entry).__name__}"
+                return discover._error_row(p, size, f"not a Pi session: first entry (line {line_no}) is {what}, not a session header")
+            header = entry
+            continue
+        if not isinstance(entry, dict):
+            continue
+        kind = entry.get("type")
+        if kind == "session":  # a second header: Pi's loader skips it
+            continue
+        entry_count += 1
+        if kind == "session_info":
+            # Pi: ``entry.name?.trim() || undefined`` — the latest wins, an empty name clears it.
+            raw = entry.get("name")
+            name = raw.strip() or None if isinstance(raw, str) else None
+            continue
+        if kind != "message":
+            continue
+        message_count += 1
+        message = entry.get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str) or "content" not in message:
+            continue
+        role = message["role"]
+        if role != "user" and role != "assistant":
+            continue
+        stamp = message.get("timestamp")
+        if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):
+            activity: float | None = float(stamp)
+        else:
+            activity = discover._iso_ms(entry.get("timestamp"))
+        if activity is not None and not math.isnan(activity):
+            last_activity = max(last_activity or 0.0, activity)
+        if not first_message and role == "user":
+            first_message = discover._text_content(message)
+
+    if header is None:
+        return discover._error_row(p, size, "not a Pi session: no parseable JSON line")
+
+    header_ms = discover._iso_ms(header.get("timestamp"))
+    if last_activity is not None and last_activity > 0:
+        modified_ms = last_activity
+    elif header_ms is not None:
+        modified_ms = header_ms
+    else:
+        modified_ms = stat.st_mtime * 1000.0
+    version = header.get("version", 1)
+    parent = header.get("parentSession")
+    return {
+        "path": str(p),
+        "session_id": header["id"],
+        "cwd": header["cwd"] if isinstance(header.get("cwd"), str) else "",
+        "started_ms": header_ms,
+        "modified_ms": modified_ms,
+        "name": name,
+        "entry_count": entry_count,
+        "message_count": message_count,
+        "size_bytes": size,
+        "version": version if isinstance(version, int) and not isinstance(version, bool) else None,
+        "first_user_message": first_message or None,
+        "parent_session": parent if isinstance(parent, str) else None,
+        "error": None,
+    }
+
+
+def _edge_files(tmp_path: Path) -> list[Path]:
+    header = json.dumps({"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-02T03:04:05.000Z", "cwd": "/w"}).encode()
+    user = json.dumps({"type": "message", "id": "a", "parentId": None, "timestamp": "2026-01-02T03:05:00.000Z",
+                       "message": {"role": "user", "content": [{"type": "text", "text": "hi é"}], "timestamp": 1767323100000}}).encode()
+    info = json.dumps({"type": "session_info", "id": "i", "parentId": "a", "timestamp": "2026-01-02T03:06:00.000Z", "name": "  named  "}).encode()
+    big = json.dumps({"type": "message", "id": "b", "parentId": "a", "timestamp": "2026-01-02T03:07:00.000Z",
+                      "message": {"role": "assistant", "content": [{"type": "text", "text": "x" * 3_000_000}], "timestamp": 1767323220000}}).encode()
+    contents = {
+        "plain": header + b"\n" + user + b"\n" + info + b"\n",
+        "no-final-newline": header + b"\n" + user,
+        "bom": b"\xef\xbb\xbf" + header + b"\n" + user + b"\n",
+        "bom-only": b"\xef\xbb\xbf\n",
+        "crlf": header + b"\r\n" + user + b"\r\n",
+        "blank-and-broken": b"\n  \n" + header + b"\n{broken\n0\nnull\n[]\n\"s\"\n" + user + b"\n" + header + b"\n",
+        "invalid-utf8": header + b"\n" + user.replace(b"hi", b"h\xff") + b"\n",
+        "lone-surrogate": header + b"\n" + user.replace(b"hi", b"\\ud800") + b"\n",
+        "whitespace-only": b" \n\t\n\r\n",
+        "empty": b"",
+        "falsy-then-header": b"0\n{}\n" + header + b"\n",
+        "not-a-session": user + b"\n" + header + b"\n",
+        "array-first": b"[1]\n" + header + b"\n",
+        "malformed-only": b"{nope\n",
+        "line-longer-than-the-buffer": header + b"\n" + big + b"\n" + info + b"\n",
+    }
+    paths = []
+    for name, data in contents.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+def test_streaming_scan_matches_the_whole_file_reference(tmp_path: Path, sample_paths: list[Path]) -> None:
+    paths = [*_edge_files(tmp_path), *sample_paths, tmp_path / "missing.jsonl"]
+    rows = [scan_session_file(p) for p in paths]
+    assert rows == [whole_file_scan(p) for p in paths]
+    by_name = {Path(r["path"]).stem: r for r in rows}
+    assert by_name["empty"]["error"] == "empty file" and by_name["whitespace-only"]["error"] == "empty file"
+    assert by_name["bom-only"]["error"] == "not a Pi session: no parseable JSON line"
+    assert by_name["bom"]["session_id"] == "s1" and by_name["crlf"]["message_count"] == 1
+    assert by_name["blank-and-broken"]["entry_count"] == 1
+    assert by_name["line-longer-than-the-buffer"]["name"] == "named"
+
+
+def test_streaming_scan_matches_the_whole_file_reference_on_real_sessions(real_dir: Path) -> None:
+    paths = sorted(real_dir.glob("*.jsonl"))
+    assert paths
+    assert [scan_session_file(p) for p in paths] == [whole_file_scan(p) for p in paths]
+
+
+def test_scan_memory_does_not_grow_with_the_file(tmp_path: Path, sample_paths: list[Path]) -> None:
+    import tracemalloc
+
+    lines = sample_paths[0].read_bytes().split(b"\n")
+    body = b"\n".join(line for line in lines[1:] if line) + b"\n"
+    copies = max(1, (16 * 1024 * 1024) // len(body))
+    path = tmp_path / "long.jsonl"
+    with open(path, "wb") as f:
+        f.write(lines[0] + b"\n")
+        for _ in range(copies):
+            f.write(body)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        row = scan_session_file(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert row["error"] is None and row["size_bytes"] == size
+    assert peak < size / 4, f"peak {peak} bytes while scanning a {size}-byte file"
