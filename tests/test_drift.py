@@ -417,3 +417,27 @@ def test_section_tokens_count_utf16_units_like_pi():
     sections = drift_report(entries).attrs["sections"]
     goal = sections[sections["section"] == "goal"].iloc[0]
     assert goal["tokens"] == 3  # 12 UTF-16 units / 4, as Pi's estimate counts them
+
+
+# --------------------------------------------------------------------------- adversarial text
+
+
+def test_long_adversarial_lines_parse_in_linear_time() -> None:
+    """Inputs on which backtracking patterns took hours (cubic or quadratic) are handled at 200 KB.
+
+    A regression makes this test run for hours instead of a fraction of a second.
+    """
+    n = 200_000
+    unclosed = "## Goal\nfix it\n<read-files>" + " " * n
+    parsed = parse_summary(unclosed)
+    assert parsed.read_files is None  # an unclosed block is not a file list
+    assert [h.key for h in parsed.headings] == ["goal"] and list(parsed.sections) == ["goal"]
+    heading = parse_summary("# a" + " " * n + "x\nbody")
+    assert heading.headings[0].title.startswith("a") and heading.headings[0].title.endswith("x")
+    facts = extract_facts([_user("123," * (n // 4) + " and 5 ms"), _user("a+" * (n // 2))])
+    assert any(f.kind == "number" and f.value.endswith("ms") for f in facts)
+
+
+def test_atx_closing_hashes_follow_commonmark() -> None:
+    titles = [h.title for h in parse_summary("# Use C#\n## Goal ##\n### Next Steps #\nx").headings]
+    assert titles == ["Use C#", "Goal", "Next Steps"]

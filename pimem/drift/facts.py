@@ -64,7 +64,7 @@ SOURCE_EXTENSIONS = (
 ).split()
 _EXT_RX = "|".join(sorted(SOURCE_EXTENSIONS, key=len, reverse=True))
 
-_PATH_TOKEN = re.compile(r"(?<![\w/.@:-])@?(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@.+-]*")
+_PATH_TOKEN = re.compile(r"(?<![\w/.@:+-])@?(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@.+-]*")
 _BARE_FILE = re.compile(rf"(?<![\w/.@-])@?[\w.-]*\w\.(?:{_EXT_RX})(?![\w/-])")
 _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
 _IDENT_SHAPE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*(?:\([^()]{0,60}\))?$")
@@ -86,7 +86,7 @@ _UNITS = {
     "character": "chars", "characters": "chars", "%": "%", "percent": "%", "px": "px", "x": "x",
 }
 _NUMBER = re.compile(
-    r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?("
+    r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?("
     + "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
     + r")(?![\w])",
     re.I,

@@ -91,13 +91,15 @@ SECTION_ALIASES: dict[str, tuple[str, ...]] = {
     "context_needed": ("context needed", "context"),
 }
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+)$")  # the title's closing #s are removed by _atx
 _BOLD_LINE = re.compile(r"^[ \t]*(?:\*\*|__)(.+?)(?:\*\*|__)[ \t]*:?[ \t]*$")
 _COLON_LINE = re.compile(r"^[ \t]*([A-Za-z][A-Za-z &/-]{1,40}):[ \t]*$")
 _NUMBERING = re.compile(r"^\s*(?:\d+|[ivx]+|[a-z])[.)]\s+", re.I)
 _FILE_BLOCK = {
-    "read": re.compile(r"<read-files>[ \t]*\n?(.*?)\n?[ \t]*</read-files>", re.S),
-    "modified": re.compile(r"<modified-files>[ \t]*\n?(.*?)\n?[ \t]*</modified-files>", re.S),
+    # the lines inside are stripped one by one, so the pattern needs no whitespace of its own
+    # (surrounding whitespace classes made it cubic on a long unclosed block)
+    "read": re.compile(r"<read-files>(.*?)</read-files>", re.S),
+    "modified": re.compile(r"<modified-files>(.*?)</modified-files>", re.S),
 }
 _SPLIT_TURN = re.compile(r"\n[ \t]*-{3,}[ \t]*\n+[ \t]*\*\*Turn Context \(split turn\):?\*\*:?[ \t]*\n", re.I)
 _QUALIFIER = re.compile(r"^\s*(?:[(:\[]|[-\u2013\u2014]\s)")
@@ -244,8 +246,26 @@ def _split_file_blocks(text: str) -> tuple[str, list[str] | None, list[str] | No
     return text.rstrip(), lists["read"], lists["modified"]
 
 
+def _atx(line: str) -> tuple[int, str] | None:
+    """(level, title) of a Markdown ``#`` heading, or None.
+
+    A closing run of ``#`` is dropped only after white space (CommonMark), so "C#" stays "C#".
+    Done in Python: trailing-whitespace classes in one pattern backtrack cubically on long lines.
+    """
+    m = _ATX.match(line)
+    if m is None:
+        return None
+    title = m.group(2).rstrip(" \t")
+    without_hashes = title.rstrip("#")
+    if without_hashes != title and (not without_hashes or without_hashes[-1] in " \t"):
+        title = without_hashes.rstrip(" \t")
+    if not title:
+        return None
+    return len(m.group(1)), title
+
+
 def _find_headings(lines: list[str], keys: tuple[str, ...]) -> list[Heading]:
-    has_atx = any(_ATX.match(ln) for ln in lines)
+    has_atx = any(_atx(ln) for ln in lines)
     found: list[Heading] = []
     in_fence = False
     for i, line in enumerate(lines):
@@ -254,11 +274,11 @@ def _find_headings(lines: list[str], keys: tuple[str, ...]) -> list[Heading]:
             continue
         if in_fence:
             continue
-        m = _ATX.match(line)
-        if m:
-            title = m.group(2)
+        atx = _atx(line)
+        if atx:
+            level, title = atx
             key, exact = _match_title(normalize_title(title), keys)
-            found.append(Heading(len(m.group(1)), title.strip(), key, exact, i, "atx"))
+            found.append(Heading(level, title.strip(), key, exact, i, "atx"))
             continue
         m = _BOLD_LINE.match(line)
         if m:
@@ -279,7 +299,7 @@ def _find_headings(lines: list[str], keys: tuple[str, ...]) -> list[Heading]:
 def _content_is_empty(text: str) -> bool:
     for line in text.split("\n"):
         s = line.strip()
-        if not s or _ATX.match(line) or _BOLD_LINE.match(line):
+        if not s or _atx(line) or _BOLD_LINE.match(line):
             continue
         s = re.sub(r"^(?:[-*+]|\d+[.)])\s*", "", s)
         s = re.sub(r"^\[[ xX]?\]\s*", "", s).strip()
