@@ -241,3 +241,16 @@ def test_any_text_gives_a_bounded_templated_answer(summarizer, texts, budget):
     assert estimate_text_tokens(resp.text) <= budget
     if resp.stop_reason == "stop":
         assert all(h in resp.text for h in HISTORY_SECTIONS)
+
+
+@pytest.mark.parametrize("text", ["a+" * 100_000, "a." * 100_000, "a_" * 100_000, "I decided" + " " * 200_000 + "x",
+                                  "TypeError" * 20_000])
+def test_long_adversarial_lines_stay_linear(text: str) -> None:
+    """Runs of word characters, dots, pluses or spaces once made patterns retry from every position
+    (minutes at 50 KB, hours at 1 MB). A regression makes this test run for hours, not a second."""
+    from pimem.summarizers.base import SummaryRequest
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+
+    prompt = f"<conversation>\n[User]: fix it\n\n[Tool result]: {text}\n</conversation>\n\nsummarize"
+    response = ExtractiveSummarizer().complete(SummaryRequest("history", "sys", prompt, 4000))
+    assert response.stop_reason == "stop" and "## Goal" in response.text

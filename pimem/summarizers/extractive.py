@@ -263,14 +263,14 @@ def parse_conversation(text: str) -> list[ParsedPart]:
 # ---------------------------------------------------------------------------------------------
 
 _ERROR_LINE = re.compile(
-    r"(\berror\b|\bErr(or)?:|\w+(Error|Exception)\b|\bfailed\b|\bfailure\b|\bFAIL(ED)?\b|Traceback \(most recent call last\)|"
+    r"(\berror\b|\bErr(or)?:|\b\w+(Error|Exception)\b|\bfailed\b|\bfailure\b|\bFAIL(ED)?\b|Traceback \(most recent call last\)|"
     r"\bexception\b|No such file or directory|\bENOENT\b|\bcannot\b|\bcan't\b|Could not |"
     r"No changes made to|not found|Command exited with code [1-9]|Command aborted|command cancelled|"
     r"Permission denied|\bpanic(ked)?\b|Segmentation fault|^\s*×|✗|✖)",
     re.IGNORECASE,
 )
 _NOT_ERROR = re.compile(r"\b(0|no|zero) (errors?|failures?|failed)\b|\berrors?: 0\b|\bfailed: 0\b", re.IGNORECASE)
-_STRONG_ERROR = re.compile(r"\berror\b|\w+(Error|Exception)\b|Traceback|Could not |No such file|ENOENT|Exception|FAIL", re.IGNORECASE)
+_STRONG_ERROR = re.compile(r"\berror\b|\b\w+(Error|Exception)\b|Traceback|Could not |No such file|ENOENT|Exception|FAIL", re.IGNORECASE)
 _EXIT_CODE = re.compile(r"Command exited with code [1-9]\d*|Command aborted|\(command cancelled\)")
 _VERIFY_CMD = re.compile(
     r"\b(test|tests|pytest|check|lint|build|tsc|tsgo|mypy|ruff|eslint|biome|cargo|make|go (test|vet|build)|"
@@ -289,19 +289,21 @@ _DECISION = re.compile(
     r"the (right|best|simplest|cleanest) (approach|way|fix)|approach (is|will)|the plan is|we should)\b",
     re.IGNORECASE,
 )
-_RATIONALE = re.compile(r"\s+(?:because|since|so that|so|as|to avoid|which means|—|-{1,2})\s+", re.IGNORECASE)
+_RATIONALE = re.compile(r"(?<!\s)\s+(?:because|since|so that|so|as|to avoid|which means|—|-{1,2})\s+", re.IGNORECASE)
 _FORWARD = re.compile(
     r"\b(next|then|still|remaining|todo|to-do|need to|needs to|will|i'll|we'll|should|follow[- ]up|later)\b",
     re.IGNORECASE,
 )
 _ACK = re.compile(r"^(ok(ay)?|yes|yep|no|nope|sure|thanks?( you)?|ty|go( on| ahead)?|continue|proceed|k|y|n|lgtm|"
                   r"great|good|nice|perfect|cool|done)[.!?\s]*$", re.IGNORECASE)
-_PATH_IN_TEXT = re.compile(r"(?<![\w/.@-])(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@+-]+(?:\.[\w]+)+(?::\d+)?")
+# Patterns start only where a token starts (the look-behinds), so a long run of word characters,
+# dots or pluses cannot make them retry from every position (quadratic time on long lines).
+_PATH_IN_TEXT = re.compile(r"(?<![\w/.@+-])(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@+-]+(?:\.[\w]+)+(?::\d+)?")
 _BARE_FILE = re.compile(r"(?<![\w/.@-])[\w-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|rs|go|java|c|h|cpp|toml|ya?ml|sh|css|html|sql|txt|ipynb)\b")
 # identifiers worth keeping: paths, calls, snake_case, camelCase, CONSTANTS, TypeNames, flags
 _CODE_LIKE = re.compile(r"[./()_:\[\]<>=#-]|[a-z][A-Z]|^[A-Z][A-Za-z0-9]+$|^[A-Z0-9_]{3,}$")
 _BACKTICK = re.compile(r"`([^`\n]{2,80})`")
-_CALL_NAME = re.compile(r"\b([A-Za-z_][\w.]*\w)\(\)")
+_CALL_NAME = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*\w)\(\)")
 
 
 def _error_lines(text: str, limit: int = 2) -> list[str]:
@@ -318,7 +320,7 @@ def _error_lines(text: str, limit: int = 2) -> list[str]:
 
 
 _FIRST_LINE_ERROR = re.compile(
-    r"(error\b|err(or)?:|\w*Error\b|could not\b|cannot\b|can't\b|failed\b|no such file|enoent|eacces|"
+    r"(error\b|err(or)?:|\b\w*Error\b|could not\b|cannot\b|can't\b|failed\b|no such file|enoent|eacces|"
     r"permission denied|offset \d+ is beyond|(file|path|directory) not found|no changes made|unknown tool|"
     r"invalid\b|validation failed|tool .* not found|.{0,200}: no such file or directory|"
     r"edits\[\d+\] and edits\[\d+\] overlap|traceback)",
