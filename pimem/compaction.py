@@ -319,15 +319,7 @@ def _cut_point_parts(
             cut_index = found
             break
 
-    if exceeded and cut_index + 1 < end_index and _is_recovery_omission_suffix(
-        sources, types, per_entry, cut_index + 1, end_index
-    ):
-        cut_index += 1
-
-    while cut_index > start_index:
-        if types[cut_index - 1] == "compaction" or len(per_entry[cut_index - 1]) > 0:
-            break
-        cut_index -= 1
+    cut_index = _settle_cut(sources, types, per_entry, cut_index, start_index, end_index, exceeded)
     starts_turn = _is_turn_start_parts(types[cut_index], per_entry[cut_index])
     turn_start = -1
     if not starts_turn:
@@ -336,6 +328,22 @@ def _cut_point_parts(
                 turn_start = i
                 break
     return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
+
+
+def _settle_cut(
+    sources: Sequence[dict], types: Sequence[Any], per_entry: Sequence[list[dict]], cut_index: int,
+    start: int, end: int, exceeded: bool,
+) -> int:
+    """The last steps of Pi's projected cut point: step past a closed suffix of omitted recovery
+    attempts, then back over adjacent entries that add nothing to context (stopping at a compaction)."""
+    if exceeded and cut_index + 1 < end and _is_recovery_omission_suffix(sources, types, per_entry,
+                                                                         cut_index + 1, end):
+        cut_index += 1
+    while cut_index > start:
+        if types[cut_index - 1] == "compaction" or len(per_entry[cut_index - 1]) > 0:
+            break
+        cut_index -= 1
+    return cut_index
 
 
 def _is_recovery_omission_suffix(
@@ -943,15 +951,8 @@ class ContextTracker:
                 exceeded = True
                 c = bisect_left(cuts, i)
                 cut_index = cuts[c] if c < len(cuts) else cuts[-1]
-        sources, types, per_entry = self._sources, self._types, self._per_entry
-        if exceeded and cut_index + 1 < end and _is_recovery_omission_suffix(
-            sources, types, per_entry, cut_index + 1, end
-        ):
-            cut_index += 1
-        while cut_index > start:
-            if types[cut_index - 1] == "compaction" or len(per_entry[cut_index - 1]) > 0:
-                break
-            cut_index -= 1
+        types, per_entry = self._types, self._per_entry
+        cut_index = _settle_cut(self._sources, types, per_entry, cut_index, start, end, exceeded)
         if _is_turn_start_parts(types[cut_index], per_entry[cut_index]):
             return CutPointResult(cut_index, -1, False)
         turns = self._turn_positions
