@@ -43,6 +43,7 @@ from pimem.prompts import (
 from pimem.serialize import (
     FileOperations,
     SerializationCache,
+    add_file_ops,
     compute_file_lists,
     format_file_operations,
     serialize_conversation,
@@ -392,7 +393,7 @@ def extract_file_operations(
 ) -> FileOperations:
     """``extractFileOperations``: tool-call paths plus the previous compaction's details."""
     file_ops = _previous_file_ops(entries[prev_compaction_index] if prev_compaction_index >= 0 else None)
-    _add_file_ops(messages, file_ops)
+    add_file_ops(messages, file_ops)
     return file_ops
 
 
@@ -402,38 +403,6 @@ def _hashable(value: Any) -> Any:
 
         return js_stringify(value)
     return value
-
-
-def _add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
-    """``extractFileOpsFromMessage`` over many messages (same rule, one loop)."""
-    read, written, edited = file_ops.read, file_ops.written, file_ops.edited
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if block.__class__ is not dict:
-                if not isinstance(block, dict):
-                    continue
-            if block.get("type") != "toolCall":
-                continue
-            if "arguments" not in block or "name" not in block:
-                continue
-            args = block["arguments"]
-            if not isinstance(args, dict) or not args:
-                continue  # also covers JavaScript's falsy arguments
-            path = args.get("path")
-            if not isinstance(path, str) or not path:
-                continue
-            name = block["name"]
-            if name == "read":
-                read.add(path)
-            elif name == "write":
-                written.add(path)
-            elif name == "edit":
-                edited.add(path)
 
 
 def _previous_file_ops(prev: dict | None) -> FileOperations:
@@ -494,9 +463,9 @@ def _prepare_parts(
     if not to_summarize and not turn_prefix:
         return None
     file_ops = _previous_file_ops(sources[0] if prev_index >= 0 else None)
-    _add_file_ops(to_summarize, file_ops)
+    add_file_ops(to_summarize, file_ops)
     if is_split:
-        _add_file_ops(turn_prefix, file_ops)
+        add_file_ops(turn_prefix, file_ops)
     return CompactionPreparation(
         first_kept_entry_id=first_kept_id,
         messages_to_summarize=to_summarize,
@@ -966,7 +935,7 @@ class ContextTracker:
             self._fo_start, self._fo_end, self._fo = start, start, FileOperations()
         per_entry, fo = self._per_entry, self._fo
         for k in range(self._fo_end, end):
-            _add_file_ops(per_entry[k], fo)
+            add_file_ops(per_entry[k], fo)
         self._fo_end = max(self._fo_end, end)
         return fo
 

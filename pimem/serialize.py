@@ -24,6 +24,7 @@ __all__ = [
     "FileOperations",
     "create_file_ops",
     "extract_file_ops_from_message",
+    "add_file_ops",
     "compute_file_lists",
     "format_file_operations",
     "truncate_for_summary",
@@ -56,31 +57,39 @@ def create_file_ops() -> FileOperations:
 
 def extract_file_ops_from_message(message: dict, file_ops: FileOperations) -> None:
     """``extractFileOpsFromMessage``: add the ``path`` of read/write/edit tool calls."""
-    if message.get("role") != "assistant":
-        return
-    content = message.get("content")
-    if not isinstance(content, list):
-        return
-    for block in content:
-        if not isinstance(block, dict):
+    add_file_ops((message,), file_ops)
+
+
+def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
+    """``extractFileOpsFromMessage`` over many messages, in one loop (the pipeline's hot path)."""
+    read, written, edited = file_ops.read, file_ops.written, file_ops.edited
+    for message in messages:
+        if message.get("role") != "assistant":
             continue
-        if block.get("type") != "toolCall":
+        content = message.get("content")
+        if not isinstance(content, list):
             continue
-        if "arguments" not in block or "name" not in block:
-            continue
-        args = block["arguments"]
-        if not js_truthy(args) or not isinstance(args, dict):
-            continue
-        path = args.get("path")
-        if not isinstance(path, str) or not path:
-            continue
-        name = block["name"]
-        if name == "read":
-            file_ops.read.add(path)
-        elif name == "write":
-            file_ops.written.add(path)
-        elif name == "edit":
-            file_ops.edited.add(path)
+        for block in content:
+            if block.__class__ is not dict:
+                if not isinstance(block, dict):
+                    continue
+            if block.get("type") != "toolCall":
+                continue
+            if "arguments" not in block or "name" not in block:
+                continue
+            args = block["arguments"]
+            if not isinstance(args, dict) or not args:
+                continue  # also covers JavaScript's falsy arguments
+            path = args.get("path")
+            if not isinstance(path, str) or not path:
+                continue
+            name = block["name"]
+            if name == "read":
+                read.add(path)
+            elif name == "write":
+                written.add(path)
+            elif name == "edit":
+                edited.add(path)
 
 
 def _utf16_key(value: Any) -> tuple[int, bytes]:
