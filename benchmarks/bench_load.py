@@ -32,8 +32,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pimem.jsonio import js_stringify  # noqa: E402
-from pimem.session import load_session  # noqa: E402
+from pimem._js import js_stringify  # noqa: E402
+from pimem.core.session_manager import load_session  # noqa: E402
 
 REAL_DIR = Path(os.environ.get("PIMEM_SHARED_DIR", ROOT.parent / "shared")) / "datasets" / "pi-mono"
 REAL_FILES = ["before-compaction.jsonl", "large-session.jsonl", "before-compaction.v1.jsonl",

@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,11 +45,20 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pimem.compaction import CompactionSettings, ContextTracker, prepare_compaction  # noqa: E402
-from pimem.context import build_session_path, build_session_projection, convert_to_llm  # noqa: E402
-from pimem.jsonio import js_stringify, loads_line  # noqa: E402
-from pimem.serialize import SerializationCache, serialize_conversation, serialize_messages  # noqa: E402
-from pimem.tokens import TokenCache  # noqa: E402
+from pimem._js import js_stringify, loads_line  # noqa: E402
+from pimem.core.compaction.compaction import (  # noqa: E402
+    CompactionSettings,
+    TokenCache,  # noqa: E402
+    prepare_compaction,
+)
+from pimem.core.compaction.utils import (
+    SerializationCache,
+    serialize_conversation,
+    serialize_messages,
+)
+from pimem.core.context_tracker import ContextTracker
+from pimem.core.messages import convert_to_llm  # noqa: E402
+from pimem.core.session_manager import build_session_path, build_session_projection
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.oracle.install import node_path, pi_dist  # noqa: E402 

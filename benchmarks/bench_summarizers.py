@@ -21,12 +21,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from pimem.compaction import CompactionSettings, build_history_prompt, build_turn_prefix_prompt, prepare_compaction
-from pimem.context import convert_to_llm
-from pimem.prompts import SUMMARIZATION_SYSTEM_PROMPT
-from pimem.serialize import serialize_conversation
-from pimem.session import load_session
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
+from pimem.core.compaction.compaction import (
+    CompactionSettings,
+    build_history_prompt,
+    build_turn_prefix_prompt,
+    prepare_compaction,
+)
+from pimem.core.compaction.utils import serialize_conversation
+from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.messages import convert_to_llm
+from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+from pimem.core.session_manager import load_session
 from pimem.summarizers.cached import CachedSummarizer
 from pimem.summarizers.extractive import ExtractiveSummarizer
 

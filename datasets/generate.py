@@ -31,7 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from pimem.jsonio import js_stringify, to_iso, utf16_len  # noqa: E402
+from pimem._js import js_stringify, to_iso, utf16_len  # noqa: E402
 
 DEFAULT_SEED = 20260302
 DEFAULT_OUT = Path(__file__).resolve().parent / "sessions"
@@ -136,7 +136,7 @@ def uuid7(ms: int, rng: random.Random) -> str:
 
 
 def parse_start(iso: str) -> int:
-    from pimem.jsonio import parse_iso_ms
+    from pimem._js import parse_iso_ms
 
     ms = parse_iso_ms(iso)
     assert ms is not None
@@ -205,7 +205,7 @@ class ScriptSummarizer:
     """
 
     def complete(self, request):  # -> SummaryResponse
-        from pimem.summarizers.base import SummaryResponse
+        from pimem.core.llm import SummaryResponse
 
         prompt = request.prompt
         conv = prompt
@@ -525,7 +525,7 @@ class Recorder:
 
     def __init__(self, name: str, cwd: str, files: dict[str, str], seed: int, start: str, model: str,
                  thinking: str = "off", strict_tools: bool = False) -> None:
-        from pimem.session import Session
+        from pimem.core.session_manager import Session
 
         self.name = name
         # with strict_tools, a read/edit/write/ls/grep that fails is a mistake in the story, not a scene
@@ -672,7 +672,7 @@ class Recorder:
         return self._message(msg)
 
     def _context_tokens(self) -> int:
-        from pimem.context import build_session_context
+        from pimem.core.session_manager import build_session_context
 
         ctx = build_session_context(self.session.entries, self.session.leaf_id)
         return SYSTEM_PROMPT_TOKENS + sum(approx_tokens(m) for m in ctx.messages)
@@ -803,7 +803,12 @@ class Recorder:
     # --- compaction and branch navigation through pimem's reimplementation of Pi ------------
     def compact(self, keep_recent_tokens: int, reserve_tokens: int = 16384,
                 custom_instructions: str | None = None) -> dict[str, Any]:
-        from pimem.compaction import CompactionSettings, ModelInfo, compact, prepare_compaction
+        from pimem.core.compaction.compaction import (
+            CompactionSettings,
+            ModelInfo,
+            compact,
+            prepare_compaction,
+        )
 
         path = self.session.get_branch()
         if keep_recent_tokens < 0:
@@ -823,8 +828,10 @@ class Recorder:
         if prep is None:
             import os
             if os.environ.get("PIMEM_GEN_DEBUG"):
-                from pimem.context import build_session_projection
-                from pimem.tokens import estimate_projected_context_tokens
+                from pimem.core.compaction.compaction import (
+                    estimate_projected_context_tokens,
+                )
+                from pimem.core.session_manager import build_session_projection
                 proj = build_session_projection(path)
                 print("DEBUG tokens", estimate_projected_context_tokens(proj, path).tokens, len(proj.entries))
             raise RuntimeError(f"{self.name}: nothing to compact at {self.leaf}")
@@ -843,8 +850,11 @@ class Recorder:
 
     def navigate(self, target_id: str, summarize: bool = True, custom_instructions: str | None = None) -> str | None:
         """``/tree`` to ``target_id``; with ``summarize``, a branch_summary of the abandoned path."""
-        from pimem.branch import collect_entries_for_branch_summary, generate_branch_summary
-        from pimem.compaction import ModelInfo
+        from pimem.core.compaction.branch_summarization import (
+            collect_entries_for_branch_summary,
+            generate_branch_summary,
+        )
+        from pimem.core.compaction.compaction import ModelInfo
 
         self.tick(4000, 20000)
         if not summarize:
@@ -3864,7 +3874,7 @@ def _logslice_table(r: Recorder, paths: list[str], min_level: str | None, limit:
     Timestamps without an offset are local time of the machine (Asia/Tokyo, +09:00)."""
     import json as _json
 
-    from pimem.jsonio import parse_iso_ms
+    from pimem._js import parse_iso_ms
 
     order = ["trace", "debug", "info", "warn", "error", "fatal"]
     alias = {"warning": "warn", "err": "error"}

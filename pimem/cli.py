@@ -41,7 +41,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def _load(path: str | Path):
-    from pimem.session import SessionFormatError, load_session
+    from pimem.core.session_manager import SessionFormatError, load_session
 
     p = Path(path)
     if not p.exists():
@@ -155,8 +155,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``pimem show``: header, entry counts, context size at the leaf, warnings and the tree."""
-    from pimem.context import build_session_context
-    from pimem.tokens import estimate_context_tokens
+    from pimem.core.compaction.compaction import estimate_context_tokens
+    from pimem.core.session_manager import build_session_context
 
     s = _load(args.session)
     ctx = build_session_context(s)
@@ -187,9 +187,13 @@ def cmd_context(args: argparse.Namespace) -> int:
     """``pimem context``: the messages the model sees at a leaf, as a table or as JSON."""
     import pandas as pd
 
-    from pimem.context import build_session_context, convert_to_llm
-    from pimem.jsonio import js_stringify
-    from pimem.tokens import estimate_context_tokens, estimate_tokens
+    from pimem._js import js_stringify
+    from pimem.core.compaction.compaction import (
+        estimate_context_tokens,
+        estimate_tokens,
+    )
+    from pimem.core.messages import convert_to_llm
+    from pimem.core.session_manager import build_session_context
 
     s = _load(args.session)
     if args.leaf is not None and s.get_entry(args.leaf) is None:
@@ -217,8 +221,8 @@ def _preview(message: dict, width: int) -> str:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``pimem replay``: replay one session under other settings; optionally write it and its events."""
-    from pimem.compaction import CompactionSettings
-    from pimem.replay import replay
+    from pimem.agent_loop import replay
+    from pimem.core.compaction.compaction import CompactionSettings
 
     _check_output(args.output, [args.session])
     _check_output(args.events, [args.session], _TABLE_SUFFIXES)
@@ -241,7 +245,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
-    from pimem.sweep import sweep
+    from pimem.sweeps import sweep
 
     paths = _session_paths(args.sessions)
     grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import gc
 import math
 import os
-from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
@@ -21,7 +21,7 @@ import orjson
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pimem.session import Session
+    from pimem.core.session_manager import Session
 
 __all__ = [
     "Corpus",
@@ -137,7 +137,7 @@ def _resolve_paths(paths_or_root: str | os.PathLike | Iterable[str | os.PathLike
 def _parse_line(line: bytes) -> Any:
     """Parse one line as Pi does (``JSON.parse``); ``None`` for blank or malformed lines.
 
-    What ``orjson`` refuses goes through ``pimem.jsonio.loads_line`` (invalid UTF-8 replaced
+    What ``orjson`` refuses goes through ``pimem._js.loads_line`` (invalid UTF-8 replaced
     with U+FFFD as Node's decoder does, lone surrogate escapes, huge numbers).
     """
     if not line.strip():
@@ -146,7 +146,7 @@ def _parse_line(line: bytes) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         pass
-    from pimem.jsonio import loads_line
+    from pimem._js import loads_line
 
     try:
         return loads_line(line)
@@ -158,7 +158,7 @@ def _iso_ms(value: Any) -> float | None:
     """``new Date(value).getTime()`` for the ISO strings Pi writes; ``None`` when invalid."""
     if not isinstance(value, str):
         return None
-    from pimem.jsonio import parse_iso_ms
+    from pimem._js import parse_iso_ms
 
     ms = parse_iso_ms(value)
     return None if ms is None else float(ms)
@@ -417,7 +417,7 @@ def _gc_paused() -> Iterator[None]:
 
 def _load_one(path: Path, seed: int | str | None = None) -> tuple[str, "Session | None", tuple[str, str] | None]:
     """Load one file; never raises: returns (path, session, None) or (path, None, (type, message))."""
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     try:
         file_seed = None if seed is None else f"{seed}:{os.fspath(path)}"
@@ -520,7 +520,7 @@ class Corpus:
 
 def frame_template(frame: Callable[["Session"], pd.DataFrame]) -> pd.DataFrame:
     """The empty frame (right columns and dtypes) a frame function gives for an empty session."""
-    from pimem.session import Session
+    from pimem.core.session_manager import Session
 
     return frame(Session({"type": "session", "version": 3, "id": "", "timestamp": "", "cwd": ""}, []))
 

@@ -1,11 +1,11 @@
 """DataFrame views of one session: entries, messages, tool calls, usage, compactions.
 
-Every function takes a :class:`~pimem.session.Session` and returns a new DataFrame; nothing
+Every function takes a :class:`~pimem.core.session_manager.Session` and returns a new DataFrame; nothing
 is cached and the session is never changed. Columns are typed: categoricals for small
 vocabularies (entry type, role, model, tool name), nullable ``Int64``/``boolean`` where a value
 can be missing, ``datetime64[ns, UTC]`` for times (entry ``timestamp`` strings are parsed as
 JavaScript's ``new Date(iso)`` does). Character counts are JavaScript string lengths (UTF-16
-code units), and token estimates are Pi's ``estimateTokens`` (``pimem.tokens``).
+code units), and token estimates are Pi's ``estimateTokens`` (``pimem.core.compaction.compaction``).
 
 Entries whose content is too broken for Pi's own functions (which would throw) get NA in
 the derived columns instead of an exception.
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from pimem.jsonio import parse_iso_ms, utf16_len
-from pimem.tokens import estimate_chars
+from pimem._js import parse_iso_ms, utf16_len
+from pimem.core.compaction.compaction import estimate_chars
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pimem.session import Session
+    from pimem.core.session_manager import Session
 
 __all__ = [
     "compactions_df",
@@ -55,7 +55,7 @@ def _u16(value: Any) -> int:
 def message_chars(message: dict[str, Any]) -> int:
     """The characters Pi's ``estimateTokens`` counts for one message (UTF-16 units).
 
-    This is :func:`pimem.tokens.estimate_chars`:
+    This is :func:`pimem.core.compaction.compaction.estimate_chars`:
     ``estimate_tokens(message) == ceil(message_chars(message) / 4)``. Raises ``TypeError``
     where Pi's function would throw.
     """
@@ -76,7 +76,7 @@ def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, i
 
 
 def _context_messages(entry: dict[str, Any]) -> list[dict[str, Any]] | None:
-    from pimem.context import session_entry_to_context_messages
+    from pimem.core.session_manager import session_entry_to_context_messages
 
     try:
         return session_entry_to_context_messages(entry)
@@ -712,7 +712,10 @@ def usage_df(session: "Session") -> pd.DataFrame:
     ``on_active_path`` (bool), ``cumulative_cost`` (float: running sum of ``cost_total`` in file
     order, missing costs counting 0).
     """
-    from pimem.tokens import calculate_context_tokens, get_assistant_usage
+    from pimem.core.compaction.compaction import (
+        calculate_context_tokens,
+        get_assistant_usage,
+    )
 
     tree = _Tree(session)
     keys = (
@@ -780,7 +783,7 @@ def usage_df(session: "Session") -> pd.DataFrame:
 
 def _context_entries(path: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Pi's ``buildContextEntries`` over a path; also returns the latest compaction on it."""
-    from pimem.context import build_context_entries
+    from pimem.core.session_manager import build_context_entries
 
     latest = None
     for entry in path:
@@ -942,8 +945,8 @@ def compactions_df(session: "Session") -> pd.DataFrame:
     entries before / from the first kept entry; NA when the first kept entry is not found),
     ``summary_input``, ``summary_output`` (Int64: the summary request's recorded usage, if any).
     """
-    from pimem.context import create_compaction_summary_message
-    from pimem.tokens import estimate_tokens
+    from pimem.core.compaction.compaction import estimate_tokens
+    from pimem.core.messages import create_compaction_summary_message
 
     tree = _Tree(session)
     keys = (

@@ -119,7 +119,7 @@ _REPORT_COLUMNS = [
 
 def _resolve(session_or_result: Any) -> tuple[Any, Any]:
     """(session, replay result or None) from a Session, a ReplayResult or a path."""
-    from pimem.session import Session, load_session
+    from pimem.core.session_manager import Session, load_session
 
     if isinstance(session_or_result, Session):
         return session_or_result, None
@@ -131,7 +131,12 @@ def _resolve(session_or_result: Any) -> tuple[Any, Any]:
 def drift_report_html(session_or_result: Any, title: str = "Summary drift report") -> str:
     """The HTML text of :func:`write_drift_report` (nothing written)."""
     from pimem.drift import drift_report, headline, lost_facts
-    from pimem.viz import plot_context_over_time, plot_drift, plot_estimate_vs_usage, plot_session_tree
+    from pimem.viz import (
+        plot_context_over_time,
+        plot_drift,
+        plot_estimate_vs_usage,
+        plot_session_tree,
+    )
 
     session, result = _resolve(session_or_result)
     report = drift_report(result if result is not None else session)
@@ -254,11 +259,11 @@ def run_study(
     runs: an interrupted study resumes). Summaries come from the offline extractive
     summarizer. Returns a short text summary.
     """
-    from pimem.compaction import CompactionSettings
-    from pimem.replay import replay
+    from pimem.agent_loop import replay
+    from pimem.core.compaction.compaction import CompactionSettings
     from pimem.summarizers.cached import CachedSummarizer
     from pimem.summarizers.extractive import ExtractiveSummarizer
-    from pimem.sweep import sweep
+    from pimem.sweeps import sweep
     from pimem.viz import plot_sweep_heatmaps
 
     start = time.perf_counter()

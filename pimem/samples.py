@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pimem.session import Session
+    from pimem.core.session_manager import Session
 
 
 def sample_dir() -> Path:
@@ -31,6 +31,6 @@ def sample_session_paths() -> list[Path]:
 
 def load_samples() -> dict[str, "Session"]:
     """Every bundled sample, loaded, keyed by file stem."""
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     return {p.stem: load_session(p) for p in sample_session_paths()}

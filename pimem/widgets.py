@@ -22,19 +22,20 @@ from typing import Any, Sequence
 import ipywidgets as W
 import pandas as pd
 
-from pimem.compaction import (
+from pimem.core.compaction.compaction import (
     CompactionPreparation,
     CompactionSettings,
     ModelInfo,
     SummarizationError,
     compact,
+    estimate_projected_context_tokens,
+    estimate_tokens,
     prepare_compaction,
     should_compact,
 )
-from pimem.context import build_session_path, build_session_projection
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
+from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.session_manager import build_session_path, build_session_projection
 from pimem.text import message_preview
-from pimem.tokens import estimate_projected_context_tokens, estimate_tokens
 from pimem.viz.data import entry_preview, projection_table
 from pimem.viz.figures import STATUS_COLORS
 
@@ -63,7 +64,7 @@ def summary_requests(
     thinking_level: str | None = None,
     session_id: str = "",
 ) -> list[SummaryRequest]:
-    """The summary requests :func:`pimem.compaction.compact` sends for ``preparation``, in order.
+    """The summary requests :func:`pimem.core.compaction.compaction.compact` sends for ``preparation``, in order.
 
     Runs ``compact`` itself with a summarizer that records the requests and returns a
     placeholder, so the requests are exactly Pi's (history request, then the turn-prefix
@@ -91,13 +92,13 @@ def format_request(request: SummaryRequest) -> str:
 
 
 def _load(session: Any) -> Any:
-    from pimem.session import Session, load_session
+    from pimem.core.session_manager import Session, load_session
 
     return session if isinstance(session, Session) else load_session(session)
 
 
 def _model_for(session: Any, leaf_id: str | None) -> ModelInfo:
-    from pimem.settings import lookup_model
+    from pimem.core.settings_manager import lookup_model
 
     current = build_session_projection(session, leaf_id).model or {}
     info = lookup_model(current.get("provider"), current.get("modelId"))
@@ -315,7 +316,7 @@ class CompactionPlayground(_Explorer):
 
 
 class ReplayBrowser(_Explorer):
-    """Step through a :class:`~pimem.replay.ReplayResult` (``step`` slider, ``play``): the entry
+    """Step through a :class:`~pimem.agent_loop.ReplayResult` (``step`` slider, ``play``): the entry
     replayed and the events at that step (``info``), the context then (``context``)."""
 
     def __init__(self, result: Any, *, llm: bool = False, preview_width: int = 100) -> None:

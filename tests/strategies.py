@@ -242,6 +242,6 @@ def session_trees(draw: Any, max_steps: int = 28) -> tuple[dict[str, Any], list[
 
 def tree_to_jsonl(header: dict[str, Any], entries: list[dict[str, Any]]) -> str:
     """The session file text, one ``JSON.stringify`` line per entry."""
-    from pimem.jsonio import js_stringify
+    from pimem._js import js_stringify
 
     return "".join(js_stringify(x) + "\n" for x in [header, *entries])

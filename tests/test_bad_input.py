@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pimem.session import SessionFormatError, SessionWarning, load_session
+from pimem.core.session_manager import SessionFormatError, SessionWarning, load_session
 
 HEADER = {"type": "session", "version": 3, "id": "sess-1", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/w"}
 
@@ -247,7 +247,7 @@ def test_odd_field_types_do_not_crash(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
 def test_block_reading_is_invisible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
-    import pimem.session as session_module
+    import pimem.core.session_manager as session_module
 
     lines = [HEADER, entry("a1", None, text="é😀" * 30), "", "{bad", entry("a2", "a1"), '{"trunc']
     p = write_lines(tmp_path / "s.jsonl", lines, end=False)

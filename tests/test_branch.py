@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from pimem.branch import collect_entries_for_branch_summary, generate_branch_summary, prepare_branch_entries
-from pimem.compaction import ModelInfo
-from pimem.session import Session
-from pimem.summarizers.base import SummaryResponse
+from pimem.core.compaction.branch_summarization import (
+    collect_entries_for_branch_summary,
+    generate_branch_summary,
+    prepare_branch_entries,
+)
+from pimem.core.compaction.compaction import ModelInfo
+from pimem.core.llm import SummaryResponse
+from pimem.core.session_manager import Session
 
 TS = "2025-01-01T00:00:00.000Z"
 

@@ -51,7 +51,7 @@ def test_show_prints_tree_and_stats(sample_paths: list[Path], capsys) -> None:
 
 def test_context_json_is_exactly_convert_to_llm(sample_paths: list[Path], capsys) -> None:
     from pimem import build_session_context, convert_to_llm, load_session
-    from pimem.jsonio import js_stringify
+    from pimem._js import js_stringify
 
     path = sample_paths[0]
     s = load_session(path)
@@ -240,7 +240,7 @@ def test_show_counts_entries_with_a_broken_type(tmp_path: Path, capsys) -> None:
 
 
 def test_replay_offers_every_token_source(capsys) -> None:
-    from pimem.replay import TOKEN_SOURCES
+    from pimem.agent_loop import TOKEN_SOURCES
 
     for command in ("replay", "sweep"):
         code, out, _ = run([command, "--help"], capsys)

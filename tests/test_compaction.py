@@ -7,19 +7,23 @@ import random
 
 import pytest
 
-from pimem.compaction import (
+from pimem._js import js_stringify
+from pimem.core.compaction.compaction import (
     CompactionSettings,
-    ContextTracker,
     ModelInfo,
     SummarizationError,
     compact,
     find_cut_point,
     prepare_compaction,
 )
-from pimem.context import build_session_path
-from pimem.jsonio import js_stringify
-from pimem.serialize import FileOperations, compute_file_lists, serialize_conversation
-from pimem.summarizers.base import SummaryResponse
+from pimem.core.compaction.utils import (
+    FileOperations,
+    compute_file_lists,
+    serialize_conversation,
+)
+from pimem.core.context_tracker import ContextTracker
+from pimem.core.llm import SummaryResponse
+from pimem.core.session_manager import build_session_path
 from tests.test_context import run_node
 
 TS = "2025-01-01T00:00:00.000Z"

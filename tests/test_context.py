@@ -5,20 +5,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from pimem.context import (
+from pimem._js import js_stringify
+from pimem.core.messages import bash_execution_to_text, convert_to_llm
+from pimem.core.pi_ai import get_current_system_message
+from pimem.core.session_manager import (
     NULL_LEAF,
-    bash_execution_to_text,
     build_session_context,
     build_session_projection,
-    convert_to_llm,
-    get_current_system_message,
     session_entry_to_context_messages,
 )
-from pimem.jsonio import js_stringify
 from tests.oracle.install import node_path, pi_dist
 
 TS = "2025-01-01T00:00:00.000Z"

@@ -16,7 +16,12 @@ import pytest
 from tests.conftest import REAL_DIR, REAL_V3, SAMPLES_DIR
 from tests.oracle import goldens as golden_store
 from tests.oracle.mirror import Mirror, normalize
-from tests.oracle.plans import canonical_digest, first_difference, request_key, requests_for
+from tests.oracle.plans import (
+    canonical_digest,
+    first_difference,
+    request_key,
+    requests_for,
+)
 from tests.oracle.plugin import COUNTS
 
 OPS = ["info", "entry_messages", "project", "estimate", "cut_points", "prepare", "compact", "branch"]

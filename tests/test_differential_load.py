@@ -15,7 +15,7 @@ V1_PATHS = [REAL_DIR / n for n in REAL_V1 if (REAL_DIR / n).exists()]
 
 
 def _load(path: Path) -> Any:
-    session_mod = pytest.importorskip("pimem.session")
+    session_mod = pytest.importorskip("pimem.core.session_manager")
     return session_mod.load_session(path)
 
 

@@ -19,7 +19,12 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from tests.oracle import goldens as golden_store
 from tests.oracle.install import PI_VERSION
 from tests.oracle.mirror import Mirror, normalize
-from tests.oracle.plans import BRANCH_VARIANTS, COMPACT_VARIANTS, first_difference, request_key
+from tests.oracle.plans import (
+    BRANCH_VARIANTS,
+    COMPACT_VARIANTS,
+    first_difference,
+    request_key,
+)
 from tests.oracle.plans import settings as compaction_settings
 from tests.oracle.plugin import COUNTS
 from tests.strategies import session_trees, tree_to_jsonl

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
+from pimem import discover
 from pimem.discover import (
     DISCOVER_COLUMNS,
     Corpus,
@@ -18,9 +21,6 @@ from pimem.discover import (
     load_sessions,
     scan_session_file,
 )
-from pimem import discover
-from typing import Any
-import math
 
 
 def _line(obj: dict) -> str:
@@ -144,7 +144,7 @@ def test_discover_columns_follow_pi_session_info_rules(tree: Path) -> None:
 
 
 def test_counts_agree_with_the_loader(tree: Path) -> None:
-    from pimem.session import SessionFormatError, load_session
+    from pimem.core.session_manager import SessionFormatError, load_session
 
     for _, row in discover_sessions(tree).iterrows():
         try:
@@ -215,7 +215,7 @@ def test_default_root_honours_pi_environment(tmp_path: Path, monkeypatch: pytest
 
 
 def test_real_sessions_counts_match_the_loader(real_dir: Path) -> None:
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     df = discover_sessions(real_dir)
     assert df["error"].isna().all()

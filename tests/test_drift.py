@@ -11,6 +11,7 @@ import pytest
 
 from pimem.drift import (
     Fact,
+    TfidfSpace,
     compaction_metrics,
     compaction_spans,
     drift_report,
@@ -23,7 +24,6 @@ from pimem.drift import (
     retention_by_age,
     section_similarity,
     survival_curves,
-    TfidfSpace,
 )
 from pimem.drift.sections import BRANCH_SUMMARY_PREAMBLE, SPLIT_TURN_SEPARATOR
 
@@ -374,7 +374,7 @@ def test_real_session_recorded_summaries(real_v3_paths: list[Path]) -> None:
 
 def test_drift_over_extractive_replay(sample_paths: list[Path]) -> None:
     import pimem
-    from pimem.compaction import CompactionSettings
+    from pimem.core.compaction.compaction import CompactionSettings
 
     session = pimem.load_session(sample_paths[0])
     result = pimem.replay(session, CompactionSettings(reserve_tokens=3000, keep_recent_tokens=2000), context_window=12000)

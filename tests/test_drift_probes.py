@@ -7,10 +7,9 @@ import re
 
 import pytest
 
+from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.drift import PROBE_SYSTEM_PROMPT, generate_probes, probe_eval, probe_report
 from pimem.drift.facts import content_words
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
-
 from tests.test_drift import build_chain
 
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from pimem import frames
-from pimem.session import Session, load_session
-from pimem.tokens import calculate_context_tokens, estimate_tokens
+from pimem.core.compaction.compaction import calculate_context_tokens, estimate_tokens
+from pimem.core.session_manager import Session, load_session
 
 T0 = pd.Timestamp("2025-01-01T00:00:00Z")
 
@@ -422,8 +422,8 @@ def test_times_are_exact_to_the_millisecond() -> None:
 
 def slow_compactions_df(session: Session) -> pd.DataFrame:
     """``compactions_df`` as first written: one path and context build per compaction."""
-    from pimem.context import create_compaction_summary_message
-    from pimem.tokens import estimate_tokens
+    from pimem.core.compaction.compaction import estimate_tokens
+    from pimem.core.messages import create_compaction_summary_message
 
     tree = frames._Tree(session)
     keys = (
@@ -543,7 +543,7 @@ def test_compaction_spans_match_the_slow_reference_on_samples_and_real_sessions(
 
 def test_compaction_spans_match_the_slow_reference_on_a_replay_with_many_compactions(real_dir: Path) -> None:
     import pimem
-    from pimem.compaction import CompactionSettings
+    from pimem.core.compaction.compaction import CompactionSettings
 
     settings = CompactionSettings(reserve_tokens=2048, keep_recent_tokens=2000)
     s = pimem.replay(load_session(real_dir / "before-compaction.jsonl"), settings, context_window=12000).session

@@ -15,8 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pimem import build_session_context, collect_entries_for_branch_summary, load_session
-from pimem.session import SessionFormatError
+from pimem import (
+    build_session_context,
+    collect_entries_for_branch_summary,
+    load_session,
+)
+from pimem.core.session_manager import SessionFormatError
 
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "datasets" / "sessions").glob("*.jsonl"))
 

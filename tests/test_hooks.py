@@ -6,10 +6,20 @@ import random
 
 import pytest
 
-from pimem.compaction import CompactionResult, CompactionSettings, ModelInfo
-from pimem.hooks import CANCEL, Hooks, TreeHookResult, run_compaction, run_tree_navigation
-from pimem.session import Session
-from pimem.summarizers.base import SummaryResponse
+from pimem.core.agent_session import (
+    CANCEL,
+    Hooks,
+    TreeHookResult,
+    run_compaction,
+    run_tree_navigation,
+)
+from pimem.core.compaction.compaction import (
+    CompactionResult,
+    CompactionSettings,
+    ModelInfo,
+)
+from pimem.core.llm import SummaryResponse
+from pimem.core.session_manager import Session
 
 MODEL = ModelInfo(10000, 1000, False, "p", "m")
 SETTINGS = CompactionSettings(keep_recent_tokens=150)
@@ -114,7 +124,7 @@ def test_tree_navigation_with_summary_and_hooks():
 
 
 def test_compaction_with_known_branch_preparation_and_system_message_writes_the_same_entry():
-    from pimem.compaction import ContextTracker
+    from pimem.core.context_tracker import ContextTracker
 
     def with_system() -> Session:
         s = Session.new("/tmp/p", session_id="s", timestamp="2026-01-01T00:00:00.000Z", rng=random.Random(7))

@@ -1,4 +1,4 @@
-"""pimem.jsonio against JavaScript: goldens always, live Node differential when available."""
+"""pimem._js against JavaScript: goldens always, live Node differential when available."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.oracle.install import oracle_dir
-from pimem.jsonio import (
+from pimem._js import (
     js_number,
     js_slice,
     js_stringify,
@@ -27,6 +26,7 @@ from pimem.jsonio import (
     to_iso,
     utf16_len,
 )
+from tests.oracle.install import oracle_dir
 
 GOLDEN = Path(__file__).parent / "goldens" / "jsonio_cases.json"
 PI_DIST = "node_modules/@earendil-works/pi-coding-agent/dist"
@@ -400,7 +400,7 @@ def test_orjson_number_tokens_are_repaired() -> None:
 
 
 def test_undefined_drops_key() -> None:
-    from pimem.jsonio import UNDEFINED
+    from pimem._js import UNDEFINED
 
     assert js_stringify_py({"a": UNDEFINED, "b": 1}) == '{"b":1}'
     assert js_stringify_py([UNDEFINED]) == "[null]"

@@ -7,16 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from pimem.compaction import CompactionResult, CompactionSettings, ModelInfo
-from pimem.context import build_session_projection
-from pimem.replay import EVENT_COLUMNS, replay
-from pimem.tokens import estimate_tokens
+from pimem.agent_loop import EVENT_COLUMNS, replay
+from pimem.core.compaction.compaction import (
+    CompactionResult,
+    CompactionSettings,
+    ModelInfo,
+    estimate_tokens,
+)
+from pimem.core.session_manager import build_session_projection
 
 SMALL = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=6000)
 
 
 def _load(path: Path):
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     return load_session(path)
 
@@ -76,7 +80,7 @@ def test_threshold_compactions_fire_where_should_compact_says(real_session):
 
 def test_next_turn_checks_read_pis_projected_estimate(real_session):
     """In "estimate" mode a next_turn check reads exactly estimateProjectedContextTokens."""
-    from pimem.tokens import estimate_projected_context_tokens
+    from pimem.core.compaction.compaction import estimate_projected_context_tokens
 
     result = replay(real_session, SMALL, context_window=60000, token_source="estimate")
     ev = result.events
@@ -93,7 +97,7 @@ def test_agent_end_checks_read_the_direct_usage(real_session):
     ev = result.events
     rows = ev[(ev.kind == "check") & (ev.check == "agent_end") & ev.note.isna()]
     assert len(rows) > 10
-    from pimem.tokens import calculate_context_tokens
+    from pimem.core.compaction.compaction import calculate_context_tokens
 
     for row in rows.itertuples():
         msg = result.session.get_entry(row.leaf_id)["message"]
@@ -134,11 +138,10 @@ def test_calibrated_shifts_usage_by_what_the_replay_added(before_compaction):
     ids = [e["id"] for e in before_compaction.get_branch()]
     after = [lid for lid in kc.index if ids.index(lid) > ids.index(first_compaction["id"])]
     assert after
-    from pimem.tokens import estimate_projected_context_tokens  # noqa: F401 - same module as Pi's
 
     def pure(session, leaf_parent):
         msgs = build_session_projection(session, leaf_parent).messages
-        from pimem.context import get_current_system_message
+        from pimem.core.pi_ai import get_current_system_message
 
         cur = get_current_system_message(msgs)
         return (estimate_tokens(cur) if cur else 0) + sum(estimate_tokens(m) for m in msgs if m.get("role") != "system")
@@ -170,7 +173,7 @@ def test_replay_is_reproducible_byte_for_byte(real_session, tmp_path):
 
 def test_context_at_is_the_projection_at_each_step(real_session):
     result = replay(real_session, SMALL, context_window=60000)
-    from pimem.context import convert_to_llm
+    from pimem.core.messages import convert_to_llm
 
     first = result.compactions[0]
     step_after = int(result.events[result.events.compaction_id == first["id"]].step.iloc[0])
@@ -198,7 +201,7 @@ class _Failing:
         self.calls = 0
 
     def complete(self, request):
-        from pimem.summarizers.base import SummaryResponse
+        from pimem.core.llm import SummaryResponse
 
         self.calls += 1
         return SummaryResponse(text="", stop_reason="error", error_message="backend down")
@@ -222,7 +225,7 @@ def test_failing_summarizer_records_compact_failed_and_continues(real_session):
 
 
 def test_hooks_cancel_and_custom_summary(real_session):
-    from pimem.hooks import Cancel, Hooks
+    from pimem.core.agent_session import Cancel, Hooks
 
     seen = []
     failures = []
@@ -248,7 +251,7 @@ def test_hooks_cancel_and_custom_summary(real_session):
 
 def _synthetic_session(big_chars: int):
     """user → assistant → user → assistant → a huge pasted prompt → assistant."""
-    from pimem.session import Session
+    from pimem.core.session_manager import Session
 
     s = Session.new("/tmp/project", timestamp="2026-01-01T00:00:00.000Z")
     t = 1767225600000
@@ -358,7 +361,7 @@ def test_skipped_compactions_are_where_prepare_finds_nothing(real_session):
     """A check that fires with nothing to compact is skipped exactly where Pi's
     ``prepareCompaction`` on the replayed branch returns None (and every compaction had a
     preparation)."""
-    from pimem.compaction import prepare_compaction
+    from pimem.core.compaction.compaction import prepare_compaction
 
     settings = CompactionSettings(reserve_tokens=8192, keep_recent_tokens=40000)
     result = replay(real_session, settings, context_window=64000, token_source="estimate")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pimem.replay import navigate
+from pimem.agent_loop import navigate
 
 
 def test_navigate_leaves_a_branch_summary_at_the_target(real_v3_paths):
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     source = load_session(real_v3_paths[1])
     before = [dict(e) for e in source.entries]

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from pimem.compaction import ModelInfo
-from pimem.hooks import Hooks, TreeHookResult
-from pimem.jsonio import js_stringify
-from pimem.replay import navigate
+from pimem._js import js_stringify
+from pimem.agent_loop import navigate
+from pimem.core.agent_session import Hooks, TreeHookResult
+from pimem.core.compaction.compaction import ModelInfo
 from tests.oracle.client import CannedSummarizer, Failure
 from tests.oracle.plugin import COUNTS
 
@@ -125,7 +125,7 @@ def _mask(entries: list[dict], id_map: dict[str, str]) -> str:
 
 
 def _run_pimem(path: Path, case: dict, theirs: dict) -> dict[str, Any]:
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     session = load_session(path)
     if case.get("oldLeafId"):
@@ -194,7 +194,7 @@ def _compare(path: Path, case: dict, theirs: dict) -> None:
 
 
 def _check_session(oracle, path: Path, *, full: bool) -> list[dict]:
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     cases = _cases(load_session(path), full=full)
     results = oracle.navigate_tree(path, cases)
@@ -227,7 +227,7 @@ def test_navigate_matches_pi_on_the_real_sessions(oracle, real_v3_paths):
 
 
 def test_navigate_hook_with_an_empty_summary_matches_pi(oracle, sample_paths):
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     path = sample_paths[0]
     branch = load_session(path).get_branch()

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from pimem.compaction import CompactionSettings, prepare_compaction
-from pimem.context import build_session_projection
-from pimem.jsonio import js_stringify
-from pimem.replay import replay
+from pimem._js import js_stringify
+from pimem.agent_loop import replay
+from pimem.core.compaction.compaction import CompactionSettings, prepare_compaction
+from pimem.core.session_manager import build_session_projection
 
 pytestmark = pytest.mark.oracle
 
@@ -31,7 +31,7 @@ def _settings_json(s):
 
 
 def _check(oracle, source_path, tmp_path, settings, window, token_source):
-    from pimem.session import load_session
+    from pimem.core.session_manager import load_session
 
     session = load_session(source_path)
     result = replay(session, settings, context_window=window, token_source=token_source)

@@ -14,10 +14,10 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from pimem.compaction import CompactionSettings  # noqa: E402
-from pimem.replay import replay  # noqa: E402
+from pimem.agent_loop import replay  # noqa: E402
+from pimem.core.compaction.compaction import CompactionSettings  # noqa: E402
+from pimem.core.session_manager import Session, load_session  # noqa: E402
 from pimem.report import run_study, write_drift_report  # noqa: E402
-from pimem.session import Session, load_session  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pimem.context import build_session_context
-from pimem.jsonio import utf16_len
+from pimem._js import utf16_len
+from pimem.core.compaction.compaction import estimate_tokens
+from pimem.core.session_manager import build_session_context, load_session
 from pimem.samples import load_samples, sample_dir, sample_session_paths
-from pimem.session import load_session
-from pimem.tokens import estimate_tokens
 
 GENERATOR = Path(__file__).resolve().parent.parent / "datasets" / "generate.py"
 

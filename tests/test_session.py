@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pimem.jsonio import parse_iso_ms
-from pimem.session import Session, load_session
+from pimem._js import parse_iso_ms
+from pimem.core.session_manager import Session, load_session
 
 
 def msg_entry(eid: str, parent: str | None, role: str = "user", text: str = "x", ts: int = 1) -> dict:

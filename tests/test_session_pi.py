@@ -8,10 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from pimem.jsonio import js_stringify, loads_line, parse_iso_ms
-from pimem.session import Session, load_session
+from pimem._js import js_stringify, loads_line, parse_iso_ms
+from pimem.core.session_manager import Session, load_session
 from tests.test_jsonio import run_node
 
 LOAD_SCRIPT = r"""

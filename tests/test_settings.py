@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from pimem.settings import Settings, SettingsError, deep_merge_settings, load_settings
+from pimem.core.settings_manager import (
+    Settings,
+    SettingsError,
+    deep_merge_settings,
+    load_settings,
+)
 
 
 def write(path, data):

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
-from pimem.summarizers.cached import CacheCorruptError, CachedSummarizer, default_cache_path
+from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.summarizers.cached import (
+    CacheCorruptError,
+    CachedSummarizer,
+    default_cache_path,
+)
 from pimem.summarizers.openai_compat import OpenAISummarizer
 from tests.fake_openai_server import FakeOpenAIServer, Reply
 

@@ -9,9 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pimem.compaction import build_history_prompt, build_turn_prefix_prompt
-from pimem.prompts import SUMMARIZATION_SYSTEM_PROMPT
-from pimem.summarizers.base import SummaryRequest
+from pimem.core.compaction.compaction import (
+    build_history_prompt,
+    build_turn_prefix_prompt,
+)
+from pimem.core.llm import SummaryRequest
+from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
 from pimem.summarizers.extractive import (
     ExtractiveSummarizer,
     estimate_text_tokens,
@@ -191,7 +194,7 @@ def test_turn_prefix_template(summarizer):
 
 
 def test_branch_template_has_no_critical_context(summarizer):
-    from pimem.branch import build_branch_prompt
+    from pimem.core.compaction.branch_summarization import build_branch_prompt
 
     req = SummaryRequest(kind="branch", system_prompt=SUMMARIZATION_SYSTEM_PROMPT,
                          prompt=build_branch_prompt(CONVERSATION, None, False), max_tokens=4096)
@@ -248,7 +251,7 @@ def test_any_text_gives_a_bounded_templated_answer(summarizer, texts, budget):
 def test_long_adversarial_lines_stay_linear(text: str) -> None:
     """Runs of word characters, dots, pluses or spaces once made patterns retry from every position
     (minutes at 50 KB, hours at 1 MB). A regression makes this test run for hours, not a second."""
-    from pimem.summarizers.base import SummaryRequest
+    from pimem.core.llm import SummaryRequest
     from pimem.summarizers.extractive import ExtractiveSummarizer
 
     prompt = f"<conversation>\n[User]: fix it\n\n[Tool result]: {text}\n</conversation>\n\nsummarize"

@@ -8,8 +8,12 @@ import threading
 
 import pytest
 
-from pimem.summarizers.base import SummaryRequest
-from pimem.summarizers.openai_compat import AsyncOpenAISummarizer, OpenAISummarizer, map_usage
+from pimem.core.llm import SummaryRequest
+from pimem.summarizers.openai_compat import (
+    AsyncOpenAISummarizer,
+    OpenAISummarizer,
+    map_usage,
+)
 from tests.fake_openai_server import FakeOpenAIServer, Reply
 
 SECRET = "sk-test-SECRETKEY-0123456789abcdefXYZ"

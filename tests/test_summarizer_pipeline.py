@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from pimem.branch import collect_entries_for_branch_summary, generate_branch_summary
-from pimem.compaction import CompactionSettings, ModelInfo, compact, prepare_compaction
-from pimem.session import load_session
+from pimem.core.compaction.branch_summarization import (
+    collect_entries_for_branch_summary,
+    generate_branch_summary,
+)
+from pimem.core.compaction.compaction import (
+    CompactionSettings,
+    ModelInfo,
+    compact,
+    prepare_compaction,
+)
+from pimem.core.session_manager import load_session
 from pimem.summarizers import summarizer_from_env
 from pimem.summarizers.cached import CachedSummarizer
 from pimem.summarizers.extractive import ExtractiveSummarizer, estimate_text_tokens
 from pimem.summarizers.openai_compat import OpenAISummarizer
-from pimem.summarizers.recorded import NoRecordingError, RecordedSummarizer, split_turn_summary, strip_file_blocks
+from pimem.summarizers.recorded import (
+    NoRecordingError,
+    RecordedSummarizer,
+    split_turn_summary,
+    strip_file_blocks,
+)
 from tests.fake_openai_server import FakeOpenAIServer
 
 MODEL = ModelInfo(context_window=200_000, max_tokens=32_000, reasoning=True, provider="openai", id="fake-model")
@@ -148,8 +161,8 @@ def unsplit_preparation(branch):
 
 
 def _history_request_for(prep):
-    from pimem.compaction import build_history_prompt
-    from pimem.summarizers.base import SummaryRequest
+    from pimem.core.compaction.compaction import build_history_prompt
+    from pimem.core.llm import SummaryRequest
 
     return SummaryRequest(kind="history", system_prompt="s", max_tokens=100,
                           prompt=build_history_prompt(prep.messages_to_summarize, None, prep.previous_summary))
@@ -187,7 +200,7 @@ def test_summarizer_from_env(monkeypatch, tmp_path, server):
     monkeypatch.setenv("PIMEM_MODEL", "llama-3.1-8b")
     online = summarizer_from_env()
     assert isinstance(online.inner, OpenAISummarizer) and online.inner.model == "llama-3.1-8b"
-    from pimem.summarizers.base import SummaryRequest
+    from pimem.core.llm import SummaryRequest
 
     resp = online.complete(SummaryRequest(kind="history", system_prompt="s", prompt="p", max_tokens=10))
     assert resp.stop_reason == "stop" and server.hits == 1

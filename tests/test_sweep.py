@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pimem.sweep import expand_grid, sweep
+from pimem.sweeps import expand_grid, sweep
 
 GRID = {"reserve_tokens": [2000, 4000], "keep_recent_tokens": [3000], "context_window": [16000, 24000],
         "token_source": ["chars"]}
@@ -104,9 +104,9 @@ def test_the_cache_file_is_opened_once_per_process(sample_paths, tmp_path, monke
 def test_overlapping_runs_of_one_process_count_their_own_cache_misses(tmp_path):
     # Runs in one process share the cache object; a run started meanwhile (another thread of a
     # Dask worker) must not take over the misses of a run in progress.
-    from pimem.summarizers.base import SummaryRequest
+    from pimem.core.llm import SummaryRequest
     from pimem.summarizers.extractive import ExtractiveSummarizer
-    from pimem.sweep import _make_summarizer
+    from pimem.sweeps import _make_summarizer
 
     cache = tmp_path / "cache.sqlite"
     summarizer = ExtractiveSummarizer()

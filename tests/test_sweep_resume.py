@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from pimem.summarizers.extractive import ExtractiveSummarizer
-from pimem.sweep import log_path_for, sweep
+from pimem.sweeps import log_path_for, sweep
 
 GRID = {"reserve_tokens": [2000, 4000], "keep_recent_tokens": [3000], "context_window": [14000, 20000],
         "token_source": ["chars"]}
@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, sys, threading
     from pimem.summarizers.extractive import ExtractiveSummarizer
-    from pimem.sweep import sweep
+    from pimem.sweeps import sweep
 
     log, marker, grid = sys.argv[1], sys.argv[2], eval(sys.argv[3])
     paths = sys.argv[4:]

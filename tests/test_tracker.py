@@ -15,12 +15,25 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from pimem.compaction import CompactionSettings, ContextTracker, prepare_compaction
-from pimem.context import build_session_path, build_session_projection, convert_to_llm
-from pimem.jsonio import js_stringify
-from pimem.serialize import SerializationCache, serialize_conversation, serialize_messages
-from pimem.session import load_session
-from pimem.tokens import TokenCache, estimate_projected_context_tokens
+from pimem._js import js_stringify
+from pimem.core.compaction.compaction import (
+    CompactionSettings,
+    TokenCache,
+    estimate_projected_context_tokens,
+    prepare_compaction,
+)
+from pimem.core.compaction.utils import (
+    SerializationCache,
+    serialize_conversation,
+    serialize_messages,
+)
+from pimem.core.context_tracker import ContextTracker
+from pimem.core.messages import convert_to_llm
+from pimem.core.session_manager import (
+    build_session_path,
+    build_session_projection,
+    load_session,
+)
 from tests.strategies import session_trees
 from tests.test_compaction import random_tree
 

@@ -17,12 +17,20 @@ from matplotlib.image import AxesImage  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from pimem import viz  # noqa: E402
-from pimem.compaction import CompactionSettings  # noqa: E402
-from pimem.context import build_session_context, build_session_projection  # noqa: E402
+from pimem.agent_loop import replay  # noqa: E402
+from pimem.core.compaction.compaction import (
+    CompactionSettings,  # noqa: E402
+    calculate_context_tokens,
+    estimate_tokens,
+    get_assistant_usage,
+)
+from pimem.core.session_manager import (  # noqa: E402  # noqa: E402
+    Session,
+    build_session_context,
+    build_session_projection,
+    load_session,
+)
 from pimem.drift import drift_report, retention_by_age, section_similarity  # noqa: E402
-from pimem.replay import replay  # noqa: E402
-from pimem.session import Session, load_session  # noqa: E402
-from pimem.tokens import calculate_context_tokens, estimate_tokens, get_assistant_usage  # noqa: E402
 
 WINDOW, RESERVE, KEEP = 16000, 4000, 4000
 
@@ -282,7 +290,7 @@ def test_sweep_heatmaps_one_panel_per_metric(sweep_frame):
 
 
 def test_sweep_heatmap_on_a_real_sweep(auth, ventas):
-    from pimem.sweep import sweep
+    from pimem.sweeps import sweep
 
     df = sweep([auth, ventas], {"reserve_tokens": [2000, 4000], "keep_recent_tokens": [2000, 8000],
                                 "context_window": [WINDOW]}, workers=1, progress=False)

@@ -7,19 +7,24 @@ import re
 
 import pytest
 
-from pimem.compaction import (
+from pimem.agent_loop import replay
+from pimem.core.compaction.compaction import (
     CompactionSettings,
     ModelInfo,
     build_history_prompt,
     build_turn_prefix_prompt,
+    estimate_tokens,
     prepare_compaction,
 )
-from pimem.context import build_session_context
-from pimem.prompts import SUMMARIZATION_SYSTEM_PROMPT
-from pimem.replay import replay
-from pimem.session import Session, load_session
-from pimem.tokens import estimate_tokens
-from pimem.widgets import CompactionPlayground, ReplayBrowser, SessionExplorer, format_request, summary_requests
+from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+from pimem.core.session_manager import Session, build_session_context, load_session
+from pimem.widgets import (
+    CompactionPlayground,
+    ReplayBrowser,
+    SessionExplorer,
+    format_request,
+    summary_requests,
+)
 
 
 @pytest.fixture(scope="module")

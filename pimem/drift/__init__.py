@@ -10,7 +10,15 @@
 * :func:`probe_eval` — optional question probes answered by a judge model from the summary.
 """
 
-from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fact_present, facts_frame, summary_facts
+from pimem.drift.facts import (
+    FACT_KINDS,
+    Fact,
+    SummaryIndex,
+    extract_facts,
+    fact_present,
+    facts_frame,
+    summary_facts,
+)
 from pimem.drift.metrics import (
     CompactionSpan,
     compaction_metrics,
@@ -22,7 +30,13 @@ from pimem.drift.metrics import (
     section_similarity,
     survival_curves,
 )
-from pimem.drift.probes import PROBE_SYSTEM_PROMPT, Probe, generate_probes, probe_eval, probe_report
+from pimem.drift.probes import (
+    PROBE_SYSTEM_PROMPT,
+    Probe,
+    generate_probes,
+    probe_eval,
+    probe_report,
+)
 from pimem.drift.sections import Conformance, SummarySections, parse_summary
 from pimem.drift.similarity import TfidfSpace, jaccard
 

@@ -220,7 +220,7 @@ def _text_of(content: Any) -> str:
 
 def _entry_messages(entry: dict) -> list[dict]:
     """Messages an entry contributes, via Pi's projection helper."""
-    from pimem.context import session_entry_to_context_messages
+    from pimem.core.session_manager import session_entry_to_context_messages
 
     return [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
 

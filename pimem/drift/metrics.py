@@ -1,7 +1,7 @@
 """Per-compaction metrics and the drift report over a chain of compactions.
 
 **Spans.** For a compaction ``C`` on the active path, the summarized messages are recomputed with
-Pi's own projection (:func:`pimem.context.build_session_projection`) of the path entries before
+Pi's own projection (:func:`pimem.core.session_manager.build_session_projection`) of the path entries before
 ``C``: exactly what ``prepareCompaction`` saw. If that projection holds a previous compaction
 ``P``, the span starts right after it (at ``P.firstKeptEntryId``), else at the start; it ends
 before ``C.firstKeptEntryId``. Compaction entries and ``system`` messages are skipped, as Pi
@@ -12,9 +12,9 @@ span runs to ``C`` and a note is recorded.
 
 **True file lists** follow Pi's ``extractFileOperations``: read / write / edit tool calls of the
 span plus the previous compaction's ``details`` (unless ``fromHook``), through
-:func:`pimem.serialize.compute_file_lists`.
+:func:`pimem.core.compaction.utils.compute_file_lists`.
 
-**Tokens** are Pi's estimates (:func:`pimem.tokens.estimate_tokens`, chars ÷ 4 in UTF-16 units).
+**Tokens** are Pi's estimates (:func:`pimem.core.compaction.compaction.estimate_tokens`, chars ÷ 4 in UTF-16 units).
 
 Report columns (one row per compaction, in path order):
 
@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pimem._js import utf16_len
 from pimem.drift.facts import (
     FACT_KINDS,
     Fact,
@@ -77,7 +78,6 @@ from pimem.drift.facts import (
     summary_facts,
 )
 from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary
-from pimem.jsonio import utf16_len
 from pimem.drift.similarity import TfidfSpace, jaccard
 
 
@@ -113,8 +113,12 @@ def _session_of(result_or_session: Any) -> Any:
 
 def compaction_spans(result_or_session: Any, *, leaf_id: str | None = None) -> list[CompactionSpan]:
     """The compactions on the active path, each with its summarized span (see module docs)."""
-    from pimem.context import build_session_path, build_session_projection
-    from pimem.serialize import FileOperations, compute_file_lists, extract_file_ops_from_message
+    from pimem.core.compaction.utils import (
+        FileOperations,
+        compute_file_lists,
+        extract_file_ops_from_message,
+    )
+    from pimem.core.session_manager import build_session_path, build_session_projection
 
     source = _session_of(result_or_session)
     path = build_session_path(source, leaf_id)
@@ -162,13 +166,13 @@ def compaction_spans(result_or_session: Any, *, leaf_id: str | None = None) -> l
 
 
 def _tokens(messages: Iterable[dict]) -> int:
-    from pimem.tokens import estimate_tokens
+    from pimem.core.compaction.compaction import estimate_tokens
 
     return sum(estimate_tokens(m) for m in messages)
 
 
 def _summary_tokens(summary: str) -> int:
-    from pimem.tokens import estimate_tokens
+    from pimem.core.compaction.compaction import estimate_tokens
 
     return estimate_tokens({"role": "compactionSummary", "summary": summary})
 
@@ -281,7 +285,7 @@ def drift_report(
     ``result_or_session``: a :class:`pimem.Session`, a replay result (anything with
     ``.session``), or a list of entries. Long frames are in ``report.attrs``.
     """
-    from pimem.context import build_session_path
+    from pimem.core.session_manager import build_session_path
 
     source = _session_of(result_or_session)
     spans = compaction_spans(source, leaf_id=leaf_id)

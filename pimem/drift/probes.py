@@ -13,7 +13,7 @@ continuation  what to do next                                       paths, ident
 decision      decisions made and constraints set                    decision and constraint facts
 ============= ===================================================== ===================================
 
-Each probe is one :class:`~pimem.summarizers.base.SummaryRequest` of kind ``"history"`` with
+Each probe is one :class:`~pimem.core.llm.SummaryRequest` of kind ``"history"`` with
 :data:`PROBE_SYSTEM_PROMPT` and the prompt ``<summary>…</summary>`` + ``Question: …``. The answer
 is scored deterministically: ``score`` is the share of expected facts present in the answer by
 the rules of :func:`pimem.drift.facts.fact_present`; ``ceiling`` is the same share measured on
@@ -34,9 +34,9 @@ from typing import Any
 
 import pandas as pd
 
+from pimem.core.llm import SummaryRequest
 from pimem.drift.facts import Fact, SummaryIndex, extract_facts, fact_present
 from pimem.drift.metrics import _session_of, compaction_spans
-from pimem.summarizers.base import SummaryRequest
 
 PROBE_SYSTEM_PROMPT = (
     "You answer questions about an earlier part of a coding session. The only information you have "
@@ -92,7 +92,10 @@ def generate_probes(
     continuation_messages: int = 6,
 ) -> list[Probe]:
     """The four probes per compaction on the active path (see module docs)."""
-    from pimem.context import build_session_path, session_entry_to_context_messages
+    from pimem.core.session_manager import (
+        build_session_path,
+        session_entry_to_context_messages,
+    )
 
     source = _session_of(result_or_session)
     spans = compaction_spans(source, leaf_id=leaf_id)

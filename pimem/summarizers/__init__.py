@@ -17,7 +17,7 @@ import importlib
 import os
 from typing import Any
 
-from pimem.summarizers.base import Summarizer, SummaryRequest, SummaryResponse
+from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 
 DEFAULT_MODEL = "gpt-4.1-mini"
 

@@ -38,7 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
+from pimem.core.llm import SummaryRequest, SummaryResponse
 
 __all__ = ["CachedSummarizer", "CacheCorruptError", "default_cache_path", "summarizer_identity", "request_key"]
 

@@ -55,8 +55,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pimem.jsonio import utf16_len
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
+from pimem._js import utf16_len
+from pimem.core.llm import SummaryRequest, SummaryResponse
 
 __all__ = [
     "ExtractiveSummarizer",

@@ -45,7 +45,7 @@ from typing import Any
 
 import openai
 
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
+from pimem.core.llm import SummaryRequest, SummaryResponse
 
 __all__ = ["OpenAISummarizer", "AsyncOpenAISummarizer", "DEFAULT_REASONING_MAP", "redact"]
 

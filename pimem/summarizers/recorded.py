@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
+from pimem.core.llm import SummaryRequest, SummaryResponse
 
 __all__ = ["RecordedSummarizer", "NoRecordingError", "RecordedSummary", "strip_file_blocks", "split_turn_summary"]
 
@@ -86,7 +86,7 @@ class RecordedSummarizer:
 
     def __init__(self, session: Any, *, match: Literal["auto", "content", "order"] = "auto") -> None:
         if isinstance(session, (str, bytes)) or hasattr(session, "__fspath__"):
-            from pimem.session import load_session
+            from pimem.core.session_manager import load_session
 
             session = load_session(session)
         if match not in ("auto", "content", "order"):
@@ -100,7 +100,7 @@ class RecordedSummarizer:
         self.model = "recorded"
 
     def _load(self, session: Any) -> None:
-        from pimem.prompts import BRANCH_SUMMARY_PREAMBLE
+        from pimem.core.prompts import BRANCH_SUMMARY_PREAMBLE
 
         by_id = {e.get("id"): e for e in session.entries}
         for entry in session.entries:

@@ -15,9 +15,18 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from pimem.context import build_session_path, build_session_projection, session_entry_to_context_messages
+from pimem.core.compaction.compaction import (
+    TokenCache,
+    calculate_context_tokens,
+    estimate_tokens,
+    get_assistant_usage,
+)
+from pimem.core.session_manager import (
+    build_session_path,
+    build_session_projection,
+    session_entry_to_context_messages,
+)
 from pimem.text import message_preview
-from pimem.tokens import TokenCache, calculate_context_tokens, estimate_tokens, get_assistant_usage
 
 __all__ = [
     "STATUSES",
@@ -160,7 +169,7 @@ def cut_points_table(session: Any, keep_values: Sequence[int], leaf_id: str | No
     to summarize and the turn prefix), ``split_turn``, ``messages_summarized``,
     ``path_length``.
     """
-    from pimem.compaction import CompactionSettings, prepare_compaction
+    from pimem.core.compaction.compaction import CompactionSettings, prepare_compaction
 
     path = build_session_path(session, leaf_id)
     position = {e.get("id"): i for i, e in enumerate(path)}

@@ -70,7 +70,7 @@ def _figure(ax: Any = None, figsize: tuple[float, float] = (9, 4)) -> tuple[Any,
 
 
 def _session_of(obj: Any) -> Any:
-    from pimem.session import Session, load_session
+    from pimem.core.session_manager import Session, load_session
 
     if isinstance(obj, Session):
         return obj
@@ -84,7 +84,7 @@ def _session_of(obj: Any) -> Any:
 
 def plot_context_over_time(result: Any, *, ax: Any = None, title: str | None = None,
                            show_checks: bool = True) -> tuple[Any, Any]:
-    """Context tokens per step of a :class:`~pimem.replay.ReplayResult`.
+    """Context tokens per step of a :class:`~pimem.agent_loop.ReplayResult`.
 
     The line is the context of each assistant call (the replay's token source), dots are the
     compaction checks, the dashed line is the threshold (window − reserve), the solid line the

@@ -43,7 +43,7 @@ def sha256_text(text: str) -> str:
 
 
 def js_stringify(value: Any) -> str:
-    from pimem.jsonio import js_stringify as _js_stringify
+    from pimem._js import js_stringify as _js_stringify
 
     return _js_stringify(value)
 
@@ -131,7 +131,7 @@ class CannedSummarizer:
     requests: list[Any] = field(default_factory=list)
 
     def complete(self, request: Any) -> Any:
-        from pimem.summarizers.base import SummaryResponse
+        from pimem.core.llm import SummaryResponse
 
         self.requests.append(request)
         text = canned_text(request.prompt)

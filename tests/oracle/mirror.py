@@ -13,7 +13,13 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.oracle.client import CannedSummarizer, Failure, ListDigester, digest_value, js_stringify
+from tests.oracle.client import (
+    CannedSummarizer,
+    Failure,
+    ListDigester,
+    digest_value,
+    js_stringify,
+)
 
 _UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -63,9 +69,9 @@ class LoadedSession:
         self.path = Path(path)
         self.session = None
         try:
-            from pimem.session import load_session
+            from pimem.core.session_manager import load_session
         except ImportError:  # foundation not there yet: parse v3 lines directly
-            from pimem.jsonio import loads_line
+            from pimem._js import loads_line
 
             lines = [loads_line(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
             self.header = lines[0]
@@ -131,7 +137,9 @@ class Mirror:
         return {"tips": s.tips, "entryCount": len(s.entries), "header": s.header}
 
     def op_project(self, req: dict[str, Any]) -> Any:
-        from pimem.context import build_session_projection, convert_to_llm, get_current_system_message
+        from pimem.core.messages import convert_to_llm
+        from pimem.core.pi_ai import get_current_system_message
+        from pimem.core.session_manager import build_session_projection
 
         s = self.session(req["path"])
         dl = self.digest_list
@@ -153,8 +161,8 @@ class Mirror:
         return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_entry_messages(self, req: dict[str, Any]) -> Any:
-        from pimem.context import session_entry_to_context_messages
-        from pimem.tokens import estimate_tokens
+        from pimem.core.compaction.compaction import estimate_tokens
+        from pimem.core.session_manager import session_entry_to_context_messages
 
         s = self.session(req["path"])
         def one(item: Any) -> Any:
@@ -173,8 +181,15 @@ class Mirror:
         }
 
     def op_estimate(self, req: dict[str, Any]) -> Any:
-        from pimem.context import build_session_path, build_session_projection
-        from pimem.tokens import estimate_context_tokens, estimate_projected_context_tokens, estimate_tokens
+        from pimem.core.compaction.compaction import (
+            estimate_context_tokens,
+            estimate_projected_context_tokens,
+            estimate_tokens,
+        )
+        from pimem.core.session_manager import (
+            build_session_path,
+            build_session_projection,
+        )
 
         s = self.session(req["path"])
         def one(item: Any) -> Any:
@@ -193,8 +208,11 @@ class Mirror:
         return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_cut_points(self, req: dict[str, Any]) -> Any:
-        from pimem.compaction import find_cut_point, find_turn_start_index
-        from pimem.context import build_session_path
+        from pimem.core.compaction.compaction import (
+            find_cut_point,
+            find_turn_start_index,
+        )
+        from pimem.core.session_manager import build_session_path
 
         s = self.session(req["path"])
         def one(item: Any) -> Any:
@@ -217,8 +235,11 @@ class Mirror:
         return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def _preparation(self, prep: Any, serialize: bool) -> Any:
-        from pimem.context import convert_to_llm
-        from pimem.serialize import compute_file_lists, serialize_conversation
+        from pimem.core.compaction.utils import (
+            compute_file_lists,
+            serialize_conversation,
+        )
+        from pimem.core.messages import convert_to_llm
 
         if prep is None:
             return None
@@ -242,15 +263,15 @@ class Mirror:
 
     @staticmethod
     def _settings(d: dict[str, Any]) -> Any:
-        from pimem.compaction import CompactionSettings
+        from pimem.core.compaction.compaction import CompactionSettings
 
         return CompactionSettings(
             enabled=d.get("enabled", True), reserve_tokens=d["reserveTokens"], keep_recent_tokens=d["keepRecentTokens"]
         )
 
     def op_prepare(self, req: dict[str, Any]) -> Any:
-        from pimem.compaction import prepare_compaction
-        from pimem.context import build_session_path
+        from pimem.core.compaction.compaction import prepare_compaction
+        from pimem.core.session_manager import build_session_path
 
         s = self.session(req["path"])
         settings = [self._settings(d) for d in req["settings"]]
@@ -268,9 +289,10 @@ class Mirror:
         return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_serialize(self, req: dict[str, Any]) -> Any:
-        from pimem.compaction import prepare_compaction
-        from pimem.context import build_session_path, convert_to_llm
-        from pimem.serialize import serialize_conversation
+        from pimem.core.compaction.compaction import prepare_compaction
+        from pimem.core.compaction.utils import serialize_conversation
+        from pimem.core.messages import convert_to_llm
+        from pimem.core.session_manager import build_session_path
 
         if req.get("messages") is not None:
             return serialize_conversation(convert_to_llm(req["messages"]))
@@ -295,7 +317,7 @@ class Mirror:
 
     @staticmethod
     def _model(m: dict[str, Any] | None) -> Any:
-        from pimem.compaction import ModelInfo
+        from pimem.core.compaction.compaction import ModelInfo
 
         m = m or {}
         return ModelInfo(
@@ -337,8 +359,8 @@ class Mirror:
         ]
 
     def op_compact(self, req: dict[str, Any]) -> Any:
-        from pimem.compaction import compact, prepare_compaction
-        from pimem.context import build_session_path
+        from pimem.core.compaction.compaction import compact, prepare_compaction
+        from pimem.core.session_manager import build_session_path
 
         s = self.session(req["path"])
         settings = self._settings(req["settings"])
@@ -366,7 +388,7 @@ class Mirror:
                     "details": r.details,
                 }
             except Exception as exc:  # Pi throws an Error with a message; pimem raises
-                from pimem.compaction import SummarizationError
+                from pimem.core.compaction.compaction import SummarizationError
 
                 if not isinstance(exc, SummarizationError):
                     raise
@@ -383,7 +405,11 @@ class Mirror:
         return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_branch(self, req: dict[str, Any]) -> Any:
-        from pimem.branch import collect_entries_for_branch_summary, generate_branch_summary, prepare_branch_entries
+        from pimem.core.compaction.branch_summarization import (
+            collect_entries_for_branch_summary,
+            generate_branch_summary,
+            prepare_branch_entries,
+        )
 
         s = self.session(req["path"])
         tree = s.session if s.session is not None else _TreeView(s)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from pimem.compaction import CompactionSettings, ModelInfo
-from pimem.context import js_string
+from pimem._js import js_string
+from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
 
 __all__ = [
     "DEFAULT_COMPACTION_TOKEN_SETTINGS",

@@ -14,9 +14,17 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from pimem.context import _MISSING, convert_to_llm, js_entries, js_string, js_truthy
-from pimem.jsonio import js_slice, js_stringify, utf16_len
-from pimem.prompts import SUMMARIZATION_SYSTEM_PROMPT
+from pimem._js import (
+    UNDEFINED,
+    js_entries,
+    js_slice,
+    js_sorted,
+    js_string,
+    js_stringify,
+    utf16_len,
+)
+from pimem.core.messages import convert_to_llm
+from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
 
 __all__ = [
     "SUMMARIZATION_SYSTEM_PROMPT",
@@ -32,7 +40,6 @@ __all__ = [
     "serialize_message",
     "serialize_messages",
     "SerializationCache",
-    "js_sorted",
 ]
 
 TOOL_RESULT_MAX_CHARS = 2000
@@ -48,6 +55,14 @@ class FileOperations:
 
     def copy(self) -> "FileOperations":
         return FileOperations(set(self.read), set(self.written), set(self.edited))
+
+
+def set_member(value: Any) -> Any:
+    """A value as a member of a Python set standing in for a JavaScript ``Set`` of paths
+    (arrays and objects, which Python cannot hash, by their JSON text)."""
+    if isinstance(value, (list, dict)):
+        return js_stringify(value)
+    return value
 
 
 def create_file_ops() -> FileOperations:
@@ -92,16 +107,6 @@ def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
                 edited.add(path)
 
 
-def _utf16_key(value: Any) -> tuple[int, bytes]:
-    text = js_string(value)
-    return (0, text.encode("utf-16-be", "surrogatepass"))
-
-
-def js_sorted(values: Iterable[Any]) -> list:
-    """``Array.prototype.sort()`` without a comparator: by ``String(v)`` in UTF-16 code units."""
-    return sorted(values, key=_utf16_key)
-
-
 def compute_file_lists(file_ops: FileOperations) -> tuple[list, list]:
     """``computeFileLists``: (files only read, files modified), each sorted as JavaScript sorts."""
     modified = set(file_ops.edited) | set(file_ops.written)
@@ -137,10 +142,10 @@ def truncate_for_summary(text: str, max_chars: int) -> str:
 
 
 def _text_of(content: Any, separator: str) -> str:
-    """``contentText`` (see :func:`pimem.context.content_text`) with a fast path for strings."""
+    """``contentText`` (see :func:`pimem.core.pi_ai.content_text`) with a fast path for strings."""
     if content.__class__ is str:
         return content
-    if content is None or content is _MISSING:
+    if content is None or content is UNDEFINED:
         raise TypeError("Cannot read properties of null (reading 'filter')")
     parts = []
     for block in content:
@@ -195,15 +200,15 @@ def serialize_message(message: dict) -> str:
         for block in content:
             btype = block.get("type")
             if btype == "thinking":
-                thinking = block.get("thinking", _MISSING)
+                thinking = block.get("thinking", UNDEFINED)
                 if thinking.__class__ is not str:
-                    thinking = "" if thinking is None or thinking is _MISSING else js_string(thinking)
+                    thinking = "" if thinking is None or thinking is UNDEFINED else js_string(thinking)
                 thinking_parts.append(thinking)
             elif btype == "toolCall":
-                name = block.get("name", _MISSING)
+                name = block.get("name", UNDEFINED)
                 if name.__class__ is not str:
                     name = js_string(name)
-                tool_calls.append(f"{name}({_arguments_text(block.get('arguments', _MISSING))})")
+                tool_calls.append(f"{name}({_arguments_text(block.get('arguments', UNDEFINED))})")
             elif btype == "text":
                 has_text = True
         parts = []

@@ -1,29 +1,37 @@
-"""Branch summaries for ``/tree`` navigation (Pi 0.87.1 core/compaction/branch-summarization.js)."""
+"""Pi 0.87.1's ``core/compaction/branch-summarization.js``: branch summaries for ``/tree`` navigation."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from pimem.context import (
-    _MISSING,
-    convert_to_llm,
-    create_branch_summary_message,
-    create_compaction_summary_message,
-    create_custom_message,
-    js_truthy,
+from pimem._js import UNDEFINED, js_truthy
+from pimem.core.compaction.compaction import (
+    ModelInfo,
+    estimate_tokens,
+    get_summarization_failure,
+    uuid7,
 )
-from pimem.compaction import ModelInfo, _hashable, get_summarization_failure, uuid7
-from pimem.prompts import BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT, SUMMARIZATION_SYSTEM_PROMPT
-from pimem.serialize import (
+from pimem.core.compaction.utils import (
     FileOperations,
     compute_file_lists,
     extract_file_ops_from_message,
     format_file_operations,
     serialize_conversation,
+    set_member,
 )
-from pimem.summarizers.base import SummaryRequest
-from pimem.tokens import estimate_tokens
+from pimem.core.llm import SummaryRequest
+from pimem.core.messages import (
+    convert_to_llm,
+    create_branch_summary_message,
+    create_compaction_summary_message,
+    create_custom_message,
+)
+from pimem.core.prompts import (
+    BRANCH_SUMMARY_PREAMBLE,
+    BRANCH_SUMMARY_PROMPT,
+    SUMMARIZATION_SYSTEM_PROMPT,
+)
 
 __all__ = [
     "BranchPreparation",
@@ -96,16 +104,16 @@ def _message_from_entry(entry: dict) -> dict | None:
         return message
     if etype == "custom_message":
         return create_custom_message(
-            entry.get("customType", _MISSING), entry.get("content", _MISSING), entry.get("display", _MISSING),
-            entry.get("details", _MISSING), entry.get("timestamp", _MISSING),
+            entry.get("customType", UNDEFINED), entry.get("content", UNDEFINED), entry.get("display", UNDEFINED),
+            entry.get("details", UNDEFINED), entry.get("timestamp", UNDEFINED),
         )
     if etype == "branch_summary":
         return create_branch_summary_message(
-            entry.get("summary", _MISSING), entry.get("fromId", _MISSING), entry.get("timestamp", _MISSING)
+            entry.get("summary", UNDEFINED), entry.get("fromId", UNDEFINED), entry.get("timestamp", UNDEFINED)
         )
     if etype == "compaction":
         return create_compaction_summary_message(
-            entry.get("summary", _MISSING), entry.get("tokensBefore", _MISSING), entry.get("timestamp", _MISSING)
+            entry.get("summary", UNDEFINED), entry.get("tokensBefore", UNDEFINED), entry.get("timestamp", UNDEFINED)
         )
     return None
 
@@ -118,9 +126,9 @@ def prepare_branch_entries(entries: Sequence[dict], token_budget: float = 0) -> 
             details = entry.get("details")
             if js_truthy(details) and isinstance(details, dict):
                 if isinstance(details.get("readFiles"), list):
-                    file_ops.read.update(_hashable(f) for f in details["readFiles"])
+                    file_ops.read.update(set_member(f) for f in details["readFiles"])
                 if isinstance(details.get("modifiedFiles"), list):
-                    file_ops.edited.update(_hashable(f) for f in details["modifiedFiles"])
+                    file_ops.edited.update(set_member(f) for f in details["modifiedFiles"])
     reversed_messages: list[dict] = []
     total = 0
     for entry in reversed(entries):

@@ -13,12 +13,28 @@ import os
 import random
 import time
 from dataclasses import dataclass
+from functools import partial
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import orjson
 
-from pimem.jsonio import iso_now, js_stringify, loads_line, parse_iso_ms, to_iso
+from pimem._js import (
+    UNDEFINED,
+    iso_now,
+    js_stringify,
+    js_to_number,
+    js_truthy,
+    loads_line,
+    parse_iso_ms,
+    to_iso,
+)
+from pimem.core.messages import (
+    create_branch_summary_message,
+    create_compaction_summary_message,
+    create_custom_message,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -51,7 +67,6 @@ KNOWN_ENTRY_TYPES = frozenset(
 )
 _ROLES_WITH_CONTENT = frozenset({"user", "assistant", "toolResult", "custom", "system"})
 _MAX_WARNINGS_PER_REASON = 50
-_MISSING: Any = object()
 
 
 class _ComputeSystemMessage:
@@ -135,22 +150,6 @@ def _uuid_from(rng: random.Random, version: int, ms: int | None = None) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _js_to_number(value: Any) -> float:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return 0.0
-        try:
-            return float(text)
-        except ValueError:
-            return float("nan")
-    return float("nan")
-
-
 def migrate_to_current_version(file_entries: list[dict], rng: random.Random | None = None) -> bool:
     """Pi's ``migrateToCurrentVersion`` on [header, *entries]; mutates in place.
 
@@ -160,7 +159,7 @@ def migrate_to_current_version(file_entries: list[dict], rng: random.Random | No
     """
     header = next((e for e in file_entries if e.get("type") == "session"), None)
     raw_version = None if header is None else header.get("version")
-    version = 1.0 if raw_version is None else _js_to_number(raw_version)
+    version = 1.0 if raw_version is None else js_to_number(raw_version)
     if version >= CURRENT_SESSION_VERSION:
         return False
     if version < 2:
@@ -182,7 +181,7 @@ def _migrate_v1_to_v2(entries: list[dict], rng: random.Random) -> None:
         entry["parentId"] = prev_id
         prev_id = entry["id"]
         if entry.get("type") == "compaction":
-            index = entry.get("firstKeptEntryIndex", _MISSING)
+            index = entry.get("firstKeptEntryIndex", UNDEFINED)
             if isinstance(index, (int, float)) and not isinstance(index, bool):
                 target = None
                 if float(index).is_integer() and 0 <= index < len(entries):
@@ -212,7 +211,7 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def _parse_bad_line(raw: bytes) -> tuple[Any, bool]:
-    """Parse a line orjson refused: (value or _MISSING, had invalid UTF-8)."""
+    """Parse a line orjson refused: (value or UNDEFINED, had invalid UTF-8)."""
     try:
         text = raw.decode("utf-8")
         bad_utf8 = False
@@ -222,7 +221,7 @@ def _parse_bad_line(raw: bytes) -> tuple[Any, bool]:
     try:
         return loads_line(text), bad_utf8
     except (ValueError, RecursionError):
-        return _MISSING, bad_utf8
+        return UNDEFINED, bad_utf8
 
 
 _READ_CHUNK = 1 << 18  # 256 KiB: small against any file, large against a line
@@ -268,16 +267,6 @@ def _is_blank(raw: bytes) -> bool:
         return False
 
 
-def _js_truthy_value(value: Any) -> bool:
-    if value is None or value is False:
-        return False
-    if isinstance(value, (int, float)):
-        return value == value and value != 0
-    if isinstance(value, str):
-        return value != ""
-    return True
-
-
 def load_session(
     path: str | os.PathLike[str],
     *,
@@ -314,7 +303,7 @@ def load_session(
             value, bad_utf8 = _parse_bad_line(raw)
             if bad_utf8:
                 sink.add("utf8", lineno, "invalid UTF-8 bytes replaced with U+FFFD (as Pi's decoder does)")
-            if value is _MISSING:
+            if value is UNDEFINED:
                 malformed += 1
                 if not terminated:
                     sink.add("truncated", lineno, "truncated last line (no newline, not valid JSON): skipped")
@@ -324,7 +313,7 @@ def load_session(
         if type(value) is dict:
             parsed.append(value)
             line_numbers.append(lineno)
-        elif not parsed and _js_truthy_value(value):
+        elif not parsed and js_truthy(value):
             kind = "a JSON array" if isinstance(value, list) else f"a JSON {type(value).__name__}"
             hint = " (the file is a JSON array, not JSON Lines)" if isinstance(value, list) else ""
             raise SessionFormatError(
@@ -367,7 +356,7 @@ def _no_entries_message(file: str, data: bytes, malformed: int) -> str:
         try:
             whole = loads_line(data.decode("utf-8", "replace"))
         except ValueError:
-            whole = _MISSING
+            whole = UNDEFINED
         if isinstance(whole, list):
             return f"{file}:1: the file is one JSON array, not JSON Lines (one entry object per line)"
         if isinstance(whole, dict):
@@ -449,7 +438,7 @@ class Session:
         if entry.get("type") == "label":
             target = entry.get("targetId")
             try:
-                if _js_truthy_value(entry.get("label")):
+                if js_truthy(entry.get("label")):
                     self._labels[target] = entry.get("label")
                 else:
                     self._labels.pop(target, None)
@@ -468,7 +457,7 @@ class Session:
             get = entry.get
             eid = get("id")
             etype = get("type")
-            parent = get("parentId", _MISSING)
+            parent = get("parentId", UNDEFINED)
             if eid.__class__ is not str:
                 sink.add("no_id", line, "entry has no string id (not reachable in the tree)")
             elif eid in seen:
@@ -478,7 +467,7 @@ class Session:
                 seen.add(eid)
             if parent is None or (parent.__class__ is str and parent in seen and parent != eid):
                 pass  # a root, or a parent earlier in the file (the usual case)
-            elif parent is _MISSING:
+            elif parent is UNDEFINED:
                 sink.add("no_parent", line, "entry has no parentId field (treated as a root)", eid)
             elif parent.__class__ is str and parent in by_id:
                 forward = True  # parent later in the file (or itself): a cycle is possible
@@ -572,7 +561,7 @@ class Session:
         if self._children is None:
             children: dict[Any, list[dict]] = {}
             for entry in self._by_id.values():
-                parent = entry.get("parentId", _MISSING)
+                parent = entry.get("parentId", UNDEFINED)
                 try:
                     children.setdefault(parent, []).append(entry)
                 except TypeError:
@@ -682,7 +671,7 @@ class Session:
         self._lines.append(None)
         self._index(entry)
         if self._children is not None:
-            self._children.setdefault(entry.get("parentId", _MISSING), []).append(entry)
+            self._children.setdefault(entry.get("parentId", UNDEFINED), []).append(entry)
         return entry
 
     def _timestamp(self, timestamp: str | int | float | None) -> str:
@@ -717,7 +706,8 @@ class Session:
         ``system_message``: the current system message of the branch (``None``: there is
         none), when the caller knows it; by default it is found by projecting the branch.
         """
-        from pimem.context import build_session_projection, get_current_system_message
+        from pimem.core.pi_ai import get_current_system_message
+        from pimem.core.session_manager import build_session_projection
 
         summary = _field(result, "summary", "summary")
         first_kept = _field(result, "first_kept_entry_id", "firstKeptEntryId")
@@ -998,7 +988,7 @@ def _field(result: Any, attr: str, key: str) -> Any:
 def _drop_undefined(entry: dict, keys: Sequence[str]) -> None:
     """Pi leaves these undefined when absent; JSON.stringify drops such keys."""
     for key in keys:
-        if entry.get(key, _MISSING) is None:
+        if entry.get(key, UNDEFINED) is None:
             del entry[key]
 
 
@@ -1029,3 +1019,366 @@ def _message_preview(message: dict) -> str:
     if role == "toolResult":
         text = f"{message.get('toolName')}: {text}"
     return text
+
+
+# ------------------------------------------------------------------------------------------
+# Context projection: buildSessionPath ... buildSessionContext
+# ------------------------------------------------------------------------------------------
+
+
+class _NullLeaf:
+    """Pi's ``leafId === null``: the empty path (a session whose leaf was reset)."""
+
+    _instance: "_NullLeaf | None" = None
+
+    def __new__(cls) -> "_NullLeaf":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NULL_LEAF"
+
+    def __reduce__(self) -> str:
+        return "NULL_LEAF"
+
+
+NULL_LEAF: Any = _NullLeaf()
+"""Pass as ``leaf_id`` for Pi's ``null`` leaf (empty path); ``None`` is Pi's ``undefined``."""
+
+
+@dataclass
+class SessionContext:
+    """``buildSessionContext``'s result: the messages plus thinking level and model."""
+
+    messages: list[dict]
+    thinking_level: Any = "off"
+    model: dict | None = None
+
+
+class ProjectedEntry(tuple):
+    """One context entry and the messages it contributes (Pi's projected entry).
+
+    An immutable pair ``(source_entry, messages)`` (a tuple underneath, so that a
+    projection of a long path is cheap to build).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, source_entry: dict, messages: list[dict]) -> "ProjectedEntry":
+        return tuple.__new__(cls, (source_entry, messages))
+
+    source_entry = property(itemgetter(0), doc="The session entry.")
+    messages = property(itemgetter(1), doc="The context messages it contributes.")
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProjectedEntry(id={self.source_entry.get('id')!r}, "
+            f"type={self.source_entry.get('type')!r}, messages={len(self.messages)})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ProjectedEntry) and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+projected_entry = partial(tuple.__new__, ProjectedEntry)
+
+
+@dataclass
+class SessionProjection:
+    """``buildSessionProjection``'s result: entries with their messages, settings, model."""
+
+    entries: list[ProjectedEntry]
+    messages: list[dict]
+    thinking_level: Any = "off"
+    model: dict | None = None
+
+    def to_context(self) -> SessionContext:
+        return SessionContext(self.messages, self.thinking_level, self.model)
+
+
+def _entries_and_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
+    """(entries, lookup(id) -> entry | None, the default leaf id) for a Session or a list."""
+    entries = getattr(source, "entries", None)
+    if entries is not None and hasattr(source, "get_entry"):
+        leaf = getattr(source, "leaf_id", None)
+        return entries, source.get_entry, (NULL_LEAF if leaf is None else leaf)
+    entries = source
+    index = {e.get("id"): e for e in entries}  # the last entry with an id wins, as in Pi's Map
+    return entries, index.get, None
+
+
+def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
+    """``buildSessionPath``: the root-first path to the leaf (see module docs for leaf rules)."""
+    entries, lookup, default_leaf = _entries_and_index(source)
+    if leaf_id is None:
+        leaf_id = default_leaf
+    return _build_path(entries, lookup, leaf_id)
+
+
+def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict]:
+    if leaf_id is NULL_LEAF:
+        return []
+    leaf = None
+    if js_truthy(leaf_id):
+        leaf = lookup(leaf_id)
+    if leaf is None:
+        if not entries:
+            return []
+        leaf = entries[-1]
+    path = [leaf]
+    append = path.append
+    current = leaf
+    steps_left = len(entries)  # a longer walk can only be a parentId cycle
+    while True:
+        parent = current.get("parentId")
+        if parent.__class__ is str:
+            if not parent:
+                break
+        elif not js_truthy(parent):
+            break
+        current = lookup(parent)
+        if current is None:
+            break
+        steps_left -= 1
+        if steps_left < 0:
+            return _build_path_stopping_at_cycle(leaf, lookup)
+        append(current)
+    path.reverse()
+    return path
+
+
+def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
+    """The walk for a tree with a parentId cycle, where Pi would loop forever: stop at the first
+    entry seen twice (as ``Session.get_branch`` does, which records the cycle as a warning)."""
+    path = [leaf]
+    seen = {id(leaf)}
+    current = leaf
+    while True:
+        parent = current.get("parentId")
+        if not js_truthy(parent):
+            break
+        current = lookup(parent)
+        if current is None or id(current) in seen:
+            break
+        seen.add(id(current))
+        path.append(current)
+    path.reverse()
+    return path
+
+
+def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None]:
+    """``getSessionContextSettings``: (thinking level, model) from the path."""
+    thinking_level: Any = "off"
+    model_source: dict | None = None  # the entry or assistant message the model comes from
+    from_entry = False
+    for entry in path:
+        etype = entry.get("type")
+        if etype == "message":
+            message = entry["message"]
+            if message.get("role") == "assistant":
+                model_source, from_entry = message, False
+        elif etype == "thinking_level_change":
+            thinking_level = entry.get("thinkingLevel")
+        elif etype == "model_change":
+            model_source, from_entry = entry, True
+    if model_source is None:
+        return thinking_level, None
+    model: dict = {}
+    if "provider" in model_source:
+        model["provider"] = model_source["provider"]
+    key = "modelId" if from_entry else "model"
+    if key in model_source:
+        model["modelId"] = model_source[key]
+    return thinking_level, model
+
+
+def session_entry_to_context_messages(entry: dict) -> list[dict]:
+    """``sessionEntryToContextMessages``: the context messages one entry contributes."""
+    etype = entry.get("type")
+    if etype == "message":
+        message = entry["message"]
+        if message.get("content") is None:
+            role = message.get("role")
+            if role == "system":
+                return [{**message, "content": ""}]
+            if role in ("user", "assistant", "toolResult"):
+                return [{**message, "content": []}]
+        return [message]
+    if etype == "custom_message":
+        content = entry.get("content")
+        return [
+            create_custom_message(
+                entry.get("customType", UNDEFINED),
+                [] if content is None else content,
+                entry.get("display", UNDEFINED),
+                entry.get("details", UNDEFINED),
+                entry.get("timestamp", UNDEFINED),
+            )
+        ]
+    if etype == "branch_summary":
+        if js_truthy(entry.get("summary")):
+            return [
+                create_branch_summary_message(
+                    entry["summary"], entry.get("fromId", UNDEFINED), entry.get("timestamp", UNDEFINED)
+                )
+            ]
+        return []
+    if etype == "compaction":
+        summary = create_compaction_summary_message(
+            entry.get("summary", UNDEFINED),
+            entry.get("tokensBefore", UNDEFINED),
+            entry.get("timestamp", UNDEFINED),
+        )
+        system_message = entry.get("systemMessage")
+        return [system_message, summary] if js_truthy(system_message) else [summary]
+    return []
+
+
+def _context_entries_from_path(path: list[dict], walked: bool = False) -> list[dict]:
+    """``buildContextEntries`` on a path; ``walked`` says the path came from following
+    parent links, so that its entries with truthy ids have distinct ids."""
+    return context_entries_and_types(path, walked)[0]
+
+
+def context_entries_and_types(
+    path: list[dict], walked: bool = False, path_types: list | None = None
+) -> tuple[list[dict], list]:
+    """(``buildContextEntries`` on a path, the entries' types); ``path_types`` are the path's."""
+    types = [e.get("type") for e in path] if path_types is None else path_types
+    if "compaction" not in types:
+        return path, types
+    compaction_idx = len(types) - 1 - types[::-1].index("compaction")
+    compaction = path[compaction_idx]
+    if not walked:
+        # Pi looks the compaction up by id: the first entry carrying that id.
+        cid = compaction.get("id")
+        for i in range(compaction_idx + 1):
+            if path[i].get("id") == cid:
+                compaction_idx = i
+                break
+    context_entries = [compaction]
+    first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
+    start = compaction_idx
+    for i in range(compaction_idx):
+        if path[i].get("id", UNDEFINED) == first_kept:
+            start = i
+            break
+    for i in range(start, compaction_idx):
+        entry = path[i]
+        if not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
+            context_entries.append(entry)
+    context_entries.extend(path[compaction_idx + 1 :])
+    return context_entries, [e.get("type") for e in context_entries]
+
+
+def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
+    """``buildContextEntries``: latest compaction, its kept entries, then everything after."""
+    return _context_entries_from_path(build_session_path(source, leaf_id), True)
+
+
+def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
+    """``projectContextEntry``: an entry's messages with a ``context_edit`` applied."""
+    messages = session_entry_to_context_messages(entry)
+    if edit is None:
+        return messages
+    replacement = edit.get("replacement", UNDEFINED)
+    if replacement is None:
+        return []
+    if replacement is UNDEFINED:
+        raise TypeError(f"context_edit {edit.get('id')!r} has no replacement")
+    rcontent = replacement.get("content", UNDEFINED) if isinstance(replacement, dict) else UNDEFINED
+    out = []
+    for message in messages:
+        role = message.get("role")
+        if role not in ("user", "assistant", "toolResult", "custom"):
+            out.append(message)
+            continue
+        if role in ("assistant", "toolResult") and isinstance(rcontent, str):
+            content: Any = [{"type": "text", "text": rcontent}]
+        else:
+            content = rcontent
+        new = dict(message)
+        if content is UNDEFINED:
+            new.pop("content", None)  # JavaScript undefined: JSON.stringify omits it
+        else:
+            new["content"] = content
+        out.append(new)
+    return out
+
+
+def project_parts(
+    context_entries: list[dict], types: list | None = None
+) -> tuple[list, list[list[dict]], list[dict]]:
+    """The projection as parallel lists: entry types, messages per entry, all messages."""
+    if types is None:
+        types = [e.get("type") for e in context_entries]
+    per_entry: list[list[dict]] = []
+    messages: list[dict] = []
+    add_entry = per_entry.append
+    add = messages.append
+    if "context_edit" in types:
+        edits: dict[Any, dict] = {}
+        for entry, etype in zip(context_entries, types):
+            if etype == "context_edit":
+                edits[entry.get("targetId", UNDEFINED)] = entry
+        for index, source in enumerate(context_entries):
+            if index > 0 and types[index] == "compaction":
+                msgs: list[dict] = []
+            else:
+                msgs = project_context_entry(source, edits.get(source.get("id", UNDEFINED)))
+            add_entry(msgs)
+            messages.extend(msgs)
+        return types, per_entry, messages
+    to_msgs = session_entry_to_context_messages
+    index = 0
+    for source, etype in zip(context_entries, types):
+        if etype == "message":
+            message = source["message"]
+            if message.get("content") is not None:  # nearly all: the message itself
+                add_entry([message])
+                add(message)
+                index += 1
+                continue
+            msgs = to_msgs(source)
+        elif etype == "compaction" and index > 0:
+            msgs = []
+        else:
+            msgs = to_msgs(source)
+        add_entry(msgs)
+        messages.extend(msgs)
+        index += 1
+    return types, per_entry, messages
+
+
+def _project_path(path: list[dict], walked: bool = False) -> SessionProjection:
+    thinking_level, model = get_session_context_settings(path)
+    context_entries, types = context_entries_and_types(path, walked)
+    _, per_entry, messages = project_parts(context_entries, types)
+    projected = list(map(projected_entry, zip(context_entries, per_entry)))
+    return SessionProjection(projected, messages, thinking_level, model)
+
+
+def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionProjection:
+    """``buildSessionProjection``: projected entries (each keeps its source entry) + messages.
+
+    ``source`` is a :class:`~pimem.core.session_manager.Session` or a list of entries (without the header).
+    """
+    return _project_path(build_session_path(source, leaf_id), True)
+
+
+def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionContext:
+    """``buildSessionContext``: the messages the model sees at the leaf, thinking level, model.
+
+    ``leaf_id=None`` is Pi's default leaf (the last entry of a list, or the session's
+    current leaf); :data:`NULL_LEAF` is Pi's ``null`` leaf and gives an empty context.
+    """
+    return build_session_projection(source, leaf_id).to_context()

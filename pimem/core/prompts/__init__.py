@@ -22,7 +22,7 @@ __all__ = [
 
 @lru_cache(maxsize=None)
 def load_prompt(name: str) -> str:
-    """The text of ``pimem/prompts/<name>`` exactly as stored (no newline added or removed)."""
+    """The text of ``pimem/core/prompts/<name>`` exactly as stored (no newline added or removed)."""
     data = resources.files(__name__).joinpath(name).read_bytes()
     return data.decode("utf-8")
 

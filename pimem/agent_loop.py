@@ -107,22 +107,25 @@ from __future__ import annotations
 import copy
 import math
 import random
-import re
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 import pandas as pd
 
-from pimem.context import (
+from pimem.core.compaction.compaction import (
+    TokenCache,
+    calculate_context_tokens,
+    estimate_tokens,
+    get_assistant_usage,
+)
+from pimem.core.messages import convert_to_llm
+from pimem.core.pi_ai import get_current_system_message, is_context_overflow
+from pimem.core.session_manager import (
     build_session_projection,
-    convert_to_llm,
-    get_current_system_message,
     session_entry_to_context_messages,
 )
-from pimem.tokens import TokenCache, calculate_context_tokens, estimate_tokens, get_assistant_usage
 
 __all__ = ["replay", "ReplayResult", "navigate", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
 
@@ -139,46 +142,6 @@ EVENT_COLUMNS = [
     "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before",
 ]
 
-# pi-ai utils/overflow.js, OVERFLOW_PATTERNS and NON_OVERFLOW_PATTERNS (0.87.1)
-_OVERFLOW_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
-    r"prompt (?:is )?too long", r"request_too_large", r"input is too long for requested model",
-    r"exceeds the context window",
-    r"exceeds (?:the )?(?:model'?s )?maximum context length(?: of [\d,]+ tokens?|\s*\([\d,]+\))",
-    r"input token count.*exceeds the maximum", r"maximum prompt length is \d+",
-    r"reduce the length of the messages", r"maximum context length is \d+ tokens",
-    r"exceeds (?:the )?maximum allowed input length of [\d,]+ tokens?",
-    r"input \(\d+ tokens\) is longer than the model'?s context length \(\d+ tokens\)",
-    r"exceeds the limit of \d+", r"exceeds the available context size", r"greater than the context length",
-    r"context window exceeds limit", r"exceeded model token limit",
-    r"too large for model with \d+ maximum context length",
-    r"prompt has [\d,]+ tokens?, but the configured context size is [\d,]+ tokens?",
-    r"model_context_window_exceeded", r"prompt too long; exceeded (?:max )?context length",
-    r"range of input length should be", r"context[_ ]length[_ ]exceeded", r"too many tokens",
-    r"token limit exceeded",
-)]
-_NON_OVERFLOW_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
-    r"^(Throttling error|Service unavailable):", r"rate limit", r"too many requests")]
-_CEREBRAS_BODYLESS = re.compile(r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)", re.IGNORECASE)
-
-
-def is_context_overflow(message: dict, context_window: int | None = None) -> bool:
-    """pi-ai ``isContextOverflow``: an overflow error, or a silent/length-stop overflow."""
-    stop = message.get("stopReason")
-    err = message.get("errorMessage")
-    if stop == "error" and err:
-        if not any(p.search(err) for p in _NON_OVERFLOW_PATTERNS):
-            if any(p.search(err) for p in _OVERFLOW_PATTERNS):
-                return True
-            if message.get("provider") == "cerebras" and _CEREBRAS_BODYLESS.search(err):
-                return True
-    usage = message.get("usage") or {}
-    if context_window and stop == "stop":
-        if (usage.get("input") or 0) + (usage.get("cacheRead") or 0) > context_window:
-            return True
-    if context_window and stop == "length" and usage.get("output") == 0:
-        if (usage.get("input") or 0) + (usage.get("cacheRead") or 0) >= context_window * 0.99:
-            return True
-    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,7 +151,7 @@ def is_context_overflow(message: dict, context_window: int | None = None) -> boo
 
 def _tiktoken_text(message: dict) -> tuple[str, int]:
     """The text a tokenizer sees in one LLM message, plus image tokens counted separately."""
-    from pimem.jsonio import js_stringify
+    from pimem._js import js_stringify
 
     images = 0
     parts: list[str] = []
@@ -249,7 +212,7 @@ class _Projection:
             return 0
         hit = cache.get(key) if key is not None else None
         if hit is None:
-            from pimem.tokens import count_tiktoken_tokens
+            from pimem.tokenizers import count_tiktoken_tokens
 
             for llm in convert_to_llm([message]) or [message]:
                 text, image_tokens = _tiktoken_text(llm)
@@ -437,7 +400,7 @@ class ReplayResult:
 
 
 def _load(session: Any) -> Any:
-    from pimem.session import Session, load_session
+    from pimem.core.session_manager import Session, load_session
 
     if isinstance(session, Session):
         return session
@@ -445,8 +408,8 @@ def _load(session: Any) -> Any:
 
 
 def _resolve_model(session: Any, model: Any, context_window: int | None, current: dict | None) -> Any:
-    """A ``ModelInfo`` for the session's current model (table in ``pimem.settings``)."""
-    from pimem.compaction import ModelInfo
+    """A ``ModelInfo`` for the session's current model (table in ``pimem.core.settings_manager``)."""
+    from pimem.core.compaction.compaction import ModelInfo
 
     info = model
     if info is None:
@@ -486,7 +449,7 @@ def _model_from_table(current: dict | None) -> Any:
 
 
 def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
-    from pimem.session import Session
+    from pimem.core.session_manager import Session
 
     header = original.header or {}
     rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}")
@@ -536,7 +499,7 @@ def _has_tool_calls(message: dict) -> bool:
 
 
 def _ts_ms(value: Any) -> float | None:
-    from pimem.jsonio import parse_iso_ms
+    from pimem._js import parse_iso_ms
 
     if isinstance(value, (int, float)):
         return value
@@ -570,7 +533,7 @@ class _Replayer:
         self.rep = _Projection(est_cache, tik_cache)
         # The replayed branch for preparations: prepare() in O(log n) tells when an automatic
         # compaction would find nothing to do, without walking the branch.
-        from pimem.compaction import ContextTracker
+        from pimem.core.context_tracker import ContextTracker
 
         self.tracker = ContextTracker(cache=est_cache)
         self.slope = _calibration_slope(self.path, est_cache) if token_source == "calibrated" else 1.0
@@ -628,7 +591,7 @@ class _Replayer:
         return self.model_info().context_window - self.settings.reserve_tokens
 
     def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
-        from pimem.compaction import should_compact
+        from pimem.core.compaction.compaction import should_compact
 
         window = self.model_info().context_window
         decision = bool(note is None and window > 0 and should_compact(tokens, window, self.settings))
@@ -721,7 +684,7 @@ class _Replayer:
                 self._row(kind="compact_failed", check="before_call", reason="overflow", error=message_text,
                           fired=False, note="failed", from_hook=False)
                 if self.hooks is not None:
-                    from pimem.hooks import CompactFailedEvent
+                    from pimem.core.agent_session import CompactFailedEvent
 
                     self.hooks._emit("compact_failed", CompactFailedEvent(
                         reason="overflow", error_message=message_text, aborted=False, will_retry=False,
@@ -743,8 +706,8 @@ class _Replayer:
     # -- compaction --------------------------------------------------------------------------------
 
     def run_compaction(self, reason: str, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
-        """Pi's ``_runAutoCompaction`` (``compact()`` for ``manual``) via ``pimem.hooks.run_compaction``."""
-        from pimem.hooks import run_compaction
+        """Pi's ``_runAutoCompaction`` (``compact()`` for ``manual``) via ``pimem.core.agent_session.run_compaction``."""
+        from pimem.core.agent_session import run_compaction
 
         extra: dict[str, Any] = {}
         if recorded is not None:
@@ -887,7 +850,7 @@ class _Replayer:
 
 
 def _utf16(text: str) -> int:
-    from pimem.jsonio import utf16_len
+    from pimem._js import utf16_len
 
     return utf16_len(text)
 
@@ -938,14 +901,14 @@ def replay(
 
     Compacts where Pi 0.87.1's agent loop would have under ``settings`` (a
     ``CompactionSettings``) and the model's context window (``model`` a ``ModelInfo``, default
-    from the session's model via the table in ``pimem.settings``; ``context_window``
+    from the session's model via the table in ``pimem.core.settings_manager``; ``context_window``
     overrides). ``triggers``: ``"threshold"`` (Pi's automatic checks), ``"recorded"`` (compact
     where the recording did, reason ``manual``), ``"none"`` (measure only). ``token_source``:
     ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"`` (see the module docs). The
     default summarizer is the offline ``ExtractiveSummarizer``. A failing summarizer records a
     ``compact_failed`` event and the replay continues, unless ``stop_on_error``.
     """
-    from pimem.compaction import CompactionSettings
+    from pimem.core.compaction.compaction import CompactionSettings
 
     original = _load(session)
     if settings is None:
@@ -980,7 +943,7 @@ def navigate(
     """A copy of ``session`` after Pi 0.87.1's ``/tree`` navigation to ``target_id``.
 
     Follows ``AgentSession.navigateTree`` step by step (through
-    :func:`pimem.hooks.run_tree_navigation`): collect the entries from the old leaf (the
+    :func:`pimem.core.agent_session.run_tree_navigation`): collect the entries from the old leaf (the
     session's leaf, or ``old_leaf_id``) back to the common ancestor; fire ``before_tree``
     (a hook may cancel, supply the summary — the entry then gets ``fromHook: true`` — or
     override ``custom_instructions`` / ``replace_instructions`` / ``label``); summarize with
@@ -1006,7 +969,7 @@ def navigate(
     TreeOutcome)`` with ``with_outcome`` (``cancelled``, ``aborted``, ``editor_text``,
     ``summary_entry``, ``entries_to_summarize``, ``common_ancestor_id``).
     """
-    from pimem.hooks import run_tree_navigation
+    from pimem.core.agent_session import run_tree_navigation
 
     original = _load(session)
     copied = original.copy() if hasattr(original, "copy") else copy.deepcopy(original)

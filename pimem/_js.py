@@ -1,4 +1,4 @@
-"""JavaScript-faithful JSON, string and date helpers.
+"""JavaScript value semantics, in one place: JSON, strings, numbers, dates, truthiness.
 
 Pi is written in TypeScript, so byte-for-byte fidelity needs JavaScript semantics:
 
@@ -8,6 +8,12 @@ Pi is written in TypeScript, so byte-for-byte fidelity needs JavaScript semantic
 * :func:`parse_iso_ms` is ``new Date(s).getTime()`` (``None`` for NaN), :func:`to_iso` is
   ``Date.prototype.toISOString``.
 * :func:`loads_line` parses one JSON text the way ``JSON.parse`` accepts it.
+* :func:`js_truthy`, :func:`js_string` (``String(v)``), :func:`js_to_number` (``Number(v)``),
+  :func:`js_keys` / :func:`js_entries` (``Object.keys`` / ``Object.entries`` order),
+  :func:`js_sorted` (``Array.prototype.sort()``) and :func:`date_ms` (``new Date(v).getTime()``).
+
+A JavaScript ``undefined`` is :data:`UNDEFINED`: as a property value it is dropped by
+:func:`js_stringify`, and ``dict.get(key, UNDEFINED)`` reads a missing key as JavaScript does.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import json
 import math
 import re
 import time
-from typing import Any
+from typing import Any, Iterable
 
 import orjson
 
@@ -31,6 +37,13 @@ __all__ = [
     "to_iso",
     "iso_now",
     "loads_line",
+    "js_truthy",
+    "js_string",
+    "js_to_number",
+    "js_keys",
+    "js_entries",
+    "js_sorted",
+    "date_ms",
 ]
 
 _MAX_SAFE_DIGITS = 15  # every integer with at most 15 digits is exact as a double
@@ -168,14 +181,25 @@ def _encode(value: Any, out: list[str]) -> None:
 
 
 class _Undefined:
-    """Marker for a JavaScript ``undefined`` property value (the key is dropped)."""
+    """Type of :data:`UNDEFINED`."""
+
+    _instance: "_Undefined | None" = None
+
+    def __new__(cls) -> "_Undefined":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
 
     def __repr__(self) -> str:
         return "UNDEFINED"
 
+    def __reduce__(self) -> str:
+        return "UNDEFINED"
 
-_UNDEFINED = _Undefined()
-UNDEFINED = _UNDEFINED
+
+UNDEFINED: Any = _Undefined()
+"""JavaScript's ``undefined``: a missing property (``d.get(k, UNDEFINED)``); dropped by ``js_stringify``."""
+_UNDEFINED = UNDEFINED
 
 _Fragment = orjson.Fragment
 _SAFE_INT = 10**_MAX_SAFE_DIGITS
@@ -470,3 +494,129 @@ def loads_line(text: str | bytes) -> Any:
         return _STDLIB_DECODER.decode(text)
     except RecursionError as exc:
         raise ValueError("JSON nested too deeply") from exc
+
+
+# --------------------------------------------------------------------------------------
+# Values: truthiness, String(), Number(), keys, sorting, dates
+# --------------------------------------------------------------------------------------
+
+
+def js_truthy(value: Any) -> bool:
+    """JavaScript truthiness: ``[]`` and ``{}`` are true, ``0``, ``""``, NaN, null are false."""
+    if value is None or value is False or value is UNDEFINED:
+        return False
+    if value is True:
+        return True
+    if isinstance(value, str):
+        return value != ""
+    if isinstance(value, (int, float)):
+        return value == value and value != 0
+    return True
+
+
+def js_string(value: Any) -> str:
+    """``String(value)`` for JSON-shaped values (``UNDEFINED`` prints ``undefined``)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if value is UNDEFINED:
+        return "undefined"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float):
+            if math.isnan(value):
+                return "NaN"
+            if math.isinf(value):
+                return "Infinity" if value > 0 else "-Infinity"
+        return js_stringify(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join("" if v is None else js_string(v) for v in value)
+    return "[object Object]"
+
+
+
+
+def js_keys(obj: dict) -> list:
+    """``Object.keys`` order: array-index keys ascending first, then insertion order."""
+    keys = list(obj)
+    if any(_is_array_index(k) for k in keys if isinstance(k, str)):
+        index_keys = sorted((k for k in keys if _is_array_index(k)), key=int)
+        return index_keys + [k for k in keys if not _is_array_index(k)]
+    return keys
+
+
+def js_entries(value: Any) -> list[tuple[str, Any]]:
+    """``Object.entries(value)`` for JSON-shaped values (raises TypeError for null)."""
+    if isinstance(value, dict):
+        return [(k, value[k]) for k in js_keys(value)]
+    if isinstance(value, list):
+        return [(str(i), v) for i, v in enumerate(value)]
+    if isinstance(value, str):
+        # Object.entries iterates UTF-16 code units of a string.
+        units = value.encode("utf-16-le", "surrogatepass")
+        return [
+            (str(i), units[2 * i : 2 * i + 2].decode("utf-16-le", "surrogatepass"))
+            for i in range(len(units) // 2)
+        ]
+    if value is None or value is UNDEFINED:
+        raise TypeError("Cannot convert undefined or null to object")
+    return []
+
+
+def date_ms(value: Any = UNDEFINED) -> Any:
+    """``new Date(value).getTime()``: epoch milliseconds; NaN is returned as ``None``.
+
+    ``None`` (JSON null) gives 0 and a missing value gives NaN, as in JavaScript.
+    """
+    if value is UNDEFINED:
+        return None
+    if value is None or value is False:
+        return 0
+    if value is True:
+        return 1
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+            return None
+        if abs(value) > 8.64e15:
+            return None
+        t = int(value)  # TimeClip truncates toward zero
+        return t
+    if isinstance(value, str):
+        ms = parse_iso_ms(value)
+        if ms is None:
+            return None
+        if isinstance(ms, float) and ms.is_integer():
+            return int(ms)
+        return ms
+    return None
+
+
+def js_to_number(value: Any) -> float:
+    """``Number(value)`` for JSON-shaped values (NaN for objects and unparsable strings)."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return 0.0
+        try:
+            return float(text)
+        except ValueError:
+            return float("nan")
+    return float("nan")
+
+
+def _utf16_key(value: Any) -> tuple[int, bytes]:
+    text = js_string(value)
+    return (0, text.encode("utf-16-be", "surrogatepass"))
+
+
+def js_sorted(values: Iterable[Any]) -> list:
+    """``Array.prototype.sort()`` without a comparator: by ``String(v)`` in UTF-16 code units."""
+    return sorted(values, key=_utf16_key)

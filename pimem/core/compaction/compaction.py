@@ -1,11 +1,16 @@
-"""Compaction exactly as Pi 0.87.1 does it (core/compaction/compaction.js).
+"""Pi 0.87.1's ``core/compaction/compaction.js``: token accounting, cut points, preparation, compact.
+
+Token accounting: ``estimate_tokens`` is Pi's chars/4 heuristic, ``ceil(estimate_chars(m) / 4)``,
+where ``estimate_chars`` counts JavaScript string lengths (UTF-16 code units),
+``JSON.stringify(arguments).length`` for tool calls and 4800 characters per image.
+``estimate_context_tokens`` trusts the last valid assistant usage and estimates what follows;
+``estimate_projected_context_tokens`` distrusts usage captured before a later ``context_edit``
+or compaction. :class:`TokenCache` memoizes per-message estimates by object identity.
 
 Cut points, preparation and the summary requests are ports of Pi's functions; the LLM call
-goes through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). The pure
-functions are the reference, linear in the path length. :class:`ContextTracker` keeps a
-projection, its token sums, cut points and file operations up to date along a growing
-session: ``should_compact`` after every entry costs O(1) and ``prepare`` O(log n) plus the
-copies of its result lists.
+goes through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). These pure
+functions are the readable reference, linear in the path length;
+:class:`pimem.core.context_tracker.ContextTracker` computes the same along a growing session.
 """
 
 from __future__ import annotations
@@ -15,48 +20,34 @@ import operator
 import os
 import time
 import uuid
-from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
-from pimem.context import (
-    _MISSING,
-    ProjectedEntry,
-    SessionProjection,
-    _context_entries_and_types,
-    _project_parts,
-    _projected_entry,
-    convert_to_llm,
-    get_current_system_message,
-    get_session_context_settings,
-    js_truthy,
-    project_context_entry,
-    session_entry_to_context_messages,
-    build_session_path,
+from pimem._js import UNDEFINED, js_entries, js_stringify, js_truthy, utf16_len
+from pimem.core.compaction.utils import (
+    FileOperations,
+    add_file_ops,
+    compute_file_lists,
+    format_file_operations,
+    serialize_conversation,
+    set_member,
 )
-from pimem.prompts import (
+from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.messages import convert_to_llm
+from pimem.core.pi_ai import get_current_system_message
+from pimem.core.prompts import (
     SUMMARIZATION_PROMPT,
     SUMMARIZATION_SYSTEM_PROMPT,
     TURN_PREFIX_SUMMARIZATION_PROMPT,
     UPDATE_SUMMARIZATION_PROMPT,
 )
-from pimem.serialize import (
-    FileOperations,
-    SerializationCache,
-    add_file_ops,
-    compute_file_lists,
-    format_file_operations,
-    serialize_conversation,
-    serialize_messages,
-)
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
-from pimem.tokens import (
-    ContextUsageEstimate,
-    TokenCache,
-    _projected_estimate,
-    calculate_context_tokens,
-    estimate_tokens,
-    get_assistant_usage,
+from pimem.core.session_manager import (
+    ProjectedEntry,
+    SessionProjection,
+    build_session_path,
+    context_entries_and_types,
+    project_parts,
+    session_entry_to_context_messages,
 )
 
 __all__ = [
@@ -158,6 +149,282 @@ class SummarizationError(RuntimeError):
     """A summary request failed (error, length cap or tool call); the message is Pi's."""
 
 
+# ---------------------------------------------------------------------------
+# Token accounting
+# ---------------------------------------------------------------------------
+
+ESTIMATED_IMAGE_CHARS = 4800
+
+
+def _js_length(value: Any, what: str) -> int:
+    if isinstance(value, str):
+        return len(value) if value.isascii() else utf16_len(value)
+    if isinstance(value, list):
+        return len(value)
+    raise TypeError(f"Cannot read properties of {value!r} (reading 'length') in {what}")
+
+
+def _text_and_image_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content) if content.isascii() else utf16_len(content)
+    if not isinstance(content, list):
+        raise TypeError(f"message content is not iterable: {content!r}")
+    chars = 0
+    for block in content:
+        btype = block.get("type")
+        if btype == "text":
+            text = block.get("text")
+            if text.__class__ is str:
+                chars += len(text) if text.isascii() else utf16_len(text)
+            elif js_truthy(text):
+                chars += _js_length(text, "text block")
+        elif btype == "image":
+            chars += ESTIMATED_IMAGE_CHARS
+    return chars
+
+
+def _ceil4(chars: int) -> int:
+    return -(-chars // 4)
+
+
+def estimate_chars(message: dict) -> int:
+    """The characters (UTF-16 code units) Pi's ``estimateTokens`` counts for one message.
+
+    Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
+    output, system content, sections and added tools, 4800 per image.
+    ``estimate_tokens(m) == ceil(estimate_chars(m) / 4)``; raises ``TypeError`` where Pi's
+    function throws.
+    """
+    role = message.get("role")
+    if role == "assistant":
+        content = message.get("content")
+        if content.__class__ is not list:
+            if isinstance(content, str):
+                return 0  # for..of over a string yields characters without a type
+            if not isinstance(content, list):
+                raise TypeError(f"assistant content is not iterable: {content!r}")
+        chars = 0
+        for block in content:
+            btype = block.get("type")
+            if btype == "text":
+                value = block.get("text")
+            elif btype == "thinking":
+                value = block.get("thinking")
+            elif btype == "toolCall":
+                if "arguments" not in block:
+                    raise TypeError("toolCall block has no arguments")
+                chars += _js_length(block.get("name"), "toolCall name") + utf16_len(
+                    js_stringify(block["arguments"])
+                )
+                continue
+            else:
+                continue
+            if value.__class__ is str and value.isascii():
+                chars += len(value)
+            else:
+                chars += _js_length(value, btype + " block")
+        return chars
+    if role == "user" or role == "toolResult" or role == "custom":
+        return _text_and_image_chars(message.get("content"))
+    if role == "bashExecution":
+        return _js_length(message.get("command"), "bash command") + _js_length(
+            message.get("output"), "bash output"
+        )
+    if role == "branchSummary" or role == "compactionSummary":
+        return _js_length(message.get("summary"), "summary")
+    if role == "system":
+        chars = _text_and_image_chars(message.get("content"))
+        sections = message.get("sections")
+        if js_truthy(sections):
+            for _, section in js_entries(sections):
+                if js_truthy(section):
+                    chars += _js_length(section, "system section")
+        tools = message.get("toolsAdded")
+        if js_truthy(tools):
+            chars += utf16_len(js_stringify(tools))
+        return chars
+    return 0
+
+
+def estimate_tokens(message: dict) -> int:
+    """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts."""
+    return -(-estimate_chars(message) // 4)
+
+
+def estimate_messages_tokens(messages: Iterable[dict]) -> int:
+    """Sum of :func:`estimate_tokens` over messages (Pi's ``estimateMessagesTokens``)."""
+    return sum(estimate_tokens(m) for m in messages)
+
+
+def calculate_context_tokens(usage: dict) -> Any:
+    """``calculateContextTokens``: ``totalTokens`` or input+output+cacheRead+cacheWrite."""
+    total = usage.get("totalTokens")
+    if js_truthy(total):
+        return total
+    parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+    if any(type(p) not in (int, float) for p in parts):
+        return float("nan")  # undefined + number is NaN in JavaScript
+    return parts[0] + parts[1] + parts[2] + parts[3]
+
+
+def get_assistant_usage(message: dict) -> dict | None:
+    """``getAssistantUsage``: valid usage of an assistant message (not aborted/error/zero)."""
+    if message.get("role") == "assistant" and "usage" in message:
+        stop = message.get("stopReason")
+        usage = message["usage"]
+        if stop != "aborted" and stop != "error" and js_truthy(usage):
+            if calculate_context_tokens(usage) > 0:
+                return usage
+    return None
+
+
+def get_last_assistant_usage(entries: Sequence[dict]) -> dict | None:
+    """``getLastAssistantUsage``: the last valid assistant usage among session entries."""
+    for entry in reversed(entries):
+        if entry.get("type") == "message":
+            usage = get_assistant_usage(entry["message"])
+            if usage is not None:
+                return usage
+    return None
+
+
+@dataclass(frozen=True)
+class ContextUsageEstimate:
+    """``estimateContextTokens``'s result."""
+
+    tokens: Any
+    usage_tokens: Any
+    trailing_tokens: int
+    last_usage_index: int | None
+
+
+def _last_usage_info(messages: Sequence[dict]) -> tuple[dict, int] | None:
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") == "assistant":
+            usage = get_assistant_usage(m)
+            if usage is not None:
+                return usage, i
+    return None
+
+
+def estimate_context_tokens(
+    messages: Sequence[dict], cache: "TokenCache | None" = None
+) -> ContextUsageEstimate:
+    """``estimateContextTokens``: last valid usage plus estimates of the messages after it."""
+    est = cache.estimate if cache is not None else estimate_tokens
+    info = _last_usage_info(messages)
+    if info is None:
+        estimated = 0
+        for m in messages:
+            estimated += est(m)
+        return ContextUsageEstimate(estimated, 0, estimated, None)
+    usage, index = info
+    usage_tokens = calculate_context_tokens(usage)
+    trailing = 0
+    for i in range(index + 1, len(messages)):
+        trailing += est(messages[i])
+    return ContextUsageEstimate(usage_tokens + trailing, usage_tokens, trailing, index)
+
+
+def estimate_projected_context_tokens(
+    projection: SessionProjection,
+    branch_entries: Sequence[dict],
+    cache: "TokenCache | None" = None,
+) -> ContextUsageEstimate:
+    """``estimateProjectedContextTokens``: usage only if no later edit/compaction invalidates it."""
+    entries = projection.entries
+    return projected_estimate_parts(
+        [e.source_entry for e in entries], [e.messages for e in entries], projection.messages, branch_entries, cache
+    )
+
+
+def projected_estimate_parts(
+    sources: Sequence[dict],
+    per_entry: Sequence[Sequence[dict]],
+    messages: Sequence[dict],
+    branch_entries: Sequence[dict],
+    cache: "TokenCache | None",
+    branch_types: Sequence[Any] | None = None,
+    walked: bool = False,
+) -> ContextUsageEstimate:
+    """``estimateProjectedContextTokens`` on a projection given as parallel lists.
+
+    ``branch_types`` are the branch entries' types if known; ``walked`` says the branch came
+    from following parent links (its truthy ids are distinct, so the usage entry is found by
+    searching from the end).
+    """
+    est = cache.estimate if cache is not None else estimate_tokens
+    estimate = estimate_context_tokens(messages, cache)
+    usage_index = estimate.last_usage_index
+    if usage_index is not None:
+        # The projected entry holding message ``usage_index`` (searched from the end: the
+        # usage is normally recent).
+        usage_entry_id: Any = None
+        end = len(messages)
+        for k in range(len(per_entry) - 1, -1, -1):
+            start = end - len(per_entry[k])
+            if start <= usage_index < end:
+                usage_entry_id = sources[k].get("id")
+                break
+            end = start
+        if js_truthy(usage_entry_id):
+            types = [e.get("type") for e in branch_entries] if branch_types is None else branch_types
+            backwards = types[::-1]
+            latest_invalidating = -1
+            for kind in ("context_edit", "compaction"):
+                if kind in backwards:
+                    latest_invalidating = max(latest_invalidating, len(types) - 1 - backwards.index(kind))
+            usage_entry_index = -1
+            if walked:
+                for i in range(len(branch_entries) - 1, latest_invalidating, -1):
+                    if branch_entries[i].get("id") == usage_entry_id:
+                        usage_entry_index = i
+                        break
+            else:
+                ids = [e.get("id") for e in branch_entries]
+                # The first entry with that id (list.index compares by identity, then ==).
+                usage_entry_index = ids.index(usage_entry_id) if usage_entry_id in ids else -1
+            if usage_entry_index > latest_invalidating:
+                return estimate
+    current_system = get_current_system_message(messages)
+    tokens = est(current_system) if current_system is not None else 0
+    for m in messages:
+        if m.get("role") != "system":
+            tokens += est(m)
+    return ContextUsageEstimate(tokens, 0, tokens, None)
+
+
+class TokenCache:
+    """Per-message :func:`estimate_tokens` memo keyed by object identity.
+
+    Entries are Pi's JSON and are never mutated by the pipeline, so an estimate stays valid
+    as long as the message object lives; the cache keeps a reference to each message so
+    that an identity is never reused while cached.
+    """
+
+    __slots__ = ("_memo", "hits", "misses")
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[dict, int]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def estimate(self, message: dict) -> int:
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        tokens = estimate_tokens(message)
+        self._memo[id(message)] = (message, tokens)
+        return tokens
+
+    def clear(self) -> None:
+        self._memo.clear()
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
 def should_compact(context_tokens: float, context_window: float, settings: CompactionSettings) -> bool:
     """``shouldCompact``: enabled and tokens above ``context_window - reserve_tokens``."""
     if not js_truthy(settings.enabled):
@@ -248,13 +515,13 @@ def find_projected_cut_point(
 ) -> CutPointResult:
     """``findProjectedCutPoint``: the cut over projected entries, with Pi's recovery-omission rule."""
     sources = [e.source_entry for e in entries]
-    return _cut_point_parts(
+    return cut_point_parts(
         sources, [e.get("type") for e in sources], [e.messages for e in entries],
         start_index, end_index, keep_recent_tokens, cache.estimate if cache is not None else estimate_tokens,
     )
 
 
-def _is_cut_point_parts(etype: Any, msgs: list[dict]) -> bool:
+def is_cut_point_parts(etype: Any, msgs: list[dict]) -> bool:
     if etype == "compaction":
         return False
     for m in msgs:
@@ -263,7 +530,7 @@ def _is_cut_point_parts(etype: Any, msgs: list[dict]) -> bool:
     return False
 
 
-def _is_turn_start_parts(etype: Any, msgs: list[dict]) -> bool:
+def is_turn_start_parts(etype: Any, msgs: list[dict]) -> bool:
     if etype == "compaction":
         return False
     for m in msgs:
@@ -272,7 +539,7 @@ def _is_turn_start_parts(etype: Any, msgs: list[dict]) -> bool:
     return False
 
 
-def _cut_point_parts(
+def cut_point_parts(
     sources: Sequence[dict],
     types: Sequence[Any],
     per_entry: Sequence[list[dict]],
@@ -282,7 +549,7 @@ def _cut_point_parts(
     est: Callable[[dict], int],
 ) -> CutPointResult:
     """``findProjectedCutPoint`` on a projection given as parallel lists (sources, types, messages)."""
-    is_cut = _is_cut_point_parts
+    is_cut = is_cut_point_parts
     # cutPoints[0] and cutPoints.find(c >= i) are found by scanning, without the full list.
     first_cut = -1
     for i in range(start_index, end_index):
@@ -320,18 +587,18 @@ def _cut_point_parts(
             cut_index = found
             break
 
-    cut_index = _settle_cut(sources, types, per_entry, cut_index, start_index, end_index, exceeded)
-    starts_turn = _is_turn_start_parts(types[cut_index], per_entry[cut_index])
+    cut_index = settle_cut(sources, types, per_entry, cut_index, start_index, end_index, exceeded)
+    starts_turn = is_turn_start_parts(types[cut_index], per_entry[cut_index])
     turn_start = -1
     if not starts_turn:
         for i in range(cut_index, start_index - 1, -1):
-            if _is_turn_start_parts(types[i], per_entry[i]):
+            if is_turn_start_parts(types[i], per_entry[i]):
                 turn_start = i
                 break
     return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
 
 
-def _settle_cut(
+def settle_cut(
     sources: Sequence[dict], types: Sequence[Any], per_entry: Sequence[list[dict]], cut_index: int,
     start: int, end: int, exceeded: bool,
 ) -> int:
@@ -378,7 +645,7 @@ def _is_recovery_omission_suffix(
     if not omitted_assistant:
         return False
     for edit in edits:
-        if edit.get("replacement", _MISSING) is not None and edit.get("targetId") not in omitted_ids:
+        if edit.get("replacement", UNDEFINED) is not None and edit.get("targetId") not in omitted_ids:
             return False
     return True
 
@@ -392,20 +659,12 @@ def extract_file_operations(
     messages: Sequence[dict], entries: Sequence[dict], prev_compaction_index: int
 ) -> FileOperations:
     """``extractFileOperations``: tool-call paths plus the previous compaction's details."""
-    file_ops = _previous_file_ops(entries[prev_compaction_index] if prev_compaction_index >= 0 else None)
+    file_ops = previous_file_ops(entries[prev_compaction_index] if prev_compaction_index >= 0 else None)
     add_file_ops(messages, file_ops)
     return file_ops
 
 
-def _hashable(value: Any) -> Any:
-    if isinstance(value, (list, dict)):
-        from pimem.jsonio import js_stringify
-
-        return js_stringify(value)
-    return value
-
-
-def _previous_file_ops(prev: dict | None) -> FileOperations:
+def previous_file_ops(prev: dict | None) -> FileOperations:
     """File operations carried over from the previous compaction's details (unless from a hook)."""
     file_ops = FileOperations()
     if prev is not None:
@@ -413,14 +672,14 @@ def _previous_file_ops(prev: dict | None) -> FileOperations:
         if not js_truthy(prev.get("fromHook")) and js_truthy(details) and isinstance(details, dict):
             read_files = details.get("readFiles")
             if isinstance(read_files, list):
-                file_ops.read.update(_hashable(f) for f in read_files)
+                file_ops.read.update(set_member(f) for f in read_files)
             modified = details.get("modifiedFiles")
             if isinstance(modified, list):
-                file_ops.edited.update(_hashable(f) for f in modified)
+                file_ops.edited.update(set_member(f) for f in modified)
     return file_ops
 
 
-def _prepare_parts(
+def prepare_parts(
     sources: Sequence[dict],
     types: Sequence[Any],
     per_entry: Sequence[list[dict]],
@@ -428,7 +687,7 @@ def _prepare_parts(
     path_entries: Sequence[dict],
     settings: CompactionSettings,
     cache: TokenCache | None,
-    tokens_before: Any = _MISSING,
+    tokens_before: Any = UNDEFINED,
 ) -> CompactionPreparation | None:
     """``prepareCompaction`` after the projection, on parallel lists."""
     count = len(sources)
@@ -439,10 +698,10 @@ def _prepare_parts(
     if prev_index >= 0:
         previous_summary = sources[0].get("summary")
         boundary_start = 1
-    if tokens_before is _MISSING:
-        tokens_before = _projected_estimate(sources, per_entry, messages, path_entries, cache).tokens
+    if tokens_before is UNDEFINED:
+        tokens_before = projected_estimate_parts(sources, per_entry, messages, path_entries, cache).tokens
     est = cache.estimate if cache is not None else estimate_tokens
-    cut = _cut_point_parts(sources, types, per_entry, boundary_start, count, settings.keep_recent_tokens, est)
+    cut = cut_point_parts(sources, types, per_entry, boundary_start, count, settings.keep_recent_tokens, est)
     first_kept_index = cut.first_kept_entry_index
     if first_kept_index >= count:
         return None
@@ -462,7 +721,7 @@ def _prepare_parts(
         turn_prefix = [m for m in messages[end_offset:prefix_end] if m.get("role") != "system"]
     if not to_summarize and not turn_prefix:
         return None
-    file_ops = _previous_file_ops(sources[0] if prev_index >= 0 else None)
+    file_ops = previous_file_ops(sources[0] if prev_index >= 0 else None)
     add_file_ops(to_summarize, file_ops)
     if is_split:
         add_file_ops(turn_prefix, file_ops)
@@ -487,21 +746,21 @@ def prepare_compaction(
     """``prepareCompaction``: what to summarize and where to cut, or None if nothing to do.
 
     ``path_entries`` is the active path (``session.get_branch()``), root first. ``cache``
-    (a :class:`~pimem.tokens.TokenCache`) reuses token estimates across calls.
+    (a :class:`~pimem.core.compaction.compaction.TokenCache`) reuses token estimates across calls.
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
     path = build_session_path(path_entries)
     path_types = [e.get("type") for e in path]
-    sources, types = _context_entries_and_types(path, True, path_types)
-    types, per_entry, messages = _project_parts(sources, types)
+    sources, types = context_entries_and_types(path, True, path_types)
+    types, per_entry, messages = project_parts(sources, types)
     # Usually the entries given are the path itself: then their types are known already
     # and their truthy ids are distinct.
     same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
-    tokens_before = _projected_estimate(
+    tokens_before = projected_estimate_parts(
         sources, per_entry, messages, path_entries, cache, path_types if same else None, same
     ).tokens
-    return _prepare_parts(sources, types, per_entry, messages, path_entries, settings, cache, tokens_before)
+    return prepare_parts(sources, types, per_entry, messages, path_entries, settings, cache, tokens_before)
 
 
 # ---------------------------------------------------------------------------
@@ -709,276 +968,3 @@ def compact(
 # ---------------------------------------------------------------------------
 
 
-class ContextTracker:
-    """The projection of a growing path with running token sums, for cheap repeated preparations.
-
-    ``append(entry)`` adds a child of the current last entry in O(messages of the entry)
-    (a compaction or ``context_edit`` rebuilds the projection once). ``context_estimate()``
-    equals ``estimate_projected_context_tokens(projection, path)`` in O(1); ``prepare()``
-    equals ``prepare_compaction(path, settings)`` in O(log n) plus the copies of its result
-    lists: per-entry token sums are kept as prefix sums (the cut point is a binary search),
-    cut points and turn starts as sorted positions, the messages to summarize as one list
-    (a preparation takes a slice) and file operations as a running union.
-    ``serialize(messages)`` is ``serialize_conversation(convert_to_llm(messages))`` with
-    each message's text cached.
-
-    Entries are Pi's JSON and are never mutated by the pipeline; estimates and texts are
-    cached per message object (by identity, holding a reference). An entry or message must
-    not be changed after it has been appended; call :meth:`reset` to start over.
-    Every message is estimated when appended, so a message Pi could not estimate raises
-    here even where a single ``prepare_compaction`` would not have reached it.
-    """
-
-    def __init__(
-        self,
-        path_entries: Sequence[dict] = (),
-        *,
-        cache: TokenCache | None = None,
-        serialization_cache: SerializationCache | None = None,
-    ):
-        self.cache = cache if cache is not None else TokenCache()
-        self.serialization_cache = serialization_cache if serialization_cache is not None else SerializationCache()
-        self.path: list[dict] = []
-        self.reset(path_entries)
-
-    # -- building ---------------------------------------------------------
-    def reset(self, path_entries: Sequence[dict]) -> None:
-        """Start over from a root-first path (``session.get_branch()``)."""
-        self.path = list(path_entries)
-        self._first_index: dict[Any, int] = {}
-        self._latest_invalidating = -1
-        for i, e in enumerate(self.path):
-            self._first_index.setdefault(e.get("id"), i)
-            if e.get("type") in ("context_edit", "compaction"):
-                self._latest_invalidating = i
-        self._rebuild()
-
-    def _rebuild(self) -> None:
-        if self.path:
-            path = build_session_path(self.path)
-            thinking_level, model = get_session_context_settings(path)
-            context_entries, types = _context_entries_and_types(path, True)
-            sources = list(context_entries)
-            types, per_entry, messages = _project_parts(sources, types)
-        else:
-            thinking_level, model, sources, types, per_entry, messages = "off", None, [], [], [], []
-        self.projection = SessionProjection(
-            list(map(_projected_entry, zip(sources, per_entry))), messages, thinking_level, model
-        )
-        self._edits = {s.get("targetId", _MISSING): s for s, t in zip(sources, types) if t == "context_edit"}
-        # Parallel lists over projected entries.
-        self._sources: list[dict] = sources
-        self._types: list[Any] = list(types)
-        self._per_entry: list[list[dict]] = per_entry
-        self._entry_tokens: list[int] = []
-        self._cum: list[int] = [0]  # _cum[k]: tokens of entries [0, k)
-        self._ns_messages: list[dict] = []  # non-system messages, in order
-        self._ns_off: list[int] = [0]  # _ns_off[k]: non-system messages of entries [0, k)
-        self._cut_positions: list[int] = []
-        self._turn_positions: list[int] = []
-        # Running sums for the context estimate.
-        self._total = 0
-        self._non_system = 0
-        self._system: list[dict] = []
-        self._usage: dict | None = None
-        self._usage_index: int | None = None
-        self._usage_entry_pos = -1
-        self._trailing = 0
-        self._message_count = 0
-        # File operations of entries [_fo_start, _fo_end).
-        self._fo_start = -1
-        self._fo_end = -1
-        self._fo = FileOperations()
-        for pos in range(len(sources)):
-            self._account(pos)
-
-    def _account(self, pos: int) -> None:
-        """Add projected entry ``pos`` (already in the lists) to the sums and positions."""
-        est = self.cache.estimate
-        etype = self._types[pos]
-        messages = self._per_entry[pos]
-        offset = self._message_count
-        entry_tokens = 0
-        for j, m in enumerate(messages):
-            t = est(m)
-            entry_tokens += t
-            role = m.get("role")
-            if role == "system":
-                self._system.append(m)
-            else:
-                self._non_system += t
-                self._ns_messages.append(m)
-            usage = get_assistant_usage(m) if role == "assistant" else None
-            if usage is not None:
-                self._usage = usage
-                self._usage_entry_pos = pos
-                self._usage_index = offset + j
-                self._trailing = 0
-            else:
-                self._trailing += t
-        self._total += entry_tokens
-        self._message_count = offset + len(messages)
-        self._entry_tokens.append(entry_tokens)
-        self._cum.append(self._cum[-1] + entry_tokens)
-        self._ns_off.append(len(self._ns_messages))
-        if _is_cut_point_parts(etype, messages):
-            self._cut_positions.append(pos)
-        if _is_turn_start_parts(etype, messages):
-            self._turn_positions.append(pos)
-
-    def append(self, entry: dict) -> None:
-        """Add ``entry``, a child of the current last entry of the path."""
-        parent = entry.get("parentId")
-        if self.path:
-            if parent != self.path[-1].get("id"):
-                raise ValueError(
-                    f"entry {entry.get('id')!r} is not a child of the path's last entry "
-                    f"{self.path[-1].get('id')!r}; call reset() with the new path"
-                )
-        elif js_truthy(parent):
-            raise ValueError(f"entry {entry.get('id')!r} has a parent but the path is empty")
-        index = len(self.path)
-        self.path.append(entry)
-        self._first_index.setdefault(entry.get("id"), index)
-        etype = entry.get("type")
-        if etype in ("compaction", "context_edit"):
-            self._latest_invalidating = index
-            self._rebuild()
-            return
-        proj = self.projection
-        edit = self._edits.get(entry.get("id", _MISSING))
-        messages = project_context_entry(entry, edit) if edit is not None else session_entry_to_context_messages(entry)
-        proj.entries.append(ProjectedEntry(entry, messages))
-        proj.messages.extend(messages)
-        self._sources.append(entry)
-        self._types.append(etype)
-        self._per_entry.append(messages)
-        self._account(len(self._sources) - 1)
-        if etype == "thinking_level_change":
-            proj.thinking_level = entry.get("thinkingLevel")
-        elif etype == "model_change" or etype == "message":
-            _, model = get_session_context_settings((entry,))
-            if model is not None:
-                proj.model = model
-
-    def extend(self, entries: Sequence[dict]) -> None:
-        """``append`` each entry in turn."""
-        for entry in entries:
-            self.append(entry)
-
-    # -- queries ------------------------------------------------------------
-    def context_usage_estimate(self) -> ContextUsageEstimate:
-        """``estimateContextTokens(projection.messages)``."""
-        if self._usage is None:
-            return ContextUsageEstimate(self._total, 0, self._total, None)
-        usage_tokens = calculate_context_tokens(self._usage)
-        return ContextUsageEstimate(usage_tokens + self._trailing, usage_tokens, self._trailing, self._usage_index)
-
-    def context_estimate(self) -> ContextUsageEstimate:
-        """``estimateProjectedContextTokens(projection, path)``."""
-        estimate = self.context_usage_estimate()
-        if estimate.last_usage_index is not None:
-            usage_entry_id = self._sources[self._usage_entry_pos].get("id")
-            usage_entry_index = self._first_index.get(usage_entry_id, -1) if js_truthy(usage_entry_id) else -1
-            if usage_entry_index > self._latest_invalidating:
-                return estimate
-        system = self.current_system_message()
-        tokens = (estimate_tokens(system) if system is not None else 0) + self._non_system
-        return ContextUsageEstimate(tokens, 0, tokens, None)
-
-    def current_system_message(self) -> dict | None:
-        """``getCurrentSystemMessage(projection.messages)``."""
-        return get_current_system_message(self._system) if self._system else None
-
-    def should_compact(self, context_window: float, settings: CompactionSettings) -> bool:
-        """``shouldCompact`` on the projected estimate."""
-        return should_compact(self.context_estimate().tokens, context_window, settings)
-
-    def _cut_point(self, start: int, end: int, keep: float) -> CutPointResult:
-        """``findProjectedCutPoint`` over entries [start, end = all) from the maintained sums."""
-        cuts = self._cut_positions
-        a = bisect_left(cuts, start)
-        if a == len(cuts):
-            return CutPointResult(start, -1, False)
-        cut_index = cuts[a]
-        exceeded = False
-        if keep == keep:  # NaN never compares true: the budget is never reached
-            cum, tokens = self._cum, self._entry_tokens
-            total = cum[end]
-            # The newest entry i (with tokens) where tokens of [i, end) reach ``keep``.
-            try:
-                i = bisect_right(cum, total - keep, start, end) - 1
-            except OverflowError:  # pragma: no cover - absurd keep values
-                i = end - 1 if keep <= 0 else start - 1
-            while i >= start and not total - cum[i] >= keep:
-                i -= 1
-            while i + 1 < end and total - cum[i + 1] >= keep:
-                i += 1
-            while i >= start and tokens[i] == 0:
-                i -= 1
-            if i >= start:
-                exceeded = True
-                c = bisect_left(cuts, i)
-                cut_index = cuts[c] if c < len(cuts) else cuts[-1]
-        types, per_entry = self._types, self._per_entry
-        cut_index = _settle_cut(self._sources, types, per_entry, cut_index, start, end, exceeded)
-        if _is_turn_start_parts(types[cut_index], per_entry[cut_index]):
-            return CutPointResult(cut_index, -1, False)
-        turns = self._turn_positions
-        t = bisect_right(turns, cut_index) - 1
-        turn_start = turns[t] if t >= 0 and turns[t] >= start else -1
-        return CutPointResult(cut_index, turn_start, turn_start != -1)
-
-    def _file_ops_of_range(self, start: int, end: int) -> FileOperations:
-        """File operations of entries [start, end), extending the running union when it can."""
-        if start != self._fo_start or end < self._fo_end:
-            self._fo_start, self._fo_end, self._fo = start, start, FileOperations()
-        per_entry, fo = self._per_entry, self._fo
-        for k in range(self._fo_end, end):
-            add_file_ops(per_entry[k], fo)
-        self._fo_end = max(self._fo_end, end)
-        return fo
-
-    def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> CompactionPreparation | None:
-        """``prepareCompaction(path, settings)`` from the maintained projection and sums."""
-        if self.path and self.path[-1].get("type") == "compaction":
-            return None
-        sources, per_entry = self._sources, self._per_entry
-        count = len(sources)
-        prev_index = 0 if count and self._types[0] == "compaction" and len(per_entry[0]) > 0 else -1
-        boundary_start = 1 if prev_index == 0 else 0
-        previous_summary = sources[0].get("summary") if prev_index == 0 else None
-        tokens_before = self.context_estimate().tokens
-        cut = self._cut_point(boundary_start, count, settings.keep_recent_tokens)
-        first_kept_index = cut.first_kept_entry_index
-        if first_kept_index >= count:
-            return None
-        first_kept_id = sources[first_kept_index].get("id")
-        if not js_truthy(first_kept_id):
-            return None
-        is_split = cut.is_split_turn
-        history_end = cut.turn_start_index if is_split else first_kept_index
-        ns, off = self._ns_messages, self._ns_off
-        to_summarize = ns[off[boundary_start] : off[history_end]]
-        turn_prefix = ns[off[history_end] : off[first_kept_index]] if is_split else []
-        if not to_summarize and not turn_prefix:
-            return None
-        file_ops = _previous_file_ops(sources[0] if prev_index == 0 else None)
-        done = self._file_ops_of_range(boundary_start, first_kept_index)
-        file_ops.read |= done.read
-        file_ops.written |= done.written
-        file_ops.edited |= done.edited
-        return CompactionPreparation(
-            first_kept_entry_id=first_kept_id,
-            messages_to_summarize=to_summarize,
-            turn_prefix_messages=turn_prefix,
-            is_split_turn=is_split,
-            tokens_before=tokens_before,
-            previous_summary=previous_summary,
-            file_ops=file_ops,
-            settings=settings,
-        )
-
-    def serialize(self, messages: Sequence[dict]) -> str:
-        """``serialize_conversation(convert_to_llm(messages))`` with per-message texts cached."""
-        return serialize_messages(messages, self.serialization_cache)

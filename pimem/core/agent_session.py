@@ -20,8 +20,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
-from pimem.branch import BranchSummaryResult, collect_entries_for_branch_summary, generate_branch_summary
-from pimem.compaction import (
+from pimem._js import js_truthy
+from pimem.core.compaction.branch_summarization import (
+    BranchSummaryResult,
+    collect_entries_for_branch_summary,
+    generate_branch_summary,
+)
+from pimem.core.compaction.compaction import (
     CompactionPreparation,
     CompactionResult,
     CompactionSettings,
@@ -29,9 +34,9 @@ from pimem.compaction import (
     compact,
     prepare_compaction,
 )
-from pimem.context import content_text, js_truthy
-from pimem.session import COMPUTE_SYSTEM_MESSAGE
-from pimem.summarizers.base import SummaryRequest, SummaryResponse
+from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.pi_ai import content_text
+from pimem.core.session_manager import COMPUTE_SYSTEM_MESSAGE
 
 __all__ = [
     "Cancel",
@@ -469,7 +474,7 @@ def run_tree_navigation(
 
 
 def _append_label(session: Any, target_id: str, label: str, timestamp: Any) -> None:
-    from pimem.jsonio import iso_now
+    from pimem._js import iso_now
 
     session.append_entry(
         {

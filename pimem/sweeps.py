@@ -121,7 +121,7 @@ def _load_ref(ref: Any, key: str) -> Any:
         return ref
     hit = _LOADED.get(key)
     if hit is None:
-        from pimem.session import load_session
+        from pimem.core.session_manager import load_session
 
         if len(_LOADED) > 16:
             _LOADED.clear()
@@ -195,8 +195,8 @@ def _file_id(path: Any) -> tuple[int, int] | None:
 
 def _run_one(task: dict[str, Any]) -> dict[str, Any]:
     """Replay one session under one setting; never raises (errors go in the ``error`` column)."""
-    from pimem.compaction import CompactionSettings
-    from pimem.replay import replay
+    from pimem.agent_loop import replay
+    from pimem.core.compaction.compaction import CompactionSettings
 
     setting = task["setting"]
     row: dict[str, Any] = {"run_hash": task["run_hash"], "session": task["label"],

@@ -1,0 +1,328 @@
+"""The incremental engine: Pi 0.87.1's projection, estimates and preparation along a growing path.
+
+:class:`ContextTracker` keeps a branch's projection, its token sums, cut points and file
+operations up to date entry by entry, so that asking "should Pi compact now, and what would it
+prepare?" after every entry of a long session is cheap: ``context_estimate`` is O(1) and
+``prepare`` O(log n) plus the copies of its result lists. It gives exactly what the readable
+reference functions in :mod:`pimem.core.compaction.compaction` and
+:mod:`pimem.core.session_manager` give (``tests/test_tracker.py`` checks them against each other
+on every prefix of the samples, the real sessions and generated trees); the replay runs on it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from typing import Any, Sequence
+
+from pimem._js import UNDEFINED, js_truthy
+from pimem.core.compaction.compaction import (
+    DEFAULT_COMPACTION_SETTINGS,
+    CompactionPreparation,
+    CompactionSettings,
+    ContextUsageEstimate,
+    CutPointResult,
+    TokenCache,
+    calculate_context_tokens,
+    estimate_tokens,
+    get_assistant_usage,
+    is_cut_point_parts,
+    is_turn_start_parts,
+    previous_file_ops,
+    settle_cut,
+    should_compact,
+)
+from pimem.core.compaction.utils import (
+    FileOperations,
+    SerializationCache,
+    add_file_ops,
+    serialize_messages,
+)
+from pimem.core.pi_ai import get_current_system_message
+from pimem.core.session_manager import (
+    ProjectedEntry,
+    SessionProjection,
+    build_session_path,
+    context_entries_and_types,
+    get_session_context_settings,
+    project_context_entry,
+    project_parts,
+    projected_entry,
+    session_entry_to_context_messages,
+)
+
+__all__ = ["ContextTracker"]
+
+
+class ContextTracker:
+    """The projection of a growing path with running token sums, for cheap repeated preparations.
+
+    ``append(entry)`` adds a child of the current last entry in O(messages of the entry)
+    (a compaction or ``context_edit`` rebuilds the projection once). ``context_estimate()``
+    equals ``estimate_projected_context_tokens(projection, path)`` in O(1); ``prepare()``
+    equals ``prepare_compaction(path, settings)`` in O(log n) plus the copies of its result
+    lists: per-entry token sums are kept as prefix sums (the cut point is a binary search),
+    cut points and turn starts as sorted positions, the messages to summarize as one list
+    (a preparation takes a slice) and file operations as a running union.
+    ``serialize(messages)`` is ``serialize_conversation(convert_to_llm(messages))`` with
+    each message's text cached.
+
+    Entries are Pi's JSON and are never mutated by the pipeline; estimates and texts are
+    cached per message object (by identity, holding a reference). An entry or message must
+    not be changed after it has been appended; call :meth:`reset` to start over.
+    Every message is estimated when appended, so a message Pi could not estimate raises
+    here even where a single ``prepare_compaction`` would not have reached it.
+    """
+
+    def __init__(
+        self,
+        path_entries: Sequence[dict] = (),
+        *,
+        cache: TokenCache | None = None,
+        serialization_cache: SerializationCache | None = None,
+    ):
+        self.cache = cache if cache is not None else TokenCache()
+        self.serialization_cache = serialization_cache if serialization_cache is not None else SerializationCache()
+        self.path: list[dict] = []
+        self.reset(path_entries)
+
+    # -- building ---------------------------------------------------------
+    def reset(self, path_entries: Sequence[dict]) -> None:
+        """Start over from a root-first path (``session.get_branch()``)."""
+        self.path = list(path_entries)
+        self._first_index: dict[Any, int] = {}
+        self._latest_invalidating = -1
+        for i, e in enumerate(self.path):
+            self._first_index.setdefault(e.get("id"), i)
+            if e.get("type") in ("context_edit", "compaction"):
+                self._latest_invalidating = i
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        if self.path:
+            path = build_session_path(self.path)
+            thinking_level, model = get_session_context_settings(path)
+            context_entries, types = context_entries_and_types(path, True)
+            sources = list(context_entries)
+            types, per_entry, messages = project_parts(sources, types)
+        else:
+            thinking_level, model, sources, types, per_entry, messages = "off", None, [], [], [], []
+        self.projection = SessionProjection(
+            list(map(projected_entry, zip(sources, per_entry))), messages, thinking_level, model
+        )
+        self._edits = {s.get("targetId", UNDEFINED): s for s, t in zip(sources, types) if t == "context_edit"}
+        # Parallel lists over projected entries.
+        self._sources: list[dict] = sources
+        self._types: list[Any] = list(types)
+        self._per_entry: list[list[dict]] = per_entry
+        self._entry_tokens: list[int] = []
+        self._cum: list[int] = [0]  # _cum[k]: tokens of entries [0, k)
+        self._ns_messages: list[dict] = []  # non-system messages, in order
+        self._ns_off: list[int] = [0]  # _ns_off[k]: non-system messages of entries [0, k)
+        self._cut_positions: list[int] = []
+        self._turn_positions: list[int] = []
+        # Running sums for the context estimate.
+        self._total = 0
+        self._non_system = 0
+        self._system: list[dict] = []
+        self._usage: dict | None = None
+        self._usage_index: int | None = None
+        self._usage_entry_pos = -1
+        self._trailing = 0
+        self._message_count = 0
+        # File operations of entries [_fo_start, _fo_end).
+        self._fo_start = -1
+        self._fo_end = -1
+        self._fo = FileOperations()
+        for pos in range(len(sources)):
+            self._account(pos)
+
+    def _account(self, pos: int) -> None:
+        """Add projected entry ``pos`` (already in the lists) to the sums and positions."""
+        est = self.cache.estimate
+        etype = self._types[pos]
+        messages = self._per_entry[pos]
+        offset = self._message_count
+        entry_tokens = 0
+        for j, m in enumerate(messages):
+            t = est(m)
+            entry_tokens += t
+            role = m.get("role")
+            if role == "system":
+                self._system.append(m)
+            else:
+                self._non_system += t
+                self._ns_messages.append(m)
+            usage = get_assistant_usage(m) if role == "assistant" else None
+            if usage is not None:
+                self._usage = usage
+                self._usage_entry_pos = pos
+                self._usage_index = offset + j
+                self._trailing = 0
+            else:
+                self._trailing += t
+        self._total += entry_tokens
+        self._message_count = offset + len(messages)
+        self._entry_tokens.append(entry_tokens)
+        self._cum.append(self._cum[-1] + entry_tokens)
+        self._ns_off.append(len(self._ns_messages))
+        if is_cut_point_parts(etype, messages):
+            self._cut_positions.append(pos)
+        if is_turn_start_parts(etype, messages):
+            self._turn_positions.append(pos)
+
+    def append(self, entry: dict) -> None:
+        """Add ``entry``, a child of the current last entry of the path."""
+        parent = entry.get("parentId")
+        if self.path:
+            if parent != self.path[-1].get("id"):
+                raise ValueError(
+                    f"entry {entry.get('id')!r} is not a child of the path's last entry "
+                    f"{self.path[-1].get('id')!r}; call reset() with the new path"
+                )
+        elif js_truthy(parent):
+            raise ValueError(f"entry {entry.get('id')!r} has a parent but the path is empty")
+        index = len(self.path)
+        self.path.append(entry)
+        self._first_index.setdefault(entry.get("id"), index)
+        etype = entry.get("type")
+        if etype in ("compaction", "context_edit"):
+            self._latest_invalidating = index
+            self._rebuild()
+            return
+        proj = self.projection
+        edit = self._edits.get(entry.get("id", UNDEFINED))
+        messages = project_context_entry(entry, edit) if edit is not None else session_entry_to_context_messages(entry)
+        proj.entries.append(ProjectedEntry(entry, messages))
+        proj.messages.extend(messages)
+        self._sources.append(entry)
+        self._types.append(etype)
+        self._per_entry.append(messages)
+        self._account(len(self._sources) - 1)
+        if etype == "thinking_level_change":
+            proj.thinking_level = entry.get("thinkingLevel")
+        elif etype == "model_change" or etype == "message":
+            _, model = get_session_context_settings((entry,))
+            if model is not None:
+                proj.model = model
+
+    def extend(self, entries: Sequence[dict]) -> None:
+        """``append`` each entry in turn."""
+        for entry in entries:
+            self.append(entry)
+
+    # -- queries ------------------------------------------------------------
+    def context_usage_estimate(self) -> ContextUsageEstimate:
+        """``estimateContextTokens(projection.messages)``."""
+        if self._usage is None:
+            return ContextUsageEstimate(self._total, 0, self._total, None)
+        usage_tokens = calculate_context_tokens(self._usage)
+        return ContextUsageEstimate(usage_tokens + self._trailing, usage_tokens, self._trailing, self._usage_index)
+
+    def context_estimate(self) -> ContextUsageEstimate:
+        """``estimateProjectedContextTokens(projection, path)``."""
+        estimate = self.context_usage_estimate()
+        if estimate.last_usage_index is not None:
+            usage_entry_id = self._sources[self._usage_entry_pos].get("id")
+            usage_entry_index = self._first_index.get(usage_entry_id, -1) if js_truthy(usage_entry_id) else -1
+            if usage_entry_index > self._latest_invalidating:
+                return estimate
+        system = self.current_system_message()
+        tokens = (estimate_tokens(system) if system is not None else 0) + self._non_system
+        return ContextUsageEstimate(tokens, 0, tokens, None)
+
+    def current_system_message(self) -> dict | None:
+        """``getCurrentSystemMessage(projection.messages)``."""
+        return get_current_system_message(self._system) if self._system else None
+
+    def should_compact(self, context_window: float, settings: CompactionSettings) -> bool:
+        """``shouldCompact`` on the projected estimate."""
+        return should_compact(self.context_estimate().tokens, context_window, settings)
+
+    def _cut_point(self, start: int, end: int, keep: float) -> CutPointResult:
+        """``findProjectedCutPoint`` over entries [start, end = all) from the maintained sums."""
+        cuts = self._cut_positions
+        a = bisect_left(cuts, start)
+        if a == len(cuts):
+            return CutPointResult(start, -1, False)
+        cut_index = cuts[a]
+        exceeded = False
+        if keep == keep:  # NaN never compares true: the budget is never reached
+            cum, tokens = self._cum, self._entry_tokens
+            total = cum[end]
+            # The newest entry i (with tokens) where tokens of [i, end) reach ``keep``.
+            try:
+                i = bisect_right(cum, total - keep, start, end) - 1
+            except OverflowError:  # pragma: no cover - absurd keep values
+                i = end - 1 if keep <= 0 else start - 1
+            while i >= start and not total - cum[i] >= keep:
+                i -= 1
+            while i + 1 < end and total - cum[i + 1] >= keep:
+                i += 1
+            while i >= start and tokens[i] == 0:
+                i -= 1
+            if i >= start:
+                exceeded = True
+                c = bisect_left(cuts, i)
+                cut_index = cuts[c] if c < len(cuts) else cuts[-1]
+        types, per_entry = self._types, self._per_entry
+        cut_index = settle_cut(self._sources, types, per_entry, cut_index, start, end, exceeded)
+        if is_turn_start_parts(types[cut_index], per_entry[cut_index]):
+            return CutPointResult(cut_index, -1, False)
+        turns = self._turn_positions
+        t = bisect_right(turns, cut_index) - 1
+        turn_start = turns[t] if t >= 0 and turns[t] >= start else -1
+        return CutPointResult(cut_index, turn_start, turn_start != -1)
+
+    def _file_ops_of_range(self, start: int, end: int) -> FileOperations:
+        """File operations of entries [start, end), extending the running union when it can."""
+        if start != self._fo_start or end < self._fo_end:
+            self._fo_start, self._fo_end, self._fo = start, start, FileOperations()
+        per_entry, fo = self._per_entry, self._fo
+        for k in range(self._fo_end, end):
+            add_file_ops(per_entry[k], fo)
+        self._fo_end = max(self._fo_end, end)
+        return fo
+
+    def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> CompactionPreparation | None:
+        """``prepareCompaction(path, settings)`` from the maintained projection and sums."""
+        if self.path and self.path[-1].get("type") == "compaction":
+            return None
+        sources, per_entry = self._sources, self._per_entry
+        count = len(sources)
+        prev_index = 0 if count and self._types[0] == "compaction" and len(per_entry[0]) > 0 else -1
+        boundary_start = 1 if prev_index == 0 else 0
+        previous_summary = sources[0].get("summary") if prev_index == 0 else None
+        tokens_before = self.context_estimate().tokens
+        cut = self._cut_point(boundary_start, count, settings.keep_recent_tokens)
+        first_kept_index = cut.first_kept_entry_index
+        if first_kept_index >= count:
+            return None
+        first_kept_id = sources[first_kept_index].get("id")
+        if not js_truthy(first_kept_id):
+            return None
+        is_split = cut.is_split_turn
+        history_end = cut.turn_start_index if is_split else first_kept_index
+        ns, off = self._ns_messages, self._ns_off
+        to_summarize = ns[off[boundary_start] : off[history_end]]
+        turn_prefix = ns[off[history_end] : off[first_kept_index]] if is_split else []
+        if not to_summarize and not turn_prefix:
+            return None
+        file_ops = previous_file_ops(sources[0] if prev_index == 0 else None)
+        done = self._file_ops_of_range(boundary_start, first_kept_index)
+        file_ops.read |= done.read
+        file_ops.written |= done.written
+        file_ops.edited |= done.edited
+        return CompactionPreparation(
+            first_kept_entry_id=first_kept_id,
+            messages_to_summarize=to_summarize,
+            turn_prefix_messages=turn_prefix,
+            is_split_turn=is_split,
+            tokens_before=tokens_before,
+            previous_summary=previous_summary,
+            file_ops=file_ops,
+            settings=settings,
+        )
+
+    def serialize(self, messages: Sequence[dict]) -> str:
+        """``serialize_conversation(convert_to_llm(messages))`` with per-message texts cached."""
+        return serialize_messages(messages, self.serialization_cache)
