@@ -126,6 +126,7 @@ from pimem.core.session_manager import (
     build_session_projection,
     session_entry_to_context_messages,
 )
+from pimem.errors import ConfigurationError, SummarizationError
 
 __all__ = ["replay", "ReplayResult", "navigate", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
 
@@ -510,9 +511,9 @@ class _Replayer:
     def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
                  triggers, hooks, seed, stop_on_error, progress):
         if token_source not in TOKEN_SOURCES:
-            raise ValueError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
+            raise ConfigurationError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
         if triggers not in TRIGGERS:
-            raise ValueError(f"triggers must be one of {TRIGGERS}, not {triggers!r}")
+            raise ConfigurationError(f"triggers must be one of {TRIGGERS}, not {triggers!r}")
         self.original = original
         self.settings = settings
         self.model_arg = model
@@ -743,7 +744,7 @@ class _Replayer:
             return False
         if outcome.status != "compacted":
             if self.stop_on_error and outcome.status == "failed":
-                raise RuntimeError(outcome.error_message)
+                raise SummarizationError(outcome.error_message)
             prep = outcome.preparation
             prep_cols = {} if prep is None else dict(
                 first_kept_entry_id=prep.first_kept_entry_id, tokens_before=prep.tokens_before,

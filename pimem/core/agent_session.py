@@ -37,6 +37,7 @@ from pimem.core.compaction.compaction import (
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import COMPUTE_SYSTEM_MESSAGE
+from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 
 __all__ = [
     "Cancel",
@@ -380,10 +381,10 @@ def run_tree_navigation(
     if target_id == old_leaf:
         return TreeOutcome(old_leaf_id=old_leaf, new_leaf_id=old_leaf)
     if summarize and model is None:
-        raise ValueError("No model available for summarization")
+        raise ConfigurationError("No model available for summarization")
     target = session.get_entry(target_id)
     if target is None:
-        raise KeyError(f"Entry {target_id} not found")
+        raise EntryNotFoundError(f"Entry {target_id} not found")
     entries, common = collect_entries_for_branch_summary(session, old_leaf, target_id)
     outcome = TreeOutcome(old_leaf_id=old_leaf, entries_to_summarize=entries, common_ancestor_id=common)
 
@@ -440,7 +441,7 @@ def run_tree_navigation(
             outcome.aborted = True
             return outcome
         if result.error:
-            raise RuntimeError(result.error)
+            raise SummarizationError(result.error)
         summary_text = result.summary
         usage = result.usage
         details = {"readFiles": result.read_files or [], "modifiedFiles": result.modified_files or []}

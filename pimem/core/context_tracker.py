@@ -49,6 +49,7 @@ from pimem.core.session_manager import (
     projected_entry,
     session_entry_to_context_messages,
 )
+from pimem.errors import InvalidEntryError
 
 __all__ = ["ContextTracker"]
 
@@ -175,12 +176,12 @@ class ContextTracker:
         parent = entry.get("parentId")
         if self.path:
             if parent != self.path[-1].get("id"):
-                raise ValueError(
+                raise InvalidEntryError(
                     f"entry {entry.get('id')!r} is not a child of the path's last entry "
                     f"{self.path[-1].get('id')!r}; call reset() with the new path"
                 )
         elif js_truthy(parent):
-            raise ValueError(f"entry {entry.get('id')!r} has a parent but the path is empty")
+            raise InvalidEntryError(f"entry {entry.get('id')!r} has a parent but the path is empty")
         index = len(self.path)
         self.path.append(entry)
         self._first_index.setdefault(entry.get("id"), index)

@@ -11,6 +11,7 @@ import re
 from typing import Any, Iterable, Sequence
 
 from pimem._js import UNDEFINED, js_entries, js_string
+from pimem.errors import JavaScriptTypeError
 
 __all__ = [
     "content_text",
@@ -27,7 +28,7 @@ def content_text(content: Any, separator: str = "\n") -> str:
     if isinstance(content, str):
         return content
     if content is None or content is UNDEFINED:
-        raise TypeError("Cannot read properties of null (reading 'filter')")
+        raise JavaScriptTypeError("Cannot read properties of null (reading 'filter')")
     parts = []
     for block in content:
         if block.get("type") == "text":

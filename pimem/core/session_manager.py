@@ -35,6 +35,13 @@ from pimem.core.messages import (
     create_compaction_summary_message,
     create_custom_message,
 )
+from pimem.errors import (
+    EntryNotFoundError,
+    InvalidEntryError,
+    JavaScriptTypeError,
+    SessionFormatError,
+    SourceOverwriteError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -78,10 +85,6 @@ class _ComputeSystemMessage:
 
 COMPUTE_SYSTEM_MESSAGE: Any = _ComputeSystemMessage()
 """``append_compaction(system_message=...)`` default: project the branch to find it."""
-
-
-class SessionFormatError(ValueError):
-    """A file that cannot be read as a Pi session (the message names file and line)."""
 
 
 @dataclass
@@ -536,7 +539,7 @@ class Session:
     @leaf_id.setter
     def leaf_id(self, value: str | None) -> None:
         if value is not None and value not in self._by_id:
-            raise KeyError(f"Entry {value} not found")
+            raise EntryNotFoundError(f"Entry {value} not found")
         self._leaf_id = value
 
     @property
@@ -647,7 +650,7 @@ class Session:
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an existing entry (Pi's ``branch``)."""
         if entry_id not in self._by_id:
-            raise KeyError(f"Entry {entry_id} not found")
+            raise EntryNotFoundError(f"Entry {entry_id} not found")
         self._leaf_id = entry_id
 
     def reset_leaf(self) -> None:
@@ -664,9 +667,9 @@ class Session:
         """Append a complete entry dict, index it and move the leaf to it."""
         eid = entry.get("id") if isinstance(entry, dict) else None
         if not isinstance(eid, str):
-            raise ValueError("entry needs a string id")
+            raise InvalidEntryError("entry needs a string id")
         if eid in self._by_id:
-            raise ValueError(f"duplicate entry id {eid!r}")
+            raise InvalidEntryError(f"duplicate entry id {eid!r}")
         self.entries.append(entry)
         self._lines.append(None)
         self._index(entry)
@@ -755,7 +758,7 @@ class Session:
         ``details`` and ``usage``.
         """
         if target_id is not None and target_id not in self._by_id:
-            raise KeyError(f"Entry {target_id} not found")
+            raise EntryNotFoundError(f"Entry {target_id} not found")
         summary = _field(result, "summary", "summary")
         usage = _field(result, "usage", "usage")
         if isinstance(result, dict):
@@ -805,7 +808,7 @@ class Session:
             and os.path.exists(self.path)
             and os.path.samefile(target, self.path)
         ):
-            raise FileExistsError(f"{target}: refusing to overwrite the session's source file")
+            raise SourceOverwriteError(f"{target}: refusing to overwrite the session's source file")
         data = self.to_jsonl().encode("utf-8", "surrogatepass")
         from pimem.io import atomic_write_bytes
 
@@ -1294,7 +1297,7 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     if replacement is None:
         return []
     if replacement is UNDEFINED:
-        raise TypeError(f"context_edit {edit.get('id')!r} has no replacement")
+        raise JavaScriptTypeError(f"context_edit {edit.get('id')!r} has no replacement")
     rcontent = replacement.get("content", UNDEFINED) if isinstance(replacement, dict) else UNDEFINED
     out = []
     for message in messages:

@@ -79,6 +79,7 @@ from pimem.drift.facts import (
 )
 from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary
 from pimem.drift.similarity import TfidfSpace, jaccard
+from pimem.errors import ConfigurationError
 
 
 @dataclass
@@ -404,7 +405,7 @@ def drift_report(
 def _presence(report: pd.DataFrame) -> pd.DataFrame:
     presence = report.attrs.get("presence")
     if presence is None:
-        raise ValueError("not a drift report: report.attrs has no 'presence' frame (use drift_report)")
+        raise ConfigurationError("not a drift report: report.attrs has no 'presence' frame (use drift_report)")
     return presence
 
 
@@ -490,7 +491,7 @@ def section_similarity(report: pd.DataFrame) -> pd.DataFrame:
     """Per compaction and template section: present, tokens, similarity to the previous version."""
     s = report.attrs.get("sections")
     if s is None:
-        raise ValueError("not a drift report: report.attrs has no 'sections' frame (use drift_report)")
+        raise ConfigurationError("not a drift report: report.attrs has no 'sections' frame (use drift_report)")
     return s
 
 

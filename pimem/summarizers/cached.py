@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.errors import CacheCorruptError
 
 __all__ = ["CachedSummarizer", "CacheCorruptError", "default_cache_path", "summarizer_identity", "request_key"]
 
@@ -62,10 +63,6 @@ CREATE TABLE IF NOT EXISTS summaries (
     digest TEXT NOT NULL
 );
 """
-
-
-class CacheCorruptError(RuntimeError):
-    """The cache file (or one of its rows) cannot be trusted."""
 
 
 def default_cache_path() -> Path:

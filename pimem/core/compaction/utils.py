@@ -25,6 +25,7 @@ from pimem._js import (
 )
 from pimem.core.messages import convert_to_llm
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+from pimem.errors import JavaScriptTypeError
 
 __all__ = [
     "SUMMARIZATION_SYSTEM_PROMPT",
@@ -146,7 +147,7 @@ def _text_of(content: Any, separator: str) -> str:
     if content.__class__ is str:
         return content
     if content is None or content is UNDEFINED:
-        raise TypeError("Cannot read properties of null (reading 'filter')")
+        raise JavaScriptTypeError("Cannot read properties of null (reading 'filter')")
     parts = []
     for block in content:
         if block.get("type") == "text":
@@ -193,7 +194,7 @@ def serialize_message(message: dict) -> str:
     if role == "assistant":
         content = message.get("content")
         if isinstance(content, str):
-            raise TypeError("msg.content.some is not a function (assistant content is a string)")
+            raise JavaScriptTypeError("msg.content.some is not a function (assistant content is a string)")
         thinking_parts: list[str] = []
         tool_calls: list[str] = []
         has_text = False
