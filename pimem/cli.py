@@ -12,7 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from pimem.errors import ConfigurationError, PimemError, SessionFormatError, SettingsError, SourceOverwriteError
+from pimem.errors import (
+    ConfigurationError,
+    PimemError,
+    SessionFormatError,
+    SettingsError,
+    SourceOverwriteError,
+)
 
 EXIT_USAGE = 2
 
