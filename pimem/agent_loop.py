@@ -104,7 +104,7 @@ Tokens before / after in compaction rows are Pi's: ``tokensBefore`` from ``prepa
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 import random
 import time
@@ -115,6 +115,7 @@ from typing import Any, Iterable, Literal, Sequence
 import pandas as pd
 
 from pimem.core.compaction.compaction import (
+    ModelInfo,
     TokenCache,
     calculate_context_tokens,
     estimate_tokens,
@@ -126,6 +127,7 @@ from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import (
     build_session_projection,
 )
+from pimem.core.settings_manager import lookup_model
 from pimem.errors import ConfigurationError, SummarizationError
 from pimem.tokenizers import TiktokenCounter
 
@@ -236,13 +238,12 @@ def _load(session: Any) -> Any:
     return load_session(session)
 
 
-def _resolve_model(session: Any, model: Any, context_window: int | None, current: dict | None) -> Any:
-    """A ``ModelInfo`` for the session's current model (table in ``pimem.core.settings_manager``)."""
-    from pimem.core.compaction.compaction import ModelInfo
-
+def _resolve_model(model: ModelInfo | None, context_window: int | None, current: dict | None) -> ModelInfo:
+    """``model``, or the session's current model from the table in ``pimem.core.settings_manager``
+    (a 200k-token, 32k-output model when it is not listed); ``context_window`` overrides the window."""
     info = model
-    if info is None:
-        info = _model_from_table(current)
+    if info is None and current:
+        info = lookup_model(current.get("provider"), current.get("modelId"))
     if info is None:
         info = ModelInfo(context_window=context_window or 200000, max_tokens=32000, reasoning=False)
     if context_window is not None:
@@ -250,31 +251,8 @@ def _resolve_model(session: Any, model: Any, context_window: int | None, current
     return info
 
 
-def _with_window(info: Any, window: int) -> Any:
-    import dataclasses
-
-    if dataclasses.is_dataclass(info):
-        return dataclasses.replace(info, context_window=window)
-    info = copy.copy(info)
-    info.context_window = window
-    return info
-
-
-def _model_from_table(current: dict | None) -> Any:
-    if not current:
-        return None
-    try:
-        from pimem import settings as settings_mod
-    except ImportError:  # pragma: no cover - settings module absent
-        return None
-    for name in ("model_info", "lookup_model", "get_model_info"):
-        fn = getattr(settings_mod, name, None)
-        if fn is not None:
-            try:
-                return fn(current.get("provider"), current.get("modelId"))
-            except (KeyError, LookupError, ValueError):
-                return None
-    return None
+def _with_window(info: ModelInfo, window: int) -> ModelInfo:
+    return dataclasses.replace(info, context_window=window)
 
 
 def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
@@ -391,7 +369,7 @@ class _Replayer:
             (self.rep.projection.model or {}).get("provider"), (self.rep.projection.model or {}).get("modelId"))
         info = self._models.get(key)
         if info is None:
-            info = _resolve_model(self.new, self.model_arg, self.window_arg, self.rep.projection.model)
+            info = _resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)
             self._models[key] = info
         return info
 
@@ -520,7 +498,7 @@ class _Replayer:
                 if self.hooks is not None:
                     from pimem.core.agent_session import CompactFailedEvent
 
-                    self.hooks._emit("compact_failed", CompactFailedEvent(
+                    self.hooks.emit("compact_failed", CompactFailedEvent(
                         reason="overflow", error_message=message_text, aborted=False, will_retry=False,
                         from_extension=False))
                 return
@@ -804,7 +782,7 @@ def navigate(
     from pimem.core.agent_session import run_tree_navigation
 
     original = _load(session)
-    copied = original.copy() if hasattr(original, "copy") else copy.deepcopy(original)
+    copied = original.copy()
     if old_leaf_id is not None:
         copied.leaf_id = old_leaf_id
     if summarizer is None and summarize:
@@ -813,7 +791,7 @@ def navigate(
         summarizer = ExtractiveSummarizer()
     if model is None:
         ctx_model = build_session_projection(copied).model
-        model = _resolve_model(copied, None, context_window, ctx_model)
+        model = _resolve_model(None, context_window, ctx_model)
     elif context_window is not None:
         model = _with_window(model, context_window)
     outcome = run_tree_navigation(

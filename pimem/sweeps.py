@@ -157,7 +157,7 @@ def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
     if hit is not None and hit[1] == _file_id(cache):
         return _CacheFront(hit[0], counter), counter
     cached = CachedSummarizer(counter, cache)  # the identity is the summarizer's (see _CallCounter)
-    cached._connect()  # creates the file, so that its identity can be checked next time
+    cached.connect()  # creates the file, so that its identity can be checked next time
     if len(_CACHED) > 8:
         _CACHED.clear()
     _CACHED[key] = (cached, _file_id(cache))

@@ -127,7 +127,8 @@ class Hooks:
     before_tree: list[Callable[[BeforeTreeEvent], Any]] = field(default_factory=list)
     errors: list[tuple[str, BaseException]] = field(default_factory=list)
 
-    def _emit_before(self, name: str, event: Any) -> Any:
+    def emit_before(self, name: str, event: Any) -> Any:
+        """Call every ``name`` handler; the last non-empty result wins, a cancel stops at once."""
         result = None
         for handler in getattr(self, name):
             try:
@@ -142,7 +143,8 @@ class Hooks:
                     return value
         return result
 
-    def _emit(self, name: str, event: Any) -> None:
+    def emit(self, name: str, event: Any) -> None:
+        """Call every ``name`` handler for its effect (errors are recorded and warned)."""
         for handler in getattr(self, name):
             try:
                 handler(event)
@@ -279,7 +281,7 @@ def run_compaction(
         )
         return _fail(outcome, hooks, f"Compaction failed: {message}", aborted=False)
 
-    hook_value = hooks._emit_before(
+    hook_value = hooks.emit_before(
         "before_compact",
         BeforeCompactEvent(
             preparation=preparation,
@@ -328,7 +330,7 @@ def _fail(outcome: CompactionOutcome, hooks: Hooks, message: str | None, *, abor
         outcome.status = "failed"
     outcome.error_message = message
     outcome.aborted = aborted
-    hooks._emit(
+    hooks.emit(
         "compact_failed",
         CompactFailedEvent(
             reason=outcome.reason,
@@ -389,7 +391,7 @@ def run_tree_navigation(
     outcome = TreeOutcome(old_leaf_id=old_leaf, entries_to_summarize=entries, common_ancestor_id=common)
 
     supplied: Any = None
-    hook_value = hooks._emit_before(
+    hook_value = hooks.emit_before(
         "before_tree",
         BeforeTreeEvent(
             target_id=target_id,

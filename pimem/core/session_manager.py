@@ -8,6 +8,7 @@ over is recorded in :attr:`Session.warnings`; what makes a file unusable raises
 
 from __future__ import annotations
 
+import copy
 import html
 import os
 import random
@@ -794,6 +795,10 @@ class Session:
         parts = [js_stringify(self.header)]
         parts.extend(js_stringify(e) for e in self.entries)
         return "\n".join(parts) + "\n"
+
+    def copy(self) -> "Session":
+        """An independent deep copy (entries, tree, leaf, warnings, source path)."""
+        return copy.deepcopy(self)
 
     def write(self, path: str | os.PathLike[str], *, overwrite_source: bool = False) -> Path:
         """Write the session as a v3 file atomically (temp file + rename); returns the path.
