@@ -25,7 +25,7 @@ __all__ = [
 
 def content_text(content: Any, separator: str = "\n") -> str:
     """pi-ai ``contentText``: a string as is, else the text blocks joined by ``separator``."""
-    if isinstance(content, str):
+    if content.__class__ is str:
         return content
     if content is None or content is UNDEFINED:
         raise JavaScriptTypeError("Cannot read properties of null (reading 'filter')")
@@ -33,7 +33,7 @@ def content_text(content: Any, separator: str = "\n") -> str:
     for block in content:
         if block.get("type") == "text":
             text = block.get("text")
-            parts.append("" if text is None else js_string(text))
+            parts.append(text if text.__class__ is str else ("" if text is None else js_string(text)))
     return separator.join(parts)
 
 

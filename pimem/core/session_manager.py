@@ -43,6 +43,7 @@ from pimem.errors import (
     SessionFormatError,
     SourceOverwriteError,
 )
+from pimem.text import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -927,7 +928,7 @@ class Session:
         if etype == "message":
             message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
             kind = str(message.get("role"))
-            preview = _message_preview(message)
+            preview = message_preview(message, 0)
         elif etype == "compaction":
             tag = "[C] "
             preview = f"kept from {entry.get('firstKeptEntryId')}: {entry.get('summary') or ''}"
@@ -935,7 +936,7 @@ class Session:
             tag = "[B] "
             preview = f"from {entry.get('fromId')}: {entry.get('summary') or ''}"
         elif etype == "custom_message":
-            preview = _content_text(entry.get("content"))
+            preview = message_preview({"role": "custom", "content": entry.get("content")}, 0)
         elif etype == "label":
             preview = f"{entry.get('targetId')} = {entry.get('label')!r}"
         elif etype == "session_info":
@@ -998,35 +999,6 @@ def _drop_undefined(entry: dict, keys: Sequence[str]) -> None:
     for key in keys:
         if entry.get(key, UNDEFINED) is None:
             del entry[key]
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(
-            str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
-
-
-def _message_preview(message: dict) -> str:
-    role = message.get("role")
-    if role == "bashExecution":
-        return f"$ {message.get('command', '')}"
-    if role in ("compactionSummary", "branchSummary"):
-        return str(message.get("summary") or "")
-    content = message.get("content")
-    text = _content_text(content)
-    if isinstance(content, list):
-        calls = [
-            f"{b.get('name')}()" for b in content if isinstance(b, dict) and b.get("type") == "toolCall"
-        ]
-        if calls:
-            text = (text + " " if text else "") + " ".join(calls)
-    if role == "toolResult":
-        text = f"{message.get('toolName')}: {text}"
-    return text
 
 
 # ------------------------------------------------------------------------------------------
