@@ -37,6 +37,10 @@ from .project import Project, ToolError
 from .summarizer import ScriptSummarizer
 
 
+class StoryError(RuntimeError):
+    """A story asked for something the project or the pipeline cannot do (a script mistake)."""
+
+
 def uuid7(ms: int, rng: random.Random) -> str:
     """A UUIDv7 string (what Pi uses for session ids) from a timestamp and the rng."""
     rand_a = rng.getrandbits(12)
@@ -363,7 +367,7 @@ class Recorder:
                 raise ToolError(f"Tool {c.name} not found")
         except ToolError as exc:
             if self.strict_tools and c.name != "bash":
-                raise RuntimeError(f"{self.name}: unintended {c.name} failure: {exc}") from None
+                raise StoryError(f"{self.name}: unintended {c.name} failure: {exc}") from None
             text, details, is_error = str(exc), {}, True
         self.tick(20, 250 if c.name != "bash" else 9000)
         msg: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id, "toolName": c.name,
@@ -399,7 +403,7 @@ class Recorder:
                     keep_recent_tokens = keep
                     break
             else:
-                raise RuntimeError(f"{self.name}: no cut keeps the previous compaction")
+                raise StoryError(f"{self.name}: no cut keeps the previous compaction")
         settings = CompactionSettings(enabled=True, reserve_tokens=reserve_tokens,
                                       keep_recent_tokens=keep_recent_tokens)
         prep = prepare_compaction(path, settings)
@@ -407,7 +411,7 @@ class Recorder:
             if os.environ.get("PIMEM_GEN_DEBUG"):
                 proj = build_session_projection(path)
                 print("DEBUG tokens", estimate_projected_context_tokens(proj, path).tokens, len(proj.entries))
-            raise RuntimeError(f"{self.name}: nothing to compact at {self.leaf}")
+            raise StoryError(f"{self.name}: nothing to compact at {self.leaf}")
         m = self.model
         model = ModelInfo(provider=m.provider, id=m.id, context_window=m.context_window,
                           max_tokens=m.max_tokens, reasoning=m.reasoning)
