@@ -381,9 +381,7 @@ def drift_report(
             )
         notes.extend(f"compaction {span.index}: {n}" for n in span.notes + summ.notes)
         rows.append(row)
-    report = pd.DataFrame(rows)
-    if report.empty:
-        report = pd.DataFrame(columns=["compaction", "entry_id", "first_kept_entry_id"])
+    report = pd.DataFrame(rows) if rows else pd.DataFrame(columns=_report_columns())
     report.attrs["facts"] = pd.DataFrame(
         fact_rows, columns=["key", "kind", "value", "entry_id", "role", "source", "introduced_at"]
     )
@@ -396,6 +394,15 @@ def drift_report(
     )
     report.attrs["notes"] = notes
     return report
+
+
+def _report_columns() -> list[str]:
+    """The columns of a drift report, in order: what an empty report carries too."""
+    head = ["compaction", "entry_id", "first_kept_entry_id", "span_start_id", "n_entries", "tokens_before"]
+    chain = ["n_new_facts", "new_fact_recall", "n_seen", "n_held", "cumulative_loss", "prev_retention", "n_lost",
+             "goal_present", "goal_sim_request_jaccard", "goal_sim_request_cosine", "goal_sim_first_jaccard",
+             "goal_sim_first_cosine"]
+    return head + list(compaction_metrics("", [])) + chain
 
 
 # --------------------------------------------------------------------------- tidy views
