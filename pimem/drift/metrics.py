@@ -421,14 +421,15 @@ def lost_facts(report: pd.DataFrame) -> pd.DataFrame:
     if p.empty:
         return pd.DataFrame(columns=["key", "kind", "lost_at"])
     wide = p.pivot_table(index=["key", "kind"], columns="compaction", values="present", aggfunc="first")
-    out = []
-    cols = sorted(wide.columns)
-    for (key, kind), r in wide.iterrows():
-        for a, b in zip(cols, cols[1:]):
-            # cells are bool, numpy bool or NaN (fact not yet seen): compare by value
-            if r.get(a) == True and r.get(b) == False:  # noqa: E712
-                out.append({"key": key, "kind": kind, "lost_at": b})
-    return pd.DataFrame(out, columns=["key", "kind", "lost_at"])
+    wide = wide.reindex(columns=sorted(wide.columns))
+    # cells are bool, numpy bool or NaN (fact not yet seen): held = exactly True, dropped = exactly False
+    cells = wide.to_numpy(dtype=object)
+    held = np.vectorize(lambda v: v is True or v is np.True_, otypes=[bool])(cells)
+    dropped = np.vectorize(lambda v: v is False or v is np.False_, otypes=[bool])(cells)
+    rows, cols = np.nonzero(held[:, :-1] & dropped[:, 1:])
+    index = wide.index
+    return pd.DataFrame({"key": index.get_level_values("key")[rows], "kind": index.get_level_values("kind")[rows],
+                         "lost_at": np.asarray(wide.columns)[cols + 1]}, columns=["key", "kind", "lost_at"])
 
 
 def retention_by_age(
