@@ -53,7 +53,7 @@ Report columns (one row per compaction, in path order):
 ==================================== ==========================================================
 
 ``report.attrs`` holds the long frames that the helper functions read: ``"facts"`` (one row per
-fact: key, kind, value, entry_id, introduced_at), ``"presence"`` (fact × compaction:
+fact: key, kind, value, surface (the text as written), entry_id, introduced_at), ``"presence"`` (fact × compaction:
 present, in_span), ``"sections"`` (compaction × section: present, tokens, jaccard_prev,
 cosine_prev) and ``"notes"``.
 """
@@ -314,8 +314,8 @@ def drift_report(
             introduced[f.key] = span.index
             fact_by_key[f.key] = f
             fact_rows.append(
-                {"key": f"{f.kind}:{f.key[1]}", "kind": f.kind, "value": f.value, "entry_id": f.entry_id,
-                 "role": f.role, "source": f.source, "introduced_at": span.index}
+                {"key": f"{f.kind}:{f.key[1]}", "kind": f.kind, "value": f.value, "surface": f.surface,
+                 "entry_id": f.entry_id, "role": f.role, "source": f.source, "introduced_at": span.index}
             )
         prev = spans[span.index - 1].summary if span.index > 0 else None
         row: dict[str, Any] = {
@@ -383,7 +383,7 @@ def drift_report(
         rows.append(row)
     report = pd.DataFrame(rows) if rows else pd.DataFrame(columns=_report_columns())
     report.attrs["facts"] = pd.DataFrame(
-        fact_rows, columns=["key", "kind", "value", "entry_id", "role", "source", "introduced_at"]
+        fact_rows, columns=["key", "kind", "value", "surface", "entry_id", "role", "source", "introduced_at"]
     )
     report.attrs["presence"] = pd.DataFrame(
         presence_rows, columns=["key", "kind", "compaction", "introduced_at", "age", "present", "in_span"]
