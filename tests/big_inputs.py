@@ -114,7 +114,7 @@ def big_report(compactions: int = 500, facts_per_compaction: int = 3, seed: int 
     fact_kind = kinds[rng.integers(0, len(kinds), n_facts)]
     values = [f"src/Module{i}/Handler.ts" if k == "path" else f"CamelCaseName{i}" for i, k in enumerate(fact_kind)]
     keys = [f"{k}:{v.lower() if k != 'path' else v}" for k, v in zip(fact_kind, values)]
-    report.attrs["facts"] = pd.DataFrame({"key": keys, "kind": fact_kind, "value": values,
+    report.attrs["facts"] = pd.DataFrame({"key": keys, "kind": fact_kind, "value": values, "surface": values,
                                           "entry_id": [f"m{i:07d}" for i in range(n_facts)], "role": "assistant",
                                           "source": "text", "introduced_at": introduced})
     rows_fact = np.concatenate([np.full(compactions - c, f) for f, c in enumerate(introduced)])
