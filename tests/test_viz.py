@@ -174,6 +174,7 @@ def test_session_tree_of_a_branched_session(ventas):
     assert points == len(ventas.entries)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "branch_summary" in legend and "active path" in legend
+    assert ax.get_title() == f"Session tree — {len(ventas.entries)} entries, 3 leaves"
     # three leaves: the active chain and two side branches that do not overlap share lane 1
     fig.canvas.draw()
     assert [t.get_text() for t in ax.get_yticklabels()] == ["lane 0", "lane 1"]

@@ -428,7 +428,7 @@ def plot_session_tree(session: Any, *, ax: Any = None, title: str | None = None,
     _category_ticks(ax.yaxis, [f"lane {i}" for i in range(n_lanes)])
     ax.set_xlabel("depth (entries from the root)")
     n_leaves = len(session.leaves())
-    ax.set_title(title or f"Session tree — {len(layout):,} entries, {n_leaves:,} leaf{'' if n_leaves == 1 else 'ves'}")
+    ax.set_title(title or f"Session tree — {len(layout):,} entries, {n_leaves:,} {'leaf' if n_leaves == 1 else 'leaves'}")
     handles = [Line2D([0], [0], color="#111111", lw=2.6, label="active path"),
                Line2D([0], [0], color="#9a9a9a", lw=1.0, label="other branches")]
     h, labels = ax.get_legend_handles_labels()
