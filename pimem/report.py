@@ -224,11 +224,11 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     parts.append(_html_table(_headline_table(headline(report)), blank=("min", "median", "max")))
     if len(report):
         parts.append("<h2>Drift across compactions</h2>")
-        parts.append("<p class='note'>Left: share of facts (paths, identifiers, errors, commands, constraints, "
-                     "decisions) a summary captured that later summaries still hold. Middle: similarity of each "
-                     "template section to its previous version. Right: summary size against the span it "
-                     "summarized.</p>")
-        parts.append(_img(figure_png(plot_drift(report)[0]), "drift curves"))
+        parts.append("<p class='note'>Top left: share of facts (paths, identifiers, errors, commands, constraints, "
+                     "decisions) a summary captured that later summaries still hold. Top right: summary size "
+                     "against the span it summarized. Bottom: similarity of each template section to its "
+                     "previous version.</p>")
+        parts.append(_img(figure_png(plot_drift(report, arrangement="stacked")[0]), "drift curves"))
         parts.append("<h2>Per compaction</h2>")
         parts.append(_html_table(report[[c for c in _REPORT_COLUMNS if c in report.columns]], max_rows=1000,
                                  tall=len(report) > 20))

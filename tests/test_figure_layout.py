@@ -124,6 +124,7 @@ FIGURES: dict[str, Callable[[Inputs], Any]] = {
     "plot_section_similarity": lambda d: viz.plot_section_similarity(d.report),
     "plot_summary_sizes": lambda d: viz.plot_summary_sizes(d.report),
     "plot_drift": lambda d: viz.plot_drift(d.report, title="drift"),
+    "plot_drift(stacked)": lambda d: viz.plot_drift(d.report, arrangement="stacked"),
     "plot_compared": lambda d: viz.plot_compared(viz.plot_summary_sizes, {"replayed": d.report,
                                                                           "recorded": d.other_report}),
 }

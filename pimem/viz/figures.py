@@ -839,12 +839,25 @@ def plot_summary_sizes(report: pd.DataFrame, *, ax: Any = None, title: str | Non
     return fig, (ax, ax2)
 
 
-def plot_drift(report: pd.DataFrame, *, axes: Any = None, title: str | None = None) -> tuple[Any, Any]:
-    """The three drift panels: retention by age, section similarity, summary size."""
+def plot_drift(report: pd.DataFrame, *, axes: Any = None, title: str | None = None,
+               arrangement: str = "row") -> tuple[Any, Any]:
+    """The three drift panels: retention by age, section similarity, summary size.
+
+    ``arrangement``: ``"row"`` (side by side, 17 in wide) or ``"stacked"`` (retention and
+    summary size on top, section similarity across the bottom, 12 in wide: one compaction per
+    column has room). Returns ``(fig, [ax_retention, ax_sections, ax_sizes])``.
+    """
     import matplotlib.pyplot as plt
 
     if axes is None:
-        fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), layout="constrained")
+        if arrangement == "row":
+            fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), layout="constrained")
+        elif arrangement == "stacked":
+            fig, named = plt.subplot_mosaic([["ages", "sizes"], ["sections", "sections"]], figsize=(12, 8.4),
+                                            layout="constrained")
+            axes = [named["ages"], named["sections"], named["sizes"]]
+        else:
+            raise ValueError(f"arrangement must be 'row' or 'stacked', not {arrangement!r}")
     else:
         fig = axes[0].figure
     plot_retention_by_age(report, ax=axes[0])
