@@ -177,8 +177,9 @@ def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
     introduced: dict[Any, Any] = {}
     if facts is not None and len(facts):
         written = facts["surface"] if "surface" in facts.columns else facts["value"]
-        surface = {k: " ".join(str(v).split()) if isinstance(v, str) and v.strip() else value
-                   for k, v, value in zip(facts["key"], written, facts["value"])}
+        # the normalized value, unless normalizing lower-cased it (errors, commands): then the text as written
+        surface = {k: " ".join(w.split()) if isinstance(w, str) and str(v) == str(v).lower() and w != w.lower()
+                   else v for k, v, w in zip(facts["key"], facts["value"], written)}
         introduced = dict(zip(facts["key"], facts["introduced_at"]))
     return pd.DataFrame({
         "fact": [surface.get(k, str(k).split(":", 1)[-1]) for k in lost["key"]],

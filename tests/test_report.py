@@ -234,7 +234,7 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
         return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
 
     entries = [
-        msg("u1", None, {"role": "user", "content": "run the tests", "timestamp": 1}),
+        msg("u1", None, {"role": "user", "content": "run the tests, then call loadConfig(path)", "timestamp": 1}),
         msg("a1", "u1", {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
                                                             "arguments": {"command": "npm test"}}],
                          "stopReason": "toolUse", "timestamp": 2}),
@@ -242,7 +242,7 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
                          "content": [{"type": "text", "text": error}], "timestamp": 3}),
         msg("a2", "t1", {"role": "assistant", "content": [{"type": "text", "text": "looking"}], "timestamp": 4}),
         {"type": "compaction", "id": "k1", "parentId": "a2", "timestamp": ts, "firstKeptEntryId": "a2",
-         "tokensBefore": 100, "summary": f"## Goal\nFix the tests\n\n## Progress\n{error}\n"},
+         "tokensBefore": 100, "summary": f"## Goal\nFix the tests\n\n## Progress\n{error}\nCall loadConfig next\n"},
         msg("u2", "k1", {"role": "user", "content": "go on", "timestamp": 5}),
         msg("a3", "u2", {"role": "assistant", "content": [{"type": "text", "text": "done"}], "timestamp": 6}),
         {"type": "compaction", "id": "k2", "parentId": "a3", "timestamp": ts, "firstKeptEntryId": "a3",
@@ -253,3 +253,4 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
     lost = _cells(_section(text, "Facts lost"))
     assert error in lost  # as written, not lower-cased
     assert error.lower() not in lost
+    assert "loadConfig" in lost and "loadConfig(" not in lost  # identifiers as normalized, case kept
