@@ -356,7 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=_non_negative_int, default=0,
                    help="seed of the new session id and compaction entry ids; the same seed gives the same "
                         "file byte for byte (default: 0)")
-    a.add_argument("-o", "--output", default=None, help="write the replayed session here (.jsonl; default: not written)")
+    a.add_argument("-o", "--output", default=None,
+                   help="write the replayed session here (.jsonl; default: not written)")
     a.add_argument("--events", default=None,
                    help="write the events table here (.csv or .parquet; default: not written)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -54,7 +54,8 @@ def overflow(pages: Sequence[Path], widths: Sequence[int] = (1400, 800)) -> list
         raise RuntimeError("no Chromium installed")
     with tempfile.TemporaryDirectory() as tmp:
         frames = "".join(
-            f"<iframe data-page='{html.escape(str(p))}' data-width='{w}' src='{html.escape(Path(p).resolve().as_uri())}'"
+            f"<iframe data-page='{html.escape(str(p))}' data-width='{w}'"
+            f" src='{html.escape(Path(p).resolve().as_uri())}'"
             f" style='width:{w}px;height:900px;border:0;display:block'></iframe>"
             for p in pages for w in widths)
         wrapper = Path(tmp) / "wrapper.html"

@@ -197,6 +197,11 @@ def test_dense_compactions_are_a_rug_with_a_few_labels(large: Inputs) -> None:
     assert [c for c in ax.texts if type(c).__name__ == "Annotation"] == []  # no arrow per compaction
     rug = [c for c in ax.collections if isinstance(c, LineCollection)]
     assert len(rug) == 1 and len(rug[0].get_segments()) == 500
+    assert {tuple(seg[:, 1]) for seg in rug[0].get_segments()} == {(0.0, 0.045)}  # ticks along the bottom
+    band = [c for c in ax.collections if str(c.get_label()).startswith("context per call: range")]
+    assert len(band) == 1 and not [c for c in ax.collections if c.get_label() == "compaction check"]
+    median = [ln for ln in ax.get_lines() if ln.get_label().startswith("median over")]
+    assert len(median) == 1 and len(median[0].get_xdata()) <= 800  # about one point per pixel, not 50,000
     (labels,) = _label_sets(ax)
     assert len(labels.texts) == 10 and 1 <= len(labels.shown) <= 10
     assert labels.shown[0].get_text() == f"−{large.effects['freed'].max():,.0f}"  # the largest comes first

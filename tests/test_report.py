@@ -185,8 +185,8 @@ def test_headline_of_500_compactions_is_a_few_numbers_per_measure(big_html) -> N
 
 
 def test_report_numbers_are_formatted(big_html, samples_dir, tmp_path) -> None:
-    result = replay(samples_dir / "auth-login-bug.jsonl", CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000),
-                    context_window=16000)
+    settings = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000)
+    result = replay(samples_dir / "auth-login-bug.jsonl", settings, context_window=16000)
     small = write_drift_report(result, tmp_path / "d.html").read_text(encoding="utf-8")
     for text in (small, big_html):
         cells = _cells(text)

@@ -12,8 +12,10 @@ from pimem.viz.data import (
     tree_layout,
 )
 from pimem.viz.figures import (
+    DENSE_CALLS,
     DENSE_COMPACTIONS,
     KIND_COLORS,
+    RUG_COMPACTIONS,
     STATUS_COLORS,
     plot_compared,
     plot_context_over_time,
@@ -30,8 +32,10 @@ from pimem.viz.figures import (
 )
 
 __all__ = [
+    "DENSE_CALLS",
     "DENSE_COMPACTIONS",
     "KIND_COLORS",
+    "RUG_COMPACTIONS",
     "STATUSES",
     "STATUS_COLORS",
     "compaction_effects",

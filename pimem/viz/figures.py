@@ -37,6 +37,8 @@ __all__ = [
     "STATUS_COLORS",
     "KIND_COLORS",
     "DENSE_COMPACTIONS",
+    "RUG_COMPACTIONS",
+    "DENSE_CALLS",
     "plot_context_over_time",
     "plot_session_tree",
     "plot_context_projection",
@@ -72,8 +74,11 @@ KIND_COLORS = {
 }
 OTHER_KIND_COLOR = "#bbbbbb"
 
-# Above this many compactions a figure draws them in aggregate (rug, lines, heatmap).
+# Above this many compactions a figure draws them in aggregate (lines, heatmap); above
+# RUG_COMPACTIONS the context figure marks them as a rug; above DENSE_CALLS it draws a band.
 DENSE_COMPACTIONS = 25
+RUG_COMPACTIONS = 200
+DENSE_CALLS = 3000
 # Above this many points a line is drawn without markers (and rasterized in vector output).
 DENSE_POINTS = 400
 
@@ -309,7 +314,10 @@ def plot_context_over_time(result: Any, *, ax: Any = None, title: str | None = N
     window. Each compaction goes down from the context its check read by what it freed
     (:func:`pimem.viz.data.compaction_effects`; pass ``effects=`` when already computed): an
     arrow while there are at most :data:`DENSE_COMPACTIONS`, a thin line beyond. The
-    ``max_labels`` largest amounts freed are written beside them where they fit.
+    ``max_labels`` largest amounts freed are written beside them where they fit. Beyond
+    :data:`RUG_COMPACTIONS` the compactions are a rug along the bottom, and beyond
+    :data:`DENSE_CALLS` calls the context is drawn as the range and median of about one bin
+    of calls per pixel, without the check dots.
 
     The y axis covers the calls, the window and what checks read up to 1.5 times more; checks
     that read more than that are drawn as ▲ on the top edge and counted in the legend, so that
@@ -336,14 +344,25 @@ def plot_context_over_time(result: Any, *, ax: Any = None, title: str | None = N
     near = read[np.isfinite(read) & (read <= 1.5 * base)]  # modest overshoots stay on the axis
     top = max(base, float(near.max()) if len(near) else 0.0) * 1.06
     on_top = blended_transform_factory(ax.transData, ax.transAxes)
-    if len(calls):
+    enveloped = len(calls) > DENSE_CALLS
+    if enveloped:  # about one bin per pixel: the range and median of each bin's calls
+        per = math.ceil(len(calls) / 800)
+        binned = (calls.assign(bin=np.arange(len(calls)) // per).groupby("bin")
+                  .agg(step=("step", "mean"), lo=("context_tokens", "min"), hi=("context_tokens", "max"),
+                       mid=("context_tokens", "median")))
+        ax.fill_between(binned["step"], binned["lo"], binned["hi"], color="#1f77b4", alpha=0.3, lw=0, zorder=2,
+                        label=f"context per call: range\nover each {per} calls")
+        ax.plot(binned["step"], binned["mid"], color="#1f4e79", lw=1.0, zorder=3, label=f"median over each {per} calls")
+    elif len(calls):
         ax.plot(calls["step"], calls["context_tokens"], color="#1f77b4", lw=1.2, label="context per call", zorder=3,
                 **_marker(len(calls), "."))
     if len(checks):
         tokens = checks["context_tokens"].astype(float)
         inside = checks[tokens <= top]
-        ax.scatter(inside["step"], inside["context_tokens"], s=8 if len(checks) > DENSE_POINTS else 12,
-                   color=grey, alpha=0.6, label="compaction check", zorder=2, rasterized=len(checks) > DENSE_POINTS)
+        if not enveloped:  # beyond that, the checks read what the calls' band already shows
+            ax.scatter(inside["step"], inside["context_tokens"], s=8 if len(checks) > DENSE_POINTS else 12,
+                       color=grey, alpha=0.6, label="compaction check", zorder=2,
+                       rasterized=len(checks) > DENSE_POINTS)
         above = checks[tokens > top]
         if len(above):
             ax.scatter(above["step"], np.full(len(above), 0.975), transform=on_top, marker="^", s=22, color=grey,
@@ -360,14 +379,18 @@ def plot_context_over_time(result: Any, *, ax: Any = None, title: str | None = N
             for x, y0, y1 in zip(steps, start, end):
                 ax.annotate("", xy=(x, y1), xytext=(x, y0), zorder=4,
                             arrowprops=dict(arrowstyle="-|>", color=purple, lw=1.4))
-        else:
+        elif n <= RUG_COMPACTIONS:
             ax.add_collection(LineCollection([[(x, y0), (x, y1)] for x, y0, y1 in zip(steps, start, end)],
                                              colors=purple, linewidths=0.9, alpha=0.75, zorder=4))
             ax.scatter(steps, end, marker="v", s=9, color=purple, zorder=4, linewidths=0)
+        else:  # a rug along the bottom: where the compactions are; the drops show in the line itself
+            ax.add_collection(LineCollection([[(x, 0.0), (x, 0.045)] for x in steps], colors=purple, linewidths=0.8,
+                                             alpha=0.8, zorder=4, transform=on_top))
         order = np.argsort(-freed, kind="stable")[:max_labels]
         _label_set(ax, [_text(ax, steps[i], end[i], f"−{freed[i]:,.0f}", dx=2, dy=-1, color=purple, fontsize=8,
                               va="top", ha="left", bbox=_HALO) for i in order if freed[i] > 0])
-        ax.plot([], [], color=purple, lw=1.4, label=f"compaction ({n}): tokens freed\n(chars/4; largest labelled)")
+        shape = "tokens freed" if n <= RUG_COMPACTIONS else "marked below;\ntokens freed"
+        ax.plot([], [], color=purple, lw=1.4, label=f"compaction ({n}): {shape}\n(chars/4; largest labelled)")
     ax.set_ylim(0, top)
     ax.set_xlabel("step (entry of the recorded path)")
     ax.set_ylabel("context tokens")
@@ -417,7 +440,8 @@ def plot_session_tree(session: Any, *, ax: Any = None, title: str | None = None,
                    linewidths=0.6, zorder=3, label=kind, rasterized=len(sel) > 2000)
     leaf = layout[layout["entry_id"] == session.leaf_id]
     if len(leaf):
-        ax.scatter(leaf["x"].to_numpy()[:1], leaf["lane"].to_numpy()[:1], s=120, facecolors="none", edgecolors="#d62728", linewidths=1.6,
+        ax.scatter(leaf["x"].to_numpy()[:1], leaf["lane"].to_numpy()[:1], s=120, facecolors="none",
+                   edgecolors="#d62728", linewidths=1.6,
                    zorder=4, label="leaf")
     if show_labels:
         lab = layout[layout["label"].notna()].head(max_label_count)
@@ -428,7 +452,8 @@ def plot_session_tree(session: Any, *, ax: Any = None, title: str | None = None,
     _category_ticks(ax.yaxis, [f"lane {i}" for i in range(n_lanes)])
     ax.set_xlabel("depth (entries from the root)")
     n_leaves = len(session.leaves())
-    ax.set_title(title or f"Session tree — {len(layout):,} entries, {n_leaves:,} {'leaf' if n_leaves == 1 else 'leaves'}")
+    leaves = f"{n_leaves:,} {'leaf' if n_leaves == 1 else 'leaves'}"
+    ax.set_title(title or f"Session tree — {len(layout):,} entries, {leaves}")
     handles = [Line2D([0], [0], color="#111111", lw=2.6, label="active path"),
                Line2D([0], [0], color="#9a9a9a", lw=1.0, label="other branches")]
     h, labels = ax.get_legend_handles_labels()
