@@ -87,6 +87,9 @@ def _summarizer(name: str, session: Any = None, model: str | None = None):
     if name == "extractive":
         return sm.ExtractiveSummarizer()
     if name == "env":
+        if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
+            raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
+                            "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
         return sm.summarizer_from_env()
     if name == "openai":
         if not model:
@@ -141,11 +144,11 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    """``pimem ls``: one row per session file under a folder."""
+    """``pimem ls``: one row per session file under a folder (or for one session file)."""
     from pimem.discover import discover_sessions
 
-    if args.root is not None and not Path(args.root).is_dir():
-        raise UserError(f"no such folder: {args.root}")
+    if args.root is not None and not Path(args.root).exists():
+        raise UserError(f"no such file or folder: {args.root}")
     df = discover_sessions(args.root)
     if df.empty:
         print("no sessions found", file=sys.stderr)
@@ -239,9 +242,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     summ = _summarizer(args.summarizer, s, args.model)
     result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
                     triggers=args.triggers, seed=args.seed, progress=not args.quiet)
+    from pimem.text import format_number
+
     summary = result.summary()
     for k, v in dict(summary).items():
-        print(f"{k:28s} {v}")
+        print(f"{k:28s} {format_number(v)}")
     if args.output:
         result.session.write(args.output)
         print(f"wrote {args.output}")
@@ -312,64 +317,103 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions)")
-    a.add_argument("root", nargs="?", default=None, help="folder to search (default: Pi's sessions folder)")
-    a.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    sources = "calibrated: recorded usage shifted by what the replay changed; estimate: exactly Pi's own " \
+              "estimate on the replayed file; chars: chars/4 of the context; tiktoken: a tokenizer count"
+    summarizers = "extractive: offline, no model; env: the model OPENAI_API_KEY or PIMEM_BASE_URL (with " \
+                  "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached"
+
+    a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions), or one file",
+                       description="One row per Pi session file: id, start, name, entries, size, first message.")
+    a.add_argument("root", nargs="?", default=None,
+                   help="folder to search recursively for .jsonl files, or one session file "
+                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR)")
+    a.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
     a.set_defaults(func=cmd_ls)
 
-    a = sub.add_parser("show", help="a session's tree and statistics")
+    a = sub.add_parser("show", help="a session's tree and statistics",
+                       description="Header, entry counts, context size at the leaf, load warnings and the tree.")
     a.add_argument("session", help="session file (.jsonl)")
-    a.add_argument("--width", type=_non_negative_int, default=100, help="maximum line width of the tree")
+    a.add_argument("--width", type=_non_negative_int, default=100, help="maximum line width of the tree (default: 100)")
     a.set_defaults(func=cmd_show)
 
-    a = sub.add_parser("context", help="what the model sees at a leaf, with token counts")
+    a = sub.add_parser("context", help="what the model sees at a leaf, with token counts",
+                       description="The messages Pi sends to the model at a leaf, as a table or as JSON.")
     a.add_argument("session", help="session file (.jsonl)")
     a.add_argument("--leaf", default=None, help="entry id of the leaf (default: the session's leaf)")
     a.add_argument("--json", action="store_true", help="print the LLM messages as JSON instead of a table")
-    a.add_argument("--width", type=_non_negative_int, default=80, help="preview width")
+    a.add_argument("--width", type=_non_negative_int, default=80, help="preview width in characters (default: 80)")
     a.set_defaults(func=cmd_context)
 
-    a = sub.add_parser("replay", help="replay a session under other compaction settings")
+    a = sub.add_parser("replay", help="replay a session under other compaction settings",
+                       description="Replay the recorded path as Pi's agent loop would under other settings, "
+                                   "compacting where Pi would; print counts and token totals.")
     a.add_argument("session", help="session file (.jsonl)")
-    a.add_argument("--reserve", type=_non_negative_int, default=16384, help="reserveTokens")
-    a.add_argument("--keep", type=_non_negative_int, default=20000, help="keepRecentTokens")
-    a.add_argument("--window", type=_non_negative_int, default=None, help="context window (default: the model's)")
-    a.add_argument("--summarizer", choices=["extractive", "env", "openai", "recorded"], default="extractive")
-    a.add_argument("--model", default=None, help="model name for --summarizer openai")
-    a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated")
-    a.add_argument("--triggers", choices=["threshold", "recorded", "none"], default="threshold")
-    a.add_argument("--seed", type=_non_negative_int, default=0)
-    a.add_argument("-o", "--output", default=None, help="write the replayed session here (.jsonl)")
-    a.add_argument("--events", default=None, help="write the events table here (.csv or .parquet)")
+    a.add_argument("--reserve", type=_non_negative_int, default=16384, help="reserveTokens (default: 16384)")
+    a.add_argument("--keep", type=_non_negative_int, default=20000, help="keepRecentTokens (default: 20000)")
+    a.add_argument("--window", type=_non_negative_int, default=None,
+                   help="context window in tokens (default: the session model's, from Pi's model table)")
+    a.add_argument("--summarizer", choices=["extractive", "env", "openai", "recorded"], default="extractive",
+                   help=f"who writes the summaries: {summarizers}; recorded: the summaries the session holds "
+                        "(default: extractive)")
+    a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated",
+                   help=f"what the compaction checks read: {sources} (default: calibrated)")
+    a.add_argument("--triggers", choices=["threshold", "recorded", "none"], default="threshold",
+                   help="where to compact: threshold: where Pi's automatic checks fire; recorded: exactly where "
+                        "the recording did; none: never, measure only (default: threshold)")
+    a.add_argument("--seed", type=_non_negative_int, default=0,
+                   help="seed of the new session id and compaction entry ids; the same seed gives the same "
+                        "file byte for byte (default: 0)")
+    a.add_argument("-o", "--output", default=None,
+                   help="write the replayed session here (.jsonl; default: not written)")
+    a.add_argument("--events", default=None,
+                   help="write the events table here (.csv or .parquet; default: not written)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=cmd_replay)
 
-    a = sub.add_parser("sweep", help="replay sessions over a grid of settings")
-    a.add_argument("sessions", nargs="+", help="session files or folders")
-    a.add_argument("--reserve", type=_int_list, default=[16384], help="reserveTokens values, comma-separated")
-    a.add_argument("--keep", type=_int_list, default=[20000], help="keepRecentTokens values, comma-separated")
-    a.add_argument("--window", type=_int_list, default=None, help="context windows, comma-separated")
-    a.add_argument("--summarizer", choices=["extractive", "env", "openai"], default="extractive")
-    a.add_argument("--model", default=None, help="model name for --summarizer openai")
-    a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated")
-    a.add_argument("--workers", type=_non_negative_int, default=None)
-    a.add_argument("-o", "--output", required=True, help="results table (.csv or .parquet)")
+    a = sub.add_parser("sweep", help="replay sessions over a grid of settings",
+                       description="Replay every session under every reserve × keep (× window) setting, in "
+                                   "parallel, and write one row per run.")
+    a.add_argument("sessions", nargs="+", help="session files or folders (searched recursively for .jsonl)")
+    a.add_argument("--reserve", type=_int_list, default=[16384],
+                   help="reserveTokens values, comma-separated (default: 16384)")
+    a.add_argument("--keep", type=_int_list, default=[20000],
+                   help="keepRecentTokens values, comma-separated (default: 20000)")
+    a.add_argument("--window", type=_int_list, default=None,
+                   help="context windows, comma-separated (default: each session model's)")
+    a.add_argument("--summarizer", choices=["extractive", "env", "openai"], default="extractive",
+                   help=f"who writes the summaries: {summarizers} (default: extractive)")
+    a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated",
+                   help=f"what the compaction checks read: {sources} (default: calibrated)")
+    a.add_argument("--workers", type=_non_negative_int, default=None,
+                   help="worker processes (default: one per CPU; 1 runs in this process)")
+    a.add_argument("-o", "--output", required=True, help="results table (.csv or .parquet; required)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=cmd_sweep)
 
-    a = sub.add_parser("drift", help="a standalone HTML report of a session's summary drift")
+    a = sub.add_parser("drift", help="a standalone HTML report of a session's summary drift",
+                       description="What each compaction summary of the session's active path kept and lost, as "
+                                   "one HTML file with figures and tables.")
     a.add_argument("session", help="session or replayed session (.jsonl)")
-    a.add_argument("-o", "--output", required=True, help="report file (.html)")
+    a.add_argument("-o", "--output", required=True, help="report file (.html; required)")
     a.set_defaults(func=cmd_drift)
 
-    a = sub.add_parser("study", help="the main job: sweep + figures + drift reports for a set of sessions")
+    a = sub.add_parser("study", help="the main job: sweep + figures + drift reports for a set of sessions",
+                       description="Sweep sessions over a reserve × keep × window grid with the offline "
+                                   "extractive summarizer, then write the results, heatmaps, one replay and "
+                                   "drift report per session and an index.html linking them.")
     a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
-    a.add_argument("-o", "--output", required=True, help="output folder")
-    a.add_argument("--reserve", type=_int_list, default=None, help="reserveTokens values (default: a small grid)")
-    a.add_argument("--keep", type=_int_list, default=None, help="keepRecentTokens values (default: a small grid)")
-    a.add_argument("--window", type=_int_list, default=None, help="context windows (default: a small grid)")
-    a.add_argument("--workers", type=_non_negative_int, default=None)
-    a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.add_argument("-o", "--output", required=True, help="output folder (required; created if missing)")
+    a.add_argument("--reserve", type=_int_list, default=None,
+                   help="reserveTokens values, comma-separated (default: 2048,4096,8192)")
+    a.add_argument("--keep", type=_int_list, default=None,
+                   help="keepRecentTokens values, comma-separated (default: 2000,4000,8000)")
+    a.add_argument("--window", type=_int_list, default=None,
+                   help="context windows, comma-separated (default: 16000,24000)")
+    a.add_argument("--workers", type=_non_negative_int, default=None,
+                   help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
     return p
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from pimem.errors import ConfigurationError
 from pimem.io import atomic_write_bytes, atomic_write_text, write_table
+from pimem.text import format_number
 
 __all__ = ["write_drift_report", "run_study", "figure_png", "DEFAULT_RESERVE", "DEFAULT_KEEP", "DEFAULT_WINDOW"]
 
@@ -33,12 +34,19 @@ DEFAULT_WINDOW = (16000, 24000)
 _HEATMAP_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens")
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#222}
-h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:13px;margin:8px 0}
-th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
-td.l,th.l{text-align:left}img{max-width:100%;border:1px solid #eee;margin:6px 0}
-.note{color:#666;font-size:13px}code{background:#f4f4f4;padding:0 3px}
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1240px;padding:0 16px;
+color:#222;line-height:1.4}
+h1{font-size:1.6em;overflow-wrap:anywhere}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
+.table-wrap{max-width:100%;overflow-x:auto;margin:8px 0}
+.table-wrap.tall{max-height:34em;overflow-y:auto;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;vertical-align:top}
+th{background:#f4f4f4;position:sticky;top:0;font-weight:600}
+td.l,th.l{text-align:left}td{white-space:nowrap}td.w{white-space:normal;overflow-wrap:anywhere;min-width:14em;
+max-width:40em}
+img{max-width:100%;height:auto;border:1px solid #eee;margin:6px 0}
+.note{color:#666;font-size:13px}code{background:#f4f4f4;padding:0 3px;overflow-wrap:anywhere}
 """
 
 
@@ -73,34 +81,48 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def _fmt(value: Any) -> str:
+    """A cell as text: numbers formatted (:func:`pimem.text.format_number`), blanks for None."""
     if value is None:
         return ""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "–"
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value)
     try:
         if pd.isna(value):
             return "–"
     except (TypeError, ValueError):
         pass
-    return str(value)
+    return format_number(value)
 
 
-def _html_table(df: pd.DataFrame, max_rows: int = 200) -> str:
-    """A DataFrame as an HTML table; every header and cell escaped."""
+def _header(name: Any) -> str:
+    """A column name, escaped, that may wrap after its underscores."""
+    return "_<wbr>".join(_esc(part) for part in str(name).split("_"))
+
+
+def _html_table(df: pd.DataFrame, max_rows: int = 200, *, tall: bool = False, blank: Sequence[str] = ()) -> str:
+    """A DataFrame as an HTML table in a scrolling wrapper; every header and cell escaped.
+
+    Numeric columns are right-aligned and formatted; text cells wrap. ``tall``: the wrapper
+    scrolls vertically too, with the header kept in view. ``blank``: columns whose missing
+    values are left empty (elsewhere they show as –).
+    """
     if df is None or not len(df.columns):
         return "<p class='note'>(empty)</p>"
     numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
-    head = "".join(f"<th class='{'' if n else 'l'}'>{_esc(c)}</th>" for c, n in zip(df.columns, numeric))
+    head = "".join(f"<th class='{'' if n else 'l'}'>{_header(c)}</th>" for c, n in zip(df.columns, numeric))
+    empty = [c in blank for c in df.columns]
     rows = []
     for row in df.head(max_rows).itertuples(index=False):
-        cells = "".join(f"<td class='{'' if n else 'l'}'>{_esc(_fmt(v))}</td>" for v, n in zip(row, numeric))
-        rows.append(f"<tr>{cells}</tr>")
-    more = f"<p class='note'>… {len(df) - max_rows} more rows</p>" if len(df) > max_rows else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
+        cells = []
+        for v, n, e in zip(row, numeric, empty):
+            text = "" if e and pd.isna(v) else _fmt(v)
+            kind = "" if n else ("l w" if len(text) > 32 else "l")  # long text wraps, short text stays whole
+            cells.append(f"<td class='{kind}'>{_esc(text)}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    more = f"<p class='note'>… {len(df) - max_rows:,} more rows</p>" if len(df) > max_rows else ""
+    wrap = "table-wrap tall" if tall else "table-wrap"
+    return (f"<div class='{wrap}'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+            f"{more}")
 
 
 def _page(title: str, body: str) -> str:
@@ -129,9 +151,50 @@ def _resolve(session_or_result: Any) -> tuple[Any, Any]:
     return load_session(session_or_result), None
 
 
-def drift_report_html(session_or_result: Any, title: str = "Summary drift report") -> str:
-    """The HTML text of :func:`write_drift_report` (nothing written)."""
-    from pimem.drift import drift_report, headline, lost_facts
+def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
+    """The headline as rows: one number per measure; per-compaction lists as their mean, with
+    min, median and max over the compactions (never the list itself)."""
+    rows = []
+    for name, value in head.items():
+        if isinstance(value, (list, tuple)):
+            values = pd.Series(value, dtype=float).dropna()
+            if len(values):
+                rows.append({"measure": f"{name} (mean over {len(values):,} compactions)", "value": values.mean(),
+                             "min": values.min(), "median": values.median(), "max": values.max()})
+            else:
+                rows.append({"measure": name, "value": math.nan})
+        else:
+            rows.append({"measure": name, "value": value})
+    return pd.DataFrame(rows, columns=["measure", "value", "min", "median", "max"])
+
+
+def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
+    """Facts lost between consecutive summaries, written as they first appeared (original case)."""
+    from pimem.drift import lost_facts
+
+    lost = lost_facts(report)
+    facts = report.attrs.get("facts")
+    surface: dict[Any, Any] = {}
+    introduced: dict[Any, Any] = {}
+    if facts is not None and len(facts):
+        written = facts["surface"] if "surface" in facts.columns else facts["value"]
+        # the normalized value, unless normalizing lower-cased it (errors, commands): then the text as written
+        surface = {k: " ".join(w.split()) if isinstance(w, str) and str(v) == str(v).lower() and w != w.lower()
+                   else v for k, v, w in zip(facts["key"], facts["value"], written)}
+        introduced = dict(zip(facts["key"], facts["introduced_at"]))
+    return pd.DataFrame({
+        "fact": [surface.get(k, str(k).split(":", 1)[-1]) for k in lost["key"]],
+        "kind": lost["kind"].astype(str).to_numpy(),
+        "introduced_at": pd.array([introduced.get(k) for k in lost["key"]], dtype="Int64"),
+        "lost_at": lost["lost_at"].to_numpy(),
+    }).sort_values(["lost_at", "kind"], kind="stable")
+
+
+def drift_report_html(session_or_result: Any, title: str = "Summary drift report", *,
+                      report: pd.DataFrame | None = None) -> str:
+    """The HTML text of :func:`write_drift_report` (nothing written); ``report``: the drift
+    report when already computed (:func:`pimem.drift.drift_report` of the same input)."""
+    from pimem.drift import drift_report, headline
     from pimem.viz import (
         plot_context_over_time,
         plot_drift,
@@ -140,13 +203,14 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     )
 
     session, result = _resolve(session_or_result)
-    report = drift_report(result if result is not None else session)
+    if report is None:
+        report = drift_report(result if result is not None else session)
     parts: list[str] = []
     source = getattr(session, "path", None)
     intro = [f"Session <code>{_esc(session.header.get('id'))}</code>"]
     if source:
         intro.append(f"from <code>{_esc(source)}</code>")
-    intro.append(f"— {len(session.entries):,} entries, {len(report)} compactions on the active path.")
+    intro.append(f"— {len(session.entries):,} entries, {len(report):,} compactions on the active path.")
     parts.append(f"<p>{' '.join(intro)}</p>")
     if result is not None:
         s = result.summary()
@@ -159,21 +223,20 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
                                  .reset_index().rename(columns={"index": "measure", 0: "value"})))
         parts.append(_img(figure_png(plot_context_over_time(result)[0]), "context over time"))
     parts.append("<h2>Headline</h2>")
-    head = headline(report)
-    flat = {k: (", ".join(_fmt(x) for x in v) if isinstance(v, list) else v) for k, v in head.items()}
-    parts.append(_html_table(pd.DataFrame({"measure": list(flat), "value": [_fmt(v) for v in flat.values()]})))
+    parts.append(_html_table(_headline_table(headline(report)), blank=("min", "median", "max")))
     if len(report):
         parts.append("<h2>Drift across compactions</h2>")
-        parts.append("<p class='note'>Left: share of facts (paths, identifiers, errors, commands, constraints, "
-                     "decisions) a summary captured that later summaries still hold. Middle: similarity of each "
-                     "template section to its previous version. Right: summary size against the span it "
-                     "summarized.</p>")
-        parts.append(_img(figure_png(plot_drift(report)[0]), "drift curves"))
+        parts.append("<p class='note'>Top left: share of facts (paths, identifiers, errors, commands, constraints, "
+                     "decisions) a summary captured that later summaries still hold. Top right: summary size "
+                     "against the span it summarized. Bottom: similarity of each template section to its "
+                     "previous version.</p>")
+        parts.append(_img(figure_png(plot_drift(report, arrangement="stacked")[0]), "drift curves"))
         parts.append("<h2>Per compaction</h2>")
-        parts.append(_html_table(report[[c for c in _REPORT_COLUMNS if c in report.columns]]))
-        lost = lost_facts(report)
-        parts.append(f"<h2>Facts lost between consecutive summaries ({len(lost)})</h2>")
-        parts.append(_html_table(lost, max_rows=50))
+        parts.append(_html_table(report[[c for c in _REPORT_COLUMNS if c in report.columns]], max_rows=1000,
+                                 tall=len(report) > 20))
+        lost = _lost_facts_table(report)
+        parts.append(f"<h2>Facts lost between consecutive summaries ({len(lost):,})</h2>")
+        parts.append(_html_table(lost, max_rows=200, tall=len(lost) > 20))
     else:
         parts.append("<p>No compaction on the active path: nothing to measure. Replay the session with a "
                      "smaller context window (<code>pimem replay --window …</code>) to make some.</p>")
@@ -191,13 +254,15 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     return _page(title, "\n".join(parts))
 
 
-def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report") -> Path:
+def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
+                       report: pd.DataFrame | None = None) -> Path:
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
 
-    Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
+    Figures are embedded as base64 PNG; the file is written atomically. ``report``: the drift
+    report when already computed. Returns the path.
     """
     target = Path(path)
-    atomic_write_text(target, drift_report_html(session_or_result, title=title))
+    atomic_write_text(target, drift_report_html(session_or_result, title=title, report=report))
     return target
 
 
@@ -372,10 +437,13 @@ def run_study(
 def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: list[tuple[int, str]],
                 reserves: list[int], keeps: list[int], windows: list[int], skipped: int,
                 middle: tuple[int, int, int], elapsed: float) -> str:
+    def values(v: list[int]) -> str:
+        return _esc(" / ".join(f"{x:,}" for x in v))
+
     parts = [
-        f"<p>{len(per_session)} session(s) replayed over reserveTokens {_esc(reserves)} × keepRecentTokens "
-        f"{_esc(keeps)} × context window {_esc(windows)} with the offline extractive summarizer "
-        f"({len(df)} runs, {elapsed:.1f} s). Tokens are the replay's calibrated token source.</p>",
+        f"<p>{len(per_session)} session(s) replayed over reserveTokens {values(reserves)} × keepRecentTokens "
+        f"{values(keeps)} × context window {values(windows)} with the offline extractive summarizer "
+        f"({len(df):,} runs, {elapsed:.1f} s). Tokens are the replay's calibrated token source.</p>",
         "<p>Files: <a href='sweep.csv'>sweep.csv</a> (one row per run)</p>",
     ]
     if skipped:
@@ -394,9 +462,9 @@ def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: l
             f"<td class='l'><a href='{_href(r['replay'])}'>replayed session</a></td></tr>")
     mr, mk, mw = middle
     parts.append(f"<p class='note'>Replays and drift reports at reserve {mr:,}, keep {mk:,}, window {mw:,}.</p>")
-    parts.append("<table><thead><tr><th class='l'>session</th><th>compactions</th><th>peak context</th>"
-                 "<th class='l'>report</th><th class='l'>replay</th></tr></thead><tbody>" + "".join(rows)
-                 + "</tbody></table>")
+    parts.append("<div class='table-wrap'><table><thead><tr><th class='l'>session</th><th>compactions</th>"
+                 "<th>peak context</th><th class='l'>report</th><th class='l'>replay</th></tr></thead><tbody>"
+                 + "".join(rows) + "</tbody></table></div>")
     if heatmaps:
         parts.append("<h2>Trade-offs over the grid</h2>")
         for w, name in heatmaps:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 
@@ -39,3 +41,36 @@ def message_preview(message: dict[str, Any], width: int = 80) -> str:
     if width and len(text) > width:
         return text[: max(width - 1, 0)] + "…"
     return text
+
+
+def format_number(value: Any, digits: int = 3) -> str:
+    """A number as a person reads it: integers with thousands separators, other values to
+    ``digits`` significant digits (``0.30000000000000004`` → ``0.3``, ``12385.4`` → ``12,385``).
+
+    Whole floats print as integers, NaN and None as ``–``; anything that is not a number is
+    returned as ``str(value)``.
+    """
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        try:
+            return format_number(value.item(), digits) if hasattr(value, "item") and value.ndim == 0 else str(value)
+        except (AttributeError, TypeError, ValueError):
+            return str(value)
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    v = float(value)
+    if math.isnan(v):
+        return "–"
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    if v == 0:
+        return "0"
+    if abs(v) >= 10 ** (digits - 1) or v.is_integer():
+        return f"{round(v):,}"
+    text = f"{v:.{digits}g}"
+    if "e" in text:  # very small values: keep the exponent readable
+        mantissa, exp = text.split("e")
+        return f"{mantissa}e{int(exp)}"
+    return text
+

@@ -35,7 +35,7 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.core.session_manager import build_session_path, build_session_projection
-from pimem.text import message_preview
+from pimem.text import format_number, message_preview
 from pimem.viz.data import entry_preview, projection_table
 from pimem.viz.figures import STATUS_COLORS
 
@@ -109,18 +109,23 @@ def _esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
+def _cell(value: Any) -> str:
+    return "" if value is None else format_number(value)
+
+
 def _table(df: pd.DataFrame, colors: Sequence[str] | None = None, max_rows: int = 400) -> str:
-    """A small HTML table, every cell escaped; an optional left colour strip per row."""
+    """A small HTML table, every cell escaped and numbers formatted, in a box that scrolls
+    sideways when the table is wider than the output; an optional left colour strip per row."""
     head = "".join(f"<th style='text-align:left;padding:1px 6px'>{_esc(c)}</th>" for c in df.columns)
     body = []
     for i, row in enumerate(df.head(max_rows).itertuples(index=False)):
         strip = f"border-left:6px solid {colors[i]};" if colors is not None else ""
-        cells = "".join(f"<td style='padding:1px 6px;{strip if j == 0 else ''}'>{_esc(v)}</td>"
-                        for j, v in enumerate(row))
+        cells = "".join(f"<td style='padding:1px 6px;overflow-wrap:anywhere;{strip if j == 0 else ''}'>"
+                        f"{_esc(_cell(v))}</td>" for j, v in enumerate(row))
         body.append(f"<tr>{cells}</tr>")
-    more = f"<div>… {len(df) - max_rows} more rows</div>" if len(df) > max_rows else ""
-    return (f"<table style='border-collapse:collapse;font-size:12px'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>{more}")
+    more = f"<div>… {len(df) - max_rows:,} more rows</div>" if len(df) > max_rows else ""
+    return (f"<div style='max-width:100%;overflow-x:auto'><table style='border-collapse:collapse;font-size:12px'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}")
 
 
 def _count(value: Any) -> str:

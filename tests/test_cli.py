@@ -99,7 +99,82 @@ def test_ls_lists_sessions_in_a_folder(tmp_path: Path, sample_paths: list[Path],
 
 def test_ls_missing_folder(tmp_path: Path, capsys) -> None:
     code, _, err = run(["ls", str(tmp_path / "missing")], capsys)
-    assert code == 2 and "no such folder" in err
+    assert code == 2 and "no such file or folder" in err and "missing" in err
+
+
+def test_ls_one_session_file(sample_paths: list[Path], capsys) -> None:
+    from pimem import load_session
+
+    path = sample_paths[0]
+    code, out, err = run(["ls", str(path), "--format", "json"], capsys)
+    assert code == 0, err
+    rows = json.loads(out)
+    assert len(rows) == 1
+    assert rows[0]["path"] == str(path) and rows[0]["session_id"] == load_session(path).header["id"]
+
+
+def _options(parser) -> list[tuple[str, str, object]]:
+    """(command, option, action) for every option of every sub-command."""
+    import argparse
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [(name, action.option_strings[-1], action) for name, p in sub.choices.items() for action in p._actions
+            if action.option_strings and not isinstance(action, argparse._HelpAction)]
+
+
+def test_every_option_has_help_and_says_its_default() -> None:
+    options = _options(build_parser())
+    assert len(options) > 30
+    for command, option, action in options:
+        assert action.help and len(action.help) > 8, (command, option)
+        takes_value = action.nargs != 0
+        if takes_value:
+            assert "default:" in action.help or "required" in action.help, (command, option, action.help)
+        if takes_value and action.default is not None and not action.required:
+            shown = action.default if not isinstance(action.default, list) else ",".join(map(str, action.default))
+            assert f"default: {shown}" in action.help, (command, option, action.help)
+
+
+def test_study_help_states_the_real_default_grid() -> None:
+    from pimem.report import DEFAULT_KEEP, DEFAULT_RESERVE, DEFAULT_WINDOW
+
+    helps = {(c, o): a.help for c, o, a in _options(build_parser())}
+    for option, values in (("--reserve", DEFAULT_RESERVE), ("--keep", DEFAULT_KEEP), ("--window", DEFAULT_WINDOW)):
+        assert f"default: {','.join(map(str, values))})" in helps[("study", option)]
+
+
+def test_every_command_has_a_description() -> None:
+    import argparse
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        assert p.description and len(p.description) > 20, name
+
+
+@pytest.mark.parametrize("command", ["replay", "sweep"])
+def test_summarizer_env_without_a_model_is_a_clear_error(command: str, tmp_path: Path, sample_paths: list[Path],
+                                                         capsys, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("PIMEM_BASE_URL", raising=False)
+    argv = [command, str(sample_paths[0]), "--summarizer", "env", "-q"]
+    out_file = tmp_path / ("r.jsonl" if command == "replay" else "r.csv")
+    code, out, err = run(argv + ["-o", str(out_file)], capsys)
+    assert code == 2
+    assert "OPENAI_API_KEY" in err and "PIMEM_BASE_URL" in err and "Traceback" not in err
+    assert not out_file.exists()  # nothing replayed with a summarizer the user did not ask for
+
+
+def test_replay_prints_formatted_numbers(sample_paths: list[Path], capsys) -> None:
+    import re
+
+    code, out, err = run(["replay", str(sample_paths[0]), "--window", "16000", "--reserve", "4000", "--keep", "4000",
+                          "-q"], capsys)
+    assert code == 0, err
+    values = dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+    assert re.fullmatch(r"\d{1,3}(,\d{3})*", values["peak_context_tokens"]), values["peak_context_tokens"]
+    assert re.fullmatch(r"\d+(\.\d{1,3})?", values["calibration_slope"]), values["calibration_slope"]
+    assert not re.search(r"\d\.\d{4,}", out)  # no raw floats
 
 
 def test_replay_writes_a_session_pi_can_load(tmp_path: Path, sample_paths: list[Path], capsys) -> None:

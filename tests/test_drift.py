@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import pimem
 from pimem.drift import (
     Fact,
     TfidfSpace,
@@ -327,7 +328,8 @@ def test_replay_result_shape_and_empty_session() -> None:
     assert len(drift_report(Result())) == 3
     empty = drift_report([{"type": "message", "id": "a", "parentId": None, "timestamp": "2026-01-01T00:00:00Z",
                            "message": _user("hi")}])
-    assert len(empty) == 0 and "compaction" in empty.columns
+    assert len(empty) == 0
+    assert list(empty.columns) == list(drift_report(Result()).columns)  # the same schema, with no rows
     with pytest.raises(TypeError, match="Session"):
         drift_report(42)
 
@@ -402,6 +404,26 @@ def test_lost_facts_when_every_fact_is_seen_from_the_first_compaction():
     report.attrs["presence"] = presence
     lost = lost_facts(report)
     assert lost.to_dict("records") == [{"key": "path:a", "kind": "path", "lost_at": 1}]
+
+
+def _lost_facts_by_definition(report: pd.DataFrame) -> list[dict]:
+    """Every fact held by one summary (present is True) and not by the next (present is False)."""
+    p = report.attrs["presence"]
+    present = {(k, kind, c): bool(v) for k, kind, c, v in zip(p["key"], p["kind"], p["compaction"], p["present"])}
+    compactions = sorted(set(p["compaction"]))
+    return [{"key": k, "kind": kind, "lost_at": b} for k, kind in sorted({(k, kind) for k, kind, _ in present})
+            for a, b in zip(compactions, compactions[1:])
+            if present.get((k, kind, a)) is True and present.get((k, kind, b)) is False]
+
+
+def test_lost_facts_follow_their_definition_on_long_chains(samples_dir):
+    from tests.big_inputs import big_report
+
+    recorded = drift_report(pimem.load_session(samples_dir / "auth-login-bug.jsonl"))
+    for report in (recorded, big_report(compactions=80)):
+        expected = _lost_facts_by_definition(report)
+        assert len(expected) > 2
+        assert lost_facts(report).to_dict("records") == expected
 
 
 def test_section_tokens_count_utf16_units_like_pi():

@@ -136,3 +136,121 @@ def test_study_index_links_survive_unusual_file_names():
     assert "href='reports/fix%20%231%2050%25.html'" in page
     assert "href='replays/fix%20%231%2050%25.jsonl'" in page
     assert ">fix #1 50%<" in page  # the visible name stays as it is
+
+
+# --------------------------------------------------------------------------- tables that scale
+
+
+def _section(text: str, heading: str) -> str:
+    return text.split(f"<h2>{heading}")[1].split("<h2>")[0]
+
+
+def _cells(fragment: str, numeric: bool = False) -> list[str]:
+    pattern = r"<td class=''>(.*?)</td>" if numeric else r"<td[^>]*>(.*?)</td>"
+    return [html.unescape(c) for c in re.findall(pattern, fragment, re.S)]
+
+
+@pytest.fixture(scope="module")
+def big_html(tmp_path_factory) -> str:
+    """The drift report of 500 compactions (built as data) for a small session."""
+    from tests.big_inputs import big_report
+
+    session = Session.new("/tmp/p", session_id="big", timestamp="2026-01-01T00:00:00.000Z")
+    session.append_message({"role": "user", "content": "hello", "timestamp": 1}, timestamp="2026-01-01T00:00:01.000Z")
+    out = write_drift_report(session, tmp_path_factory.mktemp("big") / "big.html", report=big_report())
+    return out.read_text(encoding="utf-8")
+
+
+def test_every_table_scrolls_inside_a_wrapper(big_html, study) -> None:
+    out, _ = study
+    for text in (big_html, (out / "index.html").read_text(), next((out / "reports").glob("*.html")).read_text()):
+        tables = text.count("<table")
+        assert tables > 0 and text.count("<div class='table-wrap") == tables
+        assert "overflow-x:auto" in text and "max-width:100%" in text
+
+
+def test_headline_of_500_compactions_is_a_few_numbers_per_measure(big_html) -> None:
+    from pimem.drift import headline
+    from tests.big_inputs import big_report
+
+    head = headline(big_report())
+    section = _section(big_html, "Headline")
+    rows = re.findall(r"<tr>(.*?)</tr>", section, re.S)
+    assert len(rows) - 1 == len(head)  # one row per measure (and the header), lists included
+    assert "mean over 500 compactions" in section
+    assert max(len(c) for c in _cells(section)) < 60
+    recall = pd.Series(head["fact_recall"])
+    row = next(r for r in rows if "fact_recall (mean" in r)
+    assert _cells(row)[1:] == [f"{v:.3g}" for v in (recall.mean(), recall.min(), recall.median(), recall.max())]
+
+
+def test_report_numbers_are_formatted(big_html, samples_dir, tmp_path) -> None:
+    settings = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000)
+    result = replay(samples_dir / "auth-login-bug.jsonl", settings, context_window=16000)
+    small = write_drift_report(result, tmp_path / "d.html").read_text(encoding="utf-8")
+    for text in (small, big_html):
+        cells = _cells(text)
+        assert cells and not [c for c in cells if re.search(r"\d\.0*[1-9]\d{3,}", c)]  # ≤ 3 significant decimals
+        numbers = _cells(text, numeric=True)
+        assert numbers and not [c for c in numbers if re.fullmatch(r"\d{5,}(\.\d+)?", c)]  # thousands separated
+    replay_cells = _cells(_section(small, "Replay"))
+    assert "calibrated" in replay_cells and any(re.fullmatch(r"\d{1,3}(,\d{3})+", c) for c in replay_cells)
+
+
+def test_lost_facts_keep_their_original_case(big_html) -> None:
+    section = _section(big_html, "Facts lost")
+    facts = _cells(section)
+    assert any(re.fullmatch(r"CamelCaseName\d+", c) for c in facts)
+    assert not any(re.fullmatch(r"camelcasename\d+", c) for c in facts)
+    assert "<div class='table-wrap tall'>" in section and "more rows" in section
+
+
+def test_per_compaction_table_shows_every_compaction_in_a_scrolling_box(big_html) -> None:
+    section = _section(big_html, "Per compaction")
+    assert section.count("<tr>") - 1 == 500 and "<div class='table-wrap tall'>" in section
+    assert "compression_<wbr>ratio_<wbr>with_<wbr>prev" in section  # long headers may wrap
+
+
+def test_reports_fit_the_browser_width(big_html, study, tmp_path) -> None:
+    from tests.browser import chromium, overflow
+
+    if chromium() is None:
+        pytest.skip("no Chromium installed")
+    out, _ = study
+    big = tmp_path / "big.html"
+    big.write_text(big_html, encoding="utf-8")
+    pages = [out / "index.html", next((out / "reports").glob("*.html")), big]
+    rows = overflow(pages, widths=(1400, 800))
+    assert len(rows) == 6
+    for row in rows:
+        assert row["scroll"] <= row["inner"] and row["over"] == [], row
+
+
+def test_lost_facts_are_shown_as_written(tmp_path) -> None:
+    ts = "2026-01-01T00:00:00.000Z"
+    error = "Error: Cannot find module 'FooBar' from src/Main.ts"
+
+    def msg(eid, parent, message):
+        return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
+
+    entries = [
+        msg("u1", None, {"role": "user", "content": "run the tests, then call loadConfig(path)", "timestamp": 1}),
+        msg("a1", "u1", {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
+                                                            "arguments": {"command": "npm test"}}],
+                         "stopReason": "toolUse", "timestamp": 2}),
+        msg("t1", "a1", {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "isError": True,
+                         "content": [{"type": "text", "text": error}], "timestamp": 3}),
+        msg("a2", "t1", {"role": "assistant", "content": [{"type": "text", "text": "looking"}], "timestamp": 4}),
+        {"type": "compaction", "id": "k1", "parentId": "a2", "timestamp": ts, "firstKeptEntryId": "a2",
+         "tokensBefore": 100, "summary": f"## Goal\nFix the tests\n\n## Progress\n{error}\nCall loadConfig next\n"},
+        msg("u2", "k1", {"role": "user", "content": "go on", "timestamp": 5}),
+        msg("a3", "u2", {"role": "assistant", "content": [{"type": "text", "text": "done"}], "timestamp": 6}),
+        {"type": "compaction", "id": "k2", "parentId": "a3", "timestamp": ts, "firstKeptEntryId": "a3",
+         "tokensBefore": 100, "summary": "## Goal\nFix the tests\n"},
+    ]
+    session = Session({"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"}, entries)
+    text = write_drift_report(session, tmp_path / "d.html").read_text(encoding="utf-8")
+    lost = _cells(_section(text, "Facts lost"))
+    assert error in lost  # as written, not lower-cased
+    assert error.lower() not in lost
+    assert "loadConfig" in lost and "loadConfig(" not in lost  # identifiers as normalized, case kept

@@ -178,3 +178,13 @@ def test_session_explorer_offers_only_current_labels():
     texts = [text for text, _ in ex.leaf.options]
     assert not any("'start'" in t for t in texts)
     assert any("'kept'" in t for t in texts)
+
+
+def test_tables_scroll_sideways_and_format_numbers() -> None:
+    import pandas as pd
+
+    from pimem.widgets import _table
+
+    text = _table(pd.DataFrame({"tokens": [12345, 7], "ratio": [0.30000000000000004, 1.5], "id": ["a1b2c3d4", None]}))
+    assert text.startswith("<div style='max-width:100%;overflow-x:auto'><table")
+    assert ">12,345<" in text and ">0.3<" in text and "0.30000000000000004" not in text and ">None<" not in text

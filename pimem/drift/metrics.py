@@ -53,7 +53,7 @@ Report columns (one row per compaction, in path order):
 ==================================== ==========================================================
 
 ``report.attrs`` holds the long frames that the helper functions read: ``"facts"`` (one row per
-fact: key, kind, value, entry_id, introduced_at), ``"presence"`` (fact × compaction:
+fact: key, kind, value, surface (the text as written), entry_id, introduced_at), ``"presence"`` (fact × compaction:
 present, in_span), ``"sections"`` (compaction × section: present, tokens, jaccard_prev,
 cosine_prev) and ``"notes"``.
 """
@@ -315,8 +315,8 @@ def drift_report(
             introduced[f.key] = span.index
             fact_by_key[f.key] = f
             fact_rows.append(
-                {"key": f"{f.kind}:{f.key[1]}", "kind": f.kind, "value": f.value, "entry_id": f.entry_id,
-                 "role": f.role, "source": f.source, "introduced_at": span.index}
+                {"key": f"{f.kind}:{f.key[1]}", "kind": f.kind, "value": f.value, "surface": f.surface,
+                 "entry_id": f.entry_id, "role": f.role, "source": f.source, "introduced_at": span.index}
             )
         prev = spans[span.index - 1].summary if span.index > 0 else None
         row: dict[str, Any] = {
@@ -382,11 +382,9 @@ def drift_report(
             )
         notes.extend(f"compaction {span.index}: {n}" for n in span.notes + summ.notes)
         rows.append(row)
-    report = pd.DataFrame(rows)
-    if report.empty:
-        report = pd.DataFrame(columns=["compaction", "entry_id", "first_kept_entry_id"])
+    report = pd.DataFrame(rows) if rows else pd.DataFrame(columns=_report_columns())
     report.attrs["facts"] = pd.DataFrame(
-        fact_rows, columns=["key", "kind", "value", "entry_id", "role", "source", "introduced_at"]
+        fact_rows, columns=["key", "kind", "value", "surface", "entry_id", "role", "source", "introduced_at"]
     )
     report.attrs["presence"] = pd.DataFrame(
         presence_rows, columns=["key", "kind", "compaction", "introduced_at", "age", "present", "in_span"]
@@ -397,6 +395,15 @@ def drift_report(
     )
     report.attrs["notes"] = notes
     return report
+
+
+def _report_columns() -> list[str]:
+    """The columns of a drift report, in order: what an empty report carries too."""
+    head = ["compaction", "entry_id", "first_kept_entry_id", "span_start_id", "n_entries", "tokens_before"]
+    chain = ["n_new_facts", "new_fact_recall", "n_seen", "n_held", "cumulative_loss", "prev_retention", "n_lost",
+             "goal_present", "goal_sim_request_jaccard", "goal_sim_request_cosine", "goal_sim_first_jaccard",
+             "goal_sim_first_cosine"]
+    return head + list(compaction_metrics("", [])) + chain
 
 
 # --------------------------------------------------------------------------- tidy views
@@ -415,14 +422,15 @@ def lost_facts(report: pd.DataFrame) -> pd.DataFrame:
     if p.empty:
         return pd.DataFrame(columns=["key", "kind", "lost_at"])
     wide = p.pivot_table(index=["key", "kind"], columns="compaction", values="present", aggfunc="first")
-    out = []
-    cols = sorted(wide.columns)
-    for (key, kind), r in wide.iterrows():
-        for a, b in zip(cols, cols[1:]):
-            # cells are bool, numpy bool or NaN (fact not yet seen): compare by value
-            if r.get(a) == True and r.get(b) == False:  # noqa: E712
-                out.append({"key": key, "kind": kind, "lost_at": b})
-    return pd.DataFrame(out, columns=["key", "kind", "lost_at"])
+    wide = wide.reindex(columns=sorted(wide.columns))
+    # cells are bool, numpy bool or NaN (fact not yet seen): held = exactly True, dropped = exactly False
+    cells = wide.to_numpy(dtype=object)
+    held = np.vectorize(lambda v: v is True or v is np.True_, otypes=[bool])(cells)
+    dropped = np.vectorize(lambda v: v is False or v is np.False_, otypes=[bool])(cells)
+    rows, cols = np.nonzero(held[:, :-1] & dropped[:, 1:])
+    index = wide.index
+    return pd.DataFrame({"key": index.get_level_values("key")[rows], "kind": index.get_level_values("kind")[rows],
+                         "lost_at": np.asarray(wide.columns)[cols + 1]}, columns=["key", "kind", "lost_at"])
 
 
 def retention_by_age(

@@ -12,8 +12,12 @@ from pimem.viz.data import (
     tree_layout,
 )
 from pimem.viz.figures import (
+    DENSE_CALLS,
+    DENSE_COMPACTIONS,
     KIND_COLORS,
+    RUG_COMPACTIONS,
     STATUS_COLORS,
+    plot_compared,
     plot_context_over_time,
     plot_context_projection,
     plot_cut_points,
@@ -28,12 +32,16 @@ from pimem.viz.figures import (
 )
 
 __all__ = [
+    "DENSE_CALLS",
+    "DENSE_COMPACTIONS",
     "KIND_COLORS",
+    "RUG_COMPACTIONS",
     "STATUSES",
     "STATUS_COLORS",
     "compaction_effects",
     "cut_points_table",
     "estimate_vs_usage_table",
+    "plot_compared",
     "plot_context_over_time",
     "plot_context_projection",
     "plot_cut_points",
