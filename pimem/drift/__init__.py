@@ -50,9 +50,8 @@ _EXPORTS: dict[str, str] = {
     "section_similarity": "pimem.drift.metrics",
     "survival_curves": "pimem.drift.metrics",
     # probes
-    "PROBE_DIMENSIONS": "pimem.drift.probes",
+    "PROBE_SYSTEM_PROMPT": "pimem.drift.probes",
     "Probe": "pimem.drift.probes",
-    "NotAChatModelError": "pimem.drift.probes",
     "generate_probes": "pimem.drift.probes",
     "probe_eval": "pimem.drift.probes",
     "probe_report": "pimem.drift.probes",
