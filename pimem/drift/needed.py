@@ -49,7 +49,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pimem.drift.facts import Fact, SummaryIndex, extract_facts, fact_present, fold
+from pimem.drift.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, negated_words
 from pimem.drift.records import CompactionRecord, message_text
 
 __all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "used_later",
@@ -92,16 +92,31 @@ def _error_key(line: str) -> str:
     return fold(_LINE_COL.sub("", line))[:120]
 
 
-class _Trajectory:
-    """The later messages as look-up indexes: everything used, and tool output (for recurring errors)."""
+_TOKEN = re.compile(r"[a-z0-9_$]+")
 
-    def __init__(self, later: Sequence[tuple[str | None, dict]]) -> None:
-        self.later = list(later)
-        self.use_texts = [message_text(m, results=False) for _, m in self.later]
-        self.use = SummaryIndex("\n".join(self.use_texts))
-        self.result_texts = [fold(_LINE_COL.sub("", message_text(m))) if m.get("role") in ("toolResult", "bashExecution")
-                             else "" for _, m in self.later]
-        self.results = "\n".join(self.result_texts)
+
+def _tokens(text: str) -> set[str]:
+    out = set()
+    for t in _TOKEN.findall(text.lower()):
+        out.add(t)
+        if len(t) > 3 and t.endswith("s") and not t.endswith("ss"):
+            out.add(t[:-1])
+    return out
+
+
+class Trajectory:
+    """Messages as look-up structures: what each one uses (text, thinking, tool arguments) with a
+    token index to find candidates fast, and tool output (for errors that come back)."""
+
+    def __init__(self, messages: Sequence[tuple[str | None, dict]]) -> None:
+        self.messages = list(messages)
+        self.use_texts = [message_text(m, results=False) for _, m in self.messages]
+        self.result_texts = [fold(_LINE_COL.sub("", message_text(m)))
+                             if m.get("role") in ("toolResult", "bashExecution") else "" for _, m in self.messages]
+        self.postings: dict[str, list[int]] = {}
+        for i, text in enumerate(self.use_texts):
+            for t in _tokens(text):
+                self.postings.setdefault(t, []).append(i)
         self._indexes: dict[int, SummaryIndex] = {}
 
     def _index(self, i: int) -> SummaryIndex:
@@ -110,33 +125,66 @@ class _Trajectory:
             index = self._indexes[i] = SummaryIndex(self.use_texts[i])
         return index
 
+    def _candidates(self, fact: Fact, start: int, end: int) -> list[int]:
+        if fact.kind in ("constraint", "decision", "error"):
+            words = _tokens(" ".join(negated_words(fact.surface or fact.value)[0]))
+            counts: dict[int, int] = {}
+            for w in words:
+                for i in self.postings.get(w, ()):
+                    if start <= i < end:
+                        counts[i] = counts.get(i, 0) + 1
+            return sorted(i for i, n in counts.items() if n >= 2)
+        if fact.kind == "path":
+            anchor = _tokens(fact.value.rsplit("/", 1)[-1])
+        elif fact.kind == "number":
+            anchor = _tokens(fact.value.split(" ", 1)[0])
+        else:
+            anchor = _tokens(fact.value)
+        if not anchor:
+            return list(range(start, end))
+        lists = sorted((self.postings.get(t, []) for t in anchor), key=len)
+        found = set(i for i in lists[0] if start <= i < end)
+        for other in lists[1:]:
+            found &= set(other)
+        return sorted(found)
+
     def mentioned(self, fact: Fact, index: SummaryIndex) -> bool:
         if fact.kind == "error":
             return index.has_error(fact.surface or fact.value) or index.has_words(fact.value, 0.7)
         return fact_present(fact, index)
 
-    def first_use(self, fact: Fact) -> tuple[str | None, str] | None:
-        if self.mentioned(fact, self.use):
-            for i, ((eid, _), text) in enumerate(zip(self.later, self.use_texts)):
-                if text and self.mentioned(fact, self._index(i)):
-                    return eid, "mentioned"
-            return None, "mentioned"  # across messages (a line split between two); entry unknown
+    def first_use(self, fact: Fact, start: int = 0, end: int | None = None) -> tuple[str | None, str] | None:
+        """(entry id, how) of the first message in ``[start, end)`` that uses the fact, or None."""
+        end = len(self.messages) if end is None else end
+        for i in self._candidates(fact, start, end):
+            if self.mentioned(fact, self._index(i)):
+                return self.messages[i][0], "mentioned"
         if fact.kind == "error" and _SPECIFIC.search(fact.surface or fact.value):
             key = _error_key(fact.surface or fact.value)
-            if len(key) >= 12 and key in self.results:
-                for (eid, _), text in zip(self.later, self.result_texts):
-                    if key in text:
-                        return eid, "recurred"
+            if len(key) >= 12:
+                for i in range(start, end):
+                    if key in self.result_texts[i]:
+                        return self.messages[i][0], "recurred"
         return None
+
+
+def _trajectory(record: CompactionRecord) -> tuple[Trajectory, int, int]:
+    """The trajectory of the record's path (built once per path) and the record's later range in it."""
+    if record.path is None:
+        return Trajectory(record.later), 0, len(record.later)
+    trajectory = record.path.cache.get("trajectory")
+    if trajectory is None:
+        trajectory = record.path.cache["trajectory"] = Trajectory(record.path.messages)
+    return trajectory, record.later_start, record.later_start + len(record.later)
 
 
 def used_later(record: CompactionRecord, facts: Sequence[Fact] | None = None) -> dict[tuple[str, str], tuple[str | None, str]]:
     """For the span's facts (or ``facts``) that the later trajectory uses: key → (first entry id, how)."""
-    trajectory = _Trajectory(record.later)
+    trajectory, start, end = _trajectory(record)
     span_facts = list(facts) if facts is not None else extract_facts(record.span)
     out: dict[tuple[str, str], tuple[str | None, str]] = {}
     for f in span_facts:
-        hit = trajectory.first_use(f)
+        hit = trajectory.first_use(f, start, end)
         if hit is not None:
             out[f.key] = hit
     return out

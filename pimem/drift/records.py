@@ -31,9 +31,24 @@ from pimem.drift.sections import summarizer_text
 __all__ = ["CompactionRecord", "compaction_records", "resummarize", "Resummarized", "message_text"]
 
 
+class PathMessages:
+    """The messages of every entry of an active path, in order, shared by the records of that path.
+
+    ``messages``: ``(entry_id, message)`` pairs; ``cache``: derived look-up structures that records
+    of the same path share (built once, by :mod:`pimem.drift.needed`).
+    """
+
+    def __init__(self, messages: list[tuple[str | None, dict]]) -> None:
+        self.messages = messages
+        self.cache: dict[str, Any] = {}
+
+
 @dataclass
 class CompactionRecord:
-    """One compaction on the active path with its span, kept tail and later trajectory."""
+    """One compaction on the active path with its span, kept tail and later trajectory.
+
+    ``later`` is ``path.messages[later_start:later_end]``.
+    """
 
     index: int
     entry: dict
@@ -45,6 +60,8 @@ class CompactionRecord:
     modified_files: list[str]
     path_position: int
     notes: list[str] = field(default_factory=list)
+    path: PathMessages | None = None
+    later_start: int = 0
 
     @property
     def summary(self) -> str:
@@ -61,7 +78,8 @@ class CompactionRecord:
         entry = dict(self.entry)
         entry["summary"] = summary
         return CompactionRecord(self.index, entry, self.span, self.kept, self.later, self.previous_summary,
-                                self.read_files, self.modified_files, self.path_position, list(self.notes))
+                                self.read_files, self.modified_files, self.path_position, list(self.notes),
+                                self.path, self.later_start)
 
 
 def _messages_of(entry: dict) -> list[dict]:
@@ -73,9 +91,12 @@ def _messages_of(entry: dict) -> list[dict]:
 
 
 def compaction_records(
-    result_or_session: Any, *, leaf_id: str | None = None, horizon: str = "end"
+    result_or_session: Any, *, leaf_id: str | None = None, horizon: str = "end", spans: Sequence[Any] | None = None
 ) -> list[CompactionRecord]:
-    """The compactions on the active path, each split into span, kept tail and later trajectory."""
+    """The compactions on the active path, each split into span, kept tail and later trajectory.
+
+    ``spans``: the path's :func:`~pimem.drift.metrics.compaction_spans`, when already computed.
+    """
     from pimem.core.session_manager import build_session_path, build_session_projection
     from pimem.drift.metrics import _session_of, compaction_spans
 
@@ -84,8 +105,13 @@ def compaction_records(
     source = _session_of(result_or_session)
     path = build_session_path(source, leaf_id)
     position = {id(e): i for i, e in enumerate(path)}
+    shared = PathMessages([])
+    first_message: list[int] = []  # index into shared.messages of each path entry's first message
+    for e in path:
+        first_message.append(len(shared.messages))
+        shared.messages.extend((e.get("id"), m) for m in _messages_of(e))
     records: list[CompactionRecord] = []
-    for span in compaction_spans(source, leaf_id=leaf_id):
+    for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):
         pos = position[id(span.entry)]
         kept: list[tuple[str | None, dict]] = []
         for pe in build_session_projection(path[: pos + 1]).entries:
@@ -93,17 +119,19 @@ def compaction_records(
             if src.get("type") == "compaction":
                 continue
             kept.extend((src.get("id"), m) for m in pe.messages if m.get("role") != "system")
-        later: list[tuple[str | None, dict]] = []
-        for e in path[pos + 1 :]:
-            if e.get("type") == "compaction" and horizon == "next":
-                break
-            later.extend((e.get("id"), m) for m in _messages_of(e))
+        start = first_message[pos + 1] if pos + 1 < len(path) else len(shared.messages)
+        end = len(shared.messages)
+        if horizon == "next":
+            nxt = next((i for i in range(pos + 1, len(path)) if path[i].get("type") == "compaction"), None)
+            if nxt is not None:
+                end = first_message[nxt]
+        later = shared.messages[start:end]
         previous = str(span.previous.get("summary", "")) if span.previous is not None else None
         notes = list(span.notes)
         if not later:
             notes.append("nothing follows this compaction on the path: no later trajectory to ground measures in")
         records.append(CompactionRecord(span.index, span.entry, span.messages, kept, later, previous,
-                                        span.read_files, span.modified_files, pos, notes))
+                                        span.read_files, span.modified_files, pos, notes, shared, start))
     return records
 
 
