@@ -187,6 +187,7 @@ class Comparison:
     records: dict[str, list[CompactionRecord]]
     needed: dict[str, list[list[NeededFact]]]
     notes: list[str] = field(default_factory=list)
+    summarizers: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sources(self) -> list[str]:
@@ -269,6 +270,7 @@ def compare_sources(
     summaries: dict[str, list[str | None]] = {}
     records: dict[str, list[CompactionRecord]] = {}
     needed_by: dict[str, list[list[NeededFact]]] = {}
+    summarizers: dict[str, Any] = {}
     for name, src in sources.items():
         errors: list[str | None]
         limits: list[Any]
@@ -285,6 +287,7 @@ def compare_sources(
                              f"on its own span, kept tail and later trajectory")
         elif hasattr(src, "complete"):
             out = resummarize(session, src, max_tokens=budgets, leaf_id=leaf_id)
+            summarizers[name] = src
             recs, kind = reference, "summarizer"
             texts, errors, limits = out.summaries, out.errors, out.max_tokens
         else:
@@ -303,7 +306,7 @@ def compare_sources(
             rows.append(row)
     for rec in reference:
         notes.extend(f"compaction {rec.index}: {n}" for n in rec.notes)
-    return Comparison(pd.DataFrame(rows), summaries, records, needed_by, notes)
+    return Comparison(pd.DataFrame(rows), summaries, records, needed_by, notes, summarizers)
 
 
 def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -> pd.DataFrame:

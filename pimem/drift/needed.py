@@ -17,7 +17,7 @@ an error counts as mentioned only by its two or more quoted names together or 70
 Whether the kept tail shows a fact is the same test against everything in the kept messages,
 tool results included (the agent sees them).
 
-Facts fall into five classes; the headline (:func:`weighted_recall`) is the weighted mean of the
+Paths that name the same file in different spellings count once. Facts fall into five classes; the headline (:func:`weighted_recall`) is the weighted mean of the
 per-class recalls, so a class counts by its weight and not by its number of facts (a span has
 dozens of names and a handful of constraints). Default weights:
 
@@ -219,7 +219,27 @@ def needed_later_facts(
             continue
         cls = fact_class(f, record.modified_files)
         out.append(NeededFact(f, cls, float(w[cls]), hit[0], hit[1]))
-    return out
+    return _one_per_file(out)
+
+
+def _one_per_file(needed: list[NeededFact]) -> list[NeededFact]:
+    """Paths that name the same file (``@src/a.ts``, ``/repo/src/a.ts``, ``src/a.ts``) count once,
+    as the most specific spelling (the matcher accepts any of them for all)."""
+    paths = [n for n in needed if n.fact.kind == "path"]
+    paths.sort(key=lambda n: -len(n.fact.value.strip("@/").split("/")))
+    kept: list[NeededFact] = []
+    for n in paths:
+        tail = tuple(n.fact.value.lstrip("@").split("/"))
+        same = False
+        for k in kept:
+            other = tuple(k.fact.value.lstrip("@").split("/"))
+            if other[-len(tail):] == tail or (len(tail) >= 2 and other[-2:] == tail[-2:]):
+                same = True
+                break
+        if not same:
+            kept.append(n)
+    keep_ids = {id(n) for n in kept}
+    return [n for n in needed if n.fact.kind != "path" or id(n) in keep_ids]
 
 
 def weighted_recall(needed: Sequence[NeededFact], present: Sequence[bool]) -> float:
