@@ -73,13 +73,12 @@ def test_bad_label_files_name_file_and_line(tmp_path) -> None:
             load_labels(bad)
 
 
-def test_labels_for_another_session_are_refused(fixture) -> None:
-    from tests.test_drift import build_chain
-
-    _, path = fixture
-    other, _ = build_chain()
-    with pytest.raises(LabelFormatError, match="not on the session's active path"):
-        matcher_check(path, other.entries)
+def test_labels_for_another_session_are_refused(fixture, tmp_path) -> None:
+    chain, _ = fixture
+    path = tmp_path / "other.facts.jsonl"
+    path.write_text(json.dumps(_row(1, "0badc0de", "path", "a.py", "present")) + "\n")
+    with pytest.raises(LabelFormatError, match="'0badc0de'.*not on the session's active path"):
+        matcher_check(path, chain.entries)
 
 
 def test_precision_recall_edge_cases() -> None:
