@@ -66,6 +66,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -468,6 +469,11 @@ def _stem(word: str) -> str:
     return w
 
 
+def _stems_of(text: str) -> set[str]:
+    """Every word of a text as :func:`negated_words` would count it (a superset check, no polarity)."""
+    return {_stem(w) for w in _POLARITY_WORD.findall(text) if len(w) >= 3}
+
+
 def negated_words(text: str) -> tuple[set[str], set[str]]:
     """(content words, those of them every occurrence of which follows a negation within 3 words).
 
@@ -493,31 +499,72 @@ def negated_words(text: str) -> tuple[set[str], set[str]]:
 
 
 class SummaryIndex:
-    """A text (a summary, or what a span shows) prepared for fast fact look-ups."""
+    """A text (a summary, or what a span shows) prepared for fast fact look-ups (each structure built
+    on first use)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.folded = fold(text)
-        self.plain = re.sub(r"[*\"“”‘’]", "", text)  # emphasis and quotes off, case kept
-        raw_lines = [ln for ln in text.split("\n") if ln.strip()]
-        self.raw_lines = raw_lines
-        polarity = [negated_words(ln) for ln in raw_lines]
-        self.lines = [words for words, _ in polarity]
-        self.polarity = [negated for _, negated in polarity]
-        self.code_spans = {m.group(1).strip() for m in _BACKTICK.finditer(text)}
-        self.fenced = "\n".join(m.group(0) for m in _FENCE.finditer(text))
-        paths = {p for p, _, _ in _paths_in_text(text)}
-        for m in _BACKTICK.finditer(text):
+
+    @cached_property
+    def folded(self) -> str:
+        return fold(self.text)
+
+    @cached_property
+    def plain(self) -> str:
+        return re.sub(r"[*\"“”‘’]", "", self.text)  # emphasis and quotes off, case kept
+
+    @cached_property
+    def lower(self) -> str:
+        return self.text.lower()
+
+    @cached_property
+    def raw_lines(self) -> list[str]:
+        return [ln for ln in self.text.split("\n") if ln.strip()]
+
+    @cached_property
+    def _polarity(self) -> list[tuple[set[str], set[str]]]:
+        return [negated_words(ln) for ln in self.raw_lines]
+
+    @property
+    def lines(self) -> list[set[str]]:
+        return [words for words, _ in self._polarity]
+
+    @property
+    def polarity(self) -> list[set[str]]:
+        return [negated for _, negated in self._polarity]
+
+    @cached_property
+    def all_words(self) -> set[str]:
+        return _stems_of(self.lower)
+
+    @cached_property
+    def code_spans(self) -> set[str]:
+        return {m.group(1).strip() for m in _BACKTICK.finditer(self.text)}
+
+    @cached_property
+    def fenced(self) -> str:
+        return "\n".join(m.group(0) for m in _FENCE.finditer(self.text))
+
+    @cached_property
+    def paths(self) -> set[str]:
+        paths = {p for p, _, _ in _paths_in_text(self.text)}
+        for m in _BACKTICK.finditer(self.text):
             n = normalize_path(m.group(1))
             if n and _is_path_like(n):
                 paths.add(n)
-        for line in text.split("\n"):  # a line that is one bare path (lists, trees)
+        for line in self.text.split("\n"):  # a line that is one bare path (lists, trees)
             n = normalize_path(line.strip())
             if n and " " not in n and _is_path_like(n):
                 paths.add(n)
-        self.paths = paths
-        self.path_segments = [tuple(p.split("/")) for p in paths]
-        self.numbers = {v for v, _, _ in _numbers_in_text(text)}
+        return paths
+
+    @cached_property
+    def path_segments(self) -> list[tuple[str, ...]]:
+        return [tuple(p.split("/")) for p in self.paths]
+
+    @cached_property
+    def numbers(self) -> set[str]:
+        return {v for v, _, _ in _numbers_in_text(self.text)}
 
     def has_path(self, path: str) -> bool:
         segs = tuple(path.split("/"))
@@ -559,9 +606,9 @@ class SummaryIndex:
     def has_words(self, text: str, threshold: float) -> bool:
         """Some line covers ``threshold`` of the text's content words (at least 2) with the same polarity."""
         words, negated = negated_words(text)
-        if not words:
+        if not words or len(words & self.all_words) < 2:
             return False
-        for line, line_negated in zip(self.lines, self.polarity):
+        for line, line_negated in self._polarity:
             common = words & line
             if len(common) >= 2 and len(common) / len(words) >= threshold:
                 if (negated & common) == (line_negated & common):
@@ -572,7 +619,7 @@ class SummaryIndex:
         """The error's quoted names (two or more, case folded) all stated on one line of the text."""
         names = {next(g for g in m.groups() if g) for m in _QUOTED_NAME.finditer(line)}
         names = {n.lower() for n in names if len(n) >= 3}
-        if len(names) < 2:
+        if len(names) < 2 or not all(n in self.lower for n in names):
             return False
         for raw in self.raw_lines:
             low = raw.lower()

@@ -234,6 +234,7 @@ def compare_sources(
     weights: Mapping[str, float] | None = None,
     leaf_id: str | None = None,
     horizon: str = "end",
+    records: list[CompactionRecord] | None = None,
 ) -> Comparison:
     """Measure named summary sources on the compactions of ``session``.
 
@@ -244,12 +245,14 @@ def compare_sources(
     ``max_tokens`` is the summarizers' budget: ``"matched"`` (default) gives each compaction the
     length of the summary ``session`` recorded for it, an int or one int per compaction a fixed
     budget, None Pi's own ``0.8 × reserveTokens``. Adding a column needs only another entry.
+    ``records``: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and
+    their cached needed-later facts) across comparisons.
     """
     from pimem.core.session_manager import load_session
 
     if isinstance(session, str) or hasattr(session, "__fspath__"):
         session = load_session(session)
-    reference = compaction_records(session, leaf_id=leaf_id, horizon=horizon)
+    reference = records if records is not None else compaction_records(session, leaf_id=leaf_id, horizon=horizon)
     notes: list[str] = []
     if max_tokens == "matched":
         budgets: Any = [max(1, _tokens(r.written)) for r in reference]
@@ -262,13 +265,12 @@ def compare_sources(
     def needed_for(rec: CompactionRecord) -> tuple[list[NeededFact], list[Fact]]:
         key = id(rec.span)
         if key not in cache:
-            facts = extract_facts(rec.span)
-            cache[key] = (needed_later_facts(rec, weights=weights, facts=facts), facts)
+            cache[key] = (needed_later_facts(rec, weights=weights), extract_facts(rec.span))
         return cache[key]
 
     rows: list[dict[str, Any]] = []
     summaries: dict[str, list[str | None]] = {}
-    records: dict[str, list[CompactionRecord]] = {}
+    records_by: dict[str, list[CompactionRecord]] = {}
     needed_by: dict[str, list[list[NeededFact]]] = {}
     summarizers: dict[str, Any] = {}
     for name, src in sources.items():
@@ -294,7 +296,7 @@ def compare_sources(
             raise TypeError(f"source {name!r}: expected 'recorded', a session, a session file, a replay result "
                             f"or a summarizer; got {type(src).__name__}")
         summaries[name] = texts
-        records[name] = recs
+        records_by[name] = recs
         needed_by[name] = []
         for rec, text, error, limit in zip(recs, texts, errors, limits):
             needed, facts = needed_for(rec)
@@ -306,7 +308,7 @@ def compare_sources(
             rows.append(row)
     for rec in reference:
         notes.extend(f"compaction {rec.index}: {n}" for n in rec.notes)
-    return Comparison(pd.DataFrame(rows), summaries, records, needed_by, notes, summarizers)
+    return Comparison(pd.DataFrame(rows), summaries, records_by, needed_by, notes, summarizers)
 
 
 def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -> pd.DataFrame:
@@ -325,10 +327,17 @@ def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -
             if stored is None:
                 continue
             written = summarizer_text(stored)
+            full = [fact_present(n.fact, SummaryIndex(written)) for n in needed]
+            units = written.encode("utf-16-le")
             for b in budgets:
-                prefix = written.encode("utf-16-le")[: b * 8].decode("utf-16-le", errors="ignore")
-                index = SummaryIndex(prefix)
-                present = [fact_present(n.fact, index) for n in needed]
+                if b * 8 >= len(units):
+                    present, tokens = full, _tokens(written)
+                else:
+                    prefix = units[: b * 8].decode("utf-16-le", errors="ignore")
+                    index = SummaryIndex(prefix)
+                    # a fact the whole summary lacks is not in a prefix of it
+                    present = [p and fact_present(n.fact, index) for n, p in zip(needed, full)]
+                    tokens = _tokens(prefix)
                 rows.append({"source": source, "compaction": rec.index, "budget": int(b),
-                             "tokens": _tokens(prefix), "needed_recall": weighted_recall(needed, present)})
+                             "tokens": tokens, "needed_recall": weighted_recall(needed, present)})
     return pd.DataFrame(rows, columns=["source", "compaction", "budget", "tokens", "needed_recall"])

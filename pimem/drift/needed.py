@@ -208,7 +208,16 @@ def needed_later_facts(
         if unknown:
             raise ValueError(f"unknown fact classes {sorted(unknown)}; known: {list(FACT_CLASSES)}")
         w.update(weights)
-    span_facts = list(facts) if facts is not None else extract_facts(record.span)
+    cache_key = ("needed", record.index, record.later_start, tuple(sorted(w.items())))
+    if facts is None and record.path is not None and cache_key in record.path.cache:
+        return list(record.path.cache[cache_key])
+    result = _needed(record, w, list(facts) if facts is not None else extract_facts(record.span))
+    if facts is None and record.path is not None:
+        record.path.cache[cache_key] = list(result)
+    return result
+
+
+def _needed(record: CompactionRecord, w: dict[str, float], span_facts: list[Fact]) -> list[NeededFact]:
     kept = kept_index(record)
     candidates = [f for f in span_facts if not fact_present(f, kept)]
     used = used_later(record, candidates)
