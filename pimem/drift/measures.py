@@ -25,7 +25,7 @@ import pandas as pd
 
 from pimem._js import utf16_len
 from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fact_present
-from pimem.drift.needed import FACT_CLASSES, NeededFact, needed_later_facts, weighted_recall
+from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
 from pimem.drift.sections import section_items, summarizer_text
 
@@ -73,6 +73,21 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
     ),
     "n_needed": ("content", "how many needed-later facts the compaction has (the denominator)", "–",
                  "not a score; few needed facts make the recall noisy"),
+    "needed_recall_carried": (
+        "chain",
+        "needed-later recall (class-weighted) of facts from earlier spans of the chain that the recording "
+        "used after this compaction: what an update summary must carry over from the previous one",
+        "keeping older needed facts through repeated rewrites",
+        "never dropping anything (a summary that only grows); read with the summary's length",
+    ),
+    "cumulative_loss": (
+        "chain (gameable)", "share of all facts seen so far that the summary no longer holds (drift report)",
+        "holding every fact ever seen", "a fact dump stays near 0; unweighted, like fact_recall",
+    ),
+    "prev_retention": (
+        "chain", "of the facts the previous summary held, the share this one still holds (drift report)",
+        "stable summaries", "repeating the previous summary verbatim scores 1.0 whatever it held",
+    ),
     "fact_recall": (
         "content (gameable)",
         "share of all facts the extractor finds in the span that the summary holds, unweighted",
@@ -130,6 +145,7 @@ def summary_measures(
     needed: Sequence[NeededFact] | None = None,
     span_facts: Sequence[Fact] | None = None,
     weights: Mapping[str, float] | None = None,
+    carried: Sequence[NeededFact] | None = None,
 ) -> dict[str, Any]:
     """The measures of :data:`MEASURES` for one summary (default: the record's stored one) of one compaction."""
     from pimem.drift.sections import parse_summary
@@ -152,6 +168,9 @@ def summary_measures(
         flags = [p for n, p in zip(needed, present) if n.cls == cls]
         row[f"needed_recall_{cls}"] = sum(flags) / len(flags) if flags else math.nan
         row[f"n_needed_{cls}"] = len(flags)
+    if carried is not None:
+        row["needed_recall_carried"] = weighted_recall(carried, [fact_present(n.fact, index) for n in carried])
+        row["n_carried"] = len(carried)
     held = [fact_present(f, index) for f in facts]
     row["fact_recall"] = sum(held) / len(facts) if facts else math.nan
     for kind in FACT_KINDS:
@@ -260,12 +279,14 @@ def compare_sources(
         raise ValueError(f"max_tokens must be 'matched', an int, a list of ints or None, not {max_tokens!r}")
     else:
         budgets = max_tokens
-    cache: dict[int, tuple[list[NeededFact], list[Fact]]] = {}
+    cache: dict[int, tuple[list[NeededFact], list[Fact], list[NeededFact]]] = {}
 
-    def needed_for(rec: CompactionRecord) -> tuple[list[NeededFact], list[Fact]]:
+    def needed_for(recs: list[CompactionRecord], k: int) -> tuple[list[NeededFact], list[Fact], list[NeededFact]]:
+        rec = recs[k]
         key = id(rec.span)
         if key not in cache:
-            cache[key] = (needed_later_facts(rec, weights=weights), extract_facts(rec.span))
+            cache[key] = (needed_later_facts(rec, weights=weights), extract_facts(rec.span),
+                          carried_later_facts(recs, k, weights=weights))
         return cache[key]
 
     rows: list[dict[str, Any]] = []
@@ -298,13 +319,14 @@ def compare_sources(
         summaries[name] = texts
         records_by[name] = recs
         needed_by[name] = []
-        for rec, text, error, limit in zip(recs, texts, errors, limits):
-            needed, facts = needed_for(rec)
+        for k, (rec, text, error, limit) in enumerate(zip(recs, texts, errors, limits)):
+            needed, facts, carried = needed_for(recs, k)
             needed_by[name].append(needed)
             row: dict[str, Any] = {"source": name, "kind": kind, "compaction": rec.index, "max_tokens": limit,
                                    "error": error}
             if text is not None:
-                row.update(summary_measures(rec, text, needed=needed, span_facts=facts, weights=weights))
+                row.update(summary_measures(rec, text, needed=needed, span_facts=facts, weights=weights,
+                                            carried=carried))
             rows.append(row)
     for rec in reference:
         notes.extend(f"compaction {rec.index}: {n}" for n in rec.notes)

@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from pimem.drift.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, negated_words
 from pimem.drift.records import CompactionRecord, message_text
 
-__all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "used_later",
-           "weighted_recall"]
+__all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "carried_later_facts",
+           "used_later", "weighted_recall"]
 
 FACT_CLASSES: tuple[str, ...] = ("constraint", "decision", "error", "artifact", "reference")
 DEFAULT_WEIGHTS: dict[str, float] = {"constraint": 3.0, "decision": 3.0, "error": 2.0, "artifact": 2.0,
@@ -267,3 +267,35 @@ def weighted_recall(needed: Sequence[NeededFact], present: Sequence[bool]) -> fl
     if not total:
         return math.nan
     return sum(weight[c] * sum(flags) / len(flags) for c, flags in by_class.items()) / total
+
+
+def carried_later_facts(records: Sequence[CompactionRecord], k: int,
+                        *, weights: Mapping[str, float] | None = None) -> list[NeededFact]:
+    """Facts of the *earlier* spans of a chain that the recording used after compaction ``k``.
+
+    A summary replaces everything before its first kept entry: through the previous summary it
+    must carry what the session needs from older spans too. Facts of span ``k`` itself and facts
+    the kept tail of ``k`` shows are left out (they are :func:`needed_later_facts`' business).
+    """
+    record = records[k]
+    if k == 0:
+        return []
+    w = dict(DEFAULT_WEIGHTS)
+    w.update(weights or {})
+    own = {f.key for f in extract_facts(record.span)}
+    kept = kept_index(record)
+    trajectory, start, end = _trajectory(record)
+    seen: set[tuple[str, str]] = set()
+    out: list[NeededFact] = []
+    for earlier in records[:k]:
+        for f in extract_facts(earlier.span):
+            if f.key in own or f.key in seen:
+                continue
+            seen.add(f.key)
+            if fact_present(f, kept):
+                continue
+            hit = trajectory.first_use(f, start, end)
+            if hit is not None:
+                cls = fact_class(f, earlier.modified_files)
+                out.append(NeededFact(f, cls, float(w[cls]), hit[0], hit[1]))
+    return _one_per_file(out)
