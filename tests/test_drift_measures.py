@@ -191,3 +191,25 @@ def test_real_session_recorded_summaries_beat_every_baseline_at_matched_length(r
     pipeline = table.loc["pipeline_modified_recall"].drop("recorded")
     assert pipeline.nunique() == 1
     assert (comparison.per_compaction["n_needed"] > 10).all()
+
+
+def test_another_models_summaries_written_as_a_recording_are_one_more_column(chain, tmp_path) -> None:
+    from pimem.drift import resummarized_session
+
+    c, ids, _ = chain
+    written = resummarized_session(c.entries, ExtractiveSummarizer(), max_tokens=200).write(tmp_path / "other.jsonl")
+    reloaded = pimem.load_session(written)
+    compaction = next(e for e in reloaded.entries if e["type"] == "compaction")
+    assert compaction["id"] == ids["c1"] and compaction["firstKeptEntryId"] == ids["keep"]
+    assert compaction["summary"] != next(e for e in c.entries if e["type"] == "compaction")["summary"]
+    comparison = compare_sources(c.entries, {"live": ExtractiveSummarizer(), "from file": written}, max_tokens=200)
+    table = comparison.table
+    assert table.loc["needed_recall", "live"] == table.loc["needed_recall", "from file"]
+    assert comparison.notes == []  # same cut points: same spans
+
+    class Broken:
+        def complete(self, request):
+            raise ConnectionError("down")
+
+    with pytest.raises(RuntimeError, match="compaction 0"):
+        resummarized_session(c.entries, Broken())

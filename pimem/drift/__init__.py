@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "CompactionRecord": "pimem.drift.records",
     "compaction_records": "pimem.drift.records",
     "resummarize": "pimem.drift.records",
+    "resummarized_session": "pimem.drift.records",
     "FACT_CLASSES": "pimem.drift.needed",
     "DEFAULT_WEIGHTS": "pimem.drift.needed",
     "needed_later_facts": "pimem.drift.needed",

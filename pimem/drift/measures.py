@@ -302,6 +302,8 @@ def compare_sources(
             texts: list[str | None] = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)
         elif _is_session_like(src) and not hasattr(src, "complete"):
+            if isinstance(src, str) or hasattr(src, "__fspath__"):
+                src = load_session(src)
             recs, kind = compaction_records(src, horizon=horizon), "recorded"
             texts = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)

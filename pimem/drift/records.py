@@ -28,7 +28,8 @@ from typing import Any
 
 from pimem.drift.sections import summarizer_text
 
-__all__ = ["CompactionRecord", "compaction_records", "resummarize", "Resummarized", "message_text"]
+__all__ = ["CompactionRecord", "PathMessages", "compaction_records", "resummarize", "resummarized_session",
+           "Resummarized", "message_text"]
 
 
 class PathMessages:
@@ -199,6 +200,7 @@ class Resummarized:
     summaries: list[str | None]
     errors: list[str | None]
     max_tokens: list[int | None]
+    entries: list[dict | None] = field(default_factory=list)  # the new compaction entries
 
 
 def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_summary: str | None,
@@ -290,6 +292,7 @@ def resummarize(
         default = max_tokens if max_tokens is not None else math.floor(0.8 * settings.reserve_tokens)
         budgets = [default] * len(compactions)
     out = Resummarized([], [], budgets)
+    out.entries = []
     replaced: dict[int, dict] = {}
     last_summary: str | None = None
     for n, pos in enumerate(compactions):
@@ -320,10 +323,33 @@ def resummarize(
             new_entry["details"] = {"readFiles": read_files, "modifiedFiles": modified_files}
             new_entry.pop("fromHook", None)
             replaced[pos] = new_entry
+            out.entries.append(new_entry)
             last_summary = stored
             out.summaries.append(stored)
             out.errors.append(None)
         except Exception as exc:  # noqa: BLE001 - one failed compaction is recorded, the rest still run
             out.summaries.append(None)
             out.errors.append(f"{type(exc).__name__}: {exc}")
+            out.entries.append(None)
     return out
+
+
+def resummarized_session(session: Any, summarizer: Any, **kwargs: Any) -> Any:
+    """A copy of ``session`` whose compactions on the active path hold ``summarizer``'s summaries of
+    the same spans (:func:`resummarize`; same entry ids and cut points). Write it with ``.write(path)``
+    to keep another model's summaries as a recording that :func:`pimem.drift.compare_sources` reads
+    as one more source. Raises when any compaction could not be summarized.
+    """
+    from pimem.core.session_manager import Session
+    from pimem.drift.metrics import _session_of
+
+    source = _session_of(session)
+    result = resummarize(source, summarizer, **kwargs)
+    failed = [f"compaction {i}: {e}" for i, e in enumerate(result.errors) if e]
+    if failed:
+        raise RuntimeError("could not summarize every compaction: " + "; ".join(failed))
+    by_id = {e["id"]: e for e in result.entries if e is not None}
+    entries = source.entries if hasattr(source, "entries") else list(source)
+    header = dict(source.header) if hasattr(source, "header") else {"type": "session", "version": 3, "id": "resummarized",
+                                                                   "timestamp": "1970-01-01T00:00:00.000Z", "cwd": ""}
+    return Session(header, [by_id.get(e.get("id"), e) if e.get("type") == "compaction" else e for e in entries])
