@@ -64,3 +64,32 @@ def build_needed_chain(summary: str = GOOD_SUMMARY) -> tuple[_Chain, dict[str, s
                      [("bash", {"command": "pytest -q tests/test_billing.py"})]))
     c.msg(_result("1 passed"))
     return c, ids
+
+
+SECOND_CARRYING = """## Goal
+Refactor billing in `src/billing/core.py`; never change the semantics of `compute_total()`.
+
+## Progress
+### Done
+- [x] `TaxTable` in `src/billing/tax.py`; KeyError 'vat_rate' in 'TaxTable.lookup' fixed
+
+## Next Steps
+1. Document the `RATES` table"""
+SECOND_FORGETTING = """## Goal
+Document the rates.
+
+## Next Steps
+1. Document the `RATES` table"""
+
+
+def build_two_compaction_chain(second: str = SECOND_CARRYING) -> tuple[_Chain, dict[str, str]]:
+    """The needed chain, then a second compaction; after it the session uses facts that only span 1 had
+    (``src/billing/core.py``, the never-change constraint)."""
+    c, ids = build_needed_chain()
+    ids["keep2"] = c.msg(_user("Document the RATES table please"))
+    c.msg(_assistant("Documenting.", [("write", {"path": "docs/rates.md", "content": "RATES"})]))
+    c.msg(_result("Successfully wrote docs/rates.md", name="write"))
+    ids["c2"] = c.compaction(second, ids["keep2"])
+    c.msg(_user("Back to src/billing/core.py: never change the semantics of compute_total there."))
+    c.msg(_assistant("Reading it again.", [("read", {"path": "src/billing/core.py"})]))
+    return c, ids

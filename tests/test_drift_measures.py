@@ -213,3 +213,18 @@ def test_another_models_summaries_written_as_a_recording_are_one_more_column(cha
 
     with pytest.raises(RuntimeError, match="compaction 0"):
         resummarized_session(c.entries, Broken())
+
+
+def test_an_update_that_forgets_the_older_spans_loses_carried_recall() -> None:
+    from tests.drift_chain import SECOND_FORGETTING, build_two_compaction_chain
+
+    carrying, _ = build_two_compaction_chain()
+    forgetting, _ = build_two_compaction_chain(SECOND_FORGETTING)
+    good = compare_sources(carrying.entries, {"recorded": "recorded"}).per_compaction.set_index("compaction")
+    bad = compare_sources(forgetting.entries, {"recorded": "recorded"}).per_compaction.set_index("compaction")
+    assert math.isnan(good.loc[0, "needed_recall_carried"]) or good.loc[0, "n_carried"] == 0
+    assert good.loc[1, "n_carried"] >= 2
+    assert good.loc[1, "needed_recall_carried"] == 1.0 and bad.loc[1, "needed_recall_carried"] == 0.0
+    # the tail of the transcript alone carries nothing of the earlier spans either
+    tail = compare_sources(carrying.entries, {"tail": TailTruncationSummarizer(budget=None)}, max_tokens=60)
+    assert tail.per_compaction.set_index("compaction").loc[1, "needed_recall_carried"] < 1.0
