@@ -34,6 +34,10 @@ Heading rules (documented, deterministic):
   (``Progress``) therefore includes its subsections.
 * Empty: no text after removing sub-headings, bullets, checkboxes and bracketed template
   placeholders. ``(none)`` is not empty; it is recorded in ``none_sections``.
+
+This is the one summary parser of the package: :func:`section_items` (the items of each section)
+is what the extractive summarizer reads previous summaries with, and :func:`summarizer_text` (a
+stored summary without Pi's file blocks) is the only text the drift measures score.
 """
 
 from __future__ import annotations

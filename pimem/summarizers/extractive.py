@@ -26,7 +26,8 @@ for. It is a baseline to compare real models against. Its rules:
    (backticked names, ``call()`` names, paths mentioned in text), most frequent first.
 
 Update requests (with ``<previous-summary>``) merge per Pi's update rules: the previous summary is parsed
-by its headings (non-template headings are mapped by keyword, unknown ones kept in Critical Context as
+by the drift parser (:func:`pimem.drift.sections.section_items`, so the summarizer and the measures read a
+summary the same way; headings that name no template section are kept in Critical Context as
 ``Heading: line``); earlier goals, constraints, Done items and decisions are preserved; previous In
 Progress items whose paths or identifiers now appear in a new Done item move to Done; previous blockers
 whose paths or command heads now succeed are dropped; Next Steps are recomputed and earlier ones kept
