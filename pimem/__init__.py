@@ -16,9 +16,14 @@ __version__ = "0.1.0"
 
 # name -> module that defines it
 _EXPORTS: dict[str, str] = {
+    # errors
+    **{name: "pimem.errors" for name in (
+        "PimemError", "SessionFormatError", "EntryNotFoundError", "InvalidEntryError", "SettingsError",
+        "SettingsFileError", "JavaScriptTypeError", "SummarizationError", "ConfigurationError",
+        "CacheCorruptError", "NoRecordingError", "SourceOverwriteError",
+    )},
     # foundation
     "Session": "pimem.core.session_manager",
-    "SessionFormatError": "pimem.core.session_manager",
     "SessionWarning": "pimem.core.session_manager",
     "load_session": "pimem.core.session_manager",
     "js_stringify": "pimem._js",
@@ -49,7 +54,6 @@ _EXPORTS: dict[str, str] = {
     "compact": "pimem.core.compaction.compaction",
     "CompactionResult": "pimem.core.compaction.compaction",
     "ModelInfo": "pimem.core.compaction.compaction",
-    "SummarizationError": "pimem.core.compaction.compaction",
     "serialize_conversation": "pimem.core.compaction.utils",
     "serialize_messages": "pimem.core.compaction.utils",
     "SerializationCache": "pimem.core.compaction.utils",

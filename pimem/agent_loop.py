@@ -104,28 +104,32 @@ Tokens before / after in compaction rows are Pi's: ``tokensBefore`` from ``prepa
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal, Sequence
 
 import pandas as pd
 
 from pimem.core.compaction.compaction import (
+    ModelInfo,
     TokenCache,
     calculate_context_tokens,
     estimate_tokens,
     get_assistant_usage,
 )
+from pimem.core.context_tracker import ContextTracker
 from pimem.core.messages import convert_to_llm
-from pimem.core.pi_ai import get_current_system_message, is_context_overflow
+from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import (
     build_session_projection,
-    session_entry_to_context_messages,
 )
+from pimem.core.settings_manager import lookup_model
+from pimem.errors import ConfigurationError, SummarizationError
+from pimem.tokenizers import TiktokenCounter
 
 __all__ = ["replay", "ReplayResult", "navigate", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
 
@@ -141,179 +145,6 @@ EVENT_COLUMNS = [
     "summary_tokens", "request_tokens", "response_tokens", "summary_calls", "latency_s", "error",
     "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before",
 ]
-
-
-
-# ---------------------------------------------------------------------------------------------
-# Incremental projection of one branch
-# ---------------------------------------------------------------------------------------------
-
-
-def _tiktoken_text(message: dict) -> tuple[str, int]:
-    """The text a tokenizer sees in one LLM message, plus image tokens counted separately."""
-    from pimem._js import js_stringify
-
-    images = 0
-    parts: list[str] = []
-    content = message.get("content")
-    if isinstance(content, str):
-        parts.append(content)
-    elif isinstance(content, list):
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            btype = block.get("type")
-            if btype == "text":
-                parts.append(str(block.get("text") or ""))
-            elif btype == "thinking":
-                parts.append(str(block.get("thinking") or ""))
-            elif btype == "toolCall":
-                parts.append(str(block.get("name") or "") + js_stringify(block.get("arguments", {})))
-            elif btype == "image":
-                images += 1
-    return "\n".join(parts), images * 1200
-
-
-class _Projection:
-    """A branch and its projected context, kept up to date entry by entry.
-
-    Appending an ordinary entry adds its messages and updates running sums in O(1); a
-    ``compaction`` or ``context_edit`` entry rebuilds the projection once (O(n)).
-    """
-
-    def __init__(self, est_cache: TokenCache, tik_cache: dict | None = None) -> None:
-        self.branch: list[dict] = []
-        self.msgs: list[dict] = []
-        self.msg_entry: list[int] = []  # branch index of the entry each message comes from
-        self.est: list[int] = []
-        self.est_cache = est_cache
-        self.tik_cache = tik_cache
-        self.tik_sum = 0
-        self.all_sum = 0
-        self.nonsys_sum = 0
-        self.systems: list[dict] = []
-        self.cur_sys_est = 0
-        self.anchor: int | None = None  # index in msgs of the last valid-usage assistant
-        self.trailing = 0  # estimates of messages after the anchor
-        self.last_invalidating = -1  # branch index of the latest compaction / context_edit
-        self.latest_compaction: dict | None = None
-        self.has_context_edit = False
-        self.thinking_level: Any = "off"
-        self.model: dict | None = None
-
-    # -- building ------------------------------------------------------------------------------
-
-    def _estimate(self, key: Any, message: dict) -> int:
-        return self.est_cache.estimate(message)
-
-    def _tiktoken(self, key: Any, message: dict) -> int:
-        cache = self.tik_cache
-        if cache is None:
-            return 0
-        hit = cache.get(key) if key is not None else None
-        if hit is None:
-            from pimem.tokenizers import count_tiktoken_tokens
-
-            for llm in convert_to_llm([message]) or [message]:
-                text, image_tokens = _tiktoken_text(llm)
-                hit = (hit or 0) + count_tiktoken_tokens(text) + image_tokens
-            hit = hit or 0
-            if key is not None:
-                cache[key] = hit
-        return hit
-
-    def _add_message(self, message: dict, branch_index: int, key: Any) -> None:
-        tokens = self._estimate(key, message)
-        self.msgs.append(message)
-        self.msg_entry.append(branch_index)
-        self.est.append(tokens)
-        self.all_sum += tokens
-        if self.tik_cache is not None:
-            self.tik_sum += self._tiktoken(key, message)
-        if message.get("role") == "system":
-            self.systems.append(message)
-            current = get_current_system_message(self.systems)
-            self.cur_sys_est = estimate_tokens(current) if current is not None else 0
-        else:
-            self.nonsys_sum += tokens
-        if message.get("role") == "assistant" and get_assistant_usage(message) is not None:
-            self.anchor = len(self.msgs) - 1
-            self.trailing = 0
-        else:
-            self.trailing += tokens
-
-    def _note_settings(self, entry: dict) -> None:
-        etype = entry.get("type")
-        if etype == "thinking_level_change":
-            self.thinking_level = entry.get("thinkingLevel")
-        elif etype == "model_change":
-            self.model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
-        elif etype == "message" and entry["message"].get("role") == "assistant":
-            m = entry["message"]
-            self.model = {"provider": m.get("provider"), "modelId": m.get("model")}
-
-    def append(self, entry: dict, projection: Any = None) -> None:
-        """Add a child of the last entry; ``projection``: the branch's projection when known."""
-        self.branch.append(entry)
-        index = len(self.branch) - 1
-        self._note_settings(entry)
-        etype = entry.get("type")
-        if etype in ("compaction", "context_edit"):
-            self.last_invalidating = index
-            if etype == "compaction":
-                self.latest_compaction = entry
-            self.rebuild(projection)
-            return
-        eid = entry.get("id")
-        for k, message in enumerate(session_entry_to_context_messages(entry)):
-            self._add_message(message, index, (eid, k))
-
-    def rebuild(self, projection: Any = None) -> None:
-        """Recompute the projection from the branch (after a compaction or an edit).
-
-        ``projection``: Pi's ``buildSessionProjection`` of the branch when the caller has it.
-        """
-        if projection is None:
-            projection = build_session_projection(self.branch, self.branch[-1].get("id") if self.branch else None)
-        position = {e.get("id"): i for i, e in enumerate(self.branch)}
-        edited = {e.get("targetId") for e in self.branch if e.get("type") == "context_edit"}
-        self.has_context_edit = False
-        self.msgs, self.msg_entry, self.est = [], [], []
-        self.all_sum = self.nonsys_sum = self.cur_sys_est = self.trailing = self.tik_sum = 0
-        self.systems = []
-        self.anchor = None
-        for projected in projection.entries:
-            source = projected.source_entry
-            sid = source.get("id")
-            if source.get("type") == "context_edit":
-                self.has_context_edit = True
-            plain = sid not in edited and source.get("type") != "compaction"
-            for k, message in enumerate(projected.messages):
-                key = (sid, k) if plain else None
-                if source.get("type") == "compaction":
-                    key = (sid, "compaction", k)
-                self._add_message(message, position.get(sid, -1), key)
-
-    # -- measures ------------------------------------------------------------------------------
-
-    def pure_estimate(self) -> int:
-        """Pi's usage-free projected estimate: current system message + non-system messages."""
-        return self.cur_sys_est + self.nonsys_sum
-
-    def anchor_trusted(self) -> bool:
-        return self.anchor is not None and self.msg_entry[self.anchor] > self.last_invalidating
-
-    def projected_estimate(self, usage_total: Callable[[dict], float]) -> float:
-        """``estimateProjectedContextTokens`` with the anchor's usage read through ``usage_total``."""
-        if self.anchor_trusted():
-            return usage_total(self.msgs[self.anchor]) + self.trailing
-        return self.pure_estimate()
-
-    def context_estimate(self, usage_total: Callable[[dict], float]) -> tuple[float, int | None]:
-        """``estimateContextTokens`` over the projected messages: (tokens, anchor index)."""
-        if self.anchor is None:
-            return self.all_sum, None
-        return usage_total(self.msgs[self.anchor]) + self.trailing, self.anchor
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,13 +238,12 @@ def _load(session: Any) -> Any:
     return load_session(session)
 
 
-def _resolve_model(session: Any, model: Any, context_window: int | None, current: dict | None) -> Any:
-    """A ``ModelInfo`` for the session's current model (table in ``pimem.core.settings_manager``)."""
-    from pimem.core.compaction.compaction import ModelInfo
-
+def _resolve_model(model: ModelInfo | None, context_window: int | None, current: dict | None) -> ModelInfo:
+    """``model``, or the session's current model from the table in ``pimem.core.settings_manager``
+    (a 200k-token, 32k-output model when it is not listed); ``context_window`` overrides the window."""
     info = model
-    if info is None:
-        info = _model_from_table(current)
+    if info is None and current:
+        info = lookup_model(current.get("provider"), current.get("modelId"))
     if info is None:
         info = ModelInfo(context_window=context_window or 200000, max_tokens=32000, reasoning=False)
     if context_window is not None:
@@ -421,31 +251,8 @@ def _resolve_model(session: Any, model: Any, context_window: int | None, current
     return info
 
 
-def _with_window(info: Any, window: int) -> Any:
-    import dataclasses
-
-    if dataclasses.is_dataclass(info):
-        return dataclasses.replace(info, context_window=window)
-    info = copy.copy(info)
-    info.context_window = window
-    return info
-
-
-def _model_from_table(current: dict | None) -> Any:
-    if not current:
-        return None
-    try:
-        from pimem import settings as settings_mod
-    except ImportError:  # pragma: no cover - settings module absent
-        return None
-    for name in ("model_info", "lookup_model", "get_model_info"):
-        fn = getattr(settings_mod, name, None)
-        if fn is not None:
-            try:
-                return fn(current.get("provider"), current.get("modelId"))
-            except (KeyError, LookupError, ValueError):
-                return None
-    return None
+def _with_window(info: ModelInfo, window: int) -> ModelInfo:
+    return dataclasses.replace(info, context_window=window)
 
 
 def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
@@ -460,7 +267,7 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
 
 def _calibration_slope(path: Sequence[dict], cache: TokenCache | None = None) -> float:
     """Provider tokens per estimated token: slope of recorded totals against E_rec."""
-    projection = _Projection(cache if cache is not None else TokenCache())
+    recorded = _RecordedPath(cache=cache)
     xs: list[float] = []
     ys: list[float] = []
     for entry in path:
@@ -469,9 +276,9 @@ def _calibration_slope(path: Sequence[dict], cache: TokenCache | None = None) ->
             if get_assistant_usage(message) is not None:
                 total = _usage_tokens(message)
                 if isinstance(total, (int, float)) and math.isfinite(total):
-                    xs.append(projection.pure_estimate())
+                    xs.append(recorded.usage_free_estimate())
                     ys.append(total)
-        projection.append(entry)
+        recorded.append(entry)
     if len(xs) < 5:
         return 1.0
     n = len(xs)
@@ -481,6 +288,16 @@ def _calibration_slope(path: Sequence[dict], cache: TokenCache | None = None) ->
         return 1.0
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
     return min(4.0, max(0.25, slope))
+
+
+class _RecordedPath(ContextTracker):
+    """The recording's own projection along its path (the path's root may name a lost parent)."""
+
+    def append(self, entry: dict) -> None:
+        if self.path:
+            super().append(entry)
+        else:
+            self.reset([entry])
 
 
 def _usage_tokens(message: dict) -> float:
@@ -510,9 +327,9 @@ class _Replayer:
     def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
                  triggers, hooks, seed, stop_on_error, progress):
         if token_source not in TOKEN_SOURCES:
-            raise ValueError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
+            raise ConfigurationError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
         if triggers not in TRIGGERS:
-            raise ValueError(f"triggers must be one of {TRIGGERS}, not {triggers!r}")
+            raise ConfigurationError(f"triggers must be one of {TRIGGERS}, not {triggers!r}")
         self.original = original
         self.settings = settings
         self.model_arg = model
@@ -525,17 +342,12 @@ class _Replayer:
         self.progress = progress
         self.path = original.get_branch(leaf_id)
         self.new, self.rng = _seeded_session(original, seed)
-        # Estimates by message identity, shared by the recording's projection, the replay's
-        # and the tracker (the replayed entries hold the recorded message objects).
+        # The recording's projection and the replay's, kept incrementally; estimates by message
+        # identity are shared (the replayed entries hold the recorded message objects).
         est_cache = TokenCache()
-        tik_cache: dict | None = {} if token_source == "tiktoken" else None
-        self.rec = _Projection(est_cache)
-        self.rep = _Projection(est_cache, tik_cache)
-        # The replayed branch for preparations: prepare() in O(log n) tells when an automatic
-        # compaction would find nothing to do, without walking the branch.
-        from pimem.core.context_tracker import ContextTracker
-
-        self.tracker = ContextTracker(cache=est_cache)
+        self.rec = _RecordedPath(cache=est_cache)
+        counter = TiktokenCounter() if token_source == "tiktoken" else None
+        self.rep = ContextTracker(cache=est_cache, counter=counter)
         self.slope = _calibration_slope(self.path, est_cache) if token_source == "calibrated" else 1.0
         self.simulated: dict[int, float] = {}  # id(message) -> simulated total
         self.simulated_input: dict[int, float] = {}
@@ -554,10 +366,10 @@ class _Replayer:
 
     def model_info(self) -> Any:
         key = None if self.model_arg is not None else (
-            (self.rep.model or {}).get("provider"), (self.rep.model or {}).get("modelId"))
+            (self.rep.projection.model or {}).get("provider"), (self.rep.projection.model or {}).get("modelId"))
         info = self._models.get(key)
         if info is None:
-            info = _resolve_model(self.new, self.model_arg, self.window_arg, self.rep.model)
+            info = _resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)
             self._models[key] = info
         return info
 
@@ -571,10 +383,10 @@ class _Replayer:
     def projected_tokens(self) -> float:
         """The tokens Pi's ``next_turn`` check reads (per token source)."""
         if self.token_source == "chars":
-            return self.rep.pure_estimate()
+            return self.rep.usage_free_estimate()
         if self.token_source == "tiktoken":
-            return self.rep.tik_sum
-        return self.rep.projected_estimate(self.usage_total)
+            return self.rep.counted_total
+        return self.rep.context_estimate(self.usage_total).tokens
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -628,7 +440,7 @@ class _Replayer:
         info = self.model_info()
         window = info.context_window
         same_model = self.model_arg is not None or (
-            message.get("provider") == (self.rep.model or {}).get("provider"))
+            message.get("provider") == (self.rep.projection.model or {}).get("provider"))
         overflow = False
         if self.token_source == "estimate" and same_model:
             overflow = (message.get("stopReason") == "error" and is_context_overflow(message)) or (
@@ -643,17 +455,17 @@ class _Replayer:
                 row["fired"] = self.run_compaction("overflow", False, check)
             return
         if self.token_source == "chars":
-            tokens: float = self.rep.pure_estimate()
+            tokens: float = self.rep.usage_free_estimate()
         elif self.token_source == "tiktoken":
-            tokens = self.rep.tik_sum
+            tokens = self.rep.counted_total
         elif self.rep.has_context_edit:
-            tokens = self.rep.projected_estimate(self.usage_total)
+            tokens = self.rep.context_estimate(self.usage_total).tokens
         else:
             direct = self.usage_total(message) if message.get("usage") else 0
             if message.get("stopReason") == "error" or not direct:
-                tokens, anchor = self.rep.context_estimate(self.usage_total)
-                if anchor is not None and compaction is not None:
-                    usage_msg = self.rep.msgs[anchor]
+                tokens = self.rep.context_usage_estimate(self.usage_total).tokens
+                usage_msg = self.rep.usage_message()
+                if usage_msg is not None and compaction is not None:
                     uts, cts = _ts_ms(usage_msg.get("timestamp")), _ts_ms(compaction.get("timestamp"))
                     if uts is not None and cts is not None and uts <= cts:
                         self.check_row(check, tokens, note="usage predates the latest compaction")
@@ -686,7 +498,7 @@ class _Replayer:
                 if self.hooks is not None:
                     from pimem.core.agent_session import CompactFailedEvent
 
-                    self.hooks._emit("compact_failed", CompactFailedEvent(
+                    self.hooks.emit("compact_failed", CompactFailedEvent(
                         reason="overflow", error_message=message_text, aborted=False, will_retry=False,
                         from_extension=False))
                 return
@@ -696,12 +508,12 @@ class _Replayer:
     def call_tokens(self, message: dict) -> float:
         """The size of the request for the recorded response ``message`` (per token source)."""
         if self.token_source == "chars":
-            return self.rep.pure_estimate()
+            return self.rep.usage_free_estimate()
         if self.token_source == "tiktoken":
-            return self.rep.tik_sum
+            return self.rep.counted_total
         if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
-            return _input_tokens(message) + self.slope * (self.rep.pure_estimate() - self.rec.pure_estimate())
-        return self.rep.projected_estimate(self.usage_total)
+            return _input_tokens(message) + self.slope * (self.rep.usage_free_estimate() - self.rec.usage_free_estimate())
+        return self.rep.context_estimate(self.usage_total).tokens
 
     # -- compaction --------------------------------------------------------------------------------
 
@@ -714,13 +526,13 @@ class _Replayer:
             extra = {"recorded_first_kept_entry_id": recorded.get("firstKeptEntryId"),
                      "recorded_tokens_before": recorded.get("tokensBefore")}
         info = self.model_info()
-        branch = self.rep.branch
+        branch = self.rep.path
         leaf = self.new.leaf_id
         window = dict(context_window=info.context_window,
                       threshold=info.context_window - self.settings.reserve_tokens)
         # The tracker holds the replayed branch: its preparation and system message spare
         # run_compaction two walks of the branch.
-        preparation = self.tracker.prepare(self.settings)
+        preparation = self.rep.prepare(self.settings)
         if reason != "manual" and preparation is None:
             # Pi's automatic compaction returns at once when prepareCompaction finds nothing
             # (no hook, no event).
@@ -731,9 +543,9 @@ class _Replayer:
         counting = _CountingSummarizer(self.summarizer)
         start = time.perf_counter()
         outcome = run_compaction(self.new, self.settings, counting, model=info, reason=reason, hooks=self.hooks,
-                                 thinking_level=self.rep.thinking_level, will_retry=will_retry,
-                                 timestamp=anchor_ts, preparation=preparation, path_entries=list(self.tracker.path),
-                                 system_message=self.tracker.current_system_message())
+                                 thinking_level=self.rep.projection.thinking_level, will_retry=will_retry,
+                                 timestamp=anchor_ts, preparation=preparation, path_entries=list(self.rep.path),
+                                 system_message=self.rep.current_system_message())
         latency = time.perf_counter() - start
         usage_cols = dict(summary_calls=counting.calls, request_tokens=counting.request_tokens,
                           response_tokens=counting.response_tokens, latency_s=latency)
@@ -743,7 +555,7 @@ class _Replayer:
             return False
         if outcome.status != "compacted":
             if self.stop_on_error and outcome.status == "failed":
-                raise RuntimeError(outcome.error_message)
+                raise SummarizationError(outcome.error_message)
             prep = outcome.preparation
             prep_cols = {} if prep is None else dict(
                 first_kept_entry_id=prep.first_kept_entry_id, tokens_before=prep.tokens_before,
@@ -763,7 +575,7 @@ class _Replayer:
                   messages_summarized=len(preparation.messages_to_summarize),
                   turn_prefix_messages=len(preparation.turn_prefix_messages),
                   split_turn=bool(preparation.is_split_turn), tokens_before=entry.get("tokensBefore"),
-                  tokens_after=self.rep.all_sum, summary_tokens=math.ceil(_utf16(summary) / 4),
+                  tokens_after=self.rep.total_estimate, summary_tokens=math.ceil(_utf16(summary) / 4),
                   from_hook=outcome.from_extension, **usage_cols, **window, **extra)
         return True
 
@@ -771,9 +583,7 @@ class _Replayer:
 
     def _append_replayed(self, entry: dict) -> None:
         """Track an entry just appended to the new session."""
-        self.tracker.append(entry)
-        ready = self.tracker.projection if entry.get("type") in ("compaction", "context_edit") else None
-        self.rep.append(entry, ready)
+        self.rep.append(entry)
 
     def append(self, entry: dict) -> None:
         new_entry = dict(entry)
@@ -808,7 +618,7 @@ class _Replayer:
                 if self.last_tool_results and self.in_run:
                     self.check_next_turn()
                 self.check_before_call(message)
-                e_rec, e_rep = self.rec.pure_estimate(), self.rep.pure_estimate()
+                e_rec, e_rep = self.rec.usage_free_estimate(), self.rep.usage_free_estimate()
                 if get_assistant_usage(message) is not None:
                     self.simulated[id(message)] = _usage_tokens(message) + self.slope * (e_rep - e_rec)
                 self.calls.append({"step": i, "entry_id": entry.get("id"),
@@ -972,7 +782,7 @@ def navigate(
     from pimem.core.agent_session import run_tree_navigation
 
     original = _load(session)
-    copied = original.copy() if hasattr(original, "copy") else copy.deepcopy(original)
+    copied = original.copy()
     if old_leaf_id is not None:
         copied.leaf_id = old_leaf_id
     if summarizer is None and summarize:
@@ -981,7 +791,7 @@ def navigate(
         summarizer = ExtractiveSummarizer()
     if model is None:
         ctx_model = build_session_projection(copied).model
-        model = _resolve_model(copied, None, context_window, ctx_model)
+        model = _resolve_model(None, context_window, ctx_model)
     elif context_window is not None:
         model = _with_window(model, context_window)
     outcome = run_tree_navigation(

@@ -12,10 +12,18 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from pimem.errors import (
+    ConfigurationError,
+    PimemError,
+    SessionFormatError,
+    SettingsError,
+    SourceOverwriteError,
+)
+
 EXIT_USAGE = 2
 
 
-class UserError(Exception):
+class UserError(PimemError):
     """A mistake of the caller's (bad argument, unreadable file): reported without a traceback."""
 
 
@@ -378,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except UserError as exc:
+    except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
         print(f"pimem: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 import orjson
 import pandas as pd
 
+from pimem.core.pi_ai import content_text
+
 if TYPE_CHECKING:  # pragma: no cover
     from pimem.core.session_manager import Session
 
@@ -164,22 +166,6 @@ def _iso_ms(value: Any) -> float | None:
     return None if ms is None else float(ms)
 
 
-def _text_content(message: dict[str, Any]) -> str:
-    """Pi's ``extractTextContent``: a string content as is, else text blocks joined with a space."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "text":
-            text = block.get("text")
-            # JS ``[undefined, null].join(" ")`` prints nothing for them.
-            parts.append("" if text is None else text if isinstance(text, str) else str(text))
-    return " ".join(parts)
-
-
 def _error_row(path: Path, size: int | None, error: str) -> dict[str, Any]:
     return {"path": str(path), "size_bytes": size, "error": error}
 
@@ -249,7 +235,11 @@ def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, floa
         if activity is not None and not math.isnan(activity):
             last_activity = max(last_activity or 0.0, activity)
         if not first_message and role == "user":
-            first_message = _text_content(message)
+            # Pi's extractTextContent: contentText joined with spaces (blocks that are not objects skipped)
+            content = message.get("content")
+            if isinstance(content, list):
+                content = [block for block in content if isinstance(block, dict)]
+            first_message = content_text(content, " ") if isinstance(content, (str, list)) else ""
 
     if header is None:
         return "not a Pi session: no parseable JSON line" if seen_content else "empty file"

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
+from pimem.errors import ConfigurationError
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -67,7 +69,7 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike) -> None:
         with atomic_open(target, "wb") as f:
             _for_parquet(df).to_parquet(f, index=False)
     else:
-        raise ValueError(f"unsupported table format {suffix!r} for {target} (use .csv or .parquet)")
+        raise ConfigurationError(f"unsupported table format {suffix!r} for {target} (use .csv or .parquet)")
 
 
 def _for_parquet(df: pd.DataFrame) -> pd.DataFrame:

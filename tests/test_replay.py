@@ -14,6 +14,7 @@ from pimem.core.compaction.compaction import (
     ModelInfo,
     estimate_tokens,
 )
+from pimem.core.llm import SummaryResponse
 from pimem.core.session_manager import build_session_projection
 
 SMALL = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=6000)
@@ -348,6 +349,28 @@ def test_model_defaults_from_the_session(real_session):
     assert b.context_window == 70000
     assert set(b.events.context_window.dropna()) == {70000}
     assert set(a.events.threshold.dropna()) == {50000 - SMALL.reserve_tokens}
+
+
+def test_model_limits_come_from_the_model_table():
+    """Without ``model``, the window and output cap are the table's for the session's model."""
+    from pimem.core.settings_manager import lookup_model
+    from pimem.samples import sample_session_paths
+
+    session = _load(next(p for p in sample_session_paths() if p.name == "auth-login-bug.jsonl"))
+    requests = []
+
+    class Recording:
+        def complete(self, request):
+            requests.append(request)
+            return SummaryResponse(text="## Goal\nx", stop_reason="stop")
+
+    table = lookup_model("anthropic", "claude-sonnet-4-5")
+    settings = CompactionSettings(reserve_tokens=90_000, keep_recent_tokens=2000)
+    result = replay(session, settings, summarizer=Recording(), context_window=100_000, token_source="chars")
+    assert result.context_window == 100_000
+    assert requests, "the replay should have compacted"
+    assert {r.max_tokens for r in requests if r.kind == "history"} == {min(72_000, table.max_tokens)}
+    assert table.max_tokens != 32_000  # the fallback model's cap, which would hide a lookup failure
 
 
 def test_bad_arguments_are_clear_errors(real_session):

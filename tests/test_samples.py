@@ -16,6 +16,7 @@ from pimem.core.session_manager import build_session_context, load_session
 from pimem.samples import load_samples, sample_dir, sample_session_paths
 
 GENERATOR = Path(__file__).resolve().parent.parent / "datasets" / "generate.py"
+FIXTURES = GENERATOR.parent / "generator" / "fixtures"
 
 
 def test_sample_dir_finds_the_committed_sessions(sample_paths: list[Path]) -> None:
@@ -31,6 +32,15 @@ def test_regeneration_is_byte_identical(tmp_path: Path, sample_paths: list[Path]
     assert [p.name for p in made] == [p.name for p in sample_paths]
     for new, old in zip(made, sample_paths):
         assert new.read_bytes() == old.read_bytes(), f"{old.name} differs from a fresh generation"
+
+
+def test_fixture_projects_stay_inert() -> None:
+    """The stories' starting projects hold a pyproject.toml, a package.json, a conftest.py, test modules:
+    each is stored with a ``.txt`` suffix so that pip, pytest, ruff or npm never take it for part of pimem."""
+    files = [p for p in FIXTURES.rglob("*") if p.is_file()]
+    assert (FIXTURES / "logslice_since_flag" / "pyproject.toml.txt").is_file()
+    assert (FIXTURES / "logslice_since_flag" / "tests" / "conftest.py.txt").is_file()
+    assert [p.relative_to(FIXTURES).as_posix() for p in files if not p.name.endswith(".txt")] == []
 
 
 def test_another_seed_gives_other_ids(tmp_path: Path, sample_paths: list[Path]) -> None:

@@ -19,7 +19,10 @@ from pimem._js import js_stringify
 from pimem.core.compaction.compaction import (
     CompactionSettings,
     TokenCache,
+    estimate_context_tokens,
+    estimate_messages_tokens,
     estimate_projected_context_tokens,
+    estimate_tokens,
     prepare_compaction,
 )
 from pimem.core.compaction.utils import (
@@ -29,6 +32,7 @@ from pimem.core.compaction.utils import (
 )
 from pimem.core.context_tracker import ContextTracker
 from pimem.core.messages import convert_to_llm
+from pimem.core.pi_ai import get_current_system_message
 from pimem.core.session_manager import (
     build_session_path,
     build_session_projection,
@@ -38,6 +42,13 @@ from tests.strategies import session_trees
 from tests.test_compaction import random_tree
 
 KEEPS = (0, 1, 100, 2000, 20000)
+
+
+def _usage_free(messages: list[dict]) -> int:
+    """Pi's estimate without usage: the current system message plus every non-system message."""
+    system = get_current_system_message(messages)
+    rest = [m for m in messages if m.get("role") != "system"]
+    return (estimate_tokens(system) if system is not None else 0) + estimate_messages_tokens(rest)
 
 
 def _serialized(messages: list[dict]) -> str:
@@ -55,6 +66,23 @@ def _compare_prefix(tracker: ContextTracker, prefix: list[dict], keeps: tuple = 
     ], where
     assert (proj.thinking_level, proj.model) == (pure.thinking_level, pure.model), where
     assert tracker.context_estimate() == estimate_projected_context_tokens(pure, prefix), where
+    assert tracker.context_usage_estimate() == estimate_context_tokens(pure.messages), where
+    assert tracker.total_estimate == estimate_messages_tokens(pure.messages), where
+    assert tracker.usage_free_estimate() == _usage_free(pure.messages), where
+    anchor = tracker.usage_message()
+    ref_usage = estimate_context_tokens(pure.messages).last_usage_index
+    assert anchor == (None if ref_usage is None else pure.messages[ref_usage]), where
+    compactions = [e for e in build_session_path(prefix) if e.get("type") == "compaction"]
+    assert tracker.latest_compaction is (compactions[-1] if compactions else None), where
+    edits = any(e.source_entry.get("type") == "context_edit" for e in pure.entries)
+    assert tracker.has_context_edit == edits, where
+    # usage read through a function: the anchor's tokens are replaced, the trailing estimate stays
+    shifted = tracker.context_usage_estimate(lambda m: 1_000_000)
+    plain = tracker.context_usage_estimate()
+    if anchor is None:
+        assert shifted == plain, where
+    else:
+        assert shifted.tokens - plain.tokens == 1_000_000 - plain.usage_tokens, where
     prepared = 0
     for keep in keeps:
         s = CompactionSettings(keep_recent_tokens=keep)

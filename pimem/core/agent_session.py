@@ -37,6 +37,7 @@ from pimem.core.compaction.compaction import (
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import COMPUTE_SYSTEM_MESSAGE
+from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 
 __all__ = [
     "Cancel",
@@ -126,7 +127,8 @@ class Hooks:
     before_tree: list[Callable[[BeforeTreeEvent], Any]] = field(default_factory=list)
     errors: list[tuple[str, BaseException]] = field(default_factory=list)
 
-    def _emit_before(self, name: str, event: Any) -> Any:
+    def emit_before(self, name: str, event: Any) -> Any:
+        """Call every ``name`` handler; the last non-empty result wins, a cancel stops at once."""
         result = None
         for handler in getattr(self, name):
             try:
@@ -141,7 +143,8 @@ class Hooks:
                     return value
         return result
 
-    def _emit(self, name: str, event: Any) -> None:
+    def emit(self, name: str, event: Any) -> None:
+        """Call every ``name`` handler for its effect (errors are recorded and warned)."""
         for handler in getattr(self, name):
             try:
                 handler(event)
@@ -278,7 +281,7 @@ def run_compaction(
         )
         return _fail(outcome, hooks, f"Compaction failed: {message}", aborted=False)
 
-    hook_value = hooks._emit_before(
+    hook_value = hooks.emit_before(
         "before_compact",
         BeforeCompactEvent(
             preparation=preparation,
@@ -327,7 +330,7 @@ def _fail(outcome: CompactionOutcome, hooks: Hooks, message: str | None, *, abor
         outcome.status = "failed"
     outcome.error_message = message
     outcome.aborted = aborted
-    hooks._emit(
+    hooks.emit(
         "compact_failed",
         CompactFailedEvent(
             reason=outcome.reason,
@@ -380,15 +383,15 @@ def run_tree_navigation(
     if target_id == old_leaf:
         return TreeOutcome(old_leaf_id=old_leaf, new_leaf_id=old_leaf)
     if summarize and model is None:
-        raise ValueError("No model available for summarization")
+        raise ConfigurationError("No model available for summarization")
     target = session.get_entry(target_id)
     if target is None:
-        raise KeyError(f"Entry {target_id} not found")
+        raise EntryNotFoundError(f"Entry {target_id} not found")
     entries, common = collect_entries_for_branch_summary(session, old_leaf, target_id)
     outcome = TreeOutcome(old_leaf_id=old_leaf, entries_to_summarize=entries, common_ancestor_id=common)
 
     supplied: Any = None
-    hook_value = hooks._emit_before(
+    hook_value = hooks.emit_before(
         "before_tree",
         BeforeTreeEvent(
             target_id=target_id,
@@ -440,7 +443,7 @@ def run_tree_navigation(
             outcome.aborted = True
             return outcome
         if result.error:
-            raise RuntimeError(result.error)
+            raise SummarizationError(result.error)
         summary_text = result.summary
         usage = result.usage
         details = {"readFiles": result.read_files or [], "modifiedFiles": result.modified_files or []}

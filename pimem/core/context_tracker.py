@@ -12,7 +12,7 @@ on every prefix of the samples, the real sessions and generated trees); the repl
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pimem._js import UNDEFINED, js_truthy
 from pimem.core.compaction.compaction import (
@@ -49,6 +49,7 @@ from pimem.core.session_manager import (
     projected_entry,
     session_entry_to_context_messages,
 )
+from pimem.errors import InvalidEntryError
 
 __all__ = ["ContextTracker"]
 
@@ -66,6 +67,11 @@ class ContextTracker:
     ``serialize(messages)`` is ``serialize_conversation(convert_to_llm(messages))`` with
     each message's text cached.
 
+    For simulations the estimates can read an assistant's usage through a function
+    (``usage_tokens``: what the model would have reported for the simulated request), and
+    ``counter`` keeps the sum of any other per-message measure (a tokenizer's counts) over the
+    projected messages in :attr:`counted_total`.
+
     Entries are Pi's JSON and are never mutated by the pipeline; estimates and texts are
     cached per message object (by identity, holding a reference). An entry or message must
     not be changed after it has been appended; call :meth:`reset` to start over.
@@ -79,8 +85,10 @@ class ContextTracker:
         *,
         cache: TokenCache | None = None,
         serialization_cache: SerializationCache | None = None,
+        counter: Callable[[dict], int] | None = None,
     ):
         self.cache = cache if cache is not None else TokenCache()
+        self.counter = counter
         self.serialization_cache = serialization_cache if serialization_cache is not None else SerializationCache()
         self.path: list[dict] = []
         self.reset(path_entries)
@@ -121,6 +129,7 @@ class ContextTracker:
         self._cut_positions: list[int] = []
         self._turn_positions: list[int] = []
         # Running sums for the context estimate.
+        self.counted_total = 0
         self._total = 0
         self._non_system = 0
         self._system: list[dict] = []
@@ -161,6 +170,8 @@ class ContextTracker:
             else:
                 self._trailing += t
         self._total += entry_tokens
+        if self.counter is not None:
+            self.counted_total += sum(map(self.counter, messages))
         self._message_count = offset + len(messages)
         self._entry_tokens.append(entry_tokens)
         self._cum.append(self._cum[-1] + entry_tokens)
@@ -175,12 +186,12 @@ class ContextTracker:
         parent = entry.get("parentId")
         if self.path:
             if parent != self.path[-1].get("id"):
-                raise ValueError(
+                raise InvalidEntryError(
                     f"entry {entry.get('id')!r} is not a child of the path's last entry "
                     f"{self.path[-1].get('id')!r}; call reset() with the new path"
                 )
         elif js_truthy(parent):
-            raise ValueError(f"entry {entry.get('id')!r} has a parent but the path is empty")
+            raise InvalidEntryError(f"entry {entry.get('id')!r} has a parent but the path is empty")
         index = len(self.path)
         self.path.append(entry)
         self._first_index.setdefault(entry.get("id"), index)
@@ -211,24 +222,58 @@ class ContextTracker:
             self.append(entry)
 
     # -- queries ------------------------------------------------------------
-    def context_usage_estimate(self) -> ContextUsageEstimate:
-        """``estimateContextTokens(projection.messages)``."""
+    def context_usage_estimate(self, usage_tokens: Callable[[dict], Any] | None = None) -> ContextUsageEstimate:
+        """``estimateContextTokens(projection.messages)``.
+
+        ``usage_tokens(message)``: the tokens the anchoring assistant message reports (default
+        Pi's ``calculateContextTokens(message.usage)``).
+        """
         if self._usage is None:
             return ContextUsageEstimate(self._total, 0, self._total, None)
-        usage_tokens = calculate_context_tokens(self._usage)
-        return ContextUsageEstimate(usage_tokens + self._trailing, usage_tokens, self._trailing, self._usage_index)
+        if usage_tokens is None:
+            anchored = calculate_context_tokens(self._usage)
+        else:
+            anchored = usage_tokens(self.projection.messages[self._usage_index])
+        return ContextUsageEstimate(anchored + self._trailing, anchored, self._trailing, self._usage_index)
 
-    def context_estimate(self) -> ContextUsageEstimate:
-        """``estimateProjectedContextTokens(projection, path)``."""
-        estimate = self.context_usage_estimate()
-        if estimate.last_usage_index is not None:
-            usage_entry_id = self._sources[self._usage_entry_pos].get("id")
-            usage_entry_index = self._first_index.get(usage_entry_id, -1) if js_truthy(usage_entry_id) else -1
-            if usage_entry_index > self._latest_invalidating:
-                return estimate
-        system = self.current_system_message()
-        tokens = (estimate_tokens(system) if system is not None else 0) + self._non_system
+    def context_estimate(self, usage_tokens: Callable[[dict], Any] | None = None) -> ContextUsageEstimate:
+        """``estimateProjectedContextTokens(projection, path)`` (``usage_tokens`` as above)."""
+        if self.usage_is_current():
+            return self.context_usage_estimate(usage_tokens)
+        tokens = self.usage_free_estimate()
         return ContextUsageEstimate(tokens, 0, tokens, None)
+
+    def usage_is_current(self) -> bool:
+        """Whether Pi trusts the last valid usage: its entry comes after the latest compaction or edit."""
+        if self._usage is None:
+            return False
+        usage_entry_id = self._sources[self._usage_entry_pos].get("id")
+        usage_entry_index = self._first_index.get(usage_entry_id, -1) if js_truthy(usage_entry_id) else -1
+        return usage_entry_index > self._latest_invalidating
+
+    def usage_free_estimate(self) -> int:
+        """Pi's estimate without usage: the current system message plus every non-system message."""
+        system = self.current_system_message()
+        return (estimate_tokens(system) if system is not None else 0) + self._non_system
+
+    def usage_message(self) -> dict | None:
+        """The assistant message whose usage the estimates anchor on (the last valid one)."""
+        return None if self._usage_index is None else self.projection.messages[self._usage_index]
+
+    @property
+    def total_estimate(self) -> int:
+        """``estimateMessagesTokens`` of every projected message (system messages included)."""
+        return self._total
+
+    @property
+    def latest_compaction(self) -> dict | None:
+        """The compaction entry the projection starts from, if any."""
+        return self._sources[0] if self._sources and self._types[0] == "compaction" else None
+
+    @property
+    def has_context_edit(self) -> bool:
+        """Whether a ``context_edit`` entry is part of the projection."""
+        return bool(self._edits)
 
     def current_system_message(self) -> dict | None:
         """``getCurrentSystemMessage(projection.messages)``."""

@@ -11,6 +11,7 @@ import re
 from typing import Any, Iterable, Sequence
 
 from pimem._js import UNDEFINED, js_entries, js_string
+from pimem.errors import JavaScriptTypeError
 
 __all__ = [
     "content_text",
@@ -24,15 +25,15 @@ __all__ = [
 
 def content_text(content: Any, separator: str = "\n") -> str:
     """pi-ai ``contentText``: a string as is, else the text blocks joined by ``separator``."""
-    if isinstance(content, str):
+    if content.__class__ is str:
         return content
     if content is None or content is UNDEFINED:
-        raise TypeError("Cannot read properties of null (reading 'filter')")
+        raise JavaScriptTypeError("Cannot read properties of null (reading 'filter')")
     parts = []
     for block in content:
         if block.get("type") == "text":
             text = block.get("text")
-            parts.append("" if text is None else js_string(text))
+            parts.append(text if text.__class__ is str else ("" if text is None else js_string(text)))
     return separator.join(parts)
 
 

@@ -8,6 +8,7 @@ over is recorded in :attr:`Session.warnings`; what makes a file unusable raises
 
 from __future__ import annotations
 
+import copy
 import html
 import os
 import random
@@ -35,6 +36,14 @@ from pimem.core.messages import (
     create_compaction_summary_message,
     create_custom_message,
 )
+from pimem.errors import (
+    EntryNotFoundError,
+    InvalidEntryError,
+    JavaScriptTypeError,
+    SessionFormatError,
+    SourceOverwriteError,
+)
+from pimem.text import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -78,10 +87,6 @@ class _ComputeSystemMessage:
 
 COMPUTE_SYSTEM_MESSAGE: Any = _ComputeSystemMessage()
 """``append_compaction(system_message=...)`` default: project the branch to find it."""
-
-
-class SessionFormatError(ValueError):
-    """A file that cannot be read as a Pi session (the message names file and line)."""
 
 
 @dataclass
@@ -536,7 +541,7 @@ class Session:
     @leaf_id.setter
     def leaf_id(self, value: str | None) -> None:
         if value is not None and value not in self._by_id:
-            raise KeyError(f"Entry {value} not found")
+            raise EntryNotFoundError(f"Entry {value} not found")
         self._leaf_id = value
 
     @property
@@ -647,7 +652,7 @@ class Session:
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an existing entry (Pi's ``branch``)."""
         if entry_id not in self._by_id:
-            raise KeyError(f"Entry {entry_id} not found")
+            raise EntryNotFoundError(f"Entry {entry_id} not found")
         self._leaf_id = entry_id
 
     def reset_leaf(self) -> None:
@@ -664,9 +669,9 @@ class Session:
         """Append a complete entry dict, index it and move the leaf to it."""
         eid = entry.get("id") if isinstance(entry, dict) else None
         if not isinstance(eid, str):
-            raise ValueError("entry needs a string id")
+            raise InvalidEntryError("entry needs a string id")
         if eid in self._by_id:
-            raise ValueError(f"duplicate entry id {eid!r}")
+            raise InvalidEntryError(f"duplicate entry id {eid!r}")
         self.entries.append(entry)
         self._lines.append(None)
         self._index(entry)
@@ -755,7 +760,7 @@ class Session:
         ``details`` and ``usage``.
         """
         if target_id is not None and target_id not in self._by_id:
-            raise KeyError(f"Entry {target_id} not found")
+            raise EntryNotFoundError(f"Entry {target_id} not found")
         summary = _field(result, "summary", "summary")
         usage = _field(result, "usage", "usage")
         if isinstance(result, dict):
@@ -792,6 +797,10 @@ class Session:
         parts.extend(js_stringify(e) for e in self.entries)
         return "\n".join(parts) + "\n"
 
+    def copy(self) -> "Session":
+        """An independent deep copy (entries, tree, leaf, warnings, source path)."""
+        return copy.deepcopy(self)
+
     def write(self, path: str | os.PathLike[str], *, overwrite_source: bool = False) -> Path:
         """Write the session as a v3 file atomically (temp file + rename); returns the path.
 
@@ -805,7 +814,7 @@ class Session:
             and os.path.exists(self.path)
             and os.path.samefile(target, self.path)
         ):
-            raise FileExistsError(f"{target}: refusing to overwrite the session's source file")
+            raise SourceOverwriteError(f"{target}: refusing to overwrite the session's source file")
         data = self.to_jsonl().encode("utf-8", "surrogatepass")
         from pimem.io import atomic_write_bytes
 
@@ -919,7 +928,7 @@ class Session:
         if etype == "message":
             message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
             kind = str(message.get("role"))
-            preview = _message_preview(message)
+            preview = message_preview(message, 0)
         elif etype == "compaction":
             tag = "[C] "
             preview = f"kept from {entry.get('firstKeptEntryId')}: {entry.get('summary') or ''}"
@@ -927,7 +936,7 @@ class Session:
             tag = "[B] "
             preview = f"from {entry.get('fromId')}: {entry.get('summary') or ''}"
         elif etype == "custom_message":
-            preview = _content_text(entry.get("content"))
+            preview = message_preview({"role": "custom", "content": entry.get("content")}, 0)
         elif etype == "label":
             preview = f"{entry.get('targetId')} = {entry.get('label')!r}"
         elif etype == "session_info":
@@ -990,35 +999,6 @@ def _drop_undefined(entry: dict, keys: Sequence[str]) -> None:
     for key in keys:
         if entry.get(key, UNDEFINED) is None:
             del entry[key]
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(
-            str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
-
-
-def _message_preview(message: dict) -> str:
-    role = message.get("role")
-    if role == "bashExecution":
-        return f"$ {message.get('command', '')}"
-    if role in ("compactionSummary", "branchSummary"):
-        return str(message.get("summary") or "")
-    content = message.get("content")
-    text = _content_text(content)
-    if isinstance(content, list):
-        calls = [
-            f"{b.get('name')}()" for b in content if isinstance(b, dict) and b.get("type") == "toolCall"
-        ]
-        if calls:
-            text = (text + " " if text else "") + " ".join(calls)
-    if role == "toolResult":
-        text = f"{message.get('toolName')}: {text}"
-    return text
 
 
 # ------------------------------------------------------------------------------------------
@@ -1294,7 +1274,7 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     if replacement is None:
         return []
     if replacement is UNDEFINED:
-        raise TypeError(f"context_edit {edit.get('id')!r} has no replacement")
+        raise JavaScriptTypeError(f"context_edit {edit.get('id')!r} has no replacement")
     rcontent = replacement.get("content", UNDEFINED) if isinstance(replacement, dict) else UNDEFINED
     out = []
     for message in messages:

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from pimem._js import js_string
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
+from pimem.errors import SettingsError, SettingsFileError
 
 __all__ = [
     "DEFAULT_COMPACTION_TOKEN_SETTINGS",
@@ -57,14 +58,6 @@ MODEL_TABLE: dict[str, tuple[int, int, bool]] = {
     "google/gemini-2.5-pro": (1048576, 65536, True),
     "google/gemini-2.5-flash": (1048576, 65536, True),
 }
-
-
-class SettingsError(ValueError):
-    """An invalid settings value; the message names the key as Pi's does."""
-
-
-class SettingsFileError(ValueError):
-    """A settings file that is not valid JSON (recorded, as Pi records it)."""
 
 
 def default_agent_dir() -> Path:

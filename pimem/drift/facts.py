@@ -71,6 +71,8 @@ from typing import Any
 
 import pandas as pd
 
+from pimem.errors import ConfigurationError
+
 FACT_KINDS: tuple[str, ...] = ("path", "identifier", "error", "command", "number", "constraint", "decision")
 
 SOURCE_EXTENSIONS = (
@@ -363,7 +365,7 @@ def extract_facts(
     wanted = set(kinds)
     unknown = wanted - set(FACT_KINDS)
     if unknown:
-        raise ValueError(f"unknown fact kinds {sorted(unknown)}; known: {list(FACT_KINDS)}")
+        raise ConfigurationError(f"unknown fact kinds {sorted(unknown)}; known: {list(FACT_KINDS)}")
     facts: list[Fact] = []
 
     def add(kind: str, value: str, eid: str | None, pos: int, off: int, role: str, source: str, surface: str) -> None:

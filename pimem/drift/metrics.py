@@ -91,6 +91,7 @@ from pimem.drift.facts import (
 )
 from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary, summarizer_text
 from pimem.drift.similarity import TfidfSpace, jaccard
+from pimem.errors import ConfigurationError
 
 
 _CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
@@ -437,7 +438,7 @@ def drift_report(
 def _presence(report: pd.DataFrame) -> pd.DataFrame:
     presence = report.attrs.get("presence")
     if presence is None:
-        raise ValueError("not a drift report: report.attrs has no 'presence' frame (use drift_report)")
+        raise ConfigurationError("not a drift report: report.attrs has no 'presence' frame (use drift_report)")
     return presence
 
 
@@ -523,7 +524,7 @@ def section_similarity(report: pd.DataFrame) -> pd.DataFrame:
     """Per compaction and template section: present, tokens, similarity to the previous version."""
     s = report.attrs.get("sections")
     if s is None:
-        raise ValueError("not a drift report: report.attrs has no 'sections' frame (use drift_report)")
+        raise ConfigurationError("not a drift report: report.attrs has no 'sections' frame (use drift_report)")
     return s
 
 

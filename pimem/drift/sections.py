@@ -45,6 +45,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pimem.errors import ConfigurationError
+
 BRANCH_SUMMARY_PREAMBLE = (
     "The user explored a different conversation branch before returning here.\n"
     "Summary of that exploration:\n\n"
@@ -413,7 +415,7 @@ def parse_summary(text: str, kind: str = "auto") -> SummarySections:
     if kind == "auto":
         kind = "branch" if preamble else "compaction"
     if kind not in ("compaction", "branch"):
-        raise ValueError(f"kind must be 'compaction', 'branch' or 'auto', not {kind!r}")
+        raise ConfigurationError(f"kind must be 'compaction', 'branch' or 'auto', not {kind!r}")
     notes: list[str] = []
     rest = norm
     if preamble:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.errors import CacheCorruptError
 
 __all__ = ["CachedSummarizer", "CacheCorruptError", "default_cache_path", "summarizer_identity", "request_key"]
 
@@ -62,10 +63,6 @@ CREATE TABLE IF NOT EXISTS summaries (
     digest TEXT NOT NULL
 );
 """
-
-
-class CacheCorruptError(RuntimeError):
-    """The cache file (or one of its rows) cannot be trusted."""
 
 
 def default_cache_path() -> Path:
@@ -149,7 +146,8 @@ class CachedSummarizer:
 
     # -- connection -------------------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
+    def connect(self) -> sqlite3.Connection:
+        """The open connection of this process (opened, checked and created on first use)."""
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 return self._conn
@@ -226,7 +224,7 @@ class CachedSummarizer:
     def lookup(self, request: SummaryRequest) -> SummaryResponse | None:
         """The cached response for ``request``, or None (does not count a hit or miss)."""
         key = self.key(request)
-        conn = self._connect()
+        conn = self.connect()
         try:
             with self._lock:  # one connection per process, shared by threads
                 row = conn.execute(
@@ -260,7 +258,7 @@ class CachedSummarizer:
         extra = _canonical({k: v for k, v in response.extra.items() if k not in ("cached", "cache_key", "cached_at")})
         called = int(bool(response.called_tool))
         digest = _digest(key, response.text, usage, response.stop_reason, response.error_message, called, extra)
-        conn = self._connect()
+        conn = self.connect()
         with self._lock:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -302,11 +300,11 @@ class CachedSummarizer:
     # -- inspection -------------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self._connect().execute("SELECT COUNT(*) FROM summaries").fetchone()[0]
+        return self.connect().execute("SELECT COUNT(*) FROM summaries").fetchone()[0]
 
     def stats(self) -> dict[str, Any]:
         """Hit/miss counters of this object and what the file holds."""
-        conn = self._connect()
+        conn = self.connect()
         by_reason = dict(conn.execute("SELECT stop_reason, COUNT(*) FROM summaries GROUP BY stop_reason").fetchall())
         mine = conn.execute("SELECT COUNT(*) FROM summaries WHERE summarizer = ?", (self._identity_json,)).fetchone()[0]
         lookups = self.hits + self.misses
@@ -326,7 +324,7 @@ class CachedSummarizer:
         """All cached answers of this summarizer (or of every summarizer) as a DataFrame."""
         import pandas as pd
 
-        conn = self._connect()
+        conn = self.connect()
         sql = ("SELECT key, summarizer, kind, model, request, text, usage, stop_reason, error, called_tool, "
                "latency_s, created_at, extra FROM summaries")
         params: tuple[Any, ...] = ()

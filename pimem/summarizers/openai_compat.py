@@ -46,6 +46,7 @@ from typing import Any
 import openai
 
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.errors import ConfigurationError
 
 __all__ = ["OpenAISummarizer", "AsyncOpenAISummarizer", "DEFAULT_REASONING_MAP", "redact"]
 
@@ -370,7 +371,7 @@ class AsyncOpenAISummarizer(OpenAISummarizer):
                  concurrency: int = 8, **kwargs: Any) -> None:
         super().__init__(model, base_url, api_key, **kwargs)
         if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
+            raise ConfigurationError("concurrency must be at least 1")
         self.concurrency = concurrency
         self._async_clients: dict[int, Any] = {}
         self._semaphores: dict[int, asyncio.Semaphore] = {}

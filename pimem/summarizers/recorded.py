@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.errors import ConfigurationError, NoRecordingError
 
 __all__ = ["RecordedSummarizer", "NoRecordingError", "RecordedSummary", "strip_file_blocks", "split_turn_summary"]
 
@@ -41,10 +42,6 @@ SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
 _FILE_BLOCKS = re.compile(r"(?:\n\n<read-files>\n.*?\n</read-files>)?(?:\n\n<modified-files>\n.*?\n</modified-files>)?\Z",
                           re.DOTALL)
 _PREVIOUS = re.compile(r"\n</conversation>\n\n<previous-summary>\n(.*)\n</previous-summary>\n\n", re.DOTALL)
-
-
-class NoRecordingError(LookupError):
-    """The recorded session holds no summary for this request."""
 
 
 def strip_file_blocks(summary: str) -> str:
@@ -90,7 +87,7 @@ class RecordedSummarizer:
 
             session = load_session(session)
         if match not in ("auto", "content", "order"):
-            raise ValueError(f"match must be 'auto', 'content' or 'order', not {match!r}")
+            raise ConfigurationError(f"match must be 'auto', 'content' or 'order', not {match!r}")
         self.match = match
         self.source = str(getattr(session, "path", None) or getattr(session, "id", "") or "session")
         self.records: list[RecordedSummary] = []

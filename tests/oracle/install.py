@@ -1,6 +1,6 @@
 """Install the pinned Pi release and Node 22 into a cache folder (idempotent).
 
-Usage: ``python -m tests.oracle.install [--force]``. The folder is ``$PIMEM_ORACLE_DIR`` or
+Usage: ``python -m tests.oracle.install [--force] [--quiet]``. The folder is ``$PIMEM_ORACLE_DIR`` or
 ``~/.cache/pimem/oracle``. A marker file records the installed versions; when it matches and
 the files are present, nothing is done. Exits non-zero with a clear message on failure.
 """
@@ -118,7 +118,7 @@ def install(root: Path | None = None, *, force: bool = False, quiet: bool = Fals
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        install(force="--force" in argv)
+        install(force="--force" in argv, quiet="--quiet" in argv)
     except OracleInstallError as exc:
         print(f"error: could not install the Pi oracle: {exc}", file=sys.stderr)
         return 1

@@ -49,6 +49,7 @@ from pimem.core.session_manager import (
     project_parts,
     session_entry_to_context_messages,
 )
+from pimem.errors import JavaScriptTypeError, SummarizationError
 
 __all__ = [
     "DEFAULT_COMPACTION_SETTINGS",
@@ -145,10 +146,6 @@ class CompactionResult:
     details: dict | None = None
 
 
-class SummarizationError(RuntimeError):
-    """A summary request failed (error, length cap or tool call); the message is Pi's."""
-
-
 # ---------------------------------------------------------------------------
 # Token accounting
 # ---------------------------------------------------------------------------
@@ -161,14 +158,14 @@ def _js_length(value: Any, what: str) -> int:
         return len(value) if value.isascii() else utf16_len(value)
     if isinstance(value, list):
         return len(value)
-    raise TypeError(f"Cannot read properties of {value!r} (reading 'length') in {what}")
+    raise JavaScriptTypeError(f"Cannot read properties of {value!r} (reading 'length') in {what}")
 
 
 def _text_and_image_chars(content: Any) -> int:
     if isinstance(content, str):
         return len(content) if content.isascii() else utf16_len(content)
     if not isinstance(content, list):
-        raise TypeError(f"message content is not iterable: {content!r}")
+        raise JavaScriptTypeError(f"message content is not iterable: {content!r}")
     chars = 0
     for block in content:
         btype = block.get("type")
@@ -202,7 +199,7 @@ def estimate_chars(message: dict) -> int:
             if isinstance(content, str):
                 return 0  # for..of over a string yields characters without a type
             if not isinstance(content, list):
-                raise TypeError(f"assistant content is not iterable: {content!r}")
+                raise JavaScriptTypeError(f"assistant content is not iterable: {content!r}")
         chars = 0
         for block in content:
             btype = block.get("type")
@@ -212,7 +209,7 @@ def estimate_chars(message: dict) -> int:
                 value = block.get("thinking")
             elif btype == "toolCall":
                 if "arguments" not in block:
-                    raise TypeError("toolCall block has no arguments")
+                    raise JavaScriptTypeError("toolCall block has no arguments")
                 chars += _js_length(block.get("name"), "toolCall name") + utf16_len(
                     js_stringify(block["arguments"])
                 )

@@ -24,7 +24,9 @@ from pimem._js import (
     utf16_len,
 )
 from pimem.core.messages import convert_to_llm
+from pimem.core.pi_ai import content_text
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+from pimem.errors import JavaScriptTypeError
 
 __all__ = [
     "SUMMARIZATION_SYSTEM_PROMPT",
@@ -141,20 +143,6 @@ def truncate_for_summary(text: str, max_chars: int) -> str:
     return f"{js_slice(text, 0, max_chars)}\n\n[... {length - max_chars} more characters truncated]"
 
 
-def _text_of(content: Any, separator: str) -> str:
-    """``contentText`` (see :func:`pimem.core.pi_ai.content_text`) with a fast path for strings."""
-    if content.__class__ is str:
-        return content
-    if content is None or content is UNDEFINED:
-        raise TypeError("Cannot read properties of null (reading 'filter')")
-    parts = []
-    for block in content:
-        if block.get("type") == "text":
-            text = block.get("text")
-            parts.append(text if text.__class__ is str else ("" if text is None else js_string(text)))
-    return separator.join(parts)
-
-
 def _json_value(value: Any) -> str:
     """``JSON.stringify(value)``; strings go straight through orjson (same escapes as JavaScript)."""
     if value.__class__ is str:
@@ -186,14 +174,14 @@ def serialize_message(message: dict) -> str:
     """
     role = message.get("role")
     if role == "toolResult":
-        content = _text_of(message.get("content"), "")
+        content = content_text(message.get("content"), "")
         if content:
             return "[Tool result]: " + truncate_for_summary(content, TOOL_RESULT_MAX_CHARS)
         return ""
     if role == "assistant":
         content = message.get("content")
         if isinstance(content, str):
-            raise TypeError("msg.content.some is not a function (assistant content is a string)")
+            raise JavaScriptTypeError("msg.content.some is not a function (assistant content is a string)")
         thinking_parts: list[str] = []
         tool_calls: list[str] = []
         has_text = False
@@ -215,12 +203,12 @@ def serialize_message(message: dict) -> str:
         if thinking_parts:
             parts.append("[Assistant thinking]: " + "\n".join(thinking_parts))
         if has_text:
-            parts.append("[Assistant]: " + _text_of(content, "\n"))
+            parts.append("[Assistant]: " + content_text(content, "\n"))
         if tool_calls:
             parts.append("[Assistant tool calls]: " + "; ".join(tool_calls))
         return "\n\n".join(parts)
     if role == "user":
-        content = _text_of(message.get("content"), "")
+        content = content_text(message.get("content"), "")
         return "[User]: " + content if content else ""
     return ""
 

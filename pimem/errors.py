@@ -1,0 +1,87 @@
+"""Every error pimem raises on purpose derives from :class:`PimemError`.
+
+Each class also derives from the built-in exception a caller would expect (``ValueError`` for
+bad input or arguments, ``KeyError`` for a missing entry, ...), so ``except ValueError`` keeps
+working::
+
+    PimemError
+    ├── SessionFormatError      a file that cannot be read as a Pi session (names file and line)
+    ├── EntryNotFoundError      an entry id that is not in the session (Pi's "Entry … not found")
+    ├── InvalidEntryError       an entry that cannot be appended (no string id, duplicate id)
+    ├── SettingsError           a compaction setting Pi rejects
+    ├── SettingsFileError       a settings.json that cannot be read (recorded, as Pi records it)
+    ├── JavaScriptTypeError     a value on which Pi's own code throws a TypeError
+    ├── SummarizationError      a summary request failed (Pi's message)
+    ├── ConfigurationError      an argument pimem cannot use (unknown token source, empty grid, …)
+    ├── CacheCorruptError       a summary cache that cannot be read
+    ├── NoRecordingError        a recording holds no summary for this request
+    └── SourceOverwriteError    an output path that would overwrite a source session
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PimemError",
+    "SessionFormatError",
+    "EntryNotFoundError",
+    "InvalidEntryError",
+    "SettingsError",
+    "SettingsFileError",
+    "JavaScriptTypeError",
+    "SummarizationError",
+    "ConfigurationError",
+    "CacheCorruptError",
+    "NoRecordingError",
+    "SourceOverwriteError",
+]
+
+
+class PimemError(Exception):
+    """Base of every error pimem raises on purpose."""
+
+
+class SessionFormatError(PimemError, ValueError):
+    """A file that cannot be read as a Pi session (the message names file and line)."""
+
+
+class EntryNotFoundError(PimemError, KeyError):
+    """An entry id that is not in the session."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidEntryError(PimemError, ValueError):
+    """An entry that cannot be appended to a session (no string id, or an id already taken)."""
+
+
+class SettingsError(PimemError, ValueError):
+    """A compaction setting Pi's settings manager rejects."""
+
+
+class SettingsFileError(PimemError, ValueError):
+    """A settings file that cannot be read (Pi records it and goes on; so does pimem)."""
+
+
+class JavaScriptTypeError(PimemError, TypeError):
+    """A value on which Pi's own code throws a TypeError (the message follows JavaScript's)."""
+
+
+class SummarizationError(PimemError, RuntimeError):
+    """A summary request failed: an error, a length stop or a tool call (the message is Pi's)."""
+
+
+class ConfigurationError(PimemError, ValueError):
+    """An argument pimem cannot use: an unknown option, an empty grid, an impossible setting."""
+
+
+class CacheCorruptError(PimemError, RuntimeError):
+    """A summary cache file that cannot be read as one."""
+
+
+class NoRecordingError(PimemError, LookupError):
+    """A recording holds no summary for the request asked."""
+
+
+class SourceOverwriteError(PimemError, FileExistsError):
+    """An output path that is a source session file (sources are never written)."""
