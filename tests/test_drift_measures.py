@@ -8,6 +8,7 @@ import math
 import pytest
 
 import pimem
+from pimem.errors import ConfigurationError, SummarizationError
 from pimem.drift import (
     MEASURES,
     compaction_records,
@@ -141,7 +142,7 @@ def test_a_failing_summarizer_is_a_row_with_an_error_not_a_score(chain) -> None:
     comparison = compare_sources(c.entries, {"broken": Broken()})
     row = comparison.per_compaction.iloc[0]
     assert "ConnectionError" in row["error"] and ("needed_recall" not in row or math.isnan(row["needed_recall"]))
-    with pytest.raises(TypeError, match="summarizer"):
+    with pytest.raises(ConfigurationError, match="summarizer"):
         compare_sources(c.entries, {"nonsense": 42})
 
 
@@ -165,7 +166,7 @@ def test_baselines_fit_their_budget_and_replay_like_any_summarizer(sample_paths)
     result = pimem.replay(sample_paths[0], pimem.CompactionSettings(reserve_tokens=4096, keep_recent_tokens=4000),
                           context_window=16000, summarizer=FactDumpSummarizer())
     assert len(result.compactions) > 0
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigurationError):
         HeadTruncationSummarizer(budget=0)
 
 
@@ -211,7 +212,7 @@ def test_another_models_summaries_written_as_a_recording_are_one_more_column(cha
         def complete(self, request):
             raise ConnectionError("down")
 
-    with pytest.raises(RuntimeError, match="compaction 0"):
+    with pytest.raises(SummarizationError, match="compaction 0"):
         resummarized_session(c.entries, Broken())
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from pimem.drift import NotAChatModelError, compaction_records, generate_probes, probe_eval, probe_report
 from pimem.drift.chat import is_chat_model
+from pimem.errors import ConfigurationError
 from pimem.drift.measures import compare_sources
 from pimem.drift.probes import ANSWER_SYSTEM_PROMPT, JUDGE_SYSTEM_PROMPT, PROBE_DIMENSIONS, QUESTION_SYSTEM_PROMPT, parse_grades
 from pimem.summarizers import CachedSummarizer, OpenAISummarizer
@@ -118,9 +119,9 @@ def test_the_judge_must_not_be_the_summarizer(server, tmp_path) -> None:
     chain, _ = build_chain()
     writer = chat(server, model="writer")
     comparison = compare_sources(chain.entries, {"writer": writer}, max_tokens=800)
-    with pytest.raises(ValueError, match="must not be the summarizer"):
+    with pytest.raises(ConfigurationError, match="must not be the summarizer"):
         probe_eval(comparison, chat(server, model="writer"))
-    with pytest.raises(ValueError, match="must not be the summarizer"):
+    with pytest.raises(ConfigurationError, match="must not be the summarizer"):
         probe_eval(comparison, CachedSummarizer(writer, tmp_path / "c.sqlite"))
     res = probe_eval(comparison, chat(server, model="another-model"))
     assert set(res["source"]) == {"writer"} and res["error"].isna().all()

@@ -13,15 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from pimem.core.llm import SummaryRequest
+from pimem.errors import ConfigurationError, PimemError
 
 __all__ = ["NotAChatModelError", "JudgeError", "is_chat_model", "require_chat_model", "ask", "model_name"]
 
 
-class NotAChatModelError(TypeError):
+class NotAChatModelError(PimemError, TypeError):
     """A judge (or question writer, or matcher) that is not a chat model."""
 
 
-class JudgeError(RuntimeError):
+class JudgeError(PimemError, RuntimeError):
     """A chat model's request failed or its answer could not be read."""
 
 
@@ -67,9 +68,9 @@ def require_chat_model(obj: Any, role: str = "judge", *, not_same_as: Any = None
             f"object with chat_model = True); {type(_unwrap(obj)).__name__} writes summaries by rule and cannot "
             f"judge them")
     if not_same_as is not None and (_unwrap(obj) is _unwrap(not_same_as) or _identity(obj) == _identity(not_same_as)):
-        raise ValueError(f"the {role} must not be the summarizer whose summaries it judges ({model_name(obj)!r})")
+        raise ConfigurationError(f"the {role} must not be the summarizer whose summaries it judges ({model_name(obj)!r})")
     if not_model and model_name(obj) and model_name(obj) == not_model:
-        raise ValueError(f"the {role} must not be the model that wrote the summaries ({not_model!r})")
+        raise ConfigurationError(f"the {role} must not be the model that wrote the summaries ({not_model!r})")
 
 
 def ask(model: Any, system: str, prompt: str, *, max_tokens: int | None = 1024) -> str:

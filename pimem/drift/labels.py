@@ -29,6 +29,7 @@ import pandas as pd
 
 from pimem.drift.chat import JudgeError, ask, require_chat_model
 from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, _numbers_in_text, fact_present, fold, normalize_path
+from pimem.errors import ConfigurationError, PimemError
 
 __all__ = ["LABEL_FIELDS", "LabelFormatError", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
@@ -39,7 +40,7 @@ LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kin
 LABELS = ("present", "absent", "contradicted")
 
 
-class LabelFormatError(ValueError):
+class LabelFormatError(PimemError, ValueError):
     """A labelled-facts file that does not follow the format (the message names file and line)."""
 
 
@@ -213,7 +214,7 @@ def matcher_check(
         raise LabelFormatError(f"labels name compaction(s) {unknown} that are not on the session's active path")
     match = rule_matcher if matcher == "rules" else matcher
     if not callable(match):
-        raise TypeError(f"matcher must be 'rules' or a callable (fact, summary) -> label; got {matcher!r}")
+        raise ConfigurationError(f"matcher must be 'rules' or a callable (fact, summary) -> label; got {matcher!r}")
     texts = {cid: summarizer_text(r.summary) for cid, r in records.items()}
     facts = [label_fact(row) for _, row in df.iterrows()]
     predicted: list[str | None] = []

@@ -28,6 +28,7 @@ from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fac
 from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
 from pimem.drift.sections import section_items, summarizer_text
+from pimem.errors import ConfigurationError
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
            "measure_docs"]
@@ -276,7 +277,7 @@ def compare_sources(
     if max_tokens == "matched":
         budgets: Any = [max(1, _tokens(r.written)) for r in reference]
     elif isinstance(max_tokens, str):
-        raise ValueError(f"max_tokens must be 'matched', an int, a list of ints or None, not {max_tokens!r}")
+        raise ConfigurationError(f"max_tokens must be 'matched', an int, a list of ints or None, not {max_tokens!r}")
     else:
         budgets = max_tokens
     cache: dict[int, tuple[list[NeededFact], list[Fact], list[NeededFact]]] = {}
@@ -316,7 +317,7 @@ def compare_sources(
             recs, kind = reference, "summarizer"
             texts, errors, limits = out.summaries, out.errors, out.max_tokens
         else:
-            raise TypeError(f"source {name!r}: expected 'recorded', a session, a session file, a replay result "
+            raise ConfigurationError(f"source {name!r}: expected 'recorded', a session, a session file, a replay result "
                             f"or a summarizer; got {type(src).__name__}")
         summaries[name] = texts
         records_by[name] = recs

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 from pimem.drift.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, negated_words
 from pimem.drift.records import CompactionRecord, message_text
+from pimem.errors import ConfigurationError
 
 __all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "carried_later_facts",
            "used_later", "weighted_recall"]
@@ -206,7 +207,7 @@ def needed_later_facts(
     if weights:
         unknown = set(weights) - set(FACT_CLASSES)
         if unknown:
-            raise ValueError(f"unknown fact classes {sorted(unknown)}; known: {list(FACT_CLASSES)}")
+            raise ConfigurationError(f"unknown fact classes {sorted(unknown)}; known: {list(FACT_CLASSES)}")
         w.update(weights)
     cache_key = ("needed", record.index, record.later_start, tuple(sorted(w.items())))
     if facts is None and record.path is not None and cache_key in record.path.cache:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pimem.drift.sections import summarizer_text
+from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 
 __all__ = ["CompactionRecord", "PathMessages", "compaction_records", "resummarize", "resummarized_session",
            "Resummarized", "message_text"]
@@ -102,7 +103,7 @@ def compaction_records(
     from pimem.drift.metrics import _session_of, compaction_spans
 
     if horizon not in ("end", "next"):
-        raise ValueError(f"horizon must be 'end' or 'next', not {horizon!r}")
+        raise ConfigurationError(f"horizon must be 'end' or 'next', not {horizon!r}")
     source = _session_of(result_or_session)
     path = build_session_path(source, leaf_id)
     position = {id(e): i for i, e in enumerate(path)}
@@ -221,7 +222,7 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
     start = 1 if prev_index == 0 else 0
     cut = next((i for i in range(start, len(sources)) if sources[i].get("id") == first_kept_id), None)
     if cut is None:
-        raise LookupError(f"first kept entry {first_kept_id!r} is not on the projected path before the compaction")
+        raise EntryNotFoundError(f"first kept entry {first_kept_id!r} is not on the projected path before the compaction")
     split = not is_turn_start_parts(types[cut], per_entry[cut])
     turn_start = -1
     if split:
@@ -251,7 +252,7 @@ def _ask(summarizer: Any, kind: str, prompt: str, max_tokens: int | None) -> str
     response = summarizer.complete(request)
     if response.stop_reason in ("error", "aborted", "length") or response.called_tool:
         why = response.error_message or response.stop_reason
-        raise RuntimeError(f"{kind} summary failed: {why}")
+        raise SummarizationError(f"{kind} summary failed: {why}")
     return response.text
 
 
@@ -287,7 +288,7 @@ def resummarize(
     if isinstance(max_tokens, Sequence) and not isinstance(max_tokens, str):
         budgets = list(max_tokens)
         if len(budgets) != len(compactions):
-            raise ValueError(f"max_tokens has {len(budgets)} values for {len(compactions)} compactions")
+            raise ConfigurationError(f"max_tokens has {len(budgets)} values for {len(compactions)} compactions")
     else:
         default = max_tokens if max_tokens is not None else math.floor(0.8 * settings.reserve_tokens)
         budgets = [default] * len(compactions)
@@ -347,7 +348,7 @@ def resummarized_session(session: Any, summarizer: Any, **kwargs: Any) -> Any:
     result = resummarize(source, summarizer, **kwargs)
     failed = [f"compaction {i}: {e}" for i, e in enumerate(result.errors) if e]
     if failed:
-        raise RuntimeError("could not summarize every compaction: " + "; ".join(failed))
+        raise SummarizationError("could not summarize every compaction: " + "; ".join(failed))
     by_id = {e["id"]: e for e in result.entries if e is not None}
     entries = source.entries if hasattr(source, "entries") else list(source)
     header = dict(source.header) if hasattr(source, "header") else {"type": "session", "version": 3, "id": "resummarized",

@@ -32,6 +32,7 @@ from typing import Any
 
 from pimem._js import utf16_len
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.errors import ConfigurationError
 
 __all__ = [
     "BASELINES",
@@ -75,7 +76,7 @@ class _Baseline:
 
     def __init__(self, budget: int | None = DEFAULT_BUDGET) -> None:
         if budget is not None and budget < 1:
-            raise ValueError(f"budget must be a positive number of tokens or None, not {budget!r}")
+            raise ConfigurationError(f"budget must be a positive number of tokens or None, not {budget!r}")
         self.budget = budget
 
     def __repr__(self) -> str:
