@@ -86,6 +86,11 @@ _EXPORTS: dict[str, str] = {
     "CachedSummarizer": "pimem.summarizers.cached",
     "RecordedSummarizer": "pimem.summarizers.recorded",
     "summarizer_from_env": "pimem.summarizers",
+    "EmptyTemplateSummarizer": "pimem.summarizers.baselines",
+    "FactDumpSummarizer": "pimem.summarizers.baselines",
+    "HeadTruncationSummarizer": "pimem.summarizers.baselines",
+    "TailTruncationSummarizer": "pimem.summarizers.baselines",
+    "baseline_summarizers": "pimem.summarizers.baselines",
     # replay
     "replay": "pimem.agent_loop",
     "ReplayResult": "pimem.agent_loop",

@@ -24,7 +24,7 @@ from pimem.errors import ConfigurationError
 from pimem.io import atomic_write_bytes, atomic_write_text, write_table
 from pimem.text import format_number
 
-__all__ = ["write_drift_report", "run_study", "figure_png", "DEFAULT_RESERVE", "DEFAULT_KEEP", "DEFAULT_WINDOW"]
+__all__ = ["write_drift_report", "measures_section_html", "default_sources", "run_study", "figure_png", "DEFAULT_RESERVE", "DEFAULT_KEEP", "DEFAULT_WINDOW"]
 
 # Defaults sized for the bundled samples (contexts of 5k–21k tokens), so that they compact.
 DEFAULT_RESERVE = (2048, 4096, 8192)
@@ -135,7 +135,7 @@ def _page(title: str, body: str) -> str:
 
 _REPORT_COLUMNS = [
     "compaction", "entry_id", "first_kept_entry_id", "n_entries", "tokens_before", "span_tokens", "summary_tokens",
-    "compression_ratio_with_prev", "split_turn", "conformance", "fact_recall", "prev_retention", "n_lost",
+    "compression_ratio_with_prev", "split_turn", "conformance", "needed_recall", "fact_recall", "prev_retention", "n_lost",
     "cumulative_loss", "sim_prev_cosine", "goal_sim_request_cosine",
 ]
 
@@ -191,7 +191,8 @@ def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
 
 
 def drift_report_html(session_or_result: Any, title: str = "Summary drift report", *,
-                      report: pd.DataFrame | None = None) -> str:
+                      report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
+                      compare_max: int = 40) -> str:
     """The HTML text of :func:`write_drift_report` (nothing written); ``report``: the drift
     report when already computed (:func:`pimem.drift.drift_report` of the same input)."""
     from pimem.drift import drift_report, headline
@@ -237,6 +238,8 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
         lost = _lost_facts_table(report)
         parts.append(f"<h2>Facts lost between consecutive summaries ({len(lost):,})</h2>")
         parts.append(_html_table(lost, max_rows=200, tall=len(lost) > 20))
+        parts.append(measures_section_html(result if result is not None else session, report, sources=sources,
+                                           compare_max=compare_max))
     else:
         parts.append("<p>No compaction on the active path: nothing to measure. Replay the session with a "
                      "smaller context window (<code>pimem replay --window …</code>) to make some.</p>")
@@ -255,15 +258,95 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
 
 
 def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
-                       report: pd.DataFrame | None = None) -> Path:
+                       report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
+                       compare_max: int = 40) -> Path:
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
 
-    Figures are embedded as base64 PNG; the file is written atomically. ``report``: the drift
-    report when already computed. Returns the path.
+    Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
+    ``report``: the drift report when already computed. ``sources``: summary sources to set
+    beside the session's own summaries (default: the extractive summarizer and the four
+    degenerate baselines, at the recorded summaries' length); the comparison is left out, with a
+    note, when the chain has more than ``compare_max`` compactions.
     """
     target = Path(path)
-    atomic_write_text(target, drift_report_html(session_or_result, title=title, report=report))
+    atomic_write_text(target, drift_report_html(session_or_result, title=title, report=report, sources=sources,
+                                                compare_max=compare_max))
     return target
+
+
+# --------------------------------------------------------------------------- measures and sources
+
+
+_PIPELINE_COLUMNS = ["compaction", "files_block_present", "pipeline_read_precision", "pipeline_read_recall",
+                     "pipeline_modified_precision", "pipeline_modified_recall"]
+_NEEDED_COLUMNS = ["compaction", "written_tokens", "n_needed", "needed_recall", "needed_recall_constraint",
+                   "needed_recall_decision", "needed_recall_error", "needed_recall_artifact", "needed_recall_reference",
+                   "fact_recall", "content_sections", "conformance"]
+
+
+def default_sources() -> dict[str, Any]:
+    """The sources a drift report sets beside a session's own summaries: extractive and the four baselines."""
+    from pimem.summarizers.baselines import baseline_summarizers
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+
+    return {"extractive": ExtractiveSummarizer(), **baseline_summarizers(budget=None)}
+
+
+def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sources: dict[str, Any] | None = None,
+                          compare_max: int = 40) -> str:
+    """The report's measures section: needed-later recall per compaction, the file lists as a pipeline
+    check, the session's summaries beside other sources on the same spans, and what each measure
+    rewards and how it can be gamed."""
+    from pimem.drift.measures import compare_sources, measure_docs
+    from pimem.viz.measures import plot_measures, plot_recall_curve
+
+    parts = ["<h2>Measures grounded in the recording</h2>",
+             "<p class='note'>Content measures read only the text the summarizer wrote: the <code>&lt;read-files&gt;"
+             "</code>/<code>&lt;modified-files&gt;</code> blocks that Pi's <code>compact()</code> appends are "
+             "stripped. <b>Needed-later recall</b>: of the facts of the summarized span that the recording used "
+             "after the compaction and that the kept tail does not show, the share the summary holds — per class, "
+             "averaged with weights constraint 3, decision 3, error 2, written file 2, other names 1.</p>",
+             _html_table(report[[c for c in _NEEDED_COLUMNS if c in report.columns]]),
+             "<h3>Pipeline check: file lists</h3>",
+             "<p class='note'>The file blocks are written by Pi's pipeline from its file operations, not by the "
+             "summarizer: every summarizer gets the same. Reported apart, never as summary quality.</p>",
+             _html_table(report[[c for c in _PIPELINE_COLUMNS if c in report.columns]])]
+    n = len(report)
+    if n > compare_max:
+        parts.append(f"<p class='note'>{n} compactions: the comparison with other summary sources is left out "
+                     f"(more than {compare_max}; pass compare_max to include it).</p>")
+    else:
+        from pimem.drift.records import compaction_records
+
+        chosen = default_sources() if sources is None else dict(sources)
+        named = {"this session": "recorded", **chosen}
+        records = compaction_records(session_or_result)
+        matched = compare_sources(session_or_result, named, records=records)
+        own = compare_sources(session_or_result, named, max_tokens=None, records=records)
+        parts.append("<h3>This session's summaries beside other summary sources</h3>")
+        parts.append("<p class='note'>Every source summarizes exactly the spans this session's compactions "
+                     "summarized (same cut points; its previous summary is its own), at the length of this "
+                     "session's summary for that compaction. The baselines are degenerate on purpose: a measure "
+                     "that ranks one of them first measures something else.</p>")
+        parts.append(_img(figure_png(plot_measures(matched.table)[0]), "measures by source"))
+        table = matched.table.reset_index().rename(columns={"index": "measure"})
+        parts.append(_html_table(table))
+        errors = matched.per_compaction[matched.per_compaction["error"].notna()]
+        if len(errors):
+            parts.append("<p class='note'>Failed summaries (left out of the means):</p>"
+                         + _html_table(errors[["source", "compaction", "error"]]))
+        parts.append("<h3>Recall against summary length</h3>")
+        parts.append("<p class='note'>Each source at its own length (diamonds: the summarizers with Pi's default "
+                     "budget) and the recall of its first B tokens (lines). Longer summaries hold more; compare "
+                     "sources at the same length.</p>")
+        parts.append(_img(figure_png(plot_recall_curve(own.curve(), points=own.per_compaction)[0]),
+                          "recall against summary tokens"))
+        notes = list(dict.fromkeys(matched.notes))
+        if notes:
+            parts.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in notes) + "</ul>")
+    parts.append("<h3>What each measure rewards, and how it can be gamed</h3>")
+    parts.append(_html_table(measure_docs()))
+    return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------- the study

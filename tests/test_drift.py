@@ -289,9 +289,9 @@ def test_fact_removed_at_step_two_is_lost_at_step_two() -> None:
     assert ages.loc[ages["age"] == 0, "retention"].iloc[0] == 1.0
     assert ages.loc[ages["age"] == 1, "retention"].iloc[0] < 1.0
     # the file blocks are scored against Pi's true lists
-    assert report.loc[0, "read_recall"] == 1.0 and report.loc[0, "read_precision"] == 1.0
-    assert report.loc[1, "modified_recall"] == 1.0
-    assert math.isnan(report.loc[2, "read_precision"])  # no block in the third summary
+    assert report.loc[0, "pipeline_read_recall"] == 1.0 and report.loc[0, "pipeline_read_precision"] == 1.0
+    assert report.loc[1, "pipeline_modified_recall"] == 1.0
+    assert math.isnan(report.loc[2, "pipeline_read_precision"])  # no block in the third summary
     # identical goals: no goal drift from the first summary
     assert (report["goal_sim_first_jaccard"] == 1.0).all()
     assert (report["cumulative_loss"].diff().dropna() >= -1e-12).any()
@@ -338,8 +338,8 @@ def test_compaction_metrics_standalone() -> None:
     msgs = [_user("edit src/a.py"), _assistant("ok", [("edit", {"path": "src/a.py", "oldText": "a", "newText": "b"})])]
     summary = TEMPLATE + "\n\n<modified-files>\nsrc/a.py\nsrc/zzz.py\n</modified-files>"
     m = compaction_metrics(summary, msgs, modified_files=["src/a.py"])
-    assert m["modified_recall"] == 1.0 and m["modified_precision"] == 0.5
-    assert m["read_precision"] == 1.0 and math.isnan(m["read_recall"])  # no read files, none claimed
+    assert m["pipeline_modified_recall"] == 1.0 and m["pipeline_modified_precision"] == 0.5
+    assert m["pipeline_read_precision"] == 1.0 and math.isnan(m["pipeline_read_recall"])  # no read files, none claimed
     assert m["summary_tokens"] > 0 and m["compression_ratio"] < 1 and m["compresses"] is False
 
 
@@ -386,7 +386,7 @@ def test_drift_over_extractive_replay(sample_paths: list[Path]) -> None:
     # the extractive summarizer fills Pi's template exactly
     full = report[report["n_found"] > 1]
     assert len(full) > 0 and (full["conformance"] == 1.0).all()
-    for col in ("fact_recall", "prev_retention", "cumulative_loss", "read_recall"):
+    for col in ("fact_recall", "prev_retention", "cumulative_loss", "pipeline_read_recall"):
         vals = report[col].dropna()
         assert ((vals >= 0) & (vals <= 1)).all(), col
     ages = pimem.retention_by_age(report)

@@ -47,6 +47,34 @@ class Inputs:
     other_report: pd.DataFrame
     sweep: pd.DataFrame
     keep_values: list[int]
+    measures: pd.DataFrame | None = None  # a Comparison's measures × sources table
+    curve: pd.DataFrame | None = None  # its recall-against-tokens curve
+
+
+def _comparison(session: Session, recorded: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The measures table and recall curve of ``session``'s summaries beside the report's sources."""
+    from pimem.drift.measures import compare_sources
+    from pimem.report import default_sources
+
+    comparison = compare_sources(session, {**({"recorded": "recorded"} if recorded else {}), **default_sources()})
+    return comparison.table, comparison.curve()
+
+
+def _big_comparison(sources: int = 12, budgets: int = 40, compactions: int = 500) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A measures table and a recall curve as a comparison of many sources over a long chain gives them."""
+    import numpy as np
+
+    from pimem.viz.measures import SHARE_MEASURES
+
+    rng = np.random.default_rng(5)
+    names = [f"summarizer-{i:02d}" for i in range(sources)]
+    table = pd.DataFrame(rng.random((len(SHARE_MEASURES), sources)), index=list(SHARE_MEASURES), columns=names)
+    table.loc["written_tokens"] = rng.integers(50, 5000, sources)
+    grid = pd.MultiIndex.from_product([names, range(compactions), np.geomspace(8, 6000, budgets).astype(int)],
+                                      names=["source", "compaction", "budget"]).to_frame(index=False)
+    grid["tokens"] = grid["budget"]
+    grid["needed_recall"] = np.minimum(1, rng.random(len(grid)) * np.log1p(grid["budget"]) / 8)
+    return table, grid
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +100,7 @@ def _empty(samples_dir) -> Inputs:
     empty = drift_report(ventas)
     sweep = pd.DataFrame({"reserve_tokens": [1000], "keep_recent_tokens": [500], "error": [None],
                           "compactions": [0.0], "summarization_request_tokens": [0.0]})
-    return Inputs(one, one, no_compaction, None, empty, empty, sweep, [1000])
+    return Inputs(one, one, no_compaction, None, empty, empty, sweep, [1000], *_comparison(ventas))
 
 
 def _small(samples_dir) -> Inputs:
@@ -82,7 +110,8 @@ def _small(samples_dir) -> Inputs:
     recorded = drift_report(auth)
     assert len(result.compactions) >= 3 and len(recorded) == 3
     return Inputs(auth, ventas, result, None, drift_report(result), recorded,
-                  _sweep([auth, ventas], [2000, 4000], [2000, 8000]), [500 * k for k in range(1, 41)])
+                  _sweep([auth, ventas], [2000, 4000], [2000, 8000]), [500 * k for k in range(1, 41)],
+                  *_comparison(auth))
 
 
 def _real(real_dir) -> Inputs:
@@ -96,7 +125,7 @@ def _real(real_dir) -> Inputs:
     report = drift_report(study)
     assert len(report) > 15
     return Inputs(before, large, dense, None, report, drift_report(before), _sweep([large], [2048, 4096], [2000, 8000]),
-                  [1000 * k for k in range(1, 41)])
+                  [1000 * k for k in range(1, 41)], *_comparison(before))
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +137,7 @@ def small(samples_dir) -> Inputs:
 def large() -> Inputs:
     result, effects = big_replay()
     return Inputs(Session.new("/p"), Session.new("/p"), result, effects, big_report(),
-                  big_report(compactions=120, seed=4), big_sweep(), [])
+                  big_report(compactions=120, seed=4), big_sweep(), [], *_big_comparison())
 
 
 FIGURES: dict[str, Callable[[Inputs], Any]] = {
@@ -127,6 +156,8 @@ FIGURES: dict[str, Callable[[Inputs], Any]] = {
     "plot_drift(stacked)": lambda d: viz.plot_drift(d.report, arrangement="stacked"),
     "plot_compared": lambda d: viz.plot_compared(viz.plot_summary_sizes, {"replayed": d.report,
                                                                           "recorded": d.other_report}),
+    "plot_measures": lambda d: viz.plot_measures(d.measures),
+    "plot_recall_curve": lambda d: viz.plot_recall_curve(d.curve),
 }
 SESSION_FIGURES = ["plot_session_tree", "plot_context_projection", "plot_cut_points", "plot_estimate_vs_usage"]
 

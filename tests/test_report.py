@@ -54,7 +54,18 @@ def test_drift_report_of_a_session_file(samples_dir, tmp_path):
     text = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "d.html").read_text()
     assert "3 compactions on the active path" in text
     assert "Estimate vs recorded usage" in text
-    assert len(_images(text)) == 3
+    assert len(_images(text)) == 5  # drift curves, measures by source, recall curve, tree, estimates
+
+
+def test_drift_report_sets_the_summaries_beside_the_baselines(samples_dir, tmp_path):
+    text = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "d.html").read_text()
+    section = text.split("<h2>Measures grounded in the recording</h2>")[1]
+    for name in ("this session", "extractive", "empty template", "fact dump", "head truncation", "tail truncation"):
+        assert f">{name}<" in section, name
+    assert "Pipeline check: file lists" in section and "how it can be gamed" in section
+    assert "needed_recall" in section and "pipeline_modified_recall" in section
+    few = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "e.html", compare_max=1).read_text()
+    assert "the comparison with other summary sources is left out" in few and len(_images(few)) == 3
 
 
 def test_drift_report_leaves_the_target_alone_on_failure(tmp_path):

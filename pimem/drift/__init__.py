@@ -1,70 +1,99 @@
 """Summary drift and quality: what a compaction summary keeps, loses, and how it drifts.
 
-* :func:`parse_summary` — template sections, split-turn part, file blocks, conformance.
+* :func:`parse_summary` — template sections, split-turn part, file blocks, conformance;
+  :func:`summarizer_text` — the part of a stored summary the summarizer wrote (no file blocks).
 * :func:`extract_facts` — checkable facts of a span (paths, identifiers, errors, commands,
   numbers with units, user constraints, decisions), with :func:`fact_present`.
 * :func:`compaction_metrics` — one summary against its span.
 * :func:`drift_report` — one row per compaction of a chain, with tidy views
   :func:`retention_by_age`, :func:`survival_curves`, :func:`section_similarity`,
   :func:`lost_facts` and :func:`headline`.
-* :func:`probe_eval` — optional question probes answered by a judge model from the summary.
+* :func:`compaction_records` — each compaction with its span, kept tail and what the recording
+  did afterwards; :func:`needed_later_facts` and :func:`summary_measures` — the measures grounded
+  in that trajectory; :func:`compare_sources` — measures × summary sources on the same spans;
+  :func:`recall_curve` — recall against summary tokens.
+* :func:`matcher_check` — the automatic matcher against a hand-labelled set.
+* :func:`generate_probes` / :func:`probe_eval` — session-specific questions, answered from
+  summary + kept context and graded 0–5 on six dimensions by a chat-model judge.
+
+Names are imported lazily: ``pimem.drift.sections`` can be used without pulling in pandas.
 """
 
-from pimem.drift.facts import (
-    FACT_KINDS,
-    Fact,
-    SummaryIndex,
-    extract_facts,
-    fact_present,
-    facts_frame,
-    summary_facts,
-)
-from pimem.drift.metrics import (
-    CompactionSpan,
-    compaction_metrics,
-    compaction_spans,
-    drift_report,
-    headline,
-    lost_facts,
-    retention_by_age,
-    section_similarity,
-    survival_curves,
-)
-from pimem.drift.probes import (
-    PROBE_SYSTEM_PROMPT,
-    Probe,
-    generate_probes,
-    probe_eval,
-    probe_report,
-)
-from pimem.drift.sections import Conformance, SummarySections, parse_summary
-from pimem.drift.similarity import TfidfSpace, jaccard
+from __future__ import annotations
 
-__all__ = [
-    "FACT_KINDS",
-    "CompactionSpan",
-    "Conformance",
-    "Fact",
-    "PROBE_SYSTEM_PROMPT",
-    "Probe",
-    "SummaryIndex",
-    "SummarySections",
-    "TfidfSpace",
-    "compaction_metrics",
-    "compaction_spans",
-    "drift_report",
-    "extract_facts",
-    "fact_present",
-    "generate_probes",
-    "facts_frame",
-    "headline",
-    "jaccard",
-    "lost_facts",
-    "parse_summary",
-    "probe_eval",
-    "probe_report",
-    "retention_by_age",
-    "section_similarity",
-    "summary_facts",
-    "survival_curves",
-]
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    # sections
+    "Conformance": "pimem.drift.sections",
+    "SummarySections": "pimem.drift.sections",
+    "parse_summary": "pimem.drift.sections",
+    "section_items": "pimem.drift.sections",
+    "summarizer_text": "pimem.drift.sections",
+    # facts
+    "FACT_KINDS": "pimem.drift.facts",
+    "Fact": "pimem.drift.facts",
+    "SummaryIndex": "pimem.drift.facts",
+    "extract_facts": "pimem.drift.facts",
+    "fact_present": "pimem.drift.facts",
+    "facts_frame": "pimem.drift.facts",
+    "summary_facts": "pimem.drift.facts",
+    # chain metrics
+    "CompactionSpan": "pimem.drift.metrics",
+    "compaction_metrics": "pimem.drift.metrics",
+    "compaction_spans": "pimem.drift.metrics",
+    "drift_report": "pimem.drift.metrics",
+    "headline": "pimem.drift.metrics",
+    "lost_facts": "pimem.drift.metrics",
+    "retention_by_age": "pimem.drift.metrics",
+    "section_similarity": "pimem.drift.metrics",
+    "survival_curves": "pimem.drift.metrics",
+    # records, needed-later facts, measures, comparisons
+    "CompactionRecord": "pimem.drift.records",
+    "compaction_records": "pimem.drift.records",
+    "resummarize": "pimem.drift.records",
+    "resummarized_session": "pimem.drift.records",
+    "FACT_CLASSES": "pimem.drift.needed",
+    "DEFAULT_WEIGHTS": "pimem.drift.needed",
+    "needed_later_facts": "pimem.drift.needed",
+    "used_later": "pimem.drift.needed",
+    "MEASURES": "pimem.drift.measures",
+    "Comparison": "pimem.drift.measures",
+    "compare_sources": "pimem.drift.measures",
+    "measure_docs": "pimem.drift.measures",
+    "recall_curve": "pimem.drift.measures",
+    "summary_measures": "pimem.drift.measures",
+    # the matcher against labels
+    "EntailmentMatcher": "pimem.drift.labels",
+    "load_labels": "pimem.drift.labels",
+    "matcher_check": "pimem.drift.labels",
+    # chat-model judges and probes
+    "NotAChatModelError": "pimem.drift.chat",
+    "JudgeError": "pimem.drift.chat",
+    "is_chat_model": "pimem.drift.chat",
+    "PROBE_DIMENSIONS": "pimem.drift.probes",
+    "PROBE_SYSTEM_PROMPT": "pimem.drift.probes",
+    "Probe": "pimem.drift.probes",
+    "generate_probes": "pimem.drift.probes",
+    "probe_eval": "pimem.drift.probes",
+    "probe_report": "pimem.drift.probes",
+    # similarity
+    "TfidfSpace": "pimem.drift.similarity",
+    "jaccard": "pimem.drift.similarity",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pimem.drift' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -33,18 +33,32 @@ decision   assistant sentences with a decision marker: I'll use, I will use, let
 
 Thinking blocks are skipped unless ``include_thinking=True``.
 
-Presence in a summary (:func:`fact_present`), after folding case, whitespace, backticks, quotes and
-emphasis:
+Presence in a summary (:func:`fact_present`). Pass the text the summarizer wrote
+(:func:`pimem.drift.sections.summarizer_text`): the file blocks ``compact()`` appends would
+otherwise count for any summarizer.
 
 * path: the fact's path equals a path in the summary, or is a ``/``-segment suffix of one (the
   summary is more specific), or both share their last two or more segments. A shared basename
   alone is *not* enough.
-* identifier: whole-word occurrence (``()`` ignored).
-* command: the folded command occurs as a substring.
+* identifier: case-sensitive whole-name occurrence, not as part of a file name (``main`` is not in
+  ``main.ts``, ``()`` ignored). A name that reads as a plain word (``run``, ``state``, ``Agent``)
+  counts only in code form (``run(``, ``.run``, a code span that is the name, a fenced block).
+* command: the folded command occurs as a substring; a one-word command only as a code span.
 * number: the same number with the same canonical unit occurs.
-* error / constraint / decision (free text): the folded text occurs as a substring, or some line of
-  the summary covers at least ``0.5`` (error: ``0.7``) of the fact's content words (≥ 3 letters,
-  stop words removed, plural ``s`` stripped) with at least 2 words in common.
+* error / constraint / decision (free text): the folded text occurs as a substring; or (error) the
+  error's two or more quoted names all occur on one summary line; or some line of the summary
+  covers at least ``0.5`` (error: ``0.7``) of the fact's content words (≥ 3 letters, stop words
+  removed, plural ``s`` stripped) with at least 2 words in common **and the same polarity**: a
+  shared word negated on one side only (within three words after ``not``, ``no``, ``never``,
+  ``without``, ``avoid``, ``rejected``, ``instead``...) is no match, so "User rejected e2e tests"
+  does not hold "I only want e2e tests".
+
+What the matcher rewards and how it fails: it rewards exact names, so a summary that paraphrases
+("the compiler complained about the missing field") loses credit, and free text is matched by shared
+words, so a line that reuses the words with another meaning can still match (polarity catches only
+negation). Its precision and recall against a hand-labelled set are measured by
+:func:`pimem.drift.labels.matcher_check`; an entailment matcher through a chat model is
+:class:`pimem.drift.labels.EntailmentMatcher`.
 """
 
 from __future__ import annotations
@@ -52,6 +66,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -439,25 +454,119 @@ def facts_frame(facts: Sequence[Fact]) -> pd.DataFrame:
 # --------------------------------------------------------------------------- presence
 
 
+_NEGATION = frozenset(
+    """not no never don't dont doesn't doesnt didn't didnt won't wont can't cant cannot shouldn't shouldnt mustn't
+    mustnt isn't isnt aren't arent without avoid avoids avoided reject rejects rejected rejecting instead stop
+    stopped drop dropped remove removed neither nor none""".split()
+)
+_POLARITY_WORD = re.compile(r"[A-Za-z0-9_$']+")
+_QUOTED_NAME = re.compile(r"'([A-Za-z_$][\w$.]*)'|\"([A-Za-z_$][\w$.]*)\"|`([A-Za-z_$][\w$.]*)`")
+_SOURCE_EXT_AFTER = rf"(?!\.(?:{_EXT_RX})\b)"
+
+
+def _stem(word: str) -> str:
+    w = word.lower()
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    return w
+
+
+def _stems_of(text: str) -> set[str]:
+    """Every word of a text as :func:`negated_words` would count it (a superset check, no polarity)."""
+    return {_stem(w) for w in _POLARITY_WORD.findall(text) if len(w) >= 3}
+
+
+def negated_words(text: str) -> tuple[set[str], set[str]]:
+    """(content words, those of them every occurrence of which follows a negation within 3 words).
+
+    A negation (``not``, ``no``, ``never``, ``don't``, ``without``, ``avoid``, ``rejected``,
+    ``instead``...) negates the next three words, so "User rejected e2e tests" negates ``e2e`` and
+    ``test`` while "E2E tests only - no unit tests" leaves ``test`` affirmed (one occurrence is free).
+    """
+    words = _POLARITY_WORD.findall(text.lower())
+    affirmed: set[str] = set()
+    seen: set[str] = set()
+    scope = 0
+    for w in words:
+        if w in _NEGATION:
+            scope = 3
+            continue
+        stem = _stem(w)
+        if len(w) >= 3 and w not in STOPWORDS:
+            seen.add(stem)
+            if scope == 0:
+                affirmed.add(stem)
+        scope = max(0, scope - 1)
+    return seen, seen - affirmed
+
+
 class SummaryIndex:
-    """A summary prepared for fast fact look-ups."""
+    """A text (a summary, or what a span shows) prepared for fast fact look-ups (each structure built
+    on first use)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.folded = fold(text)
-        self.lines = [content_words(ln) for ln in text.split("\n") if ln.strip()]
-        paths = {p for p, _, _ in _paths_in_text(text)}
-        for m in _BACKTICK.finditer(text):
+
+    @cached_property
+    def folded(self) -> str:
+        return fold(self.text)
+
+    @cached_property
+    def plain(self) -> str:
+        return re.sub(r"[*\"“”‘’]", "", self.text)  # emphasis and quotes off, case kept
+
+    @cached_property
+    def lower(self) -> str:
+        return self.text.lower()
+
+    @cached_property
+    def raw_lines(self) -> list[str]:
+        return [ln for ln in self.text.split("\n") if ln.strip()]
+
+    @cached_property
+    def _polarity(self) -> list[tuple[set[str], set[str]]]:
+        return [negated_words(ln) for ln in self.raw_lines]
+
+    @property
+    def lines(self) -> list[set[str]]:
+        return [words for words, _ in self._polarity]
+
+    @property
+    def polarity(self) -> list[set[str]]:
+        return [negated for _, negated in self._polarity]
+
+    @cached_property
+    def all_words(self) -> set[str]:
+        return _stems_of(self.lower)
+
+    @cached_property
+    def code_spans(self) -> set[str]:
+        return {m.group(1).strip() for m in _BACKTICK.finditer(self.text)}
+
+    @cached_property
+    def fenced(self) -> str:
+        return "\n".join(m.group(0) for m in _FENCE.finditer(self.text))
+
+    @cached_property
+    def paths(self) -> set[str]:
+        paths = {p for p, _, _ in _paths_in_text(self.text)}
+        for m in _BACKTICK.finditer(self.text):
             n = normalize_path(m.group(1))
             if n and _is_path_like(n):
                 paths.add(n)
-        for line in text.split("\n"):  # file-list blocks hold one bare path per line
+        for line in self.text.split("\n"):  # a line that is one bare path (lists, trees)
             n = normalize_path(line.strip())
             if n and " " not in n and _is_path_like(n):
                 paths.add(n)
-        self.paths = paths
-        self.path_segments = [tuple(p.split("/")) for p in paths]
-        self.numbers = {v for v, _, _ in _numbers_in_text(text)}
+        return paths
+
+    @cached_property
+    def path_segments(self) -> list[tuple[str, ...]]:
+        return [tuple(p.split("/")) for p in self.paths]
+
+    @cached_property
+    def numbers(self) -> set[str]:
+        return {v for v, _, _ in _numbers_in_text(self.text)}
 
     def has_path(self, path: str) -> bool:
         segs = tuple(path.split("/"))
@@ -466,7 +575,7 @@ class SummaryIndex:
                 return True
             n = len(segs)
             if n <= len(other) and other[-n:] == segs:
-                return True  # the summary names it more specifically
+                return True  # the text names it more specifically
             shared = 0
             for a, b in zip(reversed(segs), reversed(other)):
                 if a != b:
@@ -476,31 +585,74 @@ class SummaryIndex:
                 return True
         return False
 
-    def has_words(self, text: str, threshold: float) -> bool:
-        words = content_words(text)
-        if not words:
+    def has_identifier(self, name: str) -> bool:
+        """Case-sensitive whole-name occurrence, not as part of a file name (``main`` is not in ``main.ts``).
+
+        A name that reads as a plain word (``run``, ``state``, ``main``, ``Agent``: letters with at
+        most a leading capital) counts only in code form: ``name(``, ``.name``, a code span that is
+        the name, or inside a fenced block; prose and titles use such words in other senses.
+        """
+        name = re.sub(r"\(\)$", "", name.strip())
+        if not name or name not in self.plain:
             return False
-        for line in self.lines:
-            common = len(words & line)
-            if common >= 2 and common / len(words) >= threshold:
+        body = re.escape(name)
+        whole = rf"(?<![\w$/-]){body}(?![\w$/-]){_SOURCE_EXT_AFTER}"
+        if not re.fullmatch(r"[A-Za-z][a-z]*", name):
+            return re.search(whole, self.plain) is not None
+        if name in self.code_spans or f"{name}()" in self.code_spans:
+            return True
+        if re.search(rf"(?<![\w$/-]){body}\(|(?<=[\w$)])\.{body}(?![\w$/-]){_SOURCE_EXT_AFTER}", self.plain):
+            return True
+        return bool(self.fenced) and re.search(whole, self.fenced) is not None
+
+    def has_words(self, text: str, threshold: float) -> bool:
+        """Some line covers ``threshold`` of the text's content words (at least 2) with the same polarity."""
+        words, negated = negated_words(text)
+        if not words or len(words & self.all_words) < 2:
+            return False
+        for line, line_negated in self._polarity:
+            common = words & line
+            if len(common) >= 2 and len(common) / len(words) >= threshold:
+                if (negated & common) == (line_negated & common):
+                    return True
+        return False
+
+    def has_error(self, line: str) -> bool:
+        """The error's quoted names (two or more, case folded) all stated on one line of the text."""
+        names = {next(g for g in m.groups() if g) for m in _QUOTED_NAME.finditer(line)}
+        names = {n.lower() for n in names if len(n) >= 3}
+        if len(names) < 2 or not all(n in self.lower for n in names):
+            return False
+        for raw in self.raw_lines:
+            low = raw.lower()
+            if all(re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", low) for n in names):
                 return True
         return False
 
 
 def fact_present(fact: Fact | tuple[str, str], summary: str | SummaryIndex) -> bool:
-    """Whether a summary (text or :class:`SummaryIndex`) still holds a fact (rules in module docs)."""
+    """Whether a summary (text or :class:`SummaryIndex`) still holds a fact (rules in module docs).
+
+    Pass the text the summarizer wrote (:func:`pimem.drift.sections.summarizer_text`): file blocks
+    that ``compact()`` appends would otherwise count for any summarizer.
+    """
     index = summary if isinstance(summary, SummaryIndex) else SummaryIndex(summary)
     kind, value = (fact.kind, fact.value) if isinstance(fact, Fact) else fact
+    surface = fact.surface if isinstance(fact, Fact) and fact.surface else value
     if kind == "path":
         return index.has_path(value)
     if kind == "identifier":
-        v = fold(value)
-        return re.search(r"(?<![\w$])" + re.escape(v) + r"(?![\w$])", index.folded) is not None
+        return index.has_identifier(value)
     if kind == "command":
-        return fold(value) in index.folded
+        v = fold(value)
+        if " " not in v:  # a one-word command counts only as code
+            return v in {fold(c) for c in index.code_spans}
+        return v in index.folded
     if kind == "number":
         return value in index.numbers
     v = fold(value)
     if v and v in index.folded:
+        return True
+    if kind == "error" and index.has_error(surface):
         return True
     return index.has_words(value, 0.7 if kind == "error" else 0.5)

@@ -25,7 +25,8 @@ Report columns (one row per compaction, in path order):
 ``n_entries``, ``n_messages``        entries / messages summarized
 ``tokens_before``                    recorded ``tokensBefore``
 ``span_tokens``                      estimated tokens of the summarized messages
-``summary_tokens``                   estimated tokens of the stored summary
+``summary_tokens``                   estimated tokens of the stored summary (its context cost)
+``written_tokens``                   estimated tokens of what the summarizer wrote (no file blocks)
 ``prev_summary_tokens``              estimated tokens of the previous summary (0 for the first)
 ``compression_ratio``                span_tokens ÷ summary_tokens
 ``compression_ratio_with_prev``      (span_tokens + prev_summary_tokens) ÷ summary_tokens
@@ -35,11 +36,18 @@ Report columns (one row per compaction, in path order):
 ``extra``, ``renamed``, ``reordered``,
 ``empty``, ``conformant``,
 ``files_block_present``
-``read_precision/recall``,           the summary's ``<read-files>`` / ``<modified-files>`` blocks
-``modified_precision/recall``        against the true lists (NaN when there is no block / no truth)
-``file_mention_recall``              true files (read ∪ modified) named anywhere in the summary
-``n_facts``, ``fact_recall``         facts of the span, and the share present in the summary
+``pipeline_read_precision/recall``,  a check of Pi's pipeline, not of the summary: the
+``pipeline_modified_precision/recall`` ``<read-files>`` / ``<modified-files>`` blocks that
+                                     ``compact()`` appends, against the true lists (NaN when there
+                                     is no block / no truth); every summarizer gets the same
+``file_mention_recall``              true files (read ∪ modified) named in the summarizer's text
+``n_facts``, ``fact_recall``         facts of the span, and the share present in the summarizer's
+                                     text: unweighted, grows with length (a fact dump scores 1.0)
 ``recall_<kind>``                    the same per fact kind (NaN when the span has none)
+``needed_recall``, ``n_needed``,     needed-later recall (:mod:`pimem.drift.needed`): facts the
+``needed_recall_<class>``            recording used after the compaction and the kept tail does not
+                                     show, class-weighted; the headline content measure
+``content_sections``                 share of the eight content sections holding something
 ``n_new_facts``, ``new_fact_recall`` facts first seen in this span
 ``n_seen``, ``n_held``,              facts seen in any span so far, those this summary holds,
 ``cumulative_loss``                  and 1 − held ÷ seen
@@ -51,6 +59,10 @@ Report columns (one row per compaction, in path order):
 ``goal_sim_request_jaccard/cosine``  Goal section vs the first user request on the path
 ``goal_sim_first_jaccard/cosine``    Goal section vs the first summary's Goal
 ==================================== ==========================================================
+
+Every content measure reads the text the summarizer wrote (:func:`pimem.drift.sections.summarizer_text`),
+never the file blocks ``compact()`` appends. What each measure rewards and how it can be gamed:
+:data:`pimem.drift.measures.MEASURES`.
 
 ``report.attrs`` holds the long frames that the helper functions read: ``"facts"`` (one row per
 fact: key, kind, value, surface (the text as written), entry_id, introduced_at), ``"presence"`` (fact × compaction:
@@ -77,9 +89,13 @@ from pimem.drift.facts import (
     fact_present,
     summary_facts,
 )
-from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary
+from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary, summarizer_text
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
+
+
+_CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
+                     "critical_context")
 
 
 @dataclass
@@ -212,7 +228,7 @@ def compaction_metrics(
 
     pairs = iter_messages(messages)
     span_facts = list(facts) if facts is not None else extract_facts(pairs)
-    index = SummaryIndex(parsed.text)
+    index = SummaryIndex(parsed.written_text)  # never the file blocks compact() appends
     span_tokens = _tokens(m for _, m in pairs)
     summary_tokens = _summary_tokens(parsed.text)
     prev_tokens = _summary_tokens(previous_summary) if previous_summary else 0
@@ -220,6 +236,7 @@ def compaction_metrics(
         "n_messages": len(pairs),
         "span_tokens": span_tokens,
         "summary_tokens": summary_tokens,
+        "written_tokens": _summary_tokens(parsed.written_text) if parsed.written_text else 0,
         "prev_summary_tokens": prev_tokens,
         "compression_ratio": _ratio(span_tokens, summary_tokens),
         "compression_ratio_with_prev": _ratio(span_tokens + prev_tokens, summary_tokens),
@@ -229,16 +246,18 @@ def compaction_metrics(
     row.update(parsed.conformance.as_dict())
     truth_read = list(read_files or [])
     truth_mod = list(modified_files or [])
-    row["read_precision"], row["read_recall"] = _pr(parsed.read_files if parsed.conformance.files_block_present else None, truth_read)
-    row["modified_precision"], row["modified_recall"] = _pr(
+    # a pipeline check: compact() writes these blocks, whatever the summarizer answered
+    row["pipeline_read_precision"], row["pipeline_read_recall"] = _pr(
+        parsed.read_files if parsed.conformance.files_block_present else None, truth_read)
+    row["pipeline_modified_precision"], row["pipeline_modified_recall"] = _pr(
         parsed.modified_files if parsed.conformance.files_block_present else None, truth_mod
     )
     if parsed.conformance.files_block_present:
         # a missing block next to a present one means "no files of that kind"
         if parsed.read_files is None:
-            row["read_precision"], row["read_recall"] = _pr([], truth_read)
+            row["pipeline_read_precision"], row["pipeline_read_recall"] = _pr([], truth_read)
         if parsed.modified_files is None:
-            row["modified_precision"], row["modified_recall"] = _pr([], truth_mod)
+            row["pipeline_modified_precision"], row["pipeline_modified_recall"] = _pr([], truth_mod)
     all_true = sorted(set(truth_read) | set(truth_mod))
     row["file_mention_recall"] = (
         sum(index.has_path(p) for p in all_true) / len(all_true) if all_true else math.nan
@@ -250,7 +269,7 @@ def compaction_metrics(
         flags = [p for f, p in zip(span_facts, present) if f.kind == kind]
         row[f"recall_{kind}"] = _ratio(sum(flags), len(flags))
     if previous_summary:
-        prev_stated = summary_facts(previous_summary)
+        prev_stated = summary_facts(summarizer_text(previous_summary))
         kept = [fact_present(f, index) for f in prev_stated]
         row["prev_summary_retention"] = _ratio(sum(kept), len(kept))
         prev_body = parse_summary(previous_summary).body
@@ -288,8 +307,13 @@ def drift_report(
     """
     from pimem.core.session_manager import build_session_path
 
+    from pimem.drift.needed import FACT_CLASSES, needed_later_facts, weighted_recall
+    from pimem.drift.records import compaction_records
+    from pimem.drift.sections import section_items
+
     source = _session_of(result_or_session)
     spans = compaction_spans(source, leaf_id=leaf_id)
+    records = compaction_records(source, leaf_id=leaf_id, spans=spans)
     path = build_session_path(source, leaf_id)
     first_request = _first_user_request(path)
     parsed = [parse_summary(s.summary) for s in spans]
@@ -337,7 +361,16 @@ def drift_report(
                 facts=facts,
             )
         )
-        index = SummaryIndex(summ.text)
+        index = SummaryIndex(summ.written_text)
+        needed = needed_later_facts(records[span.index], facts=facts)
+        flags = [fact_present(n.fact, index) for n in needed]
+        row["n_needed"] = len(needed)
+        row["needed_recall"] = weighted_recall(needed, flags)
+        for cls in FACT_CLASSES:
+            of_class = [p for n, p in zip(needed, flags) if n.cls == cls]
+            row[f"needed_recall_{cls}"] = _ratio(sum(of_class), len(of_class))
+        items = section_items(summ)
+        row["content_sections"] = sum(bool(items[k]) for k in _CONTENT_SECTIONS) / len(_CONTENT_SECTIONS)
         held: set[tuple[str, str]] = set()
         for key, f in fact_by_key.items():
             p = fact_present(f, index)
@@ -403,7 +436,10 @@ def _report_columns() -> list[str]:
     chain = ["n_new_facts", "new_fact_recall", "n_seen", "n_held", "cumulative_loss", "prev_retention", "n_lost",
              "goal_present", "goal_sim_request_jaccard", "goal_sim_request_cosine", "goal_sim_first_jaccard",
              "goal_sim_first_cosine"]
-    return head + list(compaction_metrics("", [])) + chain
+    from pimem.drift.needed import FACT_CLASSES
+
+    needed = ["n_needed", "needed_recall", *(f"needed_recall_{cls}" for cls in FACT_CLASSES), "content_sections"]
+    return head + list(compaction_metrics("", [])) + needed + chain
 
 
 # --------------------------------------------------------------------------- tidy views
@@ -504,14 +540,18 @@ def section_similarity(report: pd.DataFrame) -> pd.DataFrame:
 
 
 def headline(report: pd.DataFrame) -> dict[str, Any]:
-    """The headline numbers of a report: mean fact recall, retention after 1/2/3 rewrites,
-    compression ratios, conformance."""
+    """The headline numbers of a report: mean needed-later recall (the content measure to quote),
+    mean fact recall (unweighted, length-sensitive), retention after 1/2/3 rewrites, compression
+    ratios, conformance (format only)."""
     r = retention_by_age(report)
     ret = {int(a): float(v) for a, v in zip(r["age"], r["retention"])} if not r.empty else {}
     def col(name: str) -> list[float]:
         return [float(x) for x in report[name]] if name in report else []
     return {
         "compactions": int(len(report)),
+        "needed_recall": col("needed_recall"),
+        "mean_needed_recall": float(np.nanmean(col("needed_recall")))
+        if len(report) and "needed_recall" in report and report["needed_recall"].notna().any() else math.nan,
         "fact_recall": col("fact_recall"),
         "mean_fact_recall": float(np.nanmean(col("fact_recall"))) if len(report) else math.nan,
         "retention_after_1": ret.get(1, math.nan),

@@ -1,229 +1,389 @@
-"""Probe evaluation: ask a judge model questions that only a good summary can answer.
+"""Probes: session-specific questions about a compaction, answered from what the agent still sees and
+graded by a chat-model judge.
 
-For each compaction four probes are generated from the facts and the true history:
+For each compaction, questions are generated from its span:
 
-============= ===================================================== ===================================
-type          question                                              expected (truth)
-============= ===================================================== ===================================
-recall        errors, identifiers and numbers of the span           error facts, then the most
-                                                                    mentioned identifiers and numbers
-artifact      files read or modified                                Pi's true file lists of the span
-continuation  what to do next                                       paths, identifiers and commands of
-                                                                    the messages that followed the cut
-decision      decisions made and constraints set                    decision and constraint facts
-============= ===================================================== ===================================
+* **offline** (:func:`generate_probes` without a ``questioner``): from the needed-later facts
+  (:mod:`pimem.drift.needed`), so every question is about something the session really went on to
+  use and the kept tail does not show:
 
-Each probe is one :class:`~pimem.core.llm.SummaryRequest` of kind ``"history"`` with
-:data:`PROBE_SYSTEM_PROMPT` and the prompt ``<summary>…</summary>`` + ``Question: …``. The answer
-is scored deterministically: ``score`` is the share of expected facts present in the answer by
-the rules of :func:`pimem.drift.facts.fact_present`; ``ceiling`` is the same share measured on
-the summary itself (what a perfect reader could reach). With ``rubric=True`` the continuation and
-decision answers (where facts alone are a weak test) are also graded by the judge against the
-reference with :data:`RUBRIC_PROMPT` (0, 1 or 2, reported as ``rubric`` in [0, 1]).
+  ============== ==============================================================================
+  type           question → reference
+  ============== ==============================================================================
+  recall         "What do you know about `X`…?" for the needed errors and names used soonest
+                 → the fact, the span text it came from and how it was used later
+  artifact       "What was done to `path`…?" for each needed written file → the span's edits
+  decision       "What did the user require / what was decided about <words>?" for each needed
+                 constraint and decision → the fact as stated in the span
+  continuation   "What should be done next…?" → **what the recording did next**, after the
+                 compaction (never the kept tail, which the answerer already sees)
+  ============== ==============================================================================
 
-Model calls are cached by wrapping the judge: ``probe_eval(s, CachedSummarizer(judge, ...))``.
+* **with a model** (``questioner=`` a chat model): the model writes the questions and references
+  from the span, the needed-later facts and what the recording did next (JSON; an unreadable
+  answer is an error for that compaction, not a fallback).
+
+:func:`probe_eval` answers every probe for every summary source from **summary + kept context**
+(the summarizer's text, file blocks stripped, then the kept tail as Pi serializes it, the newest
+``max_context_tokens`` of it), then has the judge grade the answer against the reference 0–5 on six
+dimensions (after Factory's evaluation of context compression): accuracy, context awareness,
+artifact trail, completeness, continuity, instruction following. The judge (and the answerer,
+by default the judge) must be a chat model and not the summarizer being judged
+(:func:`pimem.drift.chat.require_chat_model`): the extractive summarizer or a baseline as judge is
+an error, never a template answer. A grade that cannot be read is recorded as an error for that
+probe. Cache model calls by wrapping the models in :class:`~pimem.summarizers.CachedSummarizer`.
+
+What the probe scores reward and how they can be gamed: they reward a summary that lets a reader
+answer specific questions the session went on to face, graded against the recording. A judge may
+favour long or confident answers and may know the domain without the summary; the references
+come from the recording, the answerer is told to say when the context does not hold the answer,
+and ``summary_coverage`` (share of each probe's facts in the summary text, no model involved) is
+reported beside the grades.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from pimem.core.llm import SummaryRequest
-from pimem.drift.facts import Fact, SummaryIndex, extract_facts, fact_present
-from pimem.drift.metrics import _session_of, compaction_spans
+from pimem.drift.chat import JudgeError, ask, model_name, require_chat_model
+from pimem.drift.facts import Fact, SummaryIndex, fact_present
+from pimem.drift.needed import NeededFact, needed_later_facts
+from pimem.drift.records import CompactionRecord, compaction_records, message_text
+from pimem.drift.sections import summarizer_text
 
-PROBE_SYSTEM_PROMPT = (
-    "You answer questions about an earlier part of a coding session. The only information you have "
-    "is the summary given in <summary> tags. Answer from the summary only: quote exact file paths, "
-    "function names, commands and error messages as they appear there. If the summary does not "
-    "contain the answer, reply exactly: NOT IN SUMMARY"
-)
-RUBRIC_PROMPT = (
-    "Grade an answer against a reference drawn from the true session history.\n\n"
-    "<question>\n{question}\n</question>\n\n<reference>\n{reference}\n</reference>\n\n"
-    "<answer>\n{answer}\n</answer>\n\n"
-    "Score 2 if the answer is consistent with the reference and covers its main points, 1 if it is "
-    "partly right or incomplete, 0 if it is wrong, missing or NOT IN SUMMARY. Reply with the digit only."
-)
-RUBRIC_SYSTEM_PROMPT = "You are a strict grader. Reply with a single digit: 0, 1 or 2."
+__all__ = ["PROBE_TYPES", "PROBE_DIMENSIONS", "Probe", "generate_probes", "probe_eval", "probe_report",
+           "ANSWER_SYSTEM_PROMPT", "JUDGE_SYSTEM_PROMPT", "QUESTION_SYSTEM_PROMPT", "PROBE_SYSTEM_PROMPT"]
 
-QUESTIONS = {
-    "recall": "Which error messages occurred, and which functions, classes, identifiers and measured "
-    "numbers were involved? Quote them exactly.",
-    "artifact": "Which files were read or modified? List every file path.",
-    "continuation": "What exactly should be done next to continue the work? Name the files, functions "
-    "and commands involved.",
-    "decision": "Which decisions were made (and why), and which constraints or preferences did the "
-    "user state?",
-}
-PROBE_TYPES: tuple[str, ...] = tuple(QUESTIONS)
+PROBE_TYPES: tuple[str, ...] = ("recall", "artifact", "decision", "continuation")
+PROBE_DIMENSIONS: tuple[str, ...] = ("accuracy", "context_awareness", "artifact_trail", "completeness",
+                                     "continuity", "instruction_following")
+
+ANSWER_SYSTEM_PROMPT = (
+    "You are a coding agent resuming a session after its history was compacted. All you know is the context "
+    "given: a summary of the earlier work and the most recent messages. Answer the question from that "
+    "context only. Quote exact file paths, names, commands and errors. If the context does not hold the "
+    "answer, say so plainly instead of guessing."
+)
+PROBE_SYSTEM_PROMPT = ANSWER_SYSTEM_PROMPT
+JUDGE_SYSTEM_PROMPT = (
+    "You grade how well an agent resuming a compacted coding session answered a question. The reference comes "
+    "from the real session record. Score each dimension from 0 (fails) to 5 (perfect):\n"
+    "- accuracy: the facts, names, paths and values are correct\n"
+    "- context_awareness: the answer reflects the state of the work at that point of the session\n"
+    "- artifact_trail: files created or changed, and what changed, are tracked correctly\n"
+    "- completeness: the answer covers everything the reference holds\n"
+    "- continuity: the answer would let the work continue without redoing or contradicting earlier work\n"
+    "- instruction_following: the user's constraints and preferences are respected\n"
+    "An answer that says the context does not hold the answer scores 0 on completeness and accuracy unless "
+    "the reference is empty. Reply with one JSON object and nothing else: "
+    '{"accuracy": n, "context_awareness": n, "artifact_trail": n, "completeness": n, "continuity": n, '
+    '"instruction_following": n}'
+)
+JUDGE_PROMPT = "<question>\n{question}\n</question>\n\n<reference>\n{reference}\n</reference>\n\n<answer>\n{answer}\n</answer>"
+ANSWER_PROMPT = ("<summary>\n{summary}\n</summary>\n\n<recent-messages>\n{kept}\n</recent-messages>\n\n"
+                 "Question: {question}")
+QUESTION_SYSTEM_PROMPT = (
+    "You write probe questions that test whether an agent resuming a compacted coding session kept what it "
+    "needs. You get the conversation that was compacted, the facts the session went on to use, and what the "
+    "session did next. Write {n} specific questions about this session (name its files, functions, errors, "
+    "decisions), each with a short reference answer taken from the material. Types: recall, artifact, "
+    "decision, continuation (what to do next; its reference is what the session did next). Reply with a JSON "
+    'list only: [{{"type": "...", "question": "...", "reference": "..."}}, ...]'
+)
 
 
 @dataclass
 class Probe:
-    """One question about one compaction's summary, with its expected facts."""
+    """One question about one compaction, with its reference and the facts it is about."""
 
     compaction: int
     probe_type: str
     question: str
-    expected: list[Fact]
     reference: str
-    summary: str
+    expected: list[Fact] = field(default_factory=list)
+    generated_by: str = "rules"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _ranked(facts: list[Fact], counts: Counter, kinds: tuple[str, ...], limit: int) -> list[Fact]:
-    chosen = [f for f in facts if f.kind in kinds]
-    chosen.sort(key=lambda f: (-counts[f.key], f.position, f.offset))
-    return chosen[:limit]
+def _excerpt(text: str, needle: str, width: int = 220) -> str:
+    flat = " ".join(text.split())
+    i = flat.lower().find(needle.lower()[:40]) if needle else -1
+    if i < 0:
+        return flat[:width]
+    start = max(0, i - width // 3)
+    return ("…" if start else "") + flat[start : start + width] + ("…" if start + width < len(flat) else "")
 
 
-def generate_probes(
-    result_or_session: Any,
-    *,
-    leaf_id: str | None = None,
-    max_expected: int = 12,
-    continuation_messages: int = 6,
-) -> list[Probe]:
-    """The four probes per compaction on the active path (see module docs)."""
-    from pimem.core.session_manager import (
-        build_session_path,
-        session_entry_to_context_messages,
-    )
+def _source_text(record: CompactionRecord, fact: Fact) -> str:
+    for eid, m in record.span:
+        if eid == fact.entry_id:
+            return message_text(m)
+    return ""
 
-    source = _session_of(result_or_session)
-    spans = compaction_spans(source, leaf_id=leaf_id)
-    path = build_session_path(source, leaf_id)
-    position = {e.get("id"): i for i, e in enumerate(path)}
+
+def _later_text(record: CompactionRecord, entry_id: str | None) -> str:
+    for eid, m in record.later:
+        if eid == entry_id:
+            return message_text(m, results=False)
+    return ""
+
+
+def _topic(fact: Fact, words: int = 6) -> str:
+    from pimem.drift.facts import STOPWORDS
+
+    picked = [w for w in re.findall(r"[A-Za-z0-9_.$/-]+", fact.surface or fact.value)
+              if len(w) > 2 and w.lower() not in STOPWORDS][:words]
+    return " ".join(picked) or (fact.surface or fact.value)[:60]
+
+
+def next_steps_reference(record: CompactionRecord, messages: int = 8, chars: int = 1500) -> str:
+    """What the recording did right after the compaction: user requests, assistant text and tool calls."""
+    lines: list[str] = []
+    for _, m in record.later:
+        role = m.get("role")
+        if role == "user":
+            lines.append("User: " + " ".join(message_text(m).split())[:400])
+        elif role == "assistant":
+            content = m.get("content") if isinstance(m.get("content"), list) else []
+            text = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+            if text.strip():
+                lines.append("Assistant: " + " ".join(text.split())[:300])
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "toolCall":
+                    args = b.get("arguments") if isinstance(b.get("arguments"), dict) else {}
+                    what = args.get("path") or args.get("command") or ""
+                    lines.append(f"Tool call: {b.get('name')} {str(what)[:160]}".rstrip())
+        elif role == "bashExecution":
+            lines.append(f"User ran: {str(m.get('command', ''))[:160]}")
+        if len(lines) >= messages:
+            break
+    return "\n".join(lines)[:chars] or "(the recording ends at the compaction)"
+
+
+def _rule_probes(record: CompactionRecord, needed: list[NeededFact], per_type: int) -> list[Probe]:
     probes: list[Probe] = []
-    for span in spans:
-        all_occ = extract_facts(span.messages, unique=False)
-        counts = Counter(f.key for f in all_occ)
-        facts = extract_facts(span.messages)
-        summary = span.summary
-        # recall: every error, then the most mentioned identifiers and numbers
-        recall = [f for f in facts if f.kind == "error"][: max_expected // 2]
-        recall += _ranked(facts, counts, ("identifier", "number"), max_expected - len(recall))
-        files = [
-            Fact("path", p, None, -1, 0, "assistant", "tool_call", p) for p in span.read_files + span.modified_files
-        ][:max_expected]
-        # continuation: what really followed the cut (the kept entries onwards)
-        start = position.get(span.entry.get("firstKeptEntryId"), position.get(span.entry.get("id"), len(path)))
-        following: list[tuple[str | None, dict]] = []
-        for e in path[start:]:
-            if e.get("type") == "compaction":
-                continue
-            for m in session_entry_to_context_messages(e):
-                if m.get("role") in ("assistant", "user", "bashExecution"):
-                    following.append((e.get("id"), m))
-            if len(following) >= continuation_messages:
-                break
-        follow_facts = extract_facts(following, kinds=("path", "identifier", "command"))
-        follow_counts = Counter(f.key for f in extract_facts(following, unique=False))
-        continuation = _ranked(follow_facts, follow_counts, ("path", "identifier", "command"), max_expected)
-        decisions = [f for f in facts if f.kind in ("decision", "constraint")][:max_expected]
-        for ptype, expected in (
-            ("recall", recall),
-            ("artifact", files),
-            ("continuation", continuation),
-            ("decision", decisions),
-        ):
-            reference = "\n".join(f"- {f.surface or f.value}" for f in expected) or "(nothing)"
-            probes.append(Probe(span.index, ptype, QUESTIONS[ptype], expected, reference, summary))
+    order = {eid: i for i, (eid, _) in enumerate(record.later)}
+
+    def soonest(items: list[NeededFact]) -> list[NeededFact]:
+        return sorted(items, key=lambda n: (order.get(n.used_at, len(order)), n.fact.position))[:per_type]
+
+    for n in soonest([n for n in needed if n.cls in ("error", "reference")]):
+        f = n.fact
+        question = (f"Earlier in this session the error “{_excerpt(f.surface, '', 160)}” occurred. What caused it "
+                    f"and how was it handled?" if f.kind == "error" else
+                    f"What do you know about `{f.surface or f.value}` from the earlier work (what it is, where it "
+                    f"is, what was done with it)?")
+        reference = (f"{f.kind}: {f.surface or f.value}\nIn the span: {_excerpt(_source_text(record, f), f.surface)}\n"
+                     f"Used after the compaction: {_excerpt(_later_text(record, n.used_at), f.value)}")
+        probes.append(Probe(record.index, "recall", question, reference, [f]))
+    for n in soonest([n for n in needed if n.cls == "artifact"]):
+        f = n.fact
+        edits = [b for _, m in record.span if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+                 for b in m["content"] if isinstance(b, dict) and b.get("type") == "toolCall"
+                 and isinstance(b.get("arguments"), dict) and isinstance(b["arguments"].get("path"), str)
+                 and SummaryIndex(b["arguments"]["path"]).has_path(f.value) and b.get("name") in ("edit", "write")]
+        reference = f"{f.value}: {len(edits)} write/edit call(s) in the span"
+        if edits:
+            last = edits[-1].get("arguments", {})
+            change = last.get("newText") or last.get("content") or last.get("new_string") or ""
+            reference += "\nLast change: " + _excerpt(str(change), "", 400)
+        probes.append(Probe(record.index, "artifact",
+                            f"What was created or changed in `{f.value}` so far, and what state is it in?",
+                            reference, [f]))
+    for n in soonest([n for n in needed if n.cls in ("constraint", "decision")]):
+        f = n.fact
+        ask_what = "What did the user require or prefer about" if f.kind == "constraint" else "What was decided about"
+        probes.append(Probe(record.index, "decision", f"{ask_what} {_topic(f)}?",
+                            f"{f.kind}: {f.surface or f.value}", [f]))
+    next_ref = next_steps_reference(record)
+    expected = [n.fact for n in needed if n.used_at in {eid for eid, _ in record.later[:12]}]
+    probes.append(Probe(record.index, "continuation",
+                        "What exactly should be done next to continue this work? Name the files, functions and "
+                        "commands involved.", next_ref, expected))
     return probes
 
 
-def probe_request(probe: Probe, *, model: str = "", max_tokens: int = 1024) -> SummaryRequest:
-    """The request a judge answers for one probe."""
-    prompt = f"<summary>\n{probe.summary}\n</summary>\n\nQuestion: {probe.question}"
-    return SummaryRequest(
-        kind="history", system_prompt=PROBE_SYSTEM_PROMPT, prompt=prompt, max_tokens=max_tokens, model=model
-    )
+def _model_probes(record: CompactionRecord, needed: list[NeededFact], questioner: Any, n: int,
+                  span_chars: int) -> list[Probe]:
+    from pimem.core.compaction.utils import serialize_conversation
+    from pimem.core.messages import convert_to_llm
+
+    span = serialize_conversation(convert_to_llm([m for _, m in record.span]))
+    if len(span) > span_chars:
+        span = span[: span_chars // 2] + "\n[…]\n" + span[-span_chars // 2 :]
+    facts = "\n".join(f"- {x.cls}: {x.fact.surface or x.fact.value}" for x in needed[:60]) or "(none)"
+    prompt = (f"<conversation>\n{span}\n</conversation>\n\n<facts-used-later>\n{facts}\n</facts-used-later>\n\n"
+              f"<what-happened-next>\n{next_steps_reference(record)}\n</what-happened-next>")
+    answer = ask(questioner, QUESTION_SYSTEM_PROMPT.format(n=n), prompt, max_tokens=2048)
+    m = re.search(r"\[.*\]", answer, re.S)
+    try:
+        items = json.loads(m.group(0)) if m else None
+    except json.JSONDecodeError:
+        items = None
+    if not isinstance(items, list) or not items:
+        raise JudgeError(f"question writer did not answer with a JSON list: {answer[:120]!r}")
+    probes = []
+    for item in items:
+        if not (isinstance(item, dict) and isinstance(item.get("question"), str) and isinstance(item.get("reference"), str)):
+            raise JudgeError(f"question writer gave an item without question/reference: {str(item)[:120]}")
+        ptype = str(item.get("type", "recall")).lower()
+        probes.append(Probe(record.index, ptype if ptype in PROBE_TYPES else "recall", item["question"],
+                            item["reference"], [], generated_by=model_name(questioner)))
+    return probes
 
 
-def rubric_request(probe: Probe, answer: str, *, model: str = "") -> SummaryRequest:
-    """The grading request for a free-text probe."""
-    prompt = RUBRIC_PROMPT.format(question=probe.question, reference=probe.reference, answer=answer)
-    return SummaryRequest(kind="history", system_prompt=RUBRIC_SYSTEM_PROMPT, prompt=prompt, max_tokens=8, model=model)
+def generate_probes(
+    source: Any,
+    *,
+    questioner: Any = None,
+    per_type: int = 3,
+    records: list[CompactionRecord] | None = None,
+    span_chars: int = 60_000,
+) -> list[Probe]:
+    """Session-specific probes for every compaction of ``source`` (a session, replay result or entries).
+
+    Offline (default): from needed-later facts, up to ``per_type`` per type plus one continuation
+    probe. With ``questioner`` (a chat model): written by the model from the span (the first and
+    last ``span_chars // 2`` characters of it), the needed facts and what the recording did next.
+    """
+    if questioner is not None:
+        require_chat_model(questioner, "question writer")
+    records = records if records is not None else compaction_records(source)
+    probes: list[Probe] = []
+    for record in records:
+        needed = needed_later_facts(record)
+        if questioner is None:
+            probes.extend(_rule_probes(record, needed, per_type))
+        else:
+            probes.extend(_model_probes(record, needed, questioner, 3 * per_type + 1, span_chars))
+    return probes
 
 
-def _share(expected: list[Fact], text: str) -> float:
-    if not expected:
-        return math.nan
-    index = SummaryIndex(text)
-    return sum(fact_present(f, index) for f in expected) / len(expected)
+# --------------------------------------------------------------------------- answering and grading
+
+
+def _kept_context(record: CompactionRecord, max_tokens: int) -> str:
+    from pimem.core.compaction.utils import serialize_conversation
+    from pimem.core.messages import convert_to_llm
+
+    text = serialize_conversation(convert_to_llm([m for _, m in record.kept]))
+    limit = max_tokens * 4
+    return text if len(text) <= limit else "[…]\n" + text[-limit:]
+
+
+def parse_grades(answer: str) -> dict[str, int]:
+    """The six 0–5 grades of a judge's JSON answer; raises :class:`JudgeError` when any is missing."""
+    m = re.search(r"\{.*\}", answer, re.S)
+    try:
+        data = json.loads(m.group(0)) if m else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise JudgeError(f"judge did not answer with a JSON object: {answer[:120]!r}")
+    grades: dict[str, int] = {}
+    for dim in PROBE_DIMENSIONS:
+        value = data.get(dim, data.get(dim.replace("_", " ")))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 5 or value != int(value):
+            raise JudgeError(f"judge gave no 0–5 integer for {dim!r}: {value!r}")
+        grades[dim] = int(value)
+    return grades
+
+
+def _sources_of(source: Any) -> tuple[dict[str, list[str | None]], dict[str, list[CompactionRecord]], dict[str, Any],
+                                      dict[str, str | None]]:
+    """(summaries, records, summarizer objects, recorded model names) per source name."""
+    from pimem.drift.measures import Comparison
+
+    if isinstance(source, Comparison):
+        models = {}
+        for name, recs in source.records.items():
+            models[name] = _recorded_model(recs) if name not in source.summarizers else None
+        return source.summaries, source.records, dict(source.summarizers), models
+    records = compaction_records(source)
+    return {"recorded": [r.summary for r in records]}, {"recorded": records}, {}, {"recorded": _recorded_model(records)}
+
+
+def _recorded_model(records: list[CompactionRecord]) -> str | None:
+    """The model of the session at its compactions (Pi summarizes with the session's model)."""
+    for record in records:
+        for _, m in reversed(record.kept):
+            if m.get("role") == "assistant" and m.get("model"):
+                return str(m["model"])
+    return None
 
 
 def probe_eval(
-    result_or_session: Any,
+    source: Any,
     judge: Any,
     *,
-    leaf_id: str | None = None,
-    rubric: bool = False,
-    model: str = "",
-    max_expected: int = 12,
+    answerer: Any = None,
+    probes: list[Probe] | None = None,
+    questioner: Any = None,
+    per_type: int = 3,
+    max_context_tokens: int = 16_000,
 ) -> pd.DataFrame:
-    """Ask every probe of every compaction of the judge and score the answers.
+    """Answer and grade every probe for every summary source (see module docs).
 
-    ``judge``: any object with ``complete(SummaryRequest) -> SummaryResponse`` (wrap it in
-    ``CachedSummarizer`` to cache). Columns: ``compaction``, ``probe_type``, ``question``,
-    ``n_expected``, ``score``, ``ceiling``, ``rubric``, ``answer``, ``not_in_summary``, ``error``.
+    ``source``: a session / replay result (its stored summaries, source ``"recorded"``) or a
+    :class:`pimem.drift.measures.Comparison` (every source it holds). ``judge`` grades, ``answerer``
+    (default: the judge) answers; both must be chat models that did not write the summaries.
+    Columns: ``source``, ``compaction``, ``probe_type``, ``question``, ``reference``, ``answer``,
+    the six dimensions, ``score`` (their mean), ``summary_coverage``, ``generated_by``, ``error``.
     """
-    if not hasattr(judge, "complete"):
-        raise TypeError(f"judge must have complete(SummaryRequest); got {type(judge).__name__}")
+    answerer = judge if answerer is None else answerer
+    summaries, records, summarizers, models = _sources_of(source)
+    for role, model in (("judge", judge), ("answerer", answerer)):
+        require_chat_model(model, role)
+        for name in summaries:
+            require_chat_model(model, role, not_same_as=summarizers.get(name), not_model=models.get(name))
+    first = next(iter(records.values()), [])
+    if probes is None:
+        probes = generate_probes(None, questioner=questioner, per_type=per_type, records=first)
     rows = []
-    for probe in generate_probes(result_or_session, leaf_id=leaf_id, max_expected=max_expected):
-        error = None
-        answer = ""
-        try:
-            response = judge.complete(probe_request(probe, model=model))
-            answer = response.text or ""
-            if response.stop_reason in ("error", "aborted"):
-                error = response.error_message or response.stop_reason
-        except Exception as exc:  # a failing judge is recorded per probe, not fatal
-            error = f"{type(exc).__name__}: {exc}"
-        grade = math.nan
-        if rubric and error is None and probe.probe_type in ("continuation", "decision") and probe.expected:
+    for name, texts in summaries.items():
+        by_index = {r.index: (r, t) for r, t in zip(records[name], texts)}
+        for probe in probes:
+            record, stored = by_index.get(probe.compaction, (None, None))
+            row: dict[str, Any] = {"source": name, "compaction": probe.compaction, "probe_type": probe.probe_type,
+                                   "question": probe.question, "reference": probe.reference, "answer": None,
+                                   **{d: math.nan for d in PROBE_DIMENSIONS}, "score": math.nan,
+                                   "summary_coverage": math.nan, "generated_by": probe.generated_by, "error": None}
+            if record is None or stored is None:
+                row["error"] = "no summary from this source for this compaction"
+                rows.append(row)
+                continue
+            written = summarizer_text(stored)
+            if probe.expected:
+                index = SummaryIndex(written)
+                row["summary_coverage"] = sum(fact_present(f, index) for f in probe.expected) / len(probe.expected)
             try:
-                graded = judge.complete(rubric_request(probe, answer, model=model)).text
-                m = re.search(r"[012]", graded or "")
-                grade = int(m.group(0)) / 2 if m else math.nan
-            except Exception as exc:
-                error = f"rubric: {type(exc).__name__}: {exc}"
-        rows.append(
-            {
-                "compaction": probe.compaction,
-                "probe_type": probe.probe_type,
-                "question": probe.question,
-                "n_expected": len(probe.expected),
-                "score": _share(probe.expected, answer) if error is None else math.nan,
-                "ceiling": _share(probe.expected, probe.summary),
-                "rubric": grade,
-                "answer": answer,
-                "not_in_summary": "NOT IN SUMMARY" in answer.upper(),
-                "error": error,
-            }
-        )
-    cols = ["compaction", "probe_type", "question", "n_expected", "score", "ceiling", "rubric", "answer",
-            "not_in_summary", "error"]
+                answer = ask(answerer, ANSWER_SYSTEM_PROMPT, ANSWER_PROMPT.format(
+                    summary=written, kept=_kept_context(record, max_context_tokens), question=probe.question))
+                row["answer"] = answer
+                grades = parse_grades(ask(judge, JUDGE_SYSTEM_PROMPT, JUDGE_PROMPT.format(
+                    question=probe.question, reference=probe.reference, answer=answer), max_tokens=200))
+                row.update(grades)
+                row["score"] = sum(grades.values()) / len(grades)
+            except Exception as exc:  # noqa: BLE001 - a failed probe is recorded, the rest still run
+                row["error"] = f"{type(exc).__name__}: {exc}"
+            rows.append(row)
+    cols = ["source", "compaction", "probe_type", "question", "reference", "answer", *PROBE_DIMENSIONS, "score",
+            "summary_coverage", "generated_by", "error"]
     return pd.DataFrame(rows, columns=cols)
 
 
 def probe_report(probes: pd.DataFrame) -> pd.DataFrame:
-    """Per probe type: probes asked, mean score, mean ceiling, mean rubric grade, errors."""
-    g = probes.groupby("probe_type", sort=False)
-    return pd.DataFrame(
-        {
-            "n": g.size(),
-            "score": g["score"].mean(),
-            "ceiling": g["ceiling"].mean(),
-            "rubric": g["rubric"].mean(),
-            "errors": g["error"].apply(lambda s: int(s.notna().sum())),
-        }
-    ).reset_index()
+    """Mean grade per source and dimension (and overall), probes graded and failed."""
+    if probes.empty:
+        return pd.DataFrame(columns=["source", *PROBE_DIMENSIONS, "score", "graded", "errors"])
+    g = probes.groupby("source", sort=False)
+    out = g[[*PROBE_DIMENSIONS, "score"]].mean()
+    out["graded"] = g["score"].apply(lambda s: int(s.notna().sum()))
+    out["errors"] = g["error"].apply(lambda s: int(s.notna().sum()))
+    return out.reset_index()

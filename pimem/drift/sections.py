@@ -34,6 +34,10 @@ Heading rules (documented, deterministic):
   (``Progress``) therefore includes its subsections.
 * Empty: no text after removing sub-headings, bullets, checkboxes and bracketed template
   placeholders. ``(none)`` is not empty; it is recorded in ``none_sections``.
+
+This is the one summary parser of the package: :func:`section_items` (the items of each section)
+is what the extractive summarizer reads previous summaries with, and :func:`summarizer_text` (a
+stored summary without Pi's file blocks) is the only text the drift measures score.
 """
 
 from __future__ import annotations
@@ -222,6 +226,15 @@ class SummarySections:
     conformance: Conformance
     turn_conformance: Conformance | None = None
     notes: list[str] = field(default_factory=list)
+    own_sections: dict[str, str] = field(default_factory=dict)
+    turn_own_sections: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def written_text(self) -> str:
+        """What the summarizer wrote: the body and the split-turn part, without Pi's file blocks."""
+        if self.turn_context is None:
+            return self.body
+        return self.body + SPLIT_TURN_SEPARATOR + self.turn_context
 
     def get(self, key: str, default: str = "") -> str:
         """Text of a section by canonical key (``"goal"``, ``"next_steps"`` ...)."""
@@ -323,7 +336,7 @@ def _enclosed_by_section(headings: list[Heading], idx: int) -> bool:
 
 def _parse_block(
     text: str, keys: tuple[str, ...]
-) -> tuple[str | None, list[Heading], dict[str, str], dict[str, str], Conformance]:
+) -> tuple[str | None, list[Heading], dict[str, str], dict[str, str], Conformance, dict[str, str]]:
     lines = text.split("\n")
     headings = _find_headings(lines, keys)
     title: str | None = None
@@ -386,7 +399,7 @@ def _parse_block(
         files_block_present=False,
         score=(len(keys) - len(missing)) / len(keys) if keys else 1.0,
     )
-    return title, headings, sections, extra, conf
+    return title, headings, sections, extra, conf, {k: v.strip("\n") for k, v in own_text.items()}
 
 
 def parse_summary(text: str, kind: str = "auto") -> SummarySections:
@@ -418,12 +431,13 @@ def parse_summary(text: str, kind: str = "auto") -> SummarySections:
         body = rest
     body = body.strip("\n")
     keys = COMPACTION_SECTIONS if kind == "compaction" else BRANCH_SECTIONS
-    title, headings, sections, extra, conf = _parse_block(body, keys)
+    title, headings, sections, extra, conf, own = _parse_block(body, keys)
     conf.files_block_present = read_files is not None or modified_files is not None
     turn_sections: dict[str, str] = {}
     turn_conf: Conformance | None = None
+    turn_own: dict[str, str] = {}
     if turn_text is not None:
-        _, _, turn_sections, _, turn_conf = _parse_block(turn_text, TURN_SECTIONS)
+        _, _, turn_sections, _, turn_conf, turn_own = _parse_block(turn_text, TURN_SECTIONS)
     if body.strip() == "No prior history.":
         notes.append("history part is Pi's 'No prior history.' placeholder")
     return SummarySections(
@@ -442,4 +456,73 @@ def parse_summary(text: str, kind: str = "auto") -> SummarySections:
         conformance=conf,
         turn_conformance=turn_conf,
         notes=notes,
+        own_sections=own,
+        turn_own_sections=turn_own,
     )
+
+
+# --------------------------------------------------------------------------- what the summarizer wrote
+
+_ANY_FILE_BLOCK = re.compile(r"\n*<(read-files|modified-files)>\n?.*?</\1>[ \t]*", re.S)
+
+
+def summarizer_text(summary: str) -> str:
+    """The text a summarizer wrote: a stored summary without ``<read-files>``/``<modified-files>`` blocks.
+
+    ``compact()`` appends those blocks from its own file operations, so any summarizer (even one
+    that answers nothing) gets them; a model that copies them from the previous summary copies
+    Pi's text. Content measures read this text only; the file lists are a pipeline check.
+    CRLF / CR become LF; trailing white space is dropped.
+    """
+    if not isinstance(summary, str):
+        raise TypeError(f"summary must be a string, not {type(summary).__name__}")
+    return _ANY_FILE_BLOCK.sub("", normalize_text(summary)).rstrip()
+
+
+# --------------------------------------------------------------------------- items per section
+
+ITEM_KEYS: tuple[str, ...] = COMPACTION_SECTIONS + TURN_SECTIONS + ("other",)
+_TABLE_RULE = re.compile(r"^\s*\|?[-:| ]+\|?\s*$")
+_ITEM_MARK = re.compile(r"^(?:[-*+]\s+)?(?:\[[ xX]\]\s+)?(?:\d+[.)]\s+)?")
+
+
+def _items(text: str) -> list[str]:
+    out: list[str] = []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("```") or (_TABLE_RULE.match(stripped) and "-" in stripped):
+            continue
+        atx = _atx(line)
+        item = atx[1].strip() if atx else _ITEM_MARK.sub("", stripped, count=1).strip()
+        if not item or _NONE.match(item) or _PLACEHOLDER.match(item):
+            continue
+        out.append(item)
+    return out
+
+
+def section_items(summary: str | SummarySections) -> dict[str, list[str]]:
+    """The items of each template section: one per non-empty line, bullets, checkboxes and numbering removed.
+
+    Keys: every compaction section (``progress`` holds only the lines above its subsections), the
+    split-turn sections, and ``other`` (text before the first heading and sections that name no
+    template section, as ``Title: item``; the summary's own title is dropped). Sub-headings inside a
+    section become items; ``(none)`` lines, placeholders, fences and table rules are dropped; file
+    blocks are never read. Used by the extractive summarizer to read previous summaries and by the
+    drift measures, so both read a summary the same way.
+    """
+    # a string is read with every compaction section (a branch summary may carry Critical Context too)
+    parsed = summary if isinstance(summary, SummarySections) else parse_summary(summary, kind="compaction")
+    out: dict[str, list[str]] = {k: [] for k in ITEM_KEYS}
+    for key, text in parsed.sections.items():
+        out[key] = _items(parsed.own_sections.get(key, "") if key == "progress" else text)
+    for key, text in parsed.turn_sections.items():
+        out[key] = _items(text)
+    lines = parsed.body.split("\n")
+    first = parsed.headings[0].line if parsed.headings else len(lines)
+    if parsed.body.strip() != "No prior history.":  # Pi's placeholder, not summarizer text
+        out["other"] = _items("\n".join(lines[:first]))
+    for title, text in parsed.extra_sections.items():
+        out["other"].extend(f"{title}: {item}" for item in _items(text))
+    if parsed.turn_context is not None and not parsed.turn_sections:
+        out["other"].extend(_items(parsed.turn_context))
+    return out

@@ -1,4 +1,5 @@
-"""Summarizers: the protocol and its implementations (offline, OpenAI-compatible, cached, recorded).
+"""Summarizers: the protocol and its implementations (offline, OpenAI-compatible, cached, recorded,
+and the degenerate baselines of :mod:`pimem.summarizers.baselines`).
 
 ``summarizer_from_env()`` picks one from the environment:
 
@@ -29,6 +30,12 @@ _LAZY = {
     "CacheCorruptError": "pimem.summarizers.cached",
     "RecordedSummarizer": "pimem.summarizers.recorded",
     "NoRecordingError": "pimem.summarizers.recorded",
+    "EmptyTemplateSummarizer": "pimem.summarizers.baselines",
+    "FactDumpSummarizer": "pimem.summarizers.baselines",
+    "HeadTruncationSummarizer": "pimem.summarizers.baselines",
+    "TailTruncationSummarizer": "pimem.summarizers.baselines",
+    "baseline_summarizers": "pimem.summarizers.baselines",
+    "BASELINES": "pimem.summarizers.baselines",
 }
 
 __all__ = ["Summarizer", "SummaryRequest", "SummaryResponse", "summarizer_from_env", "DEFAULT_MODEL", *_LAZY]

@@ -26,7 +26,8 @@ for. It is a baseline to compare real models against. Its rules:
    (backticked names, ``call()`` names, paths mentioned in text), most frequent first.
 
 Update requests (with ``<previous-summary>``) merge per Pi's update rules: the previous summary is parsed
-by its headings (non-template headings are mapped by keyword, unknown ones kept in Critical Context as
+by the drift parser (:func:`pimem.drift.sections.section_items`, so the summarizer and the measures read a
+summary the same way; headings that name no template section are kept in Critical Context as
 ``Heading: line``); earlier goals, constraints, Done items and decisions are preserved; previous In
 Progress items whose paths or identifiers now appear in a new Done item move to Done; previous blockers
 whose paths or command heads now succeed are dropped; Next Steps are recomputed and earlier ones kept
@@ -594,86 +595,28 @@ def _format_decision(sentence: str, following: str = "") -> str:
 _SECTION_NAMES = ("goal", "constraints", "done", "in_progress", "blocked", "decisions", "next", "critical")
 
 
-def _classify_heading(title: str) -> str | None:
-    t = title.lower()
-    if "original request" in t or "goal" in t or "objective" in t:
-        return "goal"
-    if "constraint" in t or "preference" in t or "requirement" in t or "rule" in t:
-        return "constraints"
-    if "blocked" in t or "blocker" in t or "issue" in t or "problem" in t:
-        return "blocked"
-    if "decision" in t:
-        return "decisions"
-    if "next" in t or "todo" in t or "remaining" in t or "plan" in t:
-        return "next"
-    if "in progress" in t or "current" in t or "status" in t or "progress so far" in t:
-        return "in_progress" if "so far" not in t else "done"
-    if "done" in t or "complete" in t or "finished" in t or "accomplished" in t:
-        return "done"
-    if "critical context" in t or "context needed" in t:
-        return "critical"
-    if t.strip() == "progress":
-        return "progress"
-    return None
-
-
-def _strip_file_blocks(summary: str) -> str:
-    return re.sub(r"\n*<(read-files|modified-files)>\n.*?\n</\1>", "", summary, flags=re.DOTALL).rstrip()
-
-
-def _item_text(line: str) -> str:
-    s = line.strip()
-    s = re.sub(r"^(?:[-*+]\s+)?(?:\[[ xX]\]\s+)?", "", s)
-    s = re.sub(r"^\d+[.)]\s+", "", s)
-    return s.strip()
-
-
 def parse_summary_sections(summary: str) -> dict[str, list[str]]:
     """Parse a summary (Pi's template or free Markdown) into template sections of items.
 
-    Unknown headings go to ``critical`` as ``Heading: line``; file blocks are removed; the split-turn
-    part is folded in (Original Request → goal, Progress So Far → done, Context Needed → critical).
+    Read with the drift parser (:func:`pimem.drift.sections.section_items`), so the summarizer and
+    the drift measures agree on what a section holds. File blocks are never read; the split-turn part
+    is folded in (Original Request → goal, Progress So Far → done, Context Needed → critical); text
+    outside the template's sections goes to ``critical`` (as ``Heading: line`` under a heading).
     """
-    sections: dict[str, list[str]] = {name: [] for name in _SECTION_NAMES}
-    text = _strip_file_blocks(summary).replace("\n\n---\n\n**Turn Context (split turn):**\n\n", "\n")
-    current = "critical"
-    label = ""
-    in_progress_parent = False
-    in_fence = False
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if line.strip().startswith("```"):
-            in_fence = not in_fence
-            continue
-        heading = None if in_fence else re.match(r"^(#{1,6})\s+(.*)$", line)
-        if heading:
-            title = heading.group(2).strip()
-            kind = _classify_heading(title)
-            if kind == "progress":
-                in_progress_parent = True
-                current, label = "in_progress", ""
-            elif kind is None:
-                if in_progress_parent and len(heading.group(1)) >= 3:
-                    current, label = "in_progress", title
-                else:
-                    in_progress_parent = False
-                    current, label = "critical", title
-            else:
-                if len(heading.group(1)) <= 2:
-                    in_progress_parent = False
-                current, label = kind, "" if kind != "critical" or "critical context" in title.lower() or "context needed" in title.lower() else title
-            continue
-        if re.fullmatch(r"\s*\|?[-:| ]+\|?\s*", line) and "-" in line:
-            continue  # table rule
-        item = _item_text(line)
-        if not item or item == "(none)" or item.lower() in {"none", "(none yet)", "- (none)"}:
-            continue
-        if label and current == "critical":
-            item = f"{label}: {item}"
-        sections[current].append(item)
-    for name in sections:
-        sections[name] = _dedupe(sections[name])
-    return sections
+    from pimem.drift.sections import section_items
+
+    items = section_items(summary)
+    sections = {
+        "goal": items["goal"] + items["original_request"],
+        "constraints": items["constraints"],
+        "done": items["done"] + items["progress_so_far"],
+        "in_progress": items["progress"] + items["in_progress"],
+        "blocked": items["blocked"],
+        "decisions": items["key_decisions"],
+        "next": items["next_steps"],
+        "critical": items["critical_context"] + items["context_needed"] + items["other"],
+    }
+    return {name: _dedupe(sections[name]) for name in _SECTION_NAMES}
 
 
 def _mentions(item: str) -> set[str]:
@@ -783,7 +726,7 @@ class ExtractiveSummarizer:
 
     def identity(self) -> dict[str, Any]:
         """What determines this summarizer's answers (for cache keys)."""
-        return {"class": "ExtractiveSummarizer", "model": self.model, "version": 1,
+        return {"class": "ExtractiveSummarizer", "model": self.model, "version": 2,
                 "max_identifiers": self.max_identifiers, "max_errors": self.max_errors}
 
     # -- public ------------------------------------------------------------------------------------

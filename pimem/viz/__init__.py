@@ -30,6 +30,7 @@ from pimem.viz.figures import (
     plot_sweep_heatmap,
     plot_sweep_heatmaps,
 )
+from pimem.viz.measures import plot_measures, plot_recall_curve
 
 __all__ = [
     "DENSE_CALLS",
@@ -47,6 +48,8 @@ __all__ = [
     "plot_cut_points",
     "plot_drift",
     "plot_estimate_vs_usage",
+    "plot_measures",
+    "plot_recall_curve",
     "plot_retention_by_age",
     "plot_section_similarity",
     "plot_session_tree",

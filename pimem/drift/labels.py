@@ -1,0 +1,255 @@
+"""The automatic matcher against a hand-labelled set: how far to trust "the summary holds this fact".
+
+A labelled set (``datasets/labels/*.facts.jsonl``, made by reading the summaries; see the README
+beside it) lists facts of recorded compaction spans, each marked ``present`` / ``absent`` /
+``contradicted`` in the summary that compaction wrote, with ``used_later`` from the recording.
+:func:`matcher_check` runs a matcher over every labelled fact against that summary's text (file
+blocks stripped) and scores it with ``present`` as the positive class (contradicted counts as not
+present): precision = share of the matcher's "present" calls the reader agrees with, recall =
+share of the reader's "present" facts the matcher finds. It does the same for the automatic
+"used later" test of :mod:`pimem.drift.needed`.
+
+Matchers: ``"rules"`` (:func:`pimem.drift.facts.fact_present`; reader facts of kinds it has no rule
+for — goal, progress, artifact — are matched as free text) or an :class:`EntailmentMatcher`,
+which asks a chat model whether the summary states the fact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pimem.drift.chat import JudgeError, ask, require_chat_model
+from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, _numbers_in_text, fact_present, fold, normalize_path
+from pimem.errors import ConfigurationError, PimemError
+
+__all__ = ["LABEL_FIELDS", "LabelFormatError", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
+           "MatcherCheck", "matcher_check", "precision_recall"]
+
+LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kind", "text", "source_entry_id",
+                                 "source_quote", "origin", "label", "evidence", "important", "used_later",
+                                 "used_later_entry_id", "notes")
+LABELS = ("present", "absent", "contradicted")
+
+
+class LabelFormatError(PimemError, ValueError):
+    """A labelled-facts file that does not follow the format (the message names file and line)."""
+
+
+def load_labels(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read a labelled-facts JSONL file into a DataFrame (one row per fact, the fields of :data:`LABEL_FIELDS`
+    plus ``extractor_value`` when present). Raises :class:`LabelFormatError` naming file and line."""
+    path = Path(path)
+    rows: list[dict] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LabelFormatError(f"{where}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise LabelFormatError(f"{where}: expected an object, got {type(row).__name__}")
+            missing = [f for f in LABEL_FIELDS if f not in row]
+            if missing:
+                raise LabelFormatError(f"{where}: missing field(s) {missing}")
+            if row["label"] not in LABELS:
+                raise LabelFormatError(f"{where}: label {row['label']!r} is not one of {list(LABELS)}")
+            if not isinstance(row["text"], str) or not row["text"].strip():
+                raise LabelFormatError(f"{where}: empty text")
+            if row["id"] in seen:
+                raise LabelFormatError(f"{where}: duplicate id {row['id']!r}")
+            if not isinstance(row["used_later"], bool) and row["used_later"] is not None:
+                raise LabelFormatError(f"{where}: used_later must be true, false or null")
+            seen.add(row["id"])
+            rows.append(row)
+    if not rows:
+        raise LabelFormatError(f"{path}: no labelled facts")
+    return pd.DataFrame(rows)
+
+
+def label_fact(row: Any) -> Fact:
+    """The labelled fact as a :class:`~pimem.drift.facts.Fact` the matchers read.
+
+    Extractor facts keep the extractor's value (their text is the surface); reader facts of a kind
+    the rules have no test for (goal, progress, artifact) are free text, judged like decisions.
+    """
+    kind = str(row["kind"])
+    text = str(row["text"])
+    value = row.get("extractor_value") if hasattr(row, "get") else None
+    if isinstance(value, float) and math.isnan(value):
+        value = None
+    if kind not in FACT_KINDS:
+        kind = "decision"
+    if not value:
+        if kind == "path":
+            value = normalize_path(text) or text
+        elif kind == "number":
+            numbers = _numbers_in_text(text)
+            value = numbers[0][0] if numbers else fold(text)
+        elif kind == "identifier":
+            value = re.sub(r"\(\)$", "", text.strip())
+        else:
+            value = fold(text)
+    return Fact(kind, str(value), row.get("source_entry_id"), -1, 0, "user", "label", text)
+
+
+def rule_matcher(fact: Fact, summary: str) -> str:
+    """``"present"`` or ``"absent"`` by :func:`~pimem.drift.facts.fact_present` (a number reader fact
+    counts when any number of its text is present)."""
+    index = SummaryIndex(summary)
+    if fact.kind == "number" and fact.source == "label":
+        numbers = [v for v, _, _ in _numbers_in_text(fact.surface)]
+        if numbers:
+            return "present" if any(v in index.numbers for v in numbers) else "absent"
+    return "present" if fact_present(fact, index) else "absent"
+
+
+ENTAILMENT_SYSTEM = (
+    "You check whether a summary of a coding session states a fact. Judge meaning, not wording: a paraphrase "
+    "or a more specific statement counts as stating it. Reply with exactly one word: PRESENT if the summary "
+    "states the fact, CONTRADICTED if it states something incompatible with it, ABSENT otherwise."
+)
+ENTAILMENT_PROMPT = "<summary>\n{summary}\n</summary>\n\n<fact kind=\"{kind}\">\n{fact}\n</fact>\n\nPRESENT, ABSENT or CONTRADICTED?"
+
+
+class EntailmentMatcher:
+    """Asks a chat model whether a summary states a fact (PRESENT / ABSENT / CONTRADICTED).
+
+    ``model``: an :class:`~pimem.summarizers.OpenAISummarizer` for any OpenAI-compatible endpoint
+    (wrap it in :class:`~pimem.summarizers.CachedSummarizer` to cache); anything that is not a chat
+    model raises :class:`~pimem.drift.chat.NotAChatModelError`. An unreadable answer raises
+    :class:`~pimem.drift.chat.JudgeError` (recorded per fact by :func:`matcher_check`).
+    """
+
+    def __init__(self, model: Any, *, max_tokens: int = 16) -> None:
+        require_chat_model(model, "entailment matcher")
+        self.model = model
+        self.max_tokens = max_tokens
+
+    def __call__(self, fact: Fact, summary: str) -> str:
+        answer = ask(self.model, ENTAILMENT_SYSTEM,
+                     ENTAILMENT_PROMPT.format(summary=summary, kind=fact.kind, fact=fact.surface or fact.value),
+                     max_tokens=self.max_tokens)
+        words = re.findall(r"\b(PRESENT|ABSENT|CONTRADICTED)\b", answer.upper())
+        if len(set(words)) != 1:
+            raise JudgeError(f"expected one of PRESENT, ABSENT, CONTRADICTED; got {answer[:80]!r}")
+        return words[0].lower()
+
+
+def precision_recall(truth: Sequence[bool], predicted: Sequence[bool]) -> dict[str, float]:
+    """TP, FP, FN, TN, precision (NaN with no positive call) and recall (NaN with no positive truth)."""
+    tp = sum(t and p for t, p in zip(truth, predicted))
+    fp = sum((not t) and p for t, p in zip(truth, predicted))
+    fn = sum(t and not p for t, p in zip(truth, predicted))
+    tn = sum((not t) and (not p) for t, p in zip(truth, predicted))
+    return {"n": tp + fp + fn + tn, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+            "precision": tp / (tp + fp) if tp + fp else math.nan,
+            "recall": tp / (tp + fn) if tp + fn else math.nan}
+
+
+@dataclass
+class MatcherCheck:
+    """Per-fact verdicts (``facts``) and the precision/recall tables."""
+
+    facts: pd.DataFrame
+
+    def table(self, by: str = "kind", column: str = "predicted_present", truth: str = "label_present") -> pd.DataFrame:
+        """Precision/recall of ``column`` against ``truth`` per value of ``by`` and over all facts."""
+        df = self.facts[self.facts[column].notna()]
+        rows = []
+        for key, group in list(df.groupby(by, sort=True)) + [("all", df)]:
+            rows.append({by: key, **precision_recall(list(group[truth].astype(bool)), list(group[column].astype(bool)))})
+        return pd.DataFrame(rows)
+
+    def used_later_table(self, by: str = "kind") -> pd.DataFrame:
+        """The automatic used-later test against the reader's ``used_later``."""
+        df = self.facts[self.facts["label_used_later"].notna() & self.facts["auto_used_later"].notna()]
+        rows = []
+        for key, group in list(df.groupby(by, sort=True)) + [("all", df)]:
+            rows.append({by: key, **precision_recall(list(group["label_used_later"].astype(bool)),
+                                                     list(group["auto_used_later"].astype(bool)))})
+        return pd.DataFrame(rows)
+
+    @property
+    def errors(self) -> pd.DataFrame:
+        return self.facts[self.facts["error"].notna()]
+
+
+def matcher_check(
+    labels: pd.DataFrame | str | os.PathLike[str],
+    session: Any,
+    matcher: str | Callable[[Fact, str], str] = "rules",
+    *,
+    used_later: bool = True,
+) -> MatcherCheck:
+    """Run ``matcher`` over every labelled fact against its compaction's summary (see module docs).
+
+    ``session``: the recorded session the labels were made on (its compaction ids must match).
+    Columns of ``.facts``: the label fields, ``predicted`` (present / absent / contradicted, None on
+    error), ``predicted_present``, ``label_present``, ``agree``, ``error``, and — with ``used_later`` —
+    ``auto_used_later`` against ``label_used_later``.
+    """
+    from pimem.core.session_manager import load_session
+    from pimem.drift.records import compaction_records
+    from pimem.drift.sections import summarizer_text
+
+    df = load_labels(labels) if not isinstance(labels, pd.DataFrame) else labels.copy()
+    if isinstance(session, (str, os.PathLike)):
+        session = load_session(session)
+    records = {r.entry.get("id"): r for r in compaction_records(session)}
+    unknown = sorted(set(df["compaction_id"]) - set(records))
+    if unknown:
+        raise LabelFormatError(f"labels name compaction(s) {unknown} that are not on the session's active path")
+    match = rule_matcher if matcher == "rules" else matcher
+    if not callable(match):
+        raise ConfigurationError(f"matcher must be 'rules' or a callable (fact, summary) -> label; got {matcher!r}")
+    texts = {cid: summarizer_text(r.summary) for cid, r in records.items()}
+    facts = [label_fact(row) for _, row in df.iterrows()]
+    predicted: list[str | None] = []
+    errors: list[str | None] = []
+    for fact, cid in zip(facts, df["compaction_id"]):
+        try:
+            verdict = match(fact, texts[cid])
+            if verdict not in LABELS:
+                raise JudgeError(f"matcher returned {verdict!r}")
+            predicted.append(verdict)
+            errors.append(None)
+        except Exception as exc:  # noqa: BLE001 - a failed verdict is recorded per fact
+            predicted.append(None)
+            errors.append(f"{type(exc).__name__}: {exc}")
+    df["predicted"] = predicted
+    df["error"] = errors
+    df["predicted_present"] = [None if p is None else p == "present" for p in predicted]
+    df["label_present"] = df["label"] == "present"
+    df["agree"] = [None if p is None else p == t for p, t in zip(predicted, df["label"])]
+    df["label_used_later"] = df["used_later"]
+    if used_later:
+        from pimem.drift.needed import used_later as auto_used
+
+        auto: list[bool] = []
+        by_compaction: dict[str, list[int]] = {}
+        for i, cid in enumerate(df["compaction_id"]):
+            by_compaction.setdefault(cid, []).append(i)
+        flags: dict[int, bool] = {}
+        for cid, rows in by_compaction.items():
+            chosen = [facts[i] for i in rows]
+            used = auto_used(records[cid], chosen)
+            for i, f in zip(rows, chosen):
+                flags[i] = f.key in used
+        auto = [flags[i] for i in range(len(df))]
+        df["auto_used_later"] = auto
+    else:
+        df["auto_used_later"] = None
+    return MatcherCheck(df)

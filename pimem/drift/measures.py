@@ -1,0 +1,368 @@
+"""Summary measures a reviewer can trust, and comparisons of summary sources on the same spans.
+
+Every content measure reads only the text the summarizer wrote (:func:`pimem.drift.sections.summarizer_text`:
+no ``<read-files>``/``<modified-files>`` blocks, which ``compact()`` appends for any summarizer) and
+grounds "what mattered" in the recorded trajectory (:mod:`pimem.drift.needed`), never in the
+extractive summarizer's marker rules. The file lists are reported apart, as a check of Pi's pipeline.
+
+:data:`MEASURES` says, for each column, what it measures, what it rewards and how it can be gamed.
+:func:`summary_measures` computes them for one summary of one compaction; :func:`compare_sources`
+puts any set of named summary sources side by side on the same compactions — the summaries stored in
+a session (``"recorded"``, or any session file / replay result) and any summarizer, which then
+summarizes exactly the recorded spans (:func:`pimem.drift.records.resummarize`), by default at the
+recorded summary's length (``max_tokens="matched"``). :func:`recall_curve` gives needed-later recall
+against summary tokens (each summary's first *B* tokens), so length cannot hide in a mean.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from pimem._js import utf16_len
+from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fact_present
+from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
+from pimem.drift.records import CompactionRecord, compaction_records, resummarize
+from pimem.drift.sections import section_items, summarizer_text
+from pimem.errors import ConfigurationError
+
+__all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
+           "measure_docs"]
+
+CONTENT_SECTIONS: tuple[str, ...] = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions",
+                                     "next_steps", "critical_context")
+
+# name -> (group, what it measures, what it rewards, how it can be gamed)
+MEASURES: dict[str, tuple[str, str, str, str]] = {
+    "needed_recall": (
+        "content",
+        "needed-later recall per class (facts of the span that the recording used after the compaction "
+        "and the kept tail does not show), averaged over the classes present with weights constraint 3, "
+        "decision 3, error 2, written file 2, other names 1",
+        "keeping what the session went on to need, above all the user's constraints and the decisions",
+        "a long dump of every name in the span; compare at matched length (this table) and on the "
+        "recall-vs-tokens curve, and read the per-class columns",
+    ),
+    "needed_recall_constraint": (
+        "content", "needed-later recall of user constraints and preferences alone",
+        "carrying the user's standing instructions forward",
+        "quoting every user sentence with 'only', 'must', 'don't'... (what a dump does)",
+    ),
+    "needed_recall_decision": (
+        "content", "needed-later recall of decisions alone", "stating the decisions the session kept acting on",
+        "quoting every assistant sentence with 'instead of', 'decided'...",
+    ),
+    "needed_recall_error": (
+        "content", "needed-later recall of errors that came back or were discussed later",
+        "remembering failures the agent would otherwise repeat", "pasting every error line",
+    ),
+    "needed_recall_artifact": (
+        "content", "needed-later recall of files the span wrote or edited",
+        "keeping the artifact trail", "listing every modified path (the file blocks would, so they are stripped)",
+    ),
+    "needed_recall_reference": (
+        "content", "needed-later recall of other paths, identifiers, commands and numbers",
+        "exact names the agent used again", "a list of names without meaning",
+    ),
+    "needed_recall_all": (
+        "content", "share of all needed-later facts held, each fact counting once",
+        "holding many of the names the session used again", "a dump of names: the many references dominate",
+    ),
+    "n_needed": ("content", "how many needed-later facts the compaction has (the denominator)", "–",
+                 "not a score; few needed facts make the recall noisy"),
+    "needed_recall_carried": (
+        "chain",
+        "needed-later recall (class-weighted) of facts from earlier spans of the chain that the recording "
+        "used after this compaction: what an update summary must carry over from the previous one",
+        "keeping older needed facts through repeated rewrites",
+        "never dropping anything (a summary that only grows); read with the summary's length",
+    ),
+    "cumulative_loss": (
+        "chain (gameable)", "share of all facts seen so far that the summary no longer holds (drift report)",
+        "holding every fact ever seen", "a fact dump stays near 0; unweighted, like fact_recall",
+    ),
+    "prev_retention": (
+        "chain", "of the facts the previous summary held, the share this one still holds (drift report)",
+        "stable summaries", "repeating the previous summary verbatim scores 1.0 whatever it held",
+    ),
+    "fact_recall": (
+        "content (gameable)",
+        "share of all facts the extractor finds in the span that the summary holds, unweighted",
+        "length and exhaustiveness: most facts are trivial identifiers and commands",
+        "the fact dump scores 1.0 without a length limit, being made by the same extractor; only meaningful "
+        "at matched length and never as a headline",
+    ),
+    "content_sections": (
+        "format", "share of the template's eight content sections that hold something other than (none)",
+        "filling every section of Pi's template", "a line of filler per section; free-form summaries score low "
+        "although they may hold the content",
+    ),
+    "conformance": (
+        "format", "share of the template's sections present by heading",
+        "following the template's headings", "the empty template scores 1.0",
+    ),
+    "written_tokens": ("length", "Pi's estimate (UTF-16 length ÷ 4) of the text the summarizer wrote",
+                       "–", "not a score: the length every other column must be read against"),
+    "stored_tokens": ("length", "Pi's estimate of the stored summary, file blocks included (its context cost)",
+                      "–", "not a score"),
+    "pipeline_read_recall": (
+        "pipeline check", "the <read-files> block against Pi's true read-only list",
+        "nothing the summarizer does: compact() writes the block", "every summarizer scores the same",
+    ),
+    "pipeline_modified_recall": (
+        "pipeline check", "the <modified-files> block against Pi's true modified list",
+        "nothing the summarizer does: compact() writes the block", "every summarizer scores the same",
+    ),
+}
+
+
+def measure_docs() -> pd.DataFrame:
+    """:data:`MEASURES` as a table: measure, group, measures, rewards, gamed_by."""
+    return pd.DataFrame([{"measure": k, "group": g, "measures": what, "rewards": rew, "gamed_by": gam}
+                         for k, (g, what, rew, gam) in MEASURES.items()])
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(utf16_len(text) / 4)
+
+
+def _pr(predicted: list[str] | None, truth: list[str]) -> tuple[float, float]:
+    if predicted is None:
+        return math.nan, math.nan
+    p, t = set(predicted), set(truth)
+    precision = len(p & t) / len(p) if p else (1.0 if not t else 0.0)
+    recall = len(p & t) / len(t) if t else math.nan
+    return precision, recall
+
+
+def summary_measures(
+    record: CompactionRecord,
+    summary: str | None = None,
+    *,
+    needed: Sequence[NeededFact] | None = None,
+    span_facts: Sequence[Fact] | None = None,
+    weights: Mapping[str, float] | None = None,
+    carried: Sequence[NeededFact] | None = None,
+) -> dict[str, Any]:
+    """The measures of :data:`MEASURES` for one summary (default: the record's stored one) of one compaction."""
+    from pimem.drift.sections import parse_summary
+
+    stored = record.summary if summary is None else summary
+    written = summarizer_text(stored)
+    parsed = parse_summary(stored)
+    index = SummaryIndex(written)
+    needed = list(needed) if needed is not None else needed_later_facts(record, weights=weights)
+    facts = list(span_facts) if span_facts is not None else extract_facts(record.span)
+    present = [fact_present(n.fact, index) for n in needed]
+    row: dict[str, Any] = {
+        "written_tokens": _tokens(written),
+        "stored_tokens": _tokens(stored),
+        "needed_recall": weighted_recall(needed, present),
+        "needed_recall_all": sum(present) / len(needed) if needed else math.nan,
+        "n_needed": len(needed),
+    }
+    for cls in FACT_CLASSES:
+        flags = [p for n, p in zip(needed, present) if n.cls == cls]
+        row[f"needed_recall_{cls}"] = sum(flags) / len(flags) if flags else math.nan
+        row[f"n_needed_{cls}"] = len(flags)
+    if carried is not None:
+        row["needed_recall_carried"] = weighted_recall(carried, [fact_present(n.fact, index) for n in carried])
+        row["n_carried"] = len(carried)
+    held = [fact_present(f, index) for f in facts]
+    row["fact_recall"] = sum(held) / len(facts) if facts else math.nan
+    for kind in FACT_KINDS:
+        flags = [h for f, h in zip(facts, held) if f.kind == kind]
+        row[f"fact_recall_{kind}"] = sum(flags) / len(flags) if flags else math.nan
+    items = section_items(parsed)
+    row["content_sections"] = sum(bool(items[k]) for k in CONTENT_SECTIONS) / len(CONTENT_SECTIONS)
+    row["conformance"] = parsed.conformance.score
+    blocks = parsed.conformance.files_block_present
+    row["pipeline_read_precision"], row["pipeline_read_recall"] = _pr(
+        (parsed.read_files or []) if blocks else None, record.read_files)
+    row["pipeline_modified_precision"], row["pipeline_modified_recall"] = _pr(
+        (parsed.modified_files or []) if blocks else None, record.modified_files)
+    return row
+
+
+# --------------------------------------------------------------------------- sources side by side
+
+
+@dataclass
+class Comparison:
+    """Summary sources measured on the same compactions (see :func:`compare_sources`).
+
+    ``per_compaction``: one row per source × compaction (``source``, ``kind``, ``compaction``,
+    ``max_tokens``, ``error``, then the measures); ``table``: measures × sources (mean over the
+    compactions a source summarized); ``summaries``: stored texts per source; ``needed``: the
+    needed-later facts per source and compaction; ``records``: the compactions each source was
+    measured on.
+    """
+
+    per_compaction: pd.DataFrame
+    summaries: dict[str, list[str | None]]
+    records: dict[str, list[CompactionRecord]]
+    needed: dict[str, list[list[NeededFact]]]
+    notes: list[str] = field(default_factory=list)
+    summarizers: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sources(self) -> list[str]:
+        return list(self.summaries)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        cols = [c for c in MEASURES if c in self.per_compaction.columns]
+        if self.per_compaction.empty:
+            return pd.DataFrame(index=cols, columns=self.sources, dtype=float)
+        means = self.per_compaction.groupby("source", sort=False)[cols].mean(numeric_only=True)
+        return means.T.reindex(columns=self.sources)
+
+    def curve(self, budgets: Sequence[int] | None = None) -> pd.DataFrame:
+        """Needed-later recall against summary tokens (see :func:`recall_curve`)."""
+        return recall_curve(self, budgets)
+
+    def facts(self) -> pd.DataFrame:
+        """One row per needed-later fact and source: compaction, class, kind, value, used_at, present."""
+        rows = []
+        for source, per in self.needed.items():
+            for rec, needed, stored in zip(self.records[source], per, self.summaries[source]):
+                index = SummaryIndex(summarizer_text(stored)) if stored is not None else None
+                for n in needed:
+                    rows.append({"source": source, "compaction": rec.index, "class": n.cls, "kind": n.fact.kind,
+                                 "value": n.fact.value, "used_at": n.used_at, "how": n.how,
+                                 "present": bool(index is not None and fact_present(n.fact, index))})
+        return pd.DataFrame(rows, columns=["source", "compaction", "class", "kind", "value", "used_at", "how",
+                                           "present"])
+
+
+def _is_session_like(value: Any) -> bool:
+    import os
+
+    return (isinstance(value, (str, os.PathLike)) or hasattr(value, "entries")
+            or (hasattr(value, "session") and hasattr(value, "events")))
+
+
+def compare_sources(
+    session: Any,
+    sources: Mapping[str, Any],
+    *,
+    max_tokens: int | str | Sequence[int] | None = "matched",
+    weights: Mapping[str, float] | None = None,
+    leaf_id: str | None = None,
+    horizon: str = "end",
+    records: list[CompactionRecord] | None = None,
+) -> Comparison:
+    """Measure named summary sources on the compactions of ``session``.
+
+    A source is ``"recorded"`` (the summaries stored in ``session``), another session — a
+    :class:`pimem.Session`, a session file path or a replay result — whose own compactions are
+    measured against its own spans, or a summarizer (anything with ``complete``), which summarizes
+    the recorded spans of ``session`` exactly (:func:`pimem.drift.records.resummarize`).
+    ``max_tokens`` is the summarizers' budget: ``"matched"`` (default) gives each compaction the
+    length of the summary ``session`` recorded for it, an int or one int per compaction a fixed
+    budget, None Pi's own ``0.8 × reserveTokens``. Adding a column needs only another entry.
+    ``records``: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and
+    their cached needed-later facts) across comparisons.
+    """
+    from pimem.core.session_manager import load_session
+
+    if isinstance(session, str) or hasattr(session, "__fspath__"):
+        session = load_session(session)
+    reference = records if records is not None else compaction_records(session, leaf_id=leaf_id, horizon=horizon)
+    notes: list[str] = []
+    if max_tokens == "matched":
+        budgets: Any = [max(1, _tokens(r.written)) for r in reference]
+    elif isinstance(max_tokens, str):
+        raise ConfigurationError(f"max_tokens must be 'matched', an int, a list of ints or None, not {max_tokens!r}")
+    else:
+        budgets = max_tokens
+    cache: dict[int, tuple[list[NeededFact], list[Fact], list[NeededFact]]] = {}
+
+    def needed_for(recs: list[CompactionRecord], k: int) -> tuple[list[NeededFact], list[Fact], list[NeededFact]]:
+        rec = recs[k]
+        key = id(rec.span)
+        if key not in cache:
+            cache[key] = (needed_later_facts(rec, weights=weights), extract_facts(rec.span),
+                          carried_later_facts(recs, k, weights=weights))
+        return cache[key]
+
+    rows: list[dict[str, Any]] = []
+    summaries: dict[str, list[str | None]] = {}
+    records_by: dict[str, list[CompactionRecord]] = {}
+    needed_by: dict[str, list[list[NeededFact]]] = {}
+    summarizers: dict[str, Any] = {}
+    for name, src in sources.items():
+        errors: list[str | None]
+        limits: list[Any]
+        if isinstance(src, str) and src == "recorded":
+            recs, kind = reference, "recorded"
+            texts: list[str | None] = [r.summary for r in recs]
+            errors, limits = [None] * len(recs), [None] * len(recs)
+        elif _is_session_like(src) and not hasattr(src, "complete"):
+            if isinstance(src, str) or hasattr(src, "__fspath__"):
+                src = load_session(src)
+            recs, kind = compaction_records(src, horizon=horizon), "recorded"
+            texts = [r.summary for r in recs]
+            errors, limits = [None] * len(recs), [None] * len(recs)
+            if [r.entry.get("firstKeptEntryId") for r in recs] != [r.entry.get("firstKeptEntryId") for r in reference]:
+                notes.append(f"{name}: its compactions cut elsewhere than the reference's; each is measured "
+                             f"on its own span, kept tail and later trajectory")
+        elif hasattr(src, "complete"):
+            out = resummarize(session, src, max_tokens=budgets, leaf_id=leaf_id)
+            summarizers[name] = src
+            recs, kind = reference, "summarizer"
+            texts, errors, limits = out.summaries, out.errors, out.max_tokens
+        else:
+            raise ConfigurationError(f"source {name!r}: expected 'recorded', a session, a session file, a replay result "
+                            f"or a summarizer; got {type(src).__name__}")
+        summaries[name] = texts
+        records_by[name] = recs
+        needed_by[name] = []
+        for k, (rec, text, error, limit) in enumerate(zip(recs, texts, errors, limits)):
+            needed, facts, carried = needed_for(recs, k)
+            needed_by[name].append(needed)
+            row: dict[str, Any] = {"source": name, "kind": kind, "compaction": rec.index, "max_tokens": limit,
+                                   "error": error}
+            if text is not None:
+                row.update(summary_measures(rec, text, needed=needed, span_facts=facts, weights=weights,
+                                            carried=carried))
+            rows.append(row)
+    for rec in reference:
+        notes.extend(f"compaction {rec.index}: {n}" for n in rec.notes)
+    return Comparison(pd.DataFrame(rows), summaries, records_by, needed_by, notes, summarizers)
+
+
+def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -> pd.DataFrame:
+    """Needed-later recall of each summary's first *B* tokens (Pi's estimate), for each budget *B*.
+
+    Columns: ``source``, ``compaction``, ``budget``, ``tokens`` (of the prefix, ≤ budget),
+    ``needed_recall``. Default budgets: 16 steps up to the longest summary written.
+    """
+    longest = max((_tokens(summarizer_text(t)) for texts in comparison.summaries.values() for t in texts
+                   if t is not None), default=0)
+    if budgets is None:
+        budgets = sorted({max(1, round(longest * (i / 16) ** 2)) for i in range(1, 17)}) if longest else []
+    rows = []
+    for source, texts in comparison.summaries.items():
+        for rec, needed, stored in zip(comparison.records[source], comparison.needed[source], texts):
+            if stored is None:
+                continue
+            written = summarizer_text(stored)
+            full = [fact_present(n.fact, SummaryIndex(written)) for n in needed]
+            units = written.encode("utf-16-le")
+            for b in budgets:
+                if b * 8 >= len(units):
+                    present, tokens = full, _tokens(written)
+                else:
+                    prefix = units[: b * 8].decode("utf-16-le", errors="ignore")
+                    index = SummaryIndex(prefix)
+                    # a fact the whole summary lacks is not in a prefix of it
+                    present = [p and fact_present(n.fact, index) for n, p in zip(needed, full)]
+                    tokens = _tokens(prefix)
+                rows.append({"source": source, "compaction": rec.index, "budget": int(b),
+                             "tokens": tokens, "needed_recall": weighted_recall(needed, present)})
+    return pd.DataFrame(rows, columns=["source", "compaction", "budget", "tokens", "needed_recall"])

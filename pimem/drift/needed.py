@@ -1,0 +1,302 @@
+"""Needed-later facts: what the recorded trajectory actually used after a compaction.
+
+A fact of a compaction's summarized span is **needed later** when
+
+1. the recording *uses* it after the compaction entry (``record.later``), and
+2. the kept tail (``record.kept``, still in the agent's context after the compaction) does not
+   show it — otherwise the agent had it without any summary.
+
+**Use** is read from what the user and the model say and do after the compaction: user text,
+assistant text and thinking, every string argument of tool calls (paths, commands, code written),
+and user ``!`` commands. Tool output is not use (a file in a listing is not a use), with one
+exception: an *error* is also needed when the same error comes back in a later tool result (the
+summary could have prevented the repeat) — if the line is specific (a quoted name, an error code, a
+path or a code-shaped name; "Command aborted" coming back says nothing). Matching follows :func:`pimem.drift.facts.fact_present`
+(paths by segments, identifiers by case-sensitive name, free text by content words with polarity);
+an error counts as mentioned only by its two or more quoted names together or 70% of its words.
+Whether the kept tail shows a fact is the same test against everything in the kept messages,
+tool results included (the agent sees them).
+
+Paths that name the same file in different spellings count once. Facts fall into five classes; the headline (:func:`weighted_recall`) is the weighted mean of the
+per-class recalls, so a class counts by its weight and not by its number of facts (a span has
+dozens of names and a handful of constraints). Default weights:
+
+============== ====== ==================================================================
+class          weight facts
+============== ====== ==================================================================
+``constraint`` 3      user constraints and preferences
+``decision``   3      assistant decisions
+``error``      2      errors of tool results and failed commands
+``artifact``   2      paths the span wrote or edited (Pi's modified-files list of the span)
+``reference``  1      every other path, identifier, command and number
+============== ====== ==================================================================
+
+What this rewards and how it can be gamed: it rewards keeping exactly what the session went on to
+need, so a summary gets no credit for trivia the agent never touched again, nor for what the kept
+tail already shows. It cannot be gamed by length alone (see the length-matched reporting in
+:mod:`pimem.drift.measures`), but a summarizer that saw the future — or a dump of every name in the
+span — would score well; compare at matched summary length and read the per-class columns. It is
+only as good as the recording: a fact the agent should have used but did not counts as not needed,
+and the horizon is the end of the recorded path. The extractive summarizer shares the extractor's
+marker rules for constraints and decisions, but not this test: whether a fact is needed is decided
+by the trajectory, not by those rules.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pimem.drift.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, negated_words
+from pimem.drift.records import CompactionRecord, message_text
+from pimem.errors import ConfigurationError
+
+__all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "carried_later_facts",
+           "used_later", "weighted_recall"]
+
+FACT_CLASSES: tuple[str, ...] = ("constraint", "decision", "error", "artifact", "reference")
+DEFAULT_WEIGHTS: dict[str, float] = {"constraint": 3.0, "decision": 3.0, "error": 2.0, "artifact": 2.0,
+                                     "reference": 1.0}
+
+
+@dataclass(frozen=True)
+class NeededFact:
+    """A span fact with its class, weight and first later use (entry id, and how it was used)."""
+
+    fact: Fact
+    cls: str
+    weight: float
+    used_at: str | None
+    how: str  # "mentioned" | "recurred"
+
+
+def fact_class(fact: Fact, modified_files: Sequence[str] = ()) -> str:
+    """The class of a fact (see module docs)."""
+    if fact.kind in ("constraint", "decision", "error"):
+        return fact.kind
+    if fact.kind == "path" and modified_files:
+        index = SummaryIndex("\n".join(modified_files))
+        if index.has_path(fact.value):
+            return "artifact"
+    return "reference"
+
+
+_LINE_COL = re.compile(r"\(\d+,\d+\)|:\d+(?::\d+)?")
+# what makes an error line specific: a quoted name, an error code, a path, a code-shaped name
+_SPECIFIC = re.compile(r"'[^'\s]{3,}'|\"[^\"\s]{3,}\"|`[^`\s]{3,}`|\b[A-Z]{1,4}\d{3,5}\b|[\w.-]+/[\w./-]+|"
+                       r"\b[a-z]+[A-Z]\w*|\b\w+_\w+")
+
+
+def _error_key(line: str) -> str:
+    return fold(_LINE_COL.sub("", line))[:120]
+
+
+_TOKEN = re.compile(r"[a-z0-9_$]+")
+
+
+def _tokens(text: str) -> set[str]:
+    out = set()
+    for t in _TOKEN.findall(text.lower()):
+        out.add(t)
+        if len(t) > 3 and t.endswith("s") and not t.endswith("ss"):
+            out.add(t[:-1])
+    return out
+
+
+class Trajectory:
+    """Messages as look-up structures: what each one uses (text, thinking, tool arguments) with a
+    token index to find candidates fast, and tool output (for errors that come back)."""
+
+    def __init__(self, messages: Sequence[tuple[str | None, dict]]) -> None:
+        self.messages = list(messages)
+        self.use_texts = [message_text(m, results=False) for _, m in self.messages]
+        self.result_texts = [fold(_LINE_COL.sub("", message_text(m)))
+                             if m.get("role") in ("toolResult", "bashExecution") else "" for _, m in self.messages]
+        self.postings: dict[str, list[int]] = {}
+        for i, text in enumerate(self.use_texts):
+            for t in _tokens(text):
+                self.postings.setdefault(t, []).append(i)
+        self._indexes: dict[int, SummaryIndex] = {}
+
+    def _index(self, i: int) -> SummaryIndex:
+        index = self._indexes.get(i)
+        if index is None:
+            index = self._indexes[i] = SummaryIndex(self.use_texts[i])
+        return index
+
+    def _candidates(self, fact: Fact, start: int, end: int) -> list[int]:
+        if fact.kind in ("constraint", "decision", "error"):
+            words = _tokens(" ".join(negated_words(fact.surface or fact.value)[0]))
+            counts: dict[int, int] = {}
+            for w in words:
+                for i in self.postings.get(w, ()):
+                    if start <= i < end:
+                        counts[i] = counts.get(i, 0) + 1
+            return sorted(i for i, n in counts.items() if n >= 2)
+        if fact.kind == "path":
+            anchor = _tokens(fact.value.rsplit("/", 1)[-1])
+        elif fact.kind == "number":
+            anchor = _tokens(fact.value.split(" ", 1)[0])
+        else:
+            anchor = _tokens(fact.value)
+        if not anchor:
+            return list(range(start, end))
+        lists = sorted((self.postings.get(t, []) for t in anchor), key=len)
+        found = set(i for i in lists[0] if start <= i < end)
+        for other in lists[1:]:
+            found &= set(other)
+        return sorted(found)
+
+    def mentioned(self, fact: Fact, index: SummaryIndex) -> bool:
+        if fact.kind == "error":
+            return index.has_error(fact.surface or fact.value) or index.has_words(fact.value, 0.7)
+        return fact_present(fact, index)
+
+    def first_use(self, fact: Fact, start: int = 0, end: int | None = None) -> tuple[str | None, str] | None:
+        """(entry id, how) of the first message in ``[start, end)`` that uses the fact, or None."""
+        end = len(self.messages) if end is None else end
+        for i in self._candidates(fact, start, end):
+            if self.mentioned(fact, self._index(i)):
+                return self.messages[i][0], "mentioned"
+        if fact.kind == "error" and _SPECIFIC.search(fact.surface or fact.value):
+            key = _error_key(fact.surface or fact.value)
+            if len(key) >= 12:
+                for i in range(start, end):
+                    if key in self.result_texts[i]:
+                        return self.messages[i][0], "recurred"
+        return None
+
+
+def _trajectory(record: CompactionRecord) -> tuple[Trajectory, int, int]:
+    """The trajectory of the record's path (built once per path) and the record's later range in it."""
+    if record.path is None:
+        return Trajectory(record.later), 0, len(record.later)
+    trajectory = record.path.cache.get("trajectory")
+    if trajectory is None:
+        trajectory = record.path.cache["trajectory"] = Trajectory(record.path.messages)
+    return trajectory, record.later_start, record.later_start + len(record.later)
+
+
+def used_later(record: CompactionRecord, facts: Sequence[Fact] | None = None) -> dict[tuple[str, str], tuple[str | None, str]]:
+    """For the span's facts (or ``facts``) that the later trajectory uses: key → (first entry id, how)."""
+    trajectory, start, end = _trajectory(record)
+    span_facts = list(facts) if facts is not None else extract_facts(record.span)
+    out: dict[tuple[str, str], tuple[str | None, str]] = {}
+    for f in span_facts:
+        hit = trajectory.first_use(f, start, end)
+        if hit is not None:
+            out[f.key] = hit
+    return out
+
+
+def kept_index(record: CompactionRecord) -> SummaryIndex:
+    """Everything the kept tail shows the agent, tool results included."""
+    return SummaryIndex("\n".join(message_text(m) for _, m in record.kept))
+
+
+def needed_later_facts(
+    record: CompactionRecord,
+    *,
+    weights: Mapping[str, float] | None = None,
+    facts: Sequence[Fact] | None = None,
+) -> list[NeededFact]:
+    """The span's facts that the recording used after the compaction and the kept tail does not show."""
+    w = dict(DEFAULT_WEIGHTS)
+    if weights:
+        unknown = set(weights) - set(FACT_CLASSES)
+        if unknown:
+            raise ConfigurationError(f"unknown fact classes {sorted(unknown)}; known: {list(FACT_CLASSES)}")
+        w.update(weights)
+    cache_key = ("needed", record.index, record.later_start, tuple(sorted(w.items())))
+    if facts is None and record.path is not None and cache_key in record.path.cache:
+        return list(record.path.cache[cache_key])
+    result = _needed(record, w, list(facts) if facts is not None else extract_facts(record.span))
+    if facts is None and record.path is not None:
+        record.path.cache[cache_key] = list(result)
+    return result
+
+
+def _needed(record: CompactionRecord, w: dict[str, float], span_facts: list[Fact]) -> list[NeededFact]:
+    kept = kept_index(record)
+    candidates = [f for f in span_facts if not fact_present(f, kept)]
+    used = used_later(record, candidates)
+    out: list[NeededFact] = []
+    for f in candidates:
+        hit = used.get(f.key)
+        if hit is None:
+            continue
+        cls = fact_class(f, record.modified_files)
+        out.append(NeededFact(f, cls, float(w[cls]), hit[0], hit[1]))
+    return _one_per_file(out)
+
+
+def _one_per_file(needed: list[NeededFact]) -> list[NeededFact]:
+    """Paths that name the same file (``@src/a.ts``, ``/repo/src/a.ts``, ``src/a.ts``) count once,
+    as the most specific spelling (the matcher accepts any of them for all)."""
+    paths = [n for n in needed if n.fact.kind == "path"]
+    paths.sort(key=lambda n: -len(n.fact.value.strip("@/").split("/")))
+    kept: list[NeededFact] = []
+    for n in paths:
+        tail = tuple(n.fact.value.lstrip("@").split("/"))
+        same = False
+        for k in kept:
+            other = tuple(k.fact.value.lstrip("@").split("/"))
+            if other[-len(tail):] == tail or (len(tail) >= 2 and other[-2:] == tail[-2:]):
+                same = True
+                break
+        if not same:
+            kept.append(n)
+    keep_ids = {id(n) for n in kept}
+    return [n for n in needed if n.fact.kind != "path" or id(n) in keep_ids]
+
+
+def weighted_recall(needed: Sequence[NeededFact], present: Sequence[bool]) -> float:
+    """The class-weighted mean of the per-class recalls, over the classes with a needed fact.
+
+    Σ_c w_c · recall_c ÷ Σ_c w_c: each class counts by its weight, not by how many facts it has,
+    so the many trivial names of a span cannot outweigh its few constraints and decisions.
+    NaN when nothing is needed.
+    """
+    by_class: dict[str, list[bool]] = {}
+    weight: dict[str, float] = {}
+    for n, p in zip(needed, present):
+        by_class.setdefault(n.cls, []).append(bool(p))
+        weight[n.cls] = n.weight
+    total = sum(weight[c] for c in by_class)
+    if not total:
+        return math.nan
+    return sum(weight[c] * sum(flags) / len(flags) for c, flags in by_class.items()) / total
+
+
+def carried_later_facts(records: Sequence[CompactionRecord], k: int,
+                        *, weights: Mapping[str, float] | None = None) -> list[NeededFact]:
+    """Facts of the *earlier* spans of a chain that the recording used after compaction ``k``.
+
+    A summary replaces everything before its first kept entry: through the previous summary it
+    must carry what the session needs from older spans too. Facts of span ``k`` itself and facts
+    the kept tail of ``k`` shows are left out (they are :func:`needed_later_facts`' business).
+    """
+    record = records[k]
+    if k == 0:
+        return []
+    w = dict(DEFAULT_WEIGHTS)
+    w.update(weights or {})
+    own = {f.key for f in extract_facts(record.span)}
+    kept = kept_index(record)
+    trajectory, start, end = _trajectory(record)
+    seen: set[tuple[str, str]] = set()
+    out: list[NeededFact] = []
+    for earlier in records[:k]:
+        for f in extract_facts(earlier.span):
+            if f.key in own or f.key in seen:
+                continue
+            seen.add(f.key)
+            if fact_present(f, kept):
+                continue
+            hit = trajectory.first_use(f, start, end)
+            if hit is not None:
+                cls = fact_class(f, earlier.modified_files)
+                out.append(NeededFact(f, cls, float(w[cls]), hit[0], hit[1]))
+    return _one_per_file(out)

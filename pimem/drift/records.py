@@ -1,0 +1,356 @@
+"""Each compaction with what it replaced, what the agent still saw, and what the recording did next.
+
+A :class:`CompactionRecord` splits the active path around one compaction entry ``C``:
+
+========== ========================================================================================
+``span``   the messages ``C`` summarized (history and split-turn prefix), as
+           :func:`pimem.drift.metrics.compaction_spans` finds them (Pi's projection before ``C``)
+``kept``   the kept tail: the messages after the summary in the context right after ``C`` (entries
+           from ``firstKeptEntryId`` up to ``C``). The agent still sees them, so a fact they show
+           needs no summary, and nothing copied from them is summary content
+``later``  the messages of the entries after ``C`` on the path, to the leaf (``horizon="end"``) or
+           to the next compaction (``horizon="next"``): what the recording did next
+========== ========================================================================================
+
+:func:`resummarize` writes new summaries for the *same* compactions: for each recorded compaction it
+prepares exactly the span Pi summarized (the recorded ``firstKeptEntryId``; a split turn when the
+first kept entry does not start a turn), sends Pi's requests to any summarizer, with the previous
+summary being that summarizer's own previous answer (a chain, as Pi would build it), and appends
+the file blocks as ``compact()`` does. Every source is then measured on identical spans.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pimem.drift.sections import summarizer_text
+from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
+
+__all__ = ["CompactionRecord", "PathMessages", "compaction_records", "resummarize", "resummarized_session",
+           "Resummarized", "message_text"]
+
+
+class PathMessages:
+    """The messages of every entry of an active path, in order, shared by the records of that path.
+
+    ``messages``: ``(entry_id, message)`` pairs; ``cache``: derived look-up structures that records
+    of the same path share (built once, by :mod:`pimem.drift.needed`).
+    """
+
+    def __init__(self, messages: list[tuple[str | None, dict]]) -> None:
+        self.messages = messages
+        self.cache: dict[str, Any] = {}
+
+
+@dataclass
+class CompactionRecord:
+    """One compaction on the active path with its span, kept tail and later trajectory.
+
+    ``later`` is ``path.messages[later_start:later_end]``.
+    """
+
+    index: int
+    entry: dict
+    span: list[tuple[str | None, dict]]
+    kept: list[tuple[str | None, dict]]
+    later: list[tuple[str | None, dict]]
+    previous_summary: str | None
+    read_files: list[str]
+    modified_files: list[str]
+    path_position: int
+    notes: list[str] = field(default_factory=list)
+    path: PathMessages | None = None
+    later_start: int = 0
+
+    @property
+    def summary(self) -> str:
+        """The stored summary (with Pi's file blocks)."""
+        return str(self.entry.get("summary", ""))
+
+    @property
+    def written(self) -> str:
+        """What the summarizer wrote (no file blocks)."""
+        return summarizer_text(self.summary)
+
+    def with_summary(self, summary: str) -> CompactionRecord:
+        """The same record with another stored summary (same span, tail and trajectory)."""
+        entry = dict(self.entry)
+        entry["summary"] = summary
+        return CompactionRecord(self.index, entry, self.span, self.kept, self.later, self.previous_summary,
+                                self.read_files, self.modified_files, self.path_position, list(self.notes),
+                                self.path, self.later_start)
+
+
+def _messages_of(entry: dict) -> list[dict]:
+    from pimem.core.session_manager import session_entry_to_context_messages
+
+    if entry.get("type") == "compaction":
+        return []
+    return [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
+
+
+def compaction_records(
+    result_or_session: Any, *, leaf_id: str | None = None, horizon: str = "end", spans: Sequence[Any] | None = None
+) -> list[CompactionRecord]:
+    """The compactions on the active path, each split into span, kept tail and later trajectory.
+
+    ``spans``: the path's :func:`~pimem.drift.metrics.compaction_spans`, when already computed.
+    """
+    from pimem.core.session_manager import build_session_path, build_session_projection
+    from pimem.drift.metrics import _session_of, compaction_spans
+
+    if horizon not in ("end", "next"):
+        raise ConfigurationError(f"horizon must be 'end' or 'next', not {horizon!r}")
+    source = _session_of(result_or_session)
+    path = build_session_path(source, leaf_id)
+    position = {id(e): i for i, e in enumerate(path)}
+    shared = PathMessages([])
+    first_message: list[int] = []  # index into shared.messages of each path entry's first message
+    for e in path:
+        first_message.append(len(shared.messages))
+        shared.messages.extend((e.get("id"), m) for m in _messages_of(e))
+    records: list[CompactionRecord] = []
+    for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):
+        pos = position[id(span.entry)]
+        kept: list[tuple[str | None, dict]] = []
+        for pe in build_session_projection(path[: pos + 1]).entries:
+            src = pe.source_entry
+            if src.get("type") == "compaction":
+                continue
+            kept.extend((src.get("id"), m) for m in pe.messages if m.get("role") != "system")
+        start = first_message[pos + 1] if pos + 1 < len(path) else len(shared.messages)
+        end = len(shared.messages)
+        if horizon == "next":
+            nxt = next((i for i in range(pos + 1, len(path)) if path[i].get("type") == "compaction"), None)
+            if nxt is not None:
+                end = first_message[nxt]
+        later = shared.messages[start:end]
+        previous = str(span.previous.get("summary", "")) if span.previous is not None else None
+        notes = list(span.notes)
+        if not later:
+            notes.append("nothing follows this compaction on the path: no later trajectory to ground measures in")
+        records.append(CompactionRecord(span.index, span.entry, span.messages, kept, later, previous,
+                                        span.read_files, span.modified_files, pos, notes, shared, start))
+    return records
+
+
+# --------------------------------------------------------------------------- text views of messages
+
+
+def _json_strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _json_strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _json_strings(v, out)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content
+                         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+    return ""
+
+
+def message_text(message: dict, *, results: bool = True, thinking: bool = True) -> str:
+    """The text of one message: user / assistant text, thinking, tool-call arguments (every string
+    value, one per line), bash commands, and (with ``results``) tool results and bash output."""
+    role = message.get("role")
+    parts: list[str] = []
+    if role in ("user", "custom"):
+        parts.append(_content_text(message.get("content")))
+    elif role == "assistant":
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif block.get("type") == "thinking" and thinking:
+                parts.append(str(block.get("thinking", "")))
+            elif block.get("type") == "toolCall":
+                _json_strings(block.get("arguments"), parts)
+    elif role == "toolResult" and results:
+        parts.append(_content_text(message.get("content")))
+    elif role == "bashExecution":
+        parts.append(str(message.get("command", "")))
+        if results:
+            parts.append(str(message.get("output", "")))
+    elif role in ("branchSummary", "compactionSummary"):
+        parts.append(str(message.get("summary", "")))
+    return "\n".join(p for p in parts if p)
+
+
+# --------------------------------------------------------------------------- new summaries, same spans
+
+
+@dataclass
+class Resummarized:
+    """Summaries a summarizer wrote for the recorded compactions (``None`` where it failed)."""
+
+    summaries: list[str | None]
+    errors: list[str | None]
+    max_tokens: list[int | None]
+    entries: list[dict | None] = field(default_factory=list)  # the new compaction entries
+
+
+def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_summary: str | None,
+                    settings: Any) -> Any:
+    """Pi's preparation for a compaction whose first kept entry is known (no cut-point search)."""
+    from pimem.core.compaction.compaction import (
+        CompactionPreparation,
+        is_turn_start_parts,
+        previous_file_ops,
+    )
+    from pimem.core.compaction.utils import add_file_ops
+    from pimem.core.session_manager import build_session_path, context_entries_and_types, project_parts
+
+    path = build_session_path(list(path_before))
+    sources, types = context_entries_and_types(path, True)
+    types, per_entry, _ = project_parts(sources, types)
+    prev_index = 0 if sources and types[0] == "compaction" and per_entry[0] else -1
+    start = 1 if prev_index == 0 else 0
+    cut = next((i for i in range(start, len(sources)) if sources[i].get("id") == first_kept_id), None)
+    if cut is None:
+        raise EntryNotFoundError(f"first kept entry {first_kept_id!r} is not on the projected path before the compaction")
+    split = not is_turn_start_parts(types[cut], per_entry[cut])
+    turn_start = -1
+    if split:
+        turn_start = next((i for i in range(cut, start - 1, -1) if is_turn_start_parts(types[i], per_entry[i])), -1)
+        split = turn_start != -1
+    history_end = turn_start if split else cut
+
+    def msgs(a: int, b: int) -> list[dict]:
+        return [m for i in range(a, b) for m in per_entry[i] if m.get("role") != "system"]
+
+    to_summarize = msgs(start, history_end)
+    prefix = msgs(history_end, cut) if split else []
+    file_ops = previous_file_ops(sources[0] if prev_index == 0 else None)
+    add_file_ops(to_summarize, file_ops)
+    add_file_ops(prefix, file_ops)
+    return CompactionPreparation(first_kept_entry_id=first_kept_id, messages_to_summarize=to_summarize,
+                                 turn_prefix_messages=prefix, is_split_turn=split, tokens_before=None,
+                                 previous_summary=previous_summary, file_ops=file_ops, settings=settings)
+
+
+def _ask(summarizer: Any, kind: str, prompt: str, max_tokens: int | None) -> str:
+    from pimem.core.llm import SummaryRequest
+    from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+
+    request = SummaryRequest(kind=kind, system_prompt=SUMMARIZATION_SYSTEM_PROMPT, prompt=prompt,  # type: ignore[arg-type]
+                             max_tokens=max_tokens, model=str(getattr(summarizer, "model", "") or ""))
+    response = summarizer.complete(request)
+    if response.stop_reason in ("error", "aborted", "length") or response.called_tool:
+        why = response.error_message or response.stop_reason
+        raise SummarizationError(f"{kind} summary failed: {why}")
+    return response.text
+
+
+def resummarize(
+    session: Any,
+    summarizer: Any,
+    *,
+    max_tokens: int | Sequence[int | None] | None = None,
+    settings: Any = None,
+    leaf_id: str | None = None,
+) -> Resummarized:
+    """New summaries of the recorded compactions' exact spans by ``summarizer`` (see module docs).
+
+    ``max_tokens``: the budget of each compaction's summary (one value, one per compaction, or None
+    for Pi's own ``0.8 × reserveTokens`` of ``settings``); a split turn gives 8/13 of it to the
+    history and 5/13 to the turn prefix, Pi's 0.8 : 0.5. A request that fails (error, length stop,
+    tool call, exception) leaves ``None`` and its message in ``errors``; the chain goes on from the
+    last summary that succeeded.
+    """
+    from pimem.core.compaction.compaction import (
+        CompactionSettings,
+        build_history_prompt,
+        build_turn_prefix_prompt,
+    )
+    from pimem.core.compaction.utils import compute_file_lists, format_file_operations
+    from pimem.core.session_manager import build_session_path
+    from pimem.drift.metrics import _session_of
+
+    settings = settings or CompactionSettings()
+    source = _session_of(session)
+    path = build_session_path(source, leaf_id)
+    compactions = [i for i, e in enumerate(path) if e.get("type") == "compaction"]
+    if isinstance(max_tokens, Sequence) and not isinstance(max_tokens, str):
+        budgets = list(max_tokens)
+        if len(budgets) != len(compactions):
+            raise ConfigurationError(f"max_tokens has {len(budgets)} values for {len(compactions)} compactions")
+    else:
+        default = max_tokens if max_tokens is not None else math.floor(0.8 * settings.reserve_tokens)
+        budgets = [default] * len(compactions)
+    out = Resummarized([], [], budgets)
+    out.entries = []
+    replaced: dict[int, dict] = {}
+    last_summary: str | None = None
+    for n, pos in enumerate(compactions):
+        entry = path[pos]
+        before = [replaced.get(i, e) for i, e in enumerate(path[:pos])]
+        try:
+            prep = _preparation_at(before, entry.get("firstKeptEntryId"), None, settings)
+            has_previous = any(e.get("type") == "compaction" for e in before)
+            prep.previous_summary = last_summary if has_previous else None
+            budget = budgets[n]
+            if prep.is_split_turn and prep.turn_prefix_messages:
+                history_budget = None if budget is None else max(1, budget * 8 // 13)
+                prefix_budget = None if budget is None else max(1, budget - budget * 8 // 13)
+                history = prep.previous_summary if prep.previous_summary is not None else "No prior history."
+                if prep.messages_to_summarize:
+                    history = _ask(summarizer, "history", build_history_prompt(
+                        prep.messages_to_summarize, None, prep.previous_summary), history_budget)
+                prefix = _ask(summarizer, "turn_prefix", build_turn_prefix_prompt(prep.turn_prefix_messages),
+                              prefix_budget)
+                text = f"{history}\n\n---\n\n**Turn Context (split turn):**\n\n{prefix}"
+            else:
+                text = _ask(summarizer, "history", build_history_prompt(
+                    prep.messages_to_summarize, None, prep.previous_summary), budget)
+            read_files, modified_files = compute_file_lists(prep.file_ops)
+            stored = text + format_file_operations(read_files, modified_files)
+            new_entry = dict(entry)
+            new_entry["summary"] = stored
+            new_entry["details"] = {"readFiles": read_files, "modifiedFiles": modified_files}
+            new_entry.pop("fromHook", None)
+            replaced[pos] = new_entry
+            out.entries.append(new_entry)
+            last_summary = stored
+            out.summaries.append(stored)
+            out.errors.append(None)
+        except Exception as exc:  # noqa: BLE001 - one failed compaction is recorded, the rest still run
+            out.summaries.append(None)
+            out.errors.append(f"{type(exc).__name__}: {exc}")
+            out.entries.append(None)
+    return out
+
+
+def resummarized_session(session: Any, summarizer: Any, **kwargs: Any) -> Any:
+    """A copy of ``session`` whose compactions on the active path hold ``summarizer``'s summaries of
+    the same spans (:func:`resummarize`; same entry ids and cut points). Write it with ``.write(path)``
+    to keep another model's summaries as a recording that :func:`pimem.drift.compare_sources` reads
+    as one more source. Raises when any compaction could not be summarized.
+    """
+    from pimem.core.session_manager import Session
+    from pimem.drift.metrics import _session_of
+
+    source = _session_of(session)
+    result = resummarize(source, summarizer, **kwargs)
+    failed = [f"compaction {i}: {e}" for i, e in enumerate(result.errors) if e]
+    if failed:
+        raise SummarizationError("could not summarize every compaction: " + "; ".join(failed))
+    by_id = {e["id"]: e for e in result.entries if e is not None}
+    entries = source.entries if hasattr(source, "entries") else list(source)
+    header = dict(source.header) if hasattr(source, "header") else {"type": "session", "version": 3, "id": "resummarized",
+                                                                   "timestamp": "1970-01-01T00:00:00.000Z", "cwd": ""}
+    return Session(header, [by_id.get(e.get("id"), e) if e.get("type") == "compaction" else e for e in entries])
