@@ -70,20 +70,25 @@ The token source decides what the checks read:
     (the next response's recorded usage still holds the uncompacted context).
 ``"calibrated"`` (default)
     Pi's formulas, with each assistant's usage replaced by a simulated usage of the replayed
-    request: ``recorded_total(a) + r · (E_rep(a) − E_rec(a))``, where ``E_rec(a)`` is Pi's
-    chars/4 estimate of the context the recording sent for ``a`` (its own projection, with its
-    own compactions) and ``E_rep(a)`` the same estimate of the replayed context for ``a``.
-    Content both share cancels out, so ``E_rep − E_rec`` is the estimate of what the replay
-    added (its summaries, or messages the recording had summarized away) minus what it removed
-    (summarized messages, or the recording's own summaries). System prompt and tool
-    definitions, which no estimate sees, stay counted as the provider counted them.
-    ``r`` converts estimate tokens to provider tokens: the least-squares slope of
-    ``recorded_total(a)`` against ``E_rec(a)`` over the recording's assistants with valid usage
-    (``recorded ≈ overhead + r · E_rec``; 1.3–1.5 on the Claude sessions in the corpus,
-    clipped to [0.25, 4]; 1 with fewer than 5 points). With ``r = 1`` this is the plain
-    "recorded − est(removed) + est(added)"; without a slope the part of the removed content
-    that chars/4 under-counts would wrongly stay in the total as if it were fixed overhead.
-    Overflow uses ``input + cacheRead + cacheWrite`` shifted the same way.
+    request: ``recorded_input(a) + k · (E_rep(a) − E_rec(a))`` plus the recorded output, where
+    ``E_rec(a)`` is Pi's chars/4 estimate of the context the recording sent for ``a`` (its own
+    projection, with its own compactions) and ``E_rep(a)`` the same estimate of the replayed
+    context for ``a``. Content both share cancels out, so ``E_rep − E_rec`` is the estimate of
+    what the replay added (its summaries, or messages the recording had summarized away) minus
+    what it removed (summarized messages, or the recording's own summaries). System prompt and
+    tool definitions, which no estimate sees, stay counted as the provider counted them.
+    ``k`` converts estimate tokens to provider tokens, from a fit over the recording
+    (:mod:`pimem.calibration`): ``recorded_input ≈ overhead + r · E_rec`` on relative residuals
+    with ``overhead ≥ 0`` and ``r`` in [0.5, 4] (1.29–1.34 on the Claude sessions of the corpus).
+    Additions are converted at ``r``; removals at ``min(r, (recorded_input − overhead) / E_rec)``,
+    never more than the request's own average rate, so a simulated usage never drops below
+    the overhead; a floor (``overhead`` + the recording's 5th-percentile rate × ``E_rep``) catches
+    requests recorded unusually cheap. A poor fit (few points, low R², large residuals, an
+    impossible unconstrained fit) is a :class:`~pimem.errors.ReplayWarning` and the
+    ``calibration_warning`` of :meth:`ReplayResult.summary`. Checked for continuity at the
+    recorded compactions of ``before-compaction.jsonl`` (``tests/test_calibration.py``): compacting
+    there with the recorded summaries gives exactly the recorded sizes. Overflow uses the
+    simulated request size the same way.
 ``"chars"``
     chars/4 over the replayed projected context, no usage at all.
 ``"tiktoken"``
@@ -99,7 +104,12 @@ user message whose text goes to the editor, labels). It is checked against a rea
 
 Tokens before / after in compaction rows are Pi's: ``tokensBefore`` from ``prepareCompaction``
 (``estimateProjectedContextTokens`` of the replayed session) and ``estimatedTokensAfter`` =
-``estimateMessagesTokens`` of the projected messages after the compaction.
+``estimateMessagesTokens`` of the projected messages after the compaction. They are not the token
+source's count. ``tokensBefore`` is what Pi writes in the file: it trusts the recorded usage of
+the last response, which after a replayed compaction still describes the recording's larger
+context, so it can be many times the context the check read (``context_tokens`` of the check row
+that fired, the line of :func:`pimem.viz.plot_context_over_time`). On ``large-session.jsonl`` at
+window 16000 it climbs past 140k while the calibrated context stays under the window.
 """
 
 from __future__ import annotations
@@ -108,6 +118,7 @@ import dataclasses
 import math
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
@@ -128,7 +139,8 @@ from pimem.core.session_manager import (
     build_session_projection,
 )
 from pimem.core.settings_manager import lookup_model
-from pimem.errors import ConfigurationError, SummarizationError
+from pimem.calibration import Calibration, fit_calibration
+from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.tokenizers import TiktokenCounter
 
 __all__ = ["replay", "ReplayResult", "navigate", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
@@ -165,6 +177,9 @@ class ReplayResult:
     context_window: int
     calls: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     calibration_slope: float = 1.0
+    calibration: Calibration = field(repr=False, default_factory=Calibration)
+    floored_calls: int = 0
+    warnings: list[str] = field(repr=False, default_factory=list)
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -197,8 +212,12 @@ class ReplayResult:
             "final_context_tokens": float(self.final_context_tokens()),
             "context_window": self.context_window,
             "calibration_slope": self.calibration_slope,
+            **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
+               if self.token_source == "calibrated" else {}),
+            "floored_calls": self.floored_calls,
             "token_source": self.token_source,
             "triggers": self.triggers,
+            "warnings": "; ".join(self.warnings) or None,
         }
 
     def final_context_tokens(self) -> int:
@@ -265,8 +284,8 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
     return new, rng
 
 
-def _calibration_slope(path: Sequence[dict], cache: TokenCache | None = None) -> float:
-    """Provider tokens per estimated token: slope of recorded totals against E_rec."""
+def _calibrate(path: Sequence[dict], cache: TokenCache | None = None) -> Calibration:
+    """The recording's ``recorded_input ≈ overhead + r · E_rec`` (see :mod:`pimem.calibration`)."""
     recorded = _RecordedPath(cache=cache)
     xs: list[float] = []
     ys: list[float] = []
@@ -274,20 +293,10 @@ def _calibration_slope(path: Sequence[dict], cache: TokenCache | None = None) ->
         if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
             message = entry["message"]
             if get_assistant_usage(message) is not None:
-                total = _usage_tokens(message)
-                if isinstance(total, (int, float)) and math.isfinite(total):
-                    xs.append(recorded.usage_free_estimate())
-                    ys.append(total)
+                xs.append(recorded.usage_free_estimate())
+                ys.append(_input_tokens(message))
         recorded.append(entry)
-    if len(xs) < 5:
-        return 1.0
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx <= 0:
-        return 1.0
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return min(4.0, max(0.25, slope))
+    return fit_calibration(xs, ys)
 
 
 class _RecordedPath(ContextTracker):
@@ -306,8 +315,13 @@ def _usage_tokens(message: dict) -> float:
 
 
 def _input_tokens(message: dict) -> float:
-    usage = message.get("usage") or {}
-    return (usage.get("input") or 0) + (usage.get("cacheRead") or 0) + (usage.get("cacheWrite") or 0)
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    parts = [usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite")]
+    if any(type(p) not in (int, float) for p in parts):
+        return float("nan")
+    return parts[0] + parts[1] + parts[2]
 
 
 def _has_tool_calls(message: dict) -> bool:
@@ -348,9 +362,12 @@ class _Replayer:
         self.rec = _RecordedPath(cache=est_cache)
         counter = TiktokenCounter() if token_source == "tiktoken" else None
         self.rep = ContextTracker(cache=est_cache, counter=counter)
-        self.slope = _calibration_slope(self.path, est_cache) if token_source == "calibrated" else 1.0
+        self.calibration = _calibrate(self.path, est_cache) if token_source == "calibrated" else Calibration()
+        self.slope = self.calibration.slope
         self.simulated: dict[int, float] = {}  # id(message) -> simulated total
         self.simulated_input: dict[int, float] = {}
+        self.floored_calls = 0
+        self.warnings: list[str] = []
         self.events: list[dict] = []
         self.calls: list[dict] = []
         self.compactions: list[dict] = []
@@ -402,9 +419,23 @@ class _Replayer:
     def threshold(self) -> float:
         return self.model_info().context_window - self.settings.reserve_tokens
 
+    def warn(self, message: str) -> None:
+        """Record a warning on the result and issue it (once per message)."""
+        if message not in self.warnings:
+            self.warnings.append(message)
+            warnings.warn(message, ReplayWarning, stacklevel=4)
+
+    def known_tokens(self, tokens: float, what: str) -> float:
+        """``tokens``, or NaN with a warning when it is negative: no impossible count is reported."""
+        if isinstance(tokens, (int, float)) and tokens < 0:
+            self.warn(f"a negative {what} token count ({tokens:,.0f}) at step {self.step} was replaced by NaN")
+            return float("nan")
+        return tokens
+
     def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
         from pimem.core.compaction.compaction import should_compact
 
+        tokens = self.known_tokens(tokens, "check")
         window = self.model_info().context_window
         decision = bool(note is None and window > 0 and should_compact(tokens, window, self.settings))
         return self._row(kind="check", check=check, reason="threshold", context_tokens=tokens,
@@ -512,8 +543,13 @@ class _Replayer:
         if self.token_source == "tiktoken":
             return self.rep.counted_total
         if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
-            return _input_tokens(message) + self.slope * (self.rep.usage_free_estimate() - self.rec.usage_free_estimate())
+            return self.simulate_input(message)[0]
         return self.rep.context_estimate(self.usage_total).tokens
+
+    def simulate_input(self, message: dict) -> tuple[float, bool]:
+        """The calibrated request size for ``message`` in the replayed context, and whether it was floored."""
+        return self.calibration.simulate(_input_tokens(message), self.rec.usage_free_estimate(),
+                                         self.rep.usage_free_estimate())
 
     # -- compaction --------------------------------------------------------------------------------
 
@@ -593,6 +629,9 @@ class _Replayer:
 
     def run(self) -> ReplayResult:
         path = self.path
+        problem = self.calibration.warning() if self.token_source == "calibrated" else None
+        if problem:
+            self.warn(problem)
         iterator: Iterable[int] = range(len(path))
         if self.progress:
             from tqdm.auto import tqdm
@@ -618,11 +657,13 @@ class _Replayer:
                 if self.last_tool_results and self.in_run:
                     self.check_next_turn()
                 self.check_before_call(message)
-                e_rec, e_rep = self.rec.usage_free_estimate(), self.rep.usage_free_estimate()
-                if get_assistant_usage(message) is not None:
-                    self.simulated[id(message)] = _usage_tokens(message) + self.slope * (e_rep - e_rec)
+                if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
+                    simulated_input, floored = self.simulate_input(message)
+                    self.floored_calls += floored
+                    self.simulated_input[id(message)] = simulated_input
+                    self.simulated[id(message)] = _usage_tokens(message) - _input_tokens(message) + simulated_input
                 self.calls.append({"step": i, "entry_id": entry.get("id"),
-                                   "context_tokens": self.call_tokens(message),
+                                   "context_tokens": self.known_tokens(self.call_tokens(message), "call"),
                                    "recorded_tokens": _input_tokens(message)})
             elif role == "user":
                 if self.in_run and self.last_tool_results:
@@ -655,7 +696,8 @@ class _Replayer:
             session=self.new, events=events, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
-            calibration_slope=self.slope,
+            calibration_slope=self.slope, calibration=self.calibration, floored_calls=self.floored_calls,
+            warnings=self.warnings,
         )
 
 
