@@ -143,7 +143,7 @@ from pimem.calibration import Calibration, fit_calibration
 from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.tokenizers import TiktokenCounter
 
-__all__ = ["replay", "ReplayResult", "navigate", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
+__all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
 
 TokenSource = Literal["estimate", "calibrated", "chars", "tiktoken"]
 Trigger = Literal["threshold", "recorded", "none"]
@@ -337,6 +337,39 @@ def _ts_ms(value: Any) -> float | None:
     return parse_iso_ms(value) if isinstance(value, str) else None
 
 
+def check_settings(settings: Any, context_window: int | float | None) -> list[str]:
+    """Validate compaction settings against a context window before a replay.
+
+    Raises :class:`~pimem.errors.ConfigurationError` for settings that leave no room for any
+    context: a negative or non-numeric value, or ``reserve_tokens`` at or above the window (the
+    threshold ``window − reserve`` is then ≤ 0 and every check compacts; the replay would report
+    overflows and contexts above the window). Returns warnings for settings Pi accepts but whose
+    result is degenerate: ``keep_recent_tokens`` at or above the threshold (each compaction keeps
+    at least a threshold's worth, so the next check compacts again or finds nothing to compact).
+    A window of ``None`` or 0 (unknown) is not checked against.
+    """
+    reserve = getattr(settings, "reserve_tokens", None)
+    keep = getattr(settings, "keep_recent_tokens", None)
+    for name, value in (("reserve_tokens", reserve), ("keep_recent_tokens", keep)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+            raise ConfigurationError(f"{name} must be a non-negative number, not {value!r}")
+    if not context_window or not getattr(settings, "enabled", True):
+        return []
+    if not isinstance(context_window, (int, float)) or context_window < 0:
+        raise ConfigurationError(f"context window must be a positive number, not {context_window!r}")
+    threshold = context_window - reserve
+    if threshold <= 0:
+        raise ConfigurationError(
+            f"reserve_tokens {reserve:,} is not below the context window {context_window:,}: the threshold "
+            f"window − reserve is {threshold:,}, so every check would compact. Choose a reserve below the "
+            f"window (Pi's default 16,384 is 8% of a 200k window; {int(context_window * 0.08):,} here)")
+    if keep >= threshold:
+        return [f"keep_recent_tokens {keep:,} is not below the threshold window − reserve = {threshold:,}: each "
+                f"compaction keeps at least the threshold's worth of recent context, so the next check compacts "
+                f"again or finds nothing to compact"]
+    return []
+
+
 class _Replayer:
     def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
                  triggers, hooks, seed, stop_on_error, progress):
@@ -344,6 +377,8 @@ class _Replayer:
             raise ConfigurationError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
         if triggers not in TRIGGERS:
             raise ConfigurationError(f"triggers must be one of {TRIGGERS}, not {triggers!r}")
+        # settings that do not fit a given window fail before any work (warnings come with the result)
+        check_settings(settings, context_window if context_window is not None else getattr(model, "context_window", None))
         self.original = original
         self.settings = settings
         self.model_arg = model
@@ -378,6 +413,9 @@ class _Replayer:
         self.overflow_attempted = False
         self._models: dict[Any, Any] = {}
         self.step = 0
+        self._checked_windows: set[Any] = set()
+        if context_window is not None or model is not None:
+            self.model_info()
 
     # -- measures ----------------------------------------------------------------------------------
 
@@ -388,7 +426,16 @@ class _Replayer:
         if info is None:
             info = _resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)
             self._models[key] = info
+            self._check_window(info.context_window)
         return info
+
+    def _check_window(self, window: int) -> None:
+        """:func:`check_settings` once per distinct window (errors raise; warnings are recorded)."""
+        if window in self._checked_windows:
+            return
+        self._checked_windows.add(window)
+        for problem in check_settings(self.settings, window):
+            self.warn(problem)
 
     def usage_total(self, message: dict) -> float:
         if self.token_source == "calibrated":

@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 from pimem.errors import (
     ConfigurationError,
     PimemError,
+    ReplayWarning,
     SessionFormatError,
     SettingsError,
     SourceOverwriteError,
@@ -237,11 +239,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     s = _load(args.session)
     settings = CompactionSettings(reserve_tokens=args.reserve, keep_recent_tokens=args.keep)
     summ = _summarizer(args.summarizer, s, args.model)
-    result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
-                    triggers=args.triggers, seed=args.seed, progress=not args.quiet)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReplayWarning)  # printed below, once, as pimem's own lines
+        result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
+                        triggers=args.triggers, seed=args.seed, progress=not args.quiet)
+    for message in result.warnings:
+        print(f"pimem: warning: {message}", file=sys.stderr)
     summary = result.summary()
     for k, v in dict(summary).items():
-        print(f"{k:28s} {v}")
+        print(f"{k:34s} {v}")
     if args.output:
         result.session.write(args.output)
         print(f"wrote {args.output}")
@@ -255,11 +261,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
     from pimem.sweeps import sweep
 
+    from pimem.agent_loop import check_settings
+    from pimem.core.compaction.compaction import CompactionSettings
+
     paths = _session_paths(args.sessions)
     grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep,
                                   "token_source": [args.token_source]}
     if args.window:
         grid["context_window"] = args.window
+        for window in args.window:  # every combination must fit its window (exit 2 before any work)
+            for reserve in args.reserve:
+                for keep in args.keep:
+                    for problem in check_settings(CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep),
+                                                  window):
+                        print(f"pimem: warning: window {window}: {problem}", file=sys.stderr)
     out = Path(args.output)
     _check_output(args.output, paths, _TABLE_SUFFIXES)
     summ = _summarizer(args.summarizer, None, args.model)

@@ -255,3 +255,24 @@ def test_ls_table_shows_blanks_not_na(tmp_path: Path, sample_paths: list[Path], 
     assert code == 0
     assert "<NA>" not in out and "NaN" not in out and "None" not in out
     assert sample_paths[0].name in out
+
+
+def test_settings_that_leave_no_room_exit_2_before_any_work(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    """``--window 16000`` with Pi's default reserve 16384 has a negative threshold: a clear error."""
+    out = tmp_path / "replayed.jsonl"
+    code, text, err = run(["replay", str(sample_paths[0]), "--window", "16000", "-q", "-o", str(out)], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "reserve_tokens 16,384 is not below the context window 16,000" in err
+    assert not out.exists() and text == ""
+    code, _, err = run(["sweep", str(sample_paths[0]), "--reserve", "4096,20000", "--window", "16000,32000",
+                        "-q", "-o", str(tmp_path / "r.csv")], capsys)
+    assert code == 2 and "reserve_tokens 20,000 is not below the context window 16,000" in err
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_degenerate_settings_are_a_warning(sample_paths: list[Path], capsys) -> None:
+    path = next(p for p in sample_paths if p.name == "auth-login-bug.jsonl")
+    code, text, err = run(["replay", str(path), "--window", "16000", "--reserve", "4000", "--keep", "12000", "-q"],
+                          capsys)
+    assert code == 0, err
+    assert "pimem: warning: keep_recent_tokens 12,000 is not below the threshold" in err
