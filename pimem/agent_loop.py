@@ -56,6 +56,22 @@ replay decides where to compact); with ``triggers="recorded"`` the replay compac
 the path and are kept. ``label`` entries whose target is not in the replayed session (a
 dropped compaction) are dropped.
 
+What a replay cannot know: it is open-loop
+------------------------------------------
+The replay re-runs Pi's pipeline, not the agent. After a replayed compaction the recorded
+assistant turns are appended unchanged, although the recorded agent never saw the replayed
+context: a real agent given that summary and kept tail might have re-read a file, asked again,
+or done something else, and every later size, check and compaction would then differ. Results
+after the first replayed compaction assume the conversation would have continued as recorded.
+:meth:`ReplayResult.orphan_references` measures how far that is stretched: per compaction, the
+share of the recorded agent's later uses of facts from the summarized span that the context it
+would have had does not hold (``orphan_reference_rate`` in :meth:`ReplayResult.summary`; see
+:mod:`pimem.open_loop`). On ``before-compaction.jsonl`` at a 50k window (reserve 4096, keep
+8000) it is 17.5% (17 of 97 facts used later), against 0% for the recording's own two
+compactions, which the agent did act on. The optional resume probe
+(:func:`pimem.resume_probe.resume_probe`) asks a real model for the next action from the
+replayed context and compares it with the recorded one.
+
 Token sources
 -------------
 Recorded usage in replayed assistant messages stays as recorded: the file is a recording. But
@@ -181,9 +197,23 @@ class ReplayResult:
     floored_calls: int = 0
     warnings: list[str] = field(repr=False, default_factory=list)
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
+    _orphans: Any = field(repr=False, default=None)
+
+    def orphan_references(self) -> pd.DataFrame:
+        """Per replayed compaction, the recorded agent's later uses of summarized facts that the
+        replayed context did not hold (:func:`pimem.open_loop.orphan_references`; computed once)."""
+        if self._orphans is None:
+            from pimem.open_loop import orphan_references
+
+            self._orphans = orphan_references(self)
+        return self._orphans
 
     def summary(self) -> dict[str, Any]:
-        """Counts, summarization tokens, peak and mean context, tokens re-sent per call."""
+        """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
+        calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
+        see :mod:`pimem.open_loop`)."""
+        from pimem.open_loop import orphan_rate
+
         ev = self.events
         comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
         failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev
@@ -215,6 +245,8 @@ class ReplayResult:
             **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
                if self.token_source == "calibrated" else {}),
             "floored_calls": self.floored_calls,
+            "orphan_references": int(self.orphan_references()["references"].sum()),
+            "orphan_reference_rate": orphan_rate(self.orphan_references()),
             "token_source": self.token_source,
             "triggers": self.triggers,
             "warnings": "; ".join(self.warnings) or None,
