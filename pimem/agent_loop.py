@@ -808,6 +808,21 @@ class _CountingSummarizer:
         return getattr(self.inner, name)
 
 
+class _SampledSummarizer:
+    """Numbers every request as draw ``sample`` before passing it on (caches key on it)."""
+
+    def __init__(self, inner: Any, sample: int) -> None:
+        self.inner = inner
+        self.sample = sample
+        self.model = getattr(inner, "model", "")
+
+    def complete(self, request: Any) -> Any:
+        return self.inner.complete(dataclasses.replace(request, sample=self.sample))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 # ---------------------------------------------------------------------------------------------
 # Public API
 # ---------------------------------------------------------------------------------------------
@@ -827,6 +842,7 @@ def replay(
     seed: int = 0,
     progress: bool = False,
     stop_on_error: bool = False,
+    sample: int = 0,
 ) -> ReplayResult:
     """Replay the recorded path of ``session`` (a ``Session`` or a path) into a new session.
 
@@ -837,7 +853,11 @@ def replay(
     where the recording did, reason ``manual``), ``"none"`` (measure only). ``token_source``:
     ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"`` (see the module docs). The
     default summarizer is the offline ``ExtractiveSummarizer``. A failing summarizer records a
-    ``compact_failed`` event and the replay continues, unless ``stop_on_error``.
+    ``compact_failed`` event and the replay continues, unless ``stop_on_error``. ``sample``
+    numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
+    temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws. Settings that
+    leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
+    (:func:`check_settings`).
     """
     from pimem.core.compaction.compaction import CompactionSettings
 
@@ -850,6 +870,10 @@ def replay(
         from pimem.summarizers.extractive import ExtractiveSummarizer
 
         summarizer = ExtractiveSummarizer()
+    if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
+        raise ConfigurationError(f"sample must be a non-negative integer, not {sample!r}")
+    if sample:
+        summarizer = _SampledSummarizer(summarizer, sample)
     return _Replayer(original, settings, model, context_window, summarizer, leaf_id, token_source,
                      triggers, hooks, seed, stop_on_error, progress).run()
 
