@@ -50,6 +50,23 @@ def _non_negative_int(text: str) -> int:
     return values[0]
 
 
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _token_sources(text: str) -> list[str]:
+    from pimem.agent_loop import TOKEN_SOURCES
+
+    sources = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [s for s in sources if s not in TOKEN_SOURCES]
+    if not sources or unknown:
+        raise argparse.ArgumentTypeError(f"token sources are {', '.join(TOKEN_SOURCES)}; got {text!r}")
+    return list(dict.fromkeys(sources))
+
+
 def _load(path: str | Path):
     from pimem.core.session_manager import SessionFormatError, load_session
 
@@ -259,14 +276,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
-    from pimem.sweeps import sweep
-
     from pimem.agent_loop import check_settings
     from pimem.core.compaction.compaction import CompactionSettings
+    from pimem.sweeps import sweep
 
     paths = _session_paths(args.sessions)
     grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep,
-                                  "token_source": [args.token_source]}
+                                  "token_source": args.token_source}
+    if args.samples > 1:
+        grid["sample"] = list(range(args.samples))
     if args.window:
         grid["context_window"] = args.window
         for window in args.window:  # every combination must fit its window (exit 2 before any work)
@@ -277,12 +295,57 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                         print(f"pimem: warning: window {window}: {problem}", file=sys.stderr)
     out = Path(args.output)
     _check_output(args.output, paths, _TABLE_SUFFIXES)
+    _check_output(args.summary, paths, _TABLE_SUFFIXES)
     summ = _summarizer(args.summarizer, None, args.model)
     df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet)
     _write_table(df, out)
     errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
     print(f"{len(df)} runs ({errors} with errors) -> {out}")
+    if errors < len(df):
+        print("mean over sessions [95% session-bootstrap interval]"
+              + (" {band across token sources}" if len(args.token_source) > 1 else "") + ":")
+        summary = _sweep_summary(df, args.token_source)
+        _print_frame(_readable_summary(summary), "table")
+        if args.summary:
+            _write_table(summary, Path(args.summary))
+            print(f"wrote {args.summary}")
     return 0
+
+
+def _readable_summary(summary):
+    """One cell per metric: ``mean [95% interval] {band across token sources}``."""
+    import pandas as pd
+
+    def num(v: float) -> str:
+        return "–" if pd.isna(v) else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
+
+    metrics = [c for c in summary.columns if f"{c}_ci_low" in summary.columns]
+    keys = [c for c in summary.columns if c not in metrics and not c.startswith(tuple(metrics)) and c != "sources"]
+    view = summary[keys].copy()
+    for m in metrics:
+        cells = []
+        for _, r in summary.iterrows():
+            cell = f"{num(r[m])} [{num(r[f'{m}_ci_low'])}, {num(r[f'{m}_ci_high'])}]"
+            if f"{m}_band_low" in summary.columns:
+                cell += f" {{{num(r[f'{m}_band_low'])}–{num(r[f'{m}_band_high'])}}}"
+            cells.append(cell)
+        view[m] = cells
+    return view
+
+
+def _sweep_summary(df, sources: Sequence[str]):
+    """Per setting: mean over sessions, 95% session-bootstrap interval, band across token sources."""
+    from pimem.uncertainty import sweep_summary
+
+    metrics = [m for m in ("compactions", "peak_context_tokens", "mean_context_tokens", "orphan_reference_rate")
+               if m in df.columns]
+    reference = "calibrated" if "calibrated" in sources else sources[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = sweep_summary(df, metrics, reference=reference, sources=sources)
+    for w in caught:
+        print(f"pimem: warning: {w.message}", file=sys.stderr)
+    return summary
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
@@ -366,9 +429,15 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--window", type=_int_list, default=None, help="context windows, comma-separated")
     a.add_argument("--summarizer", choices=["extractive", "env", "openai"], default="extractive")
     a.add_argument("--model", default=None, help="model name for --summarizer openai")
-    a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated")
+    a.add_argument("--token-source", type=_token_sources, default=["calibrated"],
+                   help="token sources, comma-separated, of calibrated, estimate, chars, tiktoken (several: the "
+                        "summary shows the band across them)")
+    a.add_argument("--samples", type=_positive_int, default=1,
+                   help="draws per summary request (repeated draws of a model at temperature > 0)")
     a.add_argument("--workers", type=_non_negative_int, default=None)
     a.add_argument("-o", "--output", required=True, help="results table (.csv or .parquet)")
+    a.add_argument("--summary", default=None,
+                   help="also write the per-setting summary (mean, 95%% interval over sessions, band) here")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=cmd_sweep)
 

@@ -276,3 +276,20 @@ def test_degenerate_settings_are_a_warning(sample_paths: list[Path], capsys) -> 
                           capsys)
     assert code == 0, err
     assert "pimem: warning: keep_recent_tokens 12,000 is not below the threshold" in err
+
+
+def test_sweep_summary_with_intervals_and_token_source_bands(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    out, summary = tmp_path / "runs.csv", tmp_path / "summary.csv"
+    code, text, err = run(["sweep", *map(str, sample_paths), "--reserve", "2048", "--keep", "2000", "--window",
+                           "16000", "--token-source", "calibrated,chars", "--workers", "1", "-q", "-o", str(out),
+                           "--summary", str(summary)], capsys)
+    assert code == 0, err
+    assert "{band across token sources}" in text
+    runs, table = pd.read_csv(out), pd.read_csv(summary)
+    assert set(runs["token_source"]) == {"calibrated", "chars"} and len(runs) == 2 * len(sample_paths)
+    assert len(table) == 1 and table["n_sessions"].iloc[0] == len(sample_paths)
+    row = table.iloc[0]
+    assert row.compactions_band_low <= row.compactions <= row.compactions_band_high
+    assert row.compactions_ci_low <= row.compactions <= row.compactions_ci_high
+    code, _, err = run(["sweep", str(sample_paths[0]), "--token-source", "calibrated,bogus", "-o", str(out)], capsys)
+    assert code == 2 and "token sources are" in err
