@@ -368,7 +368,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     paths = _session_paths(items)
     out = Path(args.output)
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
-                        workers=args.workers, progress=not args.quiet)
+                        workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
     print(summary)
     return 0
 
@@ -449,9 +449,14 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("study", help="the main job: sweep + figures + drift reports for a set of sessions")
     a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
     a.add_argument("-o", "--output", required=True, help="output folder")
-    a.add_argument("--reserve", type=_int_list, default=None, help="reserveTokens values (default: a small grid)")
-    a.add_argument("--keep", type=_int_list, default=None, help="keepRecentTokens values (default: a small grid)")
-    a.add_argument("--window", type=_int_list, default=None, help="context windows (default: a small grid)")
+    a.add_argument("--reserve", type=_int_list, default=None,
+                   help="reserveTokens values (default: 5%%, 10%%, 20%% of what each window leaves for the conversation)")
+    a.add_argument("--keep", type=_int_list, default=None,
+                   help="keepRecentTokens values (default: 5%%, 10%%, 20%% of what each window leaves for the conversation)")
+    a.add_argument("--window", type=_int_list, default=None,
+                   help="context windows (default: 20%% and 40%% of each session's size, so every session compacts)")
+    a.add_argument("--token-source", type=_token_sources, default=["calibrated", "chars", "tiktoken"],
+                   help="token sources each setting runs under (the band across them is reported)")
     a.add_argument("--workers", type=_non_negative_int, default=None)
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=cmd_study)

@@ -78,13 +78,16 @@ def _per_session(df: pd.DataFrame, keys: list[str], metrics: list[str]) -> pd.Da
 
 
 def token_source_bands(df: pd.DataFrame, metrics: Sequence[str] | None = None, *,
-                       sources: Sequence[str] | None = BAND_SOURCES, per_session: bool = False) -> pd.DataFrame:
+                       sources: Sequence[str] | None = BAND_SOURCES, per_session: bool = False,
+                       by: Sequence[str] | None = None) -> pd.DataFrame:
     """Per setting (or per setting and session), each metric under each token source and its band.
 
     ``df``: a sweep whose grid had ``token_source`` as an axis. Columns: the setting columns,
     ``sources`` (how many sources the band spans), and per metric ``<metric>_<source>`` (mean over
     sessions, or the session's value with ``per_session``), ``<metric>_band_low`` and
-    ``<metric>_band_high``. ``sources=None`` uses every source in ``df``.
+    ``<metric>_band_high``. ``sources=None`` uses every source in ``df``. ``by``: the columns that
+    name a setting (default :func:`setting_columns`; e.g. shares of each session's size when the
+    absolute settings differ per session).
     """
     if "token_source" not in df.columns:
         raise ConfigurationError("the sweep has no token_source column: add a token_source axis to the grid")
@@ -92,8 +95,9 @@ def token_source_bands(df: pd.DataFrame, metrics: Sequence[str] | None = None, *
     ok = _ok(df)
     if sources is not None:
         ok = ok[ok["token_source"].isin(list(sources))]
-    keys = setting_columns(ok) + (["session"] if per_session else [])
-    by_source = (_per_session(ok, setting_columns(ok) + ["token_source"], metrics)
+    setting = list(by) if by is not None else setting_columns(ok)
+    keys = setting + (["session"] if per_session else [])
+    by_source = (_per_session(ok, setting + ["token_source"], metrics)
                  .groupby(keys + ["token_source"], dropna=False, sort=True)[metrics].mean())
     wide = by_source.unstack("token_source")
     rows = []
@@ -124,11 +128,12 @@ def _resampled_means(matrix: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
 
 
 def bootstrap_ci(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, n_boot: int = 2000,
-                 confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                 confidence: float = 0.95, seed: int = 0, by: Sequence[str] | None = None) -> pd.DataFrame:
     """Per setting, the mean of each metric over sessions and its session-level paired bootstrap
     interval: ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``, and ``n_sessions``.
 
-    ``df`` should hold one token source (filter it first, or see :func:`sweep_summary`).
+    ``df`` should hold one token source (filter it first, or see :func:`sweep_summary`). ``by``:
+    the columns that name a setting (default :func:`setting_columns`).
     """
     metrics = _metrics(df, metrics)
     if not 0 < confidence < 1:
@@ -138,7 +143,7 @@ def bootstrap_ci(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, n_bo
     ok = _ok(df)
     if "token_source" in ok.columns and ok["token_source"].nunique() > 1:
         raise ConfigurationError("bootstrap_ci needs one token source; filter the frame or use sweep_summary")
-    keys = setting_columns(ok)
+    keys = list(by) if by is not None else setting_columns(ok)
     per = _per_session(ok, keys, metrics)
     per["_setting"] = per.groupby(keys, dropna=False, sort=True).ngroup() if keys else 0
     settings = per.drop_duplicates("_setting").sort_values("_setting")[keys + ["_setting"]].reset_index(drop=True)
@@ -206,9 +211,10 @@ def paired_difference(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Ma
 
 def sweep_summary(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, reference: str = "calibrated",
                   sources: Sequence[str] | None = BAND_SOURCES, n_boot: int = 2000, confidence: float = 0.95,
-                  seed: int = 0) -> pd.DataFrame:
+                  seed: int = 0, by: Sequence[str] | None = None) -> pd.DataFrame:
     """Per setting: the mean and bootstrap interval under the ``reference`` token source, and the
-    band across token sources when the sweep ran several (module docs)."""
+    band across token sources when the sweep ran several (module docs). ``by``: the columns
+    that name a setting (default :func:`setting_columns`)."""
     metrics = _metrics(df, metrics)
     ok = _ok(df)
     if "token_source" in ok.columns and ok["token_source"].nunique() > 1:
@@ -219,13 +225,13 @@ def sweep_summary(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, ref
         ref = ok
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PimemWarning)  # one warning below, not one per call
-        summary = bootstrap_ci(ref, metrics, n_boot=n_boot, confidence=confidence, seed=seed)
+        summary = bootstrap_ci(ref, metrics, n_boot=n_boot, confidence=confidence, seed=seed, by=by)
     if ref["session"].nunique() < 2:
         warnings.warn(f"{ref['session'].nunique()} session(s): no session-level interval can be estimated (NaN)",
                       PimemWarning, stacklevel=2)
-    keys = setting_columns(ref)
+    keys = list(by) if by is not None else setting_columns(ref)
     if "token_source" in ok.columns and ok["token_source"].nunique() > 1:
-        bands = token_source_bands(ok, metrics, sources=sources)
+        bands = token_source_bands(ok, metrics, sources=sources, by=keys)
         cols = keys + ["sources"] + [c for m in metrics for c in (f"{m}_band_low", f"{m}_band_high")]
         summary = summary.merge(bands[cols], on=keys, how="left") if keys else pd.concat(
             [summary, bands[cols]], axis=1)
