@@ -94,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "Calibration": "pimem.calibration",
     "fit_calibration": "pimem.calibration",
     "orphan_references": "pimem.open_loop",
+    "resume_probe": "pimem.resume_probe",
     "sweep": "pimem.sweeps",
     "sweep_summary": "pimem.uncertainty",
     "token_source_bands": "pimem.uncertainty",
