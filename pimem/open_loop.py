@@ -23,7 +23,8 @@ agent given the replayed context could not have, except by guessing or re-derivi
 :func:`orphan_references` returns one row per compaction: ``references`` (distinct facts of the
 summarized span the agent used later, before the next compaction; a fact counts at its first use,
 after which the agent's own message holds it), ``orphans`` (those absent from the context at that
-first use) and ``orphan_rate`` (NaN when there is no reference). Compactions of the recording
+first use) and ``orphan_rate`` (NaN when there is no reference). ``span_facts`` counts the span's
+facts of the kinds an assistant turn can state (paths, identifiers, numbers, decisions, commands). Compactions of the recording
 itself can be measured the same way: there the agent *did* act on that context, so their rate is
 a closed-loop baseline (facts the agent knew anyway, or re-derived without a visible trace).
 
@@ -50,6 +51,9 @@ OPEN_LOOP_NOTE = (
     "orphan-reference rate is the share of the agent's later uses of facts from a summarized span that "
     "the context it would have had (summary, kept tail, messages since) does not hold."
 )
+
+# the kinds an assistant message can state (tool results give errors, user messages constraints)
+_REFERENCE_KINDS = ("path", "identifier", "number", "decision", "command")
 
 ORPHAN_COLUMNS = ["compaction", "compaction_id", "first_kept_entry_id", "span_facts", "references", "orphans",
                   "orphan_rate", "orphan_examples"]
@@ -110,30 +114,39 @@ class _Shown:
         return self._index
 
 
-def _needle(fact: Any) -> str | None:
-    """Text that must occur in a message's folded text for ``fact_present`` to find ``fact`` there
-    (None: no such shortcut for this kind)."""
-    from pimem.drift.facts import fold
+def _shortcut(fact: Any) -> Any:
+    """A cheap test on a message's folded text that :func:`pimem.drift.fact_present` can only pass
+    when it holds (the file name of a path, an identifier or command, two content words of a
+    sentence); None for numbers, which have no such test."""
+    from pimem.drift.facts import content_words, fold
 
     if fact.kind == "path":
-        return fact.value.rsplit("/", 1)[-1].lower() or None
+        name = fact.value.rsplit("/", 1)[-1].lower()
+        return (lambda folded: name in folded) if name else None
     if fact.kind in ("identifier", "command"):
-        return fold(fact.value) or None
-    return None
+        value = fold(fact.value)
+        return (lambda folded: value in folded) if value else None
+    if fact.kind == "number":
+        return None
+    value, words = fold(fact.value), content_words(fact.value)
+    if len(words) < 2:
+        return lambda folded: bool(value) and value in folded
+    return lambda folded: (bool(value) and value in folded) or sum(w in folded for w in words) >= 2
 
 
 def fact_in_context(fact: Any, context: Sequence[Any]) -> bool:
     """Whether ``fact`` is held by any message of the context (:func:`pimem.drift.fact_present`).
 
     ``context``: messages (dicts) or the replay's shown messages. A message whose folded text
-    lacks a path's file name, an identifier or a command is skipped without building its index.
+    fails a cheap necessary test (it lacks a path's file name, an identifier, a command, or two
+    content words of a sentence) is skipped without building its index.
     """
     from pimem.drift.facts import fact_present
 
-    needle = _needle(fact)
+    could_hold = _shortcut(fact)
     for item in context:
         shown = item if isinstance(item, _Shown) else _Shown(item)
-        if needle is not None and needle not in shown.folded:
+        if could_hold is not None and not could_hold(shown.folded):
             continue
         if fact_present(fact, shown.index):
             return True
@@ -178,7 +191,8 @@ def orphan_references(result_or_session: Any, *, leaf_id: str | None = None, exa
     for k, span in enumerate(spans):
         start = comp_positions[k]
         end = comp_positions[k + 1] if k + 1 < len(spans) else len(path)
-        span_facts = {f.key: f for f in extract_facts(span.messages)}
+        stating = [(eid, m) for eid, m in span.messages if m.get("role") != "toolResult"]  # results give errors only
+        span_facts = {f.key: f for f in extract_facts(stating, kinds=_REFERENCE_KINDS)}
         context = [shown(m) for m in build_session_projection(path[: start + 1]).messages if m.get("role") != "system"]
         used: set[tuple[str, str]] = set()
         orphans: list[Any] = []
