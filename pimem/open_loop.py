@@ -108,21 +108,50 @@ class _Shown:
     @property
     def index(self) -> Any:
         if self._index is None:
-            from pimem.drift.facts import SummaryIndex
-
-            self._index = SummaryIndex(_context_text(self.message))
+            self._index = _lazy_index(_context_text(self.message), self.folded)
         return self._index
+
+
+_LAZY_INDEX: Any = None
+
+
+def _lazy_index(text: str, folded: str) -> Any:
+    """A :class:`pimem.drift.SummaryIndex` of ``text`` that builds its look-up tables only when
+    :func:`pimem.drift.fact_present` first needs one: identifiers and commands are matched on the
+    folded text alone, which is known already."""
+    global _LAZY_INDEX
+    if _LAZY_INDEX is None:
+        from pimem.drift.facts import SummaryIndex
+
+        class LazyIndex(SummaryIndex):
+            def __init__(self, text: str, folded: str) -> None:  # noqa: D107 - the tables come later
+                self.__dict__.update(text=text, folded=folded)
+
+            def __getattr__(self, name: str) -> Any:  # a table not built yet: build them all
+                if name.startswith("__"):
+                    raise AttributeError(name)
+                full = SummaryIndex(self.__dict__["text"])
+                for key, value in full.__dict__.items():
+                    self.__dict__.setdefault(key, value)
+                if name not in self.__dict__:
+                    raise AttributeError(name)
+                return self.__dict__[name]
+
+        _LAZY_INDEX = LazyIndex
+    return _LAZY_INDEX(text, folded)
 
 
 def _shortcut(fact: Any) -> Any:
     """A cheap test on a message's folded text that :func:`pimem.drift.fact_present` can only pass
-    when it holds (the file name of a path, an identifier or command, two content words of a
+    when it holds (a path's last two segments, an identifier or command, two content words of a
     sentence); None for numbers, which have no such test."""
     from pimem.drift.facts import content_words, fold
 
     if fact.kind == "path":
-        name = fact.value.rsplit("/", 1)[-1].lower()
-        return (lambda folded: name in folded) if name else None
+        # equal, a suffix of a path in the text, or sharing its last two segments with one: the last
+        # two segments (or the only one) occur in the text
+        tail = "/".join(fact.value.lower().split("/")[-2:]).lstrip("/")
+        return (lambda folded: tail in folded) if tail else None
     if fact.kind in ("identifier", "command"):
         value = fold(fact.value)
         return (lambda folded: value in folded) if value else None
@@ -138,8 +167,8 @@ def fact_in_context(fact: Any, context: Sequence[Any]) -> bool:
     """Whether ``fact`` is held by any message of the context (:func:`pimem.drift.fact_present`).
 
     ``context``: messages (dicts) or the replay's shown messages. A message whose folded text
-    fails a cheap necessary test (it lacks a path's file name, an identifier, a command, or two
-    content words of a sentence) is skipped without building its index.
+    fails a cheap necessary test (it lacks a path's last two segments, an identifier, a command, or
+    two content words of a sentence) is skipped without building its index.
     """
     from pimem.drift.facts import fact_present
 
@@ -153,15 +182,41 @@ def fact_in_context(fact: Any, context: Sequence[Any]) -> bool:
     return False
 
 
-class _Cache:
-    def __init__(self) -> None:
-        self._shown: dict[int, _Shown] = {}
+class _PerMessage:
+    """Work done once per message object and kept across calls (runs of a sweep replay the same
+    loaded messages): its shown form and its facts. Holds the messages, so ids stay unique;
+    emptied when it grows past ``limit`` entries."""
 
-    def __call__(self, message: dict) -> _Shown:
-        hit = self._shown.get(id(message))
-        if hit is None:
-            hit = self._shown[id(message)] = _Shown(message)
+    def __init__(self, limit: int = 200_000) -> None:
+        self.limit = limit
+        self._shown: dict[int, _Shown] = {}
+        self._facts: dict[int, tuple[dict, list[Any]]] = {}
+
+    def shown(self, message: dict) -> _Shown:
+        summary = message.get("role") in ("compactionSummary", "branchSummary")
+        key: Any = ("summary", message.get("role"), str(message.get("summary") or "")) if summary else id(message)
+        hit = self._shown.get(key)
+        if hit is None or (not summary and hit.message is not message):
+            if len(self._shown) > self.limit:
+                self._shown.clear()
+            hit = self._shown[key] = _Shown(message)  # a projection makes a new summary message each time
         return hit
+
+    def facts(self, message: dict) -> list[Any]:
+        """The facts of the kinds an assistant turn can state (a tool result states none)."""
+        from pimem.drift.facts import extract_facts
+
+        hit = self._facts.get(id(message))
+        if hit is None or hit[0] is not message:
+            if len(self._facts) > self.limit:
+                self._facts.clear()
+            found = [] if message.get("role") == "toolResult" else extract_facts([(None, message)],
+                                                                                  kinds=_REFERENCE_KINDS)
+            hit = self._facts[id(message)] = (message, found)
+        return hit[1]
+
+
+_PER_MESSAGE = _PerMessage()
 
 
 def _session_of(result_or_session: Any) -> Any:
@@ -178,7 +233,6 @@ def orphan_references(result_or_session: Any, *, leaf_id: str | None = None, exa
     ``examples`` orphaned facts as ``kind:value``.
     """
     from pimem.core.session_manager import build_session_path, build_session_projection, session_entry_to_context_messages
-    from pimem.drift.facts import extract_facts
     from pimem.drift.metrics import compaction_spans
 
     session = _session_of(result_or_session)
@@ -186,13 +240,12 @@ def orphan_references(result_or_session: Any, *, leaf_id: str | None = None, exa
     positions = {e.get("id"): i for i, e in enumerate(path)}
     spans = compaction_spans(session, leaf_id=leaf_id)
     comp_positions = [positions[s.entry.get("id")] for s in spans]
-    shown = _Cache()
+    shown, facts_of = _PER_MESSAGE.shown, _PER_MESSAGE.facts
     rows: list[dict[str, Any]] = []
     for k, span in enumerate(spans):
         start = comp_positions[k]
         end = comp_positions[k + 1] if k + 1 < len(spans) else len(path)
-        stating = [(eid, m) for eid, m in span.messages if m.get("role") != "toolResult"]  # results give errors only
-        span_facts = {f.key: f for f in extract_facts(stating, kinds=_REFERENCE_KINDS)}
+        span_facts = {f.key: f for _, m in span.messages for f in facts_of(m)}
         context = [shown(m) for m in build_session_projection(path[: start + 1]).messages if m.get("role") != "system"]
         used: set[tuple[str, str]] = set()
         orphans: list[Any] = []
@@ -205,7 +258,7 @@ def orphan_references(result_or_session: Any, *, leaf_id: str | None = None, exa
             messages = [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
             for message in messages:
                 if message.get("role") == "assistant" and span_facts:
-                    for fact in extract_facts([(entry.get("id"), message)]):
+                    for fact in facts_of(message):
                         if fact.key in span_facts and fact.key not in used:
                             used.add(fact.key)
                             if not fact_in_context(fact, context):
