@@ -187,7 +187,7 @@ class _PerMessage:
     loaded messages): its shown form and its facts. Holds the messages, so ids stay unique;
     emptied when it grows past ``limit`` entries."""
 
-    def __init__(self, limit: int = 200_000) -> None:
+    def __init__(self, limit: int = 50_000) -> None:
         self.limit = limit
         self._shown: dict[int, _Shown] = {}
         self._facts: dict[int, tuple[dict, list[Any]]] = {}
