@@ -110,3 +110,10 @@ def test_a_real_sweep_with_a_token_source_axis(sample_paths):
         assert (summary[f"{metric}_ci_low"] <= summary[metric]).all()
         assert (summary[metric] <= summary[f"{metric}_ci_high"]).all()
     assert (summary["mean_context_tokens_band_high"] > summary["mean_context_tokens_band_low"]).all()
+
+
+def test_strategy_and_summarizer_axes_name_settings():
+    df = _frame({(2048, "calibrated"): [1.0, 2.0]})
+    both = pd.concat([df.assign(strategy="pi-0.87.1"), df.assign(strategy="other", compactions=df.compactions * 3)])
+    ci = bootstrap_ci(both, ["compactions"], n_boot=100).set_index("strategy")
+    assert ci.loc["pi-0.87.1", "compactions"] == 1.5 and ci.loc["other", "compactions"] == 4.5
