@@ -259,7 +259,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReplayWarning)  # printed below, once, as pimem's own lines
         result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
-                        triggers=args.triggers, seed=args.seed, progress=not args.quiet)
+                        triggers=args.triggers, seed=args.seed, progress=not args.quiet, sample=args.sample)
     for message in result.warnings:
         print(f"pimem: warning: {message}", file=sys.stderr)
     summary = result.summary()
@@ -417,6 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated")
     a.add_argument("--triggers", choices=["threshold", "recorded", "none"], default="threshold")
     a.add_argument("--seed", type=_non_negative_int, default=0)
+    a.add_argument("--sample", type=_non_negative_int, default=0,
+                   help="draw index of every summary request (distinct cached draws at temperature > 0)")
     a.add_argument("-o", "--output", default=None, help="write the replayed session here (.jsonl)")
     a.add_argument("--events", default=None, help="write the events table here (.csv or .parquet)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
