@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     **{name: "pimem.errors" for name in (
         "PimemError", "SessionFormatError", "EntryNotFoundError", "InvalidEntryError", "SettingsError",
         "SettingsFileError", "JavaScriptTypeError", "SummarizationError", "ConfigurationError",
-        "CacheCorruptError", "NoRecordingError", "SourceOverwriteError",
+        "CacheCorruptError", "NoRecordingError", "SourceOverwriteError", "PimemWarning", "ReplayWarning",
     )},
     # foundation
     "Session": "pimem.core.session_manager",
@@ -95,7 +95,16 @@ _EXPORTS: dict[str, str] = {
     "replay": "pimem.agent_loop",
     "ReplayResult": "pimem.agent_loop",
     "navigate": "pimem.agent_loop",
+    "check_settings": "pimem.agent_loop",
+    "Calibration": "pimem.calibration",
+    "fit_calibration": "pimem.calibration",
+    "orphan_references": "pimem.open_loop",
+    "resume_probe": "pimem.resume_probe",
     "sweep": "pimem.sweeps",
+    "sweep_summary": "pimem.uncertainty",
+    "token_source_bands": "pimem.uncertainty",
+    "bootstrap_ci": "pimem.uncertainty",
+    "paired_difference": "pimem.uncertainty",
     # samples
     "sample_dir": "pimem.samples",
     "sample_session_paths": "pimem.samples",

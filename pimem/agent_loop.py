@@ -56,6 +56,22 @@ replay decides where to compact); with ``triggers="recorded"`` the replay compac
 the path and are kept. ``label`` entries whose target is not in the replayed session (a
 dropped compaction) are dropped.
 
+What a replay cannot know: it is open-loop
+------------------------------------------
+The replay re-runs Pi's pipeline, not the agent. After a replayed compaction the recorded
+assistant turns are appended unchanged, although the recorded agent never saw the replayed
+context: a real agent given that summary and kept tail might have re-read a file, asked again,
+or done something else, and every later size, check and compaction would then differ. Results
+after the first replayed compaction assume the conversation would have continued as recorded.
+:meth:`ReplayResult.orphan_references` measures how far that is stretched: per compaction, the
+share of the recorded agent's later uses of facts from the summarized span that the context it
+would have had does not hold (``orphan_reference_rate`` in :meth:`ReplayResult.summary`; see
+:mod:`pimem.open_loop`). On ``before-compaction.jsonl`` at a 50k window (reserve 4096, keep
+8000) it is 17.5% (17 of 97 facts used later), against 0% for the recording's own two
+compactions, which the agent did act on. The optional resume probe
+(:func:`pimem.resume_probe.resume_probe`) asks a real model for the next action from the
+replayed context and compares it with the recorded one.
+
 Token sources
 -------------
 Recorded usage in replayed assistant messages stays as recorded: the file is a recording. But
@@ -70,20 +86,25 @@ The token source decides what the checks read:
     (the next response's recorded usage still holds the uncompacted context).
 ``"calibrated"`` (default)
     Pi's formulas, with each assistant's usage replaced by a simulated usage of the replayed
-    request: ``recorded_total(a) + r · (E_rep(a) − E_rec(a))``, where ``E_rec(a)`` is Pi's
-    chars/4 estimate of the context the recording sent for ``a`` (its own projection, with its
-    own compactions) and ``E_rep(a)`` the same estimate of the replayed context for ``a``.
-    Content both share cancels out, so ``E_rep − E_rec`` is the estimate of what the replay
-    added (its summaries, or messages the recording had summarized away) minus what it removed
-    (summarized messages, or the recording's own summaries). System prompt and tool
-    definitions, which no estimate sees, stay counted as the provider counted them.
-    ``r`` converts estimate tokens to provider tokens: the least-squares slope of
-    ``recorded_total(a)`` against ``E_rec(a)`` over the recording's assistants with valid usage
-    (``recorded ≈ overhead + r · E_rec``; 1.3–1.5 on the Claude sessions in the corpus,
-    clipped to [0.25, 4]; 1 with fewer than 5 points). With ``r = 1`` this is the plain
-    "recorded − est(removed) + est(added)"; without a slope the part of the removed content
-    that chars/4 under-counts would wrongly stay in the total as if it were fixed overhead.
-    Overflow uses ``input + cacheRead + cacheWrite`` shifted the same way.
+    request: ``recorded_input(a) + k · (E_rep(a) − E_rec(a))`` plus the recorded output, where
+    ``E_rec(a)`` is Pi's chars/4 estimate of the context the recording sent for ``a`` (its own
+    projection, with its own compactions) and ``E_rep(a)`` the same estimate of the replayed
+    context for ``a``. Content both share cancels out, so ``E_rep − E_rec`` is the estimate of
+    what the replay added (its summaries, or messages the recording had summarized away) minus
+    what it removed (summarized messages, or the recording's own summaries). System prompt and
+    tool definitions, which no estimate sees, stay counted as the provider counted them.
+    ``k`` converts estimate tokens to provider tokens, from a fit over the recording
+    (:mod:`pimem.calibration`): ``recorded_input ≈ overhead + r · E_rec`` on relative residuals
+    with ``overhead ≥ 0`` and ``r`` in [0.5, 4] (1.29–1.34 on the Claude sessions of the corpus).
+    Additions are converted at ``r``; removals at ``min(r, (recorded_input − overhead) / E_rec)``,
+    never more than the request's own average rate, so a simulated usage never drops below
+    the overhead; a floor (``overhead`` + the recording's 5th-percentile rate × ``E_rep``) catches
+    requests recorded unusually cheap. A poor fit (few points, low R², large residuals, an
+    impossible unconstrained fit) is a :class:`~pimem.errors.ReplayWarning` and the
+    ``calibration_warning`` of :meth:`ReplayResult.summary`. Checked for continuity at the
+    recorded compactions of ``before-compaction.jsonl`` (``tests/test_calibration.py``): compacting
+    there with the recorded summaries gives exactly the recorded sizes. Overflow uses the
+    simulated request size the same way.
 ``"chars"``
     chars/4 over the replayed projected context, no usage at all.
 ``"tiktoken"``
@@ -99,7 +120,12 @@ user message whose text goes to the editor, labels). It is checked against a rea
 
 Tokens before / after in compaction rows are Pi's: ``tokensBefore`` from ``prepareCompaction``
 (``estimateProjectedContextTokens`` of the replayed session) and ``estimatedTokensAfter`` =
-``estimateMessagesTokens`` of the projected messages after the compaction.
+``estimateMessagesTokens`` of the projected messages after the compaction. They are not the token
+source's count. ``tokensBefore`` is what Pi writes in the file: it trusts the recorded usage of
+the last response, which after a replayed compaction still describes the recording's larger
+context, so it can be many times the context the check read (``context_tokens`` of the check row
+that fired, the line of :func:`pimem.viz.plot_context_over_time`). On ``large-session.jsonl`` at
+window 16000 it climbs past 140k while the calibrated context stays under the window.
 """
 
 from __future__ import annotations
@@ -108,6 +134,7 @@ import dataclasses
 import math
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
@@ -128,10 +155,11 @@ from pimem.core.session_manager import (
     build_session_projection,
 )
 from pimem.core.settings_manager import lookup_model
-from pimem.errors import ConfigurationError, SummarizationError
+from pimem.calibration import Calibration, fit_calibration
+from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.tokenizers import TiktokenCounter
 
-__all__ = ["replay", "ReplayResult", "navigate", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
+__all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
 
 TokenSource = Literal["estimate", "calibrated", "chars", "tiktoken"]
 Trigger = Literal["threshold", "recorded", "none"]
@@ -165,10 +193,27 @@ class ReplayResult:
     context_window: int
     calls: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     calibration_slope: float = 1.0
+    calibration: Calibration = field(repr=False, default_factory=Calibration)
+    floored_calls: int = 0
+    warnings: list[str] = field(repr=False, default_factory=list)
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
+    _orphans: Any = field(repr=False, default=None)
+
+    def orphan_references(self) -> pd.DataFrame:
+        """Per replayed compaction, the recorded agent's later uses of summarized facts that the
+        replayed context did not hold (:func:`pimem.open_loop.orphan_references`; computed once)."""
+        if self._orphans is None:
+            from pimem.open_loop import orphan_references
+
+            self._orphans = orphan_references(self)
+        return self._orphans
 
     def summary(self) -> dict[str, Any]:
-        """Counts, summarization tokens, peak and mean context, tokens re-sent per call."""
+        """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
+        calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
+        see :mod:`pimem.open_loop`)."""
+        from pimem.open_loop import orphan_rate
+
         ev = self.events
         comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
         failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev
@@ -197,8 +242,14 @@ class ReplayResult:
             "final_context_tokens": float(self.final_context_tokens()),
             "context_window": self.context_window,
             "calibration_slope": self.calibration_slope,
+            **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
+               if self.token_source == "calibrated" else {}),
+            "floored_calls": self.floored_calls,
+            "orphan_references": int(self.orphan_references()["references"].sum()),
+            "orphan_reference_rate": orphan_rate(self.orphan_references()),
             "token_source": self.token_source,
             "triggers": self.triggers,
+            "warnings": "; ".join(self.warnings) or None,
         }
 
     def final_context_tokens(self) -> int:
@@ -265,8 +316,8 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
     return new, rng
 
 
-def _calibration_slope(path: Sequence[dict], cache: TokenCache | None = None) -> float:
-    """Provider tokens per estimated token: slope of recorded totals against E_rec."""
+def _calibrate(path: Sequence[dict], cache: TokenCache | None = None) -> Calibration:
+    """The recording's ``recorded_input ≈ overhead + r · E_rec`` (see :mod:`pimem.calibration`)."""
     recorded = _RecordedPath(cache=cache)
     xs: list[float] = []
     ys: list[float] = []
@@ -274,20 +325,10 @@ def _calibration_slope(path: Sequence[dict], cache: TokenCache | None = None) ->
         if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
             message = entry["message"]
             if get_assistant_usage(message) is not None:
-                total = _usage_tokens(message)
-                if isinstance(total, (int, float)) and math.isfinite(total):
-                    xs.append(recorded.usage_free_estimate())
-                    ys.append(total)
+                xs.append(recorded.usage_free_estimate())
+                ys.append(_input_tokens(message))
         recorded.append(entry)
-    if len(xs) < 5:
-        return 1.0
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx <= 0:
-        return 1.0
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return min(4.0, max(0.25, slope))
+    return fit_calibration(xs, ys)
 
 
 class _RecordedPath(ContextTracker):
@@ -306,8 +347,13 @@ def _usage_tokens(message: dict) -> float:
 
 
 def _input_tokens(message: dict) -> float:
-    usage = message.get("usage") or {}
-    return (usage.get("input") or 0) + (usage.get("cacheRead") or 0) + (usage.get("cacheWrite") or 0)
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    parts = [usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite")]
+    if any(type(p) not in (int, float) for p in parts):
+        return float("nan")
+    return parts[0] + parts[1] + parts[2]
 
 
 def _has_tool_calls(message: dict) -> bool:
@@ -323,6 +369,39 @@ def _ts_ms(value: Any) -> float | None:
     return parse_iso_ms(value) if isinstance(value, str) else None
 
 
+def check_settings(settings: Any, context_window: int | float | None) -> list[str]:
+    """Validate compaction settings against a context window before a replay.
+
+    Raises :class:`~pimem.errors.ConfigurationError` for settings that leave no room for any
+    context: a negative or non-numeric value, or ``reserve_tokens`` at or above the window (the
+    threshold ``window − reserve`` is then ≤ 0 and every check compacts; the replay would report
+    overflows and contexts above the window). Returns warnings for settings Pi accepts but whose
+    result is degenerate: ``keep_recent_tokens`` at or above the threshold (each compaction keeps
+    at least a threshold's worth, so the next check compacts again or finds nothing to compact).
+    A window of ``None`` or 0 (unknown) is not checked against.
+    """
+    reserve = getattr(settings, "reserve_tokens", None)
+    keep = getattr(settings, "keep_recent_tokens", None)
+    for name, value in (("reserve_tokens", reserve), ("keep_recent_tokens", keep)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+            raise ConfigurationError(f"{name} must be a non-negative number, not {value!r}")
+    if not context_window or not getattr(settings, "enabled", True):
+        return []
+    if not isinstance(context_window, (int, float)) or context_window < 0:
+        raise ConfigurationError(f"context window must be a positive number, not {context_window!r}")
+    threshold = context_window - reserve
+    if threshold <= 0:
+        raise ConfigurationError(
+            f"reserve_tokens {reserve:,} is not below the context window {context_window:,}: the threshold "
+            f"window − reserve is {threshold:,}, so every check would compact. Choose a reserve below the "
+            f"window (Pi's default 16,384 is 8% of a 200k window; {int(context_window * 0.08):,} here)")
+    if keep >= threshold:
+        return [f"keep_recent_tokens {keep:,} is not below the threshold window − reserve = {threshold:,}: each "
+                f"compaction keeps at least the threshold's worth of recent context, so the next check compacts "
+                f"again or finds nothing to compact"]
+    return []
+
+
 class _Replayer:
     def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
                  triggers, hooks, seed, stop_on_error, progress):
@@ -330,6 +409,8 @@ class _Replayer:
             raise ConfigurationError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
         if triggers not in TRIGGERS:
             raise ConfigurationError(f"triggers must be one of {TRIGGERS}, not {triggers!r}")
+        # settings that do not fit a given window fail before any work (warnings come with the result)
+        check_settings(settings, context_window if context_window is not None else getattr(model, "context_window", None))
         self.original = original
         self.settings = settings
         self.model_arg = model
@@ -348,9 +429,12 @@ class _Replayer:
         self.rec = _RecordedPath(cache=est_cache)
         counter = TiktokenCounter() if token_source == "tiktoken" else None
         self.rep = ContextTracker(cache=est_cache, counter=counter)
-        self.slope = _calibration_slope(self.path, est_cache) if token_source == "calibrated" else 1.0
+        self.calibration = _calibrate(self.path, est_cache) if token_source == "calibrated" else Calibration()
+        self.slope = self.calibration.slope
         self.simulated: dict[int, float] = {}  # id(message) -> simulated total
         self.simulated_input: dict[int, float] = {}
+        self.floored_calls = 0
+        self.warnings: list[str] = []
         self.events: list[dict] = []
         self.calls: list[dict] = []
         self.compactions: list[dict] = []
@@ -361,6 +445,9 @@ class _Replayer:
         self.overflow_attempted = False
         self._models: dict[Any, Any] = {}
         self.step = 0
+        self._checked_windows: set[Any] = set()
+        if context_window is not None or model is not None:
+            self.model_info()
 
     # -- measures ----------------------------------------------------------------------------------
 
@@ -371,7 +458,16 @@ class _Replayer:
         if info is None:
             info = _resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)
             self._models[key] = info
+            self._check_window(info.context_window)
         return info
+
+    def _check_window(self, window: int) -> None:
+        """:func:`check_settings` once per distinct window (errors raise; warnings are recorded)."""
+        if window in self._checked_windows:
+            return
+        self._checked_windows.add(window)
+        for problem in check_settings(self.settings, window):
+            self.warn(problem)
 
     def usage_total(self, message: dict) -> float:
         if self.token_source == "calibrated":
@@ -402,9 +498,23 @@ class _Replayer:
     def threshold(self) -> float:
         return self.model_info().context_window - self.settings.reserve_tokens
 
+    def warn(self, message: str) -> None:
+        """Record a warning on the result and issue it (once per message)."""
+        if message not in self.warnings:
+            self.warnings.append(message)
+            warnings.warn(message, ReplayWarning, stacklevel=4)
+
+    def known_tokens(self, tokens: float, what: str) -> float:
+        """``tokens``, or NaN with a warning when it is negative: no impossible count is reported."""
+        if isinstance(tokens, (int, float)) and tokens < 0:
+            self.warn(f"a negative {what} token count ({tokens:,.0f}) at step {self.step} was replaced by NaN")
+            return float("nan")
+        return tokens
+
     def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
         from pimem.core.compaction.compaction import should_compact
 
+        tokens = self.known_tokens(tokens, "check")
         window = self.model_info().context_window
         decision = bool(note is None and window > 0 and should_compact(tokens, window, self.settings))
         return self._row(kind="check", check=check, reason="threshold", context_tokens=tokens,
@@ -512,8 +622,13 @@ class _Replayer:
         if self.token_source == "tiktoken":
             return self.rep.counted_total
         if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
-            return _input_tokens(message) + self.slope * (self.rep.usage_free_estimate() - self.rec.usage_free_estimate())
+            return self.simulate_input(message)[0]
         return self.rep.context_estimate(self.usage_total).tokens
+
+    def simulate_input(self, message: dict) -> tuple[float, bool]:
+        """The calibrated request size for ``message`` in the replayed context, and whether it was floored."""
+        return self.calibration.simulate(_input_tokens(message), self.rec.usage_free_estimate(),
+                                         self.rep.usage_free_estimate())
 
     # -- compaction --------------------------------------------------------------------------------
 
@@ -593,6 +708,9 @@ class _Replayer:
 
     def run(self) -> ReplayResult:
         path = self.path
+        problem = self.calibration.warning() if self.token_source == "calibrated" else None
+        if problem:
+            self.warn(problem)
         iterator: Iterable[int] = range(len(path))
         if self.progress:
             from tqdm.auto import tqdm
@@ -618,11 +736,13 @@ class _Replayer:
                 if self.last_tool_results and self.in_run:
                     self.check_next_turn()
                 self.check_before_call(message)
-                e_rec, e_rep = self.rec.usage_free_estimate(), self.rep.usage_free_estimate()
-                if get_assistant_usage(message) is not None:
-                    self.simulated[id(message)] = _usage_tokens(message) + self.slope * (e_rep - e_rec)
+                if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
+                    simulated_input, floored = self.simulate_input(message)
+                    self.floored_calls += floored
+                    self.simulated_input[id(message)] = simulated_input
+                    self.simulated[id(message)] = _usage_tokens(message) - _input_tokens(message) + simulated_input
                 self.calls.append({"step": i, "entry_id": entry.get("id"),
-                                   "context_tokens": self.call_tokens(message),
+                                   "context_tokens": self.known_tokens(self.call_tokens(message), "call"),
                                    "recorded_tokens": _input_tokens(message)})
             elif role == "user":
                 if self.in_run and self.last_tool_results:
@@ -655,7 +775,8 @@ class _Replayer:
             session=self.new, events=events, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
-            calibration_slope=self.slope,
+            calibration_slope=self.slope, calibration=self.calibration, floored_calls=self.floored_calls,
+            warnings=self.warnings,
         )
 
 
@@ -687,6 +808,21 @@ class _CountingSummarizer:
         return getattr(self.inner, name)
 
 
+class _SampledSummarizer:
+    """Numbers every request as draw ``sample`` before passing it on (caches key on it)."""
+
+    def __init__(self, inner: Any, sample: int) -> None:
+        self.inner = inner
+        self.sample = sample
+        self.model = getattr(inner, "model", "")
+
+    def complete(self, request: Any) -> Any:
+        return self.inner.complete(dataclasses.replace(request, sample=self.sample))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 # ---------------------------------------------------------------------------------------------
 # Public API
 # ---------------------------------------------------------------------------------------------
@@ -706,6 +842,7 @@ def replay(
     seed: int = 0,
     progress: bool = False,
     stop_on_error: bool = False,
+    sample: int = 0,
 ) -> ReplayResult:
     """Replay the recorded path of ``session`` (a ``Session`` or a path) into a new session.
 
@@ -716,7 +853,11 @@ def replay(
     where the recording did, reason ``manual``), ``"none"`` (measure only). ``token_source``:
     ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"`` (see the module docs). The
     default summarizer is the offline ``ExtractiveSummarizer``. A failing summarizer records a
-    ``compact_failed`` event and the replay continues, unless ``stop_on_error``.
+    ``compact_failed`` event and the replay continues, unless ``stop_on_error``. ``sample``
+    numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
+    temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws. Settings that
+    leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
+    (:func:`check_settings`).
     """
     from pimem.core.compaction.compaction import CompactionSettings
 
@@ -729,6 +870,10 @@ def replay(
         from pimem.summarizers.extractive import ExtractiveSummarizer
 
         summarizer = ExtractiveSummarizer()
+    if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
+        raise ConfigurationError(f"sample must be a non-negative integer, not {sample!r}")
+    if sample:
+        summarizer = _SampledSummarizer(summarizer, sample)
     return _Replayer(original, settings, model, context_window, summarizer, leaf_id, token_source,
                      triggers, hooks, seed, stop_on_error, progress).run()
 

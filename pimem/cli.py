@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 from pimem.errors import (
     ConfigurationError,
     PimemError,
+    ReplayWarning,
     SessionFormatError,
     SettingsError,
     SourceOverwriteError,
@@ -46,6 +48,23 @@ def _non_negative_int(text: str) -> int:
     if len(values) != 1:
         raise argparse.ArgumentTypeError(f"expected one integer, got {text!r}")
     return values[0]
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _token_sources(text: str) -> list[str]:
+    from pimem.agent_loop import TOKEN_SOURCES
+
+    sources = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [s for s in sources if s not in TOKEN_SOURCES]
+    if not sources or unknown:
+        raise argparse.ArgumentTypeError(f"token sources are {', '.join(TOKEN_SOURCES)}; got {text!r}")
+    return list(dict.fromkeys(sources))
 
 
 def _load(path: str | Path):
@@ -240,13 +259,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     s = _load(args.session)
     settings = CompactionSettings(reserve_tokens=args.reserve, keep_recent_tokens=args.keep)
     summ = _summarizer(args.summarizer, s, args.model)
-    result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
-                    triggers=args.triggers, seed=args.seed, progress=not args.quiet)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReplayWarning)  # printed below, once, as pimem's own lines
+        result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
+                        triggers=args.triggers, seed=args.seed, progress=not args.quiet, sample=args.sample)
+    for message in result.warnings:
+        print(f"pimem: warning: {message}", file=sys.stderr)
     from pimem.text import format_number
 
     summary = result.summary()
     for k, v in dict(summary).items():
-        print(f"{k:28s} {format_number(v)}")
+        print(f"{k:34s} {format_number(v)}")
     if args.output:
         result.session.write(args.output)
         print(f"wrote {args.output}")
@@ -258,21 +281,76 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
+    from pimem.agent_loop import check_settings
+    from pimem.core.compaction.compaction import CompactionSettings
     from pimem.sweeps import sweep
 
     paths = _session_paths(args.sessions)
     grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep,
-                                  "token_source": [args.token_source]}
+                                  "token_source": args.token_source}
+    if args.samples > 1:
+        grid["sample"] = list(range(args.samples))
     if args.window:
         grid["context_window"] = args.window
+        for window in args.window:  # every combination must fit its window (exit 2 before any work)
+            for reserve in args.reserve:
+                for keep in args.keep:
+                    for problem in check_settings(CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep),
+                                                  window):
+                        print(f"pimem: warning: window {window}: {problem}", file=sys.stderr)
     out = Path(args.output)
     _check_output(args.output, paths, _TABLE_SUFFIXES)
+    _check_output(args.summary, paths, _TABLE_SUFFIXES)
     summ = _summarizer(args.summarizer, None, args.model)
     df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet)
     _write_table(df, out)
     errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
     print(f"{len(df)} runs ({errors} with errors) -> {out}")
+    if errors < len(df):
+        print("mean over sessions [95% session-bootstrap interval]"
+              + (" {band across token sources}" if len(args.token_source) > 1 else "") + ":")
+        summary = _sweep_summary(df, args.token_source)
+        _print_frame(_readable_summary(summary), "table")
+        if args.summary:
+            _write_table(summary, Path(args.summary))
+            print(f"wrote {args.summary}")
     return 0
+
+
+def _readable_summary(summary):
+    """One cell per metric: ``mean [95% interval] {band across token sources}``."""
+    import pandas as pd
+
+    def num(v: float) -> str:
+        return "–" if pd.isna(v) else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
+
+    metrics = [c for c in summary.columns if f"{c}_ci_low" in summary.columns]
+    keys = [c for c in summary.columns if c not in metrics and not c.startswith(tuple(metrics)) and c != "sources"]
+    view = summary[keys].copy()
+    for m in metrics:
+        cells = []
+        for _, r in summary.iterrows():
+            cell = f"{num(r[m])} [{num(r[f'{m}_ci_low'])}, {num(r[f'{m}_ci_high'])}]"
+            if f"{m}_band_low" in summary.columns:
+                cell += f" {{{num(r[f'{m}_band_low'])}–{num(r[f'{m}_band_high'])}}}"
+            cells.append(cell)
+        view[m] = cells
+    return view
+
+
+def _sweep_summary(df, sources: Sequence[str]):
+    """Per setting: mean over sessions, 95% session-bootstrap interval, band across token sources."""
+    from pimem.uncertainty import sweep_summary
+
+    metrics = [m for m in ("compactions", "peak_context_tokens", "mean_context_tokens", "orphan_reference_rate")
+               if m in df.columns]
+    reference = "calibrated" if "calibrated" in sources else sources[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = sweep_summary(df, metrics, reference=reference, sources=sources)
+    for w in caught:
+        print(f"pimem: warning: {w.message}", file=sys.stderr)
+    return summary
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
@@ -295,7 +373,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     paths = _session_paths(items)
     out = Path(args.output)
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
-                        workers=args.workers, progress=not args.quiet)
+                        workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
     print(summary)
     return 0
 
@@ -364,6 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=_non_negative_int, default=0,
                    help="seed of the new session id and compaction entry ids; the same seed gives the same "
                         "file byte for byte (default: 0)")
+    a.add_argument("--sample", type=_non_negative_int, default=0,
+                   help="draw index of every summary request: distinct cached draws of a model at "
+                        "temperature > 0 (default: 0)")
     a.add_argument("-o", "--output", default=None,
                    help="write the replayed session here (.jsonl; default: not written)")
     a.add_argument("--events", default=None,
@@ -372,8 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(func=cmd_replay)
 
     a = sub.add_parser("sweep", help="replay sessions over a grid of settings",
-                       description="Replay every session under every reserve × keep (× window) setting, in "
-                                   "parallel, and write one row per run.")
+                       description="Replay every session under every reserve × keep (× window × token source) "
+                                   "setting, in parallel, and write one row per run; print each setting's mean "
+                                   "with a session-bootstrap interval.")
     a.add_argument("sessions", nargs="+", help="session files or folders (searched recursively for .jsonl)")
     a.add_argument("--reserve", type=_int_list, default=[16384],
                    help="reserveTokens values, comma-separated (default: 16384)")
@@ -384,11 +466,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--summarizer", choices=["extractive", "env", "openai"], default="extractive",
                    help=f"who writes the summaries: {summarizers} (default: extractive)")
     a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
-    a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated",
-                   help=f"what the compaction checks read: {sources} (default: calibrated)")
+    a.add_argument("--token-source", type=_token_sources, default=["calibrated"],
+                   help=f"what the compaction checks read, comma-separated: {sources}; several give the band "
+                        "across them (default: calibrated)")
+    a.add_argument("--samples", type=_positive_int, default=1,
+                   help="draws per summary request: repeated draws of a model at temperature > 0 (default: 1)")
     a.add_argument("--workers", type=_non_negative_int, default=None,
                    help="worker processes (default: one per CPU; 1 runs in this process)")
     a.add_argument("-o", "--output", required=True, help="results table (.csv or .parquet; required)")
+    a.add_argument("--summary", default=None,
+                   help="also write the per-setting summary (mean, 95%% interval over sessions, band across "
+                        "token sources) here (.csv or .parquet; default: printed only)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=cmd_sweep)
 
@@ -406,11 +494,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
     a.add_argument("-o", "--output", required=True, help="output folder (required; created if missing)")
     a.add_argument("--reserve", type=_int_list, default=None,
-                   help="reserveTokens values, comma-separated (default: 2048,4096,8192)")
+                   help="reserveTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each window "
+                        "leaves for the conversation)")
     a.add_argument("--keep", type=_int_list, default=None,
-                   help="keepRecentTokens values, comma-separated (default: 2000,4000,8000)")
+                   help="keepRecentTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each "
+                        "window leaves for the conversation)")
     a.add_argument("--window", type=_int_list, default=None,
-                   help="context windows, comma-separated (default: 16000,24000)")
+                   help="context windows, comma-separated (default: the per-request overhead plus 20%% and 40%% "
+                        "of each session's size, so that every session compacts)")
+    a.add_argument("--token-source", type=_token_sources, default=["calibrated", "chars", "tiktoken"],
+                   help="token sources each setting runs under; the band across them is reported "
+                        "(default: calibrated,chars,tiktoken)")
     a.add_argument("--workers", type=_non_negative_int, default=None,
                    help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

@@ -16,6 +16,12 @@ working::
     ├── CacheCorruptError       a summary cache that cannot be read
     ├── NoRecordingError        a recording holds no summary for this request
     └── SourceOverwriteError    an output path that would overwrite a source session
+
+Warnings (``warnings.warn``) derive from :class:`PimemWarning` (a ``UserWarning``)::
+
+    PimemWarning
+    └── ReplayWarning           a replay result to read with care (poor token calibration,
+                                degenerate settings, a quantity that cannot be known)
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ __all__ = [
     "CacheCorruptError",
     "NoRecordingError",
     "SourceOverwriteError",
+    "PimemWarning",
+    "ReplayWarning",
 ]
 
 
@@ -85,3 +93,11 @@ class NoRecordingError(PimemError, LookupError):
 
 class SourceOverwriteError(PimemError, FileExistsError):
     """An output path that is a source session file (sources are never written)."""
+
+
+class PimemWarning(UserWarning):
+    """Base of every warning pimem issues on purpose."""
+
+
+class ReplayWarning(PimemWarning):
+    """A replay whose result must be read with care (the message says why)."""

@@ -15,21 +15,30 @@ import io
 import math
 import os
 import time
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 
-from pimem.errors import ConfigurationError
+from pimem.errors import ConfigurationError, PimemWarning
 from pimem.io import atomic_write_bytes, atomic_write_text, write_table
 from pimem.text import format_number
 
-__all__ = ["write_drift_report", "measures_section_html", "default_sources", "run_study", "figure_png", "DEFAULT_RESERVE", "DEFAULT_KEEP", "DEFAULT_WINDOW"]
+__all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
+           "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
+           "DEFAULT_KEEP_SHARES", "STUDY_TOKEN_SOURCES"]
 
-# Defaults sized for the bundled samples (contexts of 5k–21k tokens), so that they compact.
-DEFAULT_RESERVE = (2048, 4096, 8192)
-DEFAULT_KEEP = (2000, 4000, 8000)
-DEFAULT_WINDOW = (16000, 24000)
+# Study grids derived from each session (see study_grid): windows as shares of the session's size,
+# reserve and keep as shares of the window's room for conversation (Pi's defaults are 8% and 10% of a
+# 200k window).
+DEFAULT_WINDOW_SHARES = (0.2, 0.4)
+DEFAULT_RESERVE_SHARES = (0.05, 0.1, 0.2)
+DEFAULT_KEEP_SHARES = (0.05, 0.1, 0.2)
+STUDY_TOKEN_SOURCES = ("calibrated", "chars", "tiktoken")
+_SUMMARY_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens",
+                    "orphan_reference_rate")
 
 _HEATMAP_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens")
 
@@ -223,6 +232,7 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
         parts.append(_html_table(pd.DataFrame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
                                  .reset_index().rename(columns={"index": "measure", 0: "value"})))
         parts.append(_img(figure_png(plot_context_over_time(result)[0]), "context over time"))
+        parts.append(_replay_notes_html(result))
     parts.append("<h2>Headline</h2>")
     parts.append(_html_table(_headline_table(headline(report)), blank=("min", "median", "max")))
     if len(report):
@@ -243,6 +253,8 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     else:
         parts.append("<p>No compaction on the active path: nothing to measure. Replay the session with a "
                      "smaller context window (<code>pimem replay --window …</code>) to make some.</p>")
+    if len(report):
+        parts.append(_orphan_section_html(result if result is not None else session))
     parts.append("<h2>Session tree</h2>")
     parts.append(_img(figure_png(plot_session_tree(session)[0]), "session tree"))
     if result is None:
@@ -255,6 +267,56 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>")
     return _page(title, "\n".join(parts))
+
+
+def _open_loop_html() -> str:
+    """The open-loop assumption, stated where replay numbers are shown."""
+    from pimem.open_loop import OPEN_LOOP_NOTE
+
+    return f"<p class='note'><b>What a replay cannot know.</b> {_esc(OPEN_LOOP_NOTE)}</p>"
+
+
+def _replay_notes_html(result: Any) -> str:
+    """Under a replay's figure: the open-loop assumption, tokens_before against the plotted context,
+    the token calibration and any warning."""
+    parts = [_open_loop_html(),
+             "<p class='note'><b>tokens_before is not the plotted context.</b> The line is the context each call "
+             f"sends, counted by the <code>{_esc(result.token_source)}</code> token source; a compaction fires when "
+             "that count at a check passes the threshold. <code>tokens_before</code> (compaction rows, per-compaction "
+             "table) is what Pi writes in the file: its own estimate at preparation, which trusts the recorded usage "
+             "of the last response. After a compaction the recording did not make, that usage still describes the "
+             "recording's larger context, so <code>tokens_before</code> can be far above the line.</p>"]
+    if result.token_source == "calibrated":
+        c = result.calibration
+        parts.append(f"<p class='note'>Token calibration over {c.points:,} recorded requests: provider tokens ≈ "
+                     f"{_esc(_fmt(c.overhead))} + {c.slope:.3f} × Pi's chars/4 estimate (R² {c.r2:.3f}, median "
+                     f"relative error {c.median_relative_error:.1%}); {result.floored_calls:,} call(s) held at the "
+                     f"floor.</p>")
+    if result.warnings:
+        parts.append("<ul>" + "".join(f"<li><b>Warning:</b> {_esc(w)}</li>" for w in result.warnings) + "</ul>")
+    return "\n".join(parts)
+
+
+def _orphan_section_html(session_or_result: Any) -> str:
+    """The orphan-reference rate per compaction (:mod:`pimem.open_loop`)."""
+    from pimem.open_loop import orphan_rate, orphan_references
+
+    replayed = hasattr(session_or_result, "orphan_references")
+    table = session_or_result.orphan_references() if replayed else orphan_references(session_or_result)
+    rate = orphan_rate(table)
+    parts = [f"<h2>Orphan references ({_esc(_fmt(rate))} overall)</h2>"]
+    if replayed:
+        parts.append("<p class='note'>Per compaction: the facts of the summarized span that the recorded agent "
+                     "used later (before the next compaction), and how many of them the context it would have had "
+                     "— summary, kept tail, messages since — does not hold. The recorded agent could use them "
+                     "because it saw the recording's context; an agent given this replay's context could not, so "
+                     "the turns after this compaction are less likely to be what it would have done.</p>")
+    else:
+        parts.append("<p class='note'>The recording's own compactions, measured the same way: the agent did act "
+                     "on these contexts, so this is a closed-loop baseline (facts it knew or re-derived without a "
+                     "trace in its context).</p>")
+    parts.append(_html_table(table))
+    return "\n".join(parts)
 
 
 def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
@@ -352,11 +414,6 @@ def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sourc
 # --------------------------------------------------------------------------- the study
 
 
-def _middle(values: Sequence[int]) -> int:
-    ordered = sorted(values)
-    return ordered[(len(ordered) - 1) // 2]
-
-
 def _unique_names(paths: Sequence[Path]) -> list[str]:
     """File stems made distinct (``a``, ``a-2``, …), never equal to another file's stem."""
     stems = [p.stem or "session" for p in paths]
@@ -388,6 +445,107 @@ def _int_values(name: str, values: Any, default: Sequence[int]) -> list[int]:
     return sorted(set(out))
 
 
+@dataclass(frozen=True)
+class SessionSize:
+    """What a study grid is derived from (:func:`session_size`)."""
+
+    estimate: int
+    overhead: float = 0.0
+    slope: float = 1.0
+
+    @property
+    def tokens(self) -> float:
+        """The session in provider tokens: ``overhead + slope · estimate``."""
+        return self.overhead + self.slope * self.estimate
+
+
+def session_size(path: str | os.PathLike) -> SessionSize:
+    """Pi's usage-free estimate of every message on the session's path, compactions ignored (the
+    context a replay that never compacts would reach), with the session's token calibration
+    (:mod:`pimem.calibration`: the overhead every request carries and provider tokens per
+    estimated token)."""
+    from pimem.agent_loop import _calibrate
+    from pimem.core.compaction.compaction import estimate_tokens
+    from pimem.core.session_manager import load_session, session_entry_to_context_messages
+
+    session = load_session(path)
+    branch = session.get_branch()
+    total = 0
+    system = 0
+    for entry in branch:
+        if entry.get("type") == "compaction":
+            continue
+        for message in session_entry_to_context_messages(entry):
+            if message.get("role") == "system":
+                system = estimate_tokens(message)  # only the current system message is sent
+            else:
+                total += estimate_tokens(message)
+    calibration = _calibrate(branch)
+    return SessionSize(total + system, calibration.overhead, calibration.slope)
+
+
+def _nice(value: float) -> int:
+    """Two significant digits, at least 100 (16,384 → 16,000; 1,234 → 1,200)."""
+    if value <= 100:
+        return 100
+    magnitude = 10 ** (len(str(int(value))) - 2)
+    return int(round(value / magnitude) * magnitude)
+
+
+def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, keep: Sequence[int] | None = None,
+               window: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The settings a study runs on one session, and how many were left out.
+
+    A dimension given as values is used as is; one left out is derived from the session
+    (``size``: :func:`session_size`, or an estimate in tokens): each window holds the overhead
+    every request carries plus :data:`DEFAULT_WINDOW_SHARES` of the conversation in provider
+    tokens (``overhead + share · slope · estimate``), and reserve and keep are
+    :data:`DEFAULT_RESERVE_SHARES` / :data:`DEFAULT_KEEP_SHARES` of what each window leaves for the
+    conversation (``window − overhead``), all rounded to two significant digits (at least 100). So every session compacts, whatever its size. Each
+    setting carries ``window_share``, ``reserve_share`` and ``keep_share`` (NaN for a dimension
+    given as values); on a small session two shares can round to the same setting, which then
+    appears under both. Settings that leave no room (reserve ≥ window) or are degenerate (keep ≥
+    window − reserve: every check compacts again) are left out.
+    """
+    nan = float("nan")
+    if not isinstance(size, SessionSize):
+        size = SessionSize(int(size))
+    windows = ([(w, nan) for w in window] if window is not None
+               else [(_nice(size.overhead + share * size.slope * size.estimate), share)
+                     for share in DEFAULT_WINDOW_SHARES])
+    settings: list[dict[str, Any]] = []
+    left_out = 0
+    for w, w_share in windows:
+        room = w - size.overhead if w > size.overhead else w  # what the window leaves for the conversation
+        reserves = [(r, nan) for r in reserve] if reserve is not None else [
+            (_nice(room * share), share) for share in DEFAULT_RESERVE_SHARES]
+        keeps = [(k, nan) for k in keep] if keep is not None else [
+            (_nice(room * share), share) for share in DEFAULT_KEEP_SHARES]
+        for r, r_share in reserves:
+            for k, k_share in keeps:
+                if r >= w or k >= w - r:
+                    left_out += 1
+                    continue
+                settings.append({"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w,
+                                 "window_share": w_share, "reserve_share": r_share, "keep_share": k_share})
+    return settings, left_out
+
+
+def _report_setting(rows: pd.DataFrame, grid: list[dict[str, Any]]) -> dict[str, Any]:
+    """The setting of a session's drift report: the compacting setting (calibrated runs) nearest the
+    middle of its grid, so that the report has compactions to measure; the middle if none compacts."""
+    middle = (len(grid) - 1) // 2
+    if len(rows) and "compactions" in rows.columns:
+        done = rows[rows["error"].isna()] if "error" in rows.columns else rows
+        compacting = {(r.reserve_tokens, r.keep_recent_tokens, r.context_window)
+                      for r in done[done["compactions"] > 0].itertuples()}
+        candidates = [i for i, g in enumerate(grid)
+                      if (g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]) in compacting]
+        if candidates:
+            return grid[min(candidates, key=lambda i: (abs(i - middle), i))]
+    return grid[middle]
+
+
 def run_study(
     paths: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -396,23 +554,33 @@ def run_study(
     window: Sequence[int] | None = None,
     workers: int | None = None,
     progress: bool = True,
+    token_sources: Sequence[str] = STUDY_TOKEN_SOURCES,
 ) -> str:
     """The main job: sweep ``paths`` over reserve × keep × window and write a browsable study.
 
-    Writes into ``out_dir``: ``sweep.csv`` (one row per session × setting; settings whose
-    reserve is not below the window are left out), ``heatmap-w<window>.png`` (compactions,
-    summarization tokens, peak and mean context over reserve × keep, mean over sessions),
-    ``replays/<name>.jsonl`` and ``reports/<name>.html`` (each session replayed at the middle
-    setting, with its drift report), ``index.html`` linking everything, and
-    ``cache.sqlite`` (the summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished
-    runs: an interrupted study resumes). Summaries come from the offline extractive
-    summarizer. Returns a short text summary.
+    Grids (:func:`study_grid`): values given are used for every session; a dimension left out
+    is derived from each session's size (windows a fifth and two fifths of it, reserve and keep
+    5–20% of the window), so every session compacts and every report measures something.
+    Settings without room (reserve ≥ window) or degenerate (keep ≥ window − reserve) are left
+    out. Every setting runs under each of ``token_sources``: the spread is the token-source band.
+
+    Writes into ``out_dir``: ``sweep.csv`` (one row per session × setting × token source, with
+    the shares of the derived grid), ``summary.csv`` (per setting: mean over sessions, 95%
+    session-level paired bootstrap interval, band across token sources;
+    :func:`pimem.uncertainty.sweep_summary`), heatmaps of the calibrated runs
+    (``heatmap-w<window>.png``; per window share of the session size for derived grids),
+    ``replays/<name>.jsonl`` and ``reports/<name>.html`` (each session replayed at a setting of
+    its grid that compacts, with its drift report), ``index.html`` linking everything, and
+    ``cache.sqlite`` (the summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished runs:
+    an interrupted study resumes). Summaries come from the offline extractive summarizer.
+    Returns a short text summary.
     """
-    from pimem.agent_loop import replay
+    from pimem.agent_loop import TOKEN_SOURCES, replay
     from pimem.core.compaction.compaction import CompactionSettings
     from pimem.summarizers.cached import CachedSummarizer
     from pimem.summarizers.extractive import ExtractiveSummarizer
     from pimem.sweeps import sweep
+    from pimem.uncertainty import sweep_summary
     from pimem.viz import plot_sweep_heatmaps
 
     start = time.perf_counter()
@@ -422,47 +590,72 @@ def run_study(
     for p in session_paths:
         if not p.is_file():
             raise FileNotFoundError(f"session file not found: {p}")
-    reserves = _int_values("reserve", reserve, DEFAULT_RESERVE)
-    keeps = _int_values("keep", keep, DEFAULT_KEEP)
-    windows = _int_values("window", window, DEFAULT_WINDOW)
-    grid = [{"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w}
-            for w in windows for r in reserves for k in keeps if r < w]
-    if not grid:
-        raise ConfigurationError("every reserve value is at least the context window: no setting to run")
-    skipped = len(reserves) * len(keeps) * len(windows) - len(grid)
+    reserves = None if reserve is None else _int_values("reserve", reserve, ())
+    keeps = None if keep is None else _int_values("keep", keep, ())
+    windows = None if window is None else _int_values("window", window, ())
+    sources = list(dict.fromkeys(token_sources))
+    if not sources or any(src not in TOKEN_SOURCES for src in sources):
+        raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
+    reference = "calibrated" if "calibrated" in sources else sources[0]
+    sizes = {str(p): session_size(p) for p in session_paths}
+    grids: dict[str, list[dict[str, Any]]] = {}
+    left_out_by_session: list[int] = []
+    for p in session_paths:
+        grids[str(p)], left_out = study_grid(sizes[str(p)], reserves, keeps, windows)
+        left_out_by_session.append(left_out)
+    skipped = (f"{left_out_by_session[0]} per session" if len(set(left_out_by_session)) == 1
+               else f"{sum(left_out_by_session)} in all") if any(left_out_by_session) else ""
+    if not any(grids.values()):
+        raise ConfigurationError("every setting leaves no room in its window (reserve ≥ window, or keep ≥ "
+                                 "window − reserve): no setting to run")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "cache.sqlite"
 
-    df = sweep([str(p) for p in session_paths], grid, workers=workers, cache=cache_path, progress=progress,
-               results_path=out / "sweep-runs.jsonl")
+    frames = []
+    for p in session_paths:
+        unique = list(dict.fromkeys((g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"])
+                                    for g in grids[str(p)]))
+        grid = [{"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w, "token_source": src}
+                for r, k, w in unique for src in sources]
+        if grid:
+            frames.append(sweep([str(p)], grid, workers=workers, cache=cache_path, progress=progress,
+                                results_path=out / "sweep-runs.jsonl"))
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     names = _unique_names(session_paths)
     name_of = {str(p): n for p, n in zip(session_paths, names)}
+    shares = pd.DataFrame([{"session": key, **g} for key, grid in grids.items() for g in grid])
     if "session" in df.columns:
         df.insert(1, "name", df["session"].map(name_of))
+        df.insert(2, "session_size", df["session"].map({k: round(v.tokens) for k, v in sizes.items()}))
+        df = df.merge(shares, on=["session", "reserve_tokens", "keep_recent_tokens", "context_window"], how="left")
     write_table(df.drop(columns=[c for c in ("traceback",) if c in df.columns]), out / "sweep.csv")
-    errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
+    errors = int(df.loc[df["error"].notna(), "run_hash"].nunique()) if "error" in df.columns else 0
 
-    heatmaps: list[tuple[int, str]] = []
     ok = df[df["error"].isna()] if "error" in df.columns else df
-    for w in windows:
-        part = ok[ok["context_window"] == w] if "context_window" in ok.columns else ok
-        if not len(part):
-            continue
-        fig, axes = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns])
-        fig.suptitle(f"context window {w:,} — mean over {part['session'].nunique()} session(s)")
-        name = f"heatmap-w{w}.png"
-        atomic_write_bytes(out / name, figure_png(fig))
-        heatmaps.append((w, name))
+    by = [("context_window" if windows is not None else "window_share"),
+          ("reserve_tokens" if reserves is not None else "reserve_share"),
+          ("keep_recent_tokens" if keeps is not None else "keep_share")]
+    metrics = [m for m in _SUMMARY_METRICS if m in ok.columns]
+    summary = pd.DataFrame()
+    if len(ok) and metrics:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PimemWarning)  # one session: the index says so
+            summary = sweep_summary(ok, metrics, reference=reference, sources=sources, by=by)
+        write_table(summary, out / "summary.csv")
 
-    # one replay per session at the middle setting, with its drift report
-    mid_w = _middle(windows)
-    valid_r = [r for r in reserves if r < mid_w] or [min(reserves)]
-    mid_r = _middle(valid_r)
-    mid_k = _middle(keeps)
-    if mid_r >= mid_w:
-        mid_w = max(windows)
-    settings = CompactionSettings(reserve_tokens=mid_r, keep_recent_tokens=mid_k)
+    heatmaps: list[tuple[Any, str]] = []
+    calibrated = ok[ok["token_source"] == reference] if "token_source" in ok.columns else ok
+    if len(calibrated):
+        for w in sorted(calibrated[by[0]].dropna().unique()):
+            part = calibrated[calibrated[by[0]] == w]
+            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1])
+            label = f"context window {w:,}" if windows is not None else f"context window {w:.0%} of each session"
+            fig.suptitle(f"{label} — mean over {part['session'].nunique()} session(s), {reference} tokens")
+            name = f"heatmap-w{int(w)}.png" if windows is not None else f"heatmap-w{round(w * 100)}pct.png"
+            atomic_write_bytes(out / name, figure_png(fig))
+            heatmaps.append((w, name))
+
     summarizer = CachedSummarizer(ExtractiveSummarizer(), cache_path)
     (out / "replays").mkdir(exist_ok=True)
     (out / "reports").mkdir(exist_ok=True)
@@ -474,14 +667,24 @@ def run_study(
         bar = tqdm(total=len(session_paths), desc="drift reports")
     try:
         for p, name in zip(session_paths, names):
-            row: dict[str, Any] = {"name": name, "path": str(p)}
+            row: dict[str, Any] = {"name": name, "path": str(p), "size": round(sizes[str(p)].tokens)}
             try:
-                result = replay(p, settings, context_window=mid_w, summarizer=summarizer)
+                if not grids[str(p)]:
+                    raise ConfigurationError("no setting of the grid fits this session")
+                runs = calibrated[calibrated["session"] == str(p)] if len(calibrated) else calibrated
+                chosen = _report_setting(runs, grids[str(p)])
+                mr, mk, mw = chosen["reserve_tokens"], chosen["keep_recent_tokens"], chosen["context_window"]
+                settings = CompactionSettings(reserve_tokens=mr, keep_recent_tokens=mk)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", PimemWarning)  # kept on the result, shown in the report
+                    result = replay(p, settings, context_window=mw, summarizer=summarizer, token_source=reference)
                 result.write(out / "replays" / f"{name}.jsonl")
                 write_drift_report(result, out / "reports" / f"{name}.html",
-                                   title=f"Summary drift: {name} (reserve {mid_r}, keep {mid_k}, window {mid_w})")
+                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})")
                 s = result.summary()
-                row.update(compactions=s["compactions"], peak_context_tokens=s["peak_context_tokens"],
+                row.update(reserve=mr, keep=mk, window=mw, compactions=s["compactions"],
+                           peak_context_tokens=s["peak_context_tokens"],
+                           orphan_reference_rate=s["orphan_reference_rate"], warnings=s["warnings"],
                            summary_calls=s["summary_calls"], report=f"reports/{name}.html",
                            replay=f"replays/{name}.jsonl", error=None)
             except Exception as exc:  # noqa: BLE001 - one broken session must not stop the study
@@ -495,73 +698,123 @@ def run_study(
         summarizer.close()
 
     elapsed = time.perf_counter() - start
-    index = _index_html(df, per_session, heatmaps, reserves, keeps, windows, skipped, (mid_r, mid_k, mid_w), elapsed)
+    grid_text = _grid_text(reserves, keeps, windows)
+    index = _index_html(df, per_session, heatmaps, grid_text, skipped, elapsed, summary=summary, by=by,
+                        sources=sources, reference=reference)
     atomic_write_text(out / "index.html", index)
 
+    n_settings = sum(len({(g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]) for g in grid})
+                     for grid in grids.values())
     lines = [
-        f"study of {len(session_paths)} session(s) × {len(grid)} setting(s) = {len(df)} runs "
-        f"({errors} with errors) in {elapsed:.1f} s",
-        f"  reserve {reserves}, keep {keeps}, window {windows}"
-        + (f" ({skipped} settings with reserve ≥ window skipped)" if skipped else ""),
+        f"study of {len(session_paths)} session(s), {n_settings} setting(s) × {len(sources)} token source(s) = "
+        f"{_runs(df)} runs ({errors} with errors) in {elapsed:.1f} s",
+        f"  {grid_text}" + (f" (settings without room or degenerate left out: {skipped})" if skipped else ""),
     ]
-    if "compactions" in ok.columns and len(ok):
-        by_setting = ok.groupby(["context_window", "reserve_tokens", "keep_recent_tokens"])["compactions"].mean()
-        lines.append(f"  compactions per session: {by_setting.min():.1f} – {by_setting.max():.1f} across settings")
-    lines.append(f"  drift reports at reserve {mid_r}, keep {mid_k}, window {mid_w}:")
+    if len(summary) and "compactions" in summary.columns:
+        lines.append(f"  compactions per session ({reference}): {summary['compactions'].min():.1f} – "
+                     f"{summary['compactions'].max():.1f} across settings")
+    lines.append("  drift reports:")
     for row in per_session:
         if row.get("error"):
             lines.append(f"    {row['name']}: failed: {row['error']}")
         else:
-            lines.append(f"    {row['name']}: {row['compactions']} compactions -> {out / row['report']}")
+            lines.append(f"    {row['name']}: {row['compactions']} compactions at reserve {row['reserve']}, keep "
+                         f"{row['keep']}, window {row['window']} -> {out / row['report']}")
     lines.append(f"  open {out / 'index.html'}")
     return "\n".join(lines)
 
 
-def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: list[tuple[int, str]],
-                reserves: list[int], keeps: list[int], windows: list[int], skipped: int,
-                middle: tuple[int, int, int], elapsed: float) -> str:
-    def values(v: list[int]) -> str:
-        return _esc(" / ".join(f"{x:,}" for x in v))
+def _runs(df: pd.DataFrame) -> int:
+    """Distinct runs of a study frame (a setting two shares round to appears once per share)."""
+    return int(df["run_hash"].nunique()) if "run_hash" in df.columns else len(df)
 
+
+def _grid_text(reserves: list[int] | None, keeps: list[int] | None, windows: list[int] | None) -> str:
+    def dim(values: list[int] | None, shares: Sequence[float], of: str) -> str:
+        if values is not None:
+            return ", ".join(f"{v:,}" for v in values)
+        return ", ".join(f"{s:.0%}" for s in shares) + f" of {of}"
+
+    return (f"reserve {dim(reserves, DEFAULT_RESERVE_SHARES, 'the room for conversation')} × keep "
+            f"{dim(keeps, DEFAULT_KEEP_SHARES, 'the room for conversation')} × window = request overhead + "
+            f"{dim(windows, DEFAULT_WINDOW_SHARES, 'each session')}" if windows is None else
+            f"reserve {dim(reserves, DEFAULT_RESERVE_SHARES, 'the room for conversation')} × keep "
+            f"{dim(keeps, DEFAULT_KEEP_SHARES, 'the room for conversation')} × window {dim(windows, (), '')}")
+
+
+def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: list[tuple[Any, str]],
+                grid_text: str, skipped: str, elapsed: float, *, summary: pd.DataFrame, by: list[str],
+                sources: list[str], reference: str) -> str:
     parts = [
-        f"<p>{len(per_session)} session(s) replayed over reserveTokens {values(reserves)} × keepRecentTokens "
-        f"{values(keeps)} × context window {values(windows)} with the offline extractive summarizer "
-        f"({len(df):,} runs, {elapsed:.1f} s). Tokens are the replay's calibrated token source.</p>",
-        "<p>Files: <a href='sweep.csv'>sweep.csv</a> (one row per run)</p>",
+        f"<p>{len(per_session)} session(s) replayed over {_esc(grid_text)} with the offline extractive "
+        f"summarizer, each setting under the token sources {_esc(', '.join(sources))} ({_runs(df)} runs, "
+        f"{elapsed:.1f} s). Figures and means use the <code>{_esc(reference)}</code> token source.</p>",
+        "<p>Files: <a href='sweep.csv'>sweep.csv</a> (one row per run), <a href='summary.csv'>summary.csv</a> "
+        "(per setting, with intervals and bands)</p>",
+        _open_loop_html(),
     ]
     if skipped:
-        parts.append(f"<p class='note'>{skipped} setting(s) with reserve ≥ window were left out.</p>")
+        parts.append(f"<p class='note'>Settings left out ({_esc(skipped)}): reserve ≥ window (no room for any "
+                     f"context) or keep ≥ window − reserve (every check compacts again).</p>")
     parts.append("<h2>Sessions</h2>")
     rows = []
     for r in per_session:
         if r.get("error"):
-            rows.append(f"<tr><td class='l'>{_esc(r['name'])}</td><td class='l' colspan='4'>failed: "
+            rows.append(f"<tr><td class='l'>{_esc(r['name'])}</td><td class='l' colspan='8'>failed: "
                         f"{_esc(r['error'])}</td></tr>")
             continue
         rows.append(
-            f"<tr><td class='l'>{_esc(r['name'])}</td><td>{_esc(_fmt(r['compactions']))}</td>"
-            f"<td>{_esc(_fmt(r['peak_context_tokens']))}</td>"
+            f"<tr><td class='l'>{_esc(r['name'])}</td><td>{_esc(_fmt(r['size']))}</td>"
+            f"<td>{_esc(_fmt(r['reserve']))} / {_esc(_fmt(r['keep']))} / {_esc(_fmt(r['window']))}</td>"
+            f"<td>{_esc(_fmt(r['compactions']))}</td><td>{_esc(_fmt(r['peak_context_tokens']))}</td>"
+            f"<td>{_esc(_fmt(r['orphan_reference_rate']))}</td>"
+            f"<td class='l'>{_esc(r.get('warnings') or '')}</td>"
             f"<td class='l'><a href='{_href(r['report'])}'>drift report</a></td>"
             f"<td class='l'><a href='{_href(r['replay'])}'>replayed session</a></td></tr>")
-    mr, mk, mw = middle
-    parts.append(f"<p class='note'>Replays and drift reports at reserve {mr:,}, keep {mk:,}, window {mw:,}.</p>")
-    parts.append("<div class='table-wrap'><table><thead><tr><th class='l'>session</th><th>compactions</th>"
-                 "<th>peak context</th><th class='l'>report</th><th class='l'>replay</th></tr></thead><tbody>"
+    parts.append("<p class='note'>Each session is replayed for its report at the setting of its own grid nearest "
+                 "the middle that compacts. Size: every message on the path (what a replay that never compacts "
+                 "would reach) in provider tokens, from the session's token calibration: the overhead each request "
+                 "carries plus the rate times Pi's chars/4 estimate.</p>")
+    parts.append("<div class='table-wrap'><table><thead><tr><th class='l'>session</th><th>size</th><th>reserve / keep / window</th>"
+                 "<th>compactions</th><th>peak context</th><th>orphan-reference rate</th>"
+                 "<th class='l'>warnings</th><th class='l'>report</th><th class='l'>replay</th></tr></thead><tbody>"
                  + "".join(rows) + "</tbody></table></div>")
     if heatmaps:
         parts.append("<h2>Trade-offs over the grid</h2>")
         for w, name in heatmaps:
-            parts.append(f"<h3>Context window {w:,}</h3><img alt='{_esc(name)}' src='{_href(name)}'>")
-    ok = df[df["error"].isna()] if "error" in df.columns else df
-    cols = [c for c in ("context_window", "reserve_tokens", "keep_recent_tokens", "compactions", "split_turns",
-                        "summary_calls", "summarization_request_tokens", "peak_context_tokens",
-                        "mean_context_tokens") if c in ok.columns]
-    if len(ok) and cols:
-        keys = [c for c in cols[:3]]
-        table = ok[cols].groupby(keys, as_index=False).mean(numeric_only=True)
+            head = f"Context window {w:,}" if by[0] == "context_window" else f"Context window {w:.0%} of each session"
+            parts.append(f"<h3>{_esc(head)}</h3><img alt='{_esc(name)}' src='{_href(name)}'>")
+    if len(summary):
+        n = int(summary["n_sessions"].max()) if "n_sessions" in summary.columns else 0
         parts.append("<h2>Mean over sessions, per setting</h2>")
-        parts.append(_html_table(table))
+        parts.append(f"<p class='note'>Mean over the sessions ({_esc(reference)} tokens); in brackets the 95% "
+                     f"interval of a session-level paired bootstrap (sessions resampled with replacement, the "
+                     f"same resample for every setting){' — none with a single session' if n < 2 else ''}; in "
+                     f"braces the band across the token sources {_esc(', '.join(sources))}: the lowest and "
+                     f"highest mean any of them gives. A band wider than the interval means the token model, not "
+                     f"the sample of sessions, limits what the numbers can say.</p>")
+        parts.append(_html_table(_summary_cells(summary, by)))
     if "error" in df.columns and df["error"].notna().any():
-        bad = df[df["error"].notna()][["session", "reserve_tokens", "keep_recent_tokens", "context_window", "error"]]
+        bad = df[df["error"].notna()][[c for c in ("session", "reserve_tokens", "keep_recent_tokens",
+                                                   "context_window", "token_source", "error") if c in df.columns]]
         parts.append("<h2>Runs that failed</h2>" + _html_table(bad))
     return _page("pimem study", "\n".join(parts))
+
+
+def _summary_cells(summary: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """One text cell per metric: ``mean [interval] {band}``."""
+    view = summary[by + ["n_sessions"]].copy()
+    for column in by:
+        if column.endswith("_share"):
+            view[column] = [f"{v:.0%}" for v in summary[column]]
+    for metric in _SUMMARY_METRICS:
+        if metric not in summary.columns:
+            continue
+        cells = []
+        for _, r in summary.iterrows():
+            cell = f"{_fmt(r[metric])} [{_fmt(r[f'{metric}_ci_low'])}, {_fmt(r[f'{metric}_ci_high'])}]"
+            if f"{metric}_band_low" in summary.columns:
+                cell += f" {{{_fmt(r[f'{metric}_band_low'])}–{_fmt(r[f'{metric}_band_high'])}}}"
+            cells.append(cell)
+        view[metric] = cells
+    return view

@@ -16,6 +16,10 @@ file when ``cache`` is given, so identical requests (same prompt, same settings)
 once across runs, processes and restarts. The ``summarizer_calls`` column counts the requests
 that reached the underlying summarizer (cache misses); ``summary_calls`` counts all requests.
 
+Repeated draws: a ``"sample"`` axis (``{"sample": range(n)}``) replays each setting ``n`` times
+with the summary requests numbered as draws 0…n−1 (``SummaryRequest.sample``), so a model at
+temperature > 0 behind the cache gives ``n`` distinct cached answers per request.
+
 Parallelism: ``concurrent.futures.ProcessPoolExecutor`` (``workers`` processes; 1 runs in this
 process), or a Dask cluster when ``client`` is a ``dask.distributed.Client`` (one task per run).
 """
@@ -41,7 +45,7 @@ __all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
 # setting keys understood per run; anything else is an error naming the key
 SETTING_KEYS = (
     "reserve_tokens", "keep_recent_tokens", "enabled", "context_window", "token_source", "triggers",
-    "seed", "leaf_id",
+    "seed", "leaf_id", "sample",
 )
 _COMPACTION_KEYS = ("enabled", "reserve_tokens", "keep_recent_tokens")
 
@@ -215,7 +219,7 @@ def _run_one(task: dict[str, Any]) -> dict[str, Any]:
         result = replay(
             session, settings, summarizer=summarizer, context_window=setting.get("context_window"),
             token_source=setting.get("token_source", "calibrated"), triggers=setting.get("triggers", "threshold"),
-            seed=setting.get("seed", 0), leaf_id=setting.get("leaf_id"),
+            seed=setting.get("seed", 0), leaf_id=setting.get("leaf_id"), sample=setting.get("sample") or 0,
         )
         summary = result.summary()
         summary.pop("token_source", None)

@@ -136,11 +136,14 @@ def test_every_option_has_help_and_says_its_default() -> None:
 
 
 def test_study_help_states_the_real_default_grid() -> None:
-    from pimem.report import DEFAULT_KEEP, DEFAULT_RESERVE, DEFAULT_WINDOW
+    from pimem.report import DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES, STUDY_TOKEN_SOURCES
 
-    helps = {(c, o): a.help for c, o, a in _options(build_parser())}
-    for option, values in (("--reserve", DEFAULT_RESERVE), ("--keep", DEFAULT_KEEP), ("--window", DEFAULT_WINDOW)):
-        assert f"default: {','.join(map(str, values))})" in helps[("study", option)]
+    helps = {(c, o): a.help % {} for c, o, a in _options(build_parser())}
+    for option, shares in (("--reserve", DEFAULT_RESERVE_SHARES), ("--keep", DEFAULT_KEEP_SHARES),
+                           ("--window", DEFAULT_WINDOW_SHARES)):
+        text = helps[("study", option)]
+        assert all(f"{share:.0%}" in text for share in shares), (option, text)
+    assert f"default: {','.join(STUDY_TOKEN_SOURCES)})" in helps[("study", "--token-source")]
 
 
 def test_every_command_has_a_description() -> None:
@@ -174,7 +177,7 @@ def test_replay_prints_formatted_numbers(sample_paths: list[Path], capsys) -> No
     values = dict(line.split(None, 1) for line in out.splitlines() if line.strip())
     assert re.fullmatch(r"\d{1,3}(,\d{3})*", values["peak_context_tokens"]), values["peak_context_tokens"]
     assert re.fullmatch(r"\d+(\.\d{1,3})?", values["calibration_slope"]), values["calibration_slope"]
-    assert not re.search(r"\d\.\d{4,}", out)  # no raw floats
+    assert not re.search(r"\d\.0*[1-9]\d{3,}", out)  # no raw floats: at most 3 significant digits
 
 
 def test_replay_writes_a_session_pi_can_load(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
@@ -330,3 +333,41 @@ def test_ls_table_shows_blanks_not_na(tmp_path: Path, sample_paths: list[Path], 
     assert code == 0
     assert "<NA>" not in out and "NaN" not in out and "None" not in out
     assert sample_paths[0].name in out
+
+
+def test_settings_that_leave_no_room_exit_2_before_any_work(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    """``--window 16000`` with Pi's default reserve 16384 has a negative threshold: a clear error."""
+    out = tmp_path / "replayed.jsonl"
+    code, text, err = run(["replay", str(sample_paths[0]), "--window", "16000", "-q", "-o", str(out)], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "reserve_tokens 16,384 is not below the context window 16,000" in err
+    assert not out.exists() and text == ""
+    code, _, err = run(["sweep", str(sample_paths[0]), "--reserve", "4096,20000", "--window", "16000,32000",
+                        "-q", "-o", str(tmp_path / "r.csv")], capsys)
+    assert code == 2 and "reserve_tokens 20,000 is not below the context window 16,000" in err
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_degenerate_settings_are_a_warning(sample_paths: list[Path], capsys) -> None:
+    path = next(p for p in sample_paths if p.name == "auth-login-bug.jsonl")
+    code, text, err = run(["replay", str(path), "--window", "16000", "--reserve", "4000", "--keep", "12000", "-q"],
+                          capsys)
+    assert code == 0, err
+    assert "pimem: warning: keep_recent_tokens 12,000 is not below the threshold" in err
+
+
+def test_sweep_summary_with_intervals_and_token_source_bands(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    out, summary = tmp_path / "runs.csv", tmp_path / "summary.csv"
+    code, text, err = run(["sweep", *map(str, sample_paths), "--reserve", "2048", "--keep", "2000", "--window",
+                           "16000", "--token-source", "calibrated,chars", "--workers", "1", "-q", "-o", str(out),
+                           "--summary", str(summary)], capsys)
+    assert code == 0, err
+    assert "{band across token sources}" in text
+    runs, table = pd.read_csv(out), pd.read_csv(summary)
+    assert set(runs["token_source"]) == {"calibrated", "chars"} and len(runs) == 2 * len(sample_paths)
+    assert len(table) == 1 and table["n_sessions"].iloc[0] == len(sample_paths)
+    row = table.iloc[0]
+    assert row.compactions_band_low <= row.compactions <= row.compactions_band_high
+    assert row.compactions_ci_low <= row.compactions <= row.compactions_ci_high
+    code, _, err = run(["sweep", str(sample_paths[0]), "--token-source", "calibrated,bogus", "-o", str(out)], capsys)
+    assert code == 2 and "token sources are" in err

@@ -397,3 +397,29 @@ def test_skipped_compactions_are_where_prepare_finds_nothing(real_session):
     for entry in result.compactions:
         prep = prepare_compaction(result.session.get_branch(entry["parentId"]), settings)
         assert prep is not None and prep.first_kept_entry_id == entry["firstKeptEntryId"]
+
+
+def test_settings_are_checked_against_the_window():
+    """No room for context is an error before any work; a keep at or above the threshold (Pi
+    accepts it) is a warning, on the result and as a ReplayWarning."""
+    import warnings
+
+    from pimem.agent_loop import check_settings
+    from pimem.errors import ConfigurationError, ReplayWarning
+
+    session = _synthetic_session(big_chars=400)
+    with pytest.raises(ConfigurationError, match="not below the context window 16,000"):
+        replay(session, CompactionSettings(), context_window=16000)
+    with pytest.raises(ConfigurationError, match="not below the context window"):
+        replay(session, CompactionSettings(reserve_tokens=8000), model=ModelInfo(context_window=8000, max_tokens=100))
+    with pytest.raises(ConfigurationError, match="keep_recent_tokens must be a non-negative number"):
+        check_settings(CompactionSettings(keep_recent_tokens=-1), 16000)
+    assert check_settings(CompactionSettings(reserve_tokens=20000), None) == []  # unknown window
+    assert check_settings(CompactionSettings(enabled=False, reserve_tokens=20000), 16000) == []
+    assert check_settings(CompactionSettings(reserve_tokens=4000, keep_recent_tokens=11999), 16000) == []
+    degenerate = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=12000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = replay(session, degenerate, context_window=16000, token_source="chars")
+    assert [w.category for w in caught] == [ReplayWarning]
+    assert "keep_recent_tokens 12,000 is not below the threshold" in result.summary()["warnings"]

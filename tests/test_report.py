@@ -40,6 +40,10 @@ def test_drift_report_of_a_replay(samples_dir, tmp_path):
     section = text.split("<h2>Per compaction</h2>")[1].split("<h2>")[0]
     assert section.count("<tr>") - 1 == len(result.compactions)
     assert [p.name for p in out.parent.iterdir()] == ["drift.html"]  # no temporary file left
+    # what the replay cannot know, and tokens_before against the plotted line, are stated
+    assert "The replay is open-loop" in text and "tokens_before is not the plotted context" in text
+    orphans = text.split("<h2>Orphan references")[1].split("<h2>")[0]
+    assert orphans.count("<tr>") - 1 == len(result.compactions)
 
 
 def test_drift_report_escapes_session_text(tmp_path):
@@ -54,6 +58,7 @@ def test_drift_report_of_a_session_file(samples_dir, tmp_path):
     text = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "d.html").read_text()
     assert "3 compactions on the active path" in text
     assert "Estimate vs recorded usage" in text
+    assert "closed-loop baseline" in text and "The replay is open-loop" not in text
     assert len(_images(text)) == 5  # drift curves, measures by source, recall curve, tree, estimates
 
 
@@ -76,22 +81,31 @@ def test_drift_report_leaves_the_target_alone_on_failure(tmp_path):
     assert target.read_text() == "old"
 
 
+STUDY_SOURCES = ("calibrated", "chars")
+
+
 @pytest.fixture(scope="module")
 def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("study")
     summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
-                        workers=2, progress=False)
+                        workers=2, progress=False, token_sources=STUDY_SOURCES)
     return out, summary
 
 
 def test_study_writes_every_part(study, sample_paths):
     out, summary = study
     df = pd.read_csv(out / "sweep.csv")
-    # reserve 2048/4096 × keep 2000/6000 at window 16000; at window 3000 only reserve 2048 (4096 ≥ window)
-    assert len(df) == len(sample_paths) * (4 + 2)
-    assert set(df.loc[df["context_window"] == 3000, "reserve_tokens"]) == {2048}
-    assert set(df["context_window"]) == {16000, 3000}
+    # reserve 2048/4096 × keep 2000/6000 at window 16000, under two token sources; window 3000 leaves no
+    # room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048)
+    assert len(df) == len(sample_paths) * 4 * 2
+    assert set(df["context_window"]) == {16000}
+    assert set(df["token_source"]) == set(STUDY_SOURCES)
+    assert "(settings without room or degenerate left out: 4 per session)" in summary
     assert df["error"].isna().all()
+    table = pd.read_csv(out / "summary.csv")
+    assert len(table) == 4 and (table["n_sessions"] == len(sample_paths)).all()
+    assert (table["compactions_band_low"] <= table["compactions"]).all()
+    assert (table["compactions"] <= table["compactions_band_high"]).all()
     assert (df.loc[df["context_window"] == 16000, "compactions"] > 0).any()
     assert (out / "heatmap-w16000.png").read_bytes().startswith(PNG)
     for p in sample_paths:
@@ -112,7 +126,7 @@ def test_study_rerun_resumes_from_its_results(study, sample_paths):
     out, _ = study
     before = pd.read_csv(out / "sweep.csv")
     summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
-                        workers=1, progress=False)
+                        workers=1, progress=False, token_sources=STUDY_SOURCES)
     after = pd.read_csv(out / "sweep.csv")
     assert after["resumed"].all()
     pd.testing.assert_series_equal(before["compactions"], after["compactions"])
@@ -141,9 +155,11 @@ def test_study_names_stay_distinct_when_a_stem_looks_like_a_renamed_one():
 def test_study_index_links_survive_unusual_file_names():
     from pimem.report import _index_html
 
-    row = {"name": "fix #1 50%", "compactions": 1, "peak_context_tokens": 2.0,
+    row = {"name": "fix #1 50%", "size": 10, "reserve": 1, "keep": 1, "window": 5, "compactions": 1,
+           "peak_context_tokens": 2.0, "orphan_reference_rate": 0.5, "warnings": None,
            "report": "reports/fix #1 50%.html", "replay": "replays/fix #1 50%.jsonl"}
-    page = _index_html(pd.DataFrame(), [row], [], [1], [1], [1], 0, (1, 1, 1), 0.1)
+    page = _index_html(pd.DataFrame(), [row], [], "grid", "", 0.1, summary=pd.DataFrame(), by=[],
+                       sources=["calibrated"], reference="calibrated")
     assert "href='reports/fix%20%231%2050%25.html'" in page
     assert "href='replays/fix%20%231%2050%25.jsonl'" in page
     assert ">fix #1 50%<" in page  # the visible name stays as it is
@@ -265,3 +281,46 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
     assert error in lost  # as written, not lower-cased
     assert error.lower() not in lost
     assert "loadConfig" in lost and "loadConfig(" not in lost  # identifiers as normalized, case kept
+
+
+def test_study_grids_are_derived_from_each_session(samples_dir):
+    """Left out, the grid follows the session: windows hold the request overhead plus a fifth and two
+    fifths of the conversation; reserve and keep are shares of the room left for it."""
+    from pimem.report import DEFAULT_WINDOW_SHARES, SessionSize, session_size, study_grid
+
+    size = session_size(samples_dir / "logslice-since-flag.jsonl")
+    assert size.estimate > 50000 and size.overhead > 0 and size.slope > 0.5
+    grid, left_out = study_grid(size)
+    assert left_out == 0 and len(grid) == 18
+    windows = sorted({g["context_window"] for g in grid})
+    for w, share in zip(windows, DEFAULT_WINDOW_SHARES):
+        assert w == pytest.approx(size.overhead + share * size.slope * size.estimate, rel=0.05)
+    for g in grid:
+        room = g["context_window"] - size.overhead
+        assert g["reserve_tokens"] == pytest.approx(g["reserve_share"] * room, rel=0.05)
+        assert g["keep_recent_tokens"] < g["context_window"] - g["reserve_tokens"]
+    # values given are used as they are; settings without room are left out and counted
+    grid, left_out = study_grid(SessionSize(10000), reserve=[1000, 9000], window=[8000])
+    assert {g["reserve_tokens"] for g in grid} == {1000} and left_out == 3
+    assert all(g["window_share"] != g["window_share"] for g in grid)  # NaN: not a share
+
+
+def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_path):
+    """Sessions of 2k estimated tokens and of 60k: with the derived grids every drift report has
+    compactions, states the open-loop assumption and shows the orphan-reference rate."""
+    paths = [samples_dir / "ventas-pipeline-refactor.jsonl", samples_dir / "gpxkit-antimeridian.jsonl"]
+    out = tmp_path / "study"
+    summary = run_study(paths, out, workers=1, progress=False, token_sources=STUDY_SOURCES)
+    df = pd.read_csv(out / "sweep.csv")
+    assert df["error"].isna().all()
+    assert set(df["window_share"]) == {0.2, 0.4}
+    assert (df.groupby("session")["context_window"].nunique() == 2).all()
+    assert (out / "heatmap-w20pct.png").read_bytes().startswith(PNG)
+    for p in paths:
+        report = (out / "reports" / f"{p.stem}.html").read_text()
+        assert "No compaction on the active path" not in report
+        assert "The replay is open-loop" in report and "Orphan references" in report
+    index = (out / "index.html").read_text()
+    assert "The replay is open-loop" in index and "orphan-reference rate" in index
+    assert "paired bootstrap" in index and "band across the token sources" in index
+    assert " 0 compactions" not in summary

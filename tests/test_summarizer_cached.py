@@ -276,3 +276,61 @@ def test_key_never_written_to_the_cache_file(tmp_path):
     for f in tmp_path.iterdir():
         assert secret.encode() not in f.read_bytes()
     assert secret not in cache.export().to_string()
+
+
+def test_draw_zero_keeps_the_key_it_had_before_draws_were_numbered():
+    """A cache written before ``sample`` existed still answers: draw 0 has the old key (a golden
+    computed with the code of that time), other draws have their own."""
+    from pimem.summarizers.cached import request_key
+
+    request = SummaryRequest(kind="history", system_prompt="You summarize.", prompt="<conversation>hi</conversation>",
+                             max_tokens=13107, reasoning="high", session_id="x", model="m")
+    identity = {"class": "X", "model": "m", "base_url": None}
+    golden = "6852a91c6176fcb76c99ac36a22dcaaca7dd9aac51d91e666464c03b1c146e8d"
+    assert request_key(request, identity) == golden
+    from dataclasses import replace
+
+    keys = {request_key(replace(request, sample=k), identity) for k in range(4)}
+    assert golden in keys and len(keys) == 4
+    assert "sample" not in request.cache_key_fields()
+    assert replace(request, sample=2).cache_key_fields()["sample"] == 2
+
+
+def test_repeated_draws_at_temperature_are_distinct_and_cached(tmp_path):
+    """A model at temperature 0.8 behind the cache (real HTTP, real client): each draw index of a
+    replay gets its own answer, and a draw asked again comes from the cache."""
+    from pimem.agent_loop import replay
+    from pimem.core.compaction.compaction import CompactionSettings
+    from pimem.samples import sample_session_paths
+
+    draws = iter(range(10**6))
+
+    def random_model(body):
+        return f"## Goal\n- Draw {next(draws)} of a sampled model.\n\n## Next Steps\n1. Continue."
+
+    path = next(p for p in sample_session_paths() if p.name == "auth-login-bug.jsonl")
+    settings = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000)
+    with FakeOpenAIServer(responder=random_model) as server:
+        model = OpenAISummarizer("sampled-model", base_url=server.base_url, api_key="k", temperature=0.8,
+                                 backoff_base=0.001, timeout=5.0)
+        cache = CachedSummarizer(model, tmp_path / "draws.sqlite")
+
+        def summaries(sample):
+            result = replay(path, settings, context_window=16000, summarizer=cache, sample=sample,
+                            token_source="chars")
+            return [c["summary"] for c in result.compactions]
+
+        first = summaries(0)
+        assert first and all("Draw" in s for s in first)
+        hits = server.hits
+        second = summaries(1)
+        assert server.hits > hits
+        assert len(second) == len(first) and second[0] != first[0]  # another draw, not the cached one
+        hits = server.hits
+        assert summaries(1) == second and summaries(0) == first  # both draws come from the cache
+        assert server.hits == hits
+        assert all(body.get("temperature") == 0.8 for body in server.bodies())
+    exported = cache.export()
+    assert set(exported["sample"]) == {0, 1}
+    with pytest.raises(ValueError, match="sample must be a non-negative integer"):
+        replay(path, settings, context_window=16000, sample=-1)

@@ -21,6 +21,8 @@ class SummaryRequest:
     ``prompt`` is the text of the single user message; ``max_tokens`` is None when
     unbounded; ``reasoning`` is the thinking level for reasoning models, else None.
     ``session_id`` is the fresh routing id Pi sends; it never affects the answer.
+    ``sample`` is not Pi's: the index of a repeated draw of the same request (a model at
+    temperature > 0 answers differently each time; caches keep one answer per index).
     """
 
     kind: SummaryKind
@@ -31,11 +33,18 @@ class SummaryRequest:
     cache_retention: str = "none"
     session_id: str = ""
     model: str = ""
+    sample: int = 0
 
     def cache_key_fields(self) -> dict[str, Any]:
-        """The fields that determine the answer (everything but the routing id)."""
+        """The fields that determine the answer (everything but the routing id).
+
+        ``sample`` appears only when it is not 0, so the first draw keeps the key it had before
+        draws were numbered.
+        """
         d = asdict(self)
         d.pop("session_id")
+        if not d["sample"]:
+            d.pop("sample")
         return d
 
 

@@ -8,9 +8,15 @@ without "database is locked" errors; and it ships with Python. (A directory of J
 its own atomic-rename and index logic; a key-value server would add a daemon.)
 
 Key: sha256 of the canonical JSON (sorted keys, no spaces) of ``request.cache_key_fields()`` — kind,
-system prompt, prompt, max tokens, reasoning, cache retention, model; never the routing id — together
-with the inner summarizer's identity (``inner.identity()`` when it has one, else class + ``model`` +
-``base_url``; never the API key).
+system prompt, prompt, max tokens, reasoning, cache retention, model, and the draw index ``sample``
+when it is not 0; never the routing id — together with the inner summarizer's identity
+(``inner.identity()`` when it has one, else class + ``model`` + ``base_url``; never the API key).
+
+Repeated draws: a model at temperature > 0 answers the same request differently each time, and a
+cache that kept one answer per request would make every draw the same. ``request.sample`` numbers
+the draws (``replay(..., sample=k)``, or a ``"sample"`` axis in a sweep grid: ``range(n)`` gives
+``n`` draws per request), and each index has its own cached answer. Draw 0 has no ``sample`` field
+in its key, so caches written before draws were numbered keep answering as draw 0.
 
 Row: the response text, Pi usage (JSON), stop reason, error message, whether a tool was called,
 latency, creation time and extra data, plus a sha256 digest of all of them. A row whose digest does
@@ -344,6 +350,7 @@ class CachedSummarizer:
         df["output_tokens"] = [u.get("output") if u else None for u in df["usage"]]
         df["max_tokens"] = [r.get("max_tokens") for r in df["request"]]
         df["reasoning"] = [r.get("reasoning") for r in df["request"]]
+        df["sample"] = [r.get("sample", 0) for r in df["request"]]
         df["created"] = pd.to_datetime(df["created_at"], unit="s", utc=True)
         return df
 
