@@ -43,7 +43,11 @@ def plot_measures(table: pd.DataFrame, measures: Sequence[str] | None = None, *,
     fig, ax = _figure(ax, (1.6 + 1.25 * max(1, len(table.columns)), 0.9 + 0.42 * max(1, len(rows))))
     values = data.to_numpy() if len(rows) else np.zeros((0, len(table.columns)))
     masked = np.ma.masked_invalid(values)
-    image = ax.imshow(masked, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    # an empty table (nothing measured) still gets one blank row, so the axes have an extent
+    image = ax.imshow(masked if len(rows) else np.ma.masked_all((1, max(1, len(table.columns)))),
+                      cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    if not rows:
+        ax.text(0.5, 0.5, "nothing measured (no compaction)", transform=ax.transAxes, ha="center", va="center")
     labels = [str(c) for c in table.columns]
     if "written_tokens" in table.index:
         labels = [f"{c}\n{table.loc['written_tokens', c]:,.0f} tok" if not math.isnan(table.loc["written_tokens", c])
