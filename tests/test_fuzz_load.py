@@ -22,6 +22,8 @@ from pimem import (
 )
 from pimem.core.session_manager import SessionFormatError
 
+pytestmark = pytest.mark.fuzz
+
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "datasets" / "sessions").glob("*.jsonl"))
 
 
