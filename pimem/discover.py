@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 import pandas as pd
@@ -79,18 +79,18 @@ def _expand_pi_path(value: str) -> Path:
     return Path(value)
 
 
-def default_sessions_dir(env: dict[str, str] | None = None) -> Path:
+def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
     """Where Pi keeps its sessions.
 
     As Pi 0.87.1 decides it: ``$PI_CODING_AGENT_SESSION_DIR`` if set (a custom session folder),
     else ``$PI_CODING_AGENT_DIR/sessions``, else ``~/.pi/agent/sessions``. Empty variables count
     as unset; ``~`` and ``file://`` are expanded as Pi does.
     """
-    env = os.environ if env is None else env
-    session_dir = env.get(ENV_SESSION_DIR)
+    env_vars: Mapping[str, str] = os.environ if env is None else env
+    session_dir = env_vars.get(ENV_SESSION_DIR)
     if session_dir:
         return _expand_pi_path(session_dir)
-    agent_dir = env.get(ENV_AGENT_DIR)
+    agent_dir = env_vars.get(ENV_AGENT_DIR)
     base = _expand_pi_path(agent_dir) if agent_dir else Path.home() / CONFIG_DIR_NAME / "agent"
     return base / "sessions"
 

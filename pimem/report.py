@@ -18,13 +18,16 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import pandas as pd
 
 from pimem.errors import ConfigurationError, PimemWarning
 from pimem.io import atomic_write_bytes, atomic_write_text, write_table
 from pimem.text import format_number
+
+if TYPE_CHECKING:
+    from pimem.agent_loop import TokenSource
 
 __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
            "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
@@ -596,7 +599,7 @@ def run_study(
     sources = list(dict.fromkeys(token_sources))
     if not sources or any(src not in TOKEN_SOURCES for src in sources):
         raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
-    reference = "calibrated" if "calibrated" in sources else sources[0]
+    reference = cast("TokenSource", "calibrated" if "calibrated" in sources else sources[0])
     sizes = {str(p): session_size(p) for p in session_paths}
     grids: dict[str, list[dict[str, Any]]] = {}
     left_out_by_session: list[int] = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -402,7 +402,7 @@ class Session:
         self._labels: dict[Any, Any] = {}
         self._children: dict[Any, list[dict]] | None = None
         self._leaf_id: str | None = None
-        self._warned_cycles: set[str] = set()
+        self._warned_cycles: set[Any] = set()
         for entry in self.entries:
             self._index(entry)
 
@@ -559,7 +559,7 @@ class Session:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[dict]:
         return iter(self.entries)
 
     def _children_index(self) -> dict[Any, list[dict]]:
@@ -626,7 +626,7 @@ class Session:
                 return entry.get("id")
         return None
 
-    def get_label(self, entry_id: str) -> str | None:
+    def get_label(self, entry_id: Any) -> str | None:
         """The entry's current label (latest label entry; an empty label clears it)."""
         try:
             return self._labels.get(entry_id)
@@ -926,7 +926,7 @@ class Session:
         preview = ""
         tag = ""
         if etype == "message":
-            message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+            message = entry["message"] if isinstance(entry.get("message"), dict) else {}
             kind = str(message.get("role"))
             preview = message_preview(message, 0)
         elif etype == "compaction":
@@ -1218,7 +1218,7 @@ def session_entry_to_context_messages(entry: dict) -> list[dict]:
             entry.get("tokensBefore", UNDEFINED),
             entry.get("timestamp", UNDEFINED),
         )
-        system_message = entry.get("systemMessage")
+        system_message: Any = entry.get("systemMessage")
         return [system_message, summary] if js_truthy(system_message) else [summary]
     return []
 
