@@ -113,25 +113,65 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     return paths
 
 
-def _summarizer(name: str, session: Any = None, model: str | None = None):
+def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
     from pimem import summarizers as sm
 
+    client = client or {}
     if name == "extractive":
         return sm.ExtractiveSummarizer()
     if name == "env":
         if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
             raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
                             "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
-        return sm.summarizer_from_env()
+        return sm.summarizer_from_env(**client)
     if name == "openai":
         if not model:
             raise UserError("--summarizer openai needs --model")
-        return sm.CachedSummarizer(sm.OpenAISummarizer(model))
+        return sm.CachedSummarizer(sm.OpenAISummarizer(model, **client))
     if name == "recorded":
         if session is None:
             raise UserError("--summarizer recorded needs a single session")
         return sm.RecordedSummarizer(session)
     raise UserError(f"unknown summarizer {name!r}")
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The model-client limits given on the command line (the environment fills in the rest)."""
+    names = {"timeout": "timeout", "retries": "max_retries", "deadline": "deadline"}
+    return {key: getattr(args, flag) for flag, key in names.items() if hasattr(args, flag)}
+
+
+def _cli_type(parse):  # noqa: ANN001, ANN202 - a parser's ValueError becomes argparse's message
+    def convert(text: str):  # noqa: ANN202
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _add_client_options(a: argparse.ArgumentParser) -> None:
+    from pimem.summarizers.openai_compat import (
+        DEFAULT_DEADLINE,
+        DEFAULT_RETRIES,
+        DEFAULT_TIMEOUT,
+        parse_deadline,
+        parse_retries,
+        parse_seconds,
+    )
+
+    a.add_argument("--timeout", default=argparse.SUPPRESS, type=_cli_type(parse_seconds), metavar="SECONDS",
+                   help="env and openai summarizers: seconds without any data from the server before an attempt "
+                        f"fails (default: $PIMEM_TIMEOUT, else {DEFAULT_TIMEOUT:g})")
+    a.add_argument("--retries", default=argparse.SUPPRESS, type=_cli_type(parse_retries), metavar="N",
+                   help="env and openai summarizers: retries of a request after a timeout, 429 or 5xx "
+                        f"(default: $PIMEM_RETRIES, else {DEFAULT_RETRIES})")
+    a.add_argument("--deadline", default=argparse.SUPPRESS, type=_cli_type(parse_deadline), metavar="SECONDS",
+                   help="env and openai summarizers: seconds for a whole request, retries and waits included; "
+                        "a server trickling its answer is cut off here; 'none' for no limit "
+                        f"(default: $PIMEM_DEADLINE, else {DEFAULT_DEADLINE:g})")
 
 
 def _print_frame(df, fmt: str, out=None) -> None:
@@ -271,7 +311,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _check_output(args.events, [args.session], _TABLE_SUFFIXES)
     s = _load(args.session)
     settings = CompactionSettings(reserve_tokens=args.reserve, keep_recent_tokens=args.keep)
-    summ = _summarizer(args.summarizer, s, args.model)
+    summ = _summarizer(args.summarizer, s, args.model, _client_options(args))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReplayWarning)  # printed below, once, as pimem's own lines
         result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
@@ -456,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"who writes the summaries: {summarizers}; recorded: the summaries the session holds "
                         "(default: extractive)")
     a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    _add_client_options(a)
     a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated",
                    help=f"what the compaction checks read: {sources} (default: calibrated)")
     a.add_argument("--triggers", choices=["threshold", "recorded", "none"], default="threshold",
@@ -488,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--summarizer", choices=["extractive", "env", "openai"], default="extractive",
                    help=f"who writes the summaries: {summarizers} (default: extractive)")
     a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    _add_client_options(a)
     a.add_argument("--token-source", type=_token_sources, default=["calibrated"],
                    help=f"what the compaction checks read, comma-separated: {sources}; several give the band "
                         "across them (default: calibrated)")

@@ -9,7 +9,9 @@ and the degenerate baselines of :mod:`pimem.summarizers.baselines`).
 * otherwise the offline :class:`ExtractiveSummarizer`;
 
 always wrapped in a :class:`CachedSummarizer` (path ``PIMEM_CACHE`` or the default under the user
-cache dir).
+cache dir). The model client's limits come from ``PIMEM_TIMEOUT`` (seconds without data),
+``PIMEM_RETRIES`` and ``PIMEM_DEADLINE`` (seconds for a whole request, or ``none``) when set;
+keyword arguments override them.
 """
 
 from __future__ import annotations
