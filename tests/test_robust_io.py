@@ -314,3 +314,22 @@ def test_write_after_chdir_never_overwrites_a_relative_source(tmp_path: Path, sa
     s.write("a.jsonl")  # a new file in the new folder is fine
     assert (tmp_path / "sub" / "a.jsonl").exists()
 
+
+
+@pytest.mark.slow
+def test_study_rerun_inside_the_sessions_folder_sees_the_same_sessions(tmp_path: Path, sample_paths: list[Path],
+                                                                        capsys) -> None:
+    root = tmp_path / "sessions"
+    root.mkdir()
+    shutil.copy(sample_paths[0], root / sample_paths[0].name)
+    if hasattr(os, "mkfifo"):
+        make_fifo(root / "pipe.jsonl")
+    argv = ["study", str(root), "-o", str(root / "study"), "--reserve", "2000", "--keep", "1000",
+            "--window", "12000", "--token-source", "calibrated", "--workers", "1", "-q"]
+    runs = []
+    for _ in range(2):
+        code, text, err = run(argv, capsys)
+        assert code == 0, err
+        runs.append(pd.read_csv(root / "study" / "sweep.csv"))
+    assert list(runs[1]["session"]) == list(runs[0]["session"]) == [str(root / sample_paths[0].name)]
+    assert (root / "study" / "replays").is_dir()  # what the second run would have read as sessions
