@@ -138,7 +138,21 @@ def _summarizer(name: str, session: Any = None, model: str | None = None, client
 def _client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The model-client limits given on the command line (the environment fills in the rest)."""
     names = {"timeout": "timeout", "retries": "max_retries", "deadline": "deadline"}
-    return {key: getattr(args, flag) for flag, key in names.items() if hasattr(args, flag)}
+    options = {key: getattr(args, flag, None) for flag, key in names.items()}
+    options = {key: value for key, value in options.items() if value is not None}
+    if options.get("deadline") == _NO_LIMIT:
+        options["deadline"] = None
+    return options
+
+
+_NO_LIMIT = "none"
+
+
+def _deadline(text: str) -> float | str:
+    from pimem.summarizers import parse_deadline
+
+    value = parse_deadline(text)
+    return _NO_LIMIT if value is None else value
 
 
 def _cli_type(parse):  # noqa: ANN001, ANN202 - a parser's ValueError becomes argparse's message
@@ -153,22 +167,21 @@ def _cli_type(parse):  # noqa: ANN001, ANN202 - a parser's ValueError becomes ar
 
 
 def _add_client_options(a: argparse.ArgumentParser) -> None:
-    from pimem.summarizers.openai_compat import (
+    from pimem.summarizers import (
         DEFAULT_DEADLINE,
         DEFAULT_RETRIES,
         DEFAULT_TIMEOUT,
-        parse_deadline,
         parse_retries,
         parse_seconds,
     )
 
-    a.add_argument("--timeout", default=argparse.SUPPRESS, type=_cli_type(parse_seconds), metavar="SECONDS",
+    a.add_argument("--timeout", default=None, type=_cli_type(parse_seconds), metavar="SECONDS",
                    help="env and openai summarizers: seconds without any data from the server before an attempt "
                         f"fails (default: $PIMEM_TIMEOUT, else {DEFAULT_TIMEOUT:g})")
-    a.add_argument("--retries", default=argparse.SUPPRESS, type=_cli_type(parse_retries), metavar="N",
+    a.add_argument("--retries", default=None, type=_cli_type(parse_retries), metavar="N",
                    help="env and openai summarizers: retries of a request after a timeout, 429 or 5xx "
                         f"(default: $PIMEM_RETRIES, else {DEFAULT_RETRIES})")
-    a.add_argument("--deadline", default=argparse.SUPPRESS, type=_cli_type(parse_deadline), metavar="SECONDS",
+    a.add_argument("--deadline", default=None, type=_cli_type(_deadline), metavar="SECONDS",
                    help="env and openai summarizers: seconds for a whole request, retries and waits included; "
                         "a server trickling its answer is cut off here; 'none' for no limit "
                         f"(default: $PIMEM_DEADLINE, else {DEFAULT_DEADLINE:g})")

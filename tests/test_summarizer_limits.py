@@ -17,8 +17,8 @@ import pytest
 from pimem.cli import _client_options, build_parser, main
 from pimem.core.llm import SummaryRequest
 from pimem.errors import ConfigurationError
-from pimem.summarizers import summarizer_from_env
-from pimem.summarizers.openai_compat import DEFAULT_DEADLINE, OpenAISummarizer, client_options_from_env
+from pimem.summarizers import DEFAULT_DEADLINE, client_options_from_env, summarizer_from_env
+from pimem.summarizers.openai_compat import OpenAISummarizer
 from tests.fake_openai_server import FakeOpenAIServer, Reply
 
 

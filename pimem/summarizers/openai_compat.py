@@ -67,8 +67,16 @@ import openai
 
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError
+from pimem.summarizers import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    ENV_DEADLINE,
+    client_options_from_env,
+)
 
-__all__ = ["OpenAISummarizer", "AsyncOpenAISummarizer", "DEFAULT_REASONING_MAP", "redact", "client_options_from_env"]
+__all__ = ["OpenAISummarizer", "AsyncOpenAISummarizer", "DEFAULT_REASONING_MAP", "redact"]
 
 log = logging.getLogger(__name__)
 
@@ -83,56 +91,6 @@ DEFAULT_REASONING_MAP: dict[str, str | None] = {
 _REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o1|o3|o4|gpt-5)(?:[-.:]|$)", re.IGNORECASE)
 _RETRY_STATUS = {408, 409, 429}
 _NO_KEY = "pimem-no-key"
-
-DEFAULT_TIMEOUT = 120.0
-DEFAULT_RETRIES = 4
-DEFAULT_DEADLINE = 600.0
-DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-ENV_TIMEOUT, ENV_RETRIES, ENV_DEADLINE = "PIMEM_TIMEOUT", "PIMEM_RETRIES", "PIMEM_DEADLINE"
-
-
-def client_options_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``timeout``, ``max_retries`` and ``deadline`` from ``PIMEM_TIMEOUT``, ``PIMEM_RETRIES`` and
-    ``PIMEM_DEADLINE`` (only those set); :class:`ConfigurationError` naming a variable that is not a number."""
-    env = os.environ if env is None else env
-    options: dict[str, Any] = {}
-    for name, key, parse in ((ENV_TIMEOUT, "timeout", parse_seconds), (ENV_RETRIES, "max_retries", parse_retries),
-                             (ENV_DEADLINE, "deadline", parse_deadline)):
-        value = env.get(name)
-        if value:
-            try:
-                options[key] = parse(value)
-            except ValueError as exc:
-                raise ConfigurationError(f"{name}={value!r}: {exc}") from None
-    return options
-
-
-def parse_seconds(text: str) -> float:
-    """A positive number of seconds (``ValueError`` otherwise)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
-def parse_deadline(text: str) -> float | None:
-    """A positive number of seconds, or ``none``/``off`` for no deadline."""
-    return None if text.strip().lower() in ("none", "off") else parse_seconds(text)
-
-
-def parse_retries(text: str) -> int:
-    """A non-negative whole number of retries."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"expected a whole number of retries, got {text!r}") from None
-    if value < 0:
-        raise ValueError(f"expected a non-negative number of retries, got {text!r}")
-    return value
-
 
 class _RefusedAnswer(Exception):
     """A 200 answer that cannot be a chat completion (HTML, not JSON, too large)."""
