@@ -106,6 +106,10 @@ def request_key(request: SummaryRequest, identity: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+class _NotWal(Exception):
+    """The journal mode could not be switched yet (another connection holds the file): tried again."""
+
+
 # SQLite's primary result codes (the low byte of extended codes)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
 
@@ -210,6 +214,9 @@ class CachedSummarizer:
         while True:
             try:
                 return action()
+            except _NotWal as exc:
+                if time.monotonic() >= deadline:
+                    raise CacheUnavailableError(str(exc)) from None
             except sqlite3.Error as exc:
                 error = self._classify(exc, what)
                 if not (isinstance(error, CacheUnavailableError) and _is_busy(exc)) or time.monotonic() >= deadline:
@@ -236,8 +243,8 @@ class CachedSummarizer:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise CacheUnavailableError(f"{self.path}: could not switch the cache to WAL mode (got {mode}; "
-                                            "a file system without shared memory?)")
+                raise _NotWal(f"{self.path}: could not switch the cache to WAL mode (got {mode}: still locked by "
+                              "another process, or a file system without shared memory)")
             conn.execute("PRAGMA synchronous = NORMAL")
             check = conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
