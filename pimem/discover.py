@@ -429,7 +429,7 @@ def discover_sessions(
     such entries are skipped for the columns they would feed.
     """
     base = Path(root) if root is not None else default_sessions_dir()
-    paths = _walk_jsonl(base) if base.is_dir() else ([base] if base.is_file() else [])
+    paths = _walk_jsonl(base) if base.is_dir() else ([base] if os.path.lexists(base) else [])
     if workers is None:
         use_workers = _default_workers() if _worth_parallel(paths) else 1
     else:
@@ -584,7 +584,8 @@ def load_sessions(
     to ``os.cpu_count()`` (at most 8) workers otherwise; ``1`` forces serial loading. The cyclic
     garbage collector is paused while loading (it would otherwise double the time). A file that fails (``SessionFormatError``, unreadable, …) is recorded in
     ``Corpus.errors`` and loading goes on. Files that load with warnings are kept (see
-    ``Session.warnings``). ``seed`` makes the ids given to v1 entries reproducible (each file
+    ``Session.warnings``). Unreadable folders and ``*.jsonl`` entries that are not regular files
+    (FIFOs, devices, broken links, symlink loops) are left out with a ``SkippedFileWarning``. ``seed`` makes the ids given to v1 entries reproducible (each file
     gets its own seed derived from ``seed`` and its path), whatever the number of workers.
     """
     from functools import partial

@@ -318,7 +318,9 @@ def sweep(
     or a list of setting dicts with keys from :data:`SETTING_KEYS`. ``cache``: a SQLite file
     shared by all runs for summaries. ``results_path``: a JSONL file that makes the sweep
     resumable, or a ``.parquet`` file for the final table (its log beside it; see module
-    docs). ``client``: a ``dask.distributed.Client`` to run on.
+    docs). ``client``: a ``dask.distributed.Client`` to run on. A session path that cannot be read
+    (permissions, a FIFO, a device) is left out with a ``SkippedFileWarning`` naming it; a file that
+    reads but does not load gives its runs an ``error``.
     """
     settings = expand_grid(grid)
     refs = list(sessions)

@@ -60,6 +60,8 @@ def test_show_of_a_fifo_exits_2(tmp_path: Path, capsys) -> None:
     fifo = make_fifo(tmp_path / "pipe.jsonl")
     code, _, err = run(["show", str(fifo)], capsys)
     assert code == 2 and "FIFO" in err and "pipe.jsonl" in err
+    code, out, err = run(["ls", str(fifo), "--format", "csv"], capsys)
+    assert code == 0 and "a FIFO, not a regular session file" in out
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
