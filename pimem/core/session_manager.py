@@ -238,9 +238,12 @@ def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
     Reads in blocks so the whole file and all its lines are never in memory together; a
     line longer than a block is joined once (no quadratic concatenation).
     """
+    from pimem import io
+
     lineno = 0
     pending: list[bytes] = []
-    with open(file, "rb") as f:
+    pending_bytes = 0
+    with io.open_regular(file, buffering=0) as f:
         while True:
             block = f.read(_READ_CHUNK)
             if not block:
@@ -248,14 +251,22 @@ def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
             lines = block.split(b"\n")
             if len(lines) == 1:
                 pending.append(block)
+                pending_bytes += len(block)
+                if pending_bytes > io.MAX_LINE_BYTES:
+                    raise SessionFormatError(
+                        f"{file}:{lineno + 1}: line longer than {io.MAX_LINE_BYTES} bytes without a newline "
+                        "(no JavaScript string can hold it: Pi cannot load this file either)"
+                    )
                 continue
             if pending:
                 pending.append(lines[0])
                 lines[0] = b"".join(pending)
                 pending = []
+                pending_bytes = 0
             last = lines.pop()
             if last:
                 pending.append(last)
+                pending_bytes = len(last)
             for raw in lines:
                 lineno += 1
                 yield lineno, raw, True
@@ -393,6 +404,8 @@ class Session:
         self.header: dict = header
         self.entries: list[dict] = list(entries)
         self.path: str | None = os.fspath(path) if path is not None else None
+        # the source as an absolute path, so that write() still recognises it after os.chdir
+        self._source: tuple[str, str] | None = (self.path, os.path.abspath(self.path)) if self.path else None
         self.warnings: list[SessionWarning] = warnings if warnings is not None else []
         self.rng: random.Random = rng if rng is not None else random.Random()
         self._lines: list[int | None] = (
@@ -807,12 +820,16 @@ class Session:
         Refuses to replace the file the session was loaded from unless ``overwrite_source``.
         """
         target = Path(path)
+        source = self.path
+        known = getattr(self, "_source", None)
+        if source is not None and known is not None and known[0] == source:
+            source = known[1]  # relative paths resolved where the session was made
         if (
-            self.path is not None
+            source is not None
             and not overwrite_source
             and target.exists()
-            and os.path.exists(self.path)
-            and os.path.samefile(target, self.path)
+            and os.path.exists(source)
+            and os.path.samefile(target, source)
         ):
             raise SourceOverwriteError(f"{target}: refusing to overwrite the session's source file")
         data = self.to_jsonl().encode("utf-8", "surrogatepass")
