@@ -9,6 +9,7 @@ over is recorded in :attr:`Session.warnings`; what makes a file unusable raises
 from __future__ import annotations
 
 import copy
+import hashlib
 import html
 import os
 import random
@@ -163,15 +164,25 @@ def migrate_to_current_version(file_entries: list[dict], rng: random.Random | No
     header included) becomes ``firstKeptEntryId``; v2's ``hookMessage`` role becomes ``custom``.
     """
     header = next((e for e in file_entries if e.get("type") == "session"), None)
-    raw_version = None if header is None else header.get("version")
-    version = 1.0 if raw_version is None else js_to_number(raw_version)
-    if version >= CURRENT_SESSION_VERSION:
+    if not _needs_migration(header):
         return False
+    version = _version(header)
     if version < 2:
         _migrate_v1_to_v2(file_entries, rng or random.Random())
     if version < 3:
         _migrate_v2_to_v3(file_entries)
     return True
+
+
+def _version(header: dict | None) -> float:
+    """``header?.version ?? 1`` as a number (what Pi's ``<``/``>=`` compare)."""
+    raw_version = None if header is None else header.get("version")
+    return 1.0 if raw_version is None else js_to_number(raw_version)
+
+
+def _needs_migration(header: dict | None) -> bool:
+    """Pi's ``version >= 3`` test, negated (a NaN version "migrates" through no step)."""
+    return not _version(header) >= CURRENT_SESSION_VERSION
 
 
 def _migrate_v1_to_v2(entries: list[dict], rng: random.Random) -> None:
@@ -280,12 +291,15 @@ def load_session(
 ) -> Session:
     """Load a Pi session file (any version) into a :class:`Session`; the file is never written.
 
-    ``rng`` / ``seed`` make the ids given to v1 entries (and later :meth:`Session.new_id`)
-    reproducible.
+    v1 entries have no ids; they get 8-hex ids as Pi gives them, drawn from ``rng`` / ``seed``
+    when given, else derived from the file's bytes, so the same file gets the same ids on
+    every load. ``rng`` / ``seed`` also make :meth:`Session.new_id` reproducible.
     """
     file = os.fspath(path)
+    migration_rng = rng
     if rng is None:
         rng = random.Random(seed) if seed is not None else random.Random()
+        migration_rng = rng if seed is not None else None
     warnings: list[SessionWarning] = []
     sink = _WarningSink(file, warnings)
     parsed: list[Any] = []
@@ -339,7 +353,10 @@ def load_session(
             f"(needs type \"session\" and a string id; it {what})"
         )
 
-    migrate_to_current_version(parsed, rng)
+    if migration_rng is None and _needs_migration(header):
+        with open(file, "rb") as f:
+            migration_rng = random.Random(hashlib.file_digest(f, "sha256").digest())
+    migrate_to_current_version(parsed, migration_rng or rng)
 
     entries: list[dict] = []
     entry_lines: list[int | None] = []
