@@ -26,7 +26,7 @@ from pimem.core.session_manager import (
     build_session_projection,
     session_entry_to_context_messages,
 )
-from pimem.text import message_preview
+from pimem.text import frame, message_preview
 
 __all__ = [
     "STATUSES",
@@ -152,7 +152,7 @@ def projection_table(session: Any, leaf_id: str | None = None, *, preview_width:
             "tokens": _tokens(msgs or [], cache),
             "preview": entry_preview(e, preview_width),
         })
-    df = pd.DataFrame(rows, columns=["position", "entry_id", "type", "kind", "status", "in_context", "messages",
+    df = frame(rows, columns=["position", "entry_id", "type", "kind", "status", "in_context", "messages",
                                      "tokens", "preview"])
     df["status"] = pd.Categorical(df["status"], categories=list(STATUSES))
     return df
@@ -206,7 +206,7 @@ def cut_points_table(session: Any, keep_values: Sequence[int], leaf_id: str | No
             "messages_summarized": len(prep.messages_to_summarize) + len(prep.turn_prefix_messages),
             "path_length": len(path),
         })
-    return pd.DataFrame(rows, columns=["keep_recent_tokens", "first_kept_entry_id", "first_kept_index", "tokens_kept",
+    return frame(rows, columns=["keep_recent_tokens", "first_kept_entry_id", "first_kept_index", "tokens_kept",
                                        "tokens_summarized", "split_turn", "messages_summarized", "path_length"])
 
 
@@ -265,7 +265,7 @@ def estimate_vs_usage_table(session: Any, leaf_id: str | None = None) -> pd.Data
             "recorded_tokens": recorded,
             "ratio": recorded / estimated if estimated else float("nan"),
         })
-    return pd.DataFrame(rows, columns=["position", "entry_id", "timestamp", "model", "estimated_tokens",
+    return frame(rows, columns=["position", "entry_id", "timestamp", "model", "estimated_tokens",
                                        "recorded_tokens", "ratio"])
 
 
@@ -356,7 +356,7 @@ def tree_layout(session: Any) -> pd.DataFrame:
             "label": labels.get(e.get("id")),
             "order": order[key],
         })
-    return pd.DataFrame(rows, columns=["entry_id", "parent_id", "x", "lane", "kind", "type", "active", "chain",
+    return frame(rows, columns=["entry_id", "parent_id", "x", "lane", "kind", "type", "active", "chain",
                                        "label", "order"])
 
 
@@ -372,7 +372,7 @@ def compaction_effects(result: Any) -> pd.DataFrame:
     events = result.events
     cols = ["step", "compaction_id", "reason", "est_before", "est_after", "freed", "trigger_tokens", "summary_tokens"]
     if not len(events):
-        return pd.DataFrame(columns=cols)
+        return frame(columns=cols)
     session = result.session
     cache = TokenCache()
     rows = []
@@ -396,4 +396,4 @@ def compaction_effects(result: Any) -> pd.DataFrame:
             "trigger_tokens": trigger if trigger is not None and math.isfinite(trigger) else float(before),
             "summary_tokens": ev.get("summary_tokens"),
         })
-    return pd.DataFrame(rows, columns=cols)
+    return frame(rows, columns=cols)
