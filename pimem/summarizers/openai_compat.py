@@ -45,6 +45,7 @@ from typing import Any
 
 import openai
 
+from pimem._js import js_stringify
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError
 
@@ -64,6 +65,25 @@ _REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o1|o3|o4|gpt-5)(?:[-.:]|$)", re
 _RETRY_STATUS = {408, 409, 429}
 _NO_KEY = "pimem-no-key"
 
+
+
+def _post_args(params: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """Arguments of ``client.post`` for a chat completion with ``params`` (as ``create`` takes them).
+
+    The body is the bytes Pi's client sends: ``JSON.stringify`` of the request, so text with lone
+    UTF-16 surrogates (which JSON.parse keeps in Pi's sessions) goes out as ``\\udXXX`` escapes
+    instead of failing to encode.
+    """
+    import inspect
+
+    from openai.types.chat import ChatCompletion
+
+    body = {k: v for k, v in params.items() if k != "extra_body"}
+    body.update(params.get("extra_body") or {})
+    data = js_stringify(body).encode("utf-8")
+    takes_content = "content" in inspect.signature(openai.OpenAI.post).parameters
+    return {"path": "/chat/completions", "cast_to": ChatCompletion, "options": {"headers": dict(headers)},
+            ("content" if takes_content else "body"): data}
 
 class _Secret:
     """Holds a key; prints as ``'***'``.
@@ -347,7 +367,7 @@ class OpenAISummarizer:
         attempts = 0
         while True:
             try:
-                completion = self._get_client().chat.completions.create(**params, extra_headers=headers or None)
+                completion = self._get_client().post(**_post_args(params, headers))
                 response = self._to_response(completion, time.perf_counter() - start)
                 response.extra["attempts"] = attempts + 1
                 return response
@@ -406,7 +426,7 @@ class AsyncOpenAISummarizer(OpenAISummarizer):
                 attempts = 0
                 while True:
                     try:
-                        completion = await client.chat.completions.create(**params, extra_headers=headers or None)
+                        completion = await client.post(**_post_args(params, headers))
                         response = self._to_response(completion, time.perf_counter() - start)
                         response.extra["attempts"] = attempts + 1
                         return response
