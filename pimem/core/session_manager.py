@@ -514,18 +514,12 @@ class Session:
                 sink.add("unknown_type", line, f"unknown entry type {etype!r} (kept as is)", eid)
         # Every parent earlier in the file and no repeated id: parent links only go back, no cycle.
         cycles = self._find_cycles() if (forward or duplicates) else []
+        line_of = {id(e): line for e, line in zip(self.entries, self._lines)} if cycles else {}
         for cycle in cycles:
             ids = " -> ".join(cycle)
             first = cycle[0]
             self._warned_cycles.update(cycle)
-            sink.add("cycle", self._line_of(first), f"parentId cycle: {ids} -> {first}", first)
-
-    def _line_of(self, entry_id: str) -> int | None:
-        entry = self._by_id.get(entry_id)
-        for e, line in zip(self.entries, self._lines):
-            if e is entry:
-                return line
-        return None
+            sink.add("cycle", line_of.get(id(by_id[first])), f"parentId cycle: {ids} -> {first}", first)
 
     def _find_cycles(self) -> list[list[str]]:
         """Every parent cycle among indexed entries, each once (linear time)."""
