@@ -139,25 +139,48 @@ def _entry_lines(session: "Session") -> list[int | None]:
     return list(lines)
 
 
+class _StrKeyed(dict):
+    """A dict keyed by entry ids: any other key (a number, an object, null) is simply absent."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, key, default) if key.__class__ is str else default
+
+    def __contains__(self, key: object) -> bool:
+        return key.__class__ is str and dict.__contains__(self, key)
+
+
+class _StrSet(frozenset):
+    """A set of entry ids: any other value is simply absent."""
+
+    def __contains__(self, key: object) -> bool:
+        return key.__class__ is str and frozenset.__contains__(self, key)
+
+
 class _Tree:
-    """Depth, child counts and the active path of a session, computed once per frame call."""
+    """Depth, child counts and the active path of a session, computed once per frame call.
+
+    Only string ids are in the tree (as in Pi's index); other ids read as absent.
+    """
 
     def __init__(self, session: "Session") -> None:
         entries = session.entries
-        parent: dict[Any, Any] = {}
-        for e in entries:
-            parent[e.get("id")] = e.get("parentId")
-        self.parent = parent
-        children: dict[Any, int] = {}
-        for e in entries:
-            pid = e.get("parentId")
-            if pid is not None:
-                children[pid] = children.get(pid, 0) + 1
-        self.children = children
-        depth: dict[Any, int] = {}
+        parent: dict[Any, Any] = _StrKeyed()
         for e in entries:
             eid = e.get("id")
-            if eid in depth:
+            if eid.__class__ is str:
+                pid = e.get("parentId")
+                parent[eid] = pid if pid.__class__ is str else None
+        self.parent = parent
+        children: dict[Any, int] = _StrKeyed()
+        for e in entries:
+            pid = e.get("parentId")
+            if pid.__class__ is str:
+                children[pid] = children.get(pid, 0) + 1
+        self.children = children
+        depth: dict[Any, int] = _StrKeyed()
+        for e in entries:
+            eid = e.get("id")
+            if eid.__class__ is not str or eid in depth:
                 continue
             chain: list[Any] = []
             seen: set[Any] = set()
@@ -171,7 +194,7 @@ class _Tree:
                 base += 1
                 depth[node] = base
         self.depth = depth
-        self.active: set[Any] = {e.get("id") for e in session.get_branch()}
+        self.active: set[Any] = _StrSet(e.get("id") for e in session.get_branch())
 
     def is_descendant(self, entry_id: Any, ancestor_id: Any, limit: int = 100_000) -> bool:
         cur = entry_id

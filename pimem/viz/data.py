@@ -319,7 +319,9 @@ def tree_layout(session: Any) -> pd.DataFrame:
         while node is not None:
             x[id(node)] = d
             chain_of[id(node)] = cid
-            kids = primary_first([k for k in children.get(node.get("id"), []) if id(k) not in x])
+            eid = node.get("id")
+            below = children.get(eid, []) if eid.__class__ is str else []
+            kids = primary_first([k for k in below if id(k) not in x])
             for k in reversed(kids[1:]):
                 stack.append((k, d + 1))
             node = kids[0] if kids else None
@@ -352,7 +354,7 @@ def tree_layout(session: Any) -> pd.DataFrame:
         key = id(e)
         parent = e.get("parentId")
         rows.append({
-            "entry_id": e.get("id"),
+            "entry_id": e.get("id") if isinstance(e.get("id"), str) else None,  # others are in no tree
             "parent_id": parent if isinstance(parent, str) and parent in by_id and parent != e.get("id") else None,
             "x": x[key],
             "lane": lane_of_chain[chain_of[key]],
