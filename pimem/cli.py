@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from pimem.errors import (
     ConfigurationError,
+    JavaScriptTypeError,
     PimemError,
     ReplayWarning,
     SessionFormatError,
@@ -211,7 +212,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     s = _load(args.session)
     ctx = build_session_context(s)
-    est = estimate_context_tokens(ctx.messages)
+    try:
+        tokens = f"~{estimate_context_tokens(ctx.messages).tokens} tokens"
+    except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
+        tokens = f"tokens unknown (Pi's estimate throws: {exc})"
     types: dict[str, int] = {}
     for e in s.entries:
         kind = e.get("type")
@@ -225,7 +229,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
     model = ctx.model or {}
     model_name = "/".join(str(model.get(k)) for k in ("provider", "modelId") if model.get(k)) or "-"
-    print(f"context  {len(ctx.messages)} messages, ~{est.tokens} tokens at the leaf "
+    print(f"context  {len(ctx.messages)} messages, {tokens} at the leaf "
           f"(model {model_name}, thinking {ctx.thinking_level})")
     for w in s.warnings:
         print(f"warning  line {w.line}: {w.reason}")
@@ -254,10 +258,18 @@ def cmd_context(args: argparse.Namespace) -> int:
         return 0
     rows = []
     for i, m in enumerate(ctx.messages):
-        rows.append({"#": i, "role": m.get("role"), "est_tokens": estimate_tokens(m),
-                     "preview": _preview(m, args.width)})
-    est = estimate_context_tokens(ctx.messages)
+        try:
+            est_tokens: int | None = estimate_tokens(m)
+        except JavaScriptTypeError:  # content Pi's estimate throws on: shown as unknown
+            est_tokens = None
+        rows.append({"#": i, "role": m.get("role"), "est_tokens": est_tokens, "preview": _preview(m, args.width)})
     _print_frame(frame(rows), "table")
+    try:
+        est = estimate_context_tokens(ctx.messages)
+    except JavaScriptTypeError as exc:
+        print(f"\n{len(ctx.messages)} messages; context tokens unknown (Pi's estimate throws: {exc}; "
+              "`pimem show` lists the entries)")
+        return 0
     print(f"\n{len(ctx.messages)} messages; context ~{est.tokens} tokens "
           f"(usage {est.usage_tokens} + trailing estimate {est.trailing_tokens})")
     return 0
@@ -563,6 +575,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
         print(f"pimem: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except JavaScriptTypeError as exc:  # a session Pi's own code fails on (the loader warned about it)
+        where = getattr(args, "session", None)
+        print(f"pimem: error: {where + ': ' if where else ''}Pi's own code throws on this session: {exc} "
+              "(`pimem show` lists the entries it warns about)", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("pimem: interrupted", file=sys.stderr)

@@ -77,6 +77,22 @@ KNOWN_ENTRY_TYPES = frozenset(
 )
 _ROLES_WITH_CONTENT = frozenset({"user", "assistant", "toolResult", "custom", "system"})
 _MAX_WARNINGS_PER_REASON = 50
+_USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
+def _json_type(value: Any) -> str:
+    """How JSON names a value's type (``null``, a string, a number, an object, ...)."""
+    if value is None:
+        return "null"
+    if value is UNDEFINED:
+        return "missing"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "array" if isinstance(value, list) else "object"
 
 
 class _ComputeSystemMessage:
@@ -499,18 +515,37 @@ class Session:
                 message = get("message")
                 if message.__class__ is not dict:
                     sink.add("no_message", line, "message entry without a message object", eid)
-                elif message.get("content") is None and (role := message.get("role")).__class__ is str and (
-                    role in with_content
-                ):
-                    sink.add("no_content", line, f"{role} message with null or missing content", eid)
-            elif etype == "compaction":
+                else:
+                    content = message.get("content")
+                    role = message.get("role")
+                    if content.__class__ is not str and content.__class__ is not list and (
+                        role.__class__ is str and role in with_content
+                    ):
+                        if content is None:
+                            sink.add("no_content", line, f"{role} message with null or missing content", eid)
+                        else:
+                            sink.add("content_type", line, f"{role} message content has type {_json_type(content)}, "
+                                     "not string or list (Pi's code throws on it)", eid)
+                    usage = message.get("usage")
+                    if usage.__class__ is dict:
+                        for key in _USAGE_FIELDS:
+                            value = usage.get(key)
+                            if value is not None and (value.__class__ is bool or not isinstance(value, (int, float))):
+                                sink.add("usage_type", line, f"usage field {key!r} has type {_json_type(value)}, not "
+                                         "number (pimem reads this usage as unknown)", eid)
+                                break
+            elif etype == "compaction" or etype == "branch_summary":
+                if get("summary").__class__ is not str:
+                    sink.add("summary_type", line, f"{etype} summary has type {_json_type(get('summary'))}, not "
+                             "string (Pi's code throws on it)", eid)
+            if etype == "compaction":
                 kept = get("firstKeptEntryId")
                 if not (kept.__class__ is str and kept in by_id):
                     sink.add(
                         "kept_missing", line,
                         f"compaction's firstKeptEntryId {kept!r} is not in the file", eid,
                     )
-            elif etype.__class__ is not str or etype not in known:
+            elif etype != "branch_summary" and (etype.__class__ is not str or etype not in known):
                 sink.add("unknown_type", line, f"unknown entry type {etype!r} (kept as is)", eid)
         # Every parent earlier in the file and no repeated id: parent links only go back, no cycle.
         cycles = self._find_cycles() if (forward or duplicates) else []
