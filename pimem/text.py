@@ -18,7 +18,7 @@ def message_text(message: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     parts: list[str] = []
-    for block in content or []:
+    for block in content if isinstance(content, list) else []:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")

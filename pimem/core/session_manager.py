@@ -1138,8 +1138,17 @@ def _entries_and_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
         leaf = getattr(source, "leaf_id", None)
         return entries, source.get_entry, (NULL_LEAF if leaf is None else leaf)
     entries = source
-    index = {e.get("id"): e for e in entries}  # the last entry with an id wins, as in Pi's Map
+    # the last entry with an id wins, as in Pi's Map (an object id is never found by a parsed key)
+    index = {e.get("id"): e for e in entries if e.get("id").__class__ not in (dict, list)}
     return entries, index.get, None
+
+
+def _lookup_any(lookup: Any, key: Any) -> dict | None:
+    """``lookup(key)`` for a parentId that is not a string: an object or array finds nothing."""
+    try:
+        return lookup(key)
+    except TypeError:
+        return None
 
 
 def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
@@ -1171,7 +1180,7 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
                 break
         elif not js_truthy(parent):
             break
-        current = lookup(parent)
+        current = lookup(parent) if parent.__class__ is str else _lookup_any(lookup, parent)
         if current is None:
             break
         steps_left -= 1
@@ -1192,7 +1201,7 @@ def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
         parent = current.get("parentId")
         if not js_truthy(parent):
             break
-        current = lookup(parent)
+        current = _lookup_any(lookup, parent)
         if current is None or id(current) in seen:
             break
         seen.add(id(current))
