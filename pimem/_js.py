@@ -22,6 +22,7 @@ import json
 import math
 import re
 import time
+from json.decoder import scanstring
 from typing import Any, Iterable
 
 import orjson
@@ -144,40 +145,50 @@ def _ordered_keys(obj: dict[str, Any]) -> list[str]:
     return index_keys + [k for k in obj if not _is_array_index(k)]
 
 
+class _Raw(str):
+    """Text :func:`_encode` writes as is (punctuation queued between values)."""
+
+
 def _encode(value: Any, out: list[str]) -> None:
-    if value is None or value is True or value is False:
-        out.append("null" if value is None else ("true" if value else "false"))
-    elif isinstance(value, str):
-        out.append(_quote(value))
-    elif isinstance(value, (int, float)):
-        out.append(js_number(value))
-    elif isinstance(value, dict):
-        out.append("{")
-        first = True
-        for key in _ordered_keys(value):
-            if not isinstance(key, str):
-                raise TypeError(f"object keys must be str, not {type(key).__name__}")
-            item = value[key]
-            if item is _UNDEFINED:
-                continue
-            if not first:
-                out.append(",")
-            first = False
-            out.append(_quote(key))
-            out.append(":")
-            _encode(item, out)
-        out.append("}")
-    elif isinstance(value, (list, tuple)):
-        out.append("[")
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            _encode(None if item is _UNDEFINED else item, out)
-        out.append("]")
-    elif hasattr(value, "__index__"):  # e.g. numpy integers
-        out.append(js_number(int(value.__index__())))
-    else:
-        raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
+    """Append ``JSON.stringify(value)`` to ``out``; iterative, so any nesting depth works."""
+    work: list[Any] = [value]
+    pop, push = work.pop, work.append
+    while work:
+        value = pop()
+        if value.__class__ is _Raw:
+            out.append(value)
+        elif value is None or value is True or value is False:
+            out.append("null" if value is None else ("true" if value else "false"))
+        elif isinstance(value, str):
+            out.append(_quote(value))
+        elif isinstance(value, (int, float)):
+            out.append(js_number(value))
+        elif isinstance(value, dict):
+            items = []
+            for key in _ordered_keys(value):
+                if not isinstance(key, str):
+                    raise TypeError(f"object keys must be str, not {type(key).__name__}")
+                item = value[key]
+                if item is not _UNDEFINED:
+                    items.append((key, item))
+            out.append("{")
+            push(_Raw("}"))
+            for i in range(len(items) - 1, -1, -1):
+                key, item = items[i]
+                push(item)
+                push(_Raw(("," if i else "") + _quote(key) + ":"))
+        elif isinstance(value, (list, tuple)):
+            out.append("[")
+            push(_Raw("]"))
+            for i in range(len(value) - 1, -1, -1):
+                item = value[i]
+                push(None if item is _UNDEFINED else item)
+                if i:
+                    push(_Raw(","))
+        elif hasattr(value, "__index__"):  # e.g. numpy integers
+            out.append(js_number(int(value.__index__())))
+        else:
+            raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
 
 
 class _Undefined:
@@ -275,13 +286,14 @@ def js_stringify(value: Any) -> str:
 
     Accepts dicts (str keys), lists/tuples, str, int, float, bool and None. One pass over
     the value fixes what orjson would write differently (see :func:`_prepare`), then orjson
-    writes it; a pure-Python encoder handles what orjson refuses (lone surrogates).
+    writes it; a pure-Python encoder handles what orjson refuses (lone surrogates, nesting
+    deeper than 254 levels).
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return js_number(value)
     try:
         return orjson.dumps(_prepare(value)).decode("utf-8")
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
+    except (TypeError, RecursionError):  # lone surrogates; nesting deeper than orjson writes
         out: list[str] = []
         _encode(value, out)
         return "".join(out)
@@ -475,14 +487,24 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-_STDLIB_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_MAX_INT_DIGITS = 4000  # below Python's int-conversion limit (4300 digits)
+
+
+def _parse_int(text: str) -> int | float:
+    """An integer literal; one too long for ``int()`` is read as the double JavaScript reads."""
+    return int(text) if len(text) <= _MAX_INT_DIGITS else float(text)
+
+
+_STDLIB_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_parse_int)
 
 
 def loads_line(text: str | bytes) -> Any:
     """Parse one JSON text as ``JSON.parse`` would (raises ValueError when it would throw).
 
     orjson first; the standard library handles what orjson refuses but JavaScript accepts
-    (lone surrogate escapes, numbers beyond the double range, which become infinities).
+    (lone surrogate escapes, numbers beyond the double range, which become infinities,
+    integers of thousands of digits); nesting deeper than either goes (``JSON.parse`` has no
+    depth limit) is parsed by :func:`loads_deep`.
     """
     try:
         return orjson.loads(text)
@@ -492,8 +514,86 @@ def loads_line(text: str | bytes) -> Any:
         text = bytes(text).decode("utf-8", "replace")
     try:
         return _STDLIB_DECODER.decode(text)
-    except RecursionError as exc:
-        raise ValueError("JSON nested too deeply") from exc
+    except RecursionError:
+        return loads_deep(text)
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+
+
+def _key_at(text: str, i: int) -> tuple[str, int]:
+    """An object key and its colon at ``i``: (key, index of the value)."""
+    if not text.startswith('"', i):
+        raise ValueError(f"expected a property name at position {i}")
+    key, i = scanstring(text, i + 1, True)
+    i = _WS.match(text, i).end()
+    if not text.startswith(":", i):
+        raise ValueError(f"expected ':' at position {i}")
+    return key, _WS.match(text, i + 1).end()
+
+
+def loads_deep(text: str) -> Any:
+    """``JSON.parse`` without recursion: any nesting depth (slower than :func:`loads_line`)."""
+    ws = _WS.match
+    stack: list[Any] = []  # the open arrays and objects, outermost first
+    keys: list[Any] = []  # for each open object, the key its next value goes to
+    n = len(text)
+    i = ws(text, 0).end()
+    while True:
+        c = text[i] if i < n else ""
+        if c == "{" or c == "[":
+            i = ws(text, i + 1).end()
+            if text.startswith("}" if c == "{" else "]", i):
+                value: Any = {} if c == "{" else []
+                i += 1
+            else:
+                if c == "{":
+                    key, i = _key_at(text, i)
+                    stack.append({})
+                    keys.append(key)
+                else:
+                    stack.append([])
+                    keys.append(None)
+                continue
+        elif c == '"':
+            value, i = scanstring(text, i + 1, True)
+        elif text.startswith("true", i):
+            value, i = True, i + 4
+        elif text.startswith("false", i):
+            value, i = False, i + 5
+        elif text.startswith("null", i):
+            value, i = None, i + 4
+        else:
+            m = _NUMBER.match(text, i)
+            if m is None:
+                raise ValueError(f"unexpected {'end of input' if i >= n else repr(c)} at position {i}")
+            integer, frac, exp = m.groups()
+            value = float(m.group()) if frac or exp else _parse_int(integer)
+            i = m.end()
+        while True:  # hand the value to its container; close the containers that end here
+            i = ws(text, i).end()
+            if not stack:
+                if i != n:
+                    raise ValueError(f"unexpected data after the JSON value at position {i}")
+                return value
+            top = stack[-1]
+            is_list = top.__class__ is list
+            if is_list:
+                top.append(value)
+            else:
+                top[keys[-1]] = value
+            if text.startswith(",", i):
+                i = ws(text, i + 1).end()
+                if not is_list:
+                    keys[-1], i = _key_at(text, i)
+                break
+            if text.startswith("]" if is_list else "}", i):
+                i += 1
+                value = stack.pop()
+                keys.pop()
+                continue
+            raise ValueError(f"expected ',' or '{']' if is_list else '}'}' at position {i}")
 
 
 # --------------------------------------------------------------------------------------
@@ -595,21 +695,42 @@ def date_ms(value: Any = UNDEFINED) -> Any:
     return None
 
 
+_JS_DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+_JS_RADIX = {"x": 16, "X": 16, "o": 8, "O": 8, "b": 2, "B": 2}
+_JS_WHITESPACE = "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+                 "\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
 def js_to_number(value: Any) -> float:
-    """``Number(value)`` for JSON-shaped values (NaN for objects and unparsable strings)."""
+    """``Number(value)`` for JSON-shaped values (also what ``<``/``>=`` compare a value as).
+
+    Strings follow JavaScript's grammar (``"0x1"`` is 1, ``"1_0"`` and ``"inf"`` are NaN);
+    an array becomes its ``String()`` first (``[1]`` is 1, ``[]`` is 0); null is 0, objects NaN.
+    """
+    if value is None:
+        return 0.0
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, list):
+        return js_to_number(js_string(value))
     if isinstance(value, str):
-        text = value.strip()
+        text = value.strip(_JS_WHITESPACE)
         if not text:
             return 0.0
-        try:
-            return float(text)
-        except ValueError:
-            return float("nan")
-    return float("nan")
+        if _JS_DECIMAL.fullmatch(text):
+            return float(text.replace("Infinity", "inf"))
+        if len(text) > 2 and text[0] == "0" and text[1] in _JS_RADIX:
+            try:
+                return float(int(text[2:], _JS_RADIX[text[1]])) if "_" not in text else math.nan
+            except (ValueError, OverflowError):
+                return math.inf if not text[2:].strip("0123456789abcdefABCDEF") else math.nan
+        return math.nan
+    return math.nan
 
 
 def _utf16_key(value: Any) -> tuple[int, bytes]:

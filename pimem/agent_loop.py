@@ -158,6 +158,7 @@ from pimem.core.settings_manager import lookup_model
 from pimem.calibration import Calibration, fit_calibration
 from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.tokenizers import TiktokenCounter
+from pimem.text import frame
 
 __all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
 
@@ -769,8 +770,8 @@ class _Replayer:
             elif role == "toolResult":
                 self.last_tool_results.append(message)
             self.leaf_at.append(self.new.leaf_id)
-        events = pd.DataFrame(self.events, columns=EVENT_COLUMNS)
-        calls = pd.DataFrame(self.calls, columns=["step", "entry_id", "context_tokens", "recorded_tokens"])
+        events = frame(self.events, columns=EVENT_COLUMNS)
+        calls = frame(self.calls, columns=["step", "entry_id", "context_tokens", "recorded_tokens"])
         return ReplayResult(
             session=self.new, events=events, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,

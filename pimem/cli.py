@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from pimem.errors import (
     ConfigurationError,
+    JavaScriptTypeError,
     PimemError,
     ReplayWarning,
     SessionFormatError,
@@ -192,7 +193,7 @@ def _print_frame(df, fmt: str, out=None) -> None:
     if fmt == "csv":
         df.to_csv(out, index=False)
     elif fmt == "json":
-        out.write(df.to_json(orient="records", date_format="iso", force_ascii=False))
+        out.write(_frame_json(df))
         out.write("\n")
     else:
         import pandas as pd
@@ -200,6 +201,26 @@ def _print_frame(df, fmt: str, out=None) -> None:
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                                "display.max_colwidth", 60):
             out.write(df.to_string(index=False) + "\n")
+
+
+def _frame_json(df) -> str:
+    """``df.to_json(orient="records")``; lone surrogates (which pandas' UTF-8 writer refuses)
+    become ``\\udXXX`` escapes, as JSON.stringify writes them."""
+    import re
+    import uuid
+
+    try:
+        return df.to_json(orient="records", date_format="iso", force_ascii=False)
+    except UnicodeEncodeError:
+        pass
+    mark = "\x00" + uuid.uuid4().hex  # NUL is written escaped, so the marks cannot be data
+    lone = re.compile("[\ud800-\udfff]")
+    marked = df.copy()
+    for i in range(df.shape[1]):
+        marked.isetitem(i, [lone.sub(lambda m: f"{mark}{ord(m.group()):04x}", v) if isinstance(v, str) else v
+                            for v in df.iloc[:, i].tolist()])
+    text = marked.to_json(orient="records", date_format="iso", force_ascii=False)
+    return re.sub(r"\\u0000" + mark[1:] + "([0-9a-f]{4})", r"\\u\1", text)
 
 
 def _write_table(df, path: Path) -> None:
@@ -231,6 +252,7 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
 def cmd_ls(args: argparse.Namespace) -> int:
     """``pimem ls``: one row per session file under a folder (or for one session file)."""
     from pimem.discover import discover_sessions
+    from pimem.text import as_string
 
     if args.root is not None and not Path(args.root).exists():
         raise UserError(f"no such file or folder: {args.root}")
@@ -244,7 +266,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.format == "table":  # a readable table: short previews, blanks instead of <NA>
         view = df[cols].astype(object).where(df[cols].notna(), "")
         if "first_user_message" in view.columns:
-            view["first_user_message"] = view["first_user_message"].astype(str).str.slice(0, 50)
+            view["first_user_message"] = as_string(view["first_user_message"]).str.slice(0, 50)
     _print_frame(view, args.format)
     return 0
 
@@ -256,7 +278,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     s = _load(args.session)
     ctx = build_session_context(s)
-    est = estimate_context_tokens(ctx.messages)
+    try:
+        tokens = f"~{estimate_context_tokens(ctx.messages).tokens} tokens"
+    except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
+        tokens = f"tokens unknown (Pi's estimate throws: {exc})"
     types: dict[str, int] = {}
     for e in s.entries:
         kind = e.get("type")
@@ -270,7 +295,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
     model = ctx.model or {}
     model_name = "/".join(str(model.get(k)) for k in ("provider", "modelId") if model.get(k)) or "-"
-    print(f"context  {len(ctx.messages)} messages, ~{est.tokens} tokens at the leaf "
+    print(f"context  {len(ctx.messages)} messages, {tokens} at the leaf "
           f"(model {model_name}, thinking {ctx.thinking_level})")
     for w in s.warnings:
         print(f"warning  line {w.line}: {w.reason}")
@@ -281,8 +306,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     """``pimem context``: the messages the model sees at a leaf, as a table or as JSON."""
-    import pandas as pd
-
     from pimem._js import js_stringify
     from pimem.core.compaction.compaction import (
         estimate_context_tokens,
@@ -290,6 +313,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     )
     from pimem.core.messages import convert_to_llm
     from pimem.core.session_manager import build_session_context
+    from pimem.text import frame
 
     s = _load(args.session)
     if args.leaf is not None and s.get_entry(args.leaf) is None:
@@ -300,10 +324,18 @@ def cmd_context(args: argparse.Namespace) -> int:
         return 0
     rows = []
     for i, m in enumerate(ctx.messages):
-        rows.append({"#": i, "role": m.get("role"), "est_tokens": estimate_tokens(m),
-                     "preview": _preview(m, args.width)})
-    est = estimate_context_tokens(ctx.messages)
-    _print_frame(pd.DataFrame(rows), "table")
+        try:
+            est_tokens: int | None = estimate_tokens(m)
+        except JavaScriptTypeError:  # content Pi's estimate throws on: shown as unknown
+            est_tokens = None
+        rows.append({"#": i, "role": m.get("role"), "est_tokens": est_tokens, "preview": _preview(m, args.width)})
+    _print_frame(frame(rows), "table")
+    try:
+        est = estimate_context_tokens(ctx.messages)
+    except JavaScriptTypeError as exc:
+        print(f"\n{len(ctx.messages)} messages; context tokens unknown (Pi's estimate throws: {exc}; "
+              "`pimem show` lists the entries)")
+        return 0
     print(f"\n{len(ctx.messages)} messages; context ~{est.tokens} tokens "
           f"(usage {est.usage_tokens} + trailing estimate {est.trailing_tokens})")
     return 0
@@ -604,6 +636,22 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+def _escape_unencodable_output() -> None:
+    """Print what the terminal's encoding cannot hold as ``\\uXXXX`` escapes instead of failing.
+
+    Pi's strings may hold lone UTF-16 surrogates (JSON.parse keeps them), which no UTF-8 stream
+    can carry. Backslash escapes keep the output valid text, show the code unit exactly (as
+    ``context --json`` and JSON.stringify write it) and keep every other character as is.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: leave it
+                pass
+
+
 def _version() -> str:
     from pimem import __version__
 
@@ -614,12 +662,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 for user mistakes, 1 for other failures)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _escape_unencodable_output()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
         print(f"pimem: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except JavaScriptTypeError as exc:  # a session Pi's own code fails on (the loader warned about it)
+        where = getattr(args, "session", None)
+        print(f"pimem: error: {where + ': ' if where else ''}Pi's own code throws on this session: {exc} "
+              "(`pimem show` lists the entries it warns about)", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("pimem: interrupted", file=sys.stderr)

@@ -21,6 +21,7 @@ import orjson
 import pandas as pd
 
 from pimem.core.pi_ai import content_text
+from pimem.text import as_string, category_array, frame, str_array
 
 if TYPE_CHECKING:  # pragma: no cover
     from pimem.core.session_manager import Session
@@ -353,7 +354,7 @@ def _ms_to_utc(values: Sequence[Any]) -> pd.Series:
 
 
 def _rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    df = pd.DataFrame(rows)
+    df = frame(rows)
     for col in ("started_ms", "modified_ms", *DISCOVER_COLUMNS):
         if col not in df.columns:
             df[col] = None
@@ -363,7 +364,7 @@ def _rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for col in ("entry_count", "message_count", "size_bytes", "version"):
         df[col] = pd.array(df[col].tolist(), dtype="Int64")
     for col in ("path", "session_id", "cwd", "name", "first_user_message", "parent_session", "error"):
-        df[col] = df[col].astype("string")
+        df[col] = as_string(df[col])
     return df
 
 
@@ -491,7 +492,7 @@ class Corpus:
     def __init__(self, sessions: Sequence["Session"], errors: pd.DataFrame | None = None) -> None:
         self.sessions: list[Session] = list(sessions)
         if errors is None:
-            errors = pd.DataFrame({"path": pd.Series(dtype="string"), "error_type": pd.Series(dtype="string"), "message": pd.Series(dtype="string")})
+            errors = frame({"path": pd.Series(dtype="string"), "error_type": pd.Series(dtype="string"), "message": pd.Series(dtype="string")})
         self.errors: pd.DataFrame = errors
 
     def __len__(self) -> int:
@@ -526,8 +527,8 @@ class Corpus:
         for col in parts[0].columns:
             if isinstance(parts[0][col].dtype, pd.CategoricalDtype) and not isinstance(out[col].dtype, pd.CategoricalDtype):
                 out[col] = out[col].astype("category")
-        out.insert(0, "path", pd.Categorical(paths))
-        out.insert(0, "session_id", pd.Categorical(ids))
+        out.insert(0, "path", category_array(paths))
+        out.insert(0, "session_id", category_array(ids))
         return out
 
     def entries_df(self) -> pd.DataFrame:
@@ -619,11 +620,11 @@ def load_sessions(
 
     sessions = [s for _, s, err in results if err is None]
     failed = [(path, err[0], err[1]) for path, _, err in results if err is not None]
-    errors = pd.DataFrame(
+    errors = frame(
         {
-            "path": pd.Series([f[0] for f in failed], dtype="string"),
-            "error_type": pd.Series([f[1] for f in failed], dtype="string"),
-            "message": pd.Series([f[2] for f in failed], dtype="string"),
+            "path": pd.Series(str_array([f[0] for f in failed])),
+            "error_type": pd.Series(str_array([f[1] for f in failed])),
+            "message": pd.Series(str_array([f[2] for f in failed])),
         }
     )
     return Corpus(sessions, errors)

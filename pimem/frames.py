@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pimem._js import parse_iso_ms, utf16_len
+from pimem.text import category_array, frame, str_array
 from pimem.core.compaction.compaction import estimate_chars
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,11 +124,11 @@ def _bool_col(values: Sequence[Any]) -> pd.arrays.BooleanArray:
 
 
 def _str_col(values: Sequence[Any]) -> pd.arrays.StringArray:
-    return pd.array([v if isinstance(v, str) else None for v in values], dtype="string")
+    return str_array([v if isinstance(v, str) else None for v in values])
 
 
 def _cat_col(values: Sequence[Any]) -> pd.Categorical:
-    return pd.Categorical([v if isinstance(v, str) else None for v in values])
+    return category_array([v if isinstance(v, str) else None for v in values])
 
 
 def _entry_lines(session: "Session") -> list[int | None]:
@@ -138,25 +139,48 @@ def _entry_lines(session: "Session") -> list[int | None]:
     return list(lines)
 
 
+class _StrKeyed(dict):
+    """A dict keyed by entry ids: any other key (a number, an object, null) is simply absent."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, key, default) if key.__class__ is str else default
+
+    def __contains__(self, key: object) -> bool:
+        return key.__class__ is str and dict.__contains__(self, key)
+
+
+class _StrSet(frozenset):
+    """A set of entry ids: any other value is simply absent."""
+
+    def __contains__(self, key: object) -> bool:
+        return key.__class__ is str and frozenset.__contains__(self, key)
+
+
 class _Tree:
-    """Depth, child counts and the active path of a session, computed once per frame call."""
+    """Depth, child counts and the active path of a session, computed once per frame call.
+
+    Only string ids are in the tree (as in Pi's index); other ids read as absent.
+    """
 
     def __init__(self, session: "Session") -> None:
         entries = session.entries
-        parent: dict[Any, Any] = {}
-        for e in entries:
-            parent[e.get("id")] = e.get("parentId")
-        self.parent = parent
-        children: dict[Any, int] = {}
-        for e in entries:
-            pid = e.get("parentId")
-            if pid is not None:
-                children[pid] = children.get(pid, 0) + 1
-        self.children = children
-        depth: dict[Any, int] = {}
+        parent: dict[Any, Any] = _StrKeyed()
         for e in entries:
             eid = e.get("id")
-            if eid in depth:
+            if eid.__class__ is str:
+                pid = e.get("parentId")
+                parent[eid] = pid if pid.__class__ is str else None
+        self.parent = parent
+        children: dict[Any, int] = _StrKeyed()
+        for e in entries:
+            pid = e.get("parentId")
+            if pid.__class__ is str:
+                children[pid] = children.get(pid, 0) + 1
+        self.children = children
+        depth: dict[Any, int] = _StrKeyed()
+        for e in entries:
+            eid = e.get("id")
+            if eid.__class__ is not str or eid in depth:
                 continue
             chain: list[Any] = []
             seen: set[Any] = set()
@@ -170,7 +194,7 @@ class _Tree:
                 base += 1
                 depth[node] = base
         self.depth = depth
-        self.active: set[Any] = {e.get("id") for e in session.get_branch()}
+        self.active: set[Any] = _StrSet(e.get("id") for e in session.get_branch())
 
     def is_descendant(self, entry_id: Any, ancestor_id: Any, limit: int = 100_000) -> bool:
         cur = entry_id
@@ -324,7 +348,7 @@ def entries_df(session: "Session") -> pd.DataFrame:
             (cols["input"][i], cols["output"][i], cols["cache_read"][i], cols["cache_write"][i],
              cols["total_tokens"][i], cols["cost_total"][i]) = _usage_numbers(e.get("usage"))  # fmt: skip
 
-    out = pd.DataFrame(
+    out = frame(
         {
             "line": _int_col(cols["line"]),
             "id": _str_col(cols["id"]),
@@ -453,7 +477,7 @@ def messages_df(session: "Session") -> pd.DataFrame:
         rows["model"].append(m.get("model") if is_assistant else None)
         rows["custom_type"].append(m.get("customType") if role == "custom" else None)
         rows["error_message"].append(m.get("errorMessage") if is_assistant else None)
-    return pd.DataFrame(
+    return frame(
         {
             "line": _int_col(rows["line"]),
             "entry_id": _str_col(rows["entry_id"]),
@@ -672,7 +696,7 @@ def tool_calls_df(session: "Session") -> pd.DataFrame:
     result_ts = _times(rows["result_timestamp"])
     call_ms = _float_col(rows["call_message_ms"])
     result_ms = _float_col(rows["result_message_ms"])
-    return pd.DataFrame(
+    return frame(
         {
             "call_entry_id": _str_col(rows["call_entry_id"]),
             "call_index": _int_col(rows["call_index"]),
@@ -757,7 +781,7 @@ def usage_df(session: "Session") -> pd.DataFrame:
         rows["valid_for_context"].append(valid)
         rows["on_active_path"].append(e.get("id") in tree.active)
     cost = _float_col(rows["cost_total"])
-    return pd.DataFrame(
+    return frame(
         {
             "entry_id": _str_col(rows["entry_id"]),
             "timestamp": _times(rows["timestamp"]),
@@ -993,7 +1017,7 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         rows["entries_kept"].append(None if kept_index is None else span.context_length - kept_index)
         rows["summary_input"].append(usage.get("input"))
         rows["summary_output"].append(usage.get("output"))
-    return pd.DataFrame(
+    return frame(
         {
             "id": _str_col(rows["id"]),
             "timestamp": _times(rows["timestamp"]),

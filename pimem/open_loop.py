@@ -41,6 +41,7 @@ import json
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
+from pimem.text import frame
 
 __all__ = ["orphan_references", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]
 
@@ -274,11 +275,11 @@ def orphan_references(result_or_session: Any, *, leaf_id: str | None = None, exa
             "orphan_rate": len(orphans) / len(used) if used else float("nan"),
             "orphan_examples": ", ".join(f"{f.kind}:{f.value}" for f in orphans[:examples]),
         })
-    return pd.DataFrame(rows, columns=ORPHAN_COLUMNS)
+    return frame(rows, columns=ORPHAN_COLUMNS)
 
 
 def orphan_rate(table: pd.DataFrame | Iterable[dict]) -> float:
     """Pooled rate of an :func:`orphan_references` table: all orphans over all references (NaN if none)."""
-    df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(list(table), columns=ORPHAN_COLUMNS)
+    df = table if isinstance(table, pd.DataFrame) else frame(list(table), columns=ORPHAN_COLUMNS)
     references = float(df["references"].sum()) if len(df) else 0.0
     return float(df["orphans"].sum()) / references if references else float("nan")

@@ -24,7 +24,7 @@ import pandas as pd
 
 from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning
 from pimem.io import atomic_write_bytes, atomic_write_text, write_table
-from pimem.text import format_number
+from pimem.text import format_number, frame
 
 if TYPE_CHECKING:
     from pimem.agent_loop import TokenSource
@@ -177,7 +177,7 @@ def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
                 rows.append({"measure": name, "value": math.nan})
         else:
             rows.append({"measure": name, "value": value})
-    return pd.DataFrame(rows, columns=["measure", "value", "min", "median", "max"])
+    return frame(rows, columns=["measure", "value", "min", "median", "max"])
 
 
 def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
@@ -194,7 +194,7 @@ def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
         surface = {k: " ".join(w.split()) if isinstance(w, str) and str(v) == str(v).lower() and w != w.lower()
                    else v for k, v, w in zip(facts["key"], facts["value"], written)}
         introduced = dict(zip(facts["key"], facts["introduced_at"]))
-    return pd.DataFrame({
+    return frame({
         "fact": [surface.get(k, str(k).split(":", 1)[-1]) for k in lost["key"]],
         "kind": lost["kind"].astype(str).to_numpy(),
         "introduced_at": pd.array([introduced.get(k) for k in lost["key"]], dtype="Int64"),
@@ -232,7 +232,7 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
         parts.append(f"<p>Replayed with reserveTokens {_esc(_fmt(settings.reserve_tokens))}, keepRecentTokens "
                      f"{_esc(_fmt(settings.keep_recent_tokens))}, context window {_esc(_fmt(result.context_window))}, "
                      f"token source <code>{_esc(result.token_source)}</code>.</p>")
-        parts.append(_html_table(pd.DataFrame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
+        parts.append(_html_table(frame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
                                  .reset_index().rename(columns={"index": "measure", 0: "value"})))
         parts.append(_img(figure_png(plot_context_over_time(result)[0]), "context over time"))
         parts.append(_replay_notes_html(result))
@@ -633,10 +633,10 @@ def run_study(
         if grid:
             frames.append(sweep([str(p)], grid, workers=workers, cache=cache_path, progress=progress,
                                 results_path=out / "sweep-runs.jsonl"))
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True) if frames else frame()
     names = _unique_names(session_paths)
     name_of = {str(p): n for p, n in zip(session_paths, names)}
-    shares = pd.DataFrame([{"session": key, **g} for key, grid in grids.items() for g in grid])
+    shares = frame([{"session": key, **g} for key, grid in grids.items() for g in grid])
     if "session" in df.columns:
         df.insert(1, "name", df["session"].map(name_of))
         df.insert(2, "session_size", df["session"].map({k: round(v.tokens) for k, v in sizes.items()}))
@@ -649,7 +649,7 @@ def run_study(
           ("reserve_tokens" if reserves is not None else "reserve_share"),
           ("keep_recent_tokens" if keeps is not None else "keep_share")]
     metrics = [m for m in _SUMMARY_METRICS if m in ok.columns]
-    summary = pd.DataFrame()
+    summary = frame()
     if len(ok) and metrics:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PimemWarning)  # one session: the index says so

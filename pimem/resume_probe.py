@@ -39,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from pimem.errors import ConfigurationError, PimemWarning
+from pimem.text import frame
 
 __all__ = ["resume_probe", "main_argument", "PROBE_COLUMNS"]
 
@@ -193,7 +194,7 @@ def resume_probe(result: Any, *, model: str | None = None, base_url: str | None 
         reason = ("resume probe skipped: no chat model configured (pass model=..., or set PIMEM_MODEL with "
                   "PIMEM_BASE_URL or OPENAI_API_KEY)")
         warnings.warn(reason, PimemWarning, stacklevel=2)
-        table = pd.DataFrame(columns=PROBE_COLUMNS)
+        table = frame(columns=PROBE_COLUMNS)
         table.attrs["skipped"] = reason
         return table
     client = openai.OpenAI(api_key=api_key or "pimem-no-key", base_url=base_url, timeout=timeout, max_retries=2)
@@ -245,7 +246,7 @@ def resume_probe(result: Any, *, model: str | None = None, base_url: str | None 
         row["tool_match"] = row["predicted_tool"] == row["recorded_tool"]
         row["argument_match"] = bool(row["tool_match"] and row["predicted_argument"] == row["recorded_argument"])
         rows.append(row)
-    table = pd.DataFrame(rows, columns=PROBE_COLUMNS)
+    table = frame(rows, columns=PROBE_COLUMNS)
     answered = table[table["error"].isna()]
     table.attrs["tool_match_rate"] = float(answered["tool_match"].mean()) if len(answered) else float("nan")
     table.attrs["argument_match_rate"] = float(answered["argument_match"].mean()) if len(answered) else float("nan")

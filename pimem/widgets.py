@@ -35,7 +35,7 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.core.session_manager import build_session_path, build_session_projection
-from pimem.text import format_number, message_preview
+from pimem.text import format_number, frame, message_preview
 from pimem.viz.data import entry_preview, projection_table
 from pimem.viz.figures import STATUS_COLORS
 
@@ -314,7 +314,7 @@ class CompactionPlayground(_Explorer):
             rows.append({"entry_id": e.get("id"), "part": part,
                          "tokens": sum(estimate_tokens(m) for m in p.messages), "preview": entry_preview(e, 90)})
             colors.append(color)
-        return _table(pd.DataFrame(rows, columns=["entry_id", "part", "tokens", "preview"]), colors)
+        return _table(frame(rows, columns=["entry_id", "part", "tokens", "preview"]), colors)
 
 
 # --------------------------------------------------------------------------- replay browser
@@ -382,4 +382,4 @@ class ReplayBrowser(_Explorer):
         self.info.value = _kv(items)
         rows = [{"#": i, "role": m.get("role"), "tokens": t, "preview": message_preview(m, self.preview_width)}
                 for i, (m, t) in enumerate(zip(messages, tokens))]
-        self.context.value = _table(pd.DataFrame(rows, columns=["#", "role", "tokens", "preview"]))
+        self.context.value = _table(frame(rows, columns=["#", "role", "tokens", "preview"]))

@@ -9,6 +9,7 @@ over is recorded in :attr:`Session.warnings`; what makes a file unusable raises
 from __future__ import annotations
 
 import copy
+import hashlib
 import html
 import os
 import random
@@ -76,6 +77,22 @@ KNOWN_ENTRY_TYPES = frozenset(
 )
 _ROLES_WITH_CONTENT = frozenset({"user", "assistant", "toolResult", "custom", "system"})
 _MAX_WARNINGS_PER_REASON = 50
+_USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
+def _json_type(value: Any) -> str:
+    """How JSON names a value's type (``null``, a string, a number, an object, ...)."""
+    if value is None:
+        return "null"
+    if value is UNDEFINED:
+        return "missing"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "array" if isinstance(value, list) else "object"
 
 
 class _ComputeSystemMessage:
@@ -163,15 +180,25 @@ def migrate_to_current_version(file_entries: list[dict], rng: random.Random | No
     header included) becomes ``firstKeptEntryId``; v2's ``hookMessage`` role becomes ``custom``.
     """
     header = next((e for e in file_entries if e.get("type") == "session"), None)
-    raw_version = None if header is None else header.get("version")
-    version = 1.0 if raw_version is None else js_to_number(raw_version)
-    if version >= CURRENT_SESSION_VERSION:
+    if not _needs_migration(header):
         return False
+    version = _version(header)
     if version < 2:
         _migrate_v1_to_v2(file_entries, rng or random.Random())
     if version < 3:
         _migrate_v2_to_v3(file_entries)
     return True
+
+
+def _version(header: dict | None) -> float:
+    """``header?.version ?? 1`` as a number (what Pi's ``<``/``>=`` compare)."""
+    raw_version = None if header is None else header.get("version")
+    return 1.0 if raw_version is None else js_to_number(raw_version)
+
+
+def _needs_migration(header: dict | None) -> bool:
+    """Pi's ``version >= 3`` test, negated (a NaN version "migrates" through no step)."""
+    return not _version(header) >= CURRENT_SESSION_VERSION
 
 
 def _migrate_v1_to_v2(entries: list[dict], rng: random.Random) -> None:
@@ -291,12 +318,15 @@ def load_session(
 ) -> Session:
     """Load a Pi session file (any version) into a :class:`Session`; the file is never written.
 
-    ``rng`` / ``seed`` make the ids given to v1 entries (and later :meth:`Session.new_id`)
-    reproducible.
+    v1 entries have no ids; they get 8-hex ids as Pi gives them, drawn from ``rng`` / ``seed``
+    when given, else derived from the file's bytes, so the same file gets the same ids on
+    every load. ``rng`` / ``seed`` also make :meth:`Session.new_id` reproducible.
     """
     file = os.fspath(path)
+    migration_rng = rng
     if rng is None:
         rng = random.Random(seed) if seed is not None else random.Random()
+        migration_rng = rng if seed is not None else None
     warnings: list[SessionWarning] = []
     sink = _WarningSink(file, warnings)
     parsed: list[Any] = []
@@ -350,7 +380,10 @@ def load_session(
             f"(needs type \"session\" and a string id; it {what})"
         )
 
-    migrate_to_current_version(parsed, rng)
+    if migration_rng is None and _needs_migration(header):
+        with open(file, "rb") as f:
+            migration_rng = random.Random(hashlib.file_digest(f, "sha256").digest())
+    migrate_to_current_version(parsed, migration_rng or rng)
 
     entries: list[dict] = []
     entry_lines: list[int | None] = []
@@ -495,33 +528,46 @@ class Session:
                 message = get("message")
                 if message.__class__ is not dict:
                     sink.add("no_message", line, "message entry without a message object", eid)
-                elif message.get("content") is None and (role := message.get("role")).__class__ is str and (
-                    role in with_content
-                ):
-                    sink.add("no_content", line, f"{role} message with null or missing content", eid)
-            elif etype == "compaction":
+                else:
+                    content = message.get("content")
+                    role = message.get("role")
+                    if content.__class__ is not str and content.__class__ is not list and (
+                        role.__class__ is str and role in with_content
+                    ):
+                        if content is None:
+                            sink.add("no_content", line, f"{role} message with null or missing content", eid)
+                        else:
+                            sink.add("content_type", line, f"{role} message content has type {_json_type(content)}, "
+                                     "not string or list (Pi's code throws on it)", eid)
+                    usage = message.get("usage")
+                    if usage.__class__ is dict:
+                        for key in _USAGE_FIELDS:
+                            value = usage.get(key)
+                            if value is not None and (value.__class__ is bool or not isinstance(value, (int, float))):
+                                sink.add("usage_type", line, f"usage field {key!r} has type {_json_type(value)}, not "
+                                         "number (pimem reads this usage as unknown)", eid)
+                                break
+            elif etype == "compaction" or etype == "branch_summary":
+                if get("summary").__class__ is not str:
+                    sink.add("summary_type", line, f"{etype} summary has type {_json_type(get('summary'))}, not "
+                             "string (Pi's code throws on it)", eid)
+            if etype == "compaction":
                 kept = get("firstKeptEntryId")
                 if not (kept.__class__ is str and kept in by_id):
                     sink.add(
                         "kept_missing", line,
                         f"compaction's firstKeptEntryId {kept!r} is not in the file", eid,
                     )
-            elif etype.__class__ is not str or etype not in known:
+            elif etype != "branch_summary" and (etype.__class__ is not str or etype not in known):
                 sink.add("unknown_type", line, f"unknown entry type {etype!r} (kept as is)", eid)
         # Every parent earlier in the file and no repeated id: parent links only go back, no cycle.
         cycles = self._find_cycles() if (forward or duplicates) else []
+        line_of = {id(e): line for e, line in zip(self.entries, self._lines)} if cycles else {}
         for cycle in cycles:
             ids = " -> ".join(cycle)
             first = cycle[0]
             self._warned_cycles.update(cycle)
-            sink.add("cycle", self._line_of(first), f"parentId cycle: {ids} -> {first}", first)
-
-    def _line_of(self, entry_id: str) -> int | None:
-        entry = self._by_id.get(entry_id)
-        for e, line in zip(self.entries, self._lines):
-            if e is entry:
-                return line
-        return None
+            sink.add("cycle", line_of.get(id(by_id[first])), f"parentId cycle: {ids} -> {first}", first)
 
     def _find_cycles(self) -> list[list[str]]:
         """Every parent cycle among indexed entries, each once (linear time)."""
@@ -1109,8 +1155,17 @@ def _entries_and_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
         leaf = getattr(source, "leaf_id", None)
         return entries, source.get_entry, (NULL_LEAF if leaf is None else leaf)
     entries = source
-    index = {e.get("id"): e for e in entries}  # the last entry with an id wins, as in Pi's Map
+    # the last entry with an id wins, as in Pi's Map (an object id is never found by a parsed key)
+    index = {e.get("id"): e for e in entries if e.get("id").__class__ not in (dict, list)}
     return entries, index.get, None
+
+
+def _lookup_any(lookup: Any, key: Any) -> dict | None:
+    """``lookup(key)`` for a parentId that is not a string: an object or array finds nothing."""
+    try:
+        return lookup(key)
+    except TypeError:
+        return None
 
 
 def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
@@ -1142,7 +1197,7 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
                 break
         elif not js_truthy(parent):
             break
-        current = lookup(parent)
+        current = lookup(parent) if parent.__class__ is str else _lookup_any(lookup, parent)
         if current is None:
             break
         steps_left -= 1
@@ -1163,7 +1218,7 @@ def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
         parent = current.get("parentId")
         if not js_truthy(parent):
             break
-        current = lookup(parent)
+        current = _lookup_any(lookup, parent)
         if current is None or id(current) in seen:
             break
         seen.add(id(current))

@@ -72,6 +72,7 @@ from typing import Any
 import pandas as pd
 
 from pimem.errors import ConfigurationError
+from pimem.text import frame
 
 FACT_KINDS: tuple[str, ...] = ("path", "identifier", "error", "command", "number", "constraint", "decision")
 
@@ -448,7 +449,7 @@ def summary_facts(text: str, kinds: Sequence[str] = ("path", "identifier", "numb
 def facts_frame(facts: Sequence[Fact]) -> pd.DataFrame:
     """Facts as a DataFrame: kind, value, entry_id, position, offset, role, source, surface."""
     cols = ["kind", "value", "entry_id", "position", "offset", "role", "source", "surface"]
-    return pd.DataFrame([asdict(f) for f in facts], columns=cols)
+    return frame([asdict(f) for f in facts], columns=cols)
 
 
 # --------------------------------------------------------------------------- presence

@@ -30,6 +30,7 @@ import pandas as pd
 from pimem.drift.chat import JudgeError, ask, require_chat_model
 from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, _numbers_in_text, fact_present, fold, normalize_path
 from pimem.errors import ConfigurationError, PimemError
+from pimem.text import frame
 
 __all__ = ["LABEL_FIELDS", "LabelFormatError", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
@@ -76,7 +77,7 @@ def load_labels(path: str | os.PathLike[str]) -> pd.DataFrame:
             rows.append(row)
     if not rows:
         raise LabelFormatError(f"{path}: no labelled facts")
-    return pd.DataFrame(rows)
+    return frame(rows)
 
 
 def label_fact(row: Any) -> Fact:
@@ -171,7 +172,7 @@ class MatcherCheck:
         rows = []
         for key, group in list(df.groupby(by, sort=True)) + [("all", df)]:
             rows.append({by: key, **precision_recall(list(group[truth].astype(bool)), list(group[column].astype(bool)))})
-        return pd.DataFrame(rows)
+        return frame(rows)
 
     def used_later_table(self, by: str = "kind") -> pd.DataFrame:
         """The automatic used-later test against the reader's ``used_later``."""
@@ -180,7 +181,7 @@ class MatcherCheck:
         for key, group in list(df.groupby(by, sort=True)) + [("all", df)]:
             rows.append({by: key, **precision_recall(list(group["label_used_later"].astype(bool)),
                                                      list(group["auto_used_later"].astype(bool)))})
-        return pd.DataFrame(rows)
+        return frame(rows)
 
     @property
     def errors(self) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, ne
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
 from pimem.drift.sections import section_items, summarizer_text
 from pimem.errors import ConfigurationError
+from pimem.text import frame
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
            "measure_docs"]
@@ -122,7 +123,7 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
 
 def measure_docs() -> pd.DataFrame:
     """:data:`MEASURES` as a table: measure, group, measures, rewards, gamed_by."""
-    return pd.DataFrame([{"measure": k, "group": g, "measures": what, "rewards": rew, "gamed_by": gam}
+    return frame([{"measure": k, "group": g, "measures": what, "rewards": rew, "gamed_by": gam}
                          for k, (g, what, rew, gam) in MEASURES.items()])
 
 
@@ -217,7 +218,7 @@ class Comparison:
     def table(self) -> pd.DataFrame:
         cols = [c for c in MEASURES if c in self.per_compaction.columns]
         if self.per_compaction.empty:
-            return pd.DataFrame(index=cols, columns=self.sources, dtype=float)
+            return frame(index=cols, columns=self.sources, dtype=float)
         means = self.per_compaction.groupby("source", sort=False)[cols].mean(numeric_only=True)
         return means.T.reindex(columns=self.sources)
 
@@ -235,7 +236,7 @@ class Comparison:
                     rows.append({"source": source, "compaction": rec.index, "class": n.cls, "kind": n.fact.kind,
                                  "value": n.fact.value, "used_at": n.used_at, "how": n.how,
                                  "present": bool(index is not None and fact_present(n.fact, index))})
-        return pd.DataFrame(rows, columns=["source", "compaction", "class", "kind", "value", "used_at", "how",
+        return frame(rows, columns=["source", "compaction", "class", "kind", "value", "used_at", "how",
                                            "present"])
 
 
@@ -333,7 +334,7 @@ def compare_sources(
             rows.append(row)
     for rec in reference:
         notes.extend(f"compaction {rec.index}: {n}" for n in rec.notes)
-    return Comparison(pd.DataFrame(rows), summaries, records_by, needed_by, notes, summarizers)
+    return Comparison(frame(rows), summaries, records_by, needed_by, notes, summarizers)
 
 
 def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -> pd.DataFrame:
@@ -353,7 +354,7 @@ def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -
                 continue
             written = summarizer_text(stored)
             full = [fact_present(n.fact, SummaryIndex(written)) for n in needed]
-            units = written.encode("utf-16-le")
+            units = written.encode("utf-16-le", "surrogatepass")
             for b in budgets:
                 if b * 8 >= len(units):
                     present, tokens = full, _tokens(written)
@@ -365,4 +366,4 @@ def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -
                     tokens = _tokens(prefix)
                 rows.append({"source": source, "compaction": rec.index, "budget": int(b),
                              "tokens": tokens, "needed_recall": weighted_recall(needed, present)})
-    return pd.DataFrame(rows, columns=["source", "compaction", "budget", "tokens", "needed_recall"])
+    return frame(rows, columns=["source", "compaction", "budget", "tokens", "needed_recall"])

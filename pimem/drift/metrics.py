@@ -92,6 +92,7 @@ from pimem.drift.facts import (
 from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary, summarizer_text
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
+from pimem.text import frame
 
 
 _CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
@@ -415,14 +416,14 @@ def drift_report(
             )
         notes.extend(f"compaction {span.index}: {n}" for n in span.notes + summ.notes)
         rows.append(row)
-    report = pd.DataFrame(rows) if rows else pd.DataFrame(columns=_report_columns())
-    report.attrs["facts"] = pd.DataFrame(
+    report = frame(rows) if rows else frame(columns=_report_columns())
+    report.attrs["facts"] = frame(
         fact_rows, columns=["key", "kind", "value", "surface", "entry_id", "role", "source", "introduced_at"]
     )
-    report.attrs["presence"] = pd.DataFrame(
+    report.attrs["presence"] = frame(
         presence_rows, columns=["key", "kind", "compaction", "introduced_at", "age", "present", "in_span"]
     )
-    report.attrs["sections"] = pd.DataFrame(
+    report.attrs["sections"] = frame(
         section_rows,
         columns=["compaction", "section", "present", "present_prev", "tokens", "jaccard_prev", "cosine_prev"],
     )
@@ -456,7 +457,7 @@ def lost_facts(report: pd.DataFrame) -> pd.DataFrame:
     """Facts held by one summary and dropped by the next: key, kind, lost_at (compaction)."""
     p = _presence(report)
     if p.empty:
-        return pd.DataFrame(columns=["key", "kind", "lost_at"])
+        return frame(columns=["key", "kind", "lost_at"])
     wide = p.pivot_table(index=["key", "kind"], columns="compaction", values="present", aggfunc="first")
     wide = wide.reindex(columns=sorted(wide.columns))
     # cells are bool, numpy bool or NaN (fact not yet seen): held = exactly True, dropped = exactly False
@@ -465,7 +466,7 @@ def lost_facts(report: pd.DataFrame) -> pd.DataFrame:
     dropped = np.vectorize(lambda v: v is False or v is np.False_, otypes=[bool])(cells)
     rows, cols = np.nonzero(held[:, :-1] & dropped[:, 1:])
     index = wide.index
-    return pd.DataFrame({"key": index.get_level_values("key")[rows], "kind": index.get_level_values("kind")[rows],
+    return frame({"key": index.get_level_values("key")[rows], "kind": index.get_level_values("kind")[rows],
                          "lost_at": np.asarray(wide.columns)[cols + 1]}, columns=["key", "kind", "lost_at"])
 
 
@@ -486,7 +487,7 @@ def retention_by_age(
     p = _presence(report).copy()
     cols = ["age"] + (["kind"] if by_kind else [])
     if p.empty:
-        return pd.DataFrame(columns=cols + ["n", "n_present", "retention"])
+        return frame(columns=cols + ["n", "n_present", "retention"])
     if given_captured:
         captured = set(p[(p["age"] == 0) & p["present"]]["key"])
         p = p[p["key"].isin(captured)]
@@ -510,7 +511,7 @@ def survival_curves(report: pd.DataFrame, *, exclude_rementioned: bool = False) 
         p = p[(p["age"] == 0) | ~p["in_span"]]
     rows = []
     if p.empty:
-        return pd.DataFrame(columns=["kind", "age", "at_risk", "survived", "survival"])
+        return frame(columns=["kind", "age", "at_risk", "survived", "survival"])
     captured = set(p[(p["age"] == 0) & p["present"]]["key"])
     p = p[p["key"].isin(captured)].sort_values(["key", "age"])
     series = {key: (kind, dict(zip(g["age"], g["present"]))) for (key, kind), g in p.groupby(["key", "kind"])}
@@ -528,7 +529,7 @@ def survival_curves(report: pd.DataFrame, *, exclude_rementioned: bool = False) 
             survived = sum(bool(o[age]) for o in at_risk)
             surv *= survived / len(at_risk)
             rows.append({"kind": kind, "age": age, "at_risk": len(at_risk), "survived": survived, "survival": surv})
-    return pd.DataFrame(rows, columns=["kind", "age", "at_risk", "survived", "survival"])
+    return frame(rows, columns=["kind", "age", "at_risk", "survived", "survival"])
 
 
 def section_similarity(report: pd.DataFrame) -> pd.DataFrame:

@@ -56,6 +56,7 @@ from pimem.drift.facts import Fact, SummaryIndex, fact_present
 from pimem.drift.needed import NeededFact, needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records, message_text
 from pimem.drift.sections import summarizer_text
+from pimem.text import frame
 
 __all__ = ["PROBE_TYPES", "PROBE_DIMENSIONS", "Probe", "generate_probes", "probe_eval", "probe_report",
            "ANSWER_SYSTEM_PROMPT", "JUDGE_SYSTEM_PROMPT", "QUESTION_SYSTEM_PROMPT", "PROBE_SYSTEM_PROMPT"]
@@ -375,13 +376,13 @@ def probe_eval(
             rows.append(row)
     cols = ["source", "compaction", "probe_type", "question", "reference", "answer", *PROBE_DIMENSIONS, "score",
             "summary_coverage", "generated_by", "error"]
-    return pd.DataFrame(rows, columns=cols)
+    return frame(rows, columns=cols)
 
 
 def probe_report(probes: pd.DataFrame) -> pd.DataFrame:
     """Mean grade per source and dimension (and overall), probes graded and failed."""
     if probes.empty:
-        return pd.DataFrame(columns=["source", *PROBE_DIMENSIONS, "score", "graded", "errors"])
+        return frame(columns=["source", *PROBE_DIMENSIONS, "score", "graded", "errors"])
     g = probes.groupby("source", sort=False)
     out = g[[*PROBE_DIMENSIONS, "score"]].mean()
     out["graded"] = g["score"].apply(lambda s: int(s.notna().sum()))

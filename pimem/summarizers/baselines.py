@@ -59,12 +59,12 @@ def _tokens(text: str) -> int:
 
 
 def _head(text: str, tokens: int) -> str:
-    units = text.encode("utf-16-le")[: max(0, tokens) * 4 * 2]
+    units = text.encode("utf-16-le", "surrogatepass")[: max(0, tokens) * 4 * 2]
     return units.decode("utf-16-le", errors="ignore")
 
 
 def _tail(text: str, tokens: int) -> str:
-    data = text.encode("utf-16-le")
+    data = text.encode("utf-16-le", "surrogatepass")
     keep = max(0, tokens) * 4 * 2
     return data[len(data) - keep :].decode("utf-16-le", errors="ignore") if keep < len(data) else text
 

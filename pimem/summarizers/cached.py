@@ -103,7 +103,7 @@ def summarizer_identity(inner: Any) -> dict[str, Any]:
 def request_key(request: SummaryRequest, identity: dict[str, Any]) -> str:
     """The cache key: sha256 of canonical JSON of the request's answer-determining fields + identity."""
     payload = _canonical({"request": request.cache_key_fields(), "summarizer": identity})
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class _NotWal(Exception):

@@ -700,7 +700,7 @@ def _fit(sections: list[_Section], trim_order: list[int], max_tokens: int | None
     text = _render(sections)
     # Even the bare template does not fit: cut as a model would at its token cap.
     budget_chars = max(0, max_tokens * 4)
-    cut = text.encode("utf-16-le")[: budget_chars * 2].decode("utf-16-le", errors="ignore")
+    cut = text.encode("utf-16-le", "surrogatepass")[: budget_chars * 2].decode("utf-16-le", errors="ignore")
     return cut, False
 
 

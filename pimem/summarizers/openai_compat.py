@@ -65,6 +65,7 @@ from typing import Any
 
 import openai
 
+from pimem._js import js_stringify
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError
 from pimem.summarizers import (
@@ -123,6 +124,24 @@ def _run_sync(coro: Any) -> Any:
     except BaseException:
         future.cancel()
         raise
+
+
+def _post_args(params: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """Arguments of ``client.post`` for a chat completion with ``params`` (as ``create`` takes them),
+    answered as a stream so that the body can be read with a size cap.
+
+    The body is the bytes Pi's client sends: ``JSON.stringify`` of the request, so text with lone
+    UTF-16 surrogates (which JSON.parse keeps in Pi's sessions) goes out as ``\\udXXX`` escapes
+    instead of failing to encode.
+    """
+    from openai._constants import RAW_RESPONSE_HEADER
+    from openai.types.chat import ChatCompletion
+
+    body = {k: v for k, v in params.items() if k != "extra_body"}
+    body.update(params.get("extra_body") or {})
+    return {"path": "/chat/completions", "cast_to": ChatCompletion,
+            "options": {"headers": {**headers, RAW_RESPONSE_HEADER: "stream"}},
+            "content": js_stringify(body).encode("utf-8")}
 
 
 class _Secret:
@@ -449,8 +468,8 @@ class OpenAISummarizer:
         """One HTTP exchange; the body is read with a size cap and checked before it is parsed."""
         from openai.types.chat import ChatCompletion
 
-        create = client.chat.completions.with_streaming_response.create
-        async with create(**params, extra_headers=headers or None) as raw:
+        raw = await client.post(**_post_args(params, headers))
+        try:
             content_type = raw.headers.get("content-type", "")
             chunks: list[bytes] = []
             size = 0
@@ -460,6 +479,8 @@ class OpenAISummarizer:
                     raise _RefusedAnswer(f"the server's answer is longer than {self.max_response_bytes} bytes "
                                          "(a summary is a few kilobytes); refused")
                 chunks.append(chunk)
+        finally:
+            await raw.close()
         body = b"".join(chunks)
         snippet = body[:120].decode("utf-8", "replace").strip()
         if "html" in content_type.lower() or body.lstrip()[:1] == b"<":

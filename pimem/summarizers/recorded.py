@@ -131,7 +131,7 @@ class RecordedSummarizer:
         """What determines the answers: the recorded texts themselves."""
         h = hashlib.sha256()
         for r in self.records + self.branch_records:
-            h.update(f"{r.entry_id}\x00{r.history}\x00{r.turn_prefix}\x00{r.previous_key}\x00".encode())
+            h.update(f"{r.entry_id}\x00{r.history}\x00{r.turn_prefix}\x00{r.previous_key}\x00".encode("utf-8", "surrogatepass"))
         return {"class": "RecordedSummarizer", "model": "recorded", "match": self.match, "recordings": h.hexdigest()}
 
     def reset(self) -> None:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any, Iterable, Sequence
 
@@ -26,7 +27,7 @@ from pimem.core.session_manager import (
     build_session_projection,
     session_entry_to_context_messages,
 )
-from pimem.text import message_preview
+from pimem.text import frame, message_preview
 
 __all__ = [
     "STATUSES",
@@ -152,7 +153,7 @@ def projection_table(session: Any, leaf_id: str | None = None, *, preview_width:
             "tokens": _tokens(msgs or [], cache),
             "preview": entry_preview(e, preview_width),
         })
-    df = pd.DataFrame(rows, columns=["position", "entry_id", "type", "kind", "status", "in_context", "messages",
+    df = frame(rows, columns=["position", "entry_id", "type", "kind", "status", "in_context", "messages",
                                      "tokens", "preview"])
     df["status"] = pd.Categorical(df["status"], categories=list(STATUSES))
     return df
@@ -206,7 +207,7 @@ def cut_points_table(session: Any, keep_values: Sequence[int], leaf_id: str | No
             "messages_summarized": len(prep.messages_to_summarize) + len(prep.turn_prefix_messages),
             "path_length": len(path),
         })
-    return pd.DataFrame(rows, columns=["keep_recent_tokens", "first_kept_entry_id", "first_kept_index", "tokens_kept",
+    return frame(rows, columns=["keep_recent_tokens", "first_kept_entry_id", "first_kept_index", "tokens_kept",
                                        "tokens_summarized", "split_turn", "messages_summarized", "path_length"])
 
 
@@ -265,7 +266,7 @@ def estimate_vs_usage_table(session: Any, leaf_id: str | None = None) -> pd.Data
             "recorded_tokens": recorded,
             "ratio": recorded / estimated if estimated else float("nan"),
         })
-    return pd.DataFrame(rows, columns=["position", "entry_id", "timestamp", "model", "estimated_tokens",
+    return frame(rows, columns=["position", "entry_id", "timestamp", "model", "estimated_tokens",
                                        "recorded_tokens", "ratio"])
 
 
@@ -280,13 +281,13 @@ def tree_layout(session: Any) -> pd.DataFrame:
     ``active``, ``chain``, ``label``, ``order`` (file order).
     """
     entries = list(session.entries)
-    by_id = {e.get("id"): e for e in entries}
+    by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}  # Pi's index: the last wins
     order = {id(e): i for i, e in enumerate(entries)}
     children: dict[Any, list[dict]] = {}
     roots: list[dict] = []
     for e in entries:
         parent = e.get("parentId")
-        if parent is None or parent == e.get("id") or parent not in by_id:
+        if not isinstance(parent, str) or parent == e.get("id") or parent not in by_id:
             roots.append(e)
         else:
             children.setdefault(parent, []).append(e)
@@ -301,8 +302,16 @@ def tree_layout(session: Any) -> pd.DataFrame:
     chain_of: dict[int, int] = {}
     chains: list[tuple[int, int, bool]] = []  # (start depth, end depth, active)
     stack: list[tuple[dict, int]] = [(r, 0) for r in reversed(primary_first(roots))]
-    while stack:
+    unplaced = iter(entries)  # entries on a parent cycle hang from no root: each cycle starts a chain
+    while True:
+        if not stack:
+            start = next((e for e in unplaced if id(e) not in x), None)
+            if start is None:
+                break
+            stack.append((start, 0))
         start, depth = stack.pop()
+        if id(start) in x:
+            continue
         cid = len(chains)
         node: dict | None = start
         d = depth
@@ -310,53 +319,53 @@ def tree_layout(session: Any) -> pd.DataFrame:
         while node is not None:
             x[id(node)] = d
             chain_of[id(node)] = cid
-            kids = primary_first(children.get(node.get("id"), []))
+            eid = node.get("id")
+            below = children.get(eid, []) if eid.__class__ is str else []
+            kids = primary_first([k for k in below if id(k) not in x])
             for k in reversed(kids[1:]):
                 stack.append((k, d + 1))
             node = kids[0] if kids else None
             d += 1
         chains.append((depth, d - 1, is_active))
-    # lanes: active chain (and the first root chain) on 0, the others packed greedily
+    # lanes: active chain (and the first root chain) on 0, the others packed greedily, each on the
+    # lowest lane free over its depth range (heaps: n log n for thousands of branches)
     lane_of_chain: dict[int, int] = {}
-    lane_end: list[int] = []
     main = next((c for c, ch in enumerate(chains) if ch[2]), 0 if chains else None)
     if main is not None:
         lane_of_chain[main] = 0
-        lane_end.append(chains[main][1])
+    busy: list[tuple[int, int]] = []  # (end depth, lane) of the lanes in use
+    free: list[int] = []
+    new_lane = 1
     for cid in sorted(range(len(chains)), key=lambda c: (chains[c][0], c)):
         if cid == main:
             continue
         first_depth, end, _ = chains[cid]
         lo = first_depth - 1  # the connector from the parent occupies the column before
-        for lane in range(1, len(lane_end)):
-            if lane_end[lane] < lo:
-                lane_of_chain[cid] = lane
-                lane_end[lane] = end
-                break
+        while busy and busy[0][0] < lo:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane = heapq.heappop(free)
         else:
-            lane_of_chain[cid] = max(len(lane_end), 1)
-            while len(lane_end) <= lane_of_chain[cid]:
-                lane_end.append(-2)
-            lane_end[lane_of_chain[cid]] = end
+            lane, new_lane = new_lane, new_lane + 1
+        lane_of_chain[cid] = lane
+        heapq.heappush(busy, (end, lane))
     rows = []
     for e in entries:
         key = id(e)
-        if key not in x:  # unreachable (parent cycle): put it on its own
-            continue
         parent = e.get("parentId")
         rows.append({
-            "entry_id": e.get("id"),
-            "parent_id": parent if parent in by_id and parent != e.get("id") else None,
+            "entry_id": e.get("id") if isinstance(e.get("id"), str) else None,  # others are in no tree
+            "parent_id": parent if isinstance(parent, str) and parent in by_id and parent != e.get("id") else None,
             "x": x[key],
             "lane": lane_of_chain[chain_of[key]],
             "kind": entry_kind(e),
             "type": e.get("type"),
             "active": key in active,
             "chain": chain_of[key],
-            "label": labels.get(e.get("id")),
+            "label": labels.get(e.get("id")) if isinstance(e.get("id"), str) else None,
             "order": order[key],
         })
-    return pd.DataFrame(rows, columns=["entry_id", "parent_id", "x", "lane", "kind", "type", "active", "chain",
+    return frame(rows, columns=["entry_id", "parent_id", "x", "lane", "kind", "type", "active", "chain",
                                        "label", "order"])
 
 
@@ -372,7 +381,7 @@ def compaction_effects(result: Any) -> pd.DataFrame:
     events = result.events
     cols = ["step", "compaction_id", "reason", "est_before", "est_after", "freed", "trigger_tokens", "summary_tokens"]
     if not len(events):
-        return pd.DataFrame(columns=cols)
+        return frame(columns=cols)
     session = result.session
     cache = TokenCache()
     rows = []
@@ -396,4 +405,4 @@ def compaction_effects(result: Any) -> pd.DataFrame:
             "trigger_tokens": trigger if trigger is not None and math.isfinite(trigger) else float(before),
             "summary_tokens": ev.get("summary_tokens"),
         })
-    return pd.DataFrame(rows, columns=cols)
+    return frame(rows, columns=cols)

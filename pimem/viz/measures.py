@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+from pimem.text import frame
 
 __all__ = ["SHARE_MEASURES", "plot_measures", "plot_recall_curve"]
 
@@ -39,7 +40,7 @@ def plot_measures(table: pd.DataFrame, measures: Sequence[str] | None = None, *,
     Missing values (no fact of that class, no file block) are drawn blank with "–".
     """
     rows = [m for m in (measures or SHARE_MEASURES) if m in table.index]
-    data = table.loc[rows].astype(float) if rows else pd.DataFrame(columns=table.columns, dtype=float)
+    data = table.loc[rows].astype(float) if rows else frame(columns=table.columns, dtype=float)
     fig, ax = _figure(ax, (1.6 + 1.25 * max(1, len(table.columns)), 0.9 + 0.42 * max(1, len(rows))))
     values = data.to_numpy() if len(rows) else np.zeros((0, len(table.columns)))
     masked = np.ma.masked_invalid(values)

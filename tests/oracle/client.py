@@ -205,7 +205,13 @@ class Oracle:
             )
             if proc.returncode != 0 or not res_path.exists():
                 raise OracleError(f"oracle driver failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-            results = json.loads(res_path.read_text(encoding="utf-8"))["results"]
+            text = res_path.read_text(encoding="utf-8")
+            try:
+                results = json.loads(text)["results"]
+            except RecursionError:  # a result nested deeper than the recursive parser goes
+                from pimem._js import loads_deep
+
+                results = loads_deep(text)["results"]
         self.batches_run += 1
         self.requests_run += len(requests)
         out = []

@@ -257,7 +257,9 @@ def calculate_context_tokens(usage: dict) -> Any:
     """``calculateContextTokens``: ``totalTokens`` or input+output+cacheRead+cacheWrite."""
     total = usage.get("totalTokens")
     if js_truthy(total):
-        return total
+        # A string would make JavaScript concatenate text ("15" + 0 is "150"): read as no number
+        # (the loader records a warning for such usage fields).
+        return total if type(total) in (int, float) else float("nan")
     parts: list[Any] = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
     if any(type(p) not in (int, float) for p in parts):
         return float("nan")  # undefined + number is NaN in JavaScript
