@@ -171,7 +171,7 @@ EVENT_COLUMNS = [
     "should_compact", "fired", "will_retry", "note", "compaction_id", "first_kept_entry_id",
     "messages_summarized", "turn_prefix_messages", "split_turn", "tokens_before", "tokens_after",
     "summary_tokens", "request_tokens", "response_tokens", "summary_calls", "latency_s", "error",
-    "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before",
+    "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before", "context_edits",
 ]
 
 
@@ -196,6 +196,7 @@ class ReplayResult:
     calibration: Calibration = field(repr=False, default_factory=Calibration)
     floored_calls: int = 0
     warnings: list[str] = field(repr=False, default_factory=list)
+    strategy: str = "pi-0.87.1"
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
     _orphans: Any = field(repr=False, default=None)
 
@@ -225,6 +226,7 @@ class ReplayResult:
             "assistant_calls": int(len(self.calls)),
             "checks": int(len(checks)),
             "compactions": int(len(comp)),
+            "context_edits": int(ev["context_edits"].fillna(0).sum()) if len(ev) else 0,
             "threshold_compactions": int(by_reason.get("threshold", 0)),
             "overflow_compactions": int(by_reason.get("overflow", 0)),
             "manual_compactions": int(by_reason.get("manual", 0)),
@@ -249,6 +251,7 @@ class ReplayResult:
             "orphan_reference_rate": orphan_rate(self.orphan_references()),
             "token_source": self.token_source,
             "triggers": self.triggers,
+            "strategy": self.strategy,
             "warnings": "; ".join(self.warnings) or None,
         }
 
@@ -404,7 +407,9 @@ def check_settings(settings: Any, context_window: int | float | None) -> list[st
 
 class _Replayer:
     def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
-                 triggers, hooks, seed, stop_on_error, progress):
+                 triggers, hooks, seed, stop_on_error, progress, strategy=None):
+        from pimem.strategies.base import get_strategy
+
         if token_source not in TOKEN_SOURCES:
             raise ConfigurationError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
         if triggers not in TRIGGERS:
@@ -419,6 +424,8 @@ class _Replayer:
         self.token_source = token_source
         self.triggers = triggers
         self.hooks = hooks
+        self.strategy = get_strategy(strategy)
+        self.turn = 0
         self.stop_on_error = stop_on_error
         self.progress = progress
         self.path = original.get_branch(leaf_id)
@@ -511,12 +518,19 @@ class _Replayer:
             return float("nan")
         return tokens
 
-    def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
-        from pimem.core.compaction.compaction import should_compact
+    def check_point(self, check: str, reason: str, tokens: float, will_retry: bool = False) -> Any:
+        from pimem.strategies.base import CheckPoint
 
+        window = self.model_info().context_window
+        return CheckPoint(check=check, reason=reason, tokens=tokens, context_window=window,
+                          threshold=window - self.settings.reserve_tokens, settings=self.settings,
+                          tracker=self.rep, will_retry=will_retry)
+
+    def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
         tokens = self.known_tokens(tokens, "check")
         window = self.model_info().context_window
-        decision = bool(note is None and window > 0 and should_compact(tokens, window, self.settings))
+        decision = bool(note is None and window > 0
+                        and self.strategy.should_compact(self.check_point(check, "threshold", tokens)))
         return self._row(kind="check", check=check, reason="threshold", context_tokens=tokens,
                          threshold=window - self.settings.reserve_tokens, context_window=window,
                          should_compact=decision, fired=False, note=note)
@@ -558,10 +572,11 @@ class _Replayer:
         elif same_model and message.get("stopReason") == "error" and is_context_overflow(message):
             overflow = True
         if overflow:
+            decision = self.strategy.should_compact(self.check_point(check, "overflow", _input_tokens(message)))
             row = self._row(kind="check", check=check, reason="overflow", context_tokens=_input_tokens(message),
                             threshold=window - self.settings.reserve_tokens, context_window=window,
-                            should_compact=True, fired=False)
-            if self.acting():
+                            should_compact=bool(decision), fired=False)
+            if self.acting() and decision:
                 row["fired"] = self.run_compaction("overflow", False, check)
             return
         if self.token_source == "chars":
@@ -594,10 +609,11 @@ class _Replayer:
             return
         tokens = self.call_tokens(message)
         if tokens > window:
+            decision = self.strategy.should_compact(self.check_point("before_call", "overflow", tokens, True))
             row = self._row(kind="check", check="before_call", reason="overflow", context_tokens=tokens,
                             threshold=window - self.settings.reserve_tokens, context_window=window,
-                            should_compact=True, fired=False, will_retry=True)
-            if not self.acting():
+                            should_compact=bool(decision), fired=False, will_retry=True)
+            if not self.acting() or not decision:
                 return
             if self.overflow_attempted:
                 row["note"] = "overflow recovery already attempted in this run"
@@ -647,7 +663,7 @@ class _Replayer:
                       threshold=info.context_window - self.settings.reserve_tokens)
         # The tracker holds the replayed branch: its preparation and system message spare
         # run_compaction two walks of the branch.
-        preparation = self.rep.prepare(self.settings)
+        preparation = self.strategy.prepare(self.rep, self.settings)
         if reason != "manual" and preparation is None:
             # Pi's automatic compaction returns at once when prepareCompaction finds nothing
             # (no hook, no event).
@@ -660,7 +676,8 @@ class _Replayer:
         outcome = run_compaction(self.new, self.settings, counting, model=info, reason=reason, hooks=self.hooks,
                                  thinking_level=self.rep.projection.thinking_level, will_retry=will_retry,
                                  timestamp=anchor_ts, preparation=preparation, path_entries=list(self.rep.path),
-                                 system_message=self.rep.current_system_message())
+                                 system_message=self.rep.current_system_message(),
+                                 compactor=self.strategy.summarize)
         latency = time.perf_counter() - start
         usage_cols = dict(summary_calls=counting.calls, request_tokens=counting.request_tokens,
                           response_tokens=counting.response_tokens, latency_s=latency)
@@ -693,6 +710,25 @@ class _Replayer:
                   tokens_after=self.rep.total_estimate, summary_tokens=math.ceil(_utf16(summary) / 4),
                   from_hook=outcome.from_extension, **usage_cols, **window, **extra)
         return True
+
+    def apply_context_edits(self, entry: dict) -> None:
+        """Append the strategy's context edits before the assistant call of ``entry``."""
+        from pimem.strategies.base import TurnView
+
+        if not self.acting():
+            return
+        edits = self.strategy.context_edits(TurnView(turn=self.turn, context_window=self.model_info().context_window,
+                                                     settings=self.settings, tracker=self.rep))
+        if not edits:
+            return
+        before = self.rep.total_estimate
+        anchor_ts = self.rep.path[-1].get("timestamp") if self.rep.path else entry.get("timestamp")
+        for edit in edits:
+            appended = self.new.append_context_edit(edit.target_id, edit.replacement, timestamp=anchor_ts)
+            self._append_replayed(appended)
+        self._row(kind="context_edit", check="turn", reason="strategy", fired=True, tokens_before=before,
+                  tokens_after=self.rep.total_estimate, context_edits=len(edits),
+                  context_window=self.model_info().context_window)
 
     # -- walk --------------------------------------------------------------------------------------
 
@@ -733,6 +769,7 @@ class _Replayer:
             message = entry.get("message") if etype == "message" else None
             role = message.get("role") if message else None
             if role == "assistant":
+                self.apply_context_edits(entry)
                 if self.last_tool_results and self.in_run:
                     self.check_next_turn()
                 self.check_before_call(message)
@@ -756,6 +793,7 @@ class _Replayer:
             self.rec.append(entry)
             self.append(entry)
             if role == "assistant":
+                self.turn += 1
                 self.last_assistant = message
                 self.last_tool_results = []
                 if message.get("stopReason") not in ("error", "length"):
@@ -776,7 +814,7 @@ class _Replayer:
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
             calibration_slope=self.slope, calibration=self.calibration, floored_calls=self.floored_calls,
-            warnings=self.warnings,
+            warnings=self.warnings, strategy=self.strategy.spec(),
         )
 
 
@@ -843,6 +881,7 @@ def replay(
     progress: bool = False,
     stop_on_error: bool = False,
     sample: int = 0,
+    strategy: Any = None,
 ) -> ReplayResult:
     """Replay the recorded path of ``session`` (a ``Session`` or a path) into a new session.
 
@@ -857,7 +896,9 @@ def replay(
     numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
     temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws. Settings that
     leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
-    (:func:`check_settings`).
+    (:func:`check_settings`). ``strategy``: the compaction strategy (a name such as
+    ``"masking:keep_turns=5"`` or a :class:`~pimem.strategies.CompactionStrategy`; default Pi
+    0.87.1, see :mod:`pimem.strategies.base`).
     """
     from pimem.core.compaction.compaction import CompactionSettings
 
@@ -875,7 +916,7 @@ def replay(
     if sample:
         summarizer = _SampledSummarizer(summarizer, sample)
     return _Replayer(original, settings, model, context_window, summarizer, leaf_id, token_source,
-                     triggers, hooks, seed, stop_on_error, progress).run()
+                     triggers, hooks, seed, stop_on_error, progress, strategy).run()
 
 
 def navigate(

@@ -275,6 +275,11 @@ class ContextTracker:
         """Whether a ``context_edit`` entry is part of the projection."""
         return bool(self._edits)
 
+    @property
+    def context_edits(self) -> dict[Any, dict]:
+        """The ``context_edit`` entries of the projection by target id (the latest per target)."""
+        return dict(self._edits)
+
     def current_system_message(self) -> dict | None:
         """``getCurrentSystemMessage(projection.messages)``."""
         return get_current_system_message(self._system) if self._system else None
