@@ -159,11 +159,13 @@ from pimem.calibration import Calibration, fit_calibration
 from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.tokenizers import TiktokenCounter
 
-__all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
+__all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "CALL_COLUMNS", "TOKEN_SOURCES",
+           "TRIGGERS"]
 
 TokenSource = Literal["estimate", "calibrated", "chars", "tiktoken"]
 Trigger = Literal["threshold", "recorded", "none"]
 TOKEN_SOURCES = ("estimate", "calibrated", "chars", "tiktoken")
+CALL_COLUMNS = ["step", "entry_id", "context_tokens", "recorded_tokens", "prefix_tokens", "output_tokens", "timestamp"]
 TRIGGERS = ("threshold", "recorded", "none")
 
 EVENT_COLUMNS = [
@@ -197,6 +199,7 @@ class ReplayResult:
     floored_calls: int = 0
     warnings: list[str] = field(repr=False, default_factory=list)
     strategy: str = "pi-0.87.1"
+    context_edit_ids: list[str] = field(repr=False, default_factory=list)
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
     _orphans: Any = field(repr=False, default=None)
 
@@ -359,6 +362,12 @@ def _input_tokens(message: dict) -> float:
     return parts[0] + parts[1] + parts[2]
 
 
+def _output_tokens(message: dict) -> float:
+    usage = message.get("usage")
+    value = usage.get("output") if isinstance(usage, dict) else None
+    return value if type(value) in (int, float) else 0
+
+
 def _has_tool_calls(message: dict) -> bool:
     content = message.get("content")
     return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content)
@@ -426,6 +435,7 @@ class _Replayer:
         self.hooks = hooks
         self.strategy = get_strategy(strategy)
         self.turn = 0
+        self.edit_ids: list[str] = []
         self.stop_on_error = stop_on_error
         self.progress = progress
         self.path = original.get_branch(leaf_id)
@@ -453,6 +463,7 @@ class _Replayer:
         self._models: dict[Any, Any] = {}
         self.step = 0
         self._checked_windows: set[Any] = set()
+        self._prev_request: tuple[list[dict] | None, float] = (None, 0.0)
         if context_window is not None or model is not None:
             self.model_info()
 
@@ -646,6 +657,29 @@ class _Replayer:
         return self.calibration.simulate(_input_tokens(message), self.rec.usage_free_estimate(),
                                          self.rep.usage_free_estimate())
 
+    def cached_prefix(self, tokens: float) -> float:
+        """The tokens of this request that repeat the previous request's prefix (a prompt cache can
+        read them): system prompt and tools (the calibration's overhead) plus the leading projected
+        messages both requests share, converted to the request's units by its own rate. A
+        compaction or a context edit changes the projected messages from its position on, so the
+        prefix stops there. Capped by both requests' sizes; 0 for the first request."""
+        messages = self.rep.projection.messages
+        prev, prev_tokens = self._prev_request
+        self._prev_request = (list(messages), tokens)
+        if prev is None or not (tokens == tokens) or not (prev_tokens == prev_tokens):
+            return 0.0
+        est = self.rep.cache.estimate
+        shared = 0
+        for a, b in zip(prev, messages):
+            if a is not b and a != b:
+                break
+            shared += est(a)
+        overhead = self.calibration.overhead if self.token_source == "calibrated" else 0.0
+        total = self.rep.total_estimate
+        variable = max(tokens - overhead, 0.0)
+        prefix = min(overhead, tokens) + (variable * shared / total if total else 0.0)
+        return float(min(prefix, tokens, prev_tokens))
+
     # -- compaction --------------------------------------------------------------------------------
 
     def run_compaction(self, reason: str, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
@@ -726,6 +760,7 @@ class _Replayer:
         for edit in edits:
             appended = self.new.append_context_edit(edit.target_id, edit.replacement, timestamp=anchor_ts)
             self._append_replayed(appended)
+            self.edit_ids.append(appended["id"])
         self._row(kind="context_edit", check="turn", reason="strategy", fired=True, tokens_before=before,
                   tokens_after=self.rep.total_estimate, context_edits=len(edits),
                   context_window=self.model_info().context_window)
@@ -778,9 +813,12 @@ class _Replayer:
                     self.floored_calls += floored
                     self.simulated_input[id(message)] = simulated_input
                     self.simulated[id(message)] = _usage_tokens(message) - _input_tokens(message) + simulated_input
-                self.calls.append({"step": i, "entry_id": entry.get("id"),
-                                   "context_tokens": self.known_tokens(self.call_tokens(message), "call"),
-                                   "recorded_tokens": _input_tokens(message)})
+                tokens = self.known_tokens(self.call_tokens(message), "call")
+                self.calls.append({"step": i, "entry_id": entry.get("id"), "context_tokens": tokens,
+                                   "recorded_tokens": _input_tokens(message),
+                                   "prefix_tokens": self.cached_prefix(tokens),
+                                   "output_tokens": _output_tokens(message),
+                                   "timestamp": _ts_ms(message.get("timestamp", entry.get("timestamp")))})
             elif role == "user":
                 if self.in_run and self.last_tool_results:
                     self.check_next_turn()  # a steering message inside the run
@@ -808,13 +846,13 @@ class _Replayer:
                 self.last_tool_results.append(message)
             self.leaf_at.append(self.new.leaf_id)
         events = pd.DataFrame(self.events, columns=EVENT_COLUMNS)
-        calls = pd.DataFrame(self.calls, columns=["step", "entry_id", "context_tokens", "recorded_tokens"])
+        calls = pd.DataFrame(self.calls, columns=CALL_COLUMNS)
         return ReplayResult(
             session=self.new, events=events, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
             calibration_slope=self.slope, calibration=self.calibration, floored_calls=self.floored_calls,
-            warnings=self.warnings, strategy=self.strategy.spec(),
+            warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,
         )
 
 
