@@ -28,7 +28,8 @@ A ``summarizer`` axis replaces the sweep's ``summarizer`` argument for its runs.
 Every run row carries the replay's :meth:`~pimem.agent_loop.ReplayResult.summary`, its drift
 measures (needed-later recall of its summaries, what masking removed; see
 :mod:`pimem.strategies.measures`) and its cache-aware cost (:mod:`pimem.cost`; ``prices`` overrides
-the price table, ``cost_model`` the priced model). ``measures=False`` leaves drift and cost out.
+the price table, ``cost_model`` the priced model). ``measures="cost"`` leaves the drift measures out,
+``measures=False`` both.
 
 Parallelism: ``concurrent.futures.ProcessPoolExecutor`` (``workers`` processes; 1 runs in this
 process), or a Dask cluster when ``client`` is a ``dask.distributed.Client`` (one task per run).
@@ -368,7 +369,7 @@ def sweep(
     progress: bool = True,
     results_path: str | os.PathLike | None = None,
     client: Any = None,
-    measures: bool = True,
+    measures: bool | str = True,
     prices: Mapping[str, Any] | None = None,
     cost_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
@@ -390,8 +391,8 @@ def sweep(
         from pimem.cost import _as_price
 
         measure_options = {"prices": {k: _as_price(v) for k, v in (prices or {}).items()} or None,
-                           "cost_model": cost_model, "cache_ttl_s": cache_ttl_s}
-        if prices or cost_model or cache_ttl_s != 300.0:
+                           "cost_model": cost_model, "cache_ttl_s": cache_ttl_s, "drift": measures != "cost"}
+        if prices or cost_model or cache_ttl_s != 300.0 or measures == "cost":
             ident = {"summarizer": ident, "measures": measure_options}
     cache_path = str(cache) if isinstance(cache, (str, os.PathLike)) else cache
     tasks: list[dict[str, Any]] = []
@@ -410,7 +411,8 @@ def sweep(
     todo = []
     for t in tasks:
         prev = done.get(t["run_hash"])
-        if prev is not None and measures and "cost_total" not in prev:
+        if prev is not None and measures and ("cost_total" not in prev or (
+                measures != "cost" and "needed_recall" not in prev)):
             prev = None  # logged without measures: run again to add them
         if prev is not None:
             prev = dict(prev)
