@@ -43,6 +43,12 @@ errored or was aborted) ends a run; the next ``user`` message is a new prompt. A
 message that Pi delivered inside the same run looks the same in the file, so it is treated as a
 new prompt (Pi checks at ``next_turn`` there instead; both checks happen at the same place).
 
+Compaction strategies
+---------------------
+What happens at the check points is the strategy's (``strategy=``, :mod:`pimem.strategies.base`):
+whether a check compacts, what the compaction summarizes and how, and which ``context_edit`` entries
+to write before each assistant call. The default, ``"pi-0.87.1"``, is everything above exactly.
+
 The replayed session
 --------------------
 A new session (new header id from ``seed``, the recording's header timestamp and cwd). Every

@@ -17,7 +17,8 @@
 ``context_needed_recall``
     Needed-later recall pooled over every reduction of the context: each compaction counts by
     its needed facts at its recall, every masked needed fact counts as lost. Comparable across
-    summaries, masking and hybrids.
+    summaries, masking and hybrids. A fact masked and later in a summarized span is counted at
+    both (the summary of a masked context cannot hold it either).
 cost columns
     :func:`pimem.cost.replay_cost` (cache-aware, per model).
 """
