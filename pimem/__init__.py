@@ -106,6 +106,16 @@ _EXPORTS: dict[str, str] = {
     "token_source_bands": "pimem.uncertainty",
     "bootstrap_ci": "pimem.uncertainty",
     "paired_difference": "pimem.uncertainty",
+    # strategies and cost
+    "CompactionStrategy": "pimem.strategies.base",
+    "get_strategy": "pimem.strategies.base",
+    "strategy_names": "pimem.strategies.base",
+    "register_strategy": "pimem.strategies.base",
+    "PromptTemplates": "pimem.core.compaction.compaction",
+    "run_measures": "pimem.strategies.measures",
+    "replay_cost": "pimem.cost",
+    "Price": "pimem.cost",
+    "PRICES": "pimem.cost",
     # samples
     "sample_dir": "pimem.samples",
     "sample_session_paths": "pimem.samples",

@@ -26,7 +26,8 @@ from jupyter_client.manager import AsyncKernelManager  # noqa: E402
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-EXPECTED = ["01-loading", "02-how-pi-builds-context", "03-replay-sweep", "04-summary-drift", "05-branches"]
+EXPECTED = ["01-loading", "02-how-pi-builds-context", "03-replay-sweep", "04-summary-drift", "05-branches",
+            "06-strategies"]
 KERNEL_NAME = "pimem-test-python"
 TIMEOUT_S = 300
 
