@@ -22,7 +22,7 @@ import json
 import math
 import re
 import time
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public, missing from the stubs
 from typing import Any, Iterable
 
 import orjson
@@ -519,6 +519,13 @@ def loads_line(text: str | bytes) -> Any:
 
 
 _WS = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_ws(text: str, i: int) -> int:
+    """The index of the first non-whitespace character at or after ``i``."""
+    return _WS.match(text, i).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+
+
 _NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
 
@@ -527,23 +534,23 @@ def _key_at(text: str, i: int) -> tuple[str, int]:
     if not text.startswith('"', i):
         raise ValueError(f"expected a property name at position {i}")
     key, i = scanstring(text, i + 1, True)
-    i = _WS.match(text, i).end()
+    i = _skip_ws(text, i)
     if not text.startswith(":", i):
         raise ValueError(f"expected ':' at position {i}")
-    return key, _WS.match(text, i + 1).end()
+    return key, _skip_ws(text, i + 1)
 
 
 def loads_deep(text: str) -> Any:
     """``JSON.parse`` without recursion: any nesting depth (slower than :func:`loads_line`)."""
-    ws = _WS.match
+    ws = _skip_ws
     stack: list[Any] = []  # the open arrays and objects, outermost first
     keys: list[Any] = []  # for each open object, the key its next value goes to
     n = len(text)
-    i = ws(text, 0).end()
+    i = ws(text, 0)
     while True:
         c = text[i] if i < n else ""
         if c == "{" or c == "[":
-            i = ws(text, i + 1).end()
+            i = ws(text, i + 1)
             if text.startswith("}" if c == "{" else "]", i):
                 value: Any = {} if c == "{" else []
                 i += 1
@@ -572,7 +579,7 @@ def loads_deep(text: str) -> Any:
             value = float(m.group()) if frac or exp else _parse_int(integer)
             i = m.end()
         while True:  # hand the value to its container; close the containers that end here
-            i = ws(text, i).end()
+            i = ws(text, i)
             if not stack:
                 if i != n:
                     raise ValueError(f"unexpected data after the JSON value at position {i}")
@@ -584,7 +591,7 @@ def loads_deep(text: str) -> Any:
             else:
                 top[keys[-1]] = value
             if text.startswith(",", i):
-                i = ws(text, i + 1).end()
+                i = ws(text, i + 1)
                 if not is_list:
                     keys[-1], i = _key_at(text, i)
                 break

@@ -143,7 +143,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 import pandas as pd
 
@@ -165,6 +165,9 @@ from pimem.calibration import Calibration, fit_calibration
 from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.tokenizers import TiktokenCounter
 from pimem.text import frame
+
+if TYPE_CHECKING:
+    from pimem.core.agent_session import CompactionReason
 
 __all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "CALL_COLUMNS", "TOKEN_SOURCES",
            "TRIGGERS"]
@@ -372,7 +375,7 @@ def _input_tokens(message: dict) -> float:
 def _output_tokens(message: dict) -> float:
     usage = message.get("usage")
     value = usage.get("output") if isinstance(usage, dict) else None
-    return value if type(value) in (int, float) else 0
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 def _has_tool_calls(message: dict) -> bool:
@@ -399,8 +402,8 @@ def check_settings(settings: Any, context_window: int | float | None) -> list[st
     at least a threshold's worth, so the next check compacts again or finds nothing to compact).
     A window of ``None`` or 0 (unknown) is not checked against.
     """
-    reserve = getattr(settings, "reserve_tokens", None)
-    keep = getattr(settings, "keep_recent_tokens", None)
+    reserve: Any = getattr(settings, "reserve_tokens", None)
+    keep: Any = getattr(settings, "keep_recent_tokens", None)
     for name, value in (("reserve_tokens", reserve), ("keep_recent_tokens", keep)):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
             raise ConfigurationError(f"{name} must be a non-negative number, not {value!r}")
@@ -512,7 +515,7 @@ class _Replayer:
     # -- events ------------------------------------------------------------------------------------
 
     def _row(self, **values: Any) -> dict:
-        row = {c: None for c in EVENT_COLUMNS}
+        row: dict[str, Any] = {c: None for c in EVENT_COLUMNS}
         row["step"] = self.step
         row["entry_id"] = self.path[self.step].get("id") if self.step < len(self.path) else None
         row["leaf_id"] = self.new.leaf_id
@@ -689,7 +692,7 @@ class _Replayer:
 
     # -- compaction --------------------------------------------------------------------------------
 
-    def run_compaction(self, reason: str, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
+    def run_compaction(self, reason: CompactionReason, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
         """Pi's ``_runAutoCompaction`` (``compact()`` for ``manual``) via ``pimem.core.agent_session.run_compaction``."""
         from pimem.core.agent_session import run_compaction
 
@@ -738,8 +741,8 @@ class _Replayer:
                       fired=False, will_retry=will_retry, note=outcome.status, from_hook=outcome.from_extension,
                       leaf_id=leaf, **prep_cols, **usage_cols, **window, **extra)
             return False
-        entry = outcome.entry
-        preparation = outcome.preparation
+        entry, preparation = outcome.entry, outcome.preparation
+        assert entry is not None and preparation is not None  # a compacted outcome carries both
         self._append_replayed(entry)
         self.compactions.append(entry)
         summary = entry.get("summary") or ""
@@ -808,7 +811,7 @@ class _Replayer:
                 self.rec.append(entry)
                 self.leaf_at.append(self.new.leaf_id)
                 continue
-            message = entry.get("message") if etype == "message" else None
+            message: Any = entry.get("message") if etype == "message" else None
             role = message.get("role") if message else None
             if role == "assistant":
                 self.apply_context_edits(entry)

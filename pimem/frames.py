@@ -194,7 +194,7 @@ class _Tree:
                 base += 1
                 depth[node] = base
         self.depth = depth
-        self.active: set[Any] = _StrSet(e.get("id") for e in session.get_branch())
+        self.active: frozenset[Any] = _StrSet(e.get("id") for e in session.get_branch())
 
     def is_descendant(self, entry_id: Any, ancestor_id: Any, limit: int = 100_000) -> bool:
         cur = entry_id

@@ -70,7 +70,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
         for k in keys:
             v = grid[k]
             values.append(list(v) if isinstance(v, (list, tuple, range)) else [v])
-        settings = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+        settings: list[dict[str, Any]] = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
     else:
         settings = [dict(s) for s in grid]
     for s in settings:

@@ -1252,9 +1252,10 @@ def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
         parent = current.get("parentId")
         if not js_truthy(parent):
             break
-        current = _lookup_any(lookup, parent)
-        if current is None or id(current) in seen:
+        found = _lookup_any(lookup, parent)
+        if found is None or id(found) in seen:
             break
+        current = found
         seen.add(id(current))
         path.append(current)
     path.reverse()

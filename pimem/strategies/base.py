@@ -159,7 +159,7 @@ class CompactionStrategy:
 
     def spec(self) -> str:
         """The spec string that :func:`get_strategy` turns back into this strategy (prompts aside)."""
-        defaults = type(self)().params() if dataclasses.is_dataclass(self) else {}
+        defaults: dict[str, Any] = type(self)().params() if dataclasses.is_dataclass(self) else {}
         changed = {k: v for k, v in self.params().items() if defaults.get(k, object()) != v}
         return self.name + (":" + ",".join(f"{k}={v}" for k, v in changed.items()) if changed else "")
 

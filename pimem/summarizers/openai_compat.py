@@ -266,7 +266,9 @@ class OpenAISummarizer:
         env = client_options_from_env()
         self.timeout = timeout if timeout is not None else env.get("timeout", DEFAULT_TIMEOUT)
         self.max_retries = max_retries if max_retries is not None else env.get("max_retries", DEFAULT_RETRIES)
-        self.deadline: float | None = env.get("deadline", DEFAULT_DEADLINE) if deadline == "env" else deadline
+        if isinstance(deadline, str) and deadline != "env":
+            raise ConfigurationError(f"deadline must be a number of seconds, None or 'env', not {deadline!r}")
+        self.deadline: float | None = env.get("deadline", DEFAULT_DEADLINE) if isinstance(deadline, str) else deadline
         if self.deadline is not None and not self.deadline > 0:
             raise ConfigurationError(f"deadline must be a positive number of seconds or None, not {deadline!r}")
         self.max_response_bytes = max_response_bytes
