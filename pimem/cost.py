@@ -21,7 +21,7 @@ caching bills it (Anthropic's ``cache_control``, which Pi sets; OpenAI's automat
 Prices are US dollars per million tokens, :data:`PRICES` (providers' list prices; override per
 call with ``prices={"model": Price(...)}`` or ``{"model": {"input": …, …}}``, or edit a copy).
 A model is found by its id with a date suffix or provider prefix removed (``claude-sonnet-4-5-20250929``
-→ ``claude-sonnet-4-5``); an unknown model is a :class:`~pimem.errors.ConfigurationError` naming the
+→ ``claude-sonnet-4-5``); an unknown model is a :class:`~pimem.errors.UnknownPriceError` naming the
 known ones, never a silent zero.
 """
 
@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from pimem.errors import ConfigurationError
+from pimem.errors import ConfigurationError, UnknownPriceError
 
 __all__ = ["Price", "PRICES", "price_for", "replay_cost", "recorded_cost", "COST_COLUMNS"]
 
@@ -97,7 +97,7 @@ def price_for(model: str, prices: Mapping[str, Any] | None = None) -> Price:
     for c in candidates:
         if c in table:
             return table[c]
-    raise ConfigurationError(f"no price for model {model!r}; pass prices={{{model!r}: Price(...)}}. "
+    raise UnknownPriceError(f"no price for model {model!r}; pass prices={{{model!r}: Price(...)}}. "
                              f"Known: {', '.join(sorted(table))}")
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "SettingsFileError",
     "JavaScriptTypeError",
     "SummarizationError",
+    "UnknownPriceError",
     "ConfigurationError",
     "CacheCorruptError",
     "CacheUnavailableError",
@@ -85,6 +86,10 @@ class SummarizationError(PimemError, RuntimeError):
 
 class ConfigurationError(PimemError, ValueError):
     """An argument pimem cannot use: an unknown option, an empty grid, an impossible setting."""
+
+
+class UnknownPriceError(ConfigurationError):
+    """A model the price table does not know (pass ``prices=`` to price it)."""
 
 
 class CacheCorruptError(PimemError, RuntimeError):

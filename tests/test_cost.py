@@ -137,3 +137,25 @@ def test_sweep_rejects_unknown_axes(samples_dir, grid, words):
 
     with pytest.raises(ConfigurationError, match=words):
         sweep([samples_dir / "auth-login-bug.jsonl"], grid, workers=1, progress=False)
+
+
+def test_a_session_whose_model_has_no_price_runs_with_an_empty_cost_and_a_warning(tmp_path):
+    """The sweep's run is not lost for want of a price: its cost is empty and a warning says why;
+    a model asked for by name must still be priced."""
+    from pimem.errors import PimemWarning, UnknownPriceError
+    from pimem.sweeps import sweep
+
+    path = tmp_path / "no-model.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/w"}\n'
+        '{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z",'
+        '"message":{"role":"user","content":"hello","timestamp":1735689601000}}\n')
+    with pytest.warns(PimemWarning, match="no price for model ''; .*cost columns are left empty"):
+        runs = sweep([path], {"reserve_tokens": [1000], "keep_recent_tokens": [500]}, workers=1, progress=False)
+    assert runs["error"].isna().all()
+    assert math.isnan(runs["cost_total"].iloc[0])
+    with pytest.raises(UnknownPriceError):
+        price_for("mystery-1")
+    runs = sweep([path], {"reserve_tokens": [1000], "keep_recent_tokens": [500]}, workers=1, progress=False,
+                 cost_model="mystery-1")
+    assert runs["error"].str.contains("no price for model 'mystery-1'").all()

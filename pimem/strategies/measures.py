@@ -26,6 +26,7 @@ cost columns
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Mapping
 
 import pandas as pd
@@ -126,7 +127,15 @@ def run_measures(
         })
     if cost:
         from pimem.cost import replay_cost
+        from pimem.errors import PimemWarning, UnknownPriceError
 
-        out.update(replay_cost(result, model=cost_model, summarizer_model=summarizer_model, prices=prices,
-                               cache_ttl_s=cache_ttl_s))
+        try:
+            out.update(replay_cost(result, model=cost_model, summarizer_model=summarizer_model, prices=prices,
+                                   cache_ttl_s=cache_ttl_s))
+        except UnknownPriceError as exc:
+            if cost_model is not None:  # the model asked for by name must be priced
+                raise
+            # the session's own model is not in the table (or it names none): no cost, said so
+            warnings.warn(f"{exc}; the run's cost columns are left empty", PimemWarning, stacklevel=2)
+            out["cost_total"] = math.nan
     return out
