@@ -20,7 +20,8 @@ _EXPORTS: dict[str, str] = {
     **{name: "pimem.errors" for name in (
         "PimemError", "SessionFormatError", "EntryNotFoundError", "InvalidEntryError", "SettingsError",
         "SettingsFileError", "JavaScriptTypeError", "SummarizationError", "ConfigurationError",
-        "CacheCorruptError", "NoRecordingError", "SourceOverwriteError", "PimemWarning", "ReplayWarning",
+        "CacheCorruptError", "CacheUnavailableError", "NoRecordingError", "SourceOverwriteError", "PimemWarning",
+        "ReplayWarning", "SkippedFileWarning",
     )},
     # foundation
     "Session": "pimem.core.session_manager",

@@ -689,7 +689,7 @@ def date_ms(value: Any = UNDEFINED) -> Any:
         ms = parse_iso_ms(value)
         if ms is None:
             return None
-        if isinstance(ms, float) and ms.is_integer():
+        if isinstance(ms, float) and float.is_integer(ms):
             return int(ms)
         return ms
     return None

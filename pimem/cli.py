@@ -84,13 +84,26 @@ def _load(path: str | Path):
         raise UserError(f"cannot read {p}: {exc}") from None
 
 
-def _session_paths(items: Sequence[str]) -> list[Path]:
-    """Expand files and folders (recursively, ``*.jsonl``) into a sorted list of session paths."""
+def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> list[Path]:
+    """Expand files and folders (recursively, ``*.jsonl``) into a sorted list of session paths.
+
+    Files found in folders under one of ``exclude`` (this command's own outputs) are left out, so
+    that an output folder inside the sessions folder is never read back as sessions. Unusable
+    entries of a folder (unreadable, FIFOs) are left out with a warning.
+    """
+    from pimem.discover import _walk_jsonl
+
+    excluded = [os.path.realpath(e) for e in exclude]
+
+    def mine(path: Path) -> bool:
+        real = os.path.realpath(path)
+        return any(real == e or real.startswith(e.rstrip(os.sep) + os.sep) for e in excluded)
+
     paths: list[Path] = []
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = sorted(p.rglob("*.jsonl"))
+            found = [f for f in _walk_jsonl(p) if not mine(f)]
             if not found:
                 raise UserError(f"no .jsonl session files under {p}")
             paths.extend(found)
@@ -101,25 +114,78 @@ def _session_paths(items: Sequence[str]) -> list[Path]:
     return paths
 
 
-def _summarizer(name: str, session: Any = None, model: str | None = None):
+def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
     from pimem import summarizers as sm
 
+    client = client or {}
     if name == "extractive":
         return sm.ExtractiveSummarizer()
     if name == "env":
         if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
             raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
                             "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
-        return sm.summarizer_from_env()
+        return sm.summarizer_from_env(**client)
     if name == "openai":
         if not model:
             raise UserError("--summarizer openai needs --model")
-        return sm.CachedSummarizer(sm.OpenAISummarizer(model))
+        return sm.CachedSummarizer(sm.OpenAISummarizer(model, **client))
     if name == "recorded":
         if session is None:
             raise UserError("--summarizer recorded needs a single session")
         return sm.RecordedSummarizer(session)
     raise UserError(f"unknown summarizer {name!r}")
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The model-client limits given on the command line (the environment fills in the rest)."""
+    names = {"timeout": "timeout", "retries": "max_retries", "deadline": "deadline"}
+    options = {key: getattr(args, flag, None) for flag, key in names.items()}
+    options = {key: value for key, value in options.items() if value is not None}
+    if options.get("deadline") == _NO_LIMIT:
+        options["deadline"] = None
+    return options
+
+
+_NO_LIMIT = "none"
+
+
+def _deadline(text: str) -> float | str:
+    from pimem.summarizers import parse_deadline
+
+    value = parse_deadline(text)
+    return _NO_LIMIT if value is None else value
+
+
+def _cli_type(parse):  # noqa: ANN001, ANN202 - a parser's ValueError becomes argparse's message
+    def convert(text: str):  # noqa: ANN202
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _add_client_options(a: argparse.ArgumentParser) -> None:
+    from pimem.summarizers import (
+        DEFAULT_DEADLINE,
+        DEFAULT_RETRIES,
+        DEFAULT_TIMEOUT,
+        parse_retries,
+        parse_seconds,
+    )
+
+    a.add_argument("--timeout", default=None, type=_cli_type(parse_seconds), metavar="SECONDS",
+                   help="env and openai summarizers: seconds without any data from the server before an attempt "
+                        f"fails (default: $PIMEM_TIMEOUT, else {DEFAULT_TIMEOUT:g})")
+    a.add_argument("--retries", default=None, type=_cli_type(parse_retries), metavar="N",
+                   help="env and openai summarizers: retries of a request after a timeout, 429 or 5xx "
+                        f"(default: $PIMEM_RETRIES, else {DEFAULT_RETRIES})")
+    a.add_argument("--deadline", default=None, type=_cli_type(_deadline), metavar="SECONDS",
+                   help="env and openai summarizers: seconds for a whole request, retries and waits included; "
+                        "a server trickling its answer is cut off here; 'none' for no limit "
+                        f"(default: $PIMEM_DEADLINE, else {DEFAULT_DEADLINE:g})")
 
 
 def _print_frame(df, fmt: str, out=None) -> None:
@@ -290,7 +356,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _check_output(args.events, [args.session], _TABLE_SUFFIXES)
     s = _load(args.session)
     settings = CompactionSettings(reserve_tokens=args.reserve, keep_recent_tokens=args.keep)
-    summ = _summarizer(args.summarizer, s, args.model)
+    summ = _summarizer(args.summarizer, s, args.model, _client_options(args))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReplayWarning)  # printed below, once, as pimem's own lines
         result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
@@ -317,7 +383,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from pimem.core.compaction.compaction import CompactionSettings
     from pimem.sweeps import sweep
 
-    paths = _session_paths(args.sessions)
+    out = Path(args.output)
+    log = _runs_log(out)
+    paths = _session_paths(args.sessions, exclude=[log])
     grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep,
                                   "token_source": args.token_source}
     if args.samples > 1:
@@ -330,14 +398,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     for problem in check_settings(CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep),
                                                   window):
                         print(f"pimem: warning: window {window}: {problem}", file=sys.stderr)
-    out = Path(args.output)
     _check_output(args.output, paths, _TABLE_SUFFIXES)
     _check_output(args.summary, paths, _TABLE_SUFFIXES)
-    summ = _summarizer(args.summarizer, None, args.model)
-    df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet)
+    _check_output(str(log), paths)
+    summ = _summarizer(args.summarizer, None, args.model, _client_options(args))
+    df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet, results_path=log)
     _write_table(df, out)
     errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
-    print(f"{len(df)} runs ({errors} with errors) -> {out}")
+    resumed = int(df["resumed"].sum()) if "resumed" in df.columns else 0
+    print(f"{len(df)} runs ({errors} with errors" + (f", {resumed} resumed from {log}" if resumed else "")
+          + f") -> {out}")
     if errors < len(df):
         print("mean over sessions [95% session-bootstrap interval]"
               + (" {band across token sources}" if len(args.token_source) > 1 else "") + ":")
@@ -347,6 +417,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             _write_table(summary, Path(args.summary))
             print(f"wrote {args.summary}")
     return 0
+
+
+def _runs_log(output: Path) -> Path:
+    """The JSONL log of finished runs that makes ``pimem sweep -o output`` resumable."""
+    return output.with_name(output.name + ".jsonl")
 
 
 def _readable_summary(summary):
@@ -402,8 +477,8 @@ def cmd_study(args: argparse.Namespace) -> int:
     from pimem.report import run_study
 
     items = args.sessions or [str(_default_samples())]
-    paths = _session_paths(items)
     out = Path(args.output)
+    paths = _session_paths(items, exclude=[out])
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
                         workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
     print(summary)
@@ -466,6 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"who writes the summaries: {summarizers}; recorded: the summaries the session holds "
                         "(default: extractive)")
     a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    _add_client_options(a)
     a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated",
                    help=f"what the compaction checks read: {sources} (default: calibrated)")
     a.add_argument("--triggers", choices=["threshold", "recorded", "none"], default="threshold",
@@ -498,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--summarizer", choices=["extractive", "env", "openai"], default="extractive",
                    help=f"who writes the summaries: {summarizers} (default: extractive)")
     a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    _add_client_options(a)
     a.add_argument("--token-source", type=_token_sources, default=["calibrated"],
                    help=f"what the compaction checks read, comma-separated: {sources}; several give the band "
                         "across them (default: calibrated)")
@@ -505,7 +582,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draws per summary request: repeated draws of a model at temperature > 0 (default: 1)")
     a.add_argument("--workers", type=_non_negative_int, default=None,
                    help="worker processes (default: one per CPU; 1 runs in this process)")
-    a.add_argument("-o", "--output", required=True, help="results table (.csv or .parquet; required)")
+    a.add_argument("-o", "--output", required=True,
+                   help="results table (.csv or .parquet; required). Finished runs are also logged, as they "
+                        "end, in OUTPUT.jsonl: a sweep interrupted and started again with the same arguments "
+                        "redoes only the missing runs")
     a.add_argument("--summary", default=None,
                    help="also write the per-setting summary (mean, 95%% interval over sessions, band across "
                         "token sources) here (.csv or .parquet; default: printed only)")
@@ -524,7 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "extractive summarizer, then write the results, heatmaps, one replay and "
                                    "drift report per session and an index.html linking them.")
     a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
-    a.add_argument("-o", "--output", required=True, help="output folder (required; created if missing)")
+    a.add_argument("-o", "--output", required=True,
+                   help="output folder (required; created if missing; .jsonl files inside it are never read "
+                        "as sessions, so it may sit inside the sessions folder)")
     a.add_argument("--reserve", type=_int_list, default=None,
                    help="reserveTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each window "
                         "leaves for the conversation)")
@@ -542,6 +624,16 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
     return p
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    """pimem's own warnings as one ``pimem: warning:`` line; others as Python shows them."""
+    from pimem.errors import PimemWarning
+
+    if issubclass(category, PimemWarning):
+        print(f"pimem: warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _escape_unencodable_output() -> None:
@@ -572,7 +664,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _escape_unencodable_output()
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
         print(f"pimem: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 import pandas as pd
@@ -80,27 +80,48 @@ def _expand_pi_path(value: str) -> Path:
     return Path(value)
 
 
-def default_sessions_dir(env: dict[str, str] | None = None) -> Path:
+def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
     """Where Pi keeps its sessions.
 
     As Pi 0.87.1 decides it: ``$PI_CODING_AGENT_SESSION_DIR`` if set (a custom session folder),
     else ``$PI_CODING_AGENT_DIR/sessions``, else ``~/.pi/agent/sessions``. Empty variables count
     as unset; ``~`` and ``file://`` are expanded as Pi does.
     """
-    env = os.environ if env is None else env
-    session_dir = env.get(ENV_SESSION_DIR)
+    env_vars: Mapping[str, str] = os.environ if env is None else env
+    session_dir = env_vars.get(ENV_SESSION_DIR)
     if session_dir:
         return _expand_pi_path(session_dir)
-    agent_dir = env.get(ENV_AGENT_DIR)
+    agent_dir = env_vars.get(ENV_AGENT_DIR)
     base = _expand_pi_path(agent_dir) if agent_dir else Path.home() / CONFIG_DIR_NAME / "agent"
     return base / "sessions"
 
 
+def _skip(path: str, why: str) -> None:
+    import warnings
+
+    from pimem.errors import SkippedFileWarning
+
+    warnings.warn(f"{path}: {why}; left out", SkippedFileWarning, stacklevel=3)
+
+
+def _walk_error(exc: OSError) -> None:
+    _skip(exc.filename or "?", f"cannot read folder: {exc.strerror or exc}")
+
+
 def _walk_jsonl(root: Path) -> list[Path]:
-    """Every ``*.jsonl`` file under ``root`` (any depth, symlinked folders followed once), sorted."""
+    """Every ``*.jsonl`` file under ``root`` (any depth, symlinked folders followed once), sorted.
+
+    What cannot be used is left out with a :class:`~pimem.errors.SkippedFileWarning` naming it:
+    unreadable folders, and ``*.jsonl`` names that are not regular files (FIFOs, devices,
+    sockets, broken links, symlink loops). A folder named ``*.jsonl`` is walked like any folder.
+    """
+    import stat as stat_mod
+
+    from pimem.io import file_kind
+
     found: list[Path] = []
     seen_dirs: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=_walk_error, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen_dirs:
             dirnames[:] = []
@@ -110,8 +131,15 @@ def _walk_jsonl(root: Path) -> list[Path]:
         for name in filenames:
             if name.endswith(".jsonl"):
                 full = os.path.join(dirpath, name)
-                if os.path.isfile(full):
+                try:
+                    mode = os.stat(full).st_mode
+                except OSError as exc:
+                    _skip(full, f"cannot read file: {exc.strerror or exc}")
+                    continue
+                if stat_mod.S_ISREG(mode):
                     found.append(Path(full))
+                else:
+                    _skip(full, f"{file_kind(mode)}, not a session file")
     found.sort()
     return found
 
@@ -174,6 +202,24 @@ def _error_row(path: Path, size: int | None, error: str) -> dict[str, Any]:
 _READ_BUFFER = 1024 * 1024
 
 
+class _LineTooLong(Exception):
+    pass
+
+
+def _bounded_lines(f: Any) -> Iterator[bytes]:
+    """The lines of ``f`` (with their newline); :class:`_LineTooLong` past ``MAX_LINE_BYTES``."""
+    from pimem.io import MAX_LINE_BYTES
+
+    readline = f.readline
+    while True:
+        line = readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES:
+            raise _LineTooLong
+        yield line
+
+
 def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, float | None] | str:
     """One pass over a session file's lines, read in buffered blocks (never the whole file).
 
@@ -190,7 +236,7 @@ def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, floa
     last_activity: float | None = None
     seen_content = False  # a non-whitespace byte: not an "empty file"
 
-    for line_no, line in enumerate(f, start=1):
+    for line_no, line in enumerate(_bounded_lines(f), start=1):
         if line_no == 1 and line.startswith(_BOM):
             seen_content = True
             line = line[len(_BOM):]
@@ -253,13 +299,20 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
     Files that are not sessions (empty, unreadable, first entry not a header) give a row
     with only ``path``, ``size_bytes`` and ``error`` set. Never raises for bad content.
     """
+    from pimem.errors import SessionFormatError
+    from pimem.io import MAX_LINE_BYTES, open_regular
+
     p = Path(path)
     try:
-        stat = p.stat()
-        with open(p, "rb", buffering=_READ_BUFFER) as f:
+        with open_regular(p, buffering=_READ_BUFFER) as f:
+            stat = os.fstat(f.fileno())
             scanned = _scan_lines(f)
     except OSError as exc:
         return _error_row(p, None, f"cannot read file: {exc.strerror or exc}")
+    except SessionFormatError as exc:  # a FIFO, a device, a folder
+        return _error_row(p, None, str(exc).removeprefix(f"{p}: "))
+    except _LineTooLong:
+        return _error_row(p, None, f"not a Pi session: a line longer than {MAX_LINE_BYTES} bytes")
     size = stat.st_size
     if isinstance(scanned, str):
         return _error_row(p, size, scanned)
@@ -377,7 +430,7 @@ def discover_sessions(
     such entries are skipped for the columns they would feed.
     """
     base = Path(root) if root is not None else default_sessions_dir()
-    paths = _walk_jsonl(base) if base.is_dir() else ([base] if base.is_file() else [])
+    paths = _walk_jsonl(base) if base.is_dir() else ([base] if os.path.lexists(base) else [])
     if workers is None:
         use_workers = _default_workers() if _worth_parallel(paths) else 1
     else:
@@ -532,7 +585,8 @@ def load_sessions(
     to ``os.cpu_count()`` (at most 8) workers otherwise; ``1`` forces serial loading. The cyclic
     garbage collector is paused while loading (it would otherwise double the time). A file that fails (``SessionFormatError``, unreadable, …) is recorded in
     ``Corpus.errors`` and loading goes on. Files that load with warnings are kept (see
-    ``Session.warnings``). ``seed`` makes the ids given to v1 entries reproducible (each file
+    ``Session.warnings``). Unreadable folders and ``*.jsonl`` entries that are not regular files
+    (FIFOs, devices, broken links, symlink loops) are left out with a ``SkippedFileWarning``. ``seed`` makes the ids given to v1 entries reproducible (each file
     gets its own seed derived from ``seed`` and its path), whatever the number of workers.
     """
     from functools import partial

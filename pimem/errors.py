@@ -13,15 +13,17 @@ working::
     ├── JavaScriptTypeError     a value on which Pi's own code throws a TypeError
     ├── SummarizationError      a summary request failed (Pi's message)
     ├── ConfigurationError      an argument pimem cannot use (unknown token source, empty grid, …)
-    ├── CacheCorruptError       a summary cache that cannot be read
+    ├── CacheCorruptError       a summary cache that cannot be read (damaged, not a cache)
+    ├── CacheUnavailableError   a healthy summary cache that cannot be used now (locked, disk full)
     ├── NoRecordingError        a recording holds no summary for this request
     └── SourceOverwriteError    an output path that would overwrite a source session
 
 Warnings (``warnings.warn``) derive from :class:`PimemWarning` (a ``UserWarning``)::
 
     PimemWarning
-    └── ReplayWarning           a replay result to read with care (poor token calibration,
-                                degenerate settings, a quantity that cannot be known)
+    ├── ReplayWarning           a replay result to read with care (poor token calibration,
+    │                           degenerate settings, a quantity that cannot be known)
+    └── SkippedFileWarning      a file or folder left out of a batch (unreadable, a FIFO, a device)
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ __all__ = [
     "SummarizationError",
     "ConfigurationError",
     "CacheCorruptError",
+    "CacheUnavailableError",
     "NoRecordingError",
     "SourceOverwriteError",
     "PimemWarning",
     "ReplayWarning",
+    "SkippedFileWarning",
 ]
 
 
@@ -87,6 +91,11 @@ class CacheCorruptError(PimemError, RuntimeError):
     """A summary cache file that cannot be read as one."""
 
 
+class CacheUnavailableError(PimemError, RuntimeError):
+    """A summary cache that cannot be used now (locked by other processes past the wait, disk full,
+    no permission); the file itself is not damaged and is never moved aside."""
+
+
 class NoRecordingError(PimemError, LookupError):
     """A recording holds no summary for the request asked."""
 
@@ -101,3 +110,7 @@ class PimemWarning(UserWarning):
 
 class ReplayWarning(PimemWarning):
     """A replay whose result must be read with care (the message says why)."""
+
+
+class SkippedFileWarning(PimemWarning):
+    """A file or folder left out of a batch (unreadable, not a regular file); the rest goes on."""

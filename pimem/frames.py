@@ -210,7 +210,7 @@ class _Tree:
 def _usage_numbers(usage: Any) -> tuple[Any, Any, Any, Any, Any, Any]:
     """(input, output, cacheRead, cacheWrite, totalTokens, cost.total) of a usage dict."""
     if not isinstance(usage, dict):
-        return (None,) * 6  # type: ignore[return-value]
+        return None, None, None, None, None, None
     cost = usage.get("cost")
     cost_total = cost.get("total") if isinstance(cost, dict) else None
     return (
@@ -748,6 +748,7 @@ def usage_df(session: "Session") -> pd.DataFrame:
         "valid_for_context", "on_active_path",
     )  # fmt: skip
     rows: dict[str, list[Any]] = {k: [] for k in keys}
+    row_kind: Any
     for e in session.entries:
         kind = e.get("type")
         if kind == "message":
@@ -987,7 +988,7 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         eid = e.get("id")
         summary = e.get("summary")
         first_kept = e.get("firstKeptEntryId")
-        details = e.get("details") if isinstance(e.get("details"), dict) else {}
+        details = e["details"] if isinstance(e.get("details"), dict) else {}
         span = spans.get(id(e)) if eid and session.get_entry(eid) is e else None
         if span is None:
             span = _compaction_span_by_walk(session, e)
@@ -996,7 +997,7 @@ def compactions_df(session: "Session") -> pd.DataFrame:
             est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
         except (TypeError, AttributeError, ValueError):
             est = None
-        usage = e.get("usage") if isinstance(e.get("usage"), dict) else {}
+        usage = e["usage"] if isinstance(e.get("usage"), dict) else {}
         rows["id"].append(eid)
         rows["timestamp"].append(e.get("timestamp"))
         rows["first_kept_entry_id"].append(first_kept)

@@ -18,13 +18,16 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import pandas as pd
 
-from pimem.errors import ConfigurationError, PimemWarning
+from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning
 from pimem.io import atomic_write_bytes, atomic_write_text, write_table
 from pimem.text import format_number, frame
+
+if TYPE_CHECKING:
+    from pimem.agent_loop import TokenSource
 
 __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
            "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
@@ -588,7 +591,7 @@ def run_study(
     if not session_paths:
         raise ConfigurationError("no session files given")
     for p in session_paths:
-        if not p.is_file():
+        if not p.exists():
             raise FileNotFoundError(f"session file not found: {p}")
     reserves = None if reserve is None else _int_values("reserve", reserve, ())
     keeps = None if keep is None else _int_values("keep", keep, ())
@@ -596,8 +599,17 @@ def run_study(
     sources = list(dict.fromkeys(token_sources))
     if not sources or any(src not in TOKEN_SOURCES for src in sources):
         raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
-    reference = "calibrated" if "calibrated" in sources else sources[0]
-    sizes = {str(p): session_size(p) for p in session_paths}
+    reference = cast("TokenSource", "calibrated" if "calibrated" in sources else sources[0])
+    sizes: dict[str, SessionSize] = {}
+    for p in list(session_paths):
+        try:
+            sizes[str(p)] = session_size(p)
+        except (OSError, SessionFormatError) as exc:  # unreadable, a FIFO, not a session: the rest goes on
+            why = str(exc) if isinstance(exc, SessionFormatError) else f"{p}: cannot read: {exc.strerror or exc}"
+            warnings.warn(f"{why}; left out of the study", SkippedFileWarning, stacklevel=2)
+            session_paths.remove(p)
+    if not session_paths:
+        raise ConfigurationError("none of the session files given can be read")
     grids: dict[str, list[dict[str, Any]]] = {}
     left_out_by_session: list[int] = []
     for p in session_paths:

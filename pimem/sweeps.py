@@ -31,6 +31,7 @@ import itertools
 import os
 import time
 import traceback
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -38,7 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 import pandas as pd
 
-from pimem.errors import ConfigurationError
+from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
 
 __all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
 
@@ -85,8 +86,15 @@ def _session_text(session: Any) -> bytes:
 def _session_key(ref: Any) -> tuple[str, str, int]:
     """(label, content hash, size in bytes) of a session given as a path or a ``Session``."""
     if isinstance(ref, (str, os.PathLike)):
-        data = Path(ref).read_bytes()
-        return str(ref), hashlib.sha256(data).hexdigest(), len(data)
+        from pimem.io import open_regular
+
+        digest = hashlib.sha256()
+        size = 0
+        with open_regular(ref, buffering=0) as f:  # never a FIFO or a device; read in blocks
+            while block := f.read(1 << 20):
+                digest.update(block)
+                size += len(block)
+        return str(ref), digest.hexdigest(), size
     data = _session_text(ref)
     label = str(getattr(ref, "path", None) or (ref.header or {}).get("id"))
     return label, hashlib.sha256(data).hexdigest(), len(data)
@@ -273,23 +281,15 @@ def log_path_for(results_path: str | os.PathLike) -> Path:
 
 def _write_parquet(df: pd.DataFrame, path: Path) -> None:
     """Write the table atomically (temp file in the same folder, then rename)."""
-    import tempfile
+    from pimem.io import atomic_open
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        table = df.copy()
-        for column in table.columns:  # free-form values (lists, dicts) travel as JSON text
-            if table[column].dtype == object and table[column].map(lambda v: isinstance(v, (list, dict))).any():
-                table[column] = table[column].map(
-                    lambda v: orjson.dumps(v, default=str).decode() if isinstance(v, (list, dict)) else v)
-        table.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    table = df.copy()
+    for column in table.columns:  # free-form values (lists, dicts) travel as JSON text
+        if table[column].dtype == object and table[column].map(lambda v: isinstance(v, (list, dict))).any():
+            table[column] = table[column].map(
+                lambda v: orjson.dumps(v, default=str).decode() if isinstance(v, (list, dict)) else v)
+    with atomic_open(path, "wb") as f:
+        table.to_parquet(f, index=False)
 
 
 def _heaviest_first(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -318,7 +318,9 @@ def sweep(
     or a list of setting dicts with keys from :data:`SETTING_KEYS`. ``cache``: a SQLite file
     shared by all runs for summaries. ``results_path``: a JSONL file that makes the sweep
     resumable, or a ``.parquet`` file for the final table (its log beside it; see module
-    docs). ``client``: a ``dask.distributed.Client`` to run on.
+    docs). ``client``: a ``dask.distributed.Client`` to run on. A session path that cannot be read
+    (permissions, a FIFO, a device) is left out with a ``SkippedFileWarning`` naming it; a file that
+    reads but does not load gives its runs an ``error``.
     """
     settings = expand_grid(grid)
     refs = list(sessions)
@@ -326,7 +328,12 @@ def sweep(
     cache_path = str(cache) if isinstance(cache, (str, os.PathLike)) else cache
     tasks: list[dict[str, Any]] = []
     for si, ref in enumerate(refs):
-        label, shash, size = _session_key(ref)
+        try:
+            label, shash, size = _session_key(ref)
+        except (OSError, SessionFormatError) as exc:  # unreadable, a FIFO, a device: the rest goes on
+            why = str(exc) if isinstance(exc, SessionFormatError) else f"{ref}: cannot read: {exc.strerror or exc}"
+            warnings.warn(f"{why}; left out of the sweep", SkippedFileWarning, stacklevel=2)
+            continue
         if isinstance(ref, os.PathLike):
             ref = str(ref)
         for ki, setting in enumerate(settings):

@@ -54,7 +54,8 @@ def format_number(value: Any, digits: int = 3) -> str:
         return "–"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         try:
-            return format_number(value.item(), digits) if hasattr(value, "item") and value.ndim == 0 else str(value)
+            item = getattr(value, "item", None)
+            return format_number(item(), digits) if callable(item) and getattr(value, "ndim", None) == 0 else str(value)
         except (AttributeError, TypeError, ValueError):
             return str(value)
     if isinstance(value, numbers.Integral):

@@ -7,7 +7,7 @@ message as the model is sent it, memoized, for the replay's ``token_source="tikt
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, overload
 
 from pimem._js import js_stringify
 from pimem.core.messages import convert_to_llm
@@ -32,6 +32,10 @@ def _encoding(name: str) -> Any:
     return enc
 
 
+@overload
+def count_tiktoken_tokens(texts: str, encoding: str = ...) -> int: ...  # type: ignore[overload-overlap]
+@overload
+def count_tiktoken_tokens(texts: Sequence[str], encoding: str = ...) -> list[int]: ...
 def count_tiktoken_tokens(texts: str | Sequence[str], encoding: str = "cl100k_base") -> int | list[int]:
     """Token counts with tiktoken (a single string gives an int, a list gives a list)."""
     enc = _encoding(encoding)

@@ -6,7 +6,8 @@ or gets the default answer (a valid summary in Pi's template, produced by ``resp
 counts hits, records every request (path, lowercase headers, parsed body) and tracks how many requests
 are in flight at once. Replies can be: normal answers, reasoning content, tool calls, a ``finish_reason``
 of ``length``, an HTTP error with headers (``429`` + ``Retry-After``), a raw (malformed) body, or a
-response held until an event is set (for timeouts and concurrency checks).
+response held until an event is set (for timeouts and concurrency checks), an HTML page, or an answer
+trickled one byte at a time (each read is quick, the whole answer is slow).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class Reply:
     hold: threading.Event | None = None  # wait for this event before answering
     hold_timeout: float = 10.0
     error_message: str = "scripted error"
+    content_type: str = "application/json"
+    trickle: str | None = None  # "headers": the whole answer, or "body": the body only, one byte at a time
+    trickle_every: float = 0.05  # seconds between two bytes (never more than a client's read timeout)
 
 
 @dataclass
@@ -74,6 +78,7 @@ class FakeOpenAIServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._holds: list[threading.Event] = []
+        self._stopping = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -102,6 +107,7 @@ class FakeOpenAIServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         for event in self._holds:
             event.set()
         if self._httpd is not None:
@@ -141,18 +147,36 @@ class FakeOpenAIServer:
     # -- request handling --------------------------------------------------------------------------
 
     def _send(self, handler: BaseHTTPRequestHandler, status: int, payload: Any, headers: dict[str, str] | None = None,
-              raw: bytes | None = None) -> None:
+              raw: bytes | None = None, reply: Reply | None = None) -> None:
         data = raw if raw is not None else json.dumps(payload).encode()
+        trickle = reply.trickle if reply is not None else None
         try:
             handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Type", reply.content_type if reply is not None else "application/json")
             handler.send_header("Content-Length", str(len(data)))
             for k, v in (headers or {}).items():
                 handler.send_header(k, v)
+            if trickle == "headers":  # hold back the status line and headers too
+                head = b"".join(handler._headers_buffer) + b"\r\n"  # type: ignore[attr-defined]
+                handler._headers_buffer = []  # type: ignore[attr-defined]
+                self._trickle(handler, head + data, reply.trickle_every)
+                return
             handler.end_headers()
+            if trickle == "body":
+                handler.wfile.flush()
+                self._trickle(handler, data, reply.trickle_every)
+                return
             handler.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, data: bytes, every: float) -> None:
+        """Send ``data`` one byte at a time until done, the client leaves or the server stops."""
+        for i in range(len(data)):
+            handler.wfile.write(data[i : i + 1])
+            handler.wfile.flush()
+            if self._stopping.wait(every):
+                return
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
@@ -176,7 +200,7 @@ class FakeOpenAIServer:
                 self._send(handler, 404, {"error": {"message": f"unknown path {handler.path}"}})
                 return
             if reply.raw_body is not None:
-                self._send(handler, reply.status, None, reply.headers, raw=reply.raw_body)
+                self._send(handler, reply.status, None, reply.headers, raw=reply.raw_body, reply=reply)
                 return
             if reply.status != 200:
                 self._send(handler, reply.status,
@@ -205,7 +229,7 @@ class FakeOpenAIServer:
                 "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
                 "usage": usage,
             }
-            self._send(handler, 200, payload, reply.headers)
+            self._send(handler, 200, payload, reply.headers, reply=reply)
         finally:
             with self.cond:
                 self.in_flight -= 1

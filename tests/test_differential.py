@@ -84,7 +84,8 @@ def _count(op: str, result: Any) -> None:
 
 
 def _cases(paths: list[Path], kind: str) -> list[Any]:
-    return [pytest.param(p, kind, op, id=f"{p.stem}-{op}") for p in paths for op in OPS]
+    marks = [pytest.mark.slow] if kind == "real" else []  # the real sessions are the long checks
+    return [pytest.param(p, kind, op, id=f"{p.stem}-{op}", marks=marks) for p in paths for op in OPS]
 
 
 ALL_CASES = _cases(SAMPLE_PATHS, "sample") + _cases(REAL_PATHS, "real")

@@ -197,10 +197,12 @@ def test_layout_on_the_real_sessions(real_dir) -> None:
                   [1000 * k for k in range(1, 41)]), SESSION_FIGURES)
 
 
+@pytest.mark.slow
 def test_layout_on_real_replays_and_reports(real_dir) -> None:
     _check(_real(real_dir), [name for name in FIGURES if name not in SESSION_FIGURES])
 
 
+@pytest.mark.slow
 def test_layout_on_a_session_of_100k_entries() -> None:
     session = big_session()
     assert len(session.entries) == 100_000 and len(session.leaves()) > 100
@@ -208,6 +210,7 @@ def test_layout_on_a_session_of_100k_entries() -> None:
            SESSION_FIGURES)
 
 
+@pytest.mark.slow
 def test_layout_with_500_compactions_and_a_large_grid(large: Inputs) -> None:
     assert len(large.effects) == 500 and len(large.report) == 500
     _check(large, [name for name in FIGURES if name not in SESSION_FIGURES])

@@ -116,6 +116,7 @@ def _figures(nb: nbformat.NotebookNode) -> int:
                if o.get("output_type") in ("display_data", "execute_result") and "image/png" in o.get("data", {}))
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("name", EXPECTED)
 def test_notebook_runs_clean_and_draws(executed, name: str) -> None:
     nb, exc = executed[name]

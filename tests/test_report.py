@@ -92,6 +92,7 @@ def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
     return out, summary
 
 
+@pytest.mark.slow
 def test_study_writes_every_part(study, sample_paths):
     out, summary = study
     df = pd.read_csv(out / "sweep.csv")
@@ -122,6 +123,7 @@ def test_study_writes_every_part(study, sample_paths):
     assert str(out / "index.html") in summary
 
 
+@pytest.mark.slow
 def test_study_rerun_resumes_from_its_results(study, sample_paths):
     out, _ = study
     before = pd.read_csv(out / "sweep.csv")
@@ -305,6 +307,7 @@ def test_study_grids_are_derived_from_each_session(samples_dir):
     assert all(g["window_share"] != g["window_share"] for g in grid)  # NaN: not a share
 
 
+@pytest.mark.slow
 def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_path):
     """Sessions of 2k estimated tokens and of 60k: with the derived grids every drift report has
     compactions, states the open-loop assumption and shows the orphan-reference rate."""

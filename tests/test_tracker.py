@@ -113,6 +113,7 @@ def _walk(path: list[dict], keeps: tuple = KEEPS, stride: int = 1) -> int:
     return prepared
 
 
+@pytest.mark.slow
 def test_tracker_equals_pure_functions_on_real_sessions(real_v3_paths: list) -> None:
     """Every prefix of the active path of each real session."""
     for p in real_v3_paths:
@@ -140,6 +141,7 @@ def test_tracker_equals_pure_functions_on_random_paths() -> None:
     assert prepared > 100
 
 
+@pytest.mark.slow
 @seed(5)
 @settings(max_examples=400, deadline=None, database=None, phases=[Phase.generate],
           suppress_health_check=list(HealthCheck))

@@ -74,7 +74,7 @@ class BeforeCompactEvent:
     """``session_before_compact``."""
 
     preparation: CompactionPreparation
-    branch_entries: list[dict]
+    branch_entries: Sequence[dict]
     custom_instructions: str | None
     reason: CompactionReason
     will_retry: bool
@@ -168,7 +168,7 @@ def _hook_compaction(value: Any) -> CompactionResult | None:
             return c
         if isinstance(c, dict):
             return CompactionResult(
-                summary=c.get("summary"),
+                summary=c.get("summary"),  # type: ignore[arg-type]  # written as returned, as Pi does
                 first_kept_entry_id=c.get("firstKeptEntryId"),
                 tokens_before=c.get("tokensBefore"),
                 usage=c.get("usage"),

@@ -233,7 +233,9 @@ class ContextTracker:
         if usage_tokens is None:
             anchored = calculate_context_tokens(self._usage)
         else:
-            anchored = usage_tokens(self.projection.messages[self._usage_index])
+            index = self._usage_index
+            assert index is not None  # set together with self._usage
+            anchored = usage_tokens(self.projection.messages[index])
         return ContextUsageEstimate(anchored + self._trailing, anchored, self._trailing, self._usage_index)
 
     def context_estimate(self, usage_tokens: Callable[[dict], Any] | None = None) -> ContextUsageEstimate:
@@ -342,7 +344,7 @@ class ContextTracker:
         first_kept_index = cut.first_kept_entry_index
         if first_kept_index >= count:
             return None
-        first_kept_id = sources[first_kept_index].get("id")
+        first_kept_id: Any = sources[first_kept_index].get("id")
         if not js_truthy(first_kept_id):
             return None
         is_split = cut.is_split_turn

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -265,9 +265,12 @@ def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
     Reads in blocks so the whole file and all its lines are never in memory together; a
     line longer than a block is joined once (no quadratic concatenation).
     """
+    from pimem import io
+
     lineno = 0
     pending: list[bytes] = []
-    with open(file, "rb") as f:
+    pending_bytes = 0
+    with io.open_regular(file, buffering=0) as f:
         while True:
             block = f.read(_READ_CHUNK)
             if not block:
@@ -275,14 +278,22 @@ def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
             lines = block.split(b"\n")
             if len(lines) == 1:
                 pending.append(block)
+                pending_bytes += len(block)
+                if pending_bytes > io.MAX_LINE_BYTES:
+                    raise SessionFormatError(
+                        f"{file}:{lineno + 1}: line longer than {io.MAX_LINE_BYTES} bytes without a newline "
+                        "(no JavaScript string can hold it: Pi cannot load this file either)"
+                    )
                 continue
             if pending:
                 pending.append(lines[0])
                 lines[0] = b"".join(pending)
                 pending = []
+                pending_bytes = 0
             last = lines.pop()
             if last:
                 pending.append(last)
+                pending_bytes = len(last)
             for raw in lines:
                 lineno += 1
                 yield lineno, raw, True
@@ -426,6 +437,8 @@ class Session:
         self.header: dict = header
         self.entries: list[dict] = list(entries)
         self.path: str | None = os.fspath(path) if path is not None else None
+        # the source as an absolute path, so that write() still recognises it after os.chdir
+        self._source: tuple[str, str] | None = (self.path, os.path.abspath(self.path)) if self.path else None
         self.warnings: list[SessionWarning] = warnings if warnings is not None else []
         self.rng: random.Random = rng if rng is not None else random.Random()
         self._lines: list[int | None] = (
@@ -435,7 +448,7 @@ class Session:
         self._labels: dict[Any, Any] = {}
         self._children: dict[Any, list[dict]] | None = None
         self._leaf_id: str | None = None
-        self._warned_cycles: set[str] = set()
+        self._warned_cycles: set[Any] = set()
         for entry in self.entries:
             self._index(entry)
 
@@ -605,7 +618,7 @@ class Session:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[dict]:
         return iter(self.entries)
 
     def _children_index(self) -> dict[Any, list[dict]]:
@@ -672,7 +685,7 @@ class Session:
                 return entry.get("id")
         return None
 
-    def get_label(self, entry_id: str) -> str | None:
+    def get_label(self, entry_id: Any) -> str | None:
         """The entry's current label (latest label entry; an empty label clears it)."""
         try:
             return self._labels.get(entry_id)
@@ -853,12 +866,16 @@ class Session:
         Refuses to replace the file the session was loaded from unless ``overwrite_source``.
         """
         target = Path(path)
+        source = self.path
+        known = getattr(self, "_source", None)
+        if source is not None and known is not None and known[0] == source:
+            source = known[1]  # relative paths resolved where the session was made
         if (
-            self.path is not None
+            source is not None
             and not overwrite_source
             and target.exists()
-            and os.path.exists(self.path)
-            and os.path.samefile(target, self.path)
+            and os.path.exists(source)
+            and os.path.samefile(target, source)
         ):
             raise SourceOverwriteError(f"{target}: refusing to overwrite the session's source file")
         data = self.to_jsonl().encode("utf-8", "surrogatepass")
@@ -972,7 +989,7 @@ class Session:
         preview = ""
         tag = ""
         if etype == "message":
-            message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+            message = entry["message"] if isinstance(entry.get("message"), dict) else {}
             kind = str(message.get("role"))
             preview = message_preview(message, 0)
         elif etype == "compaction":
@@ -1273,7 +1290,7 @@ def session_entry_to_context_messages(entry: dict) -> list[dict]:
             entry.get("tokensBefore", UNDEFINED),
             entry.get("timestamp", UNDEFINED),
         )
-        system_message = entry.get("systemMessage")
+        system_message: Any = entry.get("systemMessage")
         return [system_message, summary] if js_truthy(system_message) else [summary]
     return []
 

@@ -72,7 +72,7 @@ def _mergeable(value: Any) -> bool:
     return isinstance(value, dict)
 
 
-def deep_merge_settings(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge_settings(base: Mapping[str, Any] | Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Pi's ``deepMergeObjects``: objects merge recursively, other override values replace."""
     result = dict(base)
     for key, value in overrides.items():

@@ -403,16 +403,16 @@ def drift_report(
         row["goal_sim_first_jaccard"] = jaccard(goal, first_goal) if goal and first_goal else math.nan
         row["goal_sim_first_cosine"] = space.cosine(goal, first_goal) if goal and first_goal else math.nan
         prev_parsed = parsed[span.index - 1] if span.index > 0 else None
-        for key in COMPACTION_SECTIONS:
-            text = summ.sections.get(key)
-            prev_text = prev_parsed.sections.get(key) if prev_parsed else None
-            both = text is not None and prev_text is not None
+        for section in COMPACTION_SECTIONS:
+            text = summ.sections.get(section)
+            prev_text = prev_parsed.sections.get(section) if prev_parsed else None
             section_rows.append(
-                {"compaction": span.index, "section": key, "present": text is not None,
+                {"compaction": span.index, "section": section, "present": text is not None,
                  "present_prev": prev_text is not None,
                  "tokens": math.ceil(utf16_len(text) / 4) if text else 0,
-                 "jaccard_prev": jaccard(text, prev_text) if both else math.nan,
-                 "cosine_prev": space.cosine(text, prev_text) if both else math.nan}
+                 "jaccard_prev": jaccard(text, prev_text) if text is not None and prev_text is not None else math.nan,
+                 "cosine_prev": (space.cosine(text, prev_text) if text is not None and prev_text is not None
+                                 else math.nan)}
             )
         notes.extend(f"compaction {span.index}: {n}" for n in span.notes + summ.notes)
         rows.append(row)

@@ -151,13 +151,13 @@ def next_steps_reference(record: CompactionRecord, messages: int = 8, chars: int
         if role == "user":
             lines.append("User: " + " ".join(message_text(m).split())[:400])
         elif role == "assistant":
-            content = m.get("content") if isinstance(m.get("content"), list) else []
+            content = m["content"] if isinstance(m.get("content"), list) else []
             text = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
             if text.strip():
                 lines.append("Assistant: " + " ".join(text.split())[:300])
             for b in content:
                 if isinstance(b, dict) and b.get("type") == "toolCall":
-                    args = b.get("arguments") if isinstance(b.get("arguments"), dict) else {}
+                    args = b["arguments"] if isinstance(b.get("arguments"), dict) else {}
                     what = args.get("path") or args.get("command") or ""
                     lines.append(f"Tool call: {b.get('name')} {str(what)[:160]}".rstrip())
         elif role == "bashExecution":

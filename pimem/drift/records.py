@@ -42,7 +42,7 @@ class PathMessages:
 
     def __init__(self, messages: list[tuple[str | None, dict]]) -> None:
         self.messages = messages
-        self.cache: dict[str, Any] = {}
+        self.cache: dict[Any, Any] = {}
 
 
 @dataclass

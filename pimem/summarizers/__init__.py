@@ -9,14 +9,19 @@ and the degenerate baselines of :mod:`pimem.summarizers.baselines`).
 * otherwise the offline :class:`ExtractiveSummarizer`;
 
 always wrapped in a :class:`CachedSummarizer` (path ``PIMEM_CACHE`` or the default under the user
-cache dir).
+cache dir). The model client's limits come from ``PIMEM_TIMEOUT`` (seconds without data),
+``PIMEM_RETRIES`` and ``PIMEM_DEADLINE`` (seconds for a whole request, or ``none``) when set;
+keyword arguments override them.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from typing import Any
+
+from pimem.errors import ConfigurationError
 
 from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 
@@ -38,7 +43,60 @@ _LAZY = {
     "BASELINES": "pimem.summarizers.baselines",
 }
 
-__all__ = ["Summarizer", "SummaryRequest", "SummaryResponse", "summarizer_from_env", "DEFAULT_MODEL", *_LAZY]
+__all__ = ["Summarizer", "SummaryRequest", "SummaryResponse", "summarizer_from_env", "client_options_from_env",
+           "DEFAULT_MODEL", *_LAZY]
+
+# Limits of the OpenAI-compatible client (see pimem.summarizers.openai_compat); here, so that the
+# command line can state and parse them without importing the client.
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_RETRIES = 4
+DEFAULT_DEADLINE = 600.0
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+ENV_TIMEOUT, ENV_RETRIES, ENV_DEADLINE = "PIMEM_TIMEOUT", "PIMEM_RETRIES", "PIMEM_DEADLINE"
+
+
+def client_options_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``timeout``, ``max_retries`` and ``deadline`` from ``PIMEM_TIMEOUT``, ``PIMEM_RETRIES`` and
+    ``PIMEM_DEADLINE`` (only those set); :class:`ConfigurationError` naming a variable that is not a number."""
+    env = os.environ if env is None else env
+    options: dict[str, Any] = {}
+    for name, key, parse in ((ENV_TIMEOUT, "timeout", parse_seconds), (ENV_RETRIES, "max_retries", parse_retries),
+                             (ENV_DEADLINE, "deadline", parse_deadline)):
+        value = env.get(name)
+        if value:
+            try:
+                options[key] = parse(value)
+            except ValueError as exc:
+                raise ConfigurationError(f"{name}={value!r}: {exc}") from None
+    return options
+
+
+def parse_seconds(text: str) -> float:
+    """A positive number of seconds (``ValueError`` otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def parse_deadline(text: str) -> float | None:
+    """A positive number of seconds, or ``none``/``off`` for no deadline."""
+    return None if text.strip().lower() in ("none", "off") else parse_seconds(text)
+
+
+def parse_retries(text: str) -> int:
+    """A non-negative whole number of retries."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"expected a whole number of retries, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"expected a non-negative number of retries, got {text!r}")
+    return value
+
 
 
 def __getattr__(name: str) -> Any:

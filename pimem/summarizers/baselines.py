@@ -91,7 +91,7 @@ class _Baseline:
         return min(values) if values else None
 
     def _answer(self, text: str, request: SummaryRequest, start: float, stop: str = "stop") -> SummaryResponse:
-        usage = {"input": math.ceil((utf16_len(request.system_prompt) + utf16_len(request.prompt)) / 4),
+        usage: dict[str, Any] = {"input": math.ceil((utf16_len(request.system_prompt) + utf16_len(request.prompt)) / 4),
                  "output": _tokens(text), "cacheRead": 0, "cacheWrite": 0,
                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
         usage["totalTokens"] = usage["input"] + usage["output"]

@@ -20,9 +20,12 @@ in its key, so caches written before draws were numbered keep answering as draw 
 
 Row: the response text, Pi usage (JSON), stop reason, error message, whether a tool was called,
 latency, creation time and extra data, plus a sha256 digest of all of them. A row whose digest does
-not match, or a file SQLite cannot read, raises :class:`CacheCorruptError` (or, with
-``rebuild=True``, the bad file is moved aside as ``*.corrupt-<time>`` / the bad row dropped and the
-request asked again) — never a silent wrong answer.
+not match, or a file SQLite reports damaged (or not a database), raises :class:`CacheCorruptError`
+(or, with ``rebuild=True``, the bad file is moved aside as ``*.corrupt-<time>`` / the bad row dropped
+and the request asked again) — never a silent wrong answer. Contention is not corruption: a cache
+locked by other processes is waited for (``busy_timeout_s``, retried with backoff), and one that
+stays locked, or cannot be written (disk full, permissions), raises :class:`CacheUnavailableError`
+and is never moved aside, whatever ``rebuild`` says.
 
 Only successful responses (``stop_reason == "stop"``, no tool call, no error) are cached by default:
 errors, length stops and tool calls are not, so a resumed sweep retries them. ``cache_failures=True``
@@ -45,9 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from pimem.core.llm import SummaryRequest, SummaryResponse
-from pimem.errors import CacheCorruptError
+from pimem.errors import CacheCorruptError, CacheUnavailableError
 
-__all__ = ["CachedSummarizer", "CacheCorruptError", "default_cache_path", "summarizer_identity", "request_key"]
+__all__ = ["CachedSummarizer", "CacheCorruptError", "CacheUnavailableError", "default_cache_path", "summarizer_identity", "request_key"]
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -103,6 +106,37 @@ def request_key(request: SummaryRequest, identity: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+class _NotWal(Exception):
+    """The journal mode could not be switched yet (another connection holds the file): tried again."""
+
+
+# SQLite's primary result codes (the low byte of extended codes)
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
+
+
+def _code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """Another connection holds the file: wait and try again."""
+    code = _code(exc)
+    if code is not None:
+        return code in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """SQLite says the file is damaged or not a database at all."""
+    code = _code(exc)
+    if code is not None:
+        return code in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
 def _digest(key: str, text: str, usage: str | None, stop_reason: str, error: str | None, called_tool: int,
             extra: str) -> str:
     h = hashlib.sha256()
@@ -153,21 +187,53 @@ class CachedSummarizer:
     # -- connection -------------------------------------------------------------------------------
 
     def connect(self) -> sqlite3.Connection:
-        """The open connection of this process (opened, checked and created on first use)."""
+        """The open connection of this process (opened, checked and created on first use).
+
+        Waits up to ``busy_timeout_s`` while other processes hold the file locked (a fresh cache
+        opened by many workers at once), then raises :class:`CacheUnavailableError`.
+        """
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 return self._conn
             # A connection inherited through fork must not be used (or closed) in the child.
             self._conn = None
             try:
-                conn = self._open()
+                conn = self._retrying(self._open, "open the cache")
             except CacheCorruptError:
                 if not self.rebuild:
                     raise
                 self._move_aside()
-                conn = self._open()
+                conn = self._retrying(self._open, "open the cache")
             self._conn, self._pid = conn, os.getpid()
             return conn
+
+    def _retrying(self, action: Any, what: str) -> Any:
+        """``action()``, tried again with backoff while the file is busy, for ``busy_timeout_s``."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                return action()
+            except _NotWal as exc:
+                if time.monotonic() >= deadline:
+                    raise CacheUnavailableError(str(exc)) from None
+            except sqlite3.Error as exc:
+                error = self._classify(exc, what)
+                if not (isinstance(error, CacheUnavailableError) and _is_busy(exc)) or time.monotonic() >= deadline:
+                    raise error from exc
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.25)
+
+    def _classify(self, exc: sqlite3.Error, what: str) -> CacheCorruptError | CacheUnavailableError:
+        """Damage (corrupt file, not a database) or a cache that cannot be used now (busy, full, ...)."""
+        if _is_corrupt(exc):
+            return CacheCorruptError(
+                f"{self.path}: not a readable pimem cache ({exc}); delete it or open it with rebuild=True")
+        if _is_busy(exc):
+            return CacheUnavailableError(
+                f"{self.path}: could not {what}: still locked by another process after {self.busy_timeout_s:g} s "
+                f"({exc}); the cache is not damaged")
+        return CacheUnavailableError(f"{self.path}: could not {what} ({exc}); the cache is not damaged")
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -177,7 +243,8 @@ class CachedSummarizer:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise CacheCorruptError(f"{self.path}: could not switch the cache to WAL mode (got {mode})")
+                raise _NotWal(f"{self.path}: could not switch the cache to WAL mode (got {mode}: still locked by "
+                              "another process, or a file system without shared memory)")
             conn.execute("PRAGMA synchronous = NORMAL")
             check = conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
@@ -191,17 +258,13 @@ class CachedSummarizer:
                              (str(SCHEMA_VERSION),))
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             version = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
             if version is None or version[0] != str(SCHEMA_VERSION):
                 raise CacheCorruptError(f"{self.path}: unknown cache schema version {version and version[0]!r}")
             return conn
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise CacheCorruptError(
-                f"{self.path}: not a readable pimem cache ({exc}); delete it or open it with rebuild=True"
-            ) from exc
         except BaseException:
             conn.close()
             raise
@@ -231,15 +294,16 @@ class CachedSummarizer:
         """The cached response for ``request``, or None (does not count a hit or miss)."""
         key = self.key(request)
         conn = self.connect()
-        try:
+
+        def read() -> Any:
             with self._lock:  # one connection per process, shared by threads
-                row = conn.execute(
+                return conn.execute(
                     "SELECT text, usage, stop_reason, error, called_tool, latency_s, created_at, extra, digest "
                     "FROM summaries WHERE key = ?",
                     (key,),
                 ).fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise CacheCorruptError(f"{self.path}: cannot read cached answer {key[:12]}: {exc}") from exc
+
+        row = self._retrying(read, f"read cached answer {key[:12]}")
         if row is None:
             return None
         text, usage, stop_reason, error, called_tool, latency, created, extra, digest = row
@@ -265,22 +329,28 @@ class CachedSummarizer:
         called = int(bool(response.called_tool))
         digest = _digest(key, response.text, usage, response.stop_reason, response.error_message, called, extra)
         conn = self.connect()
-        with self._lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO summaries(key, summarizer, kind, model, request, text, usage, stop_reason,"
-                    " error, called_tool, latency_s, created_at, extra, digest)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (key, self._identity_json, request.kind, str(self.identity.get("model") or request.model or ""),
-                     _canonical(request.cache_key_fields()), response.text, usage, response.stop_reason,
-                     response.error_message, called, response.latency_s, time.time(), extra, digest),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return cur.rowcount == 1
+
+        def write() -> Any:
+            with self._lock:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    cur = conn.execute(
+                        "INSERT OR IGNORE INTO summaries(key, summarizer, kind, model, request, text, usage,"
+                        " stop_reason, error, called_tool, latency_s, created_at, extra, digest)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (key, self._identity_json, request.kind,
+                         str(self.identity.get("model") or request.model or ""),
+                         _canonical(request.cache_key_fields()), response.text, usage, response.stop_reason,
+                         response.error_message, called, response.latency_s, time.time(), extra, digest),
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                return cur
+
+        return self._retrying(write, f"store answer {key[:12]}").rowcount == 1
 
     @staticmethod
     def _succeeded(response: SummaryResponse) -> bool:

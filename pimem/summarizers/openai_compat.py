@@ -23,6 +23,25 @@ instead for ``retry-after-ms`` / ``Retry-After`` when the server sends one (capp
 ``max_retry_after``). Other errors (400, 401, malformed bodies) fail at once. Failures return a response
 with ``stop_reason="error"`` and an ``error_message`` that never contains the key.
 
+Limits, so that no server can stall or flood a replay:
+
+* ``timeout``: seconds without any data (connect, each read) before an attempt fails.
+* ``deadline``: seconds for the whole request, every attempt and wait included; a server that
+  trickles its answer a byte at a time never trips ``timeout`` but always trips this.
+* ``max_response_bytes``: a longer answer is refused (a summary is a few kilobytes).
+* A ``200`` whose body is an HTML page (a web server or proxy at the base URL, not the API) or not JSON
+  at all is an error that says so.
+* Circuit breaker: after ``breaker_threshold`` requests in a row failed (retries spent, deadline,
+  refused answers), requests fail at once without reaching the server for ``breaker_cooldown``
+  seconds; then one request is let through, and its success closes the circuit.
+
+``timeout``, ``max_retries`` and ``deadline`` default to ``PIMEM_TIMEOUT``, ``PIMEM_RETRIES`` and
+``PIMEM_DEADLINE`` when those are set (``PIMEM_DEADLINE=none`` for no deadline).
+
+Requests run on the ``openai.AsyncOpenAI`` client; the synchronous :meth:`OpenAISummarizer.complete`
+hands them to an event loop that runs in a background thread of its process (so it also works
+where a loop is already running, as in Jupyter).
+
 The API key comes from the argument, else ``OPENAI_API_KEY``, else ``PIMEM_API_KEY``; a local server with
 no key gets a placeholder. The key is never logged, never shown by ``repr`` and never part of
 ``identity()`` (what caches key on). A pickled summarizer carries no key read from the
@@ -33,6 +52,7 @@ travel with it, so prefer the environment for clusters that may spill tasks to d
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
@@ -48,6 +68,14 @@ import openai
 from pimem._js import js_stringify
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError
+from pimem.summarizers import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    ENV_DEADLINE,
+    client_options_from_env,
+)
 
 __all__ = ["OpenAISummarizer", "AsyncOpenAISummarizer", "DEFAULT_REASONING_MAP", "redact"]
 
@@ -65,25 +93,56 @@ _REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o1|o3|o4|gpt-5)(?:[-.:]|$)", re
 _RETRY_STATUS = {408, 409, 429}
 _NO_KEY = "pimem-no-key"
 
+class _RefusedAnswer(Exception):
+    """A 200 answer that cannot be a chat completion (HTML, not JSON, too large)."""
+
+
+class _DeadlineExceeded(Exception):
+    pass
+
+
+# One event loop per process, in a background thread, runs the requests of synchronous callers.
+_LOOP_LOCK = threading.Lock()
+_LOOP: tuple[int, asyncio.AbstractEventLoop] | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP[0] != os.getpid():  # a forked child starts its own
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="pimem-openai", daemon=True).start()
+            _LOOP = (os.getpid(), loop)
+        return _LOOP[1]
+
+
+def _run_sync(coro: Any) -> Any:
+    """Run ``coro`` on the background loop and wait for it (cancelled if the wait is interrupted)."""
+    future = asyncio.run_coroutine_threadsafe(coro, _background_loop())
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
 
 
 def _post_args(params: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
-    """Arguments of ``client.post`` for a chat completion with ``params`` (as ``create`` takes them).
+    """Arguments of ``client.post`` for a chat completion with ``params`` (as ``create`` takes them),
+    answered as a stream so that the body can be read with a size cap.
 
     The body is the bytes Pi's client sends: ``JSON.stringify`` of the request, so text with lone
     UTF-16 surrogates (which JSON.parse keeps in Pi's sessions) goes out as ``\\udXXX`` escapes
     instead of failing to encode.
     """
-    import inspect
-
+    from openai._constants import RAW_RESPONSE_HEADER
     from openai.types.chat import ChatCompletion
 
     body = {k: v for k, v in params.items() if k != "extra_body"}
     body.update(params.get("extra_body") or {})
-    data = js_stringify(body).encode("utf-8")
-    takes_content = "content" in inspect.signature(openai.OpenAI.post).parameters
-    return {"path": "/chat/completions", "cast_to": ChatCompletion, "options": {"headers": dict(headers)},
-            ("content" if takes_content else "body"): data}
+    return {"path": "/chat/completions", "cast_to": ChatCompletion,
+            "options": {"headers": {**headers, RAW_RESPONSE_HEADER: "stream"}},
+            "content": js_stringify(body).encode("utf-8")}
+
 
 class _Secret:
     """Holds a key; prints as ``'***'``.
@@ -186,8 +245,12 @@ class OpenAISummarizer:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout: float = 120.0,
-        max_retries: int = 4,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        deadline: float | None | str = "env",
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        breaker_threshold: int = 5,
+        breaker_cooldown: float = 60.0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         max_retry_after: float = 120.0,
@@ -200,8 +263,18 @@ class OpenAISummarizer:
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self._key = _Secret(_resolve_key(api_key), from_env=not api_key)
-        self.timeout = timeout
-        self.max_retries = max_retries
+        env = client_options_from_env()
+        self.timeout = timeout if timeout is not None else env.get("timeout", DEFAULT_TIMEOUT)
+        self.max_retries = max_retries if max_retries is not None else env.get("max_retries", DEFAULT_RETRIES)
+        self.deadline: float | None = env.get("deadline", DEFAULT_DEADLINE) if deadline == "env" else deadline
+        if self.deadline is not None and not self.deadline > 0:
+            raise ConfigurationError(f"deadline must be a positive number of seconds or None, not {deadline!r}")
+        self.max_response_bytes = max_response_bytes
+        self.breaker_threshold = breaker_threshold
+        self.breaker_cooldown = breaker_cooldown
+        self._failures_in_a_row = 0
+        self._open_until = 0.0
+        self._last_failure = ""
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_retry_after = max_retry_after
@@ -210,8 +283,7 @@ class OpenAISummarizer:
         self.extra_body = dict(extra_body or {})
         self.headers = dict(headers or {})
         self.temperature = temperature
-        self._client: Any = None
-        self._client_pid: int | None = None
+        self._async_clients: dict[tuple[int, int], Any] = {}
         self._lock = threading.Lock()
 
     # -- identity, repr, pickling -----------------------------------------------------------------
@@ -233,8 +305,7 @@ class OpenAISummarizer:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_client"] = None
-        state["_client_pid"] = None
+        state["_async_clients"] = {}
         state.pop("_lock", None)
         return state
 
@@ -335,6 +406,31 @@ class OpenAISummarizer:
                  attempts + 1, delay)
         return delay
 
+    # -- circuit breaker ----------------------------------------------------------------------------
+
+    def _breaker_refusal(self) -> str | None:
+        """The error to answer with at once while the circuit is open, else None (ask the server)."""
+        with self._lock:
+            if self._failures_in_a_row < self.breaker_threshold:
+                return None
+            now = time.monotonic()
+            if now >= self._open_until:  # half open: let this one request through
+                self._open_until = now + self.breaker_cooldown
+                return None
+            wait = self._open_until - now
+            return (f"circuit open: the last {self._failures_in_a_row} requests to {self.base_url or 'OpenAI'} "
+                    f"failed (last: {self._last_failure}); not asking again for {wait:.0f} s")
+
+    def _record(self, failure: str | None) -> None:
+        with self._lock:
+            if failure is None:
+                self._failures_in_a_row = 0
+                return
+            self._failures_in_a_row += 1
+            self._last_failure = failure
+            if self._failures_in_a_row >= self.breaker_threshold:
+                self._open_until = time.monotonic() + self.breaker_cooldown
+
     @staticmethod
     def _retryable(exc: Exception) -> bool:
         if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
@@ -348,35 +444,98 @@ class OpenAISummarizer:
             return f"HTTP {exc.status_code}: {exc.message}"
         if isinstance(exc, openai.APITimeoutError):
             return f"request timed out after {self.timeout} s"
+        if isinstance(exc, _RefusedAnswer):
+            return str(exc)
+        if isinstance(exc, _DeadlineExceeded):
+            return (f"no complete answer within the {self.deadline:g} s deadline for the whole request (a server "
+                    f"sending its answer too slowly?); raise it with --deadline or {ENV_DEADLINE}")
         return f"{type(exc).__name__}: {exc}"
 
-    # -- sync client --------------------------------------------------------------------------------
+    # -- requests ---------------------------------------------------------------------------------
 
-    def _get_client(self) -> openai.OpenAI:
-        with self._lock:
-            if self._client is None or self._client_pid != os.getpid():
-                self._client = openai.OpenAI(api_key=self._key.value, base_url=self.base_url,
-                                             timeout=self.timeout, max_retries=0)
-                self._client_pid = os.getpid()
-            return self._client
+    def _client_for_loop(self) -> openai.AsyncOpenAI:
+        """This summarizer's client on the running event loop (clients never cross loops or processes)."""
+        key = (os.getpid(), id(asyncio.get_running_loop()))
+        client = self._async_clients.get(key)
+        if client is None:
+            client = openai.AsyncOpenAI(api_key=self._key.value, base_url=self.base_url,
+                                        timeout=self.timeout, max_retries=0)
+            self._async_clients[key] = client
+        return client
 
-    def complete(self, request: SummaryRequest) -> SummaryResponse:
-        """Ask the model once (with bounded retries) and map the answer to Pi's terms."""
+    async def _attempt(self, client: openai.AsyncOpenAI, params: dict[str, Any],
+                       headers: dict[str, str]) -> Any:
+        """One HTTP exchange; the body is read with a size cap and checked before it is parsed."""
+        from openai.types.chat import ChatCompletion
+
+        raw = await client.post(**_post_args(params, headers))
+        try:
+            content_type = raw.headers.get("content-type", "")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in raw.iter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise _RefusedAnswer(f"the server's answer is longer than {self.max_response_bytes} bytes "
+                                         "(a summary is a few kilobytes); refused")
+                chunks.append(chunk)
+        finally:
+            await raw.close()
+        body = b"".join(chunks)
+        snippet = body[:120].decode("utf-8", "replace").strip()
+        if "html" in content_type.lower() or body.lstrip()[:1] == b"<":
+            raise _RefusedAnswer(f"the server answered HTTP {raw.status_code} with an HTML page, not JSON "
+                                 f"({snippet!r}); is the base URL that of the API (it usually ends in /v1)?")
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise _RefusedAnswer(f"the server answered HTTP {raw.status_code} with a body that is not JSON: "
+                                 f"{snippet!r}") from None
+        if not isinstance(data, dict):
+            raise _RefusedAnswer(f"the server answered with JSON that is not an object: {snippet!r}")
+        return ChatCompletion.construct(**data)
+
+    async def _complete_with(self, client: openai.AsyncOpenAI, request: SummaryRequest) -> SummaryResponse:
+        """Ask with bounded retries, within the deadline and the circuit breaker."""
+        refusal = self._breaker_refusal()
+        if refusal is not None:
+            return self._error(refusal, 0.0, attempts=0, circuit_open=True)
         params, headers = self.build_params(request)
         start = time.perf_counter()
+        ends = None if self.deadline is None else time.monotonic() + self.deadline
         attempts = 0
         while True:
             try:
-                completion = self._get_client().post(**_post_args(params, headers))
+                remaining = None if ends is None else ends - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise _DeadlineExceeded
+                try:
+                    async with asyncio.timeout(remaining):
+                        completion = await self._attempt(client, params, headers)
+                except TimeoutError:
+                    raise _DeadlineExceeded from None
                 response = self._to_response(completion, time.perf_counter() - start)
                 response.extra["attempts"] = attempts + 1
+                self._record(None)
                 return response
             except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
                 delay = self._next_delay(exc, attempts)
+                if delay is not None and ends is not None and time.monotonic() + delay >= ends:
+                    exc, delay = _DeadlineExceeded(), None  # waiting would pass the deadline
                 if delay is None:
-                    return self._error(self._describe(exc), time.perf_counter() - start, attempts=attempts + 1)
+                    message = redact(self._describe(exc), self._key.value)
+                    self._record(message)
+                    return self._error(message, time.perf_counter() - start, attempts=attempts + 1)
                 attempts += 1
-                time.sleep(delay)
+                await asyncio.sleep(delay)
+
+    async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+        """Answer one request on the running event loop."""
+        return await self._complete_with(self._client_for_loop(), request)
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        """Ask the model once (with bounded retries) and map the answer to Pi's terms."""
+        return _run_sync(self.acomplete(request))
 
 
 class AsyncOpenAISummarizer(OpenAISummarizer):
@@ -393,49 +552,25 @@ class AsyncOpenAISummarizer(OpenAISummarizer):
         if concurrency < 1:
             raise ConfigurationError("concurrency must be at least 1")
         self.concurrency = concurrency
-        self._async_clients: dict[int, Any] = {}
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._semaphores: dict[tuple[int, int], asyncio.Semaphore] = {}
         self.max_in_flight = 0
         self._in_flight = 0
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state["_async_clients"] = {}
         state["_semaphores"] = {}
         return state
 
-    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
-        loop_id = id(asyncio.get_running_loop())
-        client = self._async_clients.get(loop_id)
-        if client is None:
-            client = openai.AsyncOpenAI(api_key=self._key.value, base_url=self.base_url,
-                                        timeout=self.timeout, max_retries=0)
-            self._async_clients[loop_id] = client
-            self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
-        return client, self._semaphores[loop_id]
-
     async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
         """Answer one request asynchronously, within the concurrency bound."""
-        client, semaphore = self._loop_state()
-        params, headers = self.build_params(request)
+        client = self._client_for_loop()
+        key = (os.getpid(), id(asyncio.get_running_loop()))
+        semaphore = self._semaphores.setdefault(key, asyncio.Semaphore(self.concurrency))
         async with semaphore:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             try:
-                start = time.perf_counter()
-                attempts = 0
-                while True:
-                    try:
-                        completion = await client.post(**_post_args(params, headers))
-                        response = self._to_response(completion, time.perf_counter() - start)
-                        response.extra["attempts"] = attempts + 1
-                        return response
-                    except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
-                        delay = self._next_delay(exc, attempts)
-                        if delay is None:
-                            return self._error(self._describe(exc), time.perf_counter() - start, attempts=attempts + 1)
-                        attempts += 1
-                        await asyncio.sleep(delay)
+                return await self._complete_with(client, request)
             finally:
                 self._in_flight -= 1
 
@@ -447,9 +582,9 @@ class AsyncOpenAISummarizer(OpenAISummarizer):
             await self._close_loop_client()
 
     async def _close_loop_client(self) -> None:
-        loop_id = id(asyncio.get_running_loop())
-        client = self._async_clients.pop(loop_id, None)
-        self._semaphores.pop(loop_id, None)
+        key = (os.getpid(), id(asyncio.get_running_loop()))
+        client = self._async_clients.pop(key, None)
+        self._semaphores.pop(key, None)
         if client is not None:
             await client.close()
 

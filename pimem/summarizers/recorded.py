@@ -184,9 +184,10 @@ class RecordedSummarizer:
             record.history_used = True
             text = record.turn_prefix or ""
         elif request.kind == "branch":
-            record = next((r for r in self.branch_records if not r.history_used), None)
-            if record is None:
+            unused = next((r for r in self.branch_records if not r.history_used), None)
+            if unused is None:
                 raise self._missing(request, "every recorded branch summary was used")
+            record = unused
             record.history_used = True
             text = record.history
         else:

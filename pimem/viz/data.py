@@ -339,8 +339,8 @@ def tree_layout(session: Any) -> pd.DataFrame:
     for cid in sorted(range(len(chains)), key=lambda c: (chains[c][0], c)):
         if cid == main:
             continue
-        start, end, _ = chains[cid]
-        lo = start - 1  # the connector from the parent occupies the column before
+        first_depth, end, _ = chains[cid]
+        lo = first_depth - 1  # the connector from the parent occupies the column before
         while busy and busy[0][0] < lo:
             heapq.heappush(free, heapq.heappop(busy)[1])
         if free:

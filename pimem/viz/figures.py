@@ -153,7 +153,7 @@ class LabelSet(Artist):
         legend = self.axes.get_legend()
         if legend is not None and legend.get_visible() and not self.all_or_none:
             placed.append(legend.get_window_extent(renderer))
-        shown = []
+        shown: list[Any] = []
         for t in self.texts:
             box = t.get_window_extent(renderer)
             if not _inside(box, frame) or any(_overlap(box, p, self.pad) for p in placed):
@@ -185,7 +185,8 @@ def _tick_fontsize(axis: str = "x") -> float:
     import matplotlib
     from matplotlib.font_manager import FontProperties
 
-    return FontProperties(size=matplotlib.rcParams[f"{axis}tick.labelsize"]).get_size_in_points()
+    key: Any = f"{axis}tick.labelsize"
+    return FontProperties(size=matplotlib.rcParams[key]).get_size_in_points()
 
 
 class CategoryLocator(Locator):
@@ -199,7 +200,7 @@ class CategoryLocator(Locator):
     def __call__(self) -> list[int]:
         if self.n <= 0:
             return []
-        axis = self.axis
+        axis: Any = self.axis
         vertical = axis.axis_name == "y"
         box = axis.axes.bbox
         length = box.height if vertical else box.width
@@ -254,7 +255,7 @@ class UnitFormatter(Formatter):
         self.ticks: list[float] = []
 
     def set_locs(self, locs: Sequence[float]) -> None:
-        super().set_locs(locs)
+        super().set_locs(list(locs))
         self.ticks = [abs(float(v)) for v in locs if math.isfinite(v)]
 
     def __call__(self, x: float, pos: int | None = None) -> str:
@@ -536,7 +537,7 @@ def plot_context_projection(session: Any, leaf_id: str | None = None, *, ax: Any
     verts[:, 1, 0] = verts[:, 2, 0] = bars["width"].to_numpy()
     verts[:, 0, 1] = verts[:, 1, 1] = bars["lo"].to_numpy() - half
     verts[:, 2, 1] = verts[:, 3, 1] = bars["hi"].to_numpy() + half
-    ax.add_collection(PolyCollection(verts, facecolors=[STATUS_COLORS[s] for s in bars["status"]],
+    ax.add_collection(PolyCollection(list(verts), facecolors=[STATUS_COLORS[s] for s in bars["status"]],
                                      edgecolors="none", label="entries"))
     totals = table.groupby("status", observed=False)["tokens"].sum()
     handles = [Patch(color=STATUS_COLORS[s], label=f"{s}\n({int(totals.get(s, 0)):,} tok)")

@@ -260,7 +260,7 @@ def calculate_context_tokens(usage: dict) -> Any:
         # A string would make JavaScript concatenate text ("15" + 0 is "150"): read as no number
         # (the loader records a warning for such usage fields).
         return total if type(total) in (int, float) else float("nan")
-    parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+    parts: list[Any] = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
     if any(type(p) not in (int, float) for p in parts):
         return float("nan")  # undefined + number is NaN in JavaScript
     return parts[0] + parts[1] + parts[2] + parts[3]
@@ -704,7 +704,7 @@ def prepare_parts(
     first_kept_index = cut.first_kept_entry_index
     if first_kept_index >= count:
         return None
-    first_kept_id = sources[first_kept_index].get("id")
+    first_kept_id: Any = sources[first_kept_index].get("id")
     if not js_truthy(first_kept_id):
         return None
     is_split = cut.is_split_turn

@@ -174,12 +174,12 @@ def serialize_message(message: dict) -> str:
     """
     role = message.get("role")
     if role == "toolResult":
-        content = content_text(message.get("content"), "")
-        if content:
-            return "[Tool result]: " + truncate_for_summary(content, TOOL_RESULT_MAX_CHARS)
+        text = content_text(message.get("content"), "")
+        if text:
+            return "[Tool result]: " + truncate_for_summary(text, TOOL_RESULT_MAX_CHARS)
         return ""
     if role == "assistant":
-        content = message.get("content")
+        content: Any = message.get("content")
         if isinstance(content, str):
             raise JavaScriptTypeError("msg.content.some is not a function (assistant content is a string)")
         thinking_parts: list[str] = []
