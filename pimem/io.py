@@ -10,14 +10,16 @@ removed by the next successful write to the same target.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
-from pimem.errors import ConfigurationError, SessionFormatError
+from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -140,14 +142,40 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write a DataFrame as CSV or Parquet (by suffix), atomically."""
     target = Path(path)
     suffix = target.suffix.lower()
+    if suffix not in (".csv", ".parquet"):
+        raise ConfigurationError(f"unsupported table format {suffix!r} for {target} (use .csv or .parquet)")
+    try:
+        _write_table(df, target, suffix)
+    except UnicodeEncodeError:  # lone UTF-16 surrogates from Pi's text: neither format holds them
+        _write_table(_escape_surrogates(df, target), target, suffix)
+
+
+def _write_table(df: pd.DataFrame, target: Path, suffix: str) -> None:
     if suffix == ".csv":
         with atomic_open(target, "w") as f:
             df.to_csv(f, index=False)
-    elif suffix == ".parquet":
+    else:
         with atomic_open(target, "wb") as f:
             _for_parquet(df).to_parquet(f, index=False)
-    else:
-        raise ConfigurationError(f"unsupported table format {suffix!r} for {target} (use .csv or .parquet)")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(df: pd.DataFrame, target: Path) -> pd.DataFrame:
+    """``df`` with lone surrogates written as ``\\udXXX`` (as JSON.stringify escapes them), and a
+    warning naming the columns: CSV and Parquet hold UTF-8 text only."""
+    out = df.copy()
+    changed = []
+    for i in range(out.shape[1]):
+        values = out.iloc[:, i].tolist()
+        if any(isinstance(v, str) and _LONE_SURROGATE.search(v) for v in values):
+            changed.append(str(out.columns[i]))
+            out.isetitem(i, [_LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), v)
+                             if isinstance(v, str) else v for v in values])
+    warnings.warn(f"{target}: lone UTF-16 surrogates in column(s) {', '.join(changed)} written as \\uXXXX "
+                  f"escapes ({target.suffix[1:]} holds UTF-8 text only)", PimemWarning, stacklevel=3)
+    return out
 
 
 def _for_parquet(df: pd.DataFrame) -> pd.DataFrame:

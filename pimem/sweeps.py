@@ -100,8 +100,18 @@ def _summarizer_identity(summarizer: Any) -> Any:
 
 
 def _session_text(session: Any) -> bytes:
-    lines = [orjson.dumps(session.header)] + [orjson.dumps(e) for e in session.entries]
-    return b"\n".join(lines)
+    return b"\n".join(_entry_bytes(e) for e in [session.header, *session.entries])
+
+
+def _entry_bytes(entry: Any) -> bytes:
+    """An entry's JSON bytes for hashing: orjson, or JSON.stringify where orjson refuses (lone
+    surrogates, nesting deeper than 254 levels)."""
+    try:
+        return orjson.dumps(entry)
+    except TypeError:  # orjson.JSONEncodeError
+        from pimem._js import js_stringify
+
+        return js_stringify(entry).encode("utf-8")
 
 
 def _session_key(ref: Any) -> tuple[str, str, int]:

@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 
 from pimem._js import (
     js_number,
+    js_string,
     js_slice,
     js_stringify,
     js_stringify_py,
+    js_to_number,
     loads_line,
     parse_iso_ms,
     to_iso,
@@ -112,6 +114,7 @@ const out = INPUT.map((c) => {
     case 'slice': return c.end === null ? c.s.slice(c.start) : c.s.slice(c.start, c.end);
     case 'date': { const t = new Date(c.s).getTime(); return Number.isNaN(t) ? null : t; }
     case 'iso': { try { return new Date(c.ms).toISOString(); } catch { return null; } }
+    case 'number': return String(Number(c.v));
   }
   throw new Error('unknown op ' + c.op);
 });
@@ -134,6 +137,8 @@ def python_answer(case: dict[str, Any]) -> Any:
         return js_slice(case["s"], case["start"], case["end"])
     if op == "date":
         return parse_iso_ms(case["s"])
+    if op == "number":
+        return js_string(js_to_number(case["v"]))
     if op == "iso":
         try:
             return to_iso(case["ms"])
@@ -193,6 +198,16 @@ PARSE_TEXTS = [
     '"\\u2028 é 😀"',
     ' {"ws": true} \r',
     "\ufeff{}",
+    "[" * 1100 + "1" + "]" * 1100,  # deeper than orjson goes
+    '{"k":' * 3000 + '"\\ud800"' + "}" * 3000,  # deeper than the recursion limit
+    "[" * 3000 + "]" * 2999,
+    "1" * 5000,  # more digits than Python's int() takes
+    '{"n":-' + "9" * 4400 + ',"m":' + "1" * 400 + "}",
+]
+NUMBERS_OF = [  # Number(v): also what Pi's `version >= 3` compares a header version as
+    [1], "0x1", "0X1F", "0b11", "0o7", [], "", " 2 ", None, "Infinity", "-Infinity", "1e3", ".5", "5.", True,
+    "1_0", "inf", "nan", "-0x1", "+0x1", "0x", {}, [1, 2], [[2]], "abc", "\u00a01\ufeff", "1e", "-", "00", "-0",
+    "0x" + "f" * 300, ["0x10"], 3, 2.5,
 ]
 SLICES = [
     ("a😀b", 0, 2), ("a😀b", 2, None), ("a😀b", -1, None), ("a😀b", -2, -1), ("😀😀", 1, 3),
@@ -214,6 +229,8 @@ def fixed_cases() -> list[dict[str, Any]]:
         cases.append({"op": "iso", "ms": ms})
     for text in PARSE_TEXTS:
         cases.append({"op": "parse_stringify", "text": text})
+    for v in NUMBERS_OF:
+        cases.append({"op": "number", "v": v})
     return cases
 
 

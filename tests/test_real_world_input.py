@@ -250,3 +250,33 @@ def test_loads_line_any_depth_and_rejects_what_json_parse_rejects() -> None:
     for bad in ["[" * 3000 + "]" * 2999, "[" * 3000 + "1," + "]" * 3000, '{"a":' * 2000 + "NaN" + "}" * 2000]:
         with pytest.raises(ValueError):
             loads_line(bad)
+
+
+def test_sweep_over_in_memory_sessions_with_surrogates_and_deep_lines(surrogate_file: Path, tmp_path: Path) -> None:
+    from pimem.sweeps import sweep
+
+    deep = '{"type":"custom","id":"d","parentId":"a3","timestamp":"%s","customType":"t","data":%s}' % (
+        TS, "[" * 1500 + "]" * 1500)
+    deep_file = tmp_path / "deep.jsonl"
+    deep_file.write_bytes(surrogate_file.read_bytes() + deep.encode() + b"\n")
+    sessions = [load_session(surrogate_file), load_session(deep_file)]
+    with pytest.warns(Warning):  # poor calibration on these tiny sessions
+        df = sweep(sessions, {"reserve_tokens": [100], "keep_recent_tokens": [50], "context_window": [400]},
+                   workers=1, progress=False)
+    assert df["error"].isna().all() and len(df) == 2
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_tables_with_surrogates_are_written_with_escapes_and_a_warning(tmp_path: Path, suffix: str) -> None:
+    import pandas as pd
+
+    from pimem.errors import PimemWarning
+    from pimem.io import write_table
+    from pimem.text import frame
+
+    df = frame([{"text": "a\ud800 é", "n": 1}, {"text": "plain", "n": 2}])
+    path = tmp_path / f"t{suffix}"
+    with pytest.warns(PimemWarning, match="column\\(s\\) text written as"):
+        write_table(df, path)
+    back = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+    assert back["text"].tolist() == ["a\\ud800 é", "plain"] and back["n"].tolist() == [1, 2]
