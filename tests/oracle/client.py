@@ -186,8 +186,12 @@ class Oracle:
     the pinned 0.87.1; it runs on the same Node.
     """
 
-    def __init__(self, root: Path | None = None, *, timeout: float = 1800.0, release: str | None = None) -> None:
+    def __init__(
+        self, root: Path | None = None, *, timeout: float = 1800.0, release: str | None = None,
+        driver: str | None = None,
+    ) -> None:
         self.root = root or oracle_dir()
+        self.driver = DRIVER if driver is None else DRIVER.with_name(driver)
         self.timeout = timeout
         self.batches_run = 0
         self.requests_run = 0
@@ -214,7 +218,7 @@ class Oracle:
             # ensure_ascii escapes lone surrogates as \\uXXXX, which JSON.parse restores.
             req_path.write_text(json.dumps({"requests": list(requests)}, ensure_ascii=True), encoding="ascii")
             proc = subprocess.run(
-                [str(self.node), str(DRIVER), str(self.dist), str(req_path), str(res_path)],
+                [str(self.node), str(self.driver), str(self.dist), str(req_path), str(res_path)],
                 capture_output=True,
                 text=True,
                 timeout=self.timeout,
