@@ -159,11 +159,13 @@ from pimem.calibration import Calibration, fit_calibration
 from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.tokenizers import TiktokenCounter
 
-__all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "TOKEN_SOURCES", "TRIGGERS"]
+__all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "CALL_COLUMNS", "TOKEN_SOURCES",
+           "TRIGGERS"]
 
 TokenSource = Literal["estimate", "calibrated", "chars", "tiktoken"]
 Trigger = Literal["threshold", "recorded", "none"]
 TOKEN_SOURCES = ("estimate", "calibrated", "chars", "tiktoken")
+CALL_COLUMNS = ["step", "entry_id", "context_tokens", "recorded_tokens", "prefix_tokens", "output_tokens", "timestamp"]
 TRIGGERS = ("threshold", "recorded", "none")
 
 EVENT_COLUMNS = [
@@ -171,7 +173,7 @@ EVENT_COLUMNS = [
     "should_compact", "fired", "will_retry", "note", "compaction_id", "first_kept_entry_id",
     "messages_summarized", "turn_prefix_messages", "split_turn", "tokens_before", "tokens_after",
     "summary_tokens", "request_tokens", "response_tokens", "summary_calls", "latency_s", "error",
-    "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before",
+    "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before", "context_edits",
 ]
 
 
@@ -196,6 +198,8 @@ class ReplayResult:
     calibration: Calibration = field(repr=False, default_factory=Calibration)
     floored_calls: int = 0
     warnings: list[str] = field(repr=False, default_factory=list)
+    strategy: str = "pi-0.87.1"
+    context_edit_ids: list[str] = field(repr=False, default_factory=list)
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
     _orphans: Any = field(repr=False, default=None)
 
@@ -225,6 +229,7 @@ class ReplayResult:
             "assistant_calls": int(len(self.calls)),
             "checks": int(len(checks)),
             "compactions": int(len(comp)),
+            "context_edits": int(ev["context_edits"].fillna(0).sum()) if len(ev) else 0,
             "threshold_compactions": int(by_reason.get("threshold", 0)),
             "overflow_compactions": int(by_reason.get("overflow", 0)),
             "manual_compactions": int(by_reason.get("manual", 0)),
@@ -249,6 +254,7 @@ class ReplayResult:
             "orphan_reference_rate": orphan_rate(self.orphan_references()),
             "token_source": self.token_source,
             "triggers": self.triggers,
+            "strategy": self.strategy,
             "warnings": "; ".join(self.warnings) or None,
         }
 
@@ -356,6 +362,12 @@ def _input_tokens(message: dict) -> float:
     return parts[0] + parts[1] + parts[2]
 
 
+def _output_tokens(message: dict) -> float:
+    usage = message.get("usage")
+    value = usage.get("output") if isinstance(usage, dict) else None
+    return value if type(value) in (int, float) else 0
+
+
 def _has_tool_calls(message: dict) -> bool:
     content = message.get("content")
     return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content)
@@ -404,7 +416,9 @@ def check_settings(settings: Any, context_window: int | float | None) -> list[st
 
 class _Replayer:
     def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
-                 triggers, hooks, seed, stop_on_error, progress):
+                 triggers, hooks, seed, stop_on_error, progress, strategy=None):
+        from pimem.strategies.base import get_strategy
+
         if token_source not in TOKEN_SOURCES:
             raise ConfigurationError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
         if triggers not in TRIGGERS:
@@ -419,6 +433,9 @@ class _Replayer:
         self.token_source = token_source
         self.triggers = triggers
         self.hooks = hooks
+        self.strategy = get_strategy(strategy)
+        self.turn = 0
+        self.edit_ids: list[str] = []
         self.stop_on_error = stop_on_error
         self.progress = progress
         self.path = original.get_branch(leaf_id)
@@ -446,6 +463,7 @@ class _Replayer:
         self._models: dict[Any, Any] = {}
         self.step = 0
         self._checked_windows: set[Any] = set()
+        self._prev_request: tuple[list[dict] | None, float] = (None, 0.0)
         if context_window is not None or model is not None:
             self.model_info()
 
@@ -511,12 +529,19 @@ class _Replayer:
             return float("nan")
         return tokens
 
-    def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
-        from pimem.core.compaction.compaction import should_compact
+    def check_point(self, check: str, reason: str, tokens: float, will_retry: bool = False) -> Any:
+        from pimem.strategies.base import CheckPoint
 
+        window = self.model_info().context_window
+        return CheckPoint(check=check, reason=reason, tokens=tokens, context_window=window,
+                          threshold=window - self.settings.reserve_tokens, settings=self.settings,
+                          tracker=self.rep, will_retry=will_retry)
+
+    def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
         tokens = self.known_tokens(tokens, "check")
         window = self.model_info().context_window
-        decision = bool(note is None and window > 0 and should_compact(tokens, window, self.settings))
+        decision = bool(note is None and window > 0
+                        and self.strategy.should_compact(self.check_point(check, "threshold", tokens)))
         return self._row(kind="check", check=check, reason="threshold", context_tokens=tokens,
                          threshold=window - self.settings.reserve_tokens, context_window=window,
                          should_compact=decision, fired=False, note=note)
@@ -558,10 +583,11 @@ class _Replayer:
         elif same_model and message.get("stopReason") == "error" and is_context_overflow(message):
             overflow = True
         if overflow:
+            decision = self.strategy.should_compact(self.check_point(check, "overflow", _input_tokens(message)))
             row = self._row(kind="check", check=check, reason="overflow", context_tokens=_input_tokens(message),
                             threshold=window - self.settings.reserve_tokens, context_window=window,
-                            should_compact=True, fired=False)
-            if self.acting():
+                            should_compact=bool(decision), fired=False)
+            if self.acting() and decision:
                 row["fired"] = self.run_compaction("overflow", False, check)
             return
         if self.token_source == "chars":
@@ -594,10 +620,11 @@ class _Replayer:
             return
         tokens = self.call_tokens(message)
         if tokens > window:
+            decision = self.strategy.should_compact(self.check_point("before_call", "overflow", tokens, True))
             row = self._row(kind="check", check="before_call", reason="overflow", context_tokens=tokens,
                             threshold=window - self.settings.reserve_tokens, context_window=window,
-                            should_compact=True, fired=False, will_retry=True)
-            if not self.acting():
+                            should_compact=bool(decision), fired=False, will_retry=True)
+            if not self.acting() or not decision:
                 return
             if self.overflow_attempted:
                 row["note"] = "overflow recovery already attempted in this run"
@@ -630,6 +657,29 @@ class _Replayer:
         return self.calibration.simulate(_input_tokens(message), self.rec.usage_free_estimate(),
                                          self.rep.usage_free_estimate())
 
+    def cached_prefix(self, tokens: float) -> float:
+        """The tokens of this request that repeat the previous request's prefix (a prompt cache can
+        read them): system prompt and tools (the calibration's overhead) plus the leading projected
+        messages both requests share, converted to the request's units by its own rate. A
+        compaction or a context edit changes the projected messages from its position on, so the
+        prefix stops there. Capped by both requests' sizes; 0 for the first request."""
+        messages = self.rep.projection.messages
+        prev, prev_tokens = self._prev_request
+        self._prev_request = (list(messages), tokens)
+        if prev is None or not (tokens == tokens) or not (prev_tokens == prev_tokens):
+            return 0.0
+        est = self.rep.cache.estimate
+        shared = 0
+        for a, b in zip(prev, messages):
+            if a is not b and a != b:
+                break
+            shared += est(a)
+        overhead = self.calibration.overhead if self.token_source == "calibrated" else 0.0
+        total = self.rep.total_estimate
+        variable = max(tokens - overhead, 0.0)
+        prefix = min(overhead, tokens) + (variable * shared / total if total else 0.0)
+        return float(min(prefix, tokens, prev_tokens))
+
     # -- compaction --------------------------------------------------------------------------------
 
     def run_compaction(self, reason: str, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
@@ -647,7 +697,7 @@ class _Replayer:
                       threshold=info.context_window - self.settings.reserve_tokens)
         # The tracker holds the replayed branch: its preparation and system message spare
         # run_compaction two walks of the branch.
-        preparation = self.rep.prepare(self.settings)
+        preparation = self.strategy.prepare(self.rep, self.settings)
         if reason != "manual" and preparation is None:
             # Pi's automatic compaction returns at once when prepareCompaction finds nothing
             # (no hook, no event).
@@ -660,7 +710,8 @@ class _Replayer:
         outcome = run_compaction(self.new, self.settings, counting, model=info, reason=reason, hooks=self.hooks,
                                  thinking_level=self.rep.projection.thinking_level, will_retry=will_retry,
                                  timestamp=anchor_ts, preparation=preparation, path_entries=list(self.rep.path),
-                                 system_message=self.rep.current_system_message())
+                                 system_message=self.rep.current_system_message(),
+                                 compactor=self.strategy.summarize)
         latency = time.perf_counter() - start
         usage_cols = dict(summary_calls=counting.calls, request_tokens=counting.request_tokens,
                           response_tokens=counting.response_tokens, latency_s=latency)
@@ -693,6 +744,26 @@ class _Replayer:
                   tokens_after=self.rep.total_estimate, summary_tokens=math.ceil(_utf16(summary) / 4),
                   from_hook=outcome.from_extension, **usage_cols, **window, **extra)
         return True
+
+    def apply_context_edits(self, entry: dict) -> None:
+        """Append the strategy's context edits before the assistant call of ``entry``."""
+        from pimem.strategies.base import TurnView
+
+        if not self.acting():
+            return
+        edits = self.strategy.context_edits(TurnView(turn=self.turn, context_window=self.model_info().context_window,
+                                                     settings=self.settings, tracker=self.rep))
+        if not edits:
+            return
+        before = self.rep.total_estimate
+        anchor_ts = self.rep.path[-1].get("timestamp") if self.rep.path else entry.get("timestamp")
+        for edit in edits:
+            appended = self.new.append_context_edit(edit.target_id, edit.replacement, timestamp=anchor_ts)
+            self._append_replayed(appended)
+            self.edit_ids.append(appended["id"])
+        self._row(kind="context_edit", check="turn", reason="strategy", fired=True, tokens_before=before,
+                  tokens_after=self.rep.total_estimate, context_edits=len(edits),
+                  context_window=self.model_info().context_window)
 
     # -- walk --------------------------------------------------------------------------------------
 
@@ -733,6 +804,7 @@ class _Replayer:
             message = entry.get("message") if etype == "message" else None
             role = message.get("role") if message else None
             if role == "assistant":
+                self.apply_context_edits(entry)
                 if self.last_tool_results and self.in_run:
                     self.check_next_turn()
                 self.check_before_call(message)
@@ -741,9 +813,12 @@ class _Replayer:
                     self.floored_calls += floored
                     self.simulated_input[id(message)] = simulated_input
                     self.simulated[id(message)] = _usage_tokens(message) - _input_tokens(message) + simulated_input
-                self.calls.append({"step": i, "entry_id": entry.get("id"),
-                                   "context_tokens": self.known_tokens(self.call_tokens(message), "call"),
-                                   "recorded_tokens": _input_tokens(message)})
+                tokens = self.known_tokens(self.call_tokens(message), "call")
+                self.calls.append({"step": i, "entry_id": entry.get("id"), "context_tokens": tokens,
+                                   "recorded_tokens": _input_tokens(message),
+                                   "prefix_tokens": self.cached_prefix(tokens),
+                                   "output_tokens": _output_tokens(message),
+                                   "timestamp": _ts_ms(message.get("timestamp", entry.get("timestamp")))})
             elif role == "user":
                 if self.in_run and self.last_tool_results:
                     self.check_next_turn()  # a steering message inside the run
@@ -756,6 +831,7 @@ class _Replayer:
             self.rec.append(entry)
             self.append(entry)
             if role == "assistant":
+                self.turn += 1
                 self.last_assistant = message
                 self.last_tool_results = []
                 if message.get("stopReason") not in ("error", "length"):
@@ -770,13 +846,13 @@ class _Replayer:
                 self.last_tool_results.append(message)
             self.leaf_at.append(self.new.leaf_id)
         events = pd.DataFrame(self.events, columns=EVENT_COLUMNS)
-        calls = pd.DataFrame(self.calls, columns=["step", "entry_id", "context_tokens", "recorded_tokens"])
+        calls = pd.DataFrame(self.calls, columns=CALL_COLUMNS)
         return ReplayResult(
             session=self.new, events=events, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
             calibration_slope=self.slope, calibration=self.calibration, floored_calls=self.floored_calls,
-            warnings=self.warnings,
+            warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,
         )
 
 
@@ -843,6 +919,7 @@ def replay(
     progress: bool = False,
     stop_on_error: bool = False,
     sample: int = 0,
+    strategy: Any = None,
 ) -> ReplayResult:
     """Replay the recorded path of ``session`` (a ``Session`` or a path) into a new session.
 
@@ -857,7 +934,9 @@ def replay(
     numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
     temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws. Settings that
     leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
-    (:func:`check_settings`).
+    (:func:`check_settings`). ``strategy``: the compaction strategy (a name such as
+    ``"masking:keep_turns=5"`` or a :class:`~pimem.strategies.CompactionStrategy`; default Pi
+    0.87.1, see :mod:`pimem.strategies.base`).
     """
     from pimem.core.compaction.compaction import CompactionSettings
 
@@ -875,7 +954,7 @@ def replay(
     if sample:
         summarizer = _SampledSummarizer(summarizer, sample)
     return _Replayer(original, settings, model, context_window, summarizer, leaf_id, token_source,
-                     triggers, hooks, seed, stop_on_error, progress).run()
+                     triggers, hooks, seed, stop_on_error, progress, strategy).run()
 
 
 def navigate(

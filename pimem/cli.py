@@ -67,6 +67,45 @@ def _token_sources(text: str) -> list[str]:
     return list(dict.fromkeys(sources))
 
 
+def _strategy(text: str) -> str:
+    """A compaction strategy spec (``name`` or ``name:key=value,...``), checked now."""
+    from pimem.errors import ConfigurationError
+    from pimem.strategies import get_strategy
+
+    try:
+        get_strategy(text)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _summarizer_list(text: str) -> list[str]:
+    from pimem.summarizers import SUMMARIZER_NAMES
+
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    known = ("openai", *SUMMARIZER_NAMES)
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"summarizers are {', '.join(known)}; got {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def _prices(path: str) -> dict:
+    """A JSON price file: {model: {input, output, cache_read, cache_write}} in dollars per million tokens."""
+    import orjson
+
+    from pimem.cost import _as_price
+    from pimem.errors import ConfigurationError
+
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+        if not isinstance(data, dict):
+            raise ConfigurationError("the file must hold one JSON object of model -> price")
+        return {k: _as_price(v) for k, v in data.items()}
+    except (OSError, orjson.JSONDecodeError, ConfigurationError) as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
+
+
 def _load(path: str | Path):
     from pimem.core.session_manager import SessionFormatError, load_session
 
@@ -262,7 +301,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReplayWarning)  # printed below, once, as pimem's own lines
         result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
-                        triggers=args.triggers, seed=args.seed, progress=not args.quiet, sample=args.sample)
+                        triggers=args.triggers, seed=args.seed, progress=not args.quiet, sample=args.sample,
+                        strategy=args.strategy)
     for message in result.warnings:
         print(f"pimem: warning: {message}", file=sys.stderr)
     from pimem.text import format_number
@@ -290,6 +330,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                   "token_source": args.token_source}
     if args.samples > 1:
         grid["sample"] = list(range(args.samples))
+    if args.strategy:
+        grid["strategy"] = list(dict.fromkeys(args.strategy))
+    names = args.summarizer
+    if len(names) > 1 or names[0] not in ("extractive", "env", "openai"):
+        if "openai" in names:
+            raise UserError("--summarizer openai cannot be a grid axis; use env (PIMEM_MODEL) among several")
+        grid["summarizer"] = names
+        names = ["extractive"]
     if args.window:
         grid["context_window"] = args.window
         for window in args.window:  # every combination must fit its window (exit 2 before any work)
@@ -301,8 +349,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = Path(args.output)
     _check_output(args.output, paths, _TABLE_SUFFIXES)
     _check_output(args.summary, paths, _TABLE_SUFFIXES)
-    summ = _summarizer(args.summarizer, None, args.model)
-    df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet)
+    summ = _summarizer(names[0], None, args.model)
+    df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet,
+               prices=args.prices, cost_model=args.cost_model)
     _write_table(df, out)
     errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
     print(f"{len(df)} runs ({errors} with errors) -> {out}")
@@ -342,8 +391,9 @@ def _sweep_summary(df, sources: Sequence[str]):
     """Per setting: mean over sessions, 95% session-bootstrap interval, band across token sources."""
     from pimem.uncertainty import sweep_summary
 
-    metrics = [m for m in ("compactions", "peak_context_tokens", "mean_context_tokens", "orphan_reference_rate")
-               if m in df.columns]
+    metrics = [m for m in ("compactions", "context_edits", "peak_context_tokens", "mean_context_tokens", "cost_total",
+                           "needed_recall", "orphan_reference_rate")
+               if m in df.columns and df[m].notna().any()]
     reference = "calibrated" if "calibrated" in sources else sources[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -397,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sources = "calibrated: recorded usage shifted by what the replay changed; estimate: exactly Pi's own " \
               "estimate on the replayed file; chars: chars/4 of the context; tiktoken: a tokenizer count"
+    strategies = "pi-0.87.1, no-split-turn, from-scratch, masking, hybrid, ... (pimem.strategies.strategy_names())"
     summarizers = "extractive: offline, no model; env: the model OPENAI_API_KEY or PIMEM_BASE_URL (with " \
                   "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached"
 
@@ -442,6 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=_non_negative_int, default=0,
                    help="seed of the new session id and compaction entry ids; the same seed gives the same "
                         "file byte for byte (default: 0)")
+    a.add_argument("--strategy", type=_strategy, default="pi-0.87.1",
+                   help=f"compaction strategy, name or name:key=value,... ({strategies}; default: pi-0.87.1)")
     a.add_argument("--sample", type=_non_negative_int, default=0,
                    help="draw index of every summary request: distinct cached draws of a model at "
                         "temperature > 0 (default: 0)")
@@ -463,9 +516,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keepRecentTokens values, comma-separated (default: 20000)")
     a.add_argument("--window", type=_int_list, default=None,
                    help="context windows, comma-separated (default: each session model's)")
-    a.add_argument("--summarizer", choices=["extractive", "env", "openai"], default="extractive",
-                   help=f"who writes the summaries: {summarizers} (default: extractive)")
+    a.add_argument("--summarizer", type=_summarizer_list, default=["extractive"],
+                   help=f"who writes the summaries, comma-separated (several, a baseline or recorded make a grid "
+                        f"axis): {summarizers}; recorded: each session's own summaries; empty-template, fact-dump, "
+                        "head-truncation, tail-truncation: degenerate baselines (default: extractive)")
     a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    a.add_argument("--strategy", type=_strategy, action="append", default=None,
+                   help=f"compaction strategy, name or name:key=value,...; repeat for a grid axis ({strategies}; "
+                        "default: pi-0.87.1)")
+    a.add_argument("--prices", type=_prices, default=None,
+                   help="JSON file of model -> {input, output, cache_read, cache_write} in dollars per million "
+                        "tokens, over pimem's price table (default: the table in pimem.cost)")
+    a.add_argument("--cost-model", default=None,
+                   help="price every run as this model (default: each session's model)")
     a.add_argument("--token-source", type=_token_sources, default=["calibrated"],
                    help=f"what the compaction checks read, comma-separated: {sources}; several give the band "
                         "across them (default: calibrated)")

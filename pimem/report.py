@@ -620,7 +620,7 @@ def run_study(
                 for r, k, w in unique for src in sources]
         if grid:
             frames.append(sweep([str(p)], grid, workers=workers, cache=cache_path, progress=progress,
-                                results_path=out / "sweep-runs.jsonl"))
+                                results_path=out / "sweep-runs.jsonl", measures="cost"))
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     names = _unique_names(session_paths)
     name_of = {str(p): n for p, n in zip(session_paths, names)}

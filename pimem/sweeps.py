@@ -20,6 +20,17 @@ Repeated draws: a ``"sample"`` axis (``{"sample": range(n)}``) replays each sett
 with the summary requests numbered as draws 0…n−1 (``SummaryRequest.sample``), so a model at
 temperature > 0 behind the cache gives ``n`` distinct cached answers per request.
 
+Strategies and summarizers are grid axes too: ``{"strategy": ["pi-0.87.1", "masking:keep_turns=5",
+"hybrid"], "summarizer": ["extractive", "fact-dump"], ...}`` (names or spec strings of
+:func:`pimem.strategies.get_strategy` and :func:`pimem.summarizers.summarizer_named`, or objects).
+A ``summarizer`` axis replaces the sweep's ``summarizer`` argument for its runs.
+
+Every run row carries the replay's :meth:`~pimem.agent_loop.ReplayResult.summary`, its drift
+measures (needed-later recall of its summaries, what masking removed; see
+:mod:`pimem.strategies.measures`) and its cache-aware cost (:mod:`pimem.cost`; ``prices`` overrides
+the price table, ``cost_model`` the priced model). ``measures="cost"`` leaves the drift measures out,
+``measures=False`` both.
+
 Parallelism: ``concurrent.futures.ProcessPoolExecutor`` (``workers`` processes; 1 runs in this
 process), or a Dask cluster when ``client`` is a ``dask.distributed.Client`` (one task per run).
 """
@@ -45,7 +56,7 @@ __all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
 # setting keys understood per run; anything else is an error naming the key
 SETTING_KEYS = (
     "reserve_tokens", "keep_recent_tokens", "enabled", "context_window", "token_source", "triggers",
-    "seed", "leaf_id", "sample",
+    "seed", "leaf_id", "sample", "strategy", "summarizer",
 )
 _COMPACTION_KEYS = ("enabled", "reserve_tokens", "keep_recent_tokens")
 
@@ -65,6 +76,16 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
         unknown = [k for k in s if k not in SETTING_KEYS]
         if unknown:
             raise ConfigurationError(f"unknown sweep setting {unknown[0]!r}; known: {', '.join(SETTING_KEYS)}")
+        if s.get("strategy") is not None:
+            from pimem.strategies.base import get_strategy
+
+            get_strategy(s["strategy"])  # an unknown name or parameter fails before any run
+        if isinstance(s.get("summarizer"), str):
+            from pimem.summarizers import SUMMARIZER_NAMES
+
+            if s["summarizer"] not in SUMMARIZER_NAMES:
+                raise ConfigurationError(f"unknown summarizer {s['summarizer']!r} in the grid; "
+                                         f"known: {', '.join(SUMMARIZER_NAMES)}")
     return settings
 
 
@@ -92,9 +113,32 @@ def _session_key(ref: Any) -> tuple[str, str, int]:
     return label, hashlib.sha256(data).hexdigest(), len(data)
 
 
+def _hashable(setting: Mapping[str, Any]) -> dict[str, Any]:
+    """The setting with strategy and summarizer objects replaced by their identities."""
+    out = dict(setting)
+    if "strategy" in out and not isinstance(out["strategy"], str) and out["strategy"] is not None:
+        from pimem.strategies.base import get_strategy
+
+        out["strategy"] = get_strategy(out["strategy"]).identity()
+    if "summarizer" in out and not isinstance(out["summarizer"], str) and out["summarizer"] is not None:
+        out["summarizer"] = _summarizer_identity(out["summarizer"])
+    return out
+
+
+def _label(value: Any) -> Any:
+    """A strategy or summarizer axis value as a table cell."""
+    if value is None or isinstance(value, str):
+        return value
+    spec = getattr(value, "spec", None)
+    if callable(spec):
+        return spec()
+    ident = _summarizer_identity(value)
+    return ident.get("class") if isinstance(ident, dict) else str(ident)
+
+
 def run_hash(session_hash: str, setting: Mapping[str, Any], summarizer_identity: Any) -> str:
     """The key of one run: content of the session, the setting, the summarizer."""
-    payload = orjson.dumps({"session": session_hash, "setting": dict(setting), "summarizer": summarizer_identity},
+    payload = orjson.dumps({"session": session_hash, "setting": _hashable(setting), "summarizer": summarizer_identity},
                            option=orjson.OPT_SORT_KEYS, default=str)
     return hashlib.sha256(payload).hexdigest()[:24]
 
@@ -209,22 +253,36 @@ def _run_one(task: dict[str, Any]) -> dict[str, Any]:
                            "session_hash": task["session_hash"], "setting_index": task["setting_index"],
                            "session_index": task["session_index"]}
     row.update({k: setting.get(k) for k in SETTING_KEYS})
+    row["strategy"] = _label(setting.get("strategy"))
+    row["summarizer"] = _label(setting.get("summarizer"))
     start = time.perf_counter()
     counter = None
     try:
-        summarizer, counter = _make_summarizer(task["summarizer"], task["cache"])
         session = _load_ref(task["ref"], task["session_hash"])
+        base = task["summarizer"]
+        if setting.get("summarizer") is not None:
+            base = setting["summarizer"]
+            if isinstance(base, str):
+                from pimem.summarizers import summarizer_named
+
+                base = summarizer_named(base, session)
+        summarizer, counter = _make_summarizer(base, task["cache"])
         defaults = CompactionSettings()
         settings = CompactionSettings(**{k: setting.get(k, getattr(defaults, k)) for k in _COMPACTION_KEYS})
         result = replay(
             session, settings, summarizer=summarizer, context_window=setting.get("context_window"),
             token_source=setting.get("token_source", "calibrated"), triggers=setting.get("triggers", "threshold"),
             seed=setting.get("seed", 0), leaf_id=setting.get("leaf_id"), sample=setting.get("sample") or 0,
+            strategy=setting.get("strategy"),
         )
         summary = result.summary()
         summary.pop("token_source", None)
         summary.pop("triggers", None)
         row.update(summary)
+        if task.get("measures"):
+            from pimem.strategies.measures import run_measures
+
+            row.update(run_measures(result, **task["measures"]))
         row["error"] = None
     except Exception as exc:  # noqa: BLE001 - one failing run must not stop the sweep
         row["error"] = f"{type(exc).__name__}: {exc}"
@@ -311,6 +369,10 @@ def sweep(
     progress: bool = True,
     results_path: str | os.PathLike | None = None,
     client: Any = None,
+    measures: bool | str = True,
+    prices: Mapping[str, Any] | None = None,
+    cost_model: str | None = None,
+    cache_ttl_s: float | None = 300.0,
 ) -> pd.DataFrame:
     """Replay every session under every setting of ``grid``; one row per run.
 
@@ -318,11 +380,20 @@ def sweep(
     or a list of setting dicts with keys from :data:`SETTING_KEYS`. ``cache``: a SQLite file
     shared by all runs for summaries. ``results_path``: a JSONL file that makes the sweep
     resumable, or a ``.parquet`` file for the final table (its log beside it; see module
-    docs). ``client``: a ``dask.distributed.Client`` to run on.
+    docs). ``client``: a ``dask.distributed.Client`` to run on. ``measures``: add drift and cost
+    columns (``prices``, ``cost_model``, ``cache_ttl_s`` as in :func:`pimem.cost.replay_cost`).
     """
     settings = expand_grid(grid)
     refs = list(sessions)
     ident = _summarizer_identity(summarizer)
+    measure_options: dict[str, Any] | None = None
+    if measures:
+        from pimem.cost import _as_price
+
+        measure_options = {"prices": {k: _as_price(v) for k, v in (prices or {}).items()} or None,
+                           "cost_model": cost_model, "cache_ttl_s": cache_ttl_s, "drift": measures != "cost"}
+        if prices or cost_model or cache_ttl_s != 300.0 or measures == "cost":
+            ident = {"summarizer": ident, "measures": measure_options}
     cache_path = str(cache) if isinstance(cache, (str, os.PathLike)) else cache
     tasks: list[dict[str, Any]] = []
     for si, ref in enumerate(refs):
@@ -332,13 +403,17 @@ def sweep(
         for ki, setting in enumerate(settings):
             tasks.append({"ref": ref, "label": label, "session_hash": shash, "session_index": si,
                           "setting_index": ki, "setting": setting, "summarizer": summarizer,
-                          "cache": cache_path, "run_hash": run_hash(shash, setting, ident), "size": size})
+                          "cache": cache_path, "run_hash": run_hash(shash, setting, ident), "size": size,
+                          "measures": measure_options})
     results_file = log_path_for(results_path) if results_path is not None else None
     done = _read_results(results_file) if results_file is not None else {}
     rows: list[dict[str, Any]] = []
     todo = []
     for t in tasks:
         prev = done.get(t["run_hash"])
+        if prev is not None and measures and ("cost_total" not in prev or (
+                measures != "cost" and "needed_recall" not in prev)):
+            prev = None  # logged without measures: run again to add them
         if prev is not None:
             prev = dict(prev)
             prev.update(session_index=t["session_index"], setting_index=t["setting_index"], resumed=True)

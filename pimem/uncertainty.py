@@ -43,8 +43,8 @@ __all__ = ["token_source_bands", "bootstrap_ci", "paired_difference", "sweep_sum
            "BAND_SOURCES", "DEFAULT_METRICS"]
 
 BAND_SOURCES = ("calibrated", "chars", "tiktoken")
-DEFAULT_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens",
-                   "orphan_reference_rate")
+DEFAULT_METRICS = ("compactions", "context_edits", "summarization_request_tokens", "peak_context_tokens",
+                   "mean_context_tokens", "cost_total", "needed_recall", "orphan_reference_rate")
 # what names a setting in a sweep row (strategy and summarizer when the grid has those axes)
 _SETTING_COLUMNS = ("strategy", "summarizer", "reserve_tokens", "keep_recent_tokens", "enabled", "context_window",
                     "triggers", "leaf_id")

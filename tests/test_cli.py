@@ -371,3 +371,39 @@ def test_sweep_summary_with_intervals_and_token_source_bands(tmp_path: Path, sam
     assert row.compactions_ci_low <= row.compactions <= row.compactions_ci_high
     code, _, err = run(["sweep", str(sample_paths[0]), "--token-source", "calibrated,bogus", "-o", str(out)], capsys)
     assert code == 2 and "token sources are" in err
+
+
+def test_sweep_strategy_and_summarizer_axes(tmp_path: Path, sample_paths: list[Path], capsys) -> None:
+    out = tmp_path / "results.csv"
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"claude-sonnet-4-5": {"input": 1, "output": 2, "cache_read": 0, "cache_write": 1}}')
+    session = str(sample_paths[0])
+    code, text, err = run(["sweep", session, "--reserve", "4096", "--keep", "4000", "--window", "24000",
+                           "--strategy", "pi-0.87.1", "--strategy", "masking:keep_turns=5",
+                           "--summarizer", "extractive,fact-dump", "--prices", str(prices),
+                           "--workers", "1", "-q", "-o", str(out)], capsys)
+    assert code == 0, err
+    df = pd.read_csv(out)
+    assert sorted(df["strategy"]) == ["masking:keep_turns=5"] * 2 + ["pi-0.87.1"] * 2
+    assert set(df["summarizer"]) == {"extractive", "fact-dump"}
+    assert df["cost_total"].gt(0).all() and "needed_recall" in df.columns
+    assert "cost_total" in text and "needed_recall" in text
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--strategy", "nope"], "unknown compaction strategy 'nope'"),
+    (["--summarizer", "extractive,gpt-9"], "summarizers are"),
+])
+def test_sweep_rejects_unknown_strategies_and_summarizers(args, words, tmp_path: Path, sample_paths: list[Path],
+                                                          capsys) -> None:
+    code, _, err = run(["sweep", str(sample_paths[0]), *args, "-q", "-o", str(tmp_path / "r.csv")], capsys)
+    assert code == 2 and words in err
+
+
+def test_replay_with_a_strategy(sample_paths: list[Path], capsys) -> None:
+    code, text, err = run(["replay", str(sample_paths[0]), "--window", "24000", "--reserve", "4096", "--keep",
+                           "4000", "--strategy", "masking:keep_turns=3", "-q"], capsys)
+    assert code == 0, err
+    assert "masking:keep_turns=3" in text
+    edits = next(line for line in text.splitlines() if line.startswith("context_edits"))
+    assert int(edits.split()[-1].replace(",", "")) > 0

@@ -250,6 +250,7 @@ def run_compaction(
     preparation: CompactionPreparation | None = None,
     path_entries: Sequence[dict] | None = None,
     system_message: dict | None | Any = COMPUTE_SYSTEM_MESSAGE,
+    compactor: Callable[..., CompactionResult] | None = None,
 ) -> CompactionOutcome:
     """One compaction as ``AgentSession.compact`` (manual) / ``_runAutoCompaction`` do it.
 
@@ -261,6 +262,7 @@ def run_compaction(
     A caller that already has them may pass the branch (``path_entries``, root first), its
     ``preparation`` under these settings and its current ``system_message`` (see
     ``Session.append_compaction``); they must be what the session's current branch gives.
+    ``compactor`` replaces ``compact`` (same arguments) for compaction strategies other than Pi's.
     """
     hooks = hooks or Hooks()
     manual = reason == "manual"
@@ -302,7 +304,7 @@ def run_compaction(
     else:
         recording = _Recording(summarizer, outcome)
         try:
-            result = compact(
+            result = (compactor or compact)(
                 preparation,
                 recording,
                 model=model,

@@ -275,6 +275,11 @@ class ContextTracker:
         """Whether a ``context_edit`` entry is part of the projection."""
         return bool(self._edits)
 
+    @property
+    def context_edits(self) -> dict[Any, dict]:
+        """The ``context_edit`` entries of the projection by target id (the latest per target)."""
+        return dict(self._edits)
+
     def current_system_message(self) -> dict | None:
         """``getCurrentSystemMessage(projection.messages)``."""
         return get_current_system_message(self._system) if self._system else None
@@ -328,8 +333,15 @@ class ContextTracker:
         self._fo_end = max(self._fo_end, end)
         return fo
 
-    def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> CompactionPreparation | None:
-        """``prepareCompaction(path, settings)`` from the maintained projection and sums."""
+    def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS, *,
+                split_turns: bool = True) -> CompactionPreparation | None:
+        """``prepareCompaction(path, settings)`` from the maintained projection and sums.
+
+        ``split_turns=False`` (not Pi: a strategy's variant) never cuts inside a turn: a cut Pi
+        would put inside a turn moves back to the turn's start (the whole turn is kept), or, when
+        that leaves nothing to summarize, forward to the next turn start (the whole turn is
+        summarized); with no turn start after the cut it stays Pi's split cut.
+        """
         if self.path and self.path[-1].get("type") == "compaction":
             return None
         sources, per_entry = self._sources, self._per_entry
@@ -346,6 +358,17 @@ class ContextTracker:
         if not js_truthy(first_kept_id):
             return None
         is_split = cut.is_split_turn
+        if is_split and not split_turns:
+            turns = self._turn_positions
+            if cut.turn_start_index > boundary_start and self._ns_off[cut.turn_start_index] > self._ns_off[boundary_start]:
+                first_kept_index, is_split = cut.turn_start_index, False
+            else:
+                later = turns[bisect_right(turns, first_kept_index):]
+                if later:
+                    first_kept_index, is_split = later[0], False
+            first_kept_id = sources[first_kept_index].get("id")
+            if not js_truthy(first_kept_id):
+                return None
         history_end = cut.turn_start_index if is_split else first_kept_index
         ns, off = self._ns_messages, self._ns_off
         to_summarize = ns[off[boundary_start] : off[history_end]]

@@ -697,6 +697,40 @@ class Session:
         }
         return self.append_entry(entry)
 
+    def append_context_edit(
+        self, target_id: str, replacement: dict | None, timestamp: str | int | float | None = None
+    ) -> dict:
+        """Append a ``context_edit`` entry after the leaf, as Pi's ``appendContextEdit`` does.
+
+        ``replacement`` is ``None`` (omit the target from the context) or ``{"content": str |
+        list}``; a string for an assistant or tool-result target is stored as one text block.
+        The target must be on the active branch and contribute editable model content (a
+        ``user``/``assistant``/``toolResult`` message or a ``custom_message``).
+        """
+        if replacement is not None and not (
+            isinstance(replacement, dict) and isinstance(replacement.get("content", UNDEFINED), (str, list))
+        ):
+            raise InvalidEntryError("Context edit replacement must be null or contain string/array content")
+        target = self.get_entry(target_id)
+        if target is None:
+            raise EntryNotFoundError(f"Entry {target_id} not found")
+        if not any(e.get("id") == target_id for e in self.get_branch()):
+            raise InvalidEntryError(f"Entry {target_id} is not on the active branch")
+        role = target.get("message", {}).get("role") if target.get("type") == "message" else None
+        if not (target.get("type") == "custom_message" or role in ("user", "assistant", "toolResult")):
+            raise InvalidEntryError(f"Entry {target_id} does not contribute editable model content")
+        if replacement is not None and role in ("assistant", "toolResult") and isinstance(replacement["content"], str):
+            replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
+        entry = {
+            "type": "context_edit",
+            "id": self.new_id(),
+            "parentId": self._leaf_id,
+            "timestamp": self._timestamp(timestamp),
+            "targetId": target_id,
+            "replacement": replacement,
+        }
+        return self.append_entry(entry)
+
     def append_compaction(
         self,
         result: Any,

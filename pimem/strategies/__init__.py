@@ -1,5 +1,22 @@
-"""Compaction strategies: other Pi releases' compaction beside Pi 0.87.1's (``pimem.core``).
+"""Compaction strategies: the protocol (:mod:`pimem.strategies.base`), Pi 0.87.1 (the default)
+and the reference strategies, looked up by name with :func:`get_strategy`."""
 
-``pimem.strategies.pi_1_6_0`` and ``pimem.strategies.pi_0_13_2`` hold those releases' rules as
-pure functions, each checked against the real release in Node.
-"""
+from pimem.strategies.base import (
+    DEFAULT_STRATEGY,
+    PI_PROMPTS,
+    CheckPoint,
+    CompactionStrategy,
+    ContextEdit,
+    Pi0871,
+    PromptTemplates,
+    TurnView,
+    get_strategy,
+    register_strategy,
+    strategy_names,
+    strategy_spec,
+)
+
+__all__ = [
+    "CheckPoint", "TurnView", "ContextEdit", "CompactionStrategy", "Pi0871", "PromptTemplates", "PI_PROMPTS",
+    "register_strategy", "get_strategy", "strategy_names", "strategy_spec", "DEFAULT_STRATEGY",
+]

@@ -38,7 +38,12 @@ _LAZY = {
     "BASELINES": "pimem.summarizers.baselines",
 }
 
-__all__ = ["Summarizer", "SummaryRequest", "SummaryResponse", "summarizer_from_env", "DEFAULT_MODEL", *_LAZY]
+__all__ = ["Summarizer", "SummaryRequest", "SummaryResponse", "summarizer_from_env", "summarizer_named",
+           "SUMMARIZER_NAMES", "DEFAULT_MODEL", *_LAZY]
+
+# names a sweep grid or the command line can give for a summarizer
+SUMMARIZER_NAMES = ("extractive", "recorded", "env", "empty-template", "fact-dump", "head-truncation",
+                    "tail-truncation")
 
 
 def __getattr__(name: str) -> Any:
@@ -67,3 +72,29 @@ def summarizer_from_env(cache_path: str | os.PathLike[str] | None = None, **open
         inner = ExtractiveSummarizer()
     path = cache_path if cache_path is not None else (os.environ.get("PIMEM_CACHE") or None)
     return CachedSummarizer(inner, path)
+
+
+def summarizer_named(name: str, session: Any = None) -> Any:
+    """A summarizer by name (:data:`SUMMARIZER_NAMES`): ``extractive`` (offline), ``recorded`` (the
+    summaries ``session`` holds), ``env`` (:func:`summarizer_from_env`), or a degenerate baseline
+    (``empty-template``, ``fact-dump``, ``head-truncation``, ``tail-truncation``)."""
+    from pimem.errors import ConfigurationError
+
+    if name == "extractive":
+        from pimem.summarizers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    if name == "recorded":
+        if session is None:
+            raise ConfigurationError("the recorded summarizer needs the session it replays")
+        from pimem.summarizers.recorded import RecordedSummarizer
+
+        return RecordedSummarizer(session)
+    if name == "env":
+        return summarizer_from_env()
+    from pimem.summarizers.baselines import BASELINES
+
+    cls = BASELINES.get(name.replace("-", " "))
+    if cls is None:
+        raise ConfigurationError(f"unknown summarizer {name!r}; known: {', '.join(SUMMARIZER_NAMES)}")
+    return cls()

@@ -79,6 +79,8 @@ __all__ = [
     "compact",
     "uuid7",
     "ContextTracker",
+    "PromptTemplates",
+    "PI_PROMPTS",
 ]
 
 
@@ -133,6 +135,25 @@ class CompactionPreparation:
     previous_summary: Any
     file_ops: FileOperations
     settings: CompactionSettings
+
+
+@dataclass(frozen=True)
+class PromptTemplates:
+    """The instruction texts of a compaction's summary requests (default: Pi 0.87.1's).
+
+    ``system``: the system prompt of every request; ``initial``: the history instructions
+    without a previous summary; ``update``: with one (the request then carries
+    ``<previous-summary>``); ``turn_prefix``: a split turn's prefix. The conversation framing
+    (``<conversation>`` tags, ``# Conversation`` / ``# Instructions``) stays Pi's.
+    """
+
+    system: str = SUMMARIZATION_SYSTEM_PROMPT
+    initial: str = SUMMARIZATION_PROMPT
+    update: str = UPDATE_SUMMARIZATION_PROMPT
+    turn_prefix: str = TURN_PREFIX_SUMMARIZATION_PROMPT
+
+
+PI_PROMPTS = PromptTemplates()
 
 
 @dataclass
@@ -826,10 +847,11 @@ def summarization_reasoning(model: ModelInfo, thinking_level: str | None) -> str
 
 
 def build_history_prompt(
-    messages: Sequence[dict], custom_instructions: str | None = None, previous_summary: str | None = None
+    messages: Sequence[dict], custom_instructions: str | None = None, previous_summary: str | None = None,
+    prompts: PromptTemplates = PI_PROMPTS,
 ) -> str:
     """The user-message text of a history summary request (``generateSummaryWithUsage``)."""
-    base = UPDATE_SUMMARIZATION_PROMPT if js_truthy(previous_summary) else SUMMARIZATION_PROMPT
+    base = prompts.update if js_truthy(previous_summary) else prompts.initial
     if js_truthy(custom_instructions):
         base = f"{base}\n\nAdditional focus: {custom_instructions}"
     conversation = serialize_conversation(convert_to_llm(messages))
@@ -839,17 +861,17 @@ def build_history_prompt(
     return prompt + base
 
 
-def build_turn_prefix_prompt(messages: Sequence[dict]) -> str:
+def build_turn_prefix_prompt(messages: Sequence[dict], prompts: PromptTemplates = PI_PROMPTS) -> str:
     """The user-message text of a turn-prefix summary request."""
     conversation = serialize_conversation(convert_to_llm(messages))
-    return f"# Conversation\n{conversation}\n\n# Instructions\n{TURN_PREFIX_SUMMARIZATION_PROMPT}"
+    return f"# Conversation\n{conversation}\n\n# Instructions\n{prompts.turn_prefix}"
 
 
 def _request(kind: str, prompt: str, max_tokens: int | None, reasoning: str | None, model: ModelInfo,
-             session_id: str | None) -> SummaryRequest:
+             session_id: str | None, system_prompt: str = SUMMARIZATION_SYSTEM_PROMPT) -> SummaryRequest:
     return SummaryRequest(
         kind=kind,  # type: ignore[arg-type]
-        system_prompt=SUMMARIZATION_SYSTEM_PROMPT,
+        system_prompt=system_prompt,
         prompt=prompt,
         max_tokens=max_tokens,
         reasoning=reasoning,
@@ -869,15 +891,17 @@ def generate_summary_with_usage(
     previous_summary: str | None = None,
     thinking_level: str | None = None,
     session_id: str | None = None,
+    prompts: PromptTemplates = PI_PROMPTS,
 ) -> tuple[str, dict | None]:
     """``generateSummaryWithUsage``: one history summary request; raises SummarizationError."""
     request = _request(
         "history",
-        build_history_prompt(messages, custom_instructions, previous_summary),
+        build_history_prompt(messages, custom_instructions, previous_summary, prompts),
         summarization_max_tokens(0.8, reserve_tokens, model),
         summarization_reasoning(model, thinking_level),
         model,
         session_id,
+        prompts.system,
     )
     return _complete_checked(summarizer, request, "Summarization")
 
@@ -890,15 +914,17 @@ def generate_turn_prefix_summary(
     reserve_tokens: float,
     thinking_level: str | None = None,
     session_id: str | None = None,
+    prompts: PromptTemplates = PI_PROMPTS,
 ) -> tuple[str, dict | None]:
     """``generateTurnPrefixSummary``: the split turn's prefix, half the reserve as budget."""
     request = _request(
         "turn_prefix",
-        build_turn_prefix_prompt(messages),
+        build_turn_prefix_prompt(messages, prompts),
         summarization_max_tokens(0.5, reserve_tokens, model),
         summarization_reasoning(model, thinking_level),
         model,
         session_id,
+        prompts.system,
     )
     return _complete_checked(summarizer, request, "Turn prefix summarization")
 
@@ -922,8 +948,12 @@ def compact(
     custom_instructions: str | None = None,
     thinking_level: str | None = None,
     session_id: str | None = None,
+    prompts: PromptTemplates = PI_PROMPTS,
 ) -> CompactionResult:
-    """``compact``: summarize a preparation (two requests for a split turn) and add file lists."""
+    """``compact``: summarize a preparation (two requests for a split turn) and add file lists.
+
+    ``prompts``: the instruction texts (Pi's by default; other templates for strategy studies).
+    """
     p = preparation
     reserve = p.settings.reserve_tokens
     if p.is_split_turn and p.turn_prefix_messages:
@@ -933,11 +963,11 @@ def compact(
             history_text, history_usage = generate_summary_with_usage(
                 p.messages_to_summarize, summarizer, model=model, reserve_tokens=reserve,
                 custom_instructions=custom_instructions, previous_summary=p.previous_summary,
-                thinking_level=thinking_level, session_id=session_id,
+                thinking_level=thinking_level, session_id=session_id, prompts=prompts,
             )
         prefix_text, prefix_usage = generate_turn_prefix_summary(
             p.turn_prefix_messages, summarizer, model=model, reserve_tokens=reserve,
-            thinking_level=thinking_level, session_id=session_id,
+            thinking_level=thinking_level, session_id=session_id, prompts=prompts,
         )
         summary = f"{history_text}\n\n---\n\n**Turn Context (split turn):**\n\n{prefix_text}"
         usage = combine_usage(history_usage, prefix_usage) if history_usage else prefix_usage
@@ -945,7 +975,7 @@ def compact(
         summary, usage = generate_summary_with_usage(
             p.messages_to_summarize, summarizer, model=model, reserve_tokens=reserve,
             custom_instructions=custom_instructions, previous_summary=p.previous_summary,
-            thinking_level=thinking_level, session_id=session_id,
+            thinking_level=thinking_level, session_id=session_id, prompts=prompts,
         )
     read_files, modified_files = compute_file_lists(p.file_ops)
     summary += format_file_operations(read_files, modified_files)
