@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pimem._js import UNDEFINED, iso_now, js_truthy, loads_line
 from pimem.core.compaction.compaction import CompactionSettings, calculate_context_tokens
@@ -157,14 +157,21 @@ def find_turn_boundaries(entries: Sequence[dict], start_index: int, end_index: i
     return [i for i in range(start_index, end_index) if _is_message(entries[i], "user")]
 
 
-def find_cut_point(entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float) -> int:
-    """``findCutPoint``: the index of the first kept entry (a user message, or ``start_index``)."""
+def find_cut_point(entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float,
+                   sizes: Mapping[int, float] | None = None) -> int:
+    """``findCutPoint``: the index of the first kept entry (a user message, or ``start_index``).
+
+    ``sizes`` (not Pi's) replaces the recorded usage: the context size at each assistant message
+    entry by index (entries it lacks count as messages without usage)."""
     boundaries = find_turn_boundaries(entries, start_index, end_index)
     if not boundaries:
         return start_index
     usages: list[tuple[int, Any]] = []
     for i in range(end_index - 1, start_index - 1, -1):
-        if _is_message(entries[i]):
+        if sizes is not None:
+            if i in sizes:
+                usages.append((i, sizes[i]))
+        elif _is_message(entries[i]):
             usage = get_assistant_usage(entries[i].get("message"))
             if usage is not None:
                 usages.append((i, calculate_context_tokens(usage)))
@@ -198,8 +205,11 @@ class Preparation:
     settings: CompactionSettings
 
 
-def prepare_compaction(entries: Sequence[dict], settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> Preparation:
-    """``compact`` up to its summary request; raises SummarizationError("Already compacted")."""
+def prepare_compaction(entries: Sequence[dict], settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS,
+                       sizes: Mapping[int, float] | None = None) -> Preparation:
+    """``compact`` up to its summary request; raises SummarizationError("Already compacted").
+
+    ``sizes``: see :func:`find_cut_point` (``tokensBefore`` stays the recorded usage)."""
     if entries and isinstance(entries[-1], dict) and entries[-1].get("type") == "compaction":
         raise SummarizationError("Already compacted")
     prev = -1
@@ -210,7 +220,7 @@ def prepare_compaction(entries: Sequence[dict], settings: CompactionSettings = D
     start = prev + 1
     usage = get_last_assistant_usage(entries)
     tokens_before = calculate_context_tokens(usage) if usage is not None else 0
-    cut = find_cut_point(entries, start, len(entries), settings.keep_recent_tokens)
+    cut = find_cut_point(entries, start, len(entries), settings.keep_recent_tokens, sizes)
     messages = [entries[i].get("message") for i in range(start, cut) if _is_message(entries[i])]
     previous = entries[prev].get("summary", UNDEFINED) if prev >= 0 else None
     return Preparation(prev, cut, tokens_before, messages, previous, settings)

@@ -27,7 +27,9 @@ from pimem.core.compaction.compaction import (
     CompactionPreparation,
     CompactionResult,
     CompactionSettings,
+    PI_PROMPTS,
     ModelInfo,
+    PromptTemplates,
     estimate_tokens,
     find_cut_point,
     find_turn_start_index,
@@ -48,14 +50,7 @@ from pimem.core.compaction.utils import serialize_message as _serialize_message_
 from pimem.core.llm import SummaryRequest
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import content_text
-from pimem.core.prompts import (
-    BRANCH_SUMMARY_PREAMBLE,
-    BRANCH_SUMMARY_PROMPT,
-    SUMMARIZATION_PROMPT,
-    SUMMARIZATION_SYSTEM_PROMPT,
-    TURN_PREFIX_SUMMARIZATION_PROMPT,
-    UPDATE_SUMMARIZATION_PROMPT,
-)
+from pimem.core.prompts import BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT, SUMMARIZATION_SYSTEM_PROMPT
 from pimem.core.session_manager import project_context_entry
 from pimem.errors import JavaScriptTypeError
 
@@ -204,10 +199,13 @@ def prepare_compaction(
 
 
 def build_history_prompt(
-    messages: Sequence[dict], custom_instructions: str | None = None, previous_summary: str | None = None
+    messages: Sequence[dict], custom_instructions: str | None = None, previous_summary: str | None = None,
+    prompts: PromptTemplates = PI_PROMPTS,
 ) -> str:
-    """The user-message text of a history summary request (``generateSummaryWithUsage``)."""
-    base = UPDATE_SUMMARIZATION_PROMPT if js_truthy(previous_summary) else SUMMARIZATION_PROMPT
+    """The user-message text of a history summary request (``generateSummaryWithUsage``).
+
+    ``prompts``: the instruction texts; Pi 1.6.0's are Pi 0.87.1's (:data:`PI_PROMPTS`)."""
+    base = prompts.update if js_truthy(previous_summary) else prompts.initial
     if js_truthy(custom_instructions):
         base = f"{base}\n\nAdditional focus: {custom_instructions}"
     prompt = f"<conversation>\n{serialize_conversation(convert_to_llm(messages))}\n</conversation>\n\n"
@@ -216,19 +214,22 @@ def build_history_prompt(
     return prompt + base
 
 
-def build_turn_prefix_prompt(messages: Sequence[dict], custom_instructions: str | None = None) -> str:
+def build_turn_prefix_prompt(
+    messages: Sequence[dict], custom_instructions: str | None = None, prompts: PromptTemplates = PI_PROMPTS
+) -> str:
     """The user-message text of a turn-prefix request, with the custom instructions (new in 1.6.0)."""
     conversation = serialize_conversation(convert_to_llm(messages))
-    prompt = f"# Conversation\n{conversation}\n\n# Instructions\n{TURN_PREFIX_SUMMARIZATION_PROMPT}"
+    prompt = f"# Conversation\n{conversation}\n\n# Instructions\n{prompts.turn_prefix}"
     if js_truthy(custom_instructions):
         prompt = f"{prompt}\n\nAdditional focus: {custom_instructions}"
     return prompt
 
 
-def _request(kind: str, prompt: str, reasoning: str | None, model: ModelInfo, session_id: str | None) -> SummaryRequest:
+def _request(kind: str, prompt: str, reasoning: str | None, model: ModelInfo, session_id: str | None,
+             system_prompt: str = SUMMARIZATION_SYSTEM_PROMPT) -> SummaryRequest:
     return SummaryRequest(
         kind=kind,  # type: ignore[arg-type]
-        system_prompt=SUMMARIZATION_SYSTEM_PROMPT,
+        system_prompt=system_prompt,
         prompt=prompt,
         max_tokens=None,
         reasoning=reasoning,
@@ -246,25 +247,25 @@ def compact(
     custom_instructions: str | None = None,
     thinking_level: str | None = None,
     session_id: str | None = None,
+    prompts: PromptTemplates = PI_PROMPTS,
 ) -> CompactionResult:
     """``compact``: summarize a preparation (two requests for a split turn) and add file lists."""
     p = preparation
     reasoning = summarization_reasoning(model, thinking_level)
 
     def history() -> tuple[str, dict | None]:
-        prompt = build_history_prompt(p.messages_to_summarize, custom_instructions, p.previous_summary)
-        return _compaction._complete_checked(
-            summarizer, _request("history", prompt, reasoning, model, session_id), "Summarization"
-        )
+        prompt = build_history_prompt(p.messages_to_summarize, custom_instructions, p.previous_summary, prompts)
+        request = _request("history", prompt, reasoning, model, session_id, prompts.system)
+        return _compaction._complete_checked(summarizer, request, "Summarization")
 
     if p.is_split_turn and p.turn_prefix_messages:
         history_text = p.previous_summary if p.previous_summary is not None else "No prior history."
         history_usage = None
         if p.messages_to_summarize:
             history_text, history_usage = history()
-        prefix_prompt = build_turn_prefix_prompt(p.turn_prefix_messages, custom_instructions)
+        prefix_prompt = build_turn_prefix_prompt(p.turn_prefix_messages, custom_instructions, prompts)
         prefix_text, prefix_usage = _compaction._complete_checked(
-            summarizer, _request("turn_prefix", prefix_prompt, reasoning, model, session_id),
+            summarizer, _request("turn_prefix", prefix_prompt, reasoning, model, session_id, prompts.system),
             "Turn prefix summarization",
         )
         summary = f"{history_text}\n\n---\n\n**Turn Context (split turn):**\n\n{prefix_text}"
