@@ -62,5 +62,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         parts = ", ".join(f"{v} {k}" for k, v in sorted(COUNTS.items()))
         terminalreporter.write_line(f"differential comparisons with Pi 0.87.1: {parts}")
     for release, counts in sorted(RELEASE_COUNTS.items()):
+        if not counts:
+            continue
         parts = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
         terminalreporter.write_line(f"differential comparisons with Pi {release}: {parts}")
