@@ -60,7 +60,8 @@ class Plan:
 
     def oracle_results(self, oracle: Any, path: Path, kind: str) -> dict[str, Any]:
         if path not in self._oracle:
-            reqs = self.requests(path, kind)
+            ops = OPS if kind == "sample" else REAL_OPS
+            reqs = [r for r in self.requests(path, kind) if r["op"] in ops]
             results = oracle.run_batch(reqs)
             self._oracle[path] = {request_key(r): normalize(r["op"], res) for r, res in zip(reqs, results)}
         return self._oracle[path]
