@@ -92,7 +92,7 @@ def _text(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _chat_messages(messages: list[dict], system_text: str) -> list[dict]:
+def chat_messages(messages: list[dict], system_text: str) -> list[dict]:
     """Pi's LLM messages as OpenAI chat messages (tool calls and results paired by id)."""
     out: list[dict] = [{"role": "system", "content": system_text}]
     open_calls: set[str] = set()
@@ -219,7 +219,7 @@ def resume_probe(result: Any, *, model: str | None = None, base_url: str | None 
         projected = build_session_projection(session, nxt.get("parentId")).messages
         system = get_current_system_message(projected)
         llm = [m for m in convert_to_llm(projected) if m.get("role") != "system"]
-        params: dict[str, Any] = {"model": model, "messages": _chat_messages(llm, _system_text(
+        params: dict[str, Any] = {"model": model, "messages": chat_messages(llm, _system_text(
             system, (session.header or {}).get("cwd", ""))), "max_tokens": max_tokens}
         tools = _declared_tools(system, path)
         if tools:

@@ -178,8 +178,25 @@ class ParsedPart:
     calls: list[ToolCall] = field(default_factory=list)
 
 
+_PREVIOUS_SESSION_SUMMARY = "Previous session summary:\n"
+
+
 def split_request(request: SummaryRequest) -> tuple[str, str | None, str]:
-    """Split a request prompt into (conversation text, previous summary or None, instructions)."""
+    """Split a request prompt into (conversation text, previous summary or None, instructions).
+
+    A request made of a conversation (``messages``, Pi 0.13.2's format) is split into its
+    serialized messages, the ``Previous session summary:`` message and the instructions."""
+    messages = list(getattr(request, "messages", None) or ())
+    if messages:
+        from pimem.core.compaction.utils import serialize_conversation
+        from pimem.core.messages import convert_to_llm
+
+        previous = None
+        first = messages[0]
+        if first.get("role") == "user" and str(first.get("content", "")).startswith(_PREVIOUS_SESSION_SUMMARY):
+            previous = first["content"][len(_PREVIOUS_SESSION_SUMMARY):]
+            messages = messages[1:]
+        return serialize_conversation(convert_to_llm(messages[:-1])), previous, request.prompt
     prompt = request.prompt
     if request.kind == "turn_prefix" and prompt.startswith("# Conversation\n"):
         idx = prompt.rfind("\n\n# Instructions\n")

@@ -335,6 +335,13 @@ class OpenAISummarizer:
                 {"role": "user", "content": request.prompt},
             ],
         }
+        conversation = getattr(request, "messages", None)
+        if conversation:  # a request made of the conversation itself (Pi 0.13.2): no system prompt
+            from pimem.core.messages import convert_to_llm
+            from pimem.resume_probe import chat_messages
+
+            chat = chat_messages(convert_to_llm(list(conversation)), request.system_prompt)
+            params["messages"] = chat if request.system_prompt else chat[1:]
         if request.max_tokens:
             params[self._max_tokens_field()] = request.max_tokens
         if request.reasoning:

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tests.oracle.install import is_installed, node_path, oracle_dir, pi_dist
+from tests.oracle.install import (
+    PI_VERSION,
+    is_installed,
+    is_release_installed,
+    node_path,
+    oracle_dir,
+    pi_dist,
+    release_dist,
+)
 
 DRIVER = Path(__file__).with_name("driver.mjs")
 
@@ -172,19 +180,32 @@ def _settings_json(settings: Any) -> dict[str, Any]:
 
 
 class Oracle:
-    """Runs Pi 0.87.1's own functions in Node, one process per batch of requests."""
+    """Runs Pi's own functions in Node, one process per batch of requests.
 
-    def __init__(self, root: Path | None = None, *, timeout: float = 1800.0) -> None:
+    ``release`` picks another installed Pi release (``"1.6.0"``; see ``OTHER_RELEASES``) instead of
+    the pinned 0.87.1; it runs on the same Node.
+    """
+
+    def __init__(
+        self, root: Path | None = None, *, timeout: float = 1800.0, release: str | None = None,
+        driver: str | None = None,
+    ) -> None:
         self.root = root or oracle_dir()
+        self.driver = DRIVER if driver is None else DRIVER.with_name(driver)
         self.timeout = timeout
         self.batches_run = 0
         self.requests_run = 0
+        self.version = release or PI_VERSION
         if not is_installed(self.root):
             raise OracleUnavailable(
                 f"the Pi oracle is not installed in {self.root}; run `python -m tests.oracle.install`"
             )
+        if release is not None and not is_release_installed(release, self.root):
+            raise OracleUnavailable(
+                f"Pi {release} is not installed in {self.root}; run `python -m tests.oracle.install`"
+            )
         self.node = node_path(self.root)
-        self.dist = pi_dist(self.root)
+        self.dist = pi_dist(self.root) if release is None else release_dist(release, self.root)
 
     # -- batches -----------------------------------------------------------------------------
     def run_batch(self, requests: Sequence[dict[str, Any]]) -> list[Any]:
@@ -197,7 +218,7 @@ class Oracle:
             # ensure_ascii escapes lone surrogates as \\uXXXX, which JSON.parse restores.
             req_path.write_text(json.dumps({"requests": list(requests)}, ensure_ascii=True), encoding="ascii")
             proc = subprocess.run(
-                [str(self.node), str(DRIVER), str(self.dist), str(req_path), str(res_path)],
+                [str(self.node), str(self.driver), str(self.dist), str(req_path), str(res_path)],
                 capture_output=True,
                 text=True,
                 timeout=self.timeout,

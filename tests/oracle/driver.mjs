@@ -1,4 +1,4 @@
-// Run Pi 0.87.1's own session-memory functions over a batch of JSON requests.
+// Run Pi's own session-memory functions (0.87.1, or 1.6.0 from its dist dir) over a batch of JSON requests.
 //
 // Usage: node driver.mjs <pi dist dir> <requests.json | -> [results.json]
 // The request file holds {"requests": [{"op": ..., ...}, ...]}; the results file gets
@@ -509,6 +509,7 @@ const ops = {
                         reserveTokens: req.reserveTokens ?? 16384,
                         customInstructions: req.customInstructions ?? undefined,
                         replaceInstructions: req.replaceInstructions ?? undefined,
+                        thinkingLevel: req.thinkingLevel ?? undefined,
                         streamFn: recordingStream(requests, "branch", req.fail),
                     });
                 } catch (err) {

@@ -22,13 +22,15 @@ from tests.oracle.plans import file_digest
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "goldens"
 
 
-def golden_path(session_path: Path | str, kind: str) -> Path:
-    return GOLDEN_DIR / kind / (Path(session_path).stem + ".json.gz")
+def golden_path(session_path: Path | str, kind: str, release: str | None = None) -> Path:
+    """``tests/goldens/<kind>/<stem>.json.gz`` for Pi 0.87.1, ``tests/goldens/pi-<release>/<kind>/…`` else."""
+    base = GOLDEN_DIR if release is None else GOLDEN_DIR / f"pi-{release}"
+    return base / kind / (Path(session_path).stem + ".json.gz")
 
 
-def write_goldens(session_path: Path | str, kind: str, payload: dict[str, Any]) -> Path:
+def write_goldens(session_path: Path | str, kind: str, payload: dict[str, Any], release: str | None = None) -> Path:
     """Write atomically (temp file + rename)."""
-    target = golden_path(session_path, kind)
+    target = golden_path(session_path, kind, release)
     target.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(payload, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode("ascii")
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".golden")
@@ -41,22 +43,23 @@ def write_goldens(session_path: Path | str, kind: str, payload: dict[str, Any]) 
     return target
 
 
-def read_goldens(session_path: Path | str, kind: str) -> dict[str, Any] | None:
-    target = golden_path(session_path, kind)
+def read_goldens(session_path: Path | str, kind: str, release: str | None = None) -> dict[str, Any] | None:
+    target = golden_path(session_path, kind, release)
     if not target.exists():
         return None
     with gzip.open(target, "rb") as fh:
         return json.loads(fh.read().decode("ascii"))
 
 
-def load_session_goldens(session_path: Path | str, kind: str) -> dict[str, Any]:
+def load_session_goldens(session_path: Path | str, kind: str, release: str | None = None) -> dict[str, Any]:
     """Goldens for a session, failing clearly when absent or made from another file."""
-    store = read_goldens(session_path, kind)
-    regen = "regenerate with `python -m tests.oracle.make_goldens`"
+    store = read_goldens(session_path, kind, release)
+    regen = "regenerate with `python -m tests.oracle.make_goldens" + (f" --release {release}`" if release else "`")
     if store is None:
-        pytest.fail(f"no goldens for {Path(session_path).name} ({golden_path(session_path, kind)}); {regen}", pytrace=False)
+        where = golden_path(session_path, kind, release)
+        pytest.fail(f"no goldens for {Path(session_path).name} ({where}); {regen}", pytrace=False)
     if store.get("file_sha256") != file_digest(session_path):
         pytest.fail(f"{Path(session_path).name} changed since its goldens were made; {regen}", pytrace=False)
-    if store.get("pi_version") != PI_VERSION:
+    if store.get("pi_version") != (release or PI_VERSION):
         pytest.fail(f"goldens for {Path(session_path).name} were made with Pi {store.get('pi_version')}; {regen}", pytrace=False)
     return store

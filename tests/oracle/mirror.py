@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from tests.oracle.client import (
@@ -112,12 +113,41 @@ class _TreeView:
         return path[::-1]
 
 
-class Mirror:
-    """Computes pimem's side of each oracle op."""
+def implementation(release: str | None = None) -> SimpleNamespace:
+    """pimem's functions for a Pi release: ``pimem.core`` for 0.87.1 (None), else its versioned module."""
+    if release is None:
+        from pimem.core.compaction import branch_summarization as branch
+        from pimem.core.compaction import compaction, utils
 
-    def __init__(self) -> None:
+        return SimpleNamespace(
+            prepare_compaction=compaction.prepare_compaction,
+            serialize_conversation=utils.serialize_conversation,
+            compact=compaction.compact,
+            prepare_branch_entries=branch.prepare_branch_entries,
+            generate_branch_summary=branch.generate_branch_summary,
+            branch_options=lambda req: {},
+        )
+    if release == "1.6.0":
+        from pimem.strategies import pi_1_6_0 as m
+
+        return SimpleNamespace(
+            prepare_compaction=m.prepare_compaction,
+            serialize_conversation=m.serialize_conversation,
+            compact=m.compact,
+            prepare_branch_entries=m.prepare_branch_entries,
+            generate_branch_summary=m.generate_branch_summary,
+            branch_options=lambda req: {"thinking_level": req.get("thinkingLevel")},
+        )
+    raise ValueError(f"no mirror for Pi {release}")
+
+
+class Mirror:
+    """Computes pimem's side of each oracle op (for Pi 0.87.1, or another ``release``)."""
+
+    def __init__(self, release: str | None = None) -> None:
         self._sessions: dict[str, LoadedSession] = {}
         self.digest_list = ListDigester()
+        self.impl = implementation(release)
 
     def session(self, path: str | Path) -> LoadedSession:
         key = str(path)
@@ -235,12 +265,10 @@ class Mirror:
         return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def _preparation(self, prep: Any, serialize: bool) -> Any:
-        from pimem.core.compaction.utils import (
-            compute_file_lists,
-            serialize_conversation,
-        )
+        from pimem.core.compaction.utils import compute_file_lists
         from pimem.core.messages import convert_to_llm
 
+        serialize_conversation = self.impl.serialize_conversation
         if prep is None:
             return None
         fo = prep.file_ops
@@ -270,8 +298,9 @@ class Mirror:
         )
 
     def op_prepare(self, req: dict[str, Any]) -> Any:
-        from pimem.core.compaction.compaction import prepare_compaction
         from pimem.core.session_manager import build_session_path
+
+        prepare_compaction = self.impl.prepare_compaction
 
         s = self.session(req["path"])
         settings = [self._settings(d) for d in req["settings"]]
@@ -289,10 +318,11 @@ class Mirror:
         return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_serialize(self, req: dict[str, Any]) -> Any:
-        from pimem.core.compaction.compaction import prepare_compaction
-        from pimem.core.compaction.utils import serialize_conversation
         from pimem.core.messages import convert_to_llm
         from pimem.core.session_manager import build_session_path
+
+        prepare_compaction = self.impl.prepare_compaction
+        serialize_conversation = self.impl.serialize_conversation
 
         if req.get("messages") is not None:
             return serialize_conversation(convert_to_llm(req["messages"]))
@@ -359,8 +389,9 @@ class Mirror:
         ]
 
     def op_compact(self, req: dict[str, Any]) -> Any:
-        from pimem.core.compaction.compaction import compact, prepare_compaction
         from pimem.core.session_manager import build_session_path
+
+        compact, prepare_compaction = self.impl.compact, self.impl.prepare_compaction
 
         s = self.session(req["path"])
         settings = self._settings(req["settings"])
@@ -405,11 +436,10 @@ class Mirror:
         return _guard(s.leaves(req.get("leaves")), 'leafId', one)
 
     def op_branch(self, req: dict[str, Any]) -> Any:
-        from pimem.core.compaction.branch_summarization import (
-            collect_entries_for_branch_summary,
-            generate_branch_summary,
-            prepare_branch_entries,
-        )
+        from pimem.core.compaction.branch_summarization import collect_entries_for_branch_summary
+
+        generate_branch_summary = self.impl.generate_branch_summary
+        prepare_branch_entries = self.impl.prepare_branch_entries
 
         s = self.session(req["path"])
         tree = s.session if s.session is not None else _TreeView(s)
@@ -441,6 +471,7 @@ class Mirror:
                     reserve_tokens=req.get("reserveTokens", 16384),
                     custom_instructions=req.get("customInstructions"),
                     replace_instructions=bool(req.get("replaceInstructions")),
+                    **self.impl.branch_options(req),
                 )
                 result: dict[str, Any] = {}
                 if r.aborted:

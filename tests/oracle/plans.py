@@ -46,6 +46,14 @@ BRANCH_VARIANTS: list[dict[str, Any]] = [
 ]
 
 
+# Pi 1.6.0 sends the session's thinking level with branch summaries on reasoning models.
+THINKING_BRANCH_VARIANTS: list[dict[str, Any]] = [
+    {"budgets": [0], "model": {"reasoning": True}, "thinkingLevel": "high"},
+    {"budgets": [0], "model": {"reasoning": True}, "thinkingLevel": "off"},
+    {"budgets": [0], "model": {"reasoning": False}, "thinkingLevel": "low"},
+]
+
+
 def _branch_pairs(info: dict[str, Any], entry_ids: list[str], stride: int) -> list[list[str]]:
     tips = info["tips"]
     pairs: list[list[str]] = []
@@ -59,8 +67,11 @@ def _branch_pairs(info: dict[str, Any], entry_ids: list[str], stride: int) -> li
     return pairs
 
 
-def requests_for(path: Path | str, info: dict[str, Any], entry_ids: list[str], kind: str) -> list[dict[str, Any]]:
-    """All requests for one session. ``info`` is the oracle's/pimem's ``info`` result."""
+def requests_for(
+    path: Path | str, info: dict[str, Any], entry_ids: list[str], kind: str, release: str | None = None
+) -> list[dict[str, Any]]:
+    """All requests for one session. ``info`` is the oracle's/pimem's ``info`` result; ``release``
+    adds the cases only another Pi release distinguishes."""
     p = str(path)
     n = len(entry_ids)
     if kind == "sample":
@@ -91,6 +102,9 @@ def requests_for(path: Path | str, info: dict[str, Any], entry_ids: list[str], k
     pairs = _branch_pairs(info, entry_ids, branch_stride)
     for v in BRANCH_VARIANTS:
         reqs.append({"op": "branch", "path": p, "pairs": pairs, "hash": True, **v})
+    if release == "1.6.0":
+        for v in THINKING_BRANCH_VARIANTS:
+            reqs.append({"op": "branch", "path": p, "pairs": pairs, "hash": True, **v})
     return reqs
 
 
