@@ -24,6 +24,10 @@ How a request is matched (``match="auto"``, the default):
 
 ``match="order"`` skips the content step; ``match="content"`` never falls back to order. A request
 that cannot be answered raises :class:`NoRecordingError` naming the session and the request kind.
+
+``provenance`` (optional) says who wrote the recorded summaries (model, weights digest, request
+parameters, as in ``datasets/model-summaries/manifest.json``); it is kept as ``.provenance`` and is
+part of ``identity()``.
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ def _norm(summary: str | None) -> str | None:
 class RecordedSummarizer:
     """Answers with a recorded session's own summaries (rules in the module docstring)."""
 
-    def __init__(self, session: Any, *, match: Literal["auto", "content", "order"] = "auto") -> None:
+    def __init__(self, session: Any, *, match: Literal["auto", "content", "order"] = "auto",
+                 provenance: dict[str, Any] | None = None) -> None:
         if isinstance(session, (str, bytes)) or hasattr(session, "__fspath__"):
             from pimem.core.session_manager import load_session
 
@@ -89,6 +94,7 @@ class RecordedSummarizer:
         if match not in ("auto", "content", "order"):
             raise ConfigurationError(f"match must be 'auto', 'content' or 'order', not {match!r}")
         self.match = match
+        self.provenance = dict(provenance) if provenance else None
         self.source = str(getattr(session, "path", None) or getattr(session, "id", "") or "session")
         self.records: list[RecordedSummary] = []
         self.branch_records: list[RecordedSummary] = []
@@ -132,7 +138,10 @@ class RecordedSummarizer:
         h = hashlib.sha256()
         for r in self.records + self.branch_records:
             h.update(f"{r.entry_id}\x00{r.history}\x00{r.turn_prefix}\x00{r.previous_key}\x00".encode())
-        return {"class": "RecordedSummarizer", "model": "recorded", "match": self.match, "recordings": h.hexdigest()}
+        identity = {"class": "RecordedSummarizer", "model": "recorded", "match": self.match, "recordings": h.hexdigest()}
+        if self.provenance:
+            identity["provenance"] = self.provenance
+        return identity
 
     def reset(self) -> None:
         """Forget which recordings were used (start a new replay)."""
