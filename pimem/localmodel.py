@@ -221,6 +221,9 @@ def install(*, progress: bool = True, build: bool = True) -> dict[str, float]:
     ``build=False`` refuses to compile llama-cpp-python when no cached wheel exists.
     """
     model_dir().mkdir(parents=True, exist_ok=True)
+    if not build and _cached_wheel() is None and not _server_importable():
+        raise ModelError(f"no cached llama-cpp-python {LLAMA_CPP_VERSION} wheel in {model_dir() / 'wheels'}; "
+                         "run `pimem model install` without --no-build to compile it (15-30 min on two cores)")
     t0 = time.perf_counter()
     _install_weights(progress)
     t1 = time.perf_counter()

@@ -22,6 +22,7 @@ start``), behind the on-disk cache.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pimem.core.llm import SummaryRequest, SummaryResponse
@@ -84,7 +85,7 @@ class LocalModelSummarizer(OpenAISummarizer):
     def complete(self, request: SummaryRequest) -> SummaryResponse:
         response = super().complete(request)
         message = response.error_message or ""
-        if response.stop_reason == "error" and "context window" in message:
+        if response.stop_reason == "error" and re.search(r"context (window|length)", message):
             where = f" (n_ctx={self.n_ctx})" if self.n_ctx else ""
             response.error_message = (f"the summarization prompt does not fit the local model's context{where}; "
                                       f"Pi does not truncate it, so the compaction fails: {message}")
