@@ -20,7 +20,7 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -36,7 +36,7 @@ PLAN: list[tuple[str, int, int, int]] = [
     ("auth-login-bug", 12000, 2048, 3000),
     ("logslice-since-flag", 32000, 4096, 8000),
 ]
-TOKEN_SOURCE = "estimate"  # exactly Pi's own estimate on the replayed file: no calibration to fit
+TOKEN_SOURCE: Literal["estimate"] = "estimate"  # exactly Pi's own estimate on the replayed file: no calibration to fit
 
 
 def dataset_dir() -> Path:
