@@ -25,7 +25,7 @@ from pimem.samples import sample_dir
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 
-FILE = "auth-login-bug.w16000-r2048-k4000.jsonl"
+FILE = "gpxkit-antimeridian.w4000-r1024-k1000.jsonl"  # the smallest requests
 
 
 def _installed() -> bool:
