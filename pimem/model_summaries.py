@@ -118,7 +118,12 @@ class _RequestLog:
         self.rows: list[dict[str, Any]] = []
 
     def complete(self, request: SummaryRequest) -> SummaryResponse:
+        from pimem.localmodel import ModelError
+
         response = self.inner.complete(request)
+        if response.stop_reason == "error" and response.usage is None:
+            # no answer from the model at all (server gone, timeout): never part of a recording
+            raise ModelError(f"the model server did not answer: {response.error_message}")
         usage = response.usage or {}
         sent = request.max_tokens if self.cap is None else min(request.max_tokens or self.cap, self.cap)
         self.rows.append({
@@ -141,8 +146,9 @@ def record(out: str | os.PathLike[str] | None = None, plan: list[tuple[str, int,
     """Replay every planned (sample, window, reserve, keep) with the local model; write files and manifest.
 
     ``summarizer`` defaults to :func:`pimem.summarizers.local.local_summarizer` on the running server,
-    cached in ``model_dir()/summaries.sqlite`` (failures too: the model is deterministic). The
-    manifest is rewritten after every replay, so a partial recording is usable.
+    cached in ``model_dir()/summaries.sqlite``. A request the server does not answer stops the recording
+    (:class:`~pimem.localmodel.ModelError`); the manifest is rewritten after every replay, so a partial
+    recording is usable.
     """
     from pimem import localmodel
     from pimem.agent_loop import replay
@@ -154,8 +160,7 @@ def record(out: str | os.PathLike[str] | None = None, plan: list[tuple[str, int,
     root = Path(out or dataset_dir())
     root.mkdir(parents=True, exist_ok=True)
     if summarizer is None:
-        summarizer = CachedSummarizer(LocalModelSummarizer(), localmodel.model_dir() / "summaries.sqlite",
-                                      cache_failures=True)
+        summarizer = CachedSummarizer(LocalModelSummarizer(), localmodel.model_dir() / "summaries.sqlite")
     inner = getattr(summarizer, "inner", summarizer)
     server = localmodel.running_server() or {}
     provenance = {

@@ -88,7 +88,7 @@ def _without_usage(path: Path) -> list[str]:
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith('{"type":"compaction"'):
-            line = re.sub(r',"usage":\{[^{}]*"cost":\{[^{}]*\}\}', "", line)
+            line = re.sub(r',"usage":\{(?:[^{}]|\{[^{}]*\})*\}', "", line)
             assert '"usage"' not in line
         lines.append(line)
     return lines
@@ -123,3 +123,14 @@ def test_replays_and_requests_frames():
     assert (requests["prompt_tokens"] > 0).all() and (requests["latency_s"] > 0).all()
     assert set(requests["kind"]) <= {"history", "turn_prefix", "branch"}
     load_session(DATASET / REPLAYS[0])  # a Pi session file
+
+
+def test_only_the_appended_file_blocks_are_stripped():
+    """A model that copies its previous summary quotes file blocks; those stay, the appended ones go."""
+    from pimem.summarizers.recorded import strip_file_blocks
+
+    quoted = "S\n\n<read-files>\na.ts\n</read-files>\n\n## Next Steps\n1. go"
+    appended = "\n\n<read-files>\nb.ts\nc.ts\n</read-files>\n\n<modified-files>\nd.ts\n</modified-files>"
+    assert strip_file_blocks(quoted + appended) == quoted
+    assert strip_file_blocks("x\n\n<modified-files>\nd.ts\n</modified-files>") == "x"
+    assert strip_file_blocks(quoted) == quoted
