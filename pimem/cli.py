@@ -84,7 +84,7 @@ def _summarizer_list(text: str) -> list[str]:
     from pimem.summarizers import SUMMARIZER_NAMES
 
     names = [part.strip() for part in text.split(",") if part.strip()]
-    known = ("openai", *SUMMARIZER_NAMES)
+    known = ("openai", "local", *SUMMARIZER_NAMES)
     unknown = [n for n in names if n not in known]
     if not names or unknown:
         raise argparse.ArgumentTypeError(f"summarizers are {', '.join(known)}; got {text!r}")
@@ -168,6 +168,8 @@ def _summarizer(name: str, session: Any = None, model: str | None = None, client
         if not model:
             raise UserError("--summarizer openai needs --model")
         return sm.CachedSummarizer(sm.OpenAISummarizer(model, **client))
+    if name == "local":
+        return sm.local_summarizer()
     if name == "recorded":
         if session is None:
             raise UserError("--summarizer recorded needs a single session")
@@ -433,9 +435,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.strategy:
         grid["strategy"] = list(dict.fromkeys(args.strategy))
     names = args.summarizer
-    if len(names) > 1 or names[0] not in ("extractive", "env", "openai"):
-        if "openai" in names:
-            raise UserError("--summarizer openai cannot be a grid axis; use env (PIMEM_MODEL) among several")
+    if len(names) > 1 or names[0] not in ("extractive", "env", "openai", "local"):
+        if "openai" in names or "local" in names:
+            raise UserError("--summarizer openai or local cannot be a grid axis; use env (PIMEM_MODEL) among several")
         grid["summarizer"] = names
         names = ["extractive"]
     if args.window:
@@ -535,6 +537,44 @@ def cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_model(args: argparse.Namespace) -> int:
+    """``pimem model``: install, verify, start, stop the local model server; record its summaries."""
+    from pimem import localmodel
+
+    try:
+        if args.action == "install":
+            times = localmodel.install(progress=not args.quiet, build=not args.no_build)
+            print(f"installed in {times['total_s']:.1f} s (weights {times['weights_s']:.1f} s, "
+                  f"server {times['server_s']:.1f} s); cache {localmodel.model_dir()}")
+        elif args.action == "verify":
+            print(f"{localmodel.weights_path()}: sha256 {localmodel.verify()} (matches)")
+        elif args.action == "start":
+            state = localmodel.start(port=args.port, n_ctx=args.n_ctx, threads=args.threads)
+            print(f"serving {state['model']} at {state['base_url']} (pid {state['pid']}, n_ctx {state['n_ctx']})")
+            print(f"use it: --summarizer local, or PIMEM_BASE_URL={state['base_url']} "
+                  f"PIMEM_MODEL={state['model']}")
+        elif args.action == "stop":
+            print("stopped" if localmodel.stop() else "no server was running")
+        elif args.action == "status":
+            for k, v in localmodel.status().items():
+                print(f"{k:18s} {v}")
+        elif args.action == "record":
+            from pimem import model_summaries
+
+            started = localmodel.running_server() is None
+            if started:
+                localmodel.start()
+            try:
+                model_summaries.record(args.output, progress=not args.quiet)
+            finally:
+                if started:
+                    localmodel.stop()
+            print(f"wrote {args.output or model_summaries.dataset_dir()}")
+    except localmodel.ModelError as exc:
+        raise UserError(str(exc)) from None
+    return 0
+
+
 def _default_samples() -> Path:
     from pimem.samples import sample_dir
 
@@ -556,7 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
               "estimate on the replayed file; chars: chars/4 of the context; tiktoken: a tokenizer count"
     strategies = "pi-0.87.1, no-split-turn, from-scratch, masking, hybrid, ... (pimem.strategies.strategy_names())"
     summarizers = "extractive: offline, no model; env: the model OPENAI_API_KEY or PIMEM_BASE_URL (with " \
-                  "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached"
+                  "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached; local: the local model " \
+                  "`pimem model start` serves, cached"
 
     a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions), or one file",
                        description="One row per Pi session file: id, start, name, entries, size, first message.")
@@ -588,7 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--keep", type=_non_negative_int, default=20000, help="keepRecentTokens (default: 20000)")
     a.add_argument("--window", type=_non_negative_int, default=None,
                    help="context window in tokens (default: the session model's, from Pi's model table)")
-    a.add_argument("--summarizer", choices=["extractive", "env", "openai", "recorded"], default="extractive",
+    a.add_argument("--summarizer", choices=["extractive", "env", "openai", "local", "recorded"], default="extractive",
                    help=f"who writes the summaries: {summarizers}; recorded: the summaries the session holds "
                         "(default: extractive)")
     a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
@@ -686,6 +727,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
+
+    a = sub.add_parser("model", help="a real instruct model, offline: install, start and stop its local server",
+                       description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, sha256-verified) served by "
+                                   "llama-cpp-python on 127.0.0.1 with the OpenAI API, cached under "
+                                   "$PIMEM_MODEL_DIR or ~/.cache/pimem/model. install: download and verify the "
+                                   "weights, build (once, 15-30 min on two cores) or reuse the server wheel; "
+                                   "verify: check the weights' sha256; start/stop/status: the server; record: "
+                                   "replay the samples with it into datasets/model-summaries.")
+    a.add_argument("action", choices=["install", "verify", "start", "stop", "status", "record"])
+    a.add_argument("--port", type=_positive_int, default=None, help="start: port (default: a free one)")
+    a.add_argument("--n-ctx", type=_positive_int, default=32768,
+                   help="start: context size in tokens; longer summarization prompts fail (default: 32768)")
+    a.add_argument("--threads", type=_positive_int, default=2, help="start: CPU threads (default: 2)")
+    a.add_argument("--no-build", action="store_true",
+                   help="install: fail instead of compiling when no cached wheel exists")
+    a.add_argument("-o", "--output", default=None,
+                   help="record: output folder (default: datasets/model-summaries of the source tree)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    a.set_defaults(func=cmd_model)
     return p
 
 

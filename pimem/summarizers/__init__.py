@@ -1,5 +1,5 @@
-"""Summarizers: the protocol and its implementations (offline, OpenAI-compatible, cached, recorded,
-and the degenerate baselines of :mod:`pimem.summarizers.baselines`).
+"""Summarizers: the protocol and its implementations (offline, OpenAI-compatible, the local model of
+:mod:`pimem.localmodel`, cached, recorded, and the degenerate baselines of :mod:`pimem.summarizers.baselines`).
 
 ``summarizer_from_env()`` picks one from the environment:
 
@@ -31,6 +31,8 @@ _LAZY = {
     "ExtractiveSummarizer": "pimem.summarizers.extractive",
     "OpenAISummarizer": "pimem.summarizers.openai_compat",
     "AsyncOpenAISummarizer": "pimem.summarizers.openai_compat",
+    "LocalModelSummarizer": "pimem.summarizers.local",
+    "local_summarizer": "pimem.summarizers.local",
     "CachedSummarizer": "pimem.summarizers.cached",
     "CacheCorruptError": "pimem.summarizers.cached",
     "RecordedSummarizer": "pimem.summarizers.recorded",

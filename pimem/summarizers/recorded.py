@@ -8,7 +8,10 @@ What is recorded, per entry:
 * a ``compaction`` entry's summary is ``history + file blocks`` or, for a split turn,
   ``history + "\\n\\n---\\n\\n**Turn Context (split turn):**\\n\\n" + turn prefix + file blocks``.
   The trailing ``<read-files>``/``<modified-files>`` blocks are removed (``compact()`` appends them
-  again from the replay's own file operations) and a split summary is cut into its two answers.
+  again from the replay's own file operations) and a split summary is cut into its two answers (at
+  the last separator). Whether Pi split the turn is read from the cut point, as ``findCutPoint`` decides
+  it; a compaction that was not split keeps its text whole even when it holds the separator (a model
+  that copied its previous summary's turn block).
 * a ``branch_summary`` entry's summary loses Pi's fixed preamble and its file blocks the same way.
 
 How a request is matched (``match="auto"``, the default):
@@ -24,6 +27,10 @@ How a request is matched (``match="auto"``, the default):
 
 ``match="order"`` skips the content step; ``match="content"`` never falls back to order. A request
 that cannot be answered raises :class:`NoRecordingError` naming the session and the request kind.
+
+``provenance`` (optional) says who wrote the recorded summaries (model, weights digest, request
+parameters, as in ``datasets/model-summaries/manifest.json``); it is kept as ``.provenance`` and is
+part of ``identity()``.
 """
 
 from __future__ import annotations
@@ -33,14 +40,18 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pimem.core.compaction.compaction import _is_turn_start_entry
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError, NoRecordingError
 
 __all__ = ["RecordedSummarizer", "NoRecordingError", "RecordedSummary", "strip_file_blocks", "split_turn_summary"]
 
 SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
-_FILE_BLOCKS = re.compile(r"(?:\n\n<read-files>\n.*?\n</read-files>)?(?:\n\n<modified-files>\n.*?\n</modified-files>)?\Z",
-                          re.DOTALL)
+# one path per line, never another block's tag: a summary that itself quotes file blocks (a model copying
+# its previous summary) keeps them; only the blocks compact() appended at the very end go
+_BLOCK_LINES = r"(?:(?!</?(?:read|modified)-files>)[^\n]*\n)+"
+_FILE_BLOCKS = re.compile(rf"(?:\n\n<read-files>\n{_BLOCK_LINES}</read-files>)?"
+                          rf"(?:\n\n<modified-files>\n{_BLOCK_LINES}</modified-files>)?\Z")
 _PREVIOUS = re.compile(r"\n</conversation>\n\n<previous-summary>\n(.*)\n</previous-summary>\n\n", re.DOTALL)
 
 
@@ -72,6 +83,27 @@ class RecordedSummary:
     turn_used: bool = False
 
 
+def _was_split(entry: dict, by_id: dict[Any, dict]) -> bool | None:
+    """Whether Pi split the turn at this compaction's cut (``findCutPoint``: the first kept entry does not
+    start a turn and a turn start precedes it after the previous compaction); None when the kept entry
+    is not in the file."""
+    kept = by_id.get(entry.get("firstKeptEntryId"))
+    if kept is None:
+        return None
+    if _is_turn_start_entry(kept):
+        return False
+    node = by_id.get(kept.get("parentId"))
+    seen: set[Any] = set()
+    while node is not None and node.get("id") not in seen:
+        seen.add(node.get("id"))
+        if node.get("type") == "compaction":
+            return False
+        if _is_turn_start_entry(node):
+            return True
+        node = by_id.get(node.get("parentId"))
+    return False
+
+
 def _norm(summary: str | None) -> str | None:
     if summary is None:
         return None
@@ -81,7 +113,8 @@ def _norm(summary: str | None) -> str | None:
 class RecordedSummarizer:
     """Answers with a recorded session's own summaries (rules in the module docstring)."""
 
-    def __init__(self, session: Any, *, match: Literal["auto", "content", "order"] = "auto") -> None:
+    def __init__(self, session: Any, *, match: Literal["auto", "content", "order"] = "auto",
+                 provenance: dict[str, Any] | None = None) -> None:
         if isinstance(session, (str, bytes)) or hasattr(session, "__fspath__"):
             from pimem.core.session_manager import load_session
 
@@ -89,6 +122,7 @@ class RecordedSummarizer:
         if match not in ("auto", "content", "order"):
             raise ConfigurationError(f"match must be 'auto', 'content' or 'order', not {match!r}")
         self.match = match
+        self.provenance = dict(provenance) if provenance else None
         self.source = str(getattr(session, "path", None) or getattr(session, "id", "") or "session")
         self.records: list[RecordedSummary] = []
         self.branch_records: list[RecordedSummary] = []
@@ -104,7 +138,12 @@ class RecordedSummarizer:
             kind = entry.get("type")
             if kind == "compaction":
                 summary = entry.get("summary") or ""
-                history, turn = split_turn_summary(summary)
+                if _was_split(entry, by_id) is False:
+                    # not a split turn, whatever the text holds (a model may copy a previous summary's
+                    # turn-context block)
+                    history, turn = strip_file_blocks(summary), None
+                else:
+                    history, turn = split_turn_summary(summary)
                 previous = None
                 parent = by_id.get(entry.get("parentId"))
                 seen: set[Any] = set()
@@ -132,7 +171,10 @@ class RecordedSummarizer:
         h = hashlib.sha256()
         for r in self.records + self.branch_records:
             h.update(f"{r.entry_id}\x00{r.history}\x00{r.turn_prefix}\x00{r.previous_key}\x00".encode("utf-8", "surrogatepass"))
-        return {"class": "RecordedSummarizer", "model": "recorded", "match": self.match, "recordings": h.hexdigest()}
+        identity = {"class": "RecordedSummarizer", "model": "recorded", "match": self.match, "recordings": h.hexdigest()}
+        if self.provenance:
+            identity["provenance"] = self.provenance
+        return identity
 
     def reset(self) -> None:
         """Forget which recordings were used (start a new replay)."""
