@@ -104,7 +104,7 @@ def load_entries(path: str | os.PathLike[str]) -> list[dict]:
     return entries
 
 
-def entries_from_path(header: dict, path: Sequence[dict]) -> tuple[list[dict], dict[str, int]]:
+def entries_from_path(header: dict, path: Sequence[dict]) -> tuple[list[dict], dict[Any, int]]:
     """A pimem branch (root first) as Pi 0.13.2's entry list: ``[header, *path]``, plus each entry
     id's index in it; ``firstKeptEntryId`` of compactions becomes ``firstKeptEntryIndex``."""
     index = {e.get("id"): i + 1 for i, e in enumerate(path)}
@@ -221,7 +221,7 @@ def prepare_compaction(entries: Sequence[dict], settings: CompactionSettings = D
     usage = get_last_assistant_usage(entries)
     tokens_before = calculate_context_tokens(usage) if usage is not None else 0
     cut = find_cut_point(entries, start, len(entries), settings.keep_recent_tokens, sizes)
-    messages = [entries[i].get("message") for i in range(start, cut) if _is_message(entries[i])]
+    messages: list[Any] = [entries[i].get("message") for i in range(start, cut) if _is_message(entries[i])]
     previous = entries[prev].get("summary", UNDEFINED) if prev >= 0 else None
     return Preparation(prev, cut, tokens_before, messages, previous, settings)
 

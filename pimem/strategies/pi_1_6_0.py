@@ -119,11 +119,11 @@ def serialize_message(message: dict) -> str:
             return "[Tool result]: " + truncate_for_summary(content, TOOL_RESULT_MAX_CHARS)
         return ""
     if role == "assistant":
-        content = message.get("content")
-        if isinstance(content, list):
+        blocks = message.get("content")
+        if isinstance(blocks, list):
             # 0.87.1's text without its "[Assistant thinking]" part: drop thinking blocks first.
-            content = [b for b in content if not (isinstance(b, dict) and b.get("type") == "thinking")]
-            return _serialize_message_0_87_1({**message, "content": content})
+            kept = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "thinking")]
+            return _serialize_message_0_87_1({**message, "content": kept})
     return _serialize_message_0_87_1(message)
 
 

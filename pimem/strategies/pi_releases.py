@@ -106,8 +106,9 @@ class Pi0132(CompactionStrategy):
         if first >= len(entries):
             return None
         tokens_before = tracker.context_estimate().tokens if self.sizes == "replayed" else p.tokens_before
+        first_kept_id: Any = entries[first].get("id")
         return CompactionPreparation(
-            first_kept_entry_id=entries[first].get("id"),
+            first_kept_entry_id=first_kept_id,
             messages_to_summarize=p.messages_to_summarize,
             turn_prefix_messages=[],
             is_split_turn=False,

@@ -171,7 +171,7 @@ class RecordedSummarizer:
         h = hashlib.sha256()
         for r in self.records + self.branch_records:
             h.update(f"{r.entry_id}\x00{r.history}\x00{r.turn_prefix}\x00{r.previous_key}\x00".encode("utf-8", "surrogatepass"))
-        identity = {"class": "RecordedSummarizer", "model": "recorded", "match": self.match, "recordings": h.hexdigest()}
+        identity: dict[str, Any] = {"class": "RecordedSummarizer", "model": "recorded", "match": self.match, "recordings": h.hexdigest()}
         if self.provenance:
             identity["provenance"] = self.provenance
         return identity
