@@ -326,7 +326,8 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
     from pimem.core.session_manager import Session
 
     header = original.header or {}
-    rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}")
+    # bytes: the same seed as the str for every valid id, and no failure on a lone surrogate
+    rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}".encode("utf-8", "surrogatepass"))
     # session_id=None: Pi's UUIDv7 for the header timestamp, random bits from the seeded rng
     new = Session.new(header.get("cwd", ""), session_id=None, timestamp=header.get("timestamp"), rng=rng)
     return new, rng

@@ -10,7 +10,6 @@ removed by the next successful write to the same target.
 from __future__ import annotations
 
 import os
-import re
 import stat
 import tempfile
 import time
@@ -159,20 +158,19 @@ def _write_table(df: pd.DataFrame, target: Path, suffix: str) -> None:
             _for_parquet(df).to_parquet(f, index=False)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _escape_surrogates(df: pd.DataFrame, target: Path) -> pd.DataFrame:
     """``df`` with lone surrogates written as ``\\udXXX`` (as JSON.stringify escapes them), and a
     warning naming the columns: CSV and Parquet hold UTF-8 text only."""
+    from pimem.text import escape_lone_surrogates
+
     out = df.copy()
     changed = []
     for i in range(out.shape[1]):
         values = out.iloc[:, i].tolist()
-        if any(isinstance(v, str) and _LONE_SURROGATE.search(v) for v in values):
+        escaped = [escape_lone_surrogates(v) if isinstance(v, str) else v for v in values]
+        if any(a is not b for a, b in zip(escaped, values)):
             changed.append(str(out.columns[i]))
-            out.isetitem(i, [_LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), v)
-                             if isinstance(v, str) else v for v in values])
+            out.isetitem(i, escaped)
     warnings.warn(f"{target}: lone UTF-16 surrogates in column(s) {', '.join(changed)} written as \\uXXXX "
                   f"escapes ({target.suffix[1:]} holds UTF-8 text only)", PimemWarning, stacklevel=3)
     return out

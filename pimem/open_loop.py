@@ -41,6 +41,7 @@ import json
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
+
 from pimem.text import frame
 
 __all__ = ["orphan_references", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]

@@ -24,7 +24,7 @@ import pandas as pd
 
 from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning
 from pimem.io import atomic_write_bytes, atomic_write_text, write_table
-from pimem.text import format_number, frame
+from pimem.text import escape_lone_surrogates, format_number, frame
 
 if TYPE_CHECKING:
     from pimem.agent_loop import TokenSource
@@ -334,8 +334,8 @@ def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: s
     note, when the chain has more than ``compare_max`` compactions.
     """
     target = Path(path)
-    atomic_write_text(target, drift_report_html(session_or_result, title=title, report=report, sources=sources,
-                                                compare_max=compare_max))
+    page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max)
+    atomic_write_text(target, escape_lone_surrogates(page))  # a UTF-8 page cannot hold lone surrogates
     return target
 
 
@@ -713,7 +713,7 @@ def run_study(
     grid_text = _grid_text(reserves, keeps, windows)
     index = _index_html(df, per_session, heatmaps, grid_text, skipped, elapsed, summary=summary, by=by,
                         sources=sources, reference=reference)
-    atomic_write_text(out / "index.html", index)
+    atomic_write_text(out / "index.html", escape_lone_surrogates(index))
 
     n_settings = sum(len({(g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]) for g in grid})
                      for grid in grids.values())

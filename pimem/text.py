@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import numbers
 from typing import Any
 
@@ -153,3 +154,14 @@ def as_string(series: Any) -> Any:
         return series.astype("string")
     except UnicodeEncodeError:
         return series.astype(_python_str_dtype(True))
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_lone_surrogates(text: str) -> str:
+    """``text`` with each lone UTF-16 surrogate written as ``\\udXXX`` (as JSON.stringify escapes
+    it), for outputs that hold valid Unicode only (UTF-8 files, rendered fonts)."""
+    if not _LONE_SURROGATE.search(text):
+        return text
+    return _LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)

@@ -264,9 +264,9 @@ def test_installed_entry_point_runs(sample_paths: list[Path]) -> None:
     assert {m["role"] for m in messages} <= {"user", "assistant", "toolResult", "system"}
 
 
-def test_entries_pi_cannot_process_are_shown_with_unknown_tokens(tmp_path: Path, capsys, monkeypatch) -> None:
-    """A user message whose content is a number makes Pi's own estimator throw: the context is still
-    listed, its token count is unknown and the output says why, in one line, not a traceback."""
+def test_entries_pi_cannot_process_give_one_line_not_a_traceback(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A user message whose content is a number makes Pi's own estimator throw: `context` shows the
+    messages with the token counts unknown, `replay` (which needs them) ends with one line."""
     ts = "2025-01-01T00:00:00.000Z"
     lines = [{"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/"},
              {"type": "message", "id": "aaaaaaaa", "parentId": None, "timestamp": ts,
@@ -275,9 +275,11 @@ def test_entries_pi_cannot_process_are_shown_with_unknown_tokens(tmp_path: Path,
     bad.write_text("".join(json.dumps(line) + "\n" for line in lines))
     monkeypatch.delenv("PIMEM_DEBUG", raising=False)
     code, out, err = run(["context", str(bad)], capsys)
-    assert code == 0, err
-    assert "Traceback" not in out + err
-    assert "1 messages; context tokens unknown (Pi's estimate throws: message content is not iterable: 5" in out
+    assert code == 0 and "context tokens unknown (Pi's estimate throws" in out and "Traceback" not in err
+    code, _, err = run(["replay", str(bad), "-q"], capsys)
+    assert code == 2
+    assert err.startswith(f"pimem: error: {bad}: Pi's own code throws") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_replay_refuses_to_overwrite_its_source(tmp_path: Path, sample_paths: list[Path], capsys) -> None:

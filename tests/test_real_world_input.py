@@ -280,3 +280,36 @@ def test_tables_with_surrogates_are_written_with_escapes_and_a_warning(tmp_path:
         write_table(df, path)
     back = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
     assert back["text"].tolist() == ["a\\ud800 é", "plain"] and back["n"].tolist() == [1, 2]
+
+
+def test_surrogates_in_ids_labels_paths_reach_figures_reports_and_replays(tmp_path: Path) -> None:
+    from pimem.agent_loop import replay
+    from pimem.core.compaction.compaction import CompactionSettings
+    from pimem.io import write_table
+    from pimem.report import write_drift_report
+
+    lines: list[Any] = [{"type": "session", "version": 3, "id": "s\ud800", "timestamp": TS, "cwd": "/w\udc00"}]
+    prev = None
+    for i in range(6):
+        for e in (msg(f"u{i}", prev, f"fix src/f\ud800{i}.py error E\udfff{i}"),
+                  assistant(f"a{i}", f"u{i}", "ok \ud800"),
+                  msg(f"r{i}", f"a{i}", [{"type": "text", "text": "x\ud800" * 300}], role="toolResult",
+                      toolCallId="t", toolName="read", isError=False)):
+            lines.append(e)
+            prev = e["id"]
+    lines.append({"type": "label", "id": "l1", "parentId": prev, "timestamp": TS, "targetId": "u1",
+                  "label": "lab\ud800"})
+    lines.append({"type": "compaction", "id": "c1", "parentId": "l1", "timestamp": TS,
+                  "summary": "## Goal\nfix src/f\ud8000.py", "firstKeptEntryId": "u4", "tokensBefore": 9000})
+    lines.append(msg("z", "c1", "more \ud800"))
+    s = load_session(write(tmp_path / "s.jsonl", lines))
+    all_views(s)
+    report = write_drift_report(s, tmp_path / "r.html")  # the tree figure carries the label
+    assert report.read_text(encoding="utf-8").startswith("<!")
+    result = replay(s, CompactionSettings(reserve_tokens=100, keep_recent_tokens=50), context_window=2000,
+                    progress=False)
+    out = result.session.write(tmp_path / "replayed.jsonl")
+    assert load_session(out).header["id"] != s.header["id"]
+    assert "\\ud800" in out.read_text(encoding="utf-8")
+    write_table(result.events, tmp_path / "events.csv")
+    assert (tmp_path / "events.csv").stat().st_size > 0

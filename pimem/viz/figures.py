@@ -14,6 +14,7 @@ summary sizes as lines instead of bars).
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from typing import Any, Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.ticker import Formatter, Locator
 
-from pimem.text import format_number
+from pimem.text import escape_lone_surrogates, format_number
 from pimem.viz.data import (
     STATUSES,
     compaction_effects,
@@ -936,3 +937,26 @@ def plot_compared(plot: Callable[..., tuple[Any, Any]], items: Mapping[str, Any]
             for a in group:
                 getattr(a, set_)((hi, lo) if flipped else (lo, hi))
     return fig, results
+
+
+def _display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
+    """``plot`` whose figure's texts show lone UTF-16 surrogates (which Pi's strings may hold and no
+    font can render) as ``\\udXXX`` escapes instead of failing when the figure is drawn."""
+
+    @functools.wraps(plot)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = plot(*args, **kwargs)
+        fig = result[0] if isinstance(result, tuple) else result
+        for text in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "set_text")):
+            value = text.get_text()
+            if isinstance(value, str):
+                safe = escape_lone_surrogates(value)
+                if safe is not value:
+                    text.set_text(safe)
+        return result
+
+    return wrapper
+
+
+for _name in [n for n in __all__ if n.startswith("plot_")]:
+    globals()[_name] = _display_safe(globals()[_name])

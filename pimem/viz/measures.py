@@ -11,7 +11,9 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+
 from pimem.text import frame
+from pimem.viz.figures import _display_safe
 
 __all__ = ["SHARE_MEASURES", "plot_measures", "plot_recall_curve"]
 
@@ -103,3 +105,7 @@ def plot_recall_curve(curve: pd.DataFrame, *, ax: Any = None, points: pd.DataFra
         ax.text(0.5, 0.5, "no summaries", transform=ax.transAxes, ha="center")
     ax.grid(alpha=0.3)
     return fig, ax
+
+
+plot_measures = _display_safe(plot_measures)
+plot_recall_curve = _display_safe(plot_recall_curve)
