@@ -30,11 +30,12 @@ __all__ = ["PLAN", "dataset_dir", "load_manifest", "replays_frame", "requests_fr
            "replay_file", "request_digest", "record"]
 
 #: (sample, context window, reserveTokens, keepRecentTokens): two short samples under a small window and the
-#: auth story under a 16k one: 11 requests of 0.2-11k tokens.
+#: auth story under a 16k and a 12k one.
 PLAN: list[tuple[str, int, int, int]] = [
     ("gpxkit-antimeridian", 4000, 1024, 1000),
     ("ventas-pipeline-refactor", 3000, 512, 800),
     ("auth-login-bug", 16000, 2048, 4000),
+    ("auth-login-bug", 12000, 2048, 4000),
 ]
 TOKEN_SOURCE: Literal["estimate"] = "estimate"  # exactly Pi's own estimate on the replayed file: no calibration to fit
 
