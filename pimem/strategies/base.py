@@ -187,7 +187,7 @@ def register_strategy(name: str, factory: Callable[..., CompactionStrategy] | No
     """Register ``factory`` (a class or a function of keyword parameters) under ``name``.
 
     Used as a decorator (``@register_strategy("masking")``) or called directly. A name taken
-    by another factory is an error.
+    by another factory is an error. A registered class's ``name`` is the name it is registered under.
     """
 
     def add(f: Callable[..., CompactionStrategy]) -> Callable[..., CompactionStrategy]:
@@ -195,6 +195,8 @@ def register_strategy(name: str, factory: Callable[..., CompactionStrategy] | No
         if existing is not None and existing is not f and getattr(existing, "__qualname__", None) != getattr(
                 f, "__qualname__", None):
             raise ConfigurationError(f"compaction strategy {name!r} is already registered")
+        if isinstance(f, type):
+            f.name = name  # type: ignore[attr-defined]
         _REGISTRY[name] = f
         return f
 

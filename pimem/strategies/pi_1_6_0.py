@@ -36,7 +36,6 @@ from pimem.core.compaction.compaction import (
     get_summarization_failure,
     should_compact,
     summarization_reasoning,
-    uuid7,
 )
 from pimem.core.compaction.utils import (
     TOOL_RESULT_MAX_CHARS,
@@ -227,16 +226,8 @@ def build_turn_prefix_prompt(
 
 def _request(kind: str, prompt: str, reasoning: str | None, model: ModelInfo, session_id: str | None,
              system_prompt: str = SUMMARIZATION_SYSTEM_PROMPT) -> SummaryRequest:
-    return SummaryRequest(
-        kind=kind,  # type: ignore[arg-type]
-        system_prompt=system_prompt,
-        prompt=prompt,
-        max_tokens=None,
-        reasoning=reasoning,
-        cache_retention="none",
-        session_id=session_id if session_id is not None else uuid7(),
-        model=model.id or "",
-    )
+    """0.87.1's summary request without ``maxTokens`` (1.6.0 no longer sets it)."""
+    return _compaction._request(kind, prompt, None, reasoning, model, session_id, system_prompt)
 
 
 def compact(

@@ -52,7 +52,6 @@ class Pi160(CompactionStrategy):
     """Pi 1.6.0's compaction (its prompt texts are Pi 0.87.1's)."""
 
     prompts: PromptTemplates = PI_PROMPTS
-    name = "pi-1.6.0"
 
     def prepare(self, tracker: ContextTracker, settings: CompactionSettings) -> CompactionPreparation | None:
         prep = tracker.prepare(settings)
@@ -76,7 +75,6 @@ class Pi160(CompactionStrategy):
 class Pi0132(CompactionStrategy):
     """Pi 0.13.2's compaction: turn-boundary cuts from recorded usage, the old request format."""
 
-    name = "pi-0.13.2"
     sizes: str = "replayed"
 
     def __post_init__(self) -> None:

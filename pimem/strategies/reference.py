@@ -59,7 +59,6 @@ class NoSplitTurn(CompactionStrategy):
     """Pi 0.87.1 without split turns: a cut inside a turn moves to the turn's start (or the next)."""
 
     prompts: PromptTemplates = PI_PROMPTS
-    name = "no-split-turn"
 
     def prepare(self, tracker: ContextTracker, settings: CompactionSettings) -> CompactionPreparation | None:
         return tracker.prepare(settings, split_turns=False)
@@ -89,7 +88,6 @@ class FromScratch(CompactionStrategy):
 
     prompts: PromptTemplates = PI_PROMPTS
     max_history_tokens: int | None = None
-    name = "from-scratch"
 
     def prepare(self, tracker: ContextTracker, settings: CompactionSettings) -> CompactionPreparation | None:
         prep = tracker.prepare(settings)
@@ -138,7 +136,6 @@ class ObservationMasking(CompactionStrategy):
     keep_turns: int = 10
     placeholder: str = DEFAULT_PLACEHOLDER
     prompts: PromptTemplates = PI_PROMPTS
-    name = "masking"
 
     def __post_init__(self) -> None:
         from pimem.errors import ConfigurationError
@@ -178,7 +175,6 @@ class ObservationMasking(CompactionStrategy):
 class Hybrid(ObservationMasking):
     """Masking first; Pi 0.87.1's threshold compaction when the masked context is still over."""
 
-    name = "hybrid"
 
     def should_compact(self, point: CheckPoint) -> bool:
         return CompactionStrategy.should_compact(self, point)
