@@ -32,7 +32,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pimem._js import js_stringify  # noqa: E402
+from pimem.base.js import js_stringify  # noqa: E402
 from pimem.core.session_manager import load_session  # noqa: E402
 
 REAL_DIR = Path(os.environ.get("PIMEM_SHARED_DIR", ROOT.parent / "shared")) / "datasets" / "pi-mono"

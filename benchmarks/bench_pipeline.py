@@ -45,7 +45,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pimem._js import js_stringify, loads_line  # noqa: E402
+from pimem.base.js import js_stringify, loads_line  # noqa: E402
 from pimem.core.compaction.compaction import (  # noqa: E402
     CompactionSettings,
     TokenCache,  # noqa: E402

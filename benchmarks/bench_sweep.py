@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pimem.sweeps import sweep  # noqa: E402
+from pimem.experiments.sweep import sweep  # noqa: E402
 
 GRID = {
     "reserve_tokens": [8192, 16384],

@@ -27,13 +27,13 @@ _EXPORTS: dict[str, str] = {
     "Session": "pimem.core.session_manager",
     "SessionWarning": "pimem.core.session_manager",
     "load_session": "pimem.core.session_manager",
-    "js_stringify": "pimem._js",
-    "utf16_len": "pimem._js",
-    "js_slice": "pimem._js",
-    "discover_sessions": "pimem.discover",
-    "load_sessions": "pimem.discover",
-    "Corpus": "pimem.discover",
-    "default_sessions_dir": "pimem.discover",
+    "js_stringify": "pimem.base.js",
+    "utf16_len": "pimem.base.js",
+    "js_slice": "pimem.base.js",
+    "discover_sessions": "pimem.sessions.discover",
+    "load_sessions": "pimem.sessions.discover",
+    "Corpus": "pimem.sessions.discover",
+    "default_sessions_dir": "pimem.sessions.discover",
     # pipeline
     "build_session_context": "pimem.core.session_manager",
     "session_entry_to_context_messages": "pimem.core.session_manager",
@@ -93,33 +93,33 @@ _EXPORTS: dict[str, str] = {
     "TailTruncationSummarizer": "pimem.summarizers.baselines",
     "baseline_summarizers": "pimem.summarizers.baselines",
     # replay
-    "replay": "pimem.agent_loop",
-    "ReplayResult": "pimem.agent_loop",
-    "navigate": "pimem.agent_loop",
-    "check_settings": "pimem.agent_loop",
-    "Calibration": "pimem.calibration",
-    "fit_calibration": "pimem.calibration",
-    "orphan_references": "pimem.open_loop",
-    "resume_probe": "pimem.resume_probe",
-    "sweep": "pimem.sweeps",
-    "sweep_summary": "pimem.uncertainty",
-    "token_source_bands": "pimem.uncertainty",
-    "bootstrap_ci": "pimem.uncertainty",
-    "paired_difference": "pimem.uncertainty",
+    "replay": "pimem.replays.engine",
+    "ReplayResult": "pimem.replays.engine",
+    "navigate": "pimem.replays.engine",
+    "check_settings": "pimem.replays.engine",
+    "Calibration": "pimem.replays.calibration",
+    "fit_calibration": "pimem.replays.calibration",
+    "orphan_references": "pimem.drift.orphans",
+    "resume_probe": "pimem.drift.resume_probe",
+    "sweep": "pimem.experiments.sweep",
+    "sweep_summary": "pimem.experiments.uncertainty",
+    "token_source_bands": "pimem.experiments.uncertainty",
+    "bootstrap_ci": "pimem.experiments.uncertainty",
+    "paired_difference": "pimem.experiments.uncertainty",
     # strategies and cost
-    "CompactionStrategy": "pimem.strategies.base",
-    "get_strategy": "pimem.strategies.base",
-    "strategy_names": "pimem.strategies.base",
-    "register_strategy": "pimem.strategies.base",
+    "CompactionStrategy": "pimem.replays.strategies.base",
+    "get_strategy": "pimem.replays.strategies.base",
+    "strategy_names": "pimem.replays.strategies.base",
+    "register_strategy": "pimem.replays.strategies.base",
     "PromptTemplates": "pimem.core.compaction.compaction",
-    "run_measures": "pimem.strategies.measures",
-    "replay_cost": "pimem.cost",
-    "Price": "pimem.cost",
-    "PRICES": "pimem.cost",
+    "run_measures": "pimem.experiments.run_measures",
+    "replay_cost": "pimem.replays.cost",
+    "Price": "pimem.replays.cost",
+    "PRICES": "pimem.replays.cost",
     # samples
-    "sample_dir": "pimem.samples",
-    "sample_session_paths": "pimem.samples",
-    "load_samples": "pimem.samples",
+    "sample_dir": "pimem.sessions.samples",
+    "sample_session_paths": "pimem.sessions.samples",
+    "load_samples": "pimem.sessions.samples",
     # drift
     "parse_summary": "pimem.drift",
     "extract_facts": "pimem.drift",
@@ -130,9 +130,12 @@ _EXPORTS: dict[str, str] = {
     "probe_eval": "pimem.drift",
     "SummarySections": "pimem.drift",
     "Fact": "pimem.drift",
+    # modules kept under their former top-level names
+    "strategies": "module:pimem.replays.strategies",
+    "widgets": "module:pimem.viz.widgets",
     # reports
-    "write_drift_report": "pimem.report",
-    "run_study": "pimem.report",
+    "write_drift_report": "pimem.viz.report",
+    "run_study": "pimem.viz.report",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -142,7 +145,10 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'pimem' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    if module.startswith("module:"):
+        value = importlib.import_module(module.removeprefix("module:"))
+    else:
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
-from pimem._js import js_truthy
+from pimem.base.js import js_truthy
 from pimem.core.compaction.branch_summarization import (
     BranchSummaryResult,
     collect_entries_for_branch_summary,
@@ -479,7 +479,7 @@ def run_tree_navigation(
 
 
 def _append_label(session: Any, target_id: str, label: str, timestamp: Any) -> None:
-    from pimem._js import iso_now
+    from pimem.base.js import iso_now
 
     session.append_entry(
         {

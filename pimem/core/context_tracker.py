@@ -14,7 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any, Callable, Sequence
 
-from pimem._js import UNDEFINED, js_truthy
+from pimem.base.js import UNDEFINED, js_truthy
 from pimem.core.compaction.compaction import (
     DEFAULT_COMPACTION_SETTINGS,
     CompactionPreparation,

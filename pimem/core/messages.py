@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from pimem._js import UNDEFINED, date_ms, js_string, js_truthy
+from pimem.base.js import UNDEFINED, date_ms, js_string, js_truthy
 
 __all__ = [
     "COMPACTION_SUMMARY_PREFIX",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
-from pimem._js import UNDEFINED, js_entries, js_string
+from pimem.base.js import UNDEFINED, js_entries, js_string
 from pimem.errors import JavaScriptTypeError
 
 __all__ = [

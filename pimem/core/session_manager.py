@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import orjson
 
-from pimem._js import (
+from pimem.base.js import (
     UNDEFINED,
     iso_now,
     js_stringify,
@@ -44,7 +44,7 @@ from pimem.errors import (
     SessionFormatError,
     SourceOverwriteError,
 )
-from pimem.text import message_preview
+from pimem.text.messages import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -265,7 +265,7 @@ def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
     Reads in blocks so the whole file and all its lines are never in memory together; a
     line longer than a block is joined once (no quadratic concatenation).
     """
-    from pimem import io
+    from pimem.base import files as io
 
     lineno = 0
     pending: list[bytes] = []
@@ -913,7 +913,7 @@ class Session:
         ):
             raise SourceOverwriteError(f"{target}: refusing to overwrite the session's source file")
         data = self.to_jsonl().encode("utf-8", "surrogatepass")
-        from pimem.io import atomic_write_bytes
+        from pimem.base.files import atomic_write_bytes
 
         atomic_write_bytes(target, data)
         return target
@@ -1052,35 +1052,35 @@ class Session:
         leaf = " <- leaf" if entry.get("id") == self._leaf_id and self._leaf_id is not None else ""
         return f"{mark}{entry.get('id')} {tag}{kind}{label_text}: {preview}{leaf}"
 
-    # -- DataFrame views (pimem.frames) ------------------------------------------------------
+    # -- DataFrame views (pimem.sessions.frames) ------------------------------------------------------
 
     def entries_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per entry (see :func:`pimem.frames.entries_df`)."""
-        from pimem import frames
+        """One row per entry (see :func:`pimem.sessions.frames.entries_df`)."""
+        from pimem.sessions import frames
 
         return frames.entries_df(self, **kwargs)
 
     def messages_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per message (see :func:`pimem.frames.messages_df`)."""
-        from pimem import frames
+        """One row per message (see :func:`pimem.sessions.frames.messages_df`)."""
+        from pimem.sessions import frames
 
         return frames.messages_df(self, **kwargs)
 
     def tool_calls_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per tool call (see :func:`pimem.frames.tool_calls_df`)."""
-        from pimem import frames
+        """One row per tool call (see :func:`pimem.sessions.frames.tool_calls_df`)."""
+        from pimem.sessions import frames
 
         return frames.tool_calls_df(self, **kwargs)
 
     def usage_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per assistant usage record (see :func:`pimem.frames.usage_df`)."""
-        from pimem import frames
+        """One row per assistant usage record (see :func:`pimem.sessions.frames.usage_df`)."""
+        from pimem.sessions import frames
 
         return frames.usage_df(self, **kwargs)
 
     def compactions_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per compaction (see :func:`pimem.frames.compactions_df`)."""
-        from pimem import frames
+        """One row per compaction (see :func:`pimem.sessions.frames.compactions_df`)."""
+        from pimem.sessions import frames
 
         return frames.compactions_df(self, **kwargs)
 

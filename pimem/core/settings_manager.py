@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from pimem._js import js_string
+from pimem.base.js import js_string
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
 from pimem.errors import SettingsError, SettingsFileError
 

@@ -16,7 +16,7 @@
 * :func:`generate_probes` / :func:`probe_eval` — session-specific questions, answered from
   summary + kept context and graded 0–5 on six dimensions by a chat-model judge.
 
-Names are imported lazily: ``pimem.drift.sections`` can be used without pulling in pandas.
+Names are imported lazily: ``pimem.text.sections`` can be used without pulling in pandas.
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ from typing import Any
 
 _EXPORTS: dict[str, str] = {
     # sections
-    "Conformance": "pimem.drift.sections",
-    "SummarySections": "pimem.drift.sections",
-    "parse_summary": "pimem.drift.sections",
-    "section_items": "pimem.drift.sections",
-    "summarizer_text": "pimem.drift.sections",
+    "Conformance": "pimem.text.sections",
+    "SummarySections": "pimem.text.sections",
+    "parse_summary": "pimem.text.sections",
+    "section_items": "pimem.text.sections",
+    "summarizer_text": "pimem.text.sections",
     # facts
-    "FACT_KINDS": "pimem.drift.facts",
-    "Fact": "pimem.drift.facts",
-    "SummaryIndex": "pimem.drift.facts",
-    "extract_facts": "pimem.drift.facts",
-    "fact_present": "pimem.drift.facts",
-    "facts_frame": "pimem.drift.facts",
-    "summary_facts": "pimem.drift.facts",
+    "FACT_KINDS": "pimem.text.facts",
+    "Fact": "pimem.text.facts",
+    "SummaryIndex": "pimem.text.facts",
+    "extract_facts": "pimem.text.facts",
+    "fact_present": "pimem.text.facts",
+    "facts_frame": "pimem.text.facts",
+    "summary_facts": "pimem.text.facts",
     # chain metrics
     "CompactionSpan": "pimem.drift.metrics",
     "compaction_metrics": "pimem.drift.metrics",

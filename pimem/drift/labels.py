@@ -9,7 +9,7 @@ present): precision = share of the matcher's "present" calls the reader agrees w
 share of the reader's "present" facts the matcher finds. It does the same for the automatic
 "used later" test of :mod:`pimem.drift.needed`.
 
-Matchers: ``"rules"`` (:func:`pimem.drift.facts.fact_present`; reader facts of kinds it has no rule
+Matchers: ``"rules"`` (:func:`pimem.text.facts.fact_present`; reader facts of kinds it has no rule
 for — goal, progress, artifact — are matched as free text) or an :class:`EntailmentMatcher`,
 which asks a chat model whether the summary states the fact.
 """
@@ -28,9 +28,9 @@ from typing import Any
 import pandas as pd
 
 from pimem.drift.chat import JudgeError, ask, require_chat_model
-from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, _numbers_in_text, fact_present, fold, normalize_path
+from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, _numbers_in_text, fact_present, fold, normalize_path
 from pimem.errors import ConfigurationError, PimemError
-from pimem.text import frame
+from pimem.base.tables import frame
 
 __all__ = ["LABEL_FIELDS", "LabelFormatError", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
@@ -81,7 +81,7 @@ def load_labels(path: str | os.PathLike[str]) -> pd.DataFrame:
 
 
 def label_fact(row: Any) -> Fact:
-    """The labelled fact as a :class:`~pimem.drift.facts.Fact` the matchers read.
+    """The labelled fact as a :class:`~pimem.text.facts.Fact` the matchers read.
 
     Extractor facts keep the extractor's value (their text is the surface); reader facts of a kind
     the rules have no test for (goal, progress, artifact) are free text, judged like decisions.
@@ -107,7 +107,7 @@ def label_fact(row: Any) -> Fact:
 
 
 def rule_matcher(fact: Fact, summary: str) -> str:
-    """``"present"`` or ``"absent"`` by :func:`~pimem.drift.facts.fact_present` (a number reader fact
+    """``"present"`` or ``"absent"`` by :func:`~pimem.text.facts.fact_present` (a number reader fact
     counts when any number of its text is present)."""
     index = SummaryIndex(summary)
     if fact.kind == "number" and fact.source == "label":
@@ -204,7 +204,7 @@ def matcher_check(
     """
     from pimem.core.session_manager import load_session
     from pimem.drift.records import compaction_records
-    from pimem.drift.sections import summarizer_text
+    from pimem.text.sections import summarizer_text
 
     df = load_labels(labels) if not isinstance(labels, pd.DataFrame) else labels.copy()
     if isinstance(session, (str, os.PathLike)):

@@ -1,6 +1,6 @@
 """Summary measures a reviewer can trust, and comparisons of summary sources on the same spans.
 
-Every content measure reads only the text the summarizer wrote (:func:`pimem.drift.sections.summarizer_text`:
+Every content measure reads only the text the summarizer wrote (:func:`pimem.text.sections.summarizer_text`:
 no ``<read-files>``/``<modified-files>`` blocks, which ``compact()`` appends for any summarizer) and
 grounds "what mattered" in the recorded trajectory (:mod:`pimem.drift.needed`), never in the
 extractive summarizer's marker rules. The file lists are reported apart, as a check of Pi's pipeline.
@@ -23,13 +23,13 @@ from typing import Any
 
 import pandas as pd
 
-from pimem._js import utf16_len
-from pimem.drift.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fact_present
+from pimem.base.js import utf16_len
+from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fact_present
 from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
-from pimem.drift.sections import section_items, summarizer_text
+from pimem.text.sections import section_items, summarizer_text
 from pimem.errors import ConfigurationError
-from pimem.text import frame
+from pimem.base.tables import frame
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
            "measure_docs"]
@@ -150,7 +150,7 @@ def summary_measures(
     carried: Sequence[NeededFact] | None = None,
 ) -> dict[str, Any]:
     """The measures of :data:`MEASURES` for one summary (default: the record's stored one) of one compaction."""
-    from pimem.drift.sections import parse_summary
+    from pimem.text.sections import parse_summary
 
     stored = record.summary if summary is None else summary
     written = summarizer_text(stored)

@@ -32,7 +32,7 @@ Report columns (one row per compaction, in path order):
 ``compression_ratio_with_prev``      (span_tokens + prev_summary_tokens) ÷ summary_tokens
 ``compresses``                       compression_ratio_with_prev > 1
 ``split_turn``                       summary holds a split-turn part
-``conformance``, ``missing``,        see :class:`pimem.drift.sections.Conformance`
+``conformance``, ``missing``,        see :class:`pimem.text.sections.Conformance`
 ``extra``, ``renamed``, ``reordered``,
 ``empty``, ``conformant``,
 ``files_block_present``
@@ -60,7 +60,7 @@ Report columns (one row per compaction, in path order):
 ``goal_sim_first_jaccard/cosine``    Goal section vs the first summary's Goal
 ==================================== ==========================================================
 
-Every content measure reads the text the summarizer wrote (:func:`pimem.drift.sections.summarizer_text`),
+Every content measure reads the text the summarizer wrote (:func:`pimem.text.sections.summarizer_text`),
 never the file blocks ``compact()`` appends. What each measure rewards and how it can be gamed:
 :data:`pimem.drift.measures.MEASURES`.
 
@@ -80,8 +80,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pimem._js import utf16_len
-from pimem.drift.facts import (
+from pimem.base.js import utf16_len
+from pimem.text.facts import (
     FACT_KINDS,
     Fact,
     SummaryIndex,
@@ -89,10 +89,10 @@ from pimem.drift.facts import (
     fact_present,
     summary_facts,
 )
-from pimem.drift.sections import COMPACTION_SECTIONS, SummarySections, parse_summary, summarizer_text
+from pimem.text.sections import COMPACTION_SECTIONS, SummarySections, parse_summary, summarizer_text
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
-from pimem.text import frame
+from pimem.base.tables import frame
 
 
 _CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
@@ -225,7 +225,7 @@ def compaction_metrics(
     module docs (chain columns excluded).
     """
     parsed = summary if isinstance(summary, SummarySections) else parse_summary(summary)
-    from pimem.drift.facts import iter_messages
+    from pimem.text.facts import iter_messages
 
     pairs = iter_messages(messages)
     span_facts = list(facts) if facts is not None else extract_facts(pairs)
@@ -285,7 +285,7 @@ def compaction_metrics(
 
 
 def _first_user_request(path: Sequence[dict]) -> str:
-    from pimem.drift.facts import _text_of
+    from pimem.text.facts import _text_of
 
     for e in path:
         if e.get("type") == "message" and e["message"].get("role") == "user":
@@ -310,7 +310,7 @@ def drift_report(
 
     from pimem.drift.needed import FACT_CLASSES, needed_later_facts, weighted_recall
     from pimem.drift.records import compaction_records
-    from pimem.drift.sections import section_items
+    from pimem.text.sections import section_items
 
     source = _session_of(result_or_session)
     spans = compaction_spans(source, leaf_id=leaf_id)

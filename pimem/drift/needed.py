@@ -11,7 +11,7 @@ assistant text and thinking, every string argument of tool calls (paths, command
 and user ``!`` commands. Tool output is not use (a file in a listing is not a use), with one
 exception: an *error* is also needed when the same error comes back in a later tool result (the
 summary could have prevented the repeat) — if the line is specific (a quoted name, an error code, a
-path or a code-shaped name; "Command aborted" coming back says nothing). Matching follows :func:`pimem.drift.facts.fact_present`
+path or a code-shaped name; "Command aborted" coming back says nothing). Matching follows :func:`pimem.text.facts.fact_present`
 (paths by segments, identifiers by case-sensitive name, free text by content words with polarity);
 an error counts as mentioned only by its two or more quoted names together or 70% of its words.
 Whether the kept tail shows a fact is the same test against everything in the kept messages,
@@ -49,7 +49,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pimem.drift.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, negated_words
+from pimem.text.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, negated_words
 from pimem.drift.records import CompactionRecord, message_text
 from pimem.errors import ConfigurationError
 

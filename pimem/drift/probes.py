@@ -52,11 +52,11 @@ from typing import Any
 import pandas as pd
 
 from pimem.drift.chat import JudgeError, ask, model_name, require_chat_model
-from pimem.drift.facts import Fact, SummaryIndex, fact_present
+from pimem.text.facts import Fact, SummaryIndex, fact_present
 from pimem.drift.needed import NeededFact, needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records, message_text
-from pimem.drift.sections import summarizer_text
-from pimem.text import frame
+from pimem.text.sections import summarizer_text
+from pimem.base.tables import frame
 
 __all__ = ["PROBE_TYPES", "PROBE_DIMENSIONS", "Probe", "generate_probes", "probe_eval", "probe_report",
            "ANSWER_SYSTEM_PROMPT", "JUDGE_SYSTEM_PROMPT", "QUESTION_SYSTEM_PROMPT", "PROBE_SYSTEM_PROMPT"]
@@ -136,7 +136,7 @@ def _later_text(record: CompactionRecord, entry_id: str | None) -> str:
 
 
 def _topic(fact: Fact, words: int = 6) -> str:
-    from pimem.drift.facts import STOPWORDS
+    from pimem.text.facts import STOPWORDS
 
     picked = [w for w in re.findall(r"[A-Za-z0-9_.$/-]+", fact.surface or fact.value)
               if len(w) > 2 and w.lower() not in STOPWORDS][:words]

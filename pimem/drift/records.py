@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pimem.drift.sections import summarizer_text
+from pimem.text.sections import summarizer_text
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 
 __all__ = ["CompactionRecord", "PathMessages", "compaction_records", "resummarize", "resummarized_session",

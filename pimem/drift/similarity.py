@@ -1,7 +1,7 @@
 """Text similarity for drift: token-set Jaccard and TF-IDF cosine (numpy only).
 
 Tokens: lower-cased runs of letters, digits, ``_`` and ``$`` of length ≥ 2, stop words removed
-(:data:`pimem.drift.facts.STOPWORDS`).
+(:data:`pimem.text.facts.STOPWORDS`).
 
 * ``jaccard(a, b)`` = |A ∩ B| / |A ∪ B| over token sets; 1.0 when both are empty.
 * :class:`TfidfSpace` fits smoothed IDF on a list of documents,
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pimem.drift.facts import STOPWORDS
+from pimem.text.facts import STOPWORDS
 
 _TOKEN = re.compile(r"[a-z0-9_$]{2,}")
 

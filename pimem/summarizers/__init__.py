@@ -1,5 +1,5 @@
 """Summarizers: the protocol and its implementations (offline, OpenAI-compatible, the local model of
-:mod:`pimem.localmodel`, cached, recorded, and the degenerate baselines of :mod:`pimem.summarizers.baselines`).
+:mod:`pimem.summarizers.local_server`, cached, recorded, and the degenerate baselines of :mod:`pimem.summarizers.baselines`).
 
 ``summarizer_from_env()`` picks one from the environment:
 

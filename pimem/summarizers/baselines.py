@@ -30,7 +30,7 @@ import math
 import time
 from typing import Any
 
-from pimem._js import utf16_len
+from pimem.base.js import utf16_len
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError
 
@@ -99,7 +99,7 @@ class _Baseline:
                                extra={"summarizer": self.model})
 
     def _source_text(self, request: SummaryRequest) -> str:
-        from pimem.drift.sections import summarizer_text
+        from pimem.text.sections import summarizer_text
         from pimem.summarizers.extractive import split_request
 
         conversation, previous, _ = split_request(request)
@@ -176,7 +176,7 @@ class FactDumpSummarizer(_Baseline):
     model = "baseline-fact-dump"
 
     def complete(self, request: SummaryRequest) -> SummaryResponse:
-        from pimem.drift.facts import extract_facts
+        from pimem.text.facts import extract_facts
         from pimem.summarizers.extractive import parse_conversation, split_request
 
         start = time.perf_counter()

@@ -26,7 +26,7 @@ for. It is a baseline to compare real models against. Its rules:
    (backticked names, ``call()`` names, paths mentioned in text), most frequent first.
 
 Update requests (with ``<previous-summary>``) merge per Pi's update rules: the previous summary is parsed
-by the drift parser (:func:`pimem.drift.sections.section_items`, so the summarizer and the measures read a
+by the drift parser (:func:`pimem.text.sections.section_items`, so the summarizer and the measures read a
 summary the same way; headings that name no template section are kept in Critical Context as
 ``Heading: line``); earlier goals, constraints, Done items and decisions are preserved; previous In
 Progress items whose paths or identifiers now appear in a new Done item move to Done; previous blockers
@@ -56,7 +56,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pimem._js import utf16_len
+from pimem.base.js import utf16_len
 from pimem.core.llm import SummaryRequest, SummaryResponse
 
 __all__ = [
@@ -615,12 +615,12 @@ _SECTION_NAMES = ("goal", "constraints", "done", "in_progress", "blocked", "deci
 def parse_summary_sections(summary: str) -> dict[str, list[str]]:
     """Parse a summary (Pi's template or free Markdown) into template sections of items.
 
-    Read with the drift parser (:func:`pimem.drift.sections.section_items`), so the summarizer and
+    Read with the drift parser (:func:`pimem.text.sections.section_items`), so the summarizer and
     the drift measures agree on what a section holds. File blocks are never read; the split-turn part
     is folded in (Original Request → goal, Progress So Far → done, Context Needed → critical); text
     outside the template's sections goes to ``critical`` (as ``Heading: line`` under a heading).
     """
-    from pimem.drift.sections import section_items
+    from pimem.text.sections import section_items
 
     items = section_items(summary)
     sections = {

@@ -1,4 +1,4 @@
-"""Summaries from the local instruct model (:mod:`pimem.localmodel`) through its OpenAI-compatible server.
+"""Summaries from the local instruct model (:mod:`pimem.summarizers.local_server`) through its OpenAI-compatible server.
 
 :class:`LocalModelSummarizer` is an :class:`~pimem.summarizers.openai_compat.OpenAISummarizer` with the
 request options fixed for reproducible, bounded answers:
@@ -41,7 +41,7 @@ class LocalModelSummarizer(OpenAISummarizer):
     def __init__(self, base_url: str | None = None, *, max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP, seed: int = 0,
                  stop: tuple[str, ...] = STOP_SEQUENCES, timeout: float = 900.0, max_retries: int = 1,
                  **kwargs: Any) -> None:
-        from pimem import localmodel
+        from pimem.summarizers import local_server as localmodel
 
         n_ctx = None
         if base_url is None:

@@ -65,7 +65,7 @@ from typing import Any
 
 import openai
 
-from pimem._js import js_stringify
+from pimem.base.js import js_stringify
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError
 from pimem.summarizers import (
@@ -338,7 +338,7 @@ class OpenAISummarizer:
         conversation = getattr(request, "messages", None)
         if conversation:  # a request made of the conversation itself (Pi 0.13.2): no system prompt
             from pimem.core.messages import convert_to_llm
-            from pimem.resume_probe import chat_messages
+            from pimem.drift.resume_probe import chat_messages
 
             chat = chat_messages(convert_to_llm(list(conversation)), request.system_prompt)
             params["messages"] = chat if request.system_prompt else chat[1:]

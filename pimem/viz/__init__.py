@@ -30,7 +30,7 @@ from pimem.viz.figures import (
     plot_sweep_heatmap,
     plot_sweep_heatmaps,
 )
-from pimem.viz.measures import plot_measures, plot_recall_curve
+from pimem.viz.measure_plots import plot_measures, plot_recall_curve
 
 __all__ = [
     "DENSE_CALLS",

@@ -27,7 +27,8 @@ from pimem.core.session_manager import (
     build_session_projection,
     session_entry_to_context_messages,
 )
-from pimem.text import frame, message_preview
+from pimem.base.tables import frame
+from pimem.text.messages import message_preview
 
 __all__ = [
     "STATUSES",

@@ -24,7 +24,7 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.ticker import Formatter, Locator
 
-from pimem.text import escape_lone_surrogates, format_number
+from pimem.base.tables import escape_lone_surrogates, format_number
 from pimem.viz.data import (
     STATUSES,
     compaction_effects,
@@ -309,7 +309,7 @@ def _marker(n: int, marker: str = "o") -> dict[str, Any]:
 def plot_context_over_time(result: Any, *, ax: Any = None, title: str | None = None,
                            show_checks: bool = True, effects: pd.DataFrame | None = None,
                            max_labels: int = 10) -> tuple[Any, Any]:
-    """Context tokens per step of a :class:`~pimem.agent_loop.ReplayResult`.
+    """Context tokens per step of a :class:`~pimem.replays.engine.ReplayResult`.
 
     The line is the context of each assistant call (the replay's token source), dots are the
     compaction checks, the dashed line is the threshold (window − reserve), the solid line the

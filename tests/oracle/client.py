@@ -51,7 +51,7 @@ def sha256_text(text: str) -> str:
 
 
 def js_stringify(value: Any) -> str:
-    from pimem._js import js_stringify as _js_stringify
+    from pimem.base.js import js_stringify as _js_stringify
 
     return _js_stringify(value)
 
@@ -230,7 +230,7 @@ class Oracle:
             try:
                 results = json.loads(text)["results"]
             except RecursionError:  # a result nested deeper than the recursive parser goes
-                from pimem._js import loads_deep
+                from pimem.base.js import loads_deep
 
                 results = loads_deep(text)["results"]
         self.batches_run += 1

@@ -45,7 +45,7 @@ def session_goldens(oracle: Oracle, path: Path, kind: str, release: str | None =
 def release_goldens(release: str) -> None:
     t0 = time.perf_counter()
     if release == "1.6.0":
-        from tests.test_differential_pi_1_6_0 import SAMPLE_PATHS, write_generated_goldens
+        from tests.releases.test_differential_pi_1_6_0 import SAMPLE_PATHS, write_generated_goldens
 
         oracle = Oracle(release=release)
         for path in SAMPLE_PATHS:
@@ -55,7 +55,7 @@ def release_goldens(release: str) -> None:
                 print("real", name, "->", session_goldens(oracle, REAL_DIR / name, "real", release))
         print("generated ->", write_generated_goldens(oracle))
     elif release == "0.13.2":
-        from tests.test_differential_pi_0_13_2 import write_goldens_0_13_2
+        from tests.releases.test_differential_pi_0_13_2 import write_goldens_0_13_2
 
         print("0.13.2 ->", write_goldens_0_13_2(Oracle(release=release, driver="driver_0_13_2.mjs")))
     else:
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             if path.exists():
                 print("real", name, "->", session_goldens(oracle, path, "real"))
     if "generated" in which:
-        from tests.test_differential_property import write_generated_goldens
+        from tests.core.test_differential_property import write_generated_goldens
 
         print("generated ->", write_generated_goldens(oracle))
     print(f"done in {time.perf_counter() - t0:.1f}s")

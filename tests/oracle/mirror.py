@@ -72,7 +72,7 @@ class LoadedSession:
         try:
             from pimem.core.session_manager import load_session
         except ImportError:  # foundation not there yet: parse v3 lines directly
-            from pimem._js import loads_line
+            from pimem.base.js import loads_line
 
             lines = [loads_line(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
             self.header = lines[0]
@@ -128,7 +128,7 @@ def implementation(release: str | None = None) -> SimpleNamespace:
             branch_options=lambda req: {},
         )
     if release == "1.6.0":
-        from pimem.strategies import pi_1_6_0 as m
+        from pimem.releases import pi_1_6_0 as m
 
         return SimpleNamespace(
             prepare_compaction=m.prepare_compaction,

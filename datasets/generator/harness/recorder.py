@@ -29,7 +29,7 @@ from pimem import (
     prepare_compaction,
     utf16_len,
 )
-from pimem._js import parse_iso_ms, to_iso
+from pimem.base.js import parse_iso_ms, to_iso
 
 from .calls import Call, Step
 from .models import MODELS, SYSTEM_PROMPT_TOKENS, calculate_cost

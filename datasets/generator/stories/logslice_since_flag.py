@@ -18,7 +18,7 @@ import random
 import re
 from typing import Any
 
-from pimem._js import parse_iso_ms, to_iso
+from pimem.base.js import parse_iso_ms, to_iso
 
 from ..harness import Recorder, bash, bash_truncated, edit, grep, load_fixture, ls, read, step, write
 

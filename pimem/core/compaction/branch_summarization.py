@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from pimem._js import UNDEFINED, js_truthy
+from pimem.base.js import UNDEFINED, js_truthy
 from pimem.core.compaction.compaction import (
     ModelInfo,
     estimate_tokens,

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from pimem._js import UNDEFINED, js_entries, js_stringify, js_truthy, utf16_len
+from pimem.base.js import UNDEFINED, js_entries, js_stringify, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
     FileOperations,
     add_file_ops,

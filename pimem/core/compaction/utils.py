@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from pimem._js import (
+from pimem.base.js import (
     UNDEFINED,
     js_entries,
     js_slice,

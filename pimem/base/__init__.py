@@ -1,0 +1,4 @@
+"""Foundation shared by every layer: JavaScript semantics (:mod:`~pimem.base.js`), safe file
+reading and atomic writes (:mod:`~pimem.base.files`), pandas columns and number formatting
+(:mod:`~pimem.base.tables`) and the TypedDicts of Pi's JSON (:mod:`~pimem.base.types`).
+Nothing here imports another pimem layer."""

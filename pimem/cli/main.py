@@ -1,0 +1,814 @@
+"""The ``pimem`` command: quick looks at sessions and batch runs.
+
+Every sub-command has ``--help``. User mistakes (bad arguments, unreadable or broken files) end with a
+one-line message on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+from pimem.errors import (
+    ConfigurationError,
+    JavaScriptTypeError,
+    PimemError,
+    ReplayWarning,
+    SessionFormatError,
+    SettingsError,
+    SourceOverwriteError,
+)
+
+EXIT_USAGE = 2
+
+
+class UserError(PimemError):
+    """A mistake of the caller's (bad argument, unreadable file): reported without a traceback."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return values
+
+
+def _non_negative_int(text: str) -> int:
+    values = _int_list(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"expected one integer, got {text!r}")
+    return values[0]
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _token_sources(text: str) -> list[str]:
+    from pimem.replays.engine import TOKEN_SOURCES
+
+    sources = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [s for s in sources if s not in TOKEN_SOURCES]
+    if not sources or unknown:
+        raise argparse.ArgumentTypeError(f"token sources are {', '.join(TOKEN_SOURCES)}; got {text!r}")
+    return list(dict.fromkeys(sources))
+
+
+def _strategy(text: str) -> str:
+    """A compaction strategy spec (``name`` or ``name:key=value,...``), checked now."""
+    from pimem.errors import ConfigurationError
+    from pimem.replays.strategies import get_strategy
+
+    try:
+        get_strategy(text)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _summarizer_list(text: str) -> list[str]:
+    from pimem.summarizers import SUMMARIZER_NAMES
+
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    known = ("openai", "local", *SUMMARIZER_NAMES)
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"summarizers are {', '.join(known)}; got {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def _prices(path: str) -> dict:
+    """A JSON price file: {model: {input, output, cache_read, cache_write}} in dollars per million tokens."""
+    import orjson
+
+    from pimem.replays.cost import _as_price
+    from pimem.errors import ConfigurationError
+
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+        if not isinstance(data, dict):
+            raise ConfigurationError("the file must hold one JSON object of model -> price")
+        return {k: _as_price(v) for k, v in data.items()}
+    except (OSError, orjson.JSONDecodeError, ConfigurationError) as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
+
+
+def _load(path: str | Path):
+    from pimem.core.session_manager import SessionFormatError, load_session
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"no such file: {p}")
+    if p.is_dir():
+        raise UserError(f"{p} is a folder, expected a session file (.jsonl)")
+    try:
+        return load_session(p)
+    except SessionFormatError as exc:
+        raise UserError(str(exc)) from None
+    except (OSError, UnicodeError) as exc:
+        raise UserError(f"cannot read {p}: {exc}") from None
+
+
+def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> list[Path]:
+    """Expand files and folders (recursively, ``*.jsonl``) into a sorted list of session paths.
+
+    Files found in folders under one of ``exclude`` (this command's own outputs) are left out, so
+    that an output folder inside the sessions folder is never read back as sessions. Unusable
+    entries of a folder (unreadable, FIFOs) are left out with a warning.
+    """
+    from pimem.sessions.discover import _walk_jsonl
+
+    excluded = [os.path.realpath(e) for e in exclude]
+
+    def mine(path: Path) -> bool:
+        real = os.path.realpath(path)
+        return any(real == e or real.startswith(e.rstrip(os.sep) + os.sep) for e in excluded)
+
+    paths: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = [f for f in _walk_jsonl(p) if not mine(f)]
+            if not found:
+                raise UserError(f"no .jsonl session files under {p}")
+            paths.extend(found)
+        elif p.exists():
+            paths.append(p)
+        else:
+            raise UserError(f"no such file or folder: {p}")
+    return paths
+
+
+def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
+    from pimem import summarizers as sm
+
+    client = client or {}
+    if name == "extractive":
+        return sm.ExtractiveSummarizer()
+    if name == "env":
+        if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
+            raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
+                            "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
+        return sm.summarizer_from_env(**client)
+    if name == "openai":
+        if not model:
+            raise UserError("--summarizer openai needs --model")
+        return sm.CachedSummarizer(sm.OpenAISummarizer(model, **client))
+    if name == "local":
+        return sm.local_summarizer()
+    if name == "recorded":
+        if session is None:
+            raise UserError("--summarizer recorded needs a single session")
+        return sm.RecordedSummarizer(session)
+    raise UserError(f"unknown summarizer {name!r}")
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The model-client limits given on the command line (the environment fills in the rest)."""
+    names = {"timeout": "timeout", "retries": "max_retries", "deadline": "deadline"}
+    options = {key: getattr(args, flag, None) for flag, key in names.items()}
+    options = {key: value for key, value in options.items() if value is not None}
+    if options.get("deadline") == _NO_LIMIT:
+        options["deadline"] = None
+    return options
+
+
+_NO_LIMIT = "none"
+
+
+def _deadline(text: str) -> float | str:
+    from pimem.summarizers import parse_deadline
+
+    value = parse_deadline(text)
+    return _NO_LIMIT if value is None else value
+
+
+def _cli_type(parse):  # noqa: ANN001, ANN202 - a parser's ValueError becomes argparse's message
+    def convert(text: str):  # noqa: ANN202
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _add_client_options(a: argparse.ArgumentParser) -> None:
+    from pimem.summarizers import (
+        DEFAULT_DEADLINE,
+        DEFAULT_RETRIES,
+        DEFAULT_TIMEOUT,
+        parse_retries,
+        parse_seconds,
+    )
+
+    a.add_argument("--timeout", default=None, type=_cli_type(parse_seconds), metavar="SECONDS",
+                   help="env and openai summarizers: seconds without any data from the server before an attempt "
+                        f"fails (default: $PIMEM_TIMEOUT, else {DEFAULT_TIMEOUT:g})")
+    a.add_argument("--retries", default=None, type=_cli_type(parse_retries), metavar="N",
+                   help="env and openai summarizers: retries of a request after a timeout, 429 or 5xx "
+                        f"(default: $PIMEM_RETRIES, else {DEFAULT_RETRIES})")
+    a.add_argument("--deadline", default=None, type=_cli_type(_deadline), metavar="SECONDS",
+                   help="env and openai summarizers: seconds for a whole request, retries and waits included; "
+                        "a server trickling its answer is cut off here; 'none' for no limit "
+                        f"(default: $PIMEM_DEADLINE, else {DEFAULT_DEADLINE:g})")
+
+
+def _print_frame(df, fmt: str, out=None) -> None:
+    out = out or sys.stdout
+    if fmt == "csv":
+        df.to_csv(out, index=False)
+    elif fmt == "json":
+        out.write(_frame_json(df))
+        out.write("\n")
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
+                               "display.max_colwidth", 60):
+            out.write(df.to_string(index=False) + "\n")
+
+
+def _frame_json(df) -> str:
+    """``df.to_json(orient="records")``; lone surrogates (which pandas' UTF-8 writer refuses)
+    become ``\\udXXX`` escapes, as JSON.stringify writes them."""
+    import re
+    import uuid
+
+    try:
+        return df.to_json(orient="records", date_format="iso", force_ascii=False)
+    except UnicodeEncodeError:
+        pass
+    mark = "\x00" + uuid.uuid4().hex  # NUL is written escaped, so the marks cannot be data
+    lone = re.compile("[\ud800-\udfff]")
+    marked = df.copy()
+    for i in range(df.shape[1]):
+        marked.isetitem(i, [lone.sub(lambda m: f"{mark}{ord(m.group()):04x}", v) if isinstance(v, str) else v
+                            for v in df.iloc[:, i].tolist()])
+    text = marked.to_json(orient="records", date_format="iso", force_ascii=False)
+    return re.sub(r"\\u0000" + mark[1:] + "([0-9a-f]{4})", r"\\u\1", text)
+
+
+def _write_table(df, path: Path) -> None:
+    from pimem.base.files import write_table
+
+    write_table(df, path)
+
+
+_TABLE_SUFFIXES = (".csv", ".parquet")
+
+
+def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: Sequence[str] = ()) -> None:
+    """Refuse, before any work, an output that would replace a source session or has a wrong suffix."""
+    if output is None:
+        return
+    out = Path(output)
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
+    if out.exists():
+        for source in sources:
+            if Path(source).exists() and os.path.samefile(out, source):
+                raise UserError(f"{out}: refusing to overwrite the source session file")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# sub-commands
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    """``pimem ls``: one row per session file under a folder (or for one session file)."""
+    from pimem.sessions.discover import discover_sessions
+    from pimem.base.tables import as_string
+
+    if args.root is not None and not Path(args.root).exists():
+        raise UserError(f"no such file or folder: {args.root}")
+    df = discover_sessions(args.root)
+    if df.empty:
+        print("no sessions found", file=sys.stderr)
+        return 0
+    cols = [c for c in ["path", "session_id", "started", "name", "entry_count", "size_bytes",
+                        "first_user_message", "error"] if c in df.columns]
+    view = df
+    if args.format == "table":  # a readable table: short previews, blanks instead of <NA>
+        view = df[cols].astype(object).where(df[cols].notna(), "")
+        if "first_user_message" in view.columns:
+            view["first_user_message"] = as_string(view["first_user_message"]).str.slice(0, 50)
+    _print_frame(view, args.format)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``pimem show``: header, entry counts, context size at the leaf, warnings and the tree."""
+    from pimem.core.compaction.compaction import estimate_context_tokens
+    from pimem.core.session_manager import build_session_context
+
+    s = _load(args.session)
+    ctx = build_session_context(s)
+    try:
+        tokens = f"~{estimate_context_tokens(ctx.messages).tokens} tokens"
+    except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
+        tokens = f"tokens unknown (Pi's estimate throws: {exc})"
+    types: dict[str, int] = {}
+    for e in s.entries:
+        kind = e.get("type")
+        kind = kind if isinstance(kind, str) else repr(kind)  # a broken type is kept as is by the loader
+        types[kind] = types.get(kind, 0) + 1
+    print(f"session  {s.header.get('id')}  ({s.path})")
+    print(f"cwd      {s.header.get('cwd')}")
+    if s.name:
+        print(f"name     {s.name}")
+    print(f"entries  {len(s.entries)}  " + ", ".join(f"{k}={v}" for k, v in sorted(types.items())))
+    print(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
+    model = ctx.model or {}
+    model_name = "/".join(str(model.get(k)) for k in ("provider", "modelId") if model.get(k)) or "-"
+    print(f"context  {len(ctx.messages)} messages, {tokens} at the leaf "
+          f"(model {model_name}, thinking {ctx.thinking_level})")
+    for w in s.warnings:
+        print(f"warning  line {w.line}: {w.reason}")
+    print()
+    print(s.render_tree(width=args.width))
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    """``pimem context``: the messages the model sees at a leaf, as a table or as JSON."""
+    from pimem.base.js import js_stringify
+    from pimem.core.compaction.compaction import (
+        estimate_context_tokens,
+        estimate_tokens,
+    )
+    from pimem.core.messages import convert_to_llm
+    from pimem.core.session_manager import build_session_context
+    from pimem.base.tables import frame
+
+    s = _load(args.session)
+    if args.leaf is not None and s.get_entry(args.leaf) is None:
+        raise UserError(f"no entry with id {args.leaf!r} in {args.session}")
+    ctx = build_session_context(s, args.leaf)
+    if args.json:
+        print(js_stringify(convert_to_llm(ctx.messages)))
+        return 0
+    rows = []
+    for i, m in enumerate(ctx.messages):
+        try:
+            est_tokens: int | None = estimate_tokens(m)
+        except JavaScriptTypeError:  # content Pi's estimate throws on: shown as unknown
+            est_tokens = None
+        rows.append({"#": i, "role": m.get("role"), "est_tokens": est_tokens, "preview": _preview(m, args.width)})
+    _print_frame(frame(rows), "table")
+    try:
+        est = estimate_context_tokens(ctx.messages)
+    except JavaScriptTypeError as exc:
+        print(f"\n{len(ctx.messages)} messages; context tokens unknown (Pi's estimate throws: {exc}; "
+              "`pimem show` lists the entries)")
+        return 0
+    print(f"\n{len(ctx.messages)} messages; context ~{est.tokens} tokens "
+          f"(usage {est.usage_tokens} + trailing estimate {est.trailing_tokens})")
+    return 0
+
+
+def _preview(message: dict, width: int) -> str:
+    from pimem.text.messages import message_preview
+
+    return message_preview(message, width)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``pimem replay``: replay one session under other settings; optionally write it and its events."""
+    from pimem.replays.engine import replay
+    from pimem.core.compaction.compaction import CompactionSettings
+
+    _check_output(args.output, [args.session])
+    _check_output(args.events, [args.session], _TABLE_SUFFIXES)
+    s = _load(args.session)
+    settings = CompactionSettings(reserve_tokens=args.reserve, keep_recent_tokens=args.keep)
+    summ = _summarizer(args.summarizer, s, args.model, _client_options(args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReplayWarning)  # printed below, once, as pimem's own lines
+        result = replay(s, settings, context_window=args.window, summarizer=summ, token_source=args.token_source,
+                        triggers=args.triggers, seed=args.seed, progress=not args.quiet, sample=args.sample,
+                        strategy=args.strategy)
+    for message in result.warnings:
+        print(f"pimem: warning: {message}", file=sys.stderr)
+    from pimem.base.tables import format_number
+
+    summary = result.summary()
+    for k, v in dict(summary).items():
+        print(f"{k:34s} {format_number(v)}")
+    if args.output:
+        result.session.write(args.output)
+        print(f"wrote {args.output}")
+    if args.events:
+        _write_table(result.events, Path(args.events))
+        print(f"wrote {args.events}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
+    from pimem.replays.engine import check_settings
+    from pimem.core.compaction.compaction import CompactionSettings
+    from pimem.experiments.sweep import sweep
+
+    out = Path(args.output)
+    log = _runs_log(out)
+    paths = _session_paths(args.sessions, exclude=[log])
+    grid: dict[str, list[Any]] = {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep,
+                                  "token_source": args.token_source}
+    if args.samples > 1:
+        grid["sample"] = list(range(args.samples))
+    if args.strategy:
+        grid["strategy"] = list(dict.fromkeys(args.strategy))
+    names = args.summarizer
+    if len(names) > 1 or names[0] not in ("extractive", "env", "openai", "local"):
+        if "openai" in names or "local" in names:
+            raise UserError("--summarizer openai or local cannot be a grid axis; use env (PIMEM_MODEL) among several")
+        grid["summarizer"] = names
+        names = ["extractive"]
+    if args.window:
+        grid["context_window"] = args.window
+        for window in args.window:  # every combination must fit its window (exit 2 before any work)
+            for reserve in args.reserve:
+                for keep in args.keep:
+                    for problem in check_settings(CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep),
+                                                  window):
+                        print(f"pimem: warning: window {window}: {problem}", file=sys.stderr)
+    _check_output(args.output, paths, _TABLE_SUFFIXES)
+    _check_output(args.summary, paths, _TABLE_SUFFIXES)
+    _check_output(str(log), paths)
+    summ = _summarizer(names[0], None, args.model, _client_options(args))
+    df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet, results_path=log,
+               prices=args.prices, cost_model=args.cost_model)
+    _write_table(df, out)
+    errors = int(df["error"].notna().sum()) if "error" in df.columns else 0
+    resumed = int(df["resumed"].sum()) if "resumed" in df.columns else 0
+    print(f"{len(df)} runs ({errors} with errors" + (f", {resumed} resumed from {log}" if resumed else "")
+          + f") -> {out}")
+    if errors < len(df):
+        print("mean over sessions [95% session-bootstrap interval]"
+              + (" {band across token sources}" if len(args.token_source) > 1 else "") + ":")
+        summary = _sweep_summary(df, args.token_source)
+        _print_frame(_readable_summary(summary), "table")
+        if args.summary:
+            _write_table(summary, Path(args.summary))
+            print(f"wrote {args.summary}")
+    return 0
+
+
+def _runs_log(output: Path) -> Path:
+    """The JSONL log of finished runs that makes ``pimem sweep -o output`` resumable."""
+    return output.with_name(output.name + ".jsonl")
+
+
+def _readable_summary(summary):
+    """One cell per metric: ``mean [95% interval] {band across token sources}``."""
+    import pandas as pd
+
+    def num(v: float) -> str:
+        return "–" if pd.isna(v) else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
+
+    metrics = [c for c in summary.columns if f"{c}_ci_low" in summary.columns]
+    keys = [c for c in summary.columns if c not in metrics and not c.startswith(tuple(metrics)) and c != "sources"]
+    view = summary[keys].copy()
+    for m in metrics:
+        cells = []
+        for _, r in summary.iterrows():
+            cell = f"{num(r[m])} [{num(r[f'{m}_ci_low'])}, {num(r[f'{m}_ci_high'])}]"
+            if f"{m}_band_low" in summary.columns:
+                cell += f" {{{num(r[f'{m}_band_low'])}–{num(r[f'{m}_band_high'])}}}"
+            cells.append(cell)
+        view[m] = cells
+    return view
+
+
+def _sweep_summary(df, sources: Sequence[str]):
+    """Per setting: mean over sessions, 95% session-bootstrap interval, band across token sources."""
+    from pimem.experiments.uncertainty import sweep_summary
+
+    metrics = [m for m in ("compactions", "context_edits", "peak_context_tokens", "mean_context_tokens", "cost_total",
+                           "needed_recall", "orphan_reference_rate")
+               if m in df.columns and df[m].notna().any()]
+    reference = "calibrated" if "calibrated" in sources else sources[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = sweep_summary(df, metrics, reference=reference, sources=sources)
+    for w in caught:
+        print(f"pimem: warning: {w.message}", file=sys.stderr)
+    return summary
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    """``pimem drift``: write a standalone HTML drift report of a session."""
+    _check_output(args.output, [args.session])
+    s = _load(args.session)
+    from pimem.viz.report import write_drift_report
+
+    out = Path(args.output)
+    write_drift_report(s, out, title=f"Summary drift: {Path(args.session).name}")
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    """``pimem study``: sweep, figures, replays and drift reports in one output folder."""
+    from pimem.viz.report import run_study
+
+    items = args.sessions or [str(_default_samples())]
+    out = Path(args.output)
+    paths = _session_paths(items, exclude=[out])
+    summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
+                        workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
+    print(summary)
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    """``pimem model``: install, verify, start, stop the local model server; record its summaries."""
+    from pimem.summarizers import local_server as localmodel
+
+    try:
+        if args.action == "install":
+            times = localmodel.install(progress=not args.quiet, build=not args.no_build)
+            print(f"installed in {times['total_s']:.1f} s (weights {times['weights_s']:.1f} s, "
+                  f"server {times['server_s']:.1f} s); cache {localmodel.model_dir()}")
+        elif args.action == "verify":
+            print(f"{localmodel.weights_path()}: sha256 {localmodel.verify()} (matches)")
+        elif args.action == "start":
+            state = localmodel.start(port=args.port, n_ctx=args.n_ctx, threads=args.threads)
+            print(f"serving {state['model']} at {state['base_url']} (pid {state['pid']}, n_ctx {state['n_ctx']})")
+            print(f"use it: --summarizer local, or PIMEM_BASE_URL={state['base_url']} "
+                  f"PIMEM_MODEL={state['model']}")
+        elif args.action == "stop":
+            print("stopped" if localmodel.stop() else "no server was running")
+        elif args.action == "status":
+            for k, v in localmodel.status().items():
+                print(f"{k:18s} {v}")
+        elif args.action == "record":
+            from pimem.experiments import model_summaries
+
+            started = localmodel.running_server() is None
+            if started:
+                localmodel.start()
+            try:
+                model_summaries.record(args.output, progress=not args.quiet)
+            finally:
+                if started:
+                    localmodel.stop()
+            print(f"wrote {args.output or model_summaries.dataset_dir()}")
+    except localmodel.ModelError as exc:
+        raise UserError(str(exc)) from None
+    return 0
+
+
+def _default_samples() -> Path:
+    from pimem.sessions.samples import sample_dir
+
+    return sample_dir()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    p = argparse.ArgumentParser(prog="pimem", description="Look at, replay and measure Pi coding-agent sessions.")
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    sources = "calibrated: recorded usage shifted by what the replay changed; estimate: exactly Pi's own " \
+              "estimate on the replayed file; chars: chars/4 of the context; tiktoken: a tokenizer count"
+    strategies = "pi-0.87.1, no-split-turn, from-scratch, masking, hybrid, ... (pimem.replays.strategies.strategy_names())"
+    summarizers = "extractive: offline, no model; env: the model OPENAI_API_KEY or PIMEM_BASE_URL (with " \
+                  "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached; local: the local model " \
+                  "`pimem model start` serves, cached"
+
+    a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions), or one file",
+                       description="One row per Pi session file: id, start, name, entries, size, first message.")
+    a.add_argument("root", nargs="?", default=None,
+                   help="folder to search recursively for .jsonl files, or one session file "
+                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR)")
+    a.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
+    a.set_defaults(func=cmd_ls)
+
+    a = sub.add_parser("show", help="a session's tree and statistics",
+                       description="Header, entry counts, context size at the leaf, load warnings and the tree.")
+    a.add_argument("session", help="session file (.jsonl)")
+    a.add_argument("--width", type=_non_negative_int, default=100, help="maximum line width of the tree (default: 100)")
+    a.set_defaults(func=cmd_show)
+
+    a = sub.add_parser("context", help="what the model sees at a leaf, with token counts",
+                       description="The messages Pi sends to the model at a leaf, as a table or as JSON.")
+    a.add_argument("session", help="session file (.jsonl)")
+    a.add_argument("--leaf", default=None, help="entry id of the leaf (default: the session's leaf)")
+    a.add_argument("--json", action="store_true", help="print the LLM messages as JSON instead of a table")
+    a.add_argument("--width", type=_non_negative_int, default=80, help="preview width in characters (default: 80)")
+    a.set_defaults(func=cmd_context)
+
+    a = sub.add_parser("replay", help="replay a session under other compaction settings",
+                       description="Replay the recorded path as Pi's agent loop would under other settings, "
+                                   "compacting where Pi would; print counts and token totals.")
+    a.add_argument("session", help="session file (.jsonl)")
+    a.add_argument("--reserve", type=_non_negative_int, default=16384, help="reserveTokens (default: 16384)")
+    a.add_argument("--keep", type=_non_negative_int, default=20000, help="keepRecentTokens (default: 20000)")
+    a.add_argument("--window", type=_non_negative_int, default=None,
+                   help="context window in tokens (default: the session model's, from Pi's model table)")
+    a.add_argument("--summarizer", choices=["extractive", "env", "openai", "local", "recorded"], default="extractive",
+                   help=f"who writes the summaries: {summarizers}; recorded: the summaries the session holds "
+                        "(default: extractive)")
+    a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    _add_client_options(a)
+    a.add_argument("--token-source", choices=["calibrated", "estimate", "chars", "tiktoken"], default="calibrated",
+                   help=f"what the compaction checks read: {sources} (default: calibrated)")
+    a.add_argument("--triggers", choices=["threshold", "recorded", "none"], default="threshold",
+                   help="where to compact: threshold: where Pi's automatic checks fire; recorded: exactly where "
+                        "the recording did; none: never, measure only (default: threshold)")
+    a.add_argument("--seed", type=_non_negative_int, default=0,
+                   help="seed of the new session id and compaction entry ids; the same seed gives the same "
+                        "file byte for byte (default: 0)")
+    a.add_argument("--strategy", type=_strategy, default="pi-0.87.1",
+                   help=f"compaction strategy, name or name:key=value,... ({strategies}; default: pi-0.87.1)")
+    a.add_argument("--sample", type=_non_negative_int, default=0,
+                   help="draw index of every summary request: distinct cached draws of a model at "
+                        "temperature > 0 (default: 0)")
+    a.add_argument("-o", "--output", default=None,
+                   help="write the replayed session here (.jsonl; default: not written)")
+    a.add_argument("--events", default=None,
+                   help="write the events table here (.csv or .parquet; default: not written)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=cmd_replay)
+
+    a = sub.add_parser("sweep", help="replay sessions over a grid of settings",
+                       description="Replay every session under every reserve × keep (× window × token source) "
+                                   "setting, in parallel, and write one row per run; print each setting's mean "
+                                   "with a session-bootstrap interval.")
+    a.add_argument("sessions", nargs="+", help="session files or folders (searched recursively for .jsonl)")
+    a.add_argument("--reserve", type=_int_list, default=[16384],
+                   help="reserveTokens values, comma-separated (default: 16384)")
+    a.add_argument("--keep", type=_int_list, default=[20000],
+                   help="keepRecentTokens values, comma-separated (default: 20000)")
+    a.add_argument("--window", type=_int_list, default=None,
+                   help="context windows, comma-separated (default: each session model's)")
+    a.add_argument("--summarizer", type=_summarizer_list, default=["extractive"],
+                   help=f"who writes the summaries, comma-separated (several, a baseline or recorded make a grid "
+                        f"axis): {summarizers}; recorded: each session's own summaries; empty-template, fact-dump, "
+                        "head-truncation, tail-truncation: degenerate baselines (default: extractive)")
+    a.add_argument("--model", default=None, help="model name, needed by --summarizer openai (default: none)")
+    _add_client_options(a)
+    a.add_argument("--strategy", type=_strategy, action="append", default=None,
+                   help=f"compaction strategy, name or name:key=value,...; repeat for a grid axis ({strategies}; "
+                        "default: pi-0.87.1)")
+    a.add_argument("--prices", type=_prices, default=None,
+                   help="JSON file of model -> {input, output, cache_read, cache_write} in dollars per million "
+                        "tokens, over pimem's price table (default: the table in pimem.replays.cost)")
+    a.add_argument("--cost-model", default=None,
+                   help="price every run as this model (default: each session's model)")
+    a.add_argument("--token-source", type=_token_sources, default=["calibrated"],
+                   help=f"what the compaction checks read, comma-separated: {sources}; several give the band "
+                        "across them (default: calibrated)")
+    a.add_argument("--samples", type=_positive_int, default=1,
+                   help="draws per summary request: repeated draws of a model at temperature > 0 (default: 1)")
+    a.add_argument("--workers", type=_non_negative_int, default=None,
+                   help="worker processes (default: one per CPU; 1 runs in this process)")
+    a.add_argument("-o", "--output", required=True,
+                   help="results table (.csv or .parquet; required). Finished runs are also logged, as they "
+                        "end, in OUTPUT.jsonl: a sweep interrupted and started again with the same arguments "
+                        "redoes only the missing runs")
+    a.add_argument("--summary", default=None,
+                   help="also write the per-setting summary (mean, 95%% interval over sessions, band across "
+                        "token sources) here (.csv or .parquet; default: printed only)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=cmd_sweep)
+
+    a = sub.add_parser("drift", help="a standalone HTML report of a session's summary drift",
+                       description="What each compaction summary of the session's active path kept and lost, as "
+                                   "one HTML file with figures and tables.")
+    a.add_argument("session", help="session or replayed session (.jsonl)")
+    a.add_argument("-o", "--output", required=True, help="report file (.html; required)")
+    a.set_defaults(func=cmd_drift)
+
+    a = sub.add_parser("study", help="the main job: sweep + figures + drift reports for a set of sessions",
+                       description="Sweep sessions over a reserve × keep × window grid with the offline "
+                                   "extractive summarizer, then write the results, heatmaps, one replay and "
+                                   "drift report per session and an index.html linking them.")
+    a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
+    a.add_argument("-o", "--output", required=True,
+                   help="output folder (required; created if missing; .jsonl files inside it are never read "
+                        "as sessions, so it may sit inside the sessions folder)")
+    a.add_argument("--reserve", type=_int_list, default=None,
+                   help="reserveTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each window "
+                        "leaves for the conversation)")
+    a.add_argument("--keep", type=_int_list, default=None,
+                   help="keepRecentTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each "
+                        "window leaves for the conversation)")
+    a.add_argument("--window", type=_int_list, default=None,
+                   help="context windows, comma-separated (default: the per-request overhead plus 20%% and 40%% "
+                        "of each session's size, so that every session compacts)")
+    a.add_argument("--token-source", type=_token_sources, default=["calibrated", "chars", "tiktoken"],
+                   help="token sources each setting runs under; the band across them is reported "
+                        "(default: calibrated,chars,tiktoken)")
+    a.add_argument("--workers", type=_non_negative_int, default=None,
+                   help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    a.set_defaults(func=cmd_study)
+
+    a = sub.add_parser("model", help="a real instruct model, offline: install, start and stop its local server",
+                       description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, sha256-verified) served by "
+                                   "llama-cpp-python on 127.0.0.1 with the OpenAI API, cached under "
+                                   "$PIMEM_MODEL_DIR or ~/.cache/pimem/model. install: download and verify the "
+                                   "weights, build (once, 15-30 min on two cores) or reuse the server wheel; "
+                                   "verify: check the weights' sha256; start/stop/status: the server; record: "
+                                   "replay the samples with it into datasets/model-summaries.")
+    a.add_argument("action", choices=["install", "verify", "start", "stop", "status", "record"])
+    a.add_argument("--port", type=_positive_int, default=None, help="start: port (default: a free one)")
+    a.add_argument("--n-ctx", type=_positive_int, default=32768,
+                   help="start: context size in tokens; longer summarization prompts fail (default: 32768)")
+    a.add_argument("--threads", type=_positive_int, default=2, help="start: CPU threads (default: 2)")
+    a.add_argument("--no-build", action="store_true",
+                   help="install: fail instead of compiling when no cached wheel exists")
+    a.add_argument("-o", "--output", default=None,
+                   help="record: output folder (default: datasets/model-summaries of the source tree)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    a.set_defaults(func=cmd_model)
+    return p
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    """pimem's own warnings as one ``pimem: warning:`` line; others as Python shows them."""
+    from pimem.errors import PimemWarning
+
+    if issubclass(category, PimemWarning):
+        print(f"pimem: warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _escape_unencodable_output() -> None:
+    """Print what the terminal's encoding cannot hold as ``\\uXXXX`` escapes instead of failing.
+
+    Pi's strings may hold lone UTF-16 surrogates (JSON.parse keeps them), which no UTF-8 stream
+    can carry. Backslash escapes keep the output valid text, show the code unit exactly (as
+    ``context --json`` and JSON.stringify write it) and keep every other character as is.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: leave it
+                pass
+
+
+def _version() -> str:
+    from pimem import __version__
+
+    return f"pimem {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 for user mistakes, 1 for other failures)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _escape_unencodable_output()
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
+    except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
+        print(f"pimem: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except JavaScriptTypeError as exc:  # a session Pi's own code fails on (the loader warned about it)
+        where = getattr(args, "session", None)
+        print(f"pimem: error: {where + ': ' if where else ''}Pi's own code throws on this session: {exc} "
+              "(`pimem show` lists the entries it warns about)", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("pimem: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug or an input nothing could process: one line, traceback on request
+        if os.environ.get("PIMEM_DEBUG"):
+            raise
+        print(f"pimem: error: {type(exc).__name__}: {exc} (set PIMEM_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""What a replay cannot know: it is open-loop. The orphan-reference rate measures how much that matters.
+
+The open-loop assumption
+------------------------
+A replay re-runs Pi's compaction pipeline over a recorded session, but not the agent. After a
+replayed compaction the recorded assistant turns are appended unchanged, although the recorded
+agent never saw the replayed context (the replay's summary and kept tail): it saw the recording's.
+A real agent given the replayed context might have re-read a file, asked again, or taken another
+path, and every later turn — and so every later context size, check and compaction — could differ.
+So a replay answers "what would Pi's memory pipeline have done with *this* conversation", not "what
+would the session have become". Counts and sizes after the first replayed compaction are
+conditional on the recorded conversation continuing as it did.
+
+Orphan references
+-----------------
+One measure of how far that assumption is stretched: after each compaction, the recorded agent's
+later turns use facts (paths, identifiers, commands, numbers, decisions — :mod:`pimem.text.facts`)
+that came from the span the compaction summarized. A reference is an *orphan* when the fact is
+absent from the context the agent would have had at that turn: the summary, the kept tail and
+every message appended since. The agent of the recording could use it because it had seen it; an
+agent given the replayed context could not have, except by guessing or re-deriving.
+
+:func:`orphan_references` returns one row per compaction: ``references`` (distinct facts of the
+summarized span the agent used later, before the next compaction; a fact counts at its first use,
+after which the agent's own message holds it), ``orphans`` (those absent from the context at that
+first use) and ``orphan_rate`` (NaN when there is no reference). ``span_facts`` counts the span's
+facts of the kinds an assistant turn can state (paths, identifiers, numbers, decisions, commands). Compactions of the recording
+itself can be measured the same way: there the agent *did* act on that context, so their rate is
+a closed-loop baseline (facts the agent knew anyway, or re-derived without a visible trace).
+
+What it rewards and how it can be gamed: a summary that repeats many facts lowers it; so does a
+long kept tail. Facts a capable agent can recover without the context (a conventional file name)
+count as orphans, so the rate is an upper bound on dependence on forgotten context. Facts are
+matched with :func:`pimem.drift.fact_present`, through :func:`fact_in_context` (one function, so
+that a better matcher can replace it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+
+from pimem.base.tables import frame
+
+__all__ = ["orphan_references", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]
+
+OPEN_LOOP_NOTE = (
+    "The replay is open-loop: after a replayed compaction the recorded assistant turns are appended "
+    "unchanged, although the recorded agent never saw the replayed context. Counts and sizes after the "
+    "first replayed compaction assume the conversation would have continued as recorded. The "
+    "orphan-reference rate is the share of the agent's later uses of facts from a summarized span that "
+    "the context it would have had (summary, kept tail, messages since) does not hold."
+)
+
+# the kinds an assistant message can state (tool results give errors, user messages constraints)
+_REFERENCE_KINDS = ("path", "identifier", "number", "decision", "command")
+
+ORPHAN_COLUMNS = ["compaction", "compaction_id", "first_kept_entry_id", "span_facts", "references", "orphans",
+                  "orphan_rate", "orphan_examples"]
+
+
+def _context_text(message: dict) -> str:
+    """Everything the model is shown of a message: text, tool calls with all arguments, tool
+    results and bash output in full, summaries (thinking is left out: providers drop it from
+    earlier turns)."""
+    role = message.get("role")
+    if role in ("compactionSummary", "branchSummary"):
+        return str(message.get("summary") or "")
+    if role == "bashExecution":
+        return f"$ {message.get('command', '')}\n{message.get('output', '')}"
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text") or ""))
+        elif kind == "toolCall":
+            try:
+                args = json.dumps(block.get("arguments"), ensure_ascii=False)
+            except (TypeError, ValueError):
+                args = str(block.get("arguments"))
+            parts.append(f"{block.get('name')} {args}")
+    return "\n".join(p for p in parts if p)
+
+
+class _Shown:
+    """One message of a context, with its folded text and its facts index made on first need."""
+
+    __slots__ = ("message", "_folded", "_index")
+
+    def __init__(self, message: dict) -> None:
+        self.message = message  # held: the cache below is keyed by identity
+        self._folded: str | None = None
+        self._index: Any = None
+
+    @property
+    def folded(self) -> str:
+        if self._folded is None:
+            from pimem.text.facts import fold
+
+            self._folded = fold(_context_text(self.message))
+        return self._folded
+
+    @property
+    def index(self) -> Any:
+        if self._index is None:
+            self._index = _lazy_index(_context_text(self.message), self.folded)
+        return self._index
+
+
+_LAZY_INDEX: Any = None
+
+
+def _lazy_index(text: str, folded: str) -> Any:
+    """A :class:`pimem.drift.SummaryIndex` of ``text`` that builds its look-up tables only when
+    :func:`pimem.drift.fact_present` first needs one: identifiers and commands are matched on the
+    folded text alone, which is known already."""
+    global _LAZY_INDEX
+    if _LAZY_INDEX is None:
+        from pimem.text.facts import SummaryIndex
+
+        class LazyIndex(SummaryIndex):
+            def __init__(self, text: str, folded: str) -> None:  # noqa: D107 - the tables come later
+                self.__dict__.update(text=text, folded=folded)
+
+            def __getattr__(self, name: str) -> Any:  # a table not built yet: build them all
+                if name.startswith("__"):
+                    raise AttributeError(name)
+                full = SummaryIndex(self.__dict__["text"])
+                for key, value in full.__dict__.items():
+                    self.__dict__.setdefault(key, value)
+                if name not in self.__dict__:
+                    raise AttributeError(name)
+                return self.__dict__[name]
+
+        _LAZY_INDEX = LazyIndex
+    return _LAZY_INDEX(text, folded)
+
+
+def _shortcut(fact: Any) -> Any:
+    """A cheap test on a message's folded text that :func:`pimem.drift.fact_present` can only pass
+    when it holds (a path's last two segments, an identifier or command, two content words of a
+    sentence); None for numbers, which have no such test."""
+    from pimem.text.facts import content_words, fold
+
+    if fact.kind == "path":
+        # equal, a suffix of a path in the text, or sharing its last two segments with one: the last
+        # two segments (or the only one) occur in the text
+        tail = "/".join(fact.value.lower().split("/")[-2:]).lstrip("/")
+        return (lambda folded: tail in folded) if tail else None
+    if fact.kind in ("identifier", "command"):
+        value = fold(fact.value)
+        return (lambda folded: value in folded) if value else None
+    if fact.kind == "number":
+        return None
+    value, words = fold(fact.value), content_words(fact.value)
+    if len(words) < 2:
+        return lambda folded: bool(value) and value in folded
+    return lambda folded: (bool(value) and value in folded) or sum(w in folded for w in words) >= 2
+
+
+def fact_in_context(fact: Any, context: Sequence[Any]) -> bool:
+    """Whether ``fact`` is held by any message of the context (:func:`pimem.drift.fact_present`).
+
+    ``context``: messages (dicts) or the replay's shown messages. A message whose folded text
+    fails a cheap necessary test (it lacks a path's last two segments, an identifier, a command, or
+    two content words of a sentence) is skipped without building its index.
+    """
+    from pimem.text.facts import fact_present
+
+    could_hold = _shortcut(fact)
+    for item in context:
+        shown = item if isinstance(item, _Shown) else _Shown(item)
+        if could_hold is not None and not could_hold(shown.folded):
+            continue
+        if fact_present(fact, shown.index):
+            return True
+    return False
+
+
+class _PerMessage:
+    """Work done once per message object and kept across calls (runs of a sweep replay the same
+    loaded messages): its shown form and its facts. Holds the messages, so ids stay unique;
+    emptied when it grows past ``limit`` entries."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self.limit = limit
+        self._shown: dict[int, _Shown] = {}
+        self._facts: dict[int, tuple[dict, list[Any]]] = {}
+
+    def shown(self, message: dict) -> _Shown:
+        summary = message.get("role") in ("compactionSummary", "branchSummary")
+        key: Any = ("summary", message.get("role"), str(message.get("summary") or "")) if summary else id(message)
+        hit = self._shown.get(key)
+        if hit is None or (not summary and hit.message is not message):
+            if len(self._shown) > self.limit:
+                self._shown.clear()
+            hit = self._shown[key] = _Shown(message)  # a projection makes a new summary message each time
+        return hit
+
+    def facts(self, message: dict) -> list[Any]:
+        """The facts of the kinds an assistant turn can state (a tool result states none)."""
+        from pimem.text.facts import extract_facts
+
+        hit = self._facts.get(id(message))
+        if hit is None or hit[0] is not message:
+            if len(self._facts) > self.limit:
+                self._facts.clear()
+            found = [] if message.get("role") == "toolResult" else extract_facts([(None, message)],
+                                                                                  kinds=_REFERENCE_KINDS)
+            hit = self._facts[id(message)] = (message, found)
+        return hit[1]
+
+
+_PER_MESSAGE = _PerMessage()
+
+
+def _session_of(result_or_session: Any) -> Any:
+    if hasattr(result_or_session, "session") and hasattr(result_or_session, "events"):
+        return result_or_session.session
+    return result_or_session
+
+
+def orphan_references(result_or_session: Any, *, leaf_id: str | None = None, examples: int = 3) -> pd.DataFrame:
+    """One row per compaction on the active path: references, orphans, orphan rate (module docs).
+
+    ``result_or_session``: a :class:`~pimem.replays.engine.ReplayResult` (its replayed session) or a
+    ``Session`` (its own compactions: the closed-loop baseline). ``orphan_examples`` lists up to
+    ``examples`` orphaned facts as ``kind:value``.
+    """
+    from pimem.core.session_manager import build_session_path, build_session_projection, session_entry_to_context_messages
+    from pimem.drift.metrics import compaction_spans
+
+    session = _session_of(result_or_session)
+    path = build_session_path(session, leaf_id)
+    positions = {e.get("id"): i for i, e in enumerate(path)}
+    spans = compaction_spans(session, leaf_id=leaf_id)
+    comp_positions = [positions[s.entry.get("id")] for s in spans]
+    shown, facts_of = _PER_MESSAGE.shown, _PER_MESSAGE.facts
+    rows: list[dict[str, Any]] = []
+    for k, span in enumerate(spans):
+        start = comp_positions[k]
+        end = comp_positions[k + 1] if k + 1 < len(spans) else len(path)
+        span_facts = {f.key: f for _, m in span.messages for f in facts_of(m)}
+        context = [shown(m) for m in build_session_projection(path[: start + 1]).messages if m.get("role") != "system"]
+        used: set[tuple[str, str]] = set()
+        orphans: list[Any] = []
+        for pos in range(start + 1, end):
+            entry = path[pos]
+            if entry.get("type") == "context_edit":  # the projection changes: rebuild it here
+                context = [shown(m) for m in build_session_projection(path[: pos + 1]).messages
+                           if m.get("role") != "system"]
+                continue
+            messages = [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
+            for message in messages:
+                if message.get("role") == "assistant" and span_facts:
+                    for fact in facts_of(message):
+                        if fact.key in span_facts and fact.key not in used:
+                            used.add(fact.key)
+                            if not fact_in_context(fact, context):
+                                orphans.append(fact)
+                context.append(shown(message))
+        rows.append({
+            "compaction": k,
+            "compaction_id": span.entry.get("id"),
+            "first_kept_entry_id": span.entry.get("firstKeptEntryId"),
+            "span_facts": len(span_facts),
+            "references": len(used),
+            "orphans": len(orphans),
+            "orphan_rate": len(orphans) / len(used) if used else float("nan"),
+            "orphan_examples": ", ".join(f"{f.kind}:{f.value}" for f in orphans[:examples]),
+        })
+    return frame(rows, columns=ORPHAN_COLUMNS)
+
+
+def orphan_rate(table: pd.DataFrame | Iterable[dict]) -> float:
+    """Pooled rate of an :func:`orphan_references` table: all orphans over all references (NaN if none)."""
+    df = table if isinstance(table, pd.DataFrame) else frame(list(table), columns=ORPHAN_COLUMNS)
+    references = float(df["references"].sum()) if len(df) else 0.0
+    return float(df["orphans"].sum()) / references if references else float("nan")

@@ -1,0 +1,4 @@
+"""Experiments over many replays: sweeps of settings × sessions (:mod:`~pimem.experiments.sweep`),
+the measures of one run (:mod:`~pimem.experiments.run_measures`), intervals and bands
+(:mod:`~pimem.experiments.uncertainty`) and the recorded real-model summaries
+(:mod:`~pimem.experiments.model_summaries`)."""

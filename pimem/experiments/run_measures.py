@@ -1,0 +1,141 @@
+"""Per-run measures for comparing strategies: summary quality, what masking removed, and cost.
+
+:func:`run_measures` gives one flat dict per replay (the sweep's run rows carry it):
+
+``needed_recall``
+    The headline: mean needed-later recall of the run's compaction summaries
+    (:mod:`pimem.drift.needed`; per compaction, the facts of the summarized span that the
+    recording used later and the kept tail does not show, and how many the summary holds).
+    NaN without a compaction (or when no compaction had a needed fact).
+``n_needed``, ``fact_recall``, ``retention_after_1``, ``compression_ratio``
+    Needed facts over all compactions, mean fact recall, retention after one rewrite, mean
+    compression (:func:`pimem.drift.headline`).
+``masked_needed``
+    Facts of tool outputs masked by the run's context edits that the recording used after the
+    edit and that nothing else in the context after the edit shows (the placeholder holds none):
+    what masking lost. 0 without masking.
+``context_needed_recall``
+    Needed-later recall pooled over every reduction of the context: each compaction counts by
+    its needed facts at its recall, every masked needed fact counts as lost. Comparable across
+    summaries, masking and hybrids. A fact masked and later in a summarized span is counted at
+    both (the summary of a masked context cannot hold it either).
+cost columns
+    :func:`pimem.replays.cost.replay_cost` (cache-aware, per model).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Mapping
+
+import pandas as pd
+
+__all__ = ["run_measures", "masked_needed_facts", "MEASURE_COLUMNS"]
+
+MEASURE_COLUMNS = ["needed_recall", "n_needed", "fact_recall", "retention_after_1", "compression_ratio",
+                   "masked_needed", "context_needed_recall"]
+
+
+def masked_needed_facts(result: Any) -> pd.DataFrame:
+    """One row per needed-later fact that the replay's context edits removed (see module docs)."""
+    from pimem.core.session_manager import build_session_projection
+    from pimem.text.facts import SummaryIndex, extract_facts, fact_present
+    from pimem.drift.needed import Trajectory, fact_class
+    from pimem.drift.records import _messages_of, message_text
+
+    columns = ["edit_id", "target_id", "kind", "value", "cls", "used_by", "how"]
+    made = set(getattr(result, "context_edit_ids", ()) or ())
+    if not made:
+        return pd.DataFrame(columns=columns)
+    path = result.session.get_branch()
+    by_id = {e.get("id"): e for e in path}
+    messages: list[tuple[Any, dict]] = []
+    first: list[int] = []
+    for e in path:
+        first.append(len(messages))
+        messages.extend((e.get("id"), m) for m in _messages_of(e))
+    trajectory = Trajectory(messages)
+    rows: list[dict] = []
+    i = 0
+    while i < len(path):
+        if path[i].get("id") not in made:
+            i += 1
+            continue
+        j = i
+        while j < len(path) and path[j].get("id") in made:
+            j += 1
+        start = first[j] if j < len(path) else len(messages)
+        candidates = []
+        for edit in path[i:j]:
+            target = by_id.get(edit.get("targetId"))
+            if target is None or target.get("type") != "message":
+                continue
+            for fact in extract_facts([(target.get("id"), target["message"])]):
+                hit = trajectory.first_use(fact, start)
+                if hit is not None:
+                    candidates.append((edit, fact, hit))
+        if candidates:
+            context = build_session_projection(path[:j]).messages
+            index = SummaryIndex("\n".join(message_text(m) for m in context if m.get("role") != "system"))
+            seen = set()
+            for edit, fact, hit in candidates:
+                if fact.key in seen or fact_present(fact, index):
+                    continue
+                seen.add(fact.key)
+                rows.append({"edit_id": edit.get("id"), "target_id": edit.get("targetId"), "kind": fact.kind,
+                             "value": fact.value, "cls": fact_class(fact), "used_by": hit[0], "how": hit[1]})
+        i = j
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _mean(values: Any) -> float:
+    vals = [float(v) for v in values if v == v]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def run_measures(
+    result: Any,
+    *,
+    drift: bool = True,
+    cost: bool = True,
+    prices: Mapping[str, Any] | None = None,
+    cost_model: str | None = None,
+    summarizer_model: str | None = None,
+    cache_ttl_s: float | None = 300.0,
+) -> dict[str, Any]:
+    """Drift and cost measures of one replay, flat (the columns in the module docs)."""
+    out: dict[str, Any] = {}
+    if drift:
+        from pimem.drift.metrics import drift_report, headline
+
+        report = drift_report(result)
+        h = headline(report)
+        recalls = report["needed_recall"] if len(report) and "needed_recall" in report else pd.Series(dtype=float)
+        needed = report["n_needed"] if len(report) and "n_needed" in report else pd.Series(dtype=float)
+        masked = len(masked_needed_facts(result))
+        weighted = sum(r * n for r, n in zip(recalls, needed) if r == r and n)
+        total = sum(n for r, n in zip(recalls, needed) if r == r and n) + masked
+        out.update({
+            "needed_recall": h["mean_needed_recall"],
+            "n_needed": int(needed.sum()) if len(needed) else 0,
+            "fact_recall": h["mean_fact_recall"],
+            "retention_after_1": h["retention_after_1"],
+            "compression_ratio": _mean(h["compression_ratio"]),
+            "masked_needed": masked,
+            "context_needed_recall": weighted / total if total else math.nan,
+        })
+    if cost:
+        from pimem.replays.cost import replay_cost
+        from pimem.errors import PimemWarning, UnknownPriceError
+
+        try:
+            out.update(replay_cost(result, model=cost_model, summarizer_model=summarizer_model, prices=prices,
+                                   cache_ttl_s=cache_ttl_s))
+        except UnknownPriceError as exc:
+            if cost_model is not None:  # the model asked for by name must be priced
+                raise
+            # the session's own model is not in the table (or it names none): no cost, said so
+            warnings.warn(f"{exc}; the run's cost columns are left empty", PimemWarning, stacklevel=2)
+            out["cost_total"] = math.nan
+    return out

@@ -1,0 +1,659 @@
+"""Checkable facts of a span of conversation, and whether a summary still holds them.
+
+Extraction is deterministic and rule-based. Each rule names the message parts it reads:
+
+========== =========================================================================================
+kind       rule
+========== =========================================================================================
+path       the ``path`` argument of any tool call; in user / assistant / custom / branch-summary text
+           (never tool results): tokens with a ``/`` whose last segment has an extension, or that
+           start with ``/``, ``~/`` or ``./`` and have two or more segments; bare ``name.ext`` with a
+           known source extension. Leading ``@`` (Pi file mentions) and ``./``, trailing punctuation
+           and ``:line:col`` suffixes are dropped. URLs are skipped.
+identifier in the same text: backticked spans shaped like an identifier (``foo``, ``foo()``,
+           ``Foo.bar``, ``foo(x)`` → ``foo``); outside backticks: calls ``name(...)``, dotted names
+           starting with a capital (``Foo.bar``), CamelCase with two humps (``AgentSession``) and
+           lowerCamel (``setModel``). snake_case counts only in backticks or as a call. ``()`` is dropped.
+error      tool results with ``isError`` and bash runs with a non-zero exit code: the lines that look
+           like errors (``error``, ``failed``, ``cannot``, ``could not``, ``not found``, ``exception``,
+           ``traceback``, ``exited with code``, TypeScript ``TS1234``), else the first non-empty line;
+           any other tool result: lines starting ``Error:`` / ``TypeError:`` / ``error:`` or holding
+           ``error TS1234:``. At most 3 per message,
+           cut at 160 characters.
+command    ``command`` of bash tool calls and of ``bashExecution`` messages, split on ``&&``, ``||``,
+           ``;`` and newlines; the part before the first pipe; redirections dropped; ``cd`` dropped.
+number     numbers with a unit (ms, s, min, h, KB, MB, GB, B, tokens, lines, files, chars, %, px,
+           x) in user / assistant text outside code fences. Units are canonicalised.
+constraint user sentences (outside code fences) with an imperative or preference marker: don't,
+           do not, never, always, must, should, make sure, prefer, avoid, only, I want, I'd like,
+           need to, keep.
+decision   assistant sentences with a decision marker: I'll use, I will use, let's use, we'll use,
+           going with, decided, decision, instead of, rather than, chose, opted, better to.
+========== =========================================================================================
+
+Thinking blocks are skipped unless ``include_thinking=True``.
+
+Presence in a summary (:func:`fact_present`). Pass the text the summarizer wrote
+(:func:`pimem.text.sections.summarizer_text`): the file blocks ``compact()`` appends would
+otherwise count for any summarizer.
+
+* path: the fact's path equals a path in the summary, or is a ``/``-segment suffix of one (the
+  summary is more specific), or both share their last two or more segments. A shared basename
+  alone is *not* enough.
+* identifier: case-sensitive whole-name occurrence, not as part of a file name (``main`` is not in
+  ``main.ts``, ``()`` ignored). A name that reads as a plain word (``run``, ``state``, ``Agent``)
+  counts only in code form (``run(``, ``.run``, a code span that is the name, a fenced block).
+* command: the folded command occurs as a substring; a one-word command only as a code span.
+* number: the same number with the same canonical unit occurs.
+* error / constraint / decision (free text): the folded text occurs as a substring; or (error) the
+  error's two or more quoted names all occur on one summary line; or some line of the summary
+  covers at least ``0.5`` (error: ``0.7``) of the fact's content words (≥ 3 letters, stop words
+  removed, plural ``s`` stripped) with at least 2 words in common **and the same polarity**: a
+  shared word negated on one side only (within three words after ``not``, ``no``, ``never``,
+  ``without``, ``avoid``, ``rejected``, ``instead``...) is no match, so "User rejected e2e tests"
+  does not hold "I only want e2e tests".
+
+What the matcher rewards and how it fails: it rewards exact names, so a summary that paraphrases
+("the compiler complained about the missing field") loses credit, and free text is matched by shared
+words, so a line that reuses the words with another meaning can still match (polarity catches only
+negation). Its precision and recall against a hand-labelled set are measured by
+:func:`pimem.drift.labels.matcher_check`; an entailment matcher through a chat model is
+:class:`pimem.drift.labels.EntailmentMatcher`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Any
+
+import pandas as pd
+
+from pimem.errors import ConfigurationError
+from pimem.base.tables import frame
+
+FACT_KINDS: tuple[str, ...] = ("path", "identifier", "error", "command", "number", "constraint", "decision")
+
+SOURCE_EXTENSIONS = (
+    "ts tsx js jsx mjs cjs json jsonl md py pyi ipynb rs go java kt c h cc cpp hpp cs rb php swift sh bash zsh "
+    "toml yaml yml ini cfg txt html css scss vue svelte sql lock xml csv env proto gradle mk"
+).split()
+_EXT_RX = "|".join(sorted(SOURCE_EXTENSIONS, key=len, reverse=True))
+
+_PATH_TOKEN = re.compile(r"(?<![\w/.@:+-])@?(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@.+-]*")
+_BARE_FILE = re.compile(rf"(?<![\w/.@-])@?[\w.-]*\w\.(?:{_EXT_RX})(?![\w/-])")
+_BACKTICK = re.compile(r"`([^`\n]{1,120})`")
+_IDENT_SHAPE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*(?:\([^()]{0,60}\))?$")
+_CALL = re.compile(r"(?<![\w$.])([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\((?=[^()\n]{0,80}\))")
+_DOTTED = re.compile(r"(?<![\w$.])([A-Z][\w$]*\.[a-z_$][\w$]*)(?![\w$])")
+_CAMEL = re.compile(r"(?<![\w$.])([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w$])")
+_LOWER_CAMEL = re.compile(r"(?<![\w$.])([a-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)(?![\w$])")
+_FENCE = re.compile(r"```.*?(?:```|$)", re.S)
+_LINE_COL = re.compile(r"(?::\d+){1,2}$")
+
+_UNITS = {
+    "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "kb": "KB", "mb": "MB", "gb": "GB", "tb": "TB", "b": "B", "byte": "B", "bytes": "B",
+    "token": "tokens", "tokens": "tokens", "line": "lines", "lines": "lines",
+    "file": "files", "files": "files", "char": "chars", "chars": "chars",
+    "character": "chars", "characters": "chars", "%": "%", "percent": "%", "px": "px", "x": "x",
+}
+_NUMBER = re.compile(
+    r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?("
+    + "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
+    + r")(?![\w])",
+    re.I,
+)
+_CONSTRAINT = re.compile(
+    r"\b(?:don'?t|do not|never|always|must|should|shouldn'?t|make sure|prefer|avoid|only|"
+    r"i want|i'?d like|i would like|need to|keep)\b",
+    re.I,
+)
+_DECISION = re.compile(
+    r"\b(?:i'?ll use|i will use|let'?s use|we'?ll use|going with|go with|decided|decision|instead of|"
+    r"rather than|chose|choose to|opted|better to)\b",
+    re.I,
+)
+_ERROR_LINE = re.compile(
+    r"\b(?:error|errors|failed|failure|cannot|could not|couldn't|not found|exception|traceback|"
+    r"exited with code|TS\d{4})\b|^\s*[×✖✗]",
+    re.I,
+)
+_PLAIN_ERROR_LINE = re.compile(r"^\s*(?:[A-Z]\w*)?Error:\s|^\s*error(?:\[\w+\])?:\s|\berror TS\d{4}:")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"[A-Za-z0-9_$]+")
+
+STOPWORDS = frozenset(
+    """a an the and or but if then else of to in on at by for with from into onto as is are was were be been
+    being it its this that these those there here we you i he she they them our your my me us do does did
+    done not no yes so too very can could would should will shall may might must just also only any all some
+    each every both few more most other such own same than when where which who whom why how what about
+    above below after before again further once up down out off over under while have has had having
+    let lets let's now want need like get got use used using make made sure please ok okay""".split()
+)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One checkable fact: ``kind``, normalized ``value``, where it came from.
+
+    ``entry_id`` is the source session entry (None for bare messages), ``position`` the index of
+    the message in the input sequence, ``offset`` the character offset in the part it came from,
+    ``role`` the message role and ``source`` the part (``text``, ``tool_call``, ``tool_result``,
+    ``bash``, ``thinking``).
+    """
+
+    kind: str
+    value: str
+    entry_id: str | None
+    position: int
+    offset: int
+    role: str
+    source: str
+    surface: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Identity of the fact across messages and summaries."""
+        return (self.kind, fold(self.value) if self.kind != "path" else self.value)
+
+
+# --------------------------------------------------------------------------- normalization
+
+
+def fold(text: str) -> str:
+    """Lower-case, drop backticks / quotes / emphasis, collapse whitespace."""
+    t = re.sub(r"[`*\"“”‘’]|(?<!\w)'|'(?!\w)", "", text)
+    t = re.sub(r"\s+", " ", t)
+    return t.strip().lower()
+
+
+def content_words(text: str) -> set[str]:
+    """Content words of a text: ≥ 3 letters, not a stop word, plural ``s`` stripped."""
+    out = set()
+    for w in _WORD.findall(text.lower()):
+        if len(w) < 3 or w in STOPWORDS:
+            continue
+        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-1]
+        out.add(w)
+    return out
+
+
+def normalize_path(token: str) -> str | None:
+    """Normalize a path token (see module docs); None when it is not a path."""
+    t = token.strip().strip("\"'`()[]{}<>,;")
+    if t.startswith("@"):
+        t = t[1:]
+    if "://" in t or t.startswith("//"):
+        return None
+    t = _LINE_COL.sub("", t)
+    t = t.rstrip(".,:;!?)")
+    t = t.rstrip("/")
+    while t.startswith("./"):
+        t = t[2:]
+    if not t or t in (".", "..", "~"):
+        return None
+    return t
+
+
+def _is_path_like(token: str) -> bool:
+    last = token.rsplit("/", 1)[-1]
+    if "/" not in token:
+        return bool(re.fullmatch(rf"[\w.-]*\w\.(?:{_EXT_RX})", token))
+    if re.search(r"\.[A-Za-z][A-Za-z0-9]{0,7}$", last):
+        return True
+    segments = [s for s in token.split("/") if s and s not in (".", "..", "~")]
+    return token.startswith(("/", "~/", "./", "../")) and len(segments) >= 2
+
+
+def canonical_unit(unit: str) -> str:
+    return _UNITS[unit.lower()] if unit.lower() in _UNITS else unit
+
+
+def normalize_number(num: str, unit: str) -> str:
+    n = num.replace(",", "")
+    if "." in n:
+        n = n.rstrip("0").rstrip(".")
+    return f"{n} {canonical_unit(unit)}"
+
+
+# --------------------------------------------------------------------------- message access
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text" and b.get("text")
+        )
+    return ""
+
+
+def _entry_messages(entry: dict) -> list[dict]:
+    """Messages an entry contributes, via Pi's projection helper."""
+    from pimem.core.session_manager import session_entry_to_context_messages
+
+    return [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
+
+
+def iter_messages(items: Iterable[Any]) -> list[tuple[str | None, dict]]:
+    """Normalize input to ``(entry_id, message)`` pairs.
+
+    Accepts session entries (dicts with ``type``), AgentMessages (dicts with ``role``) or
+    ``(entry_id, message)`` pairs.
+    """
+    out: list[tuple[str | None, dict]] = []
+    for item in items:
+        if isinstance(item, tuple) and len(item) == 2:
+            out.append((item[0], item[1]))
+        elif isinstance(item, dict) and "role" in item:
+            out.append((None, item))
+        elif isinstance(item, dict) and "type" in item:
+            if item.get("type") == "compaction":
+                continue
+            for m in _entry_messages(item):
+                out.append((item.get("id"), m))
+        else:
+            raise TypeError(f"cannot read facts from {type(item).__name__}: expected an entry or a message dict")
+    return out
+
+
+# --------------------------------------------------------------------------- extractors
+
+
+def _paths_in_text(text: str) -> list[tuple[str, int, str]]:
+    found: list[tuple[str, int, str]] = []
+    seen_spans: list[tuple[int, int]] = []
+    for m in _PATH_TOKEN.finditer(text):
+        tok = m.group(0)
+        norm = normalize_path(tok)
+        if norm and _is_path_like(norm):
+            found.append((norm, m.start(), tok))
+            seen_spans.append(m.span())
+    for m in _BARE_FILE.finditer(text):
+        if any(a <= m.start() < b for a, b in seen_spans):
+            continue
+        norm = normalize_path(m.group(0))
+        if norm:
+            found.append((norm, m.start(), m.group(0)))
+    return found
+
+
+def _identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
+    found: list[tuple[str, int, str]] = []
+    masked = text
+    for m in _BACKTICK.finditer(text):
+        code = m.group(1).strip()
+        if _IDENT_SHAPE.match(code) and not _is_path_like(code):
+            name = re.sub(r"\(.*\)$", "", code)
+            if len(name) >= 2:
+                found.append((name, m.start(1), code))
+        masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end() :]
+    for rx in (_CALL, _DOTTED, _CAMEL, _LOWER_CAMEL):
+        for m in rx.finditer(masked):
+            name = m.group(1)
+            if _is_path_like(name) or len(name) < 3:
+                continue
+            found.append((name, m.start(1), m.group(0)))
+    return found
+
+
+def _numbers_in_text(text: str) -> list[tuple[str, int, str]]:
+    return [(normalize_number(m.group(1), m.group(2)), m.start(), m.group(0)) for m in _NUMBER.finditer(text)]
+
+
+def _sentences(text: str, rx: re.Pattern[str]) -> list[tuple[str, int, str]]:
+    out = []
+    prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+    pos = 0
+    for part in _SENTENCE_SPLIT.split(prose):
+        start = prose.find(part, pos)
+        pos = start + len(part) if start >= 0 else pos
+        s = part.strip()
+        if 8 <= len(s) <= 400 and rx.search(s):
+            out.append((fold(s)[:300], max(start, 0), s))
+    return out
+
+
+def _split_commands(command: str) -> list[str]:
+    out = []
+    for part in re.split(r"&&|\|\||;|\n", command):
+        simple = part.split("|", 1)[0]
+        simple = re.sub(r"\s\d?>>?&?\d?\s*\S+", " ", simple)  # redirections
+        simple = re.sub(r"\s+", " ", simple).strip()
+        if not simple or simple.startswith(("cd ", "#")) or simple == "cd":
+            continue
+        out.append(simple[:200])
+    return out
+
+
+def _error_lines(text: str, is_error: bool) -> list[tuple[str, int]]:
+    lines = []
+    pos = 0
+    for line in text.split("\n"):
+        s = line.strip()
+        if s and ((is_error and _ERROR_LINE.search(s)) or (not is_error and _PLAIN_ERROR_LINE.search(line))):
+            lines.append((s[:160], pos))
+        pos += len(line) + 1
+        if len(lines) >= 3:
+            break
+    if is_error and not lines:
+        first = next(((ln.strip(), i) for i, ln in enumerate(text.split("\n")) if ln.strip()), None)
+        if first:
+            lines.append((first[0][:160], 0))
+    return lines
+
+
+def extract_facts(
+    items: Iterable[Any],
+    *,
+    include_thinking: bool = False,
+    unique: bool = True,
+    kinds: Sequence[str] = FACT_KINDS,
+) -> list[Fact]:
+    """The checkable facts of a span of conversation (rules in the module docs).
+
+    ``items``: session entries, AgentMessages or ``(entry_id, message)`` pairs, in order.
+    With ``unique`` (default) only the first occurrence of each fact key is kept.
+    """
+    wanted = set(kinds)
+    unknown = wanted - set(FACT_KINDS)
+    if unknown:
+        raise ConfigurationError(f"unknown fact kinds {sorted(unknown)}; known: {list(FACT_KINDS)}")
+    facts: list[Fact] = []
+
+    def add(kind: str, value: str, eid: str | None, pos: int, off: int, role: str, source: str, surface: str) -> None:
+        if kind in wanted and value:
+            facts.append(Fact(kind, value, eid, pos, off, role, source, surface))
+
+    def from_text(text: str, eid: str | None, pos: int, role: str, source: str) -> None:
+        for v, off, sur in _paths_in_text(text):
+            add("path", v, eid, pos, off, role, source, sur)
+        for v, off, sur in _identifiers_in_text(text):
+            add("identifier", v, eid, pos, off, role, source, sur)
+        prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+        for v, off, sur in _numbers_in_text(prose):
+            add("number", v, eid, pos, off, role, source, sur)
+        if role == "user":
+            for v, off, sur in _sentences(text, _CONSTRAINT):
+                add("constraint", v, eid, pos, off, role, source, sur)
+        if role == "assistant" and source == "text":
+            for v, off, sur in _sentences(text, _DECISION):
+                add("decision", v, eid, pos, off, role, source, sur)
+
+    for pos, (eid, msg) in enumerate(iter_messages(items)):
+        role = msg.get("role", "")
+        if role in ("user", "custom"):
+            from_text(_text_of(msg.get("content")), eid, pos, "user" if role == "user" else role, "text")
+        elif role in ("branchSummary", "compactionSummary"):
+            if role == "branchSummary":
+                from_text(str(msg.get("summary", "")), eid, pos, role, "text")
+        elif role == "assistant":
+            content = msg.get("content")
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            for block in content or []:
+                if not isinstance(block, dict):
+                    continue
+                btype = block.get("type")
+                if btype == "text":
+                    from_text(block.get("text", ""), eid, pos, role, "text")
+                elif btype == "thinking" and include_thinking:
+                    from_text(block.get("thinking", ""), eid, pos, role, "thinking")
+                elif btype == "toolCall":
+                    args = block.get("arguments") or {}
+                    if isinstance(args, dict):
+                        p = args.get("path")
+                        if isinstance(p, str):
+                            norm = normalize_path(p)
+                            if norm:
+                                add("path", norm, eid, pos, 0, role, "tool_call", p)
+                        if block.get("name") == "bash" and isinstance(args.get("command"), str):
+                            for c in _split_commands(args["command"]):
+                                add("command", fold(c), eid, pos, 0, role, "tool_call", c)
+        elif role == "toolResult":
+            text = _text_of(msg.get("content"))
+            for line, off in _error_lines(text, bool(msg.get("isError"))):
+                add("error", fold(line), eid, pos, off, role, "tool_result", line)
+        elif role == "bashExecution":
+            for c in _split_commands(str(msg.get("command", ""))):
+                add("command", fold(c), eid, pos, 0, role, "bash", c)
+            code = msg.get("exitCode")
+            failed = code not in (0, None) and not msg.get("cancelled")
+            for line, off in _error_lines(str(msg.get("output", "")), failed):
+                add("error", fold(line), eid, pos, off, role, "bash", line)
+    if unique:
+        seen: set[tuple[str, str]] = set()
+        out = []
+        for f in facts:
+            if f.key not in seen:
+                seen.add(f.key)
+                out.append(f)
+        return out
+    return facts
+
+
+def summary_facts(text: str, kinds: Sequence[str] = ("path", "identifier", "number")) -> list[Fact]:
+    """Facts stated by a summary itself (its text read as assistant prose)."""
+    msg = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    return extract_facts([msg], kinds=kinds)
+
+
+def facts_frame(facts: Sequence[Fact]) -> pd.DataFrame:
+    """Facts as a DataFrame: kind, value, entry_id, position, offset, role, source, surface."""
+    cols = ["kind", "value", "entry_id", "position", "offset", "role", "source", "surface"]
+    return frame([asdict(f) for f in facts], columns=cols)
+
+
+# --------------------------------------------------------------------------- presence
+
+
+_NEGATION = frozenset(
+    """not no never don't dont doesn't doesnt didn't didnt won't wont can't cant cannot shouldn't shouldnt mustn't
+    mustnt isn't isnt aren't arent without avoid avoids avoided reject rejects rejected rejecting instead stop
+    stopped drop dropped remove removed neither nor none""".split()
+)
+_POLARITY_WORD = re.compile(r"[A-Za-z0-9_$']+")
+_QUOTED_NAME = re.compile(r"'([A-Za-z_$][\w$.]*)'|\"([A-Za-z_$][\w$.]*)\"|`([A-Za-z_$][\w$.]*)`")
+_SOURCE_EXT_AFTER = rf"(?!\.(?:{_EXT_RX})\b)"
+
+
+def _stem(word: str) -> str:
+    w = word.lower()
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    return w
+
+
+def _stems_of(text: str) -> set[str]:
+    """Every word of a text as :func:`negated_words` would count it (a superset check, no polarity)."""
+    return {_stem(w) for w in _POLARITY_WORD.findall(text) if len(w) >= 3}
+
+
+def negated_words(text: str) -> tuple[set[str], set[str]]:
+    """(content words, those of them every occurrence of which follows a negation within 3 words).
+
+    A negation (``not``, ``no``, ``never``, ``don't``, ``without``, ``avoid``, ``rejected``,
+    ``instead``...) negates the next three words, so "User rejected e2e tests" negates ``e2e`` and
+    ``test`` while "E2E tests only - no unit tests" leaves ``test`` affirmed (one occurrence is free).
+    """
+    words = _POLARITY_WORD.findall(text.lower())
+    affirmed: set[str] = set()
+    seen: set[str] = set()
+    scope = 0
+    for w in words:
+        if w in _NEGATION:
+            scope = 3
+            continue
+        stem = _stem(w)
+        if len(w) >= 3 and w not in STOPWORDS:
+            seen.add(stem)
+            if scope == 0:
+                affirmed.add(stem)
+        scope = max(0, scope - 1)
+    return seen, seen - affirmed
+
+
+class SummaryIndex:
+    """A text (a summary, or what a span shows) prepared for fast fact look-ups (each structure built
+    on first use)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def folded(self) -> str:
+        return fold(self.text)
+
+    @cached_property
+    def plain(self) -> str:
+        return re.sub(r"[*\"“”‘’]", "", self.text)  # emphasis and quotes off, case kept
+
+    @cached_property
+    def lower(self) -> str:
+        return self.text.lower()
+
+    @cached_property
+    def raw_lines(self) -> list[str]:
+        return [ln for ln in self.text.split("\n") if ln.strip()]
+
+    @cached_property
+    def _polarity(self) -> list[tuple[set[str], set[str]]]:
+        return [negated_words(ln) for ln in self.raw_lines]
+
+    @property
+    def lines(self) -> list[set[str]]:
+        return [words for words, _ in self._polarity]
+
+    @property
+    def polarity(self) -> list[set[str]]:
+        return [negated for _, negated in self._polarity]
+
+    @cached_property
+    def all_words(self) -> set[str]:
+        return _stems_of(self.lower)
+
+    @cached_property
+    def code_spans(self) -> set[str]:
+        return {m.group(1).strip() for m in _BACKTICK.finditer(self.text)}
+
+    @cached_property
+    def fenced(self) -> str:
+        return "\n".join(m.group(0) for m in _FENCE.finditer(self.text))
+
+    @cached_property
+    def paths(self) -> set[str]:
+        paths = {p for p, _, _ in _paths_in_text(self.text)}
+        for m in _BACKTICK.finditer(self.text):
+            n = normalize_path(m.group(1))
+            if n and _is_path_like(n):
+                paths.add(n)
+        for line in self.text.split("\n"):  # a line that is one bare path (lists, trees)
+            n = normalize_path(line.strip())
+            if n and " " not in n and _is_path_like(n):
+                paths.add(n)
+        return paths
+
+    @cached_property
+    def path_segments(self) -> list[tuple[str, ...]]:
+        return [tuple(p.split("/")) for p in self.paths]
+
+    @cached_property
+    def numbers(self) -> set[str]:
+        return {v for v, _, _ in _numbers_in_text(self.text)}
+
+    def has_path(self, path: str) -> bool:
+        segs = tuple(path.split("/"))
+        for other in self.path_segments:
+            if other == segs:
+                return True
+            n = len(segs)
+            if n <= len(other) and other[-n:] == segs:
+                return True  # the text names it more specifically
+            shared = 0
+            for a, b in zip(reversed(segs), reversed(other)):
+                if a != b:
+                    break
+                shared += 1
+            if shared >= 2:
+                return True
+        return False
+
+    def has_identifier(self, name: str) -> bool:
+        """Case-sensitive whole-name occurrence, not as part of a file name (``main`` is not in ``main.ts``).
+
+        A name that reads as a plain word (``run``, ``state``, ``main``, ``Agent``: letters with at
+        most a leading capital) counts only in code form: ``name(``, ``.name``, a code span that is
+        the name, or inside a fenced block; prose and titles use such words in other senses.
+        """
+        name = re.sub(r"\(\)$", "", name.strip())
+        if not name or name not in self.plain:
+            return False
+        body = re.escape(name)
+        whole = rf"(?<![\w$/-]){body}(?![\w$/-]){_SOURCE_EXT_AFTER}"
+        if not re.fullmatch(r"[A-Za-z][a-z]*", name):
+            return re.search(whole, self.plain) is not None
+        if name in self.code_spans or f"{name}()" in self.code_spans:
+            return True
+        if re.search(rf"(?<![\w$/-]){body}\(|(?<=[\w$)])\.{body}(?![\w$/-]){_SOURCE_EXT_AFTER}", self.plain):
+            return True
+        return bool(self.fenced) and re.search(whole, self.fenced) is not None
+
+    def has_words(self, text: str, threshold: float) -> bool:
+        """Some line covers ``threshold`` of the text's content words (at least 2) with the same polarity."""
+        words, negated = negated_words(text)
+        if not words or len(words & self.all_words) < 2:
+            return False
+        for line, line_negated in self._polarity:
+            common = words & line
+            if len(common) >= 2 and len(common) / len(words) >= threshold:
+                if (negated & common) == (line_negated & common):
+                    return True
+        return False
+
+    def has_error(self, line: str) -> bool:
+        """The error's quoted names (two or more, case folded) all stated on one line of the text."""
+        names = {next(g for g in m.groups() if g) for m in _QUOTED_NAME.finditer(line)}
+        names = {n.lower() for n in names if len(n) >= 3}
+        if len(names) < 2 or not all(n in self.lower for n in names):
+            return False
+        for raw in self.raw_lines:
+            low = raw.lower()
+            if all(re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", low) for n in names):
+                return True
+        return False
+
+
+def fact_present(fact: Fact | tuple[str, str], summary: str | SummaryIndex) -> bool:
+    """Whether a summary (text or :class:`SummaryIndex`) still holds a fact (rules in module docs).
+
+    Pass the text the summarizer wrote (:func:`pimem.text.sections.summarizer_text`): file blocks
+    that ``compact()`` appends would otherwise count for any summarizer.
+    """
+    index = summary if isinstance(summary, SummaryIndex) else SummaryIndex(summary)
+    kind, value = (fact.kind, fact.value) if isinstance(fact, Fact) else fact
+    surface = fact.surface if isinstance(fact, Fact) and fact.surface else value
+    if kind == "path":
+        return index.has_path(value)
+    if kind == "identifier":
+        return index.has_identifier(value)
+    if kind == "command":
+        v = fold(value)
+        if " " not in v:  # a one-word command counts only as code
+            return v in {fold(c) for c in index.code_spans}
+        return v in index.folded
+    if kind == "number":
+        return value in index.numbers
+    v = fold(value)
+    if v and v in index.folded:
+        return True
+    if kind == "error" and index.has_error(surface):
+        return True
+    return index.has_words(value, 0.7 if kind == "error" else 0.5)

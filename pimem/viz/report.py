@@ -1,0 +1,832 @@
+"""Standalone HTML reports and the main study job.
+
+* :func:`write_drift_report` — one HTML file (figures embedded as base64 PNG, tables as HTML,
+  every text escaped) describing a session's or a replay's chain of compactions.
+* :func:`run_study` — sweep sessions over a reserve × keep × window grid with the offline
+  extractive summarizer (cached), write the results table, heatmaps, a replay and a drift
+  report per session, and an ``index.html`` that links everything.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence, cast
+
+import pandas as pd
+
+from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning
+from pimem.base.files import atomic_write_bytes, atomic_write_text, write_table
+from pimem.base.tables import escape_lone_surrogates, format_number, frame
+
+if TYPE_CHECKING:
+    from pimem.replays.engine import TokenSource
+
+__all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
+           "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
+           "DEFAULT_KEEP_SHARES", "STUDY_TOKEN_SOURCES"]
+
+# Study grids derived from each session (see study_grid): windows as shares of the session's size,
+# reserve and keep as shares of the window's room for conversation (Pi's defaults are 8% and 10% of a
+# 200k window).
+DEFAULT_WINDOW_SHARES = (0.2, 0.4)
+DEFAULT_RESERVE_SHARES = (0.05, 0.1, 0.2)
+DEFAULT_KEEP_SHARES = (0.05, 0.1, 0.2)
+STUDY_TOKEN_SOURCES = ("calibrated", "chars", "tiktoken")
+_SUMMARY_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens",
+                    "orphan_reference_rate")
+
+_HEATMAP_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens")
+
+_CSS = """
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1240px;padding:0 16px;
+color:#222;line-height:1.4}
+h1{font-size:1.6em;overflow-wrap:anywhere}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
+.table-wrap{max-width:100%;overflow-x:auto;margin:8px 0}
+.table-wrap.tall{max-height:34em;overflow-y:auto;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;vertical-align:top}
+th{background:#f4f4f4;position:sticky;top:0;font-weight:600}
+td.l,th.l{text-align:left}td{white-space:nowrap}td.w{white-space:normal;overflow-wrap:anywhere;min-width:14em;
+max-width:40em}
+img{max-width:100%;height:auto;border:1px solid #eee;margin:6px 0}
+.note{color:#666;font-size:13px}code{background:#f4f4f4;padding:0 3px;overflow-wrap:anywhere}
+"""
+
+
+# --------------------------------------------------------------------------- html helpers
+
+
+def _esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _href(relative_path: str) -> str:
+    """A relative file path as an attribute value: URL-quoted (``#``, ``?``, ``%``, spaces), then escaped."""
+    from urllib.parse import quote
+
+    return _esc(quote(relative_path))
+
+
+def figure_png(fig: Any, dpi: int = 100) -> bytes:
+    """A figure as PNG bytes; the figure is closed afterwards."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f"<img alt='{_esc(alt)}' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>"
+
+
+def _fmt(value: Any) -> str:
+    """A cell as text: numbers formatted (:func:`pimem.base.tables.format_number`), blanks for None."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value)
+    try:
+        if pd.isna(value):
+            return "–"
+    except (TypeError, ValueError):
+        pass
+    return format_number(value)
+
+
+def _header(name: Any) -> str:
+    """A column name, escaped, that may wrap after its underscores."""
+    return "_<wbr>".join(_esc(part) for part in str(name).split("_"))
+
+
+def _html_table(df: pd.DataFrame, max_rows: int = 200, *, tall: bool = False, blank: Sequence[str] = ()) -> str:
+    """A DataFrame as an HTML table in a scrolling wrapper; every header and cell escaped.
+
+    Numeric columns are right-aligned and formatted; text cells wrap. ``tall``: the wrapper
+    scrolls vertically too, with the header kept in view. ``blank``: columns whose missing
+    values are left empty (elsewhere they show as –).
+    """
+    if df is None or not len(df.columns):
+        return "<p class='note'>(empty)</p>"
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+    head = "".join(f"<th class='{'' if n else 'l'}'>{_header(c)}</th>" for c, n in zip(df.columns, numeric))
+    empty = [c in blank for c in df.columns]
+    rows = []
+    for row in df.head(max_rows).itertuples(index=False):
+        cells = []
+        for v, n, e in zip(row, numeric, empty):
+            text = "" if e and pd.isna(v) else _fmt(v)
+            kind = "" if n else ("l w" if len(text) > 32 else "l")  # long text wraps, short text stays whole
+            cells.append(f"<td class='{kind}'>{_esc(text)}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    more = f"<p class='note'>… {len(df) - max_rows:,} more rows</p>" if len(df) > max_rows else ""
+    wrap = "table-wrap tall" if tall else "table-wrap"
+    return (f"<div class='{wrap}'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+            f"{more}")
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>\n{body}\n</body></html>\n")
+
+
+# --------------------------------------------------------------------------- drift report
+
+
+_REPORT_COLUMNS = [
+    "compaction", "entry_id", "first_kept_entry_id", "n_entries", "tokens_before", "span_tokens", "summary_tokens",
+    "compression_ratio_with_prev", "split_turn", "conformance", "needed_recall", "fact_recall", "prev_retention", "n_lost",
+    "cumulative_loss", "sim_prev_cosine", "goal_sim_request_cosine",
+]
+
+
+def _resolve(session_or_result: Any) -> tuple[Any, Any]:
+    """(session, replay result or None) from a Session, a ReplayResult or a path."""
+    from pimem.core.session_manager import Session, load_session
+
+    if isinstance(session_or_result, Session):
+        return session_or_result, None
+    if hasattr(session_or_result, "session") and hasattr(session_or_result, "events"):
+        return session_or_result.session, session_or_result
+    return load_session(session_or_result), None
+
+
+def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
+    """The headline as rows: one number per measure; per-compaction lists as their mean, with
+    min, median and max over the compactions (never the list itself)."""
+    rows = []
+    for name, value in head.items():
+        if isinstance(value, (list, tuple)):
+            values = pd.Series(value, dtype=float).dropna()
+            if len(values):
+                rows.append({"measure": f"{name} (mean over {len(values):,} compactions)", "value": values.mean(),
+                             "min": values.min(), "median": values.median(), "max": values.max()})
+            else:
+                rows.append({"measure": name, "value": math.nan})
+        else:
+            rows.append({"measure": name, "value": value})
+    return frame(rows, columns=["measure", "value", "min", "median", "max"])
+
+
+def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
+    """Facts lost between consecutive summaries, written as they first appeared (original case)."""
+    from pimem.drift import lost_facts
+
+    lost = lost_facts(report)
+    facts = report.attrs.get("facts")
+    surface: dict[Any, Any] = {}
+    introduced: dict[Any, Any] = {}
+    if facts is not None and len(facts):
+        written = facts["surface"] if "surface" in facts.columns else facts["value"]
+        # the normalized value, unless normalizing lower-cased it (errors, commands): then the text as written
+        surface = {k: " ".join(w.split()) if isinstance(w, str) and str(v) == str(v).lower() and w != w.lower()
+                   else v for k, v, w in zip(facts["key"], facts["value"], written)}
+        introduced = dict(zip(facts["key"], facts["introduced_at"]))
+    return frame({
+        "fact": [surface.get(k, str(k).split(":", 1)[-1]) for k in lost["key"]],
+        "kind": lost["kind"].astype(str).to_numpy(),
+        "introduced_at": pd.array([introduced.get(k) for k in lost["key"]], dtype="Int64"),
+        "lost_at": lost["lost_at"].to_numpy(),
+    }).sort_values(["lost_at", "kind"], kind="stable")
+
+
+def drift_report_html(session_or_result: Any, title: str = "Summary drift report", *,
+                      report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
+                      compare_max: int = 40) -> str:
+    """The HTML text of :func:`write_drift_report` (nothing written); ``report``: the drift
+    report when already computed (:func:`pimem.drift.drift_report` of the same input)."""
+    from pimem.drift import drift_report, headline
+    from pimem.viz import (
+        plot_context_over_time,
+        plot_drift,
+        plot_estimate_vs_usage,
+        plot_session_tree,
+    )
+
+    session, result = _resolve(session_or_result)
+    if report is None:
+        report = drift_report(result if result is not None else session)
+    parts: list[str] = []
+    source = getattr(session, "path", None)
+    intro = [f"Session <code>{_esc(session.header.get('id'))}</code>"]
+    if source:
+        intro.append(f"from <code>{_esc(source)}</code>")
+    intro.append(f"— {len(session.entries):,} entries, {len(report):,} compactions on the active path.")
+    parts.append(f"<p>{' '.join(intro)}</p>")
+    if result is not None:
+        s = result.summary()
+        settings = result.settings
+        parts.append("<h2>Replay</h2>")
+        parts.append(f"<p>Replayed with reserveTokens {_esc(_fmt(settings.reserve_tokens))}, keepRecentTokens "
+                     f"{_esc(_fmt(settings.keep_recent_tokens))}, context window {_esc(_fmt(result.context_window))}, "
+                     f"token source <code>{_esc(result.token_source)}</code>.</p>")
+        parts.append(_html_table(frame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
+                                 .reset_index().rename(columns={"index": "measure", 0: "value"})))
+        parts.append(_img(figure_png(plot_context_over_time(result)[0]), "context over time"))
+        parts.append(_replay_notes_html(result))
+    parts.append("<h2>Headline</h2>")
+    parts.append(_html_table(_headline_table(headline(report)), blank=("min", "median", "max")))
+    if len(report):
+        parts.append("<h2>Drift across compactions</h2>")
+        parts.append("<p class='note'>Top left: share of facts (paths, identifiers, errors, commands, constraints, "
+                     "decisions) a summary captured that later summaries still hold. Top right: summary size "
+                     "against the span it summarized. Bottom: similarity of each template section to its "
+                     "previous version.</p>")
+        parts.append(_img(figure_png(plot_drift(report, arrangement="stacked")[0]), "drift curves"))
+        parts.append("<h2>Per compaction</h2>")
+        parts.append(_html_table(report[[c for c in _REPORT_COLUMNS if c in report.columns]], max_rows=1000,
+                                 tall=len(report) > 20))
+        lost = _lost_facts_table(report)
+        parts.append(f"<h2>Facts lost between consecutive summaries ({len(lost):,})</h2>")
+        parts.append(_html_table(lost, max_rows=200, tall=len(lost) > 20))
+        parts.append(measures_section_html(result if result is not None else session, report, sources=sources,
+                                           compare_max=compare_max))
+    else:
+        parts.append("<p>No compaction on the active path: nothing to measure. Replay the session with a "
+                     "smaller context window (<code>pimem replay --window …</code>) to make some.</p>")
+    if len(report):
+        parts.append(_orphan_section_html(result if result is not None else session))
+    parts.append("<h2>Session tree</h2>")
+    parts.append(_img(figure_png(plot_session_tree(session)[0]), "session tree"))
+    if result is None:
+        from pimem.viz import estimate_vs_usage_table
+
+        if len(estimate_vs_usage_table(session)):
+            parts.append("<h2>Estimate vs recorded usage</h2>")
+            parts.append(_img(figure_png(plot_estimate_vs_usage(session)[0]), "estimate vs recorded usage"))
+    notes = report.attrs.get("notes") or []
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>")
+    return _page(title, "\n".join(parts))
+
+
+def _open_loop_html() -> str:
+    """The open-loop assumption, stated where replay numbers are shown."""
+    from pimem.drift.orphans import OPEN_LOOP_NOTE
+
+    return f"<p class='note'><b>What a replay cannot know.</b> {_esc(OPEN_LOOP_NOTE)}</p>"
+
+
+def _replay_notes_html(result: Any) -> str:
+    """Under a replay's figure: the open-loop assumption, tokens_before against the plotted context,
+    the token calibration and any warning."""
+    parts = [_open_loop_html(),
+             "<p class='note'><b>tokens_before is not the plotted context.</b> The line is the context each call "
+             f"sends, counted by the <code>{_esc(result.token_source)}</code> token source; a compaction fires when "
+             "that count at a check passes the threshold. <code>tokens_before</code> (compaction rows, per-compaction "
+             "table) is what Pi writes in the file: its own estimate at preparation, which trusts the recorded usage "
+             "of the last response. After a compaction the recording did not make, that usage still describes the "
+             "recording's larger context, so <code>tokens_before</code> can be far above the line.</p>"]
+    if result.token_source == "calibrated":
+        c = result.calibration
+        parts.append(f"<p class='note'>Token calibration over {c.points:,} recorded requests: provider tokens ≈ "
+                     f"{_esc(_fmt(c.overhead))} + {c.slope:.3f} × Pi's chars/4 estimate (R² {c.r2:.3f}, median "
+                     f"relative error {c.median_relative_error:.1%}); {result.floored_calls:,} call(s) held at the "
+                     f"floor.</p>")
+    if result.warnings:
+        parts.append("<ul>" + "".join(f"<li><b>Warning:</b> {_esc(w)}</li>" for w in result.warnings) + "</ul>")
+    return "\n".join(parts)
+
+
+def _orphan_section_html(session_or_result: Any) -> str:
+    """The orphan-reference rate per compaction (:mod:`pimem.drift.orphans`)."""
+    from pimem.drift.orphans import orphan_rate, orphan_references
+
+    replayed = hasattr(session_or_result, "orphan_references")
+    table = session_or_result.orphan_references() if replayed else orphan_references(session_or_result)
+    rate = orphan_rate(table)
+    parts = [f"<h2>Orphan references ({_esc(_fmt(rate))} overall)</h2>"]
+    if replayed:
+        parts.append("<p class='note'>Per compaction: the facts of the summarized span that the recorded agent "
+                     "used later (before the next compaction), and how many of them the context it would have had "
+                     "— summary, kept tail, messages since — does not hold. The recorded agent could use them "
+                     "because it saw the recording's context; an agent given this replay's context could not, so "
+                     "the turns after this compaction are less likely to be what it would have done.</p>")
+    else:
+        parts.append("<p class='note'>The recording's own compactions, measured the same way: the agent did act "
+                     "on these contexts, so this is a closed-loop baseline (facts it knew or re-derived without a "
+                     "trace in its context).</p>")
+    parts.append(_html_table(table))
+    return "\n".join(parts)
+
+
+def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
+                       report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
+                       compare_max: int = 40) -> Path:
+    """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
+
+    Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
+    ``report``: the drift report when already computed. ``sources``: summary sources to set
+    beside the session's own summaries (default: the extractive summarizer and the four
+    degenerate baselines, at the recorded summaries' length); the comparison is left out, with a
+    note, when the chain has more than ``compare_max`` compactions.
+    """
+    target = Path(path)
+    page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max)
+    atomic_write_text(target, escape_lone_surrogates(page))  # a UTF-8 page cannot hold lone surrogates
+    return target
+
+
+# --------------------------------------------------------------------------- measures and sources
+
+
+_PIPELINE_COLUMNS = ["compaction", "files_block_present", "pipeline_read_precision", "pipeline_read_recall",
+                     "pipeline_modified_precision", "pipeline_modified_recall"]
+_NEEDED_COLUMNS = ["compaction", "written_tokens", "n_needed", "needed_recall", "needed_recall_constraint",
+                   "needed_recall_decision", "needed_recall_error", "needed_recall_artifact", "needed_recall_reference",
+                   "fact_recall", "content_sections", "conformance"]
+
+
+def default_sources() -> dict[str, Any]:
+    """The sources a drift report sets beside a session's own summaries: extractive and the four baselines."""
+    from pimem.summarizers.baselines import baseline_summarizers
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+
+    return {"extractive": ExtractiveSummarizer(), **baseline_summarizers(budget=None)}
+
+
+def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sources: dict[str, Any] | None = None,
+                          compare_max: int = 40) -> str:
+    """The report's measures section: needed-later recall per compaction, the file lists as a pipeline
+    check, the session's summaries beside other sources on the same spans, and what each measure
+    rewards and how it can be gamed."""
+    from pimem.drift.measures import compare_sources, measure_docs
+    from pimem.viz.measure_plots import plot_measures, plot_recall_curve
+
+    parts = ["<h2>Measures grounded in the recording</h2>",
+             "<p class='note'>Content measures read only the text the summarizer wrote: the <code>&lt;read-files&gt;"
+             "</code>/<code>&lt;modified-files&gt;</code> blocks that Pi's <code>compact()</code> appends are "
+             "stripped. <b>Needed-later recall</b>: of the facts of the summarized span that the recording used "
+             "after the compaction and that the kept tail does not show, the share the summary holds — per class, "
+             "averaged with weights constraint 3, decision 3, error 2, written file 2, other names 1.</p>",
+             _html_table(report[[c for c in _NEEDED_COLUMNS if c in report.columns]]),
+             "<h3>Pipeline check: file lists</h3>",
+             "<p class='note'>The file blocks are written by Pi's pipeline from its file operations, not by the "
+             "summarizer: every summarizer gets the same. Reported apart, never as summary quality.</p>",
+             _html_table(report[[c for c in _PIPELINE_COLUMNS if c in report.columns]])]
+    n = len(report)
+    if n > compare_max:
+        parts.append(f"<p class='note'>{n} compactions: the comparison with other summary sources is left out "
+                     f"(more than {compare_max}; pass compare_max to include it).</p>")
+    else:
+        from pimem.drift.records import compaction_records
+
+        chosen = default_sources() if sources is None else dict(sources)
+        named = {"this session": "recorded", **chosen}
+        records = compaction_records(session_or_result)
+        matched = compare_sources(session_or_result, named, records=records)
+        own = compare_sources(session_or_result, named, max_tokens=None, records=records)
+        parts.append("<h3>This session's summaries beside other summary sources</h3>")
+        parts.append("<p class='note'>Every source summarizes exactly the spans this session's compactions "
+                     "summarized (same cut points; its previous summary is its own), at the length of this "
+                     "session's summary for that compaction. The baselines are degenerate on purpose: a measure "
+                     "that ranks one of them first measures something else.</p>")
+        parts.append(_img(figure_png(plot_measures(matched.table)[0]), "measures by source"))
+        table = matched.table.reset_index().rename(columns={"index": "measure"})
+        parts.append(_html_table(table))
+        errors = matched.per_compaction[matched.per_compaction["error"].notna()]
+        if len(errors):
+            parts.append("<p class='note'>Failed summaries (left out of the means):</p>"
+                         + _html_table(errors[["source", "compaction", "error"]]))
+        parts.append("<h3>Recall against summary length</h3>")
+        parts.append("<p class='note'>Each source at its own length (diamonds: the summarizers with Pi's default "
+                     "budget) and the recall of its first B tokens (lines). Longer summaries hold more; compare "
+                     "sources at the same length.</p>")
+        parts.append(_img(figure_png(plot_recall_curve(own.curve(), points=own.per_compaction)[0]),
+                          "recall against summary tokens"))
+        notes = list(dict.fromkeys(matched.notes))
+        if notes:
+            parts.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in notes) + "</ul>")
+    parts.append("<h3>What each measure rewards, and how it can be gamed</h3>")
+    parts.append(_html_table(measure_docs()))
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- the study
+
+
+def _unique_names(paths: Sequence[Path]) -> list[str]:
+    """File stems made distinct (``a``, ``a-2``, …), never equal to another file's stem."""
+    stems = [p.stem or "session" for p in paths]
+    taken = set(stems)
+    names: list[str] = []
+    used: set[str] = set()
+    for base in stems:
+        name, n = base, 1
+        while name in used or (name != base and name in taken):
+            n += 1
+            name = f"{base}-{n}"
+        used.add(name)
+        names.append(name)
+    return names
+
+
+def _int_values(name: str, values: Any, default: Sequence[int]) -> list[int]:
+    if values is None:
+        return list(default)
+    if isinstance(values, (int, float)):
+        values = [values]
+    out = []
+    for v in values:
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != int(v):
+            raise ConfigurationError(f"{name}: {v!r} is not a non-negative integer")
+        out.append(int(v))
+    if not out:
+        raise ConfigurationError(f"{name}: no values given")
+    return sorted(set(out))
+
+
+@dataclass(frozen=True)
+class SessionSize:
+    """What a study grid is derived from (:func:`session_size`)."""
+
+    estimate: int
+    overhead: float = 0.0
+    slope: float = 1.0
+
+    @property
+    def tokens(self) -> float:
+        """The session in provider tokens: ``overhead + slope · estimate``."""
+        return self.overhead + self.slope * self.estimate
+
+
+def session_size(path: str | os.PathLike) -> SessionSize:
+    """Pi's usage-free estimate of every message on the session's path, compactions ignored (the
+    context a replay that never compacts would reach), with the session's token calibration
+    (:mod:`pimem.replays.calibration`: the overhead every request carries and provider tokens per
+    estimated token)."""
+    from pimem.replays.engine import _calibrate
+    from pimem.core.compaction.compaction import estimate_tokens
+    from pimem.core.session_manager import load_session, session_entry_to_context_messages
+
+    session = load_session(path)
+    branch = session.get_branch()
+    total = 0
+    system = 0
+    for entry in branch:
+        if entry.get("type") == "compaction":
+            continue
+        for message in session_entry_to_context_messages(entry):
+            if message.get("role") == "system":
+                system = estimate_tokens(message)  # only the current system message is sent
+            else:
+                total += estimate_tokens(message)
+    calibration = _calibrate(branch)
+    return SessionSize(total + system, calibration.overhead, calibration.slope)
+
+
+def _nice(value: float) -> int:
+    """Two significant digits, at least 100 (16,384 → 16,000; 1,234 → 1,200)."""
+    if value <= 100:
+        return 100
+    magnitude = 10 ** (len(str(int(value))) - 2)
+    return int(round(value / magnitude) * magnitude)
+
+
+def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, keep: Sequence[int] | None = None,
+               window: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The settings a study runs on one session, and how many were left out.
+
+    A dimension given as values is used as is; one left out is derived from the session
+    (``size``: :func:`session_size`, or an estimate in tokens): each window holds the overhead
+    every request carries plus :data:`DEFAULT_WINDOW_SHARES` of the conversation in provider
+    tokens (``overhead + share · slope · estimate``), and reserve and keep are
+    :data:`DEFAULT_RESERVE_SHARES` / :data:`DEFAULT_KEEP_SHARES` of what each window leaves for the
+    conversation (``window − overhead``), all rounded to two significant digits (at least 100). So every session compacts, whatever its size. Each
+    setting carries ``window_share``, ``reserve_share`` and ``keep_share`` (NaN for a dimension
+    given as values); on a small session two shares can round to the same setting, which then
+    appears under both. Settings that leave no room (reserve ≥ window) or are degenerate (keep ≥
+    window − reserve: every check compacts again) are left out.
+    """
+    nan = float("nan")
+    if not isinstance(size, SessionSize):
+        size = SessionSize(int(size))
+    windows = ([(w, nan) for w in window] if window is not None
+               else [(_nice(size.overhead + share * size.slope * size.estimate), share)
+                     for share in DEFAULT_WINDOW_SHARES])
+    settings: list[dict[str, Any]] = []
+    left_out = 0
+    for w, w_share in windows:
+        room = w - size.overhead if w > size.overhead else w  # what the window leaves for the conversation
+        reserves = [(r, nan) for r in reserve] if reserve is not None else [
+            (_nice(room * share), share) for share in DEFAULT_RESERVE_SHARES]
+        keeps = [(k, nan) for k in keep] if keep is not None else [
+            (_nice(room * share), share) for share in DEFAULT_KEEP_SHARES]
+        for r, r_share in reserves:
+            for k, k_share in keeps:
+                if r >= w or k >= w - r:
+                    left_out += 1
+                    continue
+                settings.append({"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w,
+                                 "window_share": w_share, "reserve_share": r_share, "keep_share": k_share})
+    return settings, left_out
+
+
+def _report_setting(rows: pd.DataFrame, grid: list[dict[str, Any]]) -> dict[str, Any]:
+    """The setting of a session's drift report: the compacting setting (calibrated runs) nearest the
+    middle of its grid, so that the report has compactions to measure; the middle if none compacts."""
+    middle = (len(grid) - 1) // 2
+    if len(rows) and "compactions" in rows.columns:
+        done = rows[rows["error"].isna()] if "error" in rows.columns else rows
+        compacting = {(r.reserve_tokens, r.keep_recent_tokens, r.context_window)
+                      for r in done[done["compactions"] > 0].itertuples()}
+        candidates = [i for i, g in enumerate(grid)
+                      if (g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]) in compacting]
+        if candidates:
+            return grid[min(candidates, key=lambda i: (abs(i - middle), i))]
+    return grid[middle]
+
+
+def run_study(
+    paths: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    reserve: Sequence[int] | None = None,
+    keep: Sequence[int] | None = None,
+    window: Sequence[int] | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    token_sources: Sequence[str] = STUDY_TOKEN_SOURCES,
+) -> str:
+    """The main job: sweep ``paths`` over reserve × keep × window and write a browsable study.
+
+    Grids (:func:`study_grid`): values given are used for every session; a dimension left out
+    is derived from each session's size (windows a fifth and two fifths of it, reserve and keep
+    5–20% of the window), so every session compacts and every report measures something.
+    Settings without room (reserve ≥ window) or degenerate (keep ≥ window − reserve) are left
+    out. Every setting runs under each of ``token_sources``: the spread is the token-source band.
+
+    Writes into ``out_dir``: ``sweep.csv`` (one row per session × setting × token source, with
+    the shares of the derived grid), ``summary.csv`` (per setting: mean over sessions, 95%
+    session-level paired bootstrap interval, band across token sources;
+    :func:`pimem.experiments.uncertainty.sweep_summary`), heatmaps of the calibrated runs
+    (``heatmap-w<window>.png``; per window share of the session size for derived grids),
+    ``replays/<name>.jsonl`` and ``reports/<name>.html`` (each session replayed at a setting of
+    its grid that compacts, with its drift report), ``index.html`` linking everything, and
+    ``cache.sqlite`` (the summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished runs:
+    an interrupted study resumes). Summaries come from the offline extractive summarizer.
+    Returns a short text summary.
+    """
+    from pimem.replays.engine import TOKEN_SOURCES, replay
+    from pimem.core.compaction.compaction import CompactionSettings
+    from pimem.summarizers.cached import CachedSummarizer
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+    from pimem.experiments.sweep import sweep
+    from pimem.experiments.uncertainty import sweep_summary
+    from pimem.viz import plot_sweep_heatmaps
+
+    start = time.perf_counter()
+    session_paths = [Path(p) for p in paths]
+    if not session_paths:
+        raise ConfigurationError("no session files given")
+    for p in session_paths:
+        if not p.exists():
+            raise FileNotFoundError(f"session file not found: {p}")
+    reserves = None if reserve is None else _int_values("reserve", reserve, ())
+    keeps = None if keep is None else _int_values("keep", keep, ())
+    windows = None if window is None else _int_values("window", window, ())
+    sources = list(dict.fromkeys(token_sources))
+    if not sources or any(src not in TOKEN_SOURCES for src in sources):
+        raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
+    reference = cast("TokenSource", "calibrated" if "calibrated" in sources else sources[0])
+    sizes: dict[str, SessionSize] = {}
+    for p in list(session_paths):
+        try:
+            sizes[str(p)] = session_size(p)
+        except (OSError, SessionFormatError) as exc:  # unreadable, a FIFO, not a session: the rest goes on
+            why = str(exc) if isinstance(exc, SessionFormatError) else f"{p}: cannot read: {exc.strerror or exc}"
+            warnings.warn(f"{why}; left out of the study", SkippedFileWarning, stacklevel=2)
+            session_paths.remove(p)
+    if not session_paths:
+        raise ConfigurationError("none of the session files given can be read")
+    grids: dict[str, list[dict[str, Any]]] = {}
+    left_out_by_session: list[int] = []
+    for p in session_paths:
+        grids[str(p)], left_out = study_grid(sizes[str(p)], reserves, keeps, windows)
+        left_out_by_session.append(left_out)
+    skipped = (f"{left_out_by_session[0]} per session" if len(set(left_out_by_session)) == 1
+               else f"{sum(left_out_by_session)} in all") if any(left_out_by_session) else ""
+    if not any(grids.values()):
+        raise ConfigurationError("every setting leaves no room in its window (reserve ≥ window, or keep ≥ "
+                                 "window − reserve): no setting to run")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cache_path = out / "cache.sqlite"
+
+    frames = []
+    for p in session_paths:
+        unique = list(dict.fromkeys((g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"])
+                                    for g in grids[str(p)]))
+        grid = [{"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w, "token_source": src}
+                for r, k, w in unique for src in sources]
+        if grid:
+            frames.append(sweep([str(p)], grid, workers=workers, cache=cache_path, progress=progress,
+                                results_path=out / "sweep-runs.jsonl", measures="cost"))
+    df = pd.concat(frames, ignore_index=True) if frames else frame()
+    names = _unique_names(session_paths)
+    name_of = {str(p): n for p, n in zip(session_paths, names)}
+    shares = frame([{"session": key, **g} for key, grid in grids.items() for g in grid])
+    if "session" in df.columns:
+        df.insert(1, "name", df["session"].map(name_of))
+        df.insert(2, "session_size", df["session"].map({k: round(v.tokens) for k, v in sizes.items()}))
+        df = df.merge(shares, on=["session", "reserve_tokens", "keep_recent_tokens", "context_window"], how="left")
+    write_table(df.drop(columns=[c for c in ("traceback",) if c in df.columns]), out / "sweep.csv")
+    errors = int(df.loc[df["error"].notna(), "run_hash"].nunique()) if "error" in df.columns else 0
+
+    ok = df[df["error"].isna()] if "error" in df.columns else df
+    by = [("context_window" if windows is not None else "window_share"),
+          ("reserve_tokens" if reserves is not None else "reserve_share"),
+          ("keep_recent_tokens" if keeps is not None else "keep_share")]
+    metrics = [m for m in _SUMMARY_METRICS if m in ok.columns]
+    summary = frame()
+    if len(ok) and metrics:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PimemWarning)  # one session: the index says so
+            summary = sweep_summary(ok, metrics, reference=reference, sources=sources, by=by)
+        write_table(summary, out / "summary.csv")
+
+    heatmaps: list[tuple[Any, str]] = []
+    calibrated = ok[ok["token_source"] == reference] if "token_source" in ok.columns else ok
+    if len(calibrated):
+        for w in sorted(calibrated[by[0]].dropna().unique()):
+            part = calibrated[calibrated[by[0]] == w]
+            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1])
+            label = f"context window {w:,}" if windows is not None else f"context window {w:.0%} of each session"
+            fig.suptitle(f"{label} — mean over {part['session'].nunique()} session(s), {reference} tokens")
+            name = f"heatmap-w{int(w)}.png" if windows is not None else f"heatmap-w{round(w * 100)}pct.png"
+            atomic_write_bytes(out / name, figure_png(fig))
+            heatmaps.append((w, name))
+
+    summarizer = CachedSummarizer(ExtractiveSummarizer(), cache_path)
+    (out / "replays").mkdir(exist_ok=True)
+    (out / "reports").mkdir(exist_ok=True)
+    per_session: list[dict[str, Any]] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(session_paths), desc="drift reports")
+    try:
+        for p, name in zip(session_paths, names):
+            row: dict[str, Any] = {"name": name, "path": str(p), "size": round(sizes[str(p)].tokens)}
+            try:
+                if not grids[str(p)]:
+                    raise ConfigurationError("no setting of the grid fits this session")
+                runs = calibrated[calibrated["session"] == str(p)] if len(calibrated) else calibrated
+                chosen = _report_setting(runs, grids[str(p)])
+                mr, mk, mw = chosen["reserve_tokens"], chosen["keep_recent_tokens"], chosen["context_window"]
+                settings = CompactionSettings(reserve_tokens=mr, keep_recent_tokens=mk)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", PimemWarning)  # kept on the result, shown in the report
+                    result = replay(p, settings, context_window=mw, summarizer=summarizer, token_source=reference)
+                result.write(out / "replays" / f"{name}.jsonl")
+                write_drift_report(result, out / "reports" / f"{name}.html",
+                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})")
+                s = result.summary()
+                row.update(reserve=mr, keep=mk, window=mw, compactions=s["compactions"],
+                           peak_context_tokens=s["peak_context_tokens"],
+                           orphan_reference_rate=s["orphan_reference_rate"], warnings=s["warnings"],
+                           summary_calls=s["summary_calls"], report=f"reports/{name}.html",
+                           replay=f"replays/{name}.jsonl", error=None)
+            except Exception as exc:  # noqa: BLE001 - one broken session must not stop the study
+                row.update(error=f"{type(exc).__name__}: {exc}")
+            per_session.append(row)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        summarizer.close()
+
+    elapsed = time.perf_counter() - start
+    grid_text = _grid_text(reserves, keeps, windows)
+    index = _index_html(df, per_session, heatmaps, grid_text, skipped, elapsed, summary=summary, by=by,
+                        sources=sources, reference=reference)
+    atomic_write_text(out / "index.html", escape_lone_surrogates(index))
+
+    n_settings = sum(len({(g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]) for g in grid})
+                     for grid in grids.values())
+    lines = [
+        f"study of {len(session_paths)} session(s), {n_settings} setting(s) × {len(sources)} token source(s) = "
+        f"{_runs(df)} runs ({errors} with errors) in {elapsed:.1f} s",
+        f"  {grid_text}" + (f" (settings without room or degenerate left out: {skipped})" if skipped else ""),
+    ]
+    if len(summary) and "compactions" in summary.columns:
+        lines.append(f"  compactions per session ({reference}): {summary['compactions'].min():.1f} – "
+                     f"{summary['compactions'].max():.1f} across settings")
+    lines.append("  drift reports:")
+    for row in per_session:
+        if row.get("error"):
+            lines.append(f"    {row['name']}: failed: {row['error']}")
+        else:
+            lines.append(f"    {row['name']}: {row['compactions']} compactions at reserve {row['reserve']}, keep "
+                         f"{row['keep']}, window {row['window']} -> {out / row['report']}")
+    lines.append(f"  open {out / 'index.html'}")
+    return "\n".join(lines)
+
+
+def _runs(df: pd.DataFrame) -> int:
+    """Distinct runs of a study frame (a setting two shares round to appears once per share)."""
+    return int(df["run_hash"].nunique()) if "run_hash" in df.columns else len(df)
+
+
+def _grid_text(reserves: list[int] | None, keeps: list[int] | None, windows: list[int] | None) -> str:
+    def dim(values: list[int] | None, shares: Sequence[float], of: str) -> str:
+        if values is not None:
+            return ", ".join(f"{v:,}" for v in values)
+        return ", ".join(f"{s:.0%}" for s in shares) + f" of {of}"
+
+    return (f"reserve {dim(reserves, DEFAULT_RESERVE_SHARES, 'the room for conversation')} × keep "
+            f"{dim(keeps, DEFAULT_KEEP_SHARES, 'the room for conversation')} × window = request overhead + "
+            f"{dim(windows, DEFAULT_WINDOW_SHARES, 'each session')}" if windows is None else
+            f"reserve {dim(reserves, DEFAULT_RESERVE_SHARES, 'the room for conversation')} × keep "
+            f"{dim(keeps, DEFAULT_KEEP_SHARES, 'the room for conversation')} × window {dim(windows, (), '')}")
+
+
+def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: list[tuple[Any, str]],
+                grid_text: str, skipped: str, elapsed: float, *, summary: pd.DataFrame, by: list[str],
+                sources: list[str], reference: str) -> str:
+    parts = [
+        f"<p>{len(per_session)} session(s) replayed over {_esc(grid_text)} with the offline extractive "
+        f"summarizer, each setting under the token sources {_esc(', '.join(sources))} ({_runs(df)} runs, "
+        f"{elapsed:.1f} s). Figures and means use the <code>{_esc(reference)}</code> token source.</p>",
+        "<p>Files: <a href='sweep.csv'>sweep.csv</a> (one row per run), <a href='summary.csv'>summary.csv</a> "
+        "(per setting, with intervals and bands)</p>",
+        _open_loop_html(),
+    ]
+    if skipped:
+        parts.append(f"<p class='note'>Settings left out ({_esc(skipped)}): reserve ≥ window (no room for any "
+                     f"context) or keep ≥ window − reserve (every check compacts again).</p>")
+    parts.append("<h2>Sessions</h2>")
+    rows = []
+    for r in per_session:
+        if r.get("error"):
+            rows.append(f"<tr><td class='l'>{_esc(r['name'])}</td><td class='l' colspan='8'>failed: "
+                        f"{_esc(r['error'])}</td></tr>")
+            continue
+        rows.append(
+            f"<tr><td class='l'>{_esc(r['name'])}</td><td>{_esc(_fmt(r['size']))}</td>"
+            f"<td>{_esc(_fmt(r['reserve']))} / {_esc(_fmt(r['keep']))} / {_esc(_fmt(r['window']))}</td>"
+            f"<td>{_esc(_fmt(r['compactions']))}</td><td>{_esc(_fmt(r['peak_context_tokens']))}</td>"
+            f"<td>{_esc(_fmt(r['orphan_reference_rate']))}</td>"
+            f"<td class='l'>{_esc(r.get('warnings') or '')}</td>"
+            f"<td class='l'><a href='{_href(r['report'])}'>drift report</a></td>"
+            f"<td class='l'><a href='{_href(r['replay'])}'>replayed session</a></td></tr>")
+    parts.append("<p class='note'>Each session is replayed for its report at the setting of its own grid nearest "
+                 "the middle that compacts. Size: every message on the path (what a replay that never compacts "
+                 "would reach) in provider tokens, from the session's token calibration: the overhead each request "
+                 "carries plus the rate times Pi's chars/4 estimate.</p>")
+    parts.append("<div class='table-wrap'><table><thead><tr><th class='l'>session</th><th>size</th><th>reserve / keep / window</th>"
+                 "<th>compactions</th><th>peak context</th><th>orphan-reference rate</th>"
+                 "<th class='l'>warnings</th><th class='l'>report</th><th class='l'>replay</th></tr></thead><tbody>"
+                 + "".join(rows) + "</tbody></table></div>")
+    if heatmaps:
+        parts.append("<h2>Trade-offs over the grid</h2>")
+        for w, name in heatmaps:
+            head = f"Context window {w:,}" if by[0] == "context_window" else f"Context window {w:.0%} of each session"
+            parts.append(f"<h3>{_esc(head)}</h3><img alt='{_esc(name)}' src='{_href(name)}'>")
+    if len(summary):
+        n = int(summary["n_sessions"].max()) if "n_sessions" in summary.columns else 0
+        parts.append("<h2>Mean over sessions, per setting</h2>")
+        parts.append(f"<p class='note'>Mean over the sessions ({_esc(reference)} tokens); in brackets the 95% "
+                     f"interval of a session-level paired bootstrap (sessions resampled with replacement, the "
+                     f"same resample for every setting){' — none with a single session' if n < 2 else ''}; in "
+                     f"braces the band across the token sources {_esc(', '.join(sources))}: the lowest and "
+                     f"highest mean any of them gives. A band wider than the interval means the token model, not "
+                     f"the sample of sessions, limits what the numbers can say.</p>")
+        parts.append(_html_table(_summary_cells(summary, by)))
+    if "error" in df.columns and df["error"].notna().any():
+        bad = df[df["error"].notna()][[c for c in ("session", "reserve_tokens", "keep_recent_tokens",
+                                                   "context_window", "token_source", "error") if c in df.columns]]
+        parts.append("<h2>Runs that failed</h2>" + _html_table(bad))
+    return _page("pimem study", "\n".join(parts))
+
+
+def _summary_cells(summary: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """One text cell per metric: ``mean [interval] {band}``."""
+    view = summary[by + ["n_sessions"]].copy()
+    for column in by:
+        if column.endswith("_share"):
+            view[column] = [f"{v:.0%}" for v in summary[column]]
+    for metric in _SUMMARY_METRICS:
+        if metric not in summary.columns:
+            continue
+        cells = []
+        for _, r in summary.iterrows():
+            cell = f"{_fmt(r[metric])} [{_fmt(r[f'{metric}_ci_low'])}, {_fmt(r[f'{metric}_ci_high'])}]"
+            if f"{metric}_band_low" in summary.columns:
+                cell += f" {{{_fmt(r[f'{metric}_band_low'])}–{_fmt(r[f'{metric}_band_high'])}}}"
+            cells.append(cell)
+        view[metric] = cells
+    return view

@@ -1,0 +1,231 @@
+"""Measures that degenerate summaries cannot fool: each test fails if a measure can be gamed the way
+an empty template, a fact dump or a truncation games the old ones."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import pimem
+from pimem.errors import ConfigurationError, SummarizationError
+from pimem.drift import (
+    MEASURES,
+    compaction_records,
+    compare_sources,
+    drift_report,
+    fact_present,
+    needed_later_facts,
+    summary_measures,
+)
+from pimem.drift.measures import measure_docs
+from pimem.summarizers.baselines import (
+    EMPTY_HISTORY,
+    EmptyTemplateSummarizer,
+    FactDumpSummarizer,
+    HeadTruncationSummarizer,
+    TailTruncationSummarizer,
+    baseline_summarizers,
+)
+from pimem.summarizers.extractive import ExtractiveSummarizer
+from tests.support.drift_chain import GOOD_SUMMARY, TRIVIA, WRONG_POLARITY, build_needed_chain
+
+
+@pytest.fixture(scope="module")
+def chain():
+    c, ids = build_needed_chain()
+    return c, ids, compaction_records(c.entries)[0]
+
+
+def _needed_values(record):
+    return {(n.cls, n.fact.value) for n in needed_later_facts(record)}
+
+
+def test_needed_later_facts_come_from_the_trajectory_not_the_kept_tail(chain) -> None:
+    _, ids, record = chain
+    needed = needed_later_facts(record)
+    classes = {n.cls for n in needed}
+    assert classes == {"constraint", "decision", "error", "artifact", "reference"}
+    values = {n.fact.value for n in needed}
+    assert "compute_total" in values and "src/billing/tax.py" in values
+    # forty names the session never used again are not needed
+    assert not any(v.startswith("helperNumber") for v in values)
+    # the kept tail shows tests/test_integration.py: the agent has it without a summary
+    assert "tests/test_integration.py" not in values
+    # first uses point after the compaction entry
+    later_ids = {eid for eid, _ in record.later}
+    assert all(n.used_at in later_ids for n in needed)
+    assert next(n for n in needed if n.cls == "constraint").used_at == ids["later"]
+
+
+def test_the_good_summary_holds_what_was_needed(chain) -> None:
+    _, _, record = chain
+    m = summary_measures(record)
+    assert m["needed_recall"] == 1.0 and m["n_needed"] == 7
+    assert m["written_tokens"] < m["stored_tokens"]  # the stored text carries Pi's file blocks
+
+
+def test_file_blocks_never_count_as_content(chain) -> None:
+    _, _, record = chain
+    blocks = "\n\n<read-files>\nsrc/billing/core.py\n</read-files>\n\n<modified-files>\nsrc/billing/tax.py\n</modified-files>"
+    empty = summary_measures(record, EMPTY_HISTORY + blocks)
+    assert empty["needed_recall"] == 0.0 and empty["needed_recall_artifact"] == 0.0
+    assert empty["fact_recall"] == 0.0
+    # the empty template is perfectly conformant and fills no section: format is not content
+    assert empty["conformance"] == 1.0 and empty["content_sections"] == 0.0
+    # the blocks are still checked, apart, as Pi's pipeline: they score the same whoever summarized
+    good = summary_measures(record, GOOD_SUMMARY + blocks)
+    assert empty["pipeline_modified_recall"] == good["pipeline_modified_recall"] == 1.0
+    assert empty["pipeline_read_recall"] == good["pipeline_read_recall"] == 1.0
+    assert not fact_present(("path", "src/billing/tax.py"), pimem.drift.summarizer_text(EMPTY_HISTORY + blocks))
+
+
+def test_opposite_polarity_does_not_count(chain) -> None:
+    _, _, record = chain
+    assert summary_measures(record, GOOD_SUMMARY)["needed_recall_constraint"] == 1.0
+    assert summary_measures(record, WRONG_POLARITY)["needed_recall_constraint"] == 0.0
+
+
+def test_copying_the_kept_tail_earns_nothing(chain) -> None:
+    _, _, record = chain
+    copied = "## Critical Context\n- Next, the new file tests/test_integration.py please\n- Writing them."
+    m = summary_measures(record, copied)
+    assert m["needed_recall"] == 0.0
+
+
+def test_trivia_and_length_do_not_buy_needed_recall(chain) -> None:
+    c, _, record = chain
+    trivia = "## Critical Context\n- " + TRIVIA
+    m = summary_measures(record, trivia)
+    assert m["needed_recall"] == 0.0 and m["fact_recall"] > summary_measures(record, GOOD_SUMMARY)["fact_recall"]
+    # at the good summary's length, every baseline holds less of what was needed
+    comparison = compare_sources(c.entries, {"recorded": "recorded", **baseline_summarizers(budget=None)})
+    table = comparison.table
+    recorded = table.loc["needed_recall", "recorded"]
+    for name in ("empty template", "fact dump", "head truncation", "tail truncation"):
+        assert table.loc["needed_recall", name] < recorded, name
+        assert table.loc["written_tokens", name] <= table.loc["written_tokens", "recorded"], name
+    # without a length limit the dump holds every fact: fact recall is gameable, and says so
+    unlimited = compare_sources(c.entries, {"fact dump": FactDumpSummarizer(budget=None)}, max_tokens=None)
+    assert unlimited.table.loc["fact_recall", "fact dump"] == 1.0
+    assert "fact dump" in MEASURES["fact_recall"][3]
+
+
+def test_comparison_shape_and_curve(chain) -> None:
+    c, _, record = chain
+    comparison = compare_sources(c.entries, {"recorded": "recorded", "extractive": ExtractiveSummarizer(),
+                                             "tail": TailTruncationSummarizer(budget=None)})
+    assert comparison.sources == ["recorded", "extractive", "tail"]
+    per = comparison.per_compaction
+    assert list(per["source"]) == ["recorded", "extractive", "tail"] and per["error"].isna().all()
+    budget = summary_measures(record)["written_tokens"]
+    assert list(per["max_tokens"].iloc[1:]) == [budget, budget]  # matched to the recorded length
+    assert set(measure_docs()["measure"]) >= set(comparison.table.index)
+    curve = comparison.curve([1, 10, 50, 1000])
+    rec = curve[curve["source"] == "recorded"].set_index("budget")["needed_recall"]
+    assert rec.loc[1] == 0.0 and rec.loc[1000] == 1.0  # the whole summary at a budget beyond its length
+    assert (curve["tokens"] <= curve["budget"]).all()
+    facts = comparison.facts()
+    assert set(facts["source"]) == {"recorded", "extractive", "tail"}
+    assert facts[facts["source"] == "recorded"]["present"].all()
+
+
+def test_a_failing_summarizer_is_a_row_with_an_error_not_a_score(chain) -> None:
+    c, _, _ = chain
+
+    class Broken:
+        model = "broken"
+
+        def complete(self, request):
+            raise ConnectionError("no route")
+
+    comparison = compare_sources(c.entries, {"broken": Broken()})
+    row = comparison.per_compaction.iloc[0]
+    assert "ConnectionError" in row["error"] and ("needed_recall" not in row or math.isnan(row["needed_recall"]))
+    with pytest.raises(ConfigurationError, match="summarizer"):
+        compare_sources(c.entries, {"nonsense": 42})
+
+
+def test_baselines_fit_their_budget_and_replay_like_any_summarizer(sample_paths) -> None:
+    from pimem.core.compaction.compaction import build_history_prompt
+    from pimem.core.llm import SummaryRequest
+    from pimem.summarizers.extractive import estimate_text_tokens
+    from tests.drift.test_drift import _assistant, _user
+
+    msgs = [_user("please fix src/a.py " * 40), _assistant("I'll use `fix_it()` instead of patching. " * 30)]
+    request = SummaryRequest("history", "sys", build_history_prompt(msgs), max_tokens=120)
+    for summarizer in baseline_summarizers().values():
+        response = summarizer.complete(request)
+        assert response.stop_reason == "stop" and estimate_text_tokens(response.text) <= 120, summarizer
+    assert EmptyTemplateSummarizer().complete(request).text == EMPTY_HISTORY
+    head = HeadTruncationSummarizer().complete(request).text
+    tail = TailTruncationSummarizer().complete(request).text
+    assert head.startswith("[User]: please fix") and tail.endswith("patching. ")
+    dump = FactDumpSummarizer().complete(request).text
+    assert "- path: src/a.py" in dump and "- identifier: fix_it" in dump
+    result = pimem.replay(sample_paths[0], pimem.CompactionSettings(reserve_tokens=4096, keep_recent_tokens=4000),
+                          context_window=16000, summarizer=FactDumpSummarizer())
+    assert len(result.compactions) > 0
+    with pytest.raises(ConfigurationError):
+        HeadTruncationSummarizer(budget=0)
+
+
+def test_drift_report_reads_only_what_the_summarizer_wrote() -> None:
+    c, _ = build_needed_chain(EMPTY_HISTORY)
+    report = drift_report(c.entries)
+    assert report.loc[0, "needed_recall"] == 0.0 and report.loc[0, "fact_recall"] == 0.0
+    assert report.loc[0, "file_mention_recall"] == 0.0
+    assert report.loc[0, "pipeline_modified_recall"] == 1.0  # the blocks name both files: Pi's doing
+    good, _ = build_needed_chain()
+    assert drift_report(good.entries).loc[0, "needed_recall"] == 1.0
+
+
+def test_real_session_recorded_summaries_beat_every_baseline_at_matched_length(real_v3_paths) -> None:
+    session = pimem.load_session(real_v3_paths[0])
+    comparison = compare_sources(session, {"recorded": "recorded", "extractive": ExtractiveSummarizer(),
+                                           **baseline_summarizers(budget=None)})
+    table = comparison.table
+    assert table.loc["conformance", "empty template"] == 1.0 and table.loc["needed_recall", "empty template"] == 0.0
+    for name in ("extractive", "empty template", "fact dump", "head truncation", "tail truncation"):
+        assert table.loc["needed_recall", name] < table.loc["needed_recall", "recorded"], name
+    # the recorded summaries carry no file blocks; every replayed source gets the same ones from Pi
+    pipeline = table.loc["pipeline_modified_recall"].drop("recorded")
+    assert pipeline.nunique() == 1
+    assert (comparison.per_compaction["n_needed"] > 10).all()
+
+
+def test_another_models_summaries_written_as_a_recording_are_one_more_column(chain, tmp_path) -> None:
+    from pimem.drift import resummarized_session
+
+    c, ids, _ = chain
+    written = resummarized_session(c.entries, ExtractiveSummarizer(), max_tokens=200).write(tmp_path / "other.jsonl")
+    reloaded = pimem.load_session(written)
+    compaction = next(e for e in reloaded.entries if e["type"] == "compaction")
+    assert compaction["id"] == ids["c1"] and compaction["firstKeptEntryId"] == ids["keep"]
+    assert compaction["summary"] != next(e for e in c.entries if e["type"] == "compaction")["summary"]
+    comparison = compare_sources(c.entries, {"live": ExtractiveSummarizer(), "from file": written}, max_tokens=200)
+    table = comparison.table
+    assert table.loc["needed_recall", "live"] == table.loc["needed_recall", "from file"]
+    assert comparison.notes == []  # same cut points: same spans
+
+    class Broken:
+        def complete(self, request):
+            raise ConnectionError("down")
+
+    with pytest.raises(SummarizationError, match="compaction 0"):
+        resummarized_session(c.entries, Broken())
+
+
+def test_an_update_that_forgets_the_older_spans_loses_carried_recall() -> None:
+    from tests.support.drift_chain import SECOND_FORGETTING, build_two_compaction_chain
+
+    carrying, _ = build_two_compaction_chain()
+    forgetting, _ = build_two_compaction_chain(SECOND_FORGETTING)
+    good = compare_sources(carrying.entries, {"recorded": "recorded"}).per_compaction.set_index("compaction")
+    bad = compare_sources(forgetting.entries, {"recorded": "recorded"}).per_compaction.set_index("compaction")
+    assert math.isnan(good.loc[0, "needed_recall_carried"]) or good.loc[0, "n_carried"] == 0
+    assert good.loc[1, "n_carried"] >= 2
+    assert good.loc[1, "needed_recall_carried"] == 1.0 and bad.loc[1, "needed_recall_carried"] == 0.0
+    # the tail of the transcript alone carries nothing of the earlier spans either
+    tail = compare_sources(carrying.entries, {"tail": TailTruncationSummarizer(budget=None)}, max_tokens=60)
+    assert tail.per_compaction.set_index("compaction").loc[1, "needed_recall_carried"] < 1.0

@@ -1,0 +1,120 @@
+"""Sweeps: grids, parallel processes, shared cache, resuming, errors, Dask."""
+
+from __future__ import annotations
+
+import pytest
+
+from pimem.experiments.sweep import expand_grid, sweep
+
+GRID = {"reserve_tokens": [2000, 4000], "keep_recent_tokens": [3000], "context_window": [16000, 24000],
+        "token_source": ["chars"]}
+
+
+def test_expand_grid_cartesian_and_list():
+    settings = expand_grid(GRID)
+    assert len(settings) == 4
+    assert settings[0] == {"reserve_tokens": 2000, "keep_recent_tokens": 3000, "context_window": 16000,
+                           "token_source": "chars"}
+    assert expand_grid([{"reserve_tokens": 1}]) == [{"reserve_tokens": 1}]
+    with pytest.raises(ValueError, match="reserve_tokenz"):
+        expand_grid({"reserve_tokenz": [1]})
+
+
+def test_sweep_parallel_cached_resumable(sample_paths, tmp_path):
+    results = tmp_path / "runs.jsonl"
+    cache = tmp_path / "summaries.sqlite"
+    df = sweep(sample_paths, GRID, workers=2, cache=cache, results_path=results, progress=False)
+    assert len(df) == len(sample_paths) * 4
+    assert df.error.isna().all()
+    assert (df.compactions > 0).any()
+    assert df.summarizer_calls.sum() > 0
+    assert df.worker_pid.nunique() >= 1
+    assert len(results.read_text().splitlines()) == len(df)
+    # the same sweep again: every run is read back, nothing is replayed
+    again = sweep(sample_paths, GRID, workers=2, cache=cache, results_path=results, progress=False)
+    assert again.resumed.all()
+    assert list(again.run_hash) == list(df.run_hash)
+    assert list(again.compactions) == list(df.compactions)
+    # a fresh results file but the same cache: runs replay, no summarizer call is made
+    fresh = sweep(sample_paths, GRID, workers=1, cache=cache, results_path=tmp_path / "b.jsonl", progress=False)
+    assert not fresh.resumed.any()
+    assert fresh.summarizer_calls.sum() == 0
+    assert fresh.summary_calls.sum() == df.summary_calls.sum()
+    assert list(fresh.compactions) == list(df.compactions)
+
+
+def test_sweep_resumes_after_a_crash(sample_paths, tmp_path):
+    results = tmp_path / "runs.jsonl"
+    first = sweep(sample_paths[:1], GRID, workers=1, results_path=results, progress=False)
+    lines = results.read_text().splitlines()
+    # simulate a crash: two runs done, the third cut mid-line
+    results.write_text("\n".join(lines[:2]) + "\n" + lines[2][:40])
+    again = sweep(sample_paths[:1], GRID, workers=1, results_path=results, progress=False)
+    assert list(again.resumed) == [True, True, False, False]
+    assert list(again.compactions) == list(first.compactions)
+
+
+def test_errors_are_captured_per_run(sample_paths, tmp_path):
+    grid = [{"token_source": "chars"}, {"token_source": "nonsense"}]
+    df = sweep(sample_paths[:1], grid, workers=1, progress=False)
+    assert df.error.iloc[0] is None or df.error.isna().iloc[0]
+    assert "token_source" in df.error.iloc[1]
+
+
+@pytest.mark.slow
+def test_sweep_on_a_dask_local_cluster(sample_paths, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            df = sweep(sample_paths, GRID, client=client, cache=tmp_path / "c.sqlite", progress=False)
+    local = sweep(sample_paths, GRID, workers=1, progress=False)
+    assert df.error.isna().all()
+    assert list(df.compactions) == list(local.compactions)
+    assert df.worker_pid.notna().all()
+
+
+def test_the_cache_file_is_opened_once_per_process(sample_paths, tmp_path, monkeypatch):
+    """Opening the SQLite cache checks the whole file: a sweep pays it once per process, not per run."""
+    from pimem.summarizers.cached import CachedSummarizer
+
+    opened = []
+    original = CachedSummarizer._open
+
+    def counting_open(self):
+        opened.append(self.path)
+        return original(self)
+
+    monkeypatch.setattr(CachedSummarizer, "_open", counting_open)
+    cache = tmp_path / "c.sqlite"
+    df = sweep(sample_paths, GRID, workers=1, cache=cache, progress=False)
+    assert len(df) == len(sample_paths) * 4 and df.summarizer_calls.sum() > 0
+    assert opened == [cache]
+    # a second sweep in the same process reuses it; misses are still counted per run
+    again = sweep(sample_paths, GRID, workers=1, cache=cache, results_path=tmp_path / "r.jsonl", progress=False)
+    assert opened == [cache]
+    assert again.summarizer_calls.sum() == 0 and again.summary_calls.sum() == df.summary_calls.sum()
+    # the cache file deleted between sweeps: a new one is made, not the deleted one written to
+    for leftover in tmp_path.glob("c.sqlite*"):
+        leftover.unlink()
+    third = sweep(sample_paths, GRID, workers=1, cache=cache, progress=False)
+    assert opened == [cache, cache]
+    assert cache.exists() and third.summarizer_calls.sum() == df.summarizer_calls.sum()
+
+
+def test_overlapping_runs_of_one_process_count_their_own_cache_misses(tmp_path):
+    # Runs in one process share the cache object; a run started meanwhile (another thread of a
+    # Dask worker) must not take over the misses of a run in progress.
+    from pimem.core.llm import SummaryRequest
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+    from pimem.experiments.sweep import _make_summarizer
+
+    cache = tmp_path / "cache.sqlite"
+    summarizer = ExtractiveSummarizer()
+    first, first_calls = _make_summarizer(summarizer, cache)
+    second, second_calls = _make_summarizer(summarizer, cache)
+    request = SummaryRequest(kind="history", system_prompt="s", prompt="<conversation>[User]: hi</conversation>",
+                             max_tokens=100)
+    first.complete(request)
+    assert (first_calls.calls, second_calls.calls) == (1, 0)
+    second.complete(request)  # answered from the cache
+    assert (first_calls.calls, second_calls.calls) == (1, 0)

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: fake servers, generated inputs, figure layout checks."""

@@ -1,0 +1,329 @@
+"""The drift report HTML and the study job, end to end on the bundled samples."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from pimem.replays.engine import replay  # noqa: E402
+from pimem.core.compaction.compaction import CompactionSettings  # noqa: E402
+from pimem.core.session_manager import Session, load_session  # noqa: E402
+from pimem.viz.report import run_study, write_drift_report  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _images(text: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", text)]
+
+
+def test_drift_report_of_a_replay(samples_dir, tmp_path):
+    result = replay(samples_dir / "auth-login-bug.jsonl", CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000),
+                    context_window=16000)
+    out = write_drift_report(result, tmp_path / "r" / "drift.html", title="Drift <of> auth & co")
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    assert "<title>Drift &lt;of&gt; auth &amp; co</title>" in text
+    images = _images(text)
+    assert len(images) >= 3 and all(i.startswith(PNG) for i in images)  # context, drift curves, tree
+    assert "Per compaction" in text
+    # one table row per compaction in the per-compaction table
+    section = text.split("<h2>Per compaction</h2>")[1].split("<h2>")[0]
+    assert section.count("<tr>") - 1 == len(result.compactions)
+    assert [p.name for p in out.parent.iterdir()] == ["drift.html"]  # no temporary file left
+    # what the replay cannot know, and tokens_before against the plotted line, are stated
+    assert "The replay is open-loop" in text and "tokens_before is not the plotted context" in text
+    orphans = text.split("<h2>Orphan references")[1].split("<h2>")[0]
+    assert orphans.count("<tr>") - 1 == len(result.compactions)
+
+
+def test_drift_report_escapes_session_text(tmp_path):
+    s = Session.new("/tmp/<b>", session_id="<script>x</script>", timestamp="2026-01-01T00:00:00.000Z")
+    s.append_message({"role": "user", "content": "hello", "timestamp": 1}, timestamp="2026-01-01T00:00:01.000Z")
+    text = write_drift_report(s, tmp_path / "d.html").read_text()
+    assert "<script>" not in text and html.escape("<script>x</script>") in text
+    assert "No compaction on the active path" in text
+
+
+def test_drift_report_of_a_session_file(samples_dir, tmp_path):
+    text = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "d.html").read_text()
+    assert "3 compactions on the active path" in text
+    assert "Estimate vs recorded usage" in text
+    assert "closed-loop baseline" in text and "The replay is open-loop" not in text
+    assert len(_images(text)) == 5  # drift curves, measures by source, recall curve, tree, estimates
+
+
+def test_drift_report_sets_the_summaries_beside_the_baselines(samples_dir, tmp_path):
+    text = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "d.html").read_text()
+    section = text.split("<h2>Measures grounded in the recording</h2>")[1]
+    for name in ("this session", "extractive", "empty template", "fact dump", "head truncation", "tail truncation"):
+        assert f">{name}<" in section, name
+    assert "Pipeline check: file lists" in section and "how it can be gamed" in section
+    assert "needed_recall" in section and "pipeline_modified_recall" in section
+    few = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "e.html", compare_max=1).read_text()
+    assert "the comparison with other summary sources is left out" in few and len(_images(few)) == 3
+
+
+def test_drift_report_leaves_the_target_alone_on_failure(tmp_path):
+    target = tmp_path / "d.html"
+    target.write_text("old")
+    with pytest.raises(Exception):
+        write_drift_report(tmp_path / "missing.jsonl", target)
+    assert target.read_text() == "old"
+
+
+STUDY_SOURCES = ("calibrated", "chars")
+
+
+@pytest.fixture(scope="module")
+def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("study")
+    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
+                        workers=2, progress=False, token_sources=STUDY_SOURCES)
+    return out, summary
+
+
+@pytest.mark.slow
+def test_study_writes_every_part(study, sample_paths):
+    out, summary = study
+    df = pd.read_csv(out / "sweep.csv")
+    # reserve 2048/4096 × keep 2000/6000 at window 16000, under two token sources; window 3000 leaves no
+    # room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048)
+    assert len(df) == len(sample_paths) * 4 * 2
+    assert set(df["context_window"]) == {16000}
+    assert set(df["token_source"]) == set(STUDY_SOURCES)
+    assert "(settings without room or degenerate left out: 4 per session)" in summary
+    assert df["error"].isna().all()
+    table = pd.read_csv(out / "summary.csv")
+    assert len(table) == 4 and (table["n_sessions"] == len(sample_paths)).all()
+    assert (table["compactions_band_low"] <= table["compactions"]).all()
+    assert (table["compactions"] <= table["compactions_band_high"]).all()
+    assert (df.loc[df["context_window"] == 16000, "compactions"] > 0).any()
+    assert (out / "heatmap-w16000.png").read_bytes().startswith(PNG)
+    for p in sample_paths:
+        report = (out / "reports" / f"{p.stem}.html").read_text()
+        assert report.startswith("<!DOCTYPE html>")
+        replayed = load_session(out / "replays" / f"{p.stem}.jsonl")
+        assert len(replayed.entries) >= len(load_session(p).get_branch()) - 10
+    index = (out / "index.html").read_text()
+    for link in ["sweep.csv", "heatmap-w16000.png"] + [f"reports/{p.stem}.html" for p in sample_paths]:
+        assert f"'{link}'" in index
+        assert (out / link).exists()
+    assert (out / "cache.sqlite").exists()
+    assert f"{len(df)} runs (0 with errors)" in summary
+    assert str(out / "index.html") in summary
+
+
+@pytest.mark.slow
+def test_study_rerun_resumes_from_its_results(study, sample_paths):
+    out, _ = study
+    before = pd.read_csv(out / "sweep.csv")
+    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
+                        workers=1, progress=False, token_sources=STUDY_SOURCES)
+    after = pd.read_csv(out / "sweep.csv")
+    assert after["resumed"].all()
+    pd.testing.assert_series_equal(before["compactions"], after["compactions"])
+    assert "0 with errors" in summary
+
+
+def test_study_rejects_bad_arguments(sample_paths, tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        run_study([tmp_path / "nope.jsonl"], tmp_path / "o", progress=False)
+    with pytest.raises(ValueError, match="reserve"):
+        run_study(sample_paths, tmp_path / "o", reserve=[-1], progress=False)
+    with pytest.raises(ValueError, match="no setting"):
+        run_study(sample_paths, tmp_path / "o", reserve=[5000], window=[4000], progress=False)
+    with pytest.raises(ValueError, match="no session"):
+        run_study([], tmp_path / "o", progress=False)
+
+
+def test_study_names_stay_distinct_when_a_stem_looks_like_a_renamed_one():
+    from pimem.viz.report import _unique_names
+
+    names = _unique_names([Path("a/s.jsonl"), Path("b/s.jsonl"), Path("c/s-2.jsonl")])
+    assert len(set(names)) == 3
+    assert names[0] == "s" and names[2] == "s-2"
+
+
+def test_study_index_links_survive_unusual_file_names():
+    from pimem.viz.report import _index_html
+
+    row = {"name": "fix #1 50%", "size": 10, "reserve": 1, "keep": 1, "window": 5, "compactions": 1,
+           "peak_context_tokens": 2.0, "orphan_reference_rate": 0.5, "warnings": None,
+           "report": "reports/fix #1 50%.html", "replay": "replays/fix #1 50%.jsonl"}
+    page = _index_html(pd.DataFrame(), [row], [], "grid", "", 0.1, summary=pd.DataFrame(), by=[],
+                       sources=["calibrated"], reference="calibrated")
+    assert "href='reports/fix%20%231%2050%25.html'" in page
+    assert "href='replays/fix%20%231%2050%25.jsonl'" in page
+    assert ">fix #1 50%<" in page  # the visible name stays as it is
+
+
+# --------------------------------------------------------------------------- tables that scale
+
+
+def _section(text: str, heading: str) -> str:
+    return text.split(f"<h2>{heading}")[1].split("<h2>")[0]
+
+
+def _cells(fragment: str, numeric: bool = False) -> list[str]:
+    pattern = r"<td class=''>(.*?)</td>" if numeric else r"<td[^>]*>(.*?)</td>"
+    return [html.unescape(c) for c in re.findall(pattern, fragment, re.S)]
+
+
+@pytest.fixture(scope="module")
+def big_html(tmp_path_factory) -> str:
+    """The drift report of 500 compactions (built as data) for a small session."""
+    from tests.support.big_inputs import big_report
+
+    session = Session.new("/tmp/p", session_id="big", timestamp="2026-01-01T00:00:00.000Z")
+    session.append_message({"role": "user", "content": "hello", "timestamp": 1}, timestamp="2026-01-01T00:00:01.000Z")
+    out = write_drift_report(session, tmp_path_factory.mktemp("big") / "big.html", report=big_report())
+    return out.read_text(encoding="utf-8")
+
+
+def test_every_table_scrolls_inside_a_wrapper(big_html, study) -> None:
+    out, _ = study
+    for text in (big_html, (out / "index.html").read_text(), next((out / "reports").glob("*.html")).read_text()):
+        tables = text.count("<table")
+        assert tables > 0 and text.count("<div class='table-wrap") == tables
+        assert "overflow-x:auto" in text and "max-width:100%" in text
+
+
+def test_headline_of_500_compactions_is_a_few_numbers_per_measure(big_html) -> None:
+    from pimem.drift import headline
+    from tests.support.big_inputs import big_report
+
+    head = headline(big_report())
+    section = _section(big_html, "Headline")
+    rows = re.findall(r"<tr>(.*?)</tr>", section, re.S)
+    assert len(rows) - 1 == len(head)  # one row per measure (and the header), lists included
+    assert "mean over 500 compactions" in section
+    assert max(len(c) for c in _cells(section)) < 60
+    recall = pd.Series(head["fact_recall"])
+    row = next(r for r in rows if "fact_recall (mean" in r)
+    assert _cells(row)[1:] == [f"{v:.3g}" for v in (recall.mean(), recall.min(), recall.median(), recall.max())]
+
+
+def test_report_numbers_are_formatted(big_html, samples_dir, tmp_path) -> None:
+    settings = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000)
+    result = replay(samples_dir / "auth-login-bug.jsonl", settings, context_window=16000)
+    small = write_drift_report(result, tmp_path / "d.html").read_text(encoding="utf-8")
+    for text in (small, big_html):
+        cells = _cells(text)
+        assert cells and not [c for c in cells if re.search(r"\d\.0*[1-9]\d{3,}", c)]  # ≤ 3 significant decimals
+        numbers = _cells(text, numeric=True)
+        assert numbers and not [c for c in numbers if re.fullmatch(r"\d{5,}(\.\d+)?", c)]  # thousands separated
+    replay_cells = _cells(_section(small, "Replay"))
+    assert "calibrated" in replay_cells and any(re.fullmatch(r"\d{1,3}(,\d{3})+", c) for c in replay_cells)
+
+
+def test_lost_facts_keep_their_original_case(big_html) -> None:
+    section = _section(big_html, "Facts lost")
+    facts = _cells(section)
+    assert any(re.fullmatch(r"CamelCaseName\d+", c) for c in facts)
+    assert not any(re.fullmatch(r"camelcasename\d+", c) for c in facts)
+    assert "<div class='table-wrap tall'>" in section and "more rows" in section
+
+
+def test_per_compaction_table_shows_every_compaction_in_a_scrolling_box(big_html) -> None:
+    section = _section(big_html, "Per compaction")
+    assert section.count("<tr>") - 1 == 500 and "<div class='table-wrap tall'>" in section
+    assert "compression_<wbr>ratio_<wbr>with_<wbr>prev" in section  # long headers may wrap
+
+
+def test_reports_fit_the_browser_width(big_html, study, tmp_path) -> None:
+    from tests.support.browser import chromium, overflow
+
+    if chromium() is None:
+        pytest.skip("no Chromium installed")
+    out, _ = study
+    big = tmp_path / "big.html"
+    big.write_text(big_html, encoding="utf-8")
+    pages = [out / "index.html", next((out / "reports").glob("*.html")), big]
+    rows = overflow(pages, widths=(1400, 800))
+    assert len(rows) == 6
+    for row in rows:
+        assert row["scroll"] <= row["inner"] and row["over"] == [], row
+
+
+def test_lost_facts_are_shown_as_written(tmp_path) -> None:
+    ts = "2026-01-01T00:00:00.000Z"
+    error = "Error: Cannot find module 'FooBar' from src/Main.ts"
+
+    def msg(eid, parent, message):
+        return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
+
+    entries = [
+        msg("u1", None, {"role": "user", "content": "run the tests, then call loadConfig(path)", "timestamp": 1}),
+        msg("a1", "u1", {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
+                                                            "arguments": {"command": "npm test"}}],
+                         "stopReason": "toolUse", "timestamp": 2}),
+        msg("t1", "a1", {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "isError": True,
+                         "content": [{"type": "text", "text": error}], "timestamp": 3}),
+        msg("a2", "t1", {"role": "assistant", "content": [{"type": "text", "text": "looking"}], "timestamp": 4}),
+        {"type": "compaction", "id": "k1", "parentId": "a2", "timestamp": ts, "firstKeptEntryId": "a2",
+         "tokensBefore": 100, "summary": f"## Goal\nFix the tests\n\n## Progress\n{error}\nCall loadConfig next\n"},
+        msg("u2", "k1", {"role": "user", "content": "go on", "timestamp": 5}),
+        msg("a3", "u2", {"role": "assistant", "content": [{"type": "text", "text": "done"}], "timestamp": 6}),
+        {"type": "compaction", "id": "k2", "parentId": "a3", "timestamp": ts, "firstKeptEntryId": "a3",
+         "tokensBefore": 100, "summary": "## Goal\nFix the tests\n"},
+    ]
+    session = Session({"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"}, entries)
+    text = write_drift_report(session, tmp_path / "d.html").read_text(encoding="utf-8")
+    lost = _cells(_section(text, "Facts lost"))
+    assert error in lost  # as written, not lower-cased
+    assert error.lower() not in lost
+    assert "loadConfig" in lost and "loadConfig(" not in lost  # identifiers as normalized, case kept
+
+
+def test_study_grids_are_derived_from_each_session(samples_dir):
+    """Left out, the grid follows the session: windows hold the request overhead plus a fifth and two
+    fifths of the conversation; reserve and keep are shares of the room left for it."""
+    from pimem.viz.report import DEFAULT_WINDOW_SHARES, SessionSize, session_size, study_grid
+
+    size = session_size(samples_dir / "logslice-since-flag.jsonl")
+    assert size.estimate > 50000 and size.overhead > 0 and size.slope > 0.5
+    grid, left_out = study_grid(size)
+    assert left_out == 0 and len(grid) == 18
+    windows = sorted({g["context_window"] for g in grid})
+    for w, share in zip(windows, DEFAULT_WINDOW_SHARES):
+        assert w == pytest.approx(size.overhead + share * size.slope * size.estimate, rel=0.05)
+    for g in grid:
+        room = g["context_window"] - size.overhead
+        assert g["reserve_tokens"] == pytest.approx(g["reserve_share"] * room, rel=0.05)
+        assert g["keep_recent_tokens"] < g["context_window"] - g["reserve_tokens"]
+    # values given are used as they are; settings without room are left out and counted
+    grid, left_out = study_grid(SessionSize(10000), reserve=[1000, 9000], window=[8000])
+    assert {g["reserve_tokens"] for g in grid} == {1000} and left_out == 3
+    assert all(g["window_share"] != g["window_share"] for g in grid)  # NaN: not a share
+
+
+@pytest.mark.slow
+def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_path):
+    """Sessions of 2k estimated tokens and of 60k: with the derived grids every drift report has
+    compactions, states the open-loop assumption and shows the orphan-reference rate."""
+    paths = [samples_dir / "ventas-pipeline-refactor.jsonl", samples_dir / "gpxkit-antimeridian.jsonl"]
+    out = tmp_path / "study"
+    summary = run_study(paths, out, workers=1, progress=False, token_sources=STUDY_SOURCES)
+    df = pd.read_csv(out / "sweep.csv")
+    assert df["error"].isna().all()
+    assert set(df["window_share"]) == {0.2, 0.4}
+    assert (df.groupby("session")["context_window"].nunique() == 2).all()
+    assert (out / "heatmap-w20pct.png").read_bytes().startswith(PNG)
+    for p in paths:
+        report = (out / "reports" / f"{p.stem}.html").read_text()
+        assert "No compaction on the active path" not in report
+        assert "The replay is open-loop" in report and "Orphan references" in report
+    index = (out / "index.html").read_text()
+    assert "The replay is open-loop" in index and "orphan-reference rate" in index
+    assert "paired bootstrap" in index and "band across the token sources" in index
+    assert " 0 compactions" not in summary
