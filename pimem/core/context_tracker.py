@@ -99,18 +99,64 @@ class ContextTracker:
         self.path = list(path_entries)
         self._first_index: dict[Any, int] = {}
         self._latest_invalidating = -1
+        self._latest_compaction = -1
         for i, e in enumerate(self.path):
             self._first_index.setdefault(e.get("id"), i)
             if e.get("type") in ("context_edit", "compaction"):
                 self._latest_invalidating = i
+                if e.get("type") == "compaction":
+                    self._latest_compaction = i
+        self._chain = self._is_chain()
+        self._settings = get_session_context_settings(self.path) if self._chain else ("off", None)
         self._rebuild()
+
+    def _is_chain(self) -> bool:
+        """Whether following parent links from the last entry walks exactly ``path`` back: every id a
+        distinct string, every entry the child of the one before, the root's parent not on the path."""
+        path, index = self.path, self._first_index
+        if len(index) != len(path):
+            return False
+        previous: Any = None
+        for i, e in enumerate(path):
+            eid = e.get("id")
+            if eid.__class__ is not str or not eid:
+                return False
+            if i and e.get("parentId") != previous:
+                return False
+            previous = eid
+        root_parent = path[0].get("parentId") if path else None
+        return not (root_parent.__class__ is str and root_parent in index)
+
+    def _context_entries(self) -> tuple[list[dict], list]:
+        """``buildContextEntries`` of the path with its types: from the latest compaction's kept
+        entries on when the path is a chain (no walk over the entries before them)."""
+        path = self.path
+        c = self._latest_compaction
+        if not self._chain:
+            context_entries, types = context_entries_and_types(build_session_path(path), True)
+            return list(context_entries), types
+        if c < 0:
+            return list(path), [e.get("type") for e in path]
+        compaction = path[c]
+        first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
+        start = self._first_index.get(first_kept, c) if first_kept.__class__ is str else c
+        if start > c:
+            start = c
+        context_entries = [compaction]
+        for i in range(start, c):
+            entry = path[i]
+            if not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
+                context_entries.append(entry)
+        context_entries.extend(path[c + 1 :])
+        return context_entries, [e.get("type") for e in context_entries]
 
     def _rebuild(self) -> None:
         if self.path:
-            path = build_session_path(self.path)
-            thinking_level, model = get_session_context_settings(path)
-            context_entries, types = context_entries_and_types(path, True)
-            sources = list(context_entries)
+            if self._chain:
+                thinking_level, model = self._settings
+            else:
+                thinking_level, model = get_session_context_settings(build_session_path(self.path))
+            sources, types = self._context_entries()
             types, per_entry, messages = project_parts(sources, types)
         else:
             thinking_level, model, sources, types, per_entry, messages = "off", None, [], [], [], []
@@ -194,10 +240,24 @@ class ContextTracker:
             raise InvalidEntryError(f"entry {entry.get('id')!r} has a parent but the path is empty")
         index = len(self.path)
         self.path.append(entry)
-        self._first_index.setdefault(entry.get("id"), index)
+        eid = entry.get("id")
+        if self._chain and (eid.__class__ is not str or not eid or eid in self._first_index
+                            or eid == self.path[0].get("parentId")):
+            self._chain = False
+        self._first_index.setdefault(eid, index)
         etype = entry.get("type")
+        if self._chain and (etype == "message" or etype == "thinking_level_change" or etype == "model_change"):
+            thinking_level, model = self._settings
+            if etype == "thinking_level_change":
+                thinking_level = entry.get("thinkingLevel")
+            else:
+                _, found = get_session_context_settings((entry,))
+                model = found if found is not None else model
+            self._settings = (thinking_level, model)
         if etype in ("compaction", "context_edit"):
             self._latest_invalidating = index
+            if etype == "compaction":
+                self._latest_compaction = index
             self._rebuild()
             return
         proj = self.projection

@@ -137,6 +137,7 @@ window 16000 it climbs past 140k while the calibrated context stays under the wi
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import random
 import time
@@ -474,7 +475,8 @@ class _Replayer:
         self._models: dict[Any, Any] = {}
         self.step = 0
         self._checked_windows: set[Any] = set()
-        self._prev_request: tuple[list[dict] | None, float] = (None, 0.0)
+        # the previous request: (its projected messages list, how many, their estimate, its tokens)
+        self._prev_request: tuple[list[dict] | None, int, int, float] = (None, 0, 0, 0.0)
         if context_window is not None or model is not None:
             self.model_info()
 
@@ -675,18 +677,24 @@ class _Replayer:
         compaction or a context edit changes the projected messages from its position on, so the
         prefix stops there. Capped by both requests' sizes; 0 for the first request."""
         messages = self.rep.projection.messages
-        prev, prev_tokens = self._prev_request
-        self._prev_request = (list(messages), tokens)
+        total = self.rep.total_estimate
+        prev, prev_count, prev_total, prev_tokens = self._prev_request
+        # The tracker only ever extends its message list; a compaction or an edit builds a new
+        # one. So the list object and its length stand for the previous request's messages,
+        # and while it is the same list they are all shared (their estimate is the running sum).
+        self._prev_request = (messages, len(messages), total, tokens)
         if prev is None or not (tokens == tokens) or not (prev_tokens == prev_tokens):
             return 0.0
-        est = self.rep.cache.estimate
-        shared = 0
-        for a, b in zip(prev, messages):
-            if a is not b and a != b:
-                break
-            shared += est(a)
+        if prev is messages:
+            shared = prev_total
+        else:
+            est = self.rep.cache.estimate
+            shared = 0
+            for a, b in zip(itertools.islice(prev, prev_count), messages):
+                if a is not b and a != b:
+                    break
+                shared += est(a)
         overhead = self.calibration.overhead if self.token_source == "calibrated" else 0.0
-        total = self.rep.total_estimate
         variable = max(tokens - overhead, 0.0)
         prefix = min(overhead, tokens) + (variable * shared / total if total else 0.0)
         return float(min(prefix, tokens, prev_tokens))
@@ -720,7 +728,9 @@ class _Replayer:
         start = time.perf_counter()
         outcome = run_compaction(self.new, self.settings, counting, model=info, reason=reason, hooks=self.hooks,
                                  thinking_level=self.rep.projection.thinking_level, will_retry=will_retry,
-                                 timestamp=anchor_ts, preparation=preparation, path_entries=list(self.rep.path),
+                                 timestamp=anchor_ts, preparation=preparation,
+                                 # a copy only for hooks, which may keep it (it costs O(path))
+                                 path_entries=list(self.rep.path) if self.hooks is not None else self.rep.path,
                                  system_message=self.rep.current_system_message(),
                                  compactor=self.strategy.summarize)
         latency = time.perf_counter() - start
