@@ -85,6 +85,7 @@ from pimem.text.facts import (
     FACT_KINDS,
     Fact,
     SummaryIndex,
+    index_of,
     extract_facts,
     fact_present,
     summary_facts,
@@ -229,7 +230,7 @@ def compaction_metrics(
 
     pairs = iter_messages(messages)
     span_facts = list(facts) if facts is not None else extract_facts(pairs)
-    index = SummaryIndex(parsed.written_text)  # never the file blocks compact() appends
+    index = index_of(parsed.written_text)  # never the file blocks compact() appends
     span_tokens = _tokens(m for _, m in pairs)
     summary_tokens = _summary_tokens(parsed.text)
     prev_tokens = _summary_tokens(previous_summary) if previous_summary else 0
@@ -362,7 +363,7 @@ def drift_report(
                 facts=facts,
             )
         )
-        index = SummaryIndex(summ.written_text)
+        index = index_of(summ.written_text)
         needed = needed_later_facts(records[span.index], facts=facts)
         flags = [fact_present(n.fact, index) for n in needed]
         row["n_needed"] = len(needed)

@@ -48,8 +48,9 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from pimem.text.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, negated_words
+from pimem.text.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, index_of, negated_words
 from pimem.drift.records import CompactionRecord, message_text
 from pimem.errors import ConfigurationError
 
@@ -77,7 +78,7 @@ def fact_class(fact: Fact, modified_files: Sequence[str] = ()) -> str:
     if fact.kind in ("constraint", "decision", "error"):
         return fact.kind
     if fact.kind == "path" and modified_files:
-        index = SummaryIndex("\n".join(modified_files))
+        index = index_of("\n".join(modified_files))
         if index.has_path(fact.value):
             return "artifact"
     return "reference"
@@ -96,13 +97,19 @@ def _error_key(line: str) -> str:
 _TOKEN = re.compile(r"[a-z0-9_$]+")
 
 
-def _tokens(text: str) -> set[str]:
+@lru_cache(maxsize=1 << 15)
+def _tokens(text: str) -> frozenset[str]:
     out = set()
     for t in _TOKEN.findall(text.lower()):
         out.add(t)
         if len(t) > 3 and t.endswith("s") and not t.endswith("ss"):
             out.add(t[:-1])
-    return out
+    return frozenset(out)
+
+
+@lru_cache(maxsize=1 << 14)
+def _result_text(text: str) -> str:
+    return fold(_LINE_COL.sub("", text))
 
 
 class Trajectory:
@@ -112,7 +119,7 @@ class Trajectory:
     def __init__(self, messages: Sequence[tuple[str | None, dict]]) -> None:
         self.messages = list(messages)
         self.use_texts = [message_text(m, results=False) for _, m in self.messages]
-        self.result_texts = [fold(_LINE_COL.sub("", message_text(m)))
+        self.result_texts = [_result_text(message_text(m))
                              if m.get("role") in ("toolResult", "bashExecution") else "" for _, m in self.messages]
         self.postings: dict[str, list[int]] = {}
         for i, text in enumerate(self.use_texts):
@@ -123,7 +130,7 @@ class Trajectory:
     def _index(self, i: int) -> SummaryIndex:
         index = self._indexes.get(i)
         if index is None:
-            index = self._indexes[i] = SummaryIndex(self.use_texts[i])
+            index = self._indexes[i] = index_of(self.use_texts[i])
         return index
 
     def _candidates(self, fact: Fact, start: int, end: int) -> list[int]:
@@ -193,7 +200,7 @@ def used_later(record: CompactionRecord, facts: Sequence[Fact] | None = None) ->
 
 def kept_index(record: CompactionRecord) -> SummaryIndex:
     """Everything the kept tail shows the agent, tool results included."""
-    return SummaryIndex("\n".join(message_text(m) for _, m in record.kept))
+    return index_of("\n".join(message_text(m) for _, m in record.kept))
 
 
 def needed_later_facts(

@@ -64,9 +64,11 @@ negation). Its precision and recall against a hand-labelled set are measured by
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from functools import cached_property
+from collections import OrderedDict
+from functools import cached_property, lru_cache
 from typing import Any
 
 import pandas as pd
@@ -168,9 +170,16 @@ class Fact:
 
 def fold(text: str) -> str:
     """Lower-case, drop backticks / quotes / emphasis, collapse whitespace."""
+    return _fold_short(text) if len(text) <= 400 else _fold(text)
+
+
+def _fold(text: str) -> str:
     t = re.sub(r"[`*\"“”‘’]|(?<!\w)'|'(?!\w)", "", text)
     t = re.sub(r"\s+", " ", t)
     return t.strip().lower()
+
+
+_fold_short = lru_cache(maxsize=1 << 15)(_fold)  # fact values and lines come back again and again
 
 
 def content_words(text: str) -> set[str]:
@@ -185,6 +194,7 @@ def content_words(text: str) -> set[str]:
     return out
 
 
+@lru_cache(maxsize=1 << 16)
 def normalize_path(token: str) -> str | None:
     """Normalize a path token (see module docs); None when it is not a path."""
     t = token.strip().strip("\"'`()[]{}<>,;")
@@ -202,11 +212,15 @@ def normalize_path(token: str) -> str | None:
     return t
 
 
+_BARE_NAME = re.compile(rf"[\w.-]*\w\.(?:{_EXT_RX})")
+_LAST_EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
+
+
 def _is_path_like(token: str) -> bool:
     last = token.rsplit("/", 1)[-1]
     if "/" not in token:
-        return bool(re.fullmatch(rf"[\w.-]*\w\.(?:{_EXT_RX})", token))
-    if re.search(r"\.[A-Za-z][A-Za-z0-9]{0,7}$", last):
+        return bool(_BARE_NAME.fullmatch(token))
+    if _LAST_EXT.search(last):
         return True
     segments = [s for s in token.split("/") if s and s not in (".", "..", "~")]
     return token.startswith(("/", "~/", "./", "../")) and len(segments) >= 2
@@ -268,7 +282,19 @@ def iter_messages(items: Iterable[Any]) -> list[tuple[str | None, dict]]:
 # --------------------------------------------------------------------------- extractors
 
 
-def _paths_in_text(text: str) -> list[tuple[str, int, str]]:
+def _paths_in_text(text: str) -> tuple[tuple[str, int, str], ...]:
+    return _paths_in_short_text(text) if len(text) <= _MEMO_CHARS else tuple(_find_paths(text))
+
+
+_MEMO_CHARS = 20000  # texts up to this length are memoised by the look-ups below (messages, lines)
+
+
+@lru_cache(maxsize=1 << 13)
+def _paths_in_short_text(text: str) -> tuple[tuple[str, int, str], ...]:
+    return tuple(_find_paths(text))
+
+
+def _find_paths(text: str) -> list[tuple[str, int, str]]:
     found: list[tuple[str, int, str]] = []
     seen_spans: list[tuple[int, int]] = []
     for m in _PATH_TOKEN.finditer(text):
@@ -277,8 +303,10 @@ def _paths_in_text(text: str) -> list[tuple[str, int, str]]:
         if norm and _is_path_like(norm):
             found.append((norm, m.start(), tok))
             seen_spans.append(m.span())
+    starts = [a for a, _ in seen_spans]  # finditer's spans: increasing and disjoint
     for m in _BARE_FILE.finditer(text):
-        if any(a <= m.start() < b for a, b in seen_spans):
+        k = bisect_right(starts, m.start()) - 1
+        if k >= 0 and m.start() < seen_spans[k][1]:
             continue
         norm = normalize_path(m.group(0))
         if norm:
@@ -288,14 +316,19 @@ def _paths_in_text(text: str) -> list[tuple[str, int, str]]:
 
 def _identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
     found: list[tuple[str, int, str]] = []
-    masked = text
+    pieces: list[str] = []  # the text with every code span blanked out
+    last = 0
     for m in _BACKTICK.finditer(text):
         code = m.group(1).strip()
         if _IDENT_SHAPE.match(code) and not _is_path_like(code):
             name = re.sub(r"\(.*\)$", "", code)
             if len(name) >= 2:
                 found.append((name, m.start(1), code))
-        masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end() :]
+        pieces.append(text[last : m.start()])
+        pieces.append(" " * (m.end() - m.start()))
+        last = m.end()
+    pieces.append(text[last:])
+    masked = "".join(pieces)
     for rx in (_CALL, _DOTTED, _CAMEL, _LOWER_CAMEL):
         for m in rx.finditer(masked):
             name = m.group(1)
@@ -351,6 +384,46 @@ def _error_lines(text: str, is_error: bool) -> list[tuple[str, int]]:
     return lines
 
 
+def _text_facts(text: str, role: str, source: str) -> tuple[tuple[str, str, int, str], ...]:
+    """(kind, value, offset, surface) of every fact of one text part, in extraction order (memoised:
+    the runs and measures of one session read the same messages again and again)."""
+    if len(text) <= _MEMO_CHARS:
+        return _text_facts_short(text, role, source)
+    return _find_text_facts(text, role, source)
+
+
+def _find_text_facts(text: str, role: str, source: str) -> tuple[tuple[str, str, int, str], ...]:
+    out: list[tuple[str, str, int, str]] = []
+    for v, off, sur in _paths_in_text(text):
+        out.append(("path", v, off, sur))
+    for v, off, sur in _identifiers_in_text(text):
+        out.append(("identifier", v, off, sur))
+    prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+    for v, off, sur in _numbers_in_text(prose):
+        out.append(("number", v, off, sur))
+    if role == "user":
+        for v, off, sur in _sentences(text, _CONSTRAINT):
+            out.append(("constraint", v, off, sur))
+    if role == "assistant" and source == "text":
+        for v, off, sur in _sentences(text, _DECISION):
+            out.append(("decision", v, off, sur))
+    return tuple(out)
+
+
+_text_facts_short = lru_cache(maxsize=1 << 13)(_find_text_facts)
+
+
+def _error_lines_of(text: str, is_error: bool) -> tuple[tuple[str, int], ...]:
+    if len(text) <= _MEMO_CHARS:
+        return _error_lines_short(text, is_error)
+    return tuple(_error_lines(text, is_error))
+
+
+@lru_cache(maxsize=1 << 13)
+def _error_lines_short(text: str, is_error: bool) -> tuple[tuple[str, int], ...]:
+    return tuple(_error_lines(text, is_error))
+
+
 def extract_facts(
     items: Iterable[Any],
     *,
@@ -374,19 +447,8 @@ def extract_facts(
             facts.append(Fact(kind, value, eid, pos, off, role, source, surface))
 
     def from_text(text: str, eid: str | None, pos: int, role: str, source: str) -> None:
-        for v, off, sur in _paths_in_text(text):
-            add("path", v, eid, pos, off, role, source, sur)
-        for v, off, sur in _identifiers_in_text(text):
-            add("identifier", v, eid, pos, off, role, source, sur)
-        prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
-        for v, off, sur in _numbers_in_text(prose):
-            add("number", v, eid, pos, off, role, source, sur)
-        if role == "user":
-            for v, off, sur in _sentences(text, _CONSTRAINT):
-                add("constraint", v, eid, pos, off, role, source, sur)
-        if role == "assistant" and source == "text":
-            for v, off, sur in _sentences(text, _DECISION):
-                add("decision", v, eid, pos, off, role, source, sur)
+        for kind, v, off, sur in _text_facts(text, role, source):
+            add(kind, v, eid, pos, off, role, source, sur)
 
     for pos, (eid, msg) in enumerate(iter_messages(items)):
         role = msg.get("role", "")
@@ -420,7 +482,7 @@ def extract_facts(
                                 add("command", fold(c), eid, pos, 0, role, "tool_call", c)
         elif role == "toolResult":
             text = _text_of(msg.get("content"))
-            for line, off in _error_lines(text, bool(msg.get("isError"))):
+            for line, off in _error_lines_of(text, bool(msg.get("isError"))):
                 add("error", fold(line), eid, pos, off, role, "tool_result", line)
         elif role == "bashExecution":
             for c in _split_commands(str(msg.get("command", ""))):
@@ -465,6 +527,7 @@ _QUOTED_NAME = re.compile(r"'([A-Za-z_$][\w$.]*)'|\"([A-Za-z_$][\w$.]*)\"|`([A-Z
 _SOURCE_EXT_AFTER = rf"(?!\.(?:{_EXT_RX})\b)"
 
 
+@lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     w = word.lower()
     if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
@@ -477,13 +540,18 @@ def _stems_of(text: str) -> set[str]:
     return {_stem(w) for w in _POLARITY_WORD.findall(text) if len(w) >= 3}
 
 
-def negated_words(text: str) -> tuple[set[str], set[str]]:
+def negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """(content words, those of them every occurrence of which follows a negation within 3 words).
 
     A negation (``not``, ``no``, ``never``, ``don't``, ``without``, ``avoid``, ``rejected``,
     ``instead``...) negates the next three words, so "User rejected e2e tests" negates ``e2e`` and
     ``test`` while "E2E tests only - no unit tests" leaves ``test`` affirmed (one occurrence is free).
+    Memoised per text (the sets are frozen).
     """
+    return _negated_words_short(text) if len(text) <= 2000 else _negated_words(text)
+
+
+def _negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     words = _POLARITY_WORD.findall(text.lower())
     affirmed: set[str] = set()
     seen: set[str] = set()
@@ -498,7 +566,10 @@ def negated_words(text: str) -> tuple[set[str], set[str]]:
             if scope == 0:
                 affirmed.add(stem)
         scope = max(0, scope - 1)
-    return seen, seen - affirmed
+    return frozenset(seen), frozenset(seen - affirmed)
+
+
+_negated_words_short = lru_cache(maxsize=1 << 15)(_negated_words)
 
 
 class SummaryIndex:
@@ -510,7 +581,9 @@ class SummaryIndex:
 
     @cached_property
     def folded(self) -> str:
-        return fold(self.text)
+        # fold(text) is its lines folded and joined by one space (empty ones left out): folding
+        # reads no further than a line's own characters, and the break is whitespace
+        return " ".join(f for f in map(fold, self.text.split("\n")) if f)
 
     @cached_property
     def plain(self) -> str:
@@ -550,15 +623,13 @@ class SummaryIndex:
 
     @cached_property
     def paths(self) -> set[str]:
-        paths = {p for p, _, _ in _paths_in_text(self.text)}
-        for m in _BACKTICK.finditer(self.text):
-            n = normalize_path(m.group(1))
-            if n and _is_path_like(n):
-                paths.add(n)
-        for line in self.text.split("\n"):  # a line that is one bare path (lists, trees)
-            n = normalize_path(line.strip())
-            if n and " " not in n and _is_path_like(n):
-                paths.add(n)
+        # No rule reads across a line break (path tokens, code spans and bare-path lines hold
+        # none), so the paths of a text are the union of its lines' paths, memoised per line.
+        paths: set[str] = set()
+        for line in set(self.text.split("\n")):
+            found = _line_paths_short(line) if len(line) <= _MEMO_CHARS else _line_paths(line)
+            if found:
+                paths |= found
         return paths
 
     @cached_property
@@ -569,9 +640,34 @@ class SummaryIndex:
     def numbers(self) -> set[str]:
         return {v for v, _, _ in _numbers_in_text(self.text)}
 
+    @cached_property
+    def _paths_by_last(self) -> dict[str, list[tuple[str, ...]]]:
+        by_last: dict[str, list[tuple[str, ...]]] = {}
+        for other in self.path_segments:
+            by_last.setdefault(other[-1], []).append(other)
+        return by_last
+
+    @cached_property
+    def _line_postings(self) -> dict[str, list[int]]:
+        """Content word → the lines (of :attr:`raw_lines`) holding it."""
+        postings: dict[str, list[int]] = {}
+        for i, (words, _) in enumerate(self._polarity):
+            for w in words:
+                postings.setdefault(w, []).append(i)
+        return postings
+
+    @cached_property
+    def folded_code_spans(self) -> set[str]:
+        return {fold(c) for c in self.code_spans}
+
+    @cached_property
+    def _lower_lines(self) -> list[str]:
+        return [raw.lower() for raw in self.raw_lines]
+
     def has_path(self, path: str) -> bool:
         segs = tuple(path.split("/"))
-        for other in self.path_segments:
+        # every rule below needs the same last segment: only those paths are compared
+        for other in self._paths_by_last.get(segs[-1], ()):
             if other == segs:
                 return True
             n = len(segs)
@@ -593,27 +689,35 @@ class SummaryIndex:
         most a leading capital) counts only in code form: ``name(``, ``.name``, a code span that is
         the name, or inside a fenced block; prose and titles use such words in other senses.
         """
-        name = re.sub(r"\(\)$", "", name.strip())
+        name = name.strip()
+        if name.endswith("()"):
+            name = name[:-2]
         if not name or name not in self.plain:
             return False
-        body = re.escape(name)
-        whole = rf"(?<![\w$/-]){body}(?![\w$/-]){_SOURCE_EXT_AFTER}"
-        if not re.fullmatch(r"[A-Za-z][a-z]*", name):
-            return re.search(whole, self.plain) is not None
+        if not _PLAIN_WORD.fullmatch(name):
+            return _whole_name_in(self.plain, name)
         if name in self.code_spans or f"{name}()" in self.code_spans:
             return True
-        if re.search(rf"(?<![\w$/-]){body}\(|(?<=[\w$)])\.{body}(?![\w$/-]){_SOURCE_EXT_AFTER}", self.plain):
+        if _called_or_member_in(self.plain, name):
             return True
-        return bool(self.fenced) and re.search(whole, self.fenced) is not None
+        return bool(self.fenced) and _whole_name_in(self.fenced, name)
 
     def has_words(self, text: str, threshold: float) -> bool:
         """Some line covers ``threshold`` of the text's content words (at least 2) with the same polarity."""
         words, negated = negated_words(text)
         if not words or len(words & self.all_words) < 2:
             return False
-        for line, line_negated in self._polarity:
-            common = words & line
-            if len(common) >= 2 and len(common) / len(words) >= threshold:
+        postings = self._line_postings
+        counts: dict[int, int] = {}
+        for w in words:
+            for i in postings.get(w, ()):
+                counts[i] = counts.get(i, 0) + 1
+        n = len(words)
+        polarity = self._polarity
+        for i, shared in counts.items():
+            if shared >= 2 and shared / n >= threshold:
+                line, line_negated = polarity[i]
+                common = words & line
                 if (negated & common) == (line_negated & common):
                     return True
         return False
@@ -624,11 +728,102 @@ class SummaryIndex:
         names = {n.lower() for n in names if len(n) >= 3}
         if len(names) < 2 or not all(n in self.lower for n in names):
             return False
-        for raw in self.raw_lines:
-            low = raw.lower()
-            if all(re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", low) for n in names):
+        for low in self._lower_lines:
+            if all(_occurs_in(low, n, _NAME_CHARS, _NAME_CHARS) for n in names):
                 return True
         return False
+
+
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
+_EXT_AT = re.compile(rf"\.(?:{_EXT_RX})\b")
+# characters that end a name on either side: the regex classes [\w$/-] and [\w$] (\w is str.isalnum or _)
+_NAME_PATH_CHARS = frozenset("_$/-")
+_NAME_CHARS = frozenset("_$")
+
+
+def _occurs_in(text: str, name: str, before: frozenset[str], after: frozenset[str]) -> bool:
+    """``name`` in ``text`` with no word character (nor one of ``before`` / ``after``) on either side."""
+    end = len(text)
+    k = len(name)
+    i = text.find(name)
+    while i >= 0:
+        if i == 0 or not ((c := text[i - 1]).isalnum() or c in before):
+            j = i + k
+            if j == end or not ((c := text[j]).isalnum() or c in after):
+                return True
+        i = text.find(name, i + 1)
+    return False
+
+
+def _line_paths(line: str) -> frozenset[str]:
+    """The paths one line of a text names (the three rules of :attr:`SummaryIndex.paths`)."""
+    paths = {p for p, _, _ in _find_paths(line)}
+    for m in _BACKTICK.finditer(line):
+        n = normalize_path(m.group(1))
+        if n and _is_path_like(n):
+            paths.add(n)
+    bare = line.strip()  # a line that is one bare path (lists, trees)
+    if " " not in bare and ("/" in bare or "." in bare):  # normalising keeps inner spaces; a path has / or .
+        n = normalize_path(bare)
+        if n and " " not in n and _is_path_like(n):
+            paths.add(n)
+    return frozenset(paths)
+
+
+_line_paths_short = lru_cache(maxsize=1 << 15)(_line_paths)
+
+
+def _whole_name_in(text: str, name: str) -> bool:
+    r"""``(?<![\w$/-])name(?![\w$/-])`` not followed by a source extension (``main`` is not in ``main.ts``)."""
+    end = len(text)
+    k = len(name)
+    i = text.find(name)
+    while i >= 0:
+        if i == 0 or not ((c := text[i - 1]).isalnum() or c in _NAME_PATH_CHARS):
+            j = i + k
+            if j == end or not ((c := text[j]).isalnum() or c in _NAME_PATH_CHARS):
+                if _EXT_AT.match(text, j) is None:
+                    return True
+        i = text.find(name, i + 1)
+    return False
+
+
+def _called_or_member_in(text: str, name: str) -> bool:
+    """``name(`` (a whole name) or ``x.name`` (a whole name, after a name or a call, not a file name)."""
+    end = len(text)
+    k = len(name)
+    i = text.find(name)
+    while i >= 0:
+        j = i + k
+        if j < end and text[j] == "(" and (i == 0 or not ((c := text[i - 1]).isalnum() or c in _NAME_PATH_CHARS)):
+            return True
+        if i >= 2 and text[i - 1] == "." and ((c := text[i - 2]).isalnum() or c in "_$)"):
+            if (j == end or not ((c := text[j]).isalnum() or c in _NAME_PATH_CHARS)) and _EXT_AT.match(text, j) is None:
+                return True
+        i = text.find(name, i + 1)
+    return False
+
+
+_INDEXES: OrderedDict[str, SummaryIndex] = OrderedDict()
+_INDEXES_MAX = 4096  # texts
+_INDEXES_MAX_CHARS = 8_000_000  # and their characters: the least recently used go first
+_indexed_chars = 0
+
+
+def index_of(text: str) -> SummaryIndex:
+    """The shared :class:`SummaryIndex` of ``text``: a text looked up again (the same summary, kept
+    tail or message in another measure or another run of the session) is indexed once."""
+    global _indexed_chars
+    index = _INDEXES.get(text)
+    if index is not None:
+        _INDEXES.move_to_end(text)
+        return index
+    index = _INDEXES[text] = SummaryIndex(text)
+    _indexed_chars += len(text)
+    while len(_INDEXES) > 1 and (len(_INDEXES) > _INDEXES_MAX or _indexed_chars > _INDEXES_MAX_CHARS):
+        old, _ = _INDEXES.popitem(last=False)
+        _indexed_chars -= len(old)
+    return index
 
 
 def fact_present(fact: Fact | tuple[str, str], summary: str | SummaryIndex) -> bool:
@@ -637,7 +832,7 @@ def fact_present(fact: Fact | tuple[str, str], summary: str | SummaryIndex) -> b
     Pass the text the summarizer wrote (:func:`pimem.text.sections.summarizer_text`): file blocks
     that ``compact()`` appends would otherwise count for any summarizer.
     """
-    index = summary if isinstance(summary, SummaryIndex) else SummaryIndex(summary)
+    index = summary if isinstance(summary, SummaryIndex) else index_of(summary)
     kind, value = (fact.kind, fact.value) if isinstance(fact, Fact) else fact
     surface = fact.surface if isinstance(fact, Fact) and fact.surface else value
     if kind == "path":
@@ -647,7 +842,7 @@ def fact_present(fact: Fact | tuple[str, str], summary: str | SummaryIndex) -> b
     if kind == "command":
         v = fold(value)
         if " " not in v:  # a one-word command counts only as code
-            return v in {fold(c) for c in index.code_spans}
+            return v in index.folded_code_spans
         return v in index.folded
     if kind == "number":
         return value in index.numbers
