@@ -90,7 +90,7 @@ def load_session(
     """
     if format not in ("auto",) + SESSION_FORMATS:
         raise ValueError(f"format must be one of 'auto', 'pi', 'claude-code', 'codex', not {format!r}")
-    fmt = format
+    fmt: str = format
     if format == "auto":
         try:
             fmt = _sniff(path) or "pi"  # unknown content: Pi's loader says precisely what is wrong

@@ -93,8 +93,8 @@ def open_transcript(path: str | os.PathLike[str]) -> Any:
 
     handle = open_regular(path)
     if handle.read(2) == _GZIP_MAGIC:
-        handle.seek(0)
-        return gzip.GzipFile(fileobj=handle, mode="rb")
+        handle.close()
+        return gzip.open(os.fspath(path), "rb")  # a regular file, checked just above
     handle.seek(0)
     return handle
 
@@ -127,9 +127,6 @@ def read_records(path: str | os.PathLike[str], warnings: list[SessionWarning]) -
             raw_lines = f.read().split(b"\n")
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise SessionFormatError(f"{file}: corrupt gzip data: {exc}") from exc
-        finally:
-            if isinstance(f, gzip.GzipFile) and f.fileobj is not None:
-                f.fileobj.close()
     last = len(raw_lines)
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
