@@ -269,7 +269,7 @@ def compare_sources(
     ``records``: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and
     their cached needed-later facts) across comparisons.
     """
-    from pimem.core.session_manager import load_session
+    from pimem.sessions.load import load_session
 
     if isinstance(session, str) or hasattr(session, "__fspath__"):
         session = load_session(session)
