@@ -26,7 +26,11 @@ _EXPORTS: dict[str, str] = {
     # foundation
     "Session": "pimem.core.session_manager",
     "SessionWarning": "pimem.core.session_manager",
-    "load_session": "pimem.core.session_manager",
+    "load_session": "pimem.sessions.load",
+    "detect_format": "pimem.sessions.load",
+    "import_claude_code": "pimem.sessions.importers.claude_code",
+    "import_codex": "pimem.sessions.importers.codex",
+    "ImportReport": "pimem.sessions.importers.records",
     "js_stringify": "pimem.base.js",
     "utf16_len": "pimem.base.js",
     "js_slice": "pimem.base.js",
