@@ -124,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "sample_dir": "pimem.sessions.samples",
     "sample_session_paths": "pimem.sessions.samples",
     "load_samples": "pimem.sessions.samples",
+    "labels_dir": "pimem.drift.labels",
     # drift
     "parse_summary": "pimem.drift",
     "extract_facts": "pimem.drift",
