@@ -460,7 +460,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"{len(df)} runs ({errors} with errors" + (f", {resumed} resumed from {log}" if resumed else "")
           + f") -> {out}")
     if errors < len(df):
-        print("mean over sessions [95% session-bootstrap interval]"
+        print("mean over sessions [95% session-bootstrap interval, where the number of sessions supports one]"
               + (" {band across token sources}" if len(args.token_source) > 1 else "") + ":")
         summary = _sweep_summary(df, args.token_source)
         _print_frame(_readable_summary(summary), "table")

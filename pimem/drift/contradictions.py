@@ -206,7 +206,7 @@ def _version_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
 def _path_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     import difflib
 
-    wanted = [p for p in claim.paths if not given.index.has_path(p)]
+    wanted = [p for p in claim.paths if not given.has_path(p)]
     if not wanted:
         return None
     paths = given.index.paths

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from pimem.text.facts import SummaryIndex, _identifiers_in_text, _numbers_in_text, _paths_in_text
 from pimem.text.normalize import normal_words, split_identifier
@@ -185,6 +185,11 @@ def _is_table_header(lines: list[str], number: int) -> bool:
 # --------------------------------------------------------------------------- what the summarizer was given
 
 
+@lru_cache(maxsize=65536)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(normal_words(text))
+
+
 class LineIndex:
     """The lines of a text (3 to 400 characters) with their normalised words, indexed by word."""
 
@@ -205,6 +210,17 @@ class LineIndex:
 
     def near(self, words: Iterable[str], names: Sequence[str] = (), min_words: int = 2) -> list[int]:
         """Lines that hold one of ``names`` (case kept) or ``min_words`` of ``words``."""
+        key = (frozenset(words), tuple(names), min_words)
+        cached = self._near.get(key)
+        if cached is None:
+            cached = self._near[key] = self._find_near(key[0], names, min_words)
+        return cached
+
+    @cached_property
+    def _near(self) -> dict[tuple, list[int]]:
+        return {}
+
+    def _find_near(self, words: frozenset[str], names: Sequence[str], min_words: int) -> list[int]:
         counts: dict[int, int] = {}
         for w in set(words):
             for i in self.postings.get(w, ()):
@@ -220,7 +236,7 @@ class LineIndex:
         """Lines whose words hold every key (a key is split like a code name; case ignored)."""
         found: set[int] | None = None
         for key in keys:
-            parts = normal_words(key)
+            parts = _words_of(key)
             lowered = key.lower()
             ids: set[int] = set()
             if not parts:  # a number or a short word: no index entry
@@ -298,10 +314,25 @@ class SourceText:
         digits = value.split(" ")[0].replace(",", "")
         return digits in self.number_tokens
 
+    @cached_property
+    def _paths_held(self) -> dict[str, bool]:
+        return {}
+
+    def has_path(self, path: str) -> bool:
+        held = self._paths_held.get(path)
+        if held is None:
+            held = self._paths_held[path] = self.index.has_path(path)
+        return held
+
+    @cached_property
+    def verdicts(self) -> dict[tuple, ClaimVerdict]:
+        """Verdicts already given on this text (claims repeat across rewrites of one summary)."""
+        return {}
+
     def missing_names(self, claim: Claim) -> list[str]:
         """The claim's names this text does not hold (bare values and ``#refs``: not on a line near the
         claim, i.e. one holding one of its names or two of its words)."""
-        out = [p for p in claim.paths if not self.index.has_path(p)]
+        out = [p for p in claim.paths if not self.has_path(p)]
         out += [i for i in claim.identifiers if not self.has_identifier(i)]
         out += [n for n in claim.numbers if not self.has_number(n)]
         out += [v for v in claim.versions if v not in self.versions]
@@ -386,28 +417,36 @@ def check_claims(
     others: Sequence[SourceText] = (),
     threshold: float = 0.5,
 ) -> list[ClaimVerdict]:
-    """One verdict per claim (see module docs)."""
-    from pimem.drift.contradictions import find_contradiction
+    """One verdict per claim (see module docs); verdicts are kept on ``given`` for the next call."""
 
     out: list[ClaimVerdict] = []
     for claim in claims:
-        if not claim.checkable:
-            out.append(ClaimVerdict(claim, "uncheckable"))
-            continue
-        missing = given.missing_names(claim)
-        supported = not missing and given.words_supported(claim.words, threshold)
-        found = find_contradiction(claim, given)
-        if found is not None:
-            out.append(ClaimVerdict(claim, "contradicted", missing, found))
-        elif supported:
-            out.append(ClaimVerdict(claim, "supported"))
-        elif later is not None and later.supports(claim, threshold):
-            out.append(ClaimVerdict(claim, "later", missing))
-        elif any(o.supports(claim, threshold) for o in others):
-            out.append(ClaimVerdict(claim, "other_session", missing))
-        else:
-            out.append(ClaimVerdict(claim, "invented", missing))
+        key = (claim.text, id(later), tuple(id(o) for o in others), threshold)
+        done = given.verdicts.get(key)
+        if done is None:
+            done = given.verdicts[key] = _verdict(claim, given, later, others, threshold)
+        out.append(ClaimVerdict(claim, done.verdict, done.missing, done.contradiction))
     return out
+
+
+def _verdict(claim: Claim, given: SourceText, later: SourceText | None, others: Sequence[SourceText],
+             threshold: float) -> ClaimVerdict:
+    from pimem.drift.contradictions import find_contradiction
+
+    if not claim.checkable:
+        return ClaimVerdict(claim, "uncheckable")
+    missing = given.missing_names(claim)
+    supported = not missing and given.words_supported(claim.words, threshold)
+    found = find_contradiction(claim, given)
+    if found is not None:
+        return ClaimVerdict(claim, "contradicted", missing, found)
+    if supported:
+        return ClaimVerdict(claim, "supported")
+    if later is not None and later.supports(claim, threshold):
+        return ClaimVerdict(claim, "later", missing)
+    if any(o.supports(claim, threshold) for o in others):
+        return ClaimVerdict(claim, "other_session", missing)
+    return ClaimVerdict(claim, "invented", missing)
 
 
 # --------------------------------------------------------------------------- measures of one summary

@@ -484,3 +484,40 @@ def pi_records(pi_dir: str | Any) -> dict[str, list[CompactionRecord]]:
         if os.path.exists(file):
             out[name] = compaction_records(load_recovering(file))
     return out
+
+
+def claude_code_records(shared_dir: str | Any, *, limit: int | None = None) -> dict[str, list[CompactionRecord]]:
+    """The compaction records of the real Claude Code transcripts of ``shared_dir`` (the shared folder:
+    ``datasets/claude-code/entireio-cli/`` with ``datasets/real-sessions-index.json``), by Claude Code
+    session id, each compaction taken once: from the file the index assigns it to (a session is
+    checkpointed in several files, each holding the transcript up to then). Imported by
+    :func:`pimem.load_session` (``format="auto"``). ``limit``: the first so many files only."""
+    import json
+    import os
+
+    import pimem
+    from pimem.drift.records import compaction_records
+
+    root = os.path.join(os.fspath(shared_dir), "datasets")
+    with open(os.path.join(root, "real-sessions-index.json"), encoding="utf-8") as fh:
+        index = json.load(fh)
+    wanted: dict[str, dict[str, str]] = {}
+    for c in index["compactions"]:
+        if c.get("source") == "claude-code/entireio-cli":
+            wanted.setdefault(c["stored"], {})[c["boundary_uuid"]] = c["session_id"]
+    out: dict[str, list[tuple[str, CompactionRecord]]] = {}
+    for n, stored in enumerate(sorted(wanted)):
+        if limit is not None and n >= limit:
+            break
+        session = pimem.load_session(os.path.join(root, stored))
+        found: set[str] = set()
+        for leaf in [None] + [e.get("id") for e in session.leaves()]:
+            if found >= set(wanted[stored]):
+                break
+            for rec in compaction_records(session, leaf_id=leaf):
+                cid = str(rec.entry.get("id"))
+                sid = wanted[stored].get(cid)
+                if sid is not None and cid not in found:  # a compaction off the active path: from a leaf below it
+                    found.add(cid)
+                    out.setdefault(sid, []).append((str(rec.entry.get("timestamp", "")), rec))
+    return {sid: [r for _, r in sorted(pairs, key=lambda p: p[0])] for sid, pairs in sorted(out.items())}
