@@ -43,6 +43,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
+import numpy as np
+
 from pimem.text.facts import SummaryIndex, _identifiers_in_text, _numbers_in_text, _paths_in_text
 from pimem.text.normalize import normal_words, split_identifier
 from pimem.text.sections import summarizer_text
@@ -220,12 +222,20 @@ class LineIndex:
     def _near(self) -> dict[tuple, list[int]]:
         return {}
 
+    @cached_property
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {w: np.asarray(ids, dtype=np.int64) for w, ids in self.postings.items()}
+
+    @cached_property
+    def lowered(self) -> list[str]:
+        return [ln.lower() for ln in self.lines]
+
     def _find_near(self, words: frozenset[str], names: Sequence[str], min_words: int) -> list[int]:
-        counts: dict[int, int] = {}
-        for w in set(words):
-            for i in self.postings.get(w, ()):
-                counts[i] = counts.get(i, 0) + 1
-        hits = {i for i, n in counts.items() if n >= min_words}
+        lists = [self._arrays[w] for w in words if w in self._arrays]
+        hits: set[int] = set()
+        if lists:
+            counts = np.bincount(np.concatenate(lists), minlength=len(self.lines))
+            hits = set(np.flatnonzero(counts >= min_words).tolist())
         for name in names:
             for i in self.near_words([name]):
                 if name in self.lines[i]:
@@ -240,10 +250,10 @@ class LineIndex:
             lowered = key.lower()
             ids: set[int] = set()
             if not parts:  # a number or a short word: no index entry
-                ids = {i for i, ln in enumerate(self.lines) if lowered in ln.lower()}
+                ids = {i for i, ln in enumerate(self.lowered) if lowered in ln}
             for w in parts:
                 ids |= set(self.postings.get(w, ()))
-            ids = {i for i in ids if lowered in self.lines[i].lower()}
+            ids = {i for i in ids if lowered in self.lowered[i]}
             found = ids if found is None else found & ids
         return sorted(found or ())
 
@@ -505,6 +515,7 @@ def faithfulness_measures(
     index = SummaryIndex(held_text(verdicts))
     held = [fact_present(n.fact, index) for n in facts]  # type: ignore[attr-defined]
     total = sum(n.weight for n in facts)  # type: ignore[attr-defined]
+    row["needed_weight"] = total
     row["recall_faithful"] = sum(n.weight for n, h in zip(facts, held) if h) / total if total else math.nan  # type: ignore[attr-defined]
     faith = row["faithfulness"]
     row["score"] = (row["recall_faithful"] * (faith if checkable else 1.0)

@@ -59,19 +59,21 @@ def _codes(labels: Sequence[object]) -> np.ndarray:
 
 
 def cluster_bootstrap(values: Sequence[float], groups: Sequence[object], clusters: Sequence[object], *,
-                      n_boot: int = 2000, seed: int = 0, macro: bool = False) -> np.ndarray:
+                      n_boot: int = 2000, seed: int = 0, macro: bool = False,
+                      weights: Sequence[float] | None = None) -> np.ndarray:
     """``n_boot`` resampled statistics: groups (sessions) with replacement, then clusters (compactions)
-    with replacement within each drawn group; the statistic is the pooled mean of the values (micro) or,
-    with ``macro``, the mean of the cluster means. NaN values are left out."""
+    with replacement within each drawn group; the statistic is the pooled (``weights``-weighted) mean of
+    the values (micro) or, with ``macro``, the mean of the cluster means. NaN values are left out."""
     v = np.asarray(values, dtype=float)
+    w = np.ones(len(v)) if weights is None else np.asarray(weights, dtype=float)
     g, c = _codes(groups), _codes(clusters)
-    ok = ~np.isnan(v)
-    v, g, c = v[ok], g[ok], c[ok]
+    ok = ~np.isnan(v) & ~np.isnan(w)
+    v, w, g, c = v[ok], w[ok], g[ok], c[ok]
     if not len(v):
         return np.full(n_boot, np.nan)
     n_c = c.max() + 1
-    sums = np.bincount(c, weights=v, minlength=n_c)
-    counts = np.bincount(c, minlength=n_c).astype(float)
+    sums = np.bincount(c, weights=v * w, minlength=n_c)
+    counts = np.bincount(c, weights=w, minlength=n_c)
     cluster_group = np.zeros(n_c, dtype=int)
     cluster_group[c] = g
     members = [np.flatnonzero(cluster_group == k) for k in range(g.max() + 1)]
@@ -120,11 +122,13 @@ def interval_supported(n_groups: int, level: float = 0.95) -> tuple[bool, float]
 
 
 def cluster_interval(values: Sequence[float], groups: Sequence[object], clusters: Sequence[object], *,
-                     level: float = 0.95, n_boot: int = 2000, seed: int = 0, macro: bool = False) -> Interval:
-    """The pooled (or, with ``macro``, per-cluster) mean with its two-stage bootstrap interval, NaN and a
-    note where :func:`interval_supported` does not support ``level``."""
+                     level: float = 0.95, n_boot: int = 2000, seed: int = 0, macro: bool = False,
+                     weights: Sequence[float] | None = None) -> Interval:
+    """The pooled (``weights``-weighted; or, with ``macro``, per-cluster) mean with its two-stage bootstrap
+    interval, NaN and a note where :func:`interval_supported` does not support ``level``."""
     v = np.asarray(values, dtype=float)
-    ok = ~np.isnan(v)
+    w = np.ones(len(v)) if weights is None else np.asarray(weights, dtype=float)
+    ok = ~np.isnan(v) & ~np.isnan(w)
     n = int(ok.sum())
     grp = [x for x, keep in zip(groups, ok) if keep]
     cl = [x for x, keep in zip(clusters, ok) if keep]
@@ -137,13 +141,13 @@ def cluster_interval(values: Sequence[float], groups: Sequence[object], clusters
             sums.setdefault(k, []).append(float(x))
         estimate = float(np.mean([np.mean(xs) for xs in sums.values()]))
     else:
-        estimate = float(v[ok].mean())
+        estimate = float((v[ok] * w[ok]).sum() / w[ok].sum()) if w[ok].sum() else math.nan
     supported, coverage = interval_supported(n_groups, level)
     if not supported:
         note = (f"no {level:.0%} interval: with {n_groups} session(s) a bootstrap interval covers about "
                 f"{coverage:.0%} in simulation")
         return Interval(estimate, math.nan, math.nan, level, n, n_clusters, n_groups, note)
-    stats = cluster_bootstrap(v[ok].tolist(), grp, cl, n_boot=n_boot, seed=seed, macro=macro)
+    stats = cluster_bootstrap(v[ok].tolist(), grp, cl, n_boot=n_boot, seed=seed, macro=macro, weights=w[ok].tolist())
     alpha = (1 - level) / 2
     low, high = np.nanquantile(stats, [alpha, 1 - alpha])
     return Interval(estimate, float(low), float(high), level, n, n_clusters, n_groups,
