@@ -495,8 +495,8 @@ def claude_code_records(shared_dir: str | Any, *, limit: int | None = None) -> d
     import json
     import os
 
-    import pimem
     from pimem.drift.records import compaction_records
+    from pimem.sessions.load import load_session
 
     root = os.path.join(os.fspath(shared_dir), "datasets")
     with open(os.path.join(root, "real-sessions-index.json"), encoding="utf-8") as fh:
@@ -509,7 +509,7 @@ def claude_code_records(shared_dir: str | Any, *, limit: int | None = None) -> d
     for n, stored in enumerate(sorted(wanted)):
         if limit is not None and n >= limit:
             break
-        session = pimem.load_session(os.path.join(root, stored))
+        session = load_session(os.path.join(root, stored))
         found: set[str] = set()
         for leaf in [None] + [e.get("id") for e in session.leaves()]:
             if found >= set(wanted[stored]):
