@@ -326,7 +326,7 @@ def compare_sources(
     ``matched=False`` Pi's own budget (``max_tokens=None``); giving both with different meanings is an
     error. The budget each summarizer got is the ``budget_tokens`` row of :attr:`Comparison.table`.
     """
-    from pimem.core.session_manager import load_session
+    from pimem.sessions.load import load_session
 
     if isinstance(session, str) or hasattr(session, "__fspath__"):
         session = load_session(session)

@@ -299,7 +299,8 @@ class ReplayResult:
 
 
 def _load(session: Any) -> Any:
-    from pimem.core.session_manager import Session, load_session
+    from pimem.core.session_manager import Session
+    from pimem.sessions.load import load_session
 
     if isinstance(session, Session):
         return session
