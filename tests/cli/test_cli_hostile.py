@@ -179,6 +179,11 @@ def test_folders_nested_1100_deep(tmp_path, capsys):
     code, out, err = run(["sweep", str(deep), "-o", str(tmp_path / "r.csv"), *FAST_SWEEP], capsys)
     assert code == 0, err
     assert len(pd.read_csv(tmp_path / "r.csv")) == 1
+    for name in os.listdir(folder):  # removed bottom up here: the recursive cleanup would overflow too
+        os.unlink(os.path.join(folder, name))
+    while folder != str(deep):
+        os.rmdir(folder)
+        folder = os.path.dirname(folder)
 
 
 def test_output_names_near_the_length_limit(tmp_path, capsys):
