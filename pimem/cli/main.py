@@ -44,6 +44,13 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _positive_int_list(text: str) -> list[int]:
+    values = _int_list(text)
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
 def _non_negative_int(text: str) -> int:
     values = _int_list(text)
     if len(values) != 1:
@@ -107,6 +114,22 @@ def _prices(path: str) -> dict:
         raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
 
 
+# C0 controls but tab and newline, DEL and the C1 controls: a terminal acts on them (ESC starts ANSI/OSC
+# sequences that move the cursor, clear the screen or retitle the window).
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0)]}
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN`` escapes (tab and newline kept), so that
+    session text printed to a terminal shows as text and never acts as an escape sequence."""
+    return text.translate(_CONTROL)
+
+
+def _say(*parts: Any, file: Any = None) -> None:
+    """``print`` of session-derived text, control characters escaped."""
+    print(terminal_safe(" ".join(map(str, parts))), file=file)
+
+
 def _load(path: str | Path):
     from pimem.core.session_manager import SessionFormatError
     from pimem.sessions.load import load_session
@@ -128,10 +151,12 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     """Expand files and folders (recursively, ``*.jsonl`` and ``*.jsonl.gz``) into a sorted list of session paths.
 
     Files found in folders under one of ``exclude`` (this command's own outputs) are left out, so
-    that an output folder inside the sessions folder is never read back as sessions. Unusable
-    entries of a folder (unreadable, FIFOs) are left out with a warning.
+    that an output folder inside the sessions folder is never read back as sessions; so are the
+    outputs of earlier runs (marked, see :func:`pimem.base.files.mark_output`). Unusable entries
+    of a folder (unreadable, FIFOs) are left out with a warning; a file given twice (another path,
+    a symlink, a copy) is counted once, with a warning naming both.
     """
-    from pimem.sessions.discover import _walk_jsonl
+    from pimem.sessions.discover import _walk_jsonl, dedupe_session_paths
 
     excluded = [os.path.realpath(e) for e in exclude]
 
@@ -151,7 +176,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
             paths.append(p)
         else:
             raise UserError(f"no such file or folder: {p}")
-    return paths
+    return dedupe_session_paths(paths)
 
 
 def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
@@ -242,7 +267,7 @@ def _print_frame(df, fmt: str, out=None) -> None:
 
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                                "display.max_colwidth", 60):
-            out.write(df.to_string(index=False) + "\n")
+            out.write(terminal_safe(df.to_string(index=False)) + "\n")
 
 
 def _frame_json(df) -> str:
@@ -386,20 +411,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         kind = e.get("type")
         kind = kind if isinstance(kind, str) else repr(kind)  # a broken type is kept as is by the loader
         types[kind] = types.get(kind, 0) + 1
-    print(f"session  {s.header.get('id')}  ({s.path})")
-    print(f"cwd      {s.header.get('cwd')}")
+    _say(f"session  {s.header.get('id')}  ({s.path})")
+    _say(f"cwd      {s.header.get('cwd')}")
     if s.name:
-        print(f"name     {s.name}")
-    print(f"entries  {len(s.entries)}  " + ", ".join(f"{k}={v}" for k, v in sorted(types.items())))
-    print(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
+        _say(f"name     {s.name}")
+    _say(f"entries  {len(s.entries)}  " + ", ".join(f"{k}={v}" for k, v in sorted(types.items())))
+    _say(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
     model = ctx.model or {}
     model_name = "/".join(str(model.get(k)) for k in ("provider", "modelId") if model.get(k)) or "-"
-    print(f"context  {len(ctx.messages)} messages, {tokens} at the leaf "
-          f"(model {model_name}, thinking {ctx.thinking_level})")
+    _say(f"context  {len(ctx.messages)} messages, {tokens} at the leaf "
+         f"(model {model_name}, thinking {ctx.thinking_level})")
     for w in s.warnings:
-        print(f"warning  line {w.line}: {w.reason}")
-    print()
-    print(s.render_tree(width=args.width))
+        _say(f"warning  line {w.line}: {w.reason}")
+    _say()
+    _say(s.render_tree(width=args.width))
     return 0
 
 
@@ -432,8 +457,8 @@ def cmd_context(args: argparse.Namespace) -> int:
     try:
         est = estimate_context_tokens(ctx.messages)
     except JavaScriptTypeError as exc:
-        print(f"\n{len(ctx.messages)} messages; context tokens unknown (Pi's estimate throws: {exc}; "
-              "`pimem show` lists the entries)")
+        _say(f"\n{len(ctx.messages)} messages; context tokens unknown (Pi's estimate throws: {exc}; "
+             "`pimem show` lists the entries)")
         return 0
     print(f"\n{len(ctx.messages)} messages; context ~{est.tokens} tokens "
           f"(usage {est.usage_tokens} + trailing estimate {est.trailing_tokens})")
@@ -462,18 +487,34 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         triggers=args.triggers, seed=args.seed, progress=not args.quiet, sample=args.sample,
                         strategy=args.strategy)
     for message in result.warnings:
-        print(f"pimem: warning: {message}", file=sys.stderr)
+        _say(f"pimem: warning: {message}", file=sys.stderr)
     from pimem.base.tables import format_number
+
+    from pimem.base.files import mark_output_file
 
     summary = result.summary()
     for k, v in dict(summary).items():
         print(f"{k:34s} {format_number(v)}")
     if args.output:
+        mark_output_file(args.output)
         result.session.write(args.output)
         print(f"wrote {args.output}")
     if args.events:
+        mark_output_file(args.events)
         _write_table(result.events, Path(args.events))
         print(f"wrote {args.events}")
+    return _failed_every_compaction(result)
+
+
+def _failed_every_compaction(result: Any) -> int:
+    """1 (with a message) when the replay tried to compact and every attempt failed, else 0."""
+    summary = result.summary()
+    if summary["failed_compactions"] and not summary["compactions"]:
+        ev = result.events
+        errors = ev.loc[ev["kind"] == "compact_failed", "error"].dropna() if "error" in ev.columns else []
+        first = f"; the first: {errors.iloc[0]}" if len(errors) else ""
+        _say(f"pimem: error: every compaction failed ({summary['failed_compactions']}){first}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -509,6 +550,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_output(args.output, paths, _TABLE_SUFFIXES)
     _check_output(args.summary, paths, _TABLE_SUFFIXES)
     _check_output(str(log), paths)
+    if args.summary and os.path.realpath(args.summary) == os.path.realpath(args.output):
+        raise UserError(f"{args.summary}: --summary names the results file -o; give it another name")
+    from pimem.base.files import mark_output_file
+
+    for written in (out, log, *([Path(args.summary)] if args.summary else [])):
+        mark_output_file(written)
     summ = _summarizer(names[0], None, args.model, _client_options(args))
     df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet, results_path=log,
                prices=args.prices, cost_model=args.cost_model)
@@ -517,14 +564,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     resumed = int(df["resumed"].sum()) if "resumed" in df.columns else 0
     print(f"{len(df)} runs ({errors} with errors" + (f", {resumed} resumed from {log}" if resumed else "")
           + f") -> {out}")
+    all_failed = 0
+    if {"failed_compactions", "compactions"} <= set(df.columns):
+        all_failed = int(((df["failed_compactions"].fillna(0) > 0) & (df["compactions"].fillna(0) == 0)).sum())
+        if all_failed:
+            print(f"pimem: warning: {all_failed} of {len(df)} runs failed every compaction they tried",
+                  file=sys.stderr)
     if errors < len(df):
-        print("mean over sessions [95% session-bootstrap interval]"
+        print("mean over sessions [95% session-bootstrap interval, where the number of sessions supports one]"
               + (" {band across token sources}" if len(args.token_source) > 1 else "") + ":")
         summary = _sweep_summary(df, args.token_source)
         _print_frame(_readable_summary(summary), "table")
         if args.summary:
             _write_table(summary, Path(args.summary))
             print(f"wrote {args.summary}")
+    if len(df) and (errors == len(df) or all_failed == len(df)):
+        _say(f"pimem: error: every run failed ({'errors' if errors == len(df) else 'every compaction failed'}); "
+             f"see the error column of {out}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -576,7 +633,10 @@ def cmd_drift(args: argparse.Namespace) -> int:
     s = _load(args.session)
     from pimem.viz.report import write_drift_report
 
+    from pimem.base.files import mark_output_file
+
     out = Path(args.output)
+    mark_output_file(out)
     write_drift_report(s, out, title=f"Summary drift: {Path(args.session).name}")
     print(f"wrote {out}")
     return 0
@@ -592,6 +652,11 @@ def cmd_study(args: argparse.Namespace) -> int:
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
                         workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
     print(summary)
+    failed = getattr(summary, "failed_sessions", 0)
+    if failed and failed == getattr(summary, "sessions", failed):
+        print("pimem: error: no session of the study could be replayed with a compaction (see above)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -700,7 +765,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("session", help="session file (.jsonl)")
     a.add_argument("--reserve", type=_non_negative_int, default=16384, help="reserveTokens (default: 16384)")
     a.add_argument("--keep", type=_non_negative_int, default=20000, help="keepRecentTokens (default: 20000)")
-    a.add_argument("--window", type=_non_negative_int, default=None,
+    a.add_argument("--window", type=_positive_int, default=None,
                    help="context window in tokens (default: the session model's, from Pi's model table)")
     a.add_argument("--summarizer", choices=["extractive", "env", "openai", "local", "recorded"], default="extractive",
                    help=f"who writes the summaries: {summarizers}; recorded: the summaries the session holds "
@@ -736,7 +801,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reserveTokens values, comma-separated (default: 16384)")
     a.add_argument("--keep", type=_int_list, default=[20000],
                    help="keepRecentTokens values, comma-separated (default: 20000)")
-    a.add_argument("--window", type=_int_list, default=None,
+    a.add_argument("--window", type=_positive_int_list, default=None,
                    help="context windows, comma-separated (default: each session model's)")
     a.add_argument("--summarizer", type=_summarizer_list, default=["extractive"],
                    help=f"who writes the summaries, comma-separated (several, a baseline or recorded make a grid "
@@ -790,7 +855,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--keep", type=_int_list, default=None,
                    help="keepRecentTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each "
                         "window leaves for the conversation)")
-    a.add_argument("--window", type=_int_list, default=None,
+    a.add_argument("--window", type=_positive_int_list, default=None,
                    help="context windows, comma-separated (default: the per-request overhead plus 20%% and 40%% "
                         "of each session's size, so that every session compacts)")
     a.add_argument("--token-source", type=_token_sources, default=["calibrated", "chars", "tiktoken"],
@@ -827,7 +892,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     from pimem.errors import PimemWarning
 
     if issubclass(category, PimemWarning):
-        print(f"pimem: warning: {message}", file=sys.stderr)
+        print(f"pimem: warning: {terminal_safe(str(message))}", file=sys.stderr)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
@@ -864,12 +929,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
-        print(f"pimem: error: {exc}", file=sys.stderr)
+        print(f"pimem: error: {terminal_safe(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except JavaScriptTypeError as exc:  # a session Pi's own code fails on (the loader warned about it)
         where = getattr(args, "session", None)
-        print(f"pimem: error: {where + ': ' if where else ''}Pi's own code throws on this session: {exc} "
-              "(`pimem show` lists the entries it warns about)", file=sys.stderr)
+        _say(f"pimem: error: {where + ': ' if where else ''}Pi's own code throws on this session: {exc} "
+             "(`pimem show` lists the entries it warns about)", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("pimem: interrupted", file=sys.stderr)
@@ -879,7 +944,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug or an input nothing could process: one line, traceback on request
         if os.environ.get("PIMEM_DEBUG"):
             raise
-        print(f"pimem: error: {type(exc).__name__}: {exc} (set PIMEM_DEBUG=1 for the traceback)", file=sys.stderr)
+        _say(f"pimem: error: {type(exc).__name__}: {exc} (set PIMEM_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
 
 
