@@ -108,7 +108,8 @@ def _prices(path: str) -> dict:
 
 
 def _load(path: str | Path):
-    from pimem.core.session_manager import SessionFormatError, load_session
+    from pimem.core.session_manager import SessionFormatError
+    from pimem.sessions.load import load_session
 
     p = Path(path)
     if not p.exists():
@@ -124,7 +125,7 @@ def _load(path: str | Path):
 
 
 def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> list[Path]:
-    """Expand files and folders (recursively, ``*.jsonl``) into a sorted list of session paths.
+    """Expand files and folders (recursively, ``*.jsonl`` and ``*.jsonl.gz``) into a sorted list of session paths.
 
     Files found in folders under one of ``exclude`` (this command's own outputs) are left out, so
     that an output folder inside the sessions folder is never read back as sessions. Unusable
@@ -144,7 +145,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
         if p.is_dir():
             found = [f for f in _walk_jsonl(p) if not mine(f)]
             if not found:
-                raise UserError(f"no .jsonl session files under {p}")
+                raise UserError(f"no .jsonl or .jsonl.gz session files under {p}")
             paths.extend(found)
         elif p.exists():
             paths.append(p)
@@ -301,7 +302,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if df.empty:
         print("no sessions found", file=sys.stderr)
         return 0
-    cols = [c for c in ["path", "session_id", "started", "name", "entry_count", "size_bytes",
+    cols = [c for c in ["path", "source_format", "session_id", "started", "name", "entry_count", "size_bytes",
                         "first_user_message", "error"] if c in df.columns]
     view = df
     if args.format == "table":  # a readable table: short previews, blanks instead of <NA>
@@ -310,6 +311,63 @@ def cmd_ls(args: argparse.Namespace) -> int:
             view["first_user_message"] = as_string(view["first_user_message"]).str.slice(0, 50)
     _print_frame(view, args.format)
     return 0
+
+
+def _import_target(source: Path, root: Path | None, out: Path) -> Path:
+    """``out/<path under the given folder>.jsonl`` (``.gz`` and ``.jsonl`` suffixes dropped)."""
+    rel = source.relative_to(root) if root is not None else Path(source.name)
+    name = rel.name.removesuffix(".gz").removesuffix(".jsonl") + ".jsonl"
+    return out / rel.parent / name
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``pimem import``: write Claude Code transcripts and Codex rollouts as Pi session files."""
+    import pandas as pd
+
+    from pimem.errors import SessionFormatError
+    from pimem.sessions.load import load_session
+
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: expected a folder")
+    sources: list[tuple[Path, Path | None]] = []
+    for item in args.sources:
+        p = Path(item)
+        root = p if p.is_dir() else None
+        sources.extend((f, root) for f in _session_paths([item], exclude=[out]))
+    rows = []
+    for source, root in sources:
+        target = _import_target(source, root, out)
+        row: dict[str, Any] = {"source": str(source), "format": None, "output": None, "session_id": None,
+                               "entries": None, "compactions": None, "records": None, "skipped": None,
+                               "warnings": None, "error": None}
+        try:
+            session = load_session(source, format=args.format)
+        except (SessionFormatError, OSError, UnicodeError) as exc:
+            row["error"] = str(exc)
+            rows.append(row)
+            continue
+        fmt = getattr(session, "source_format", "pi")
+        row.update(format=fmt, session_id=session.id, entries=len(session.entries),
+                   compactions=sum(1 for e in session.entries if e.get("type") == "compaction"),
+                   warnings=len(session.warnings))
+        report = getattr(session, "import_report", None)
+        if report is None:
+            row["error"] = "already a Pi session: not rewritten"
+            rows.append(row)
+            continue
+        row.update(records=report.n_records, skipped=report.n_skipped)
+        if os.path.exists(target) and os.path.samefile(target, source):
+            row["error"] = "refusing to overwrite the source file"
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            row["output"] = str(session.write(target))
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    _print_frame(df.astype(object).where(df.notna(), "") if args.table == "table" else df, args.table)
+    written = int(df["output"].notna().sum()) if len(df) else 0
+    print(f"wrote {written} of {len(df)} files to {out}", file=sys.stderr)
+    return 0 if written or not len(df) else 1
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -460,7 +518,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"{len(df)} runs ({errors} with errors" + (f", {resumed} resumed from {log}" if resumed else "")
           + f") -> {out}")
     if errors < len(df):
-        print("mean over sessions [95% session-bootstrap interval]"
+        print("mean over sessions [95% session-bootstrap interval, where the number of sessions supports one]"
               + (" {band across token sources}" if len(args.token_source) > 1 else "") + ":")
         summary = _sweep_summary(df, args.token_source)
         _print_frame(_readable_summary(summary), "table")
@@ -606,6 +664,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR)")
     a.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
     a.set_defaults(func=cmd_ls)
+
+    a = sub.add_parser("import", help="write Claude Code transcripts and Codex rollouts as Pi session files",
+                       description="Import other agents' sessions (Claude Code ~/.claude/projects/*/*.jsonl, "
+                                   "Codex ~/.codex/sessions/**/rollout-*.jsonl; plain or .jsonl.gz) and write each "
+                                   "as a Pi v3 session file; prints one row per source: format, entries, "
+                                   "compactions, records read and skipped, warnings.")
+    a.add_argument("sources", nargs="+", help="transcript files or folders (searched recursively)")
+    a.add_argument("-o", "--output", required=True,
+                   help="output folder (required; created if missing; a source folder's layout is kept under it)")
+    a.add_argument("--format", choices=["auto", "claude-code", "codex"], default="auto",
+                   help="source format (default: auto, recognised from each file's content)")
+    a.add_argument("--table", choices=["table", "csv", "json"], default="table", help="output format of the listing (default: table)")
+    a.set_defaults(func=cmd_import)
 
     a = sub.add_parser("show", help="a session's tree and statistics",
                        description="Header, entry counts, context size at the leaf, load warnings and the tree.")

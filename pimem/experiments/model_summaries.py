@@ -41,8 +41,10 @@ TOKEN_SOURCE: Literal["estimate"] = "estimate"  # exactly Pi's own estimate on t
 
 
 def dataset_dir() -> Path:
-    """``datasets/model-summaries`` of the source tree."""
-    return Path(__file__).resolve().parents[2] / "datasets" / "model-summaries"
+    """``datasets/model-summaries`` of a source checkout, or ``pimem/data/model-summaries`` of a wheel."""
+    from pimem.base.bundled import bundled_dir
+
+    return bundled_dir("model-summaries", "manifest.json")
 
 
 def replay_file(sample: str, window: int, reserve: int, keep: int) -> str:

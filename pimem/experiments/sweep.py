@@ -189,7 +189,7 @@ def _load_ref(ref: Any, key: str) -> Any:
         return ref
     hit = _LOADED.get(key)
     if hit is None:
-        from pimem.core.session_manager import load_session
+        from pimem.sessions.load import load_session
 
         if len(_LOADED) > 16:
             _LOADED.clear()

@@ -154,7 +154,8 @@ _REPORT_COLUMNS = [
 
 def _resolve(session_or_result: Any) -> tuple[Any, Any]:
     """(session, replay result or None) from a Session, a ReplayResult or a path."""
-    from pimem.core.session_manager import Session, load_session
+    from pimem.core.session_manager import Session
+    from pimem.sessions.load import load_session
 
     if isinstance(session_or_result, Session):
         return session_or_result, None
@@ -469,7 +470,8 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     estimated token)."""
     from pimem.replays.recording import calibrate_recording
     from pimem.core.compaction.compaction import estimate_tokens
-    from pimem.core.session_manager import load_session, session_entry_to_context_messages
+    from pimem.core.session_manager import session_entry_to_context_messages
+    from pimem.sessions.load import load_session
 
     session = load_session(path)
     branch = session.get_branch()
