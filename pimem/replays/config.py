@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
-from pimem.core.session_manager import Session, load_session
+from pimem.core.session_manager import Session
 from pimem.core.settings_manager import lookup_model
 from pimem.errors import ConfigurationError
 from pimem.replays.tokens import TokenSourceName, get_token_source
+from pimem.sessions.load import load_session
 
 __all__ = ["ReplayConfig", "Trigger", "TRIGGERS", "load_recording", "resolve_model", "with_window"]
 

@@ -100,7 +100,8 @@ class ReplayResult:
             **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
                if get_token_source(self.token_source).calibrated else {}),
             "floored_calls": self.floored_calls,
-            "orphan_references": int(self.orphan_references()["references"].sum()),
+            "references_checked": int(self.orphan_references()["references"].sum()),
+            "orphans": int(self.orphan_references()["orphans"].sum()),
             "orphan_reference_rate": orphan_rate(self.orphan_references()),
             "token_source": self.token_source,
             "triggers": self.triggers,
