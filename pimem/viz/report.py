@@ -332,17 +332,21 @@ def _orphan_section_html(session_or_result: Any) -> str:
 
 def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
                        report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
-                       compare_max: int = 40) -> Path:
+                       compare_max: int = 40, index_href: str | None = None) -> Path:
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
 
     Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
     ``report``: the drift report when already computed. ``sources``: summary sources to set
     beside the session's own summaries (default: the extractive summarizer and the four
     degenerate baselines, at the recorded summaries' length); the comparison is left out, with a
-    note, when the chain has more than ``compare_max`` compactions.
+    note, when the chain has more than ``compare_max`` compactions. ``index_href``: a link back to the
+    page that lists this report (the study's ``index.html``), at the top and the bottom.
     """
     target = Path(path)
     page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max)
+    if index_href is not None:
+        nav = f"<p class='nav'><a href='{_href(index_href)}'>&larr; back to the study index</a></p>"
+        page = page.replace("<body>", "<body>" + nav, 1).replace("</body>", nav + "</body>", 1)
     atomic_write_text(target, escape_lone_surrogates(page))  # a UTF-8 page cannot hold lone surrogates
     return target
 
@@ -676,7 +680,8 @@ def run_study(
     if len(calibrated):
         for w in sorted(calibrated[by[0]].dropna().unique()):
             part = calibrated[calibrated[by[0]] == w]
-            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1])
+            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1],
+                                          ncols=2)  # 2 × 2: readable on an 800 px screen
             label = f"context window {w:,}" if windows is not None else f"context window {w:.0%} of each session"
             fig.suptitle(f"{label} — mean over {part['session'].nunique()} session(s), {reference} tokens")
             name = f"heatmap-w{int(w)}.png" if windows is not None else f"heatmap-w{round(w * 100)}pct.png"
@@ -707,7 +712,8 @@ def run_study(
                     result = replay(p, settings, context_window=mw, summarizer=summarizer, token_source=reference)
                 result.write(out / "replays" / f"{name}.jsonl")
                 write_drift_report(result, out / "reports" / f"{name}.html",
-                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})")
+                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})",
+                                   index_href="../index.html")
                 s = result.summary()
                 if s["failed_compactions"] and not s["compactions"]:
                     failures = result.events.loc[result.events["kind"] == "compact_failed", "error"].dropna()
