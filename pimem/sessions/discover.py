@@ -25,6 +25,7 @@ import orjson
 import pandas as pd
 
 from pimem.core.pi_ai import content_text
+from pimem.core.session_manager import not_a_header
 from pimem.base.tables import as_string, category_array, frame, str_array
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -389,9 +390,9 @@ def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, floa
                 seen_content = True
             if not entry:  # blank, malformed, or a falsy JSON value (Pi's ``if (entry)``)
                 continue
-            if not (isinstance(entry, dict) and entry.get("type") == "session" and isinstance(entry.get("id"), str)):
-                what = f"a {entry.get('type')!r} entry" if isinstance(entry, dict) else f"a JSON {type(entry).__name__}"
-                return f"not a Pi session: first entry (line {line_no}) is {what}, not a session header"
+            problem = not_a_header(entry)
+            if problem is not None:
+                return f"line {line_no}: {problem}"
             header = entry
             continue
         if not entry or not isinstance(entry, dict):
