@@ -26,7 +26,11 @@ _EXPORTS: dict[str, str] = {
     # foundation
     "Session": "pimem.core.session_manager",
     "SessionWarning": "pimem.core.session_manager",
-    "load_session": "pimem.core.session_manager",
+    "load_session": "pimem.sessions.load",
+    "detect_format": "pimem.sessions.load",
+    "import_claude_code": "pimem.sessions.importers.claude_code",
+    "import_codex": "pimem.sessions.importers.codex",
+    "ImportReport": "pimem.sessions.importers.records",
     "js_stringify": "pimem.base.js",
     "utf16_len": "pimem.base.js",
     "js_slice": "pimem.base.js",
@@ -94,9 +98,9 @@ _EXPORTS: dict[str, str] = {
     "baseline_summarizers": "pimem.summarizers.baselines",
     # replay
     "replay": "pimem.replays.engine",
-    "ReplayResult": "pimem.replays.engine",
-    "navigate": "pimem.replays.engine",
-    "check_settings": "pimem.replays.engine",
+    "ReplayResult": "pimem.replays.result",
+    "navigate": "pimem.replays.navigate",
+    "check_settings": "pimem.replays.settings",
     "Calibration": "pimem.replays.calibration",
     "fit_calibration": "pimem.replays.calibration",
     "orphan_references": "pimem.drift.orphans",
@@ -120,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "sample_dir": "pimem.sessions.samples",
     "sample_session_paths": "pimem.sessions.samples",
     "load_samples": "pimem.sessions.samples",
+    "labels_dir": "pimem.drift.labels",
     # drift
     "parse_summary": "pimem.drift",
     "extract_facts": "pimem.drift",

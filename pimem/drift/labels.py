@@ -32,7 +32,7 @@ from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, _numbers_in_text, f
 from pimem.errors import ConfigurationError, PimemError
 from pimem.base.tables import frame
 
-__all__ = ["LABEL_FIELDS", "LabelFormatError", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
+__all__ = ["LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
 
 LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kind", "text", "source_entry_id",
@@ -43,6 +43,13 @@ LABELS = ("present", "absent", "contradicted")
 
 class LabelFormatError(PimemError, ValueError):
     """A labelled-facts file that does not follow the format (the message names file and line)."""
+
+
+def labels_dir() -> Path:
+    """The bundled hand-labelled sets (``datasets/labels`` of a source checkout, ``pimem/data/labels`` of a wheel)."""
+    from pimem.base.bundled import bundled_dir
+
+    return bundled_dir("labels", "*.facts.jsonl")
 
 
 def load_labels(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -202,7 +209,7 @@ def matcher_check(
     error), ``predicted_present``, ``label_present``, ``agree``, ``error``, and — with ``used_later`` —
     ``auto_used_later`` against ``label_used_later``.
     """
-    from pimem.core.session_manager import load_session
+    from pimem.sessions.load import load_session
     from pimem.drift.records import compaction_records
     from pimem.text.sections import summarizer_text
 

@@ -156,7 +156,9 @@ def compaction_spans(result_or_session: Any, *, leaf_id: str | None = None) -> l
         first_kept = entry.get("firstKeptEntryId")
         end = next((i for i in range(start, len(projected)) if projected[i].source_entry.get("id") == first_kept), None)
         if end is None:
-            notes.append(f"firstKeptEntryId {first_kept!r} not found after the previous compaction; span runs to the compaction")
+            if first_kept != entry.get("id"):  # its own id: nothing kept (an imported compaction)
+                notes.append(f"firstKeptEntryId {first_kept!r} not found after the previous compaction; "
+                             "span runs to the compaction")
             end = len(projected)
         messages: list[tuple[str | None, dict]] = []
         entry_ids: list[str] = []

@@ -205,8 +205,11 @@ class Resummarized:
 
 
 def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_summary: str | None,
-                    settings: Any) -> Any:
-    """Pi's preparation for a compaction whose first kept entry is known (no cut-point search)."""
+                    settings: Any, compaction_id: Any = None) -> Any:
+    """Pi's preparation for a compaction whose first kept entry is known (no cut-point search).
+
+    A first kept id equal to the compaction's own id (an imported compaction that kept nothing)
+    summarizes everything after the previous compaction."""
     from pimem.core.compaction.compaction import (
         CompactionPreparation,
         is_turn_start_parts,
@@ -221,9 +224,11 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
     prev_index = 0 if sources and types[0] == "compaction" and per_entry[0] else -1
     start = 1 if prev_index == 0 else 0
     cut = next((i for i in range(start, len(sources)) if sources[i].get("id") == first_kept_id), None)
+    if cut is None and compaction_id is not None and first_kept_id == compaction_id:
+        cut = len(sources)
     if cut is None:
         raise EntryNotFoundError(f"first kept entry {first_kept_id!r} is not on the projected path before the compaction")
-    split = not is_turn_start_parts(types[cut], per_entry[cut])
+    split = cut < len(sources) and not is_turn_start_parts(types[cut], per_entry[cut])
     turn_start = -1
     if split:
         turn_start = next((i for i in range(cut, start - 1, -1) if is_turn_start_parts(types[i], per_entry[i])), -1)
@@ -300,7 +305,7 @@ def resummarize(
         entry = path[pos]
         before = [replaced.get(i, e) for i, e in enumerate(path[:pos])]
         try:
-            prep = _preparation_at(before, entry.get("firstKeptEntryId"), None, settings)
+            prep = _preparation_at(before, entry.get("firstKeptEntryId"), None, settings, entry.get("id"))
             has_previous = any(e.get("type") == "compaction" for e in before)
             prep.previous_summary = last_summary if has_previous else None
             budget = budgets[n]

@@ -97,7 +97,8 @@ def _figure(ax: Any = None, figsize: tuple[float, float] = (9, 4)) -> tuple[Any,
 
 
 def _session_of(obj: Any) -> Any:
-    from pimem.core.session_manager import Session, load_session
+    from pimem.core.session_manager import Session
+    from pimem.sessions.load import load_session
 
     if isinstance(obj, Session):
         return obj

@@ -93,7 +93,8 @@ def format_request(request: SummaryRequest) -> str:
 
 
 def _load(session: Any) -> Any:
-    from pimem.core.session_manager import Session, load_session
+    from pimem.core.session_manager import Session
+    from pimem.sessions.load import load_session
 
     return session if isinstance(session, Session) else load_session(session)
 
