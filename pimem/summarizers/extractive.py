@@ -48,6 +48,7 @@ prompt + prompt and ``output`` the estimate of the text; cost is zero.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -111,6 +112,7 @@ def _shorten(text: str, limit: int) -> str:
     return cut.rstrip() + "…"
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _norm_key(text: str) -> str:
     return re.sub(r"[^a-z0-9/._`-]+", " ", text.lower()).strip()
 
@@ -620,6 +622,12 @@ def parse_summary_sections(summary: str) -> dict[str, list[str]]:
     is folded in (Original Request → goal, Progress So Far → done, Context Needed → critical); text
     outside the template's sections goes to ``critical`` (as ``Heading: line`` under a heading).
     """
+    return {name: list(items) for name, items in _parsed_sections(summary).items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_sections(summary: str) -> dict[str, tuple[str, ...]]:
+    """:func:`parse_summary_sections`, memoised: the runs of one session meet the same previous summaries."""
     from pimem.text.sections import section_items
 
     items = section_items(summary)
@@ -633,7 +641,7 @@ def parse_summary_sections(summary: str) -> dict[str, list[str]]:
         "next": items["next_steps"],
         "critical": items["critical_context"] + items["context_needed"] + items["other"],
     }
-    return {name: _dedupe(sections[name]) for name in _SECTION_NAMES}
+    return {name: tuple(_dedupe(sections[name])) for name in _SECTION_NAMES}
 
 
 def _mentions(item: str) -> set[str]:
@@ -870,21 +878,27 @@ class ExtractiveSummarizer:
 
 
 _LIST_LABELS = ("Modified", "Read", "Commands", "Identifiers")
+_CODE_LIST = re.compile(r"`[^`]*`(?:, `[^`]*`)*")
+_CODE_ITEM = re.compile(r"`([^`]*)`")
 
 
 def _merge_critical(old: list[str], new: list[str]) -> list[str]:
     """Merge Critical Context items; ``Label: `a`, `b``` lists with the same label are united."""
     merged: list[str] = []
     lists: dict[str, list[str]] = {}
+    known: dict[str, set[str]] = {}
     for item in old + new:
         label, _, rest = item.partition(": ")
-        if label in _LIST_LABELS and re.fullmatch(r"`[^`]*`(?:, `[^`]*`)*", rest):
+        if label in _LIST_LABELS and _CODE_LIST.fullmatch(rest):
             values = lists.get(label)
             if values is None:
                 values = lists[label] = []
+                known[label] = set()
                 merged.append(label)  # placeholder, filled below
-            for m in re.finditer(r"`([^`]*)`", rest):
-                if m.group(1) not in values:
+            seen = known[label]
+            for m in _CODE_ITEM.finditer(rest):
+                if m.group(1) not in seen:
+                    seen.add(m.group(1))
                     values.append(m.group(1))
         else:
             merged.append(item)
