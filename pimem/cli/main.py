@@ -13,15 +13,37 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+from pimem import __version__, summarizers as sm
+from pimem.base.files import write_table
+from pimem.base.js import js_stringify
+from pimem.base.tables import as_string, format_number, frame
+from pimem.core.compaction.compaction import CompactionSettings, estimate_context_tokens, estimate_tokens
+from pimem.core.messages import convert_to_llm
+from pimem.core.session_manager import build_session_context
 from pimem.errors import (
     ConfigurationError,
     JavaScriptTypeError,
     PimemError,
+    PimemWarning,
     ReplayWarning,
     SessionFormatError,
     SettingsError,
     SourceOverwriteError,
 )
+from pimem.replays.strategies import get_strategy
+from pimem.sessions.samples import sample_dir
+from pimem.sessions.session import load_session
+from pimem.summarizers import local_server as localmodel
+from pimem.summarizers.options import (
+    DEFAULT_DEADLINE,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    parse_deadline,
+    parse_retries,
+    parse_seconds,
+)
+from pimem.summarizers.registry import SUMMARIZER_NAMES
+from pimem.text.messages import message_preview
 
 EXIT_USAGE = 2
 
@@ -70,9 +92,6 @@ def _token_sources(text: str) -> list[str]:
 
 def _strategy(text: str) -> str:
     """A compaction strategy spec (``name`` or ``name:key=value,...``), checked now."""
-    from pimem.errors import ConfigurationError
-    from pimem.replays.strategies import get_strategy
-
     try:
         get_strategy(text)
     except ConfigurationError as exc:
@@ -81,8 +100,6 @@ def _strategy(text: str) -> str:
 
 
 def _summarizer_list(text: str) -> list[str]:
-    from pimem.summarizers import SUMMARIZER_NAMES
-
     names = [part.strip() for part in text.split(",") if part.strip()]
     known = ("openai", "local", *SUMMARIZER_NAMES)
     unknown = [n for n in names if n not in known]
@@ -95,21 +112,18 @@ def _prices(path: str) -> dict:
     """A JSON price file: {model: {input, output, cache_read, cache_write}} in dollars per million tokens."""
     import orjson
 
-    from pimem.replays.cost import _as_price
-    from pimem.errors import ConfigurationError
+    from pimem.replays.cost import as_price
 
     try:
         data = orjson.loads(Path(path).read_bytes())
         if not isinstance(data, dict):
             raise ConfigurationError("the file must hold one JSON object of model -> price")
-        return {k: _as_price(v) for k, v in data.items()}
+        return {k: as_price(v) for k, v in data.items()}
     except (OSError, orjson.JSONDecodeError, ConfigurationError) as exc:
         raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
 
 
 def _load(path: str | Path):
-    from pimem.core.session_manager import SessionFormatError, load_session
-
     p = Path(path)
     if not p.exists():
         raise UserError(f"no such file: {p}")
@@ -130,7 +144,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     that an output folder inside the sessions folder is never read back as sessions. Unusable
     entries of a folder (unreadable, FIFOs) are left out with a warning.
     """
-    from pimem.sessions.discover import _walk_jsonl
+    from pimem.sessions.discover import walk_jsonl
 
     excluded = [os.path.realpath(e) for e in exclude]
 
@@ -142,7 +156,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = [f for f in _walk_jsonl(p) if not mine(f)]
+            found = [f for f in walk_jsonl(p) if not mine(f)]
             if not found:
                 raise UserError(f"no .jsonl session files under {p}")
             paths.extend(found)
@@ -154,8 +168,6 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
 
 
 def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
-    from pimem import summarizers as sm
-
     client = client or {}
     if name == "extractive":
         return sm.ExtractiveSummarizer()
@@ -191,8 +203,6 @@ _NO_LIMIT = "none"
 
 
 def _deadline(text: str) -> float | str:
-    from pimem.summarizers import parse_deadline
-
     value = parse_deadline(text)
     return _NO_LIMIT if value is None else value
 
@@ -209,14 +219,6 @@ def _cli_type(parse):  # noqa: ANN001, ANN202 - a parser's ValueError becomes ar
 
 
 def _add_client_options(a: argparse.ArgumentParser) -> None:
-    from pimem.summarizers import (
-        DEFAULT_DEADLINE,
-        DEFAULT_RETRIES,
-        DEFAULT_TIMEOUT,
-        parse_retries,
-        parse_seconds,
-    )
-
     a.add_argument("--timeout", default=None, type=_cli_type(parse_seconds), metavar="SECONDS",
                    help="env and openai summarizers: seconds without any data from the server before an attempt "
                         f"fails (default: $PIMEM_TIMEOUT, else {DEFAULT_TIMEOUT:g})")
@@ -265,8 +267,6 @@ def _frame_json(df) -> str:
 
 
 def _write_table(df, path: Path) -> None:
-    from pimem.base.files import write_table
-
     write_table(df, path)
 
 
@@ -293,7 +293,6 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
 def cmd_ls(args: argparse.Namespace) -> int:
     """``pimem ls``: one row per session file under a folder (or for one session file)."""
     from pimem.sessions.discover import discover_sessions
-    from pimem.base.tables import as_string
 
     if args.root is not None and not Path(args.root).exists():
         raise UserError(f"no such file or folder: {args.root}")
@@ -314,9 +313,6 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``pimem show``: header, entry counts, context size at the leaf, warnings and the tree."""
-    from pimem.core.compaction.compaction import estimate_context_tokens
-    from pimem.core.session_manager import build_session_context
-
     s = _load(args.session)
     ctx = build_session_context(s)
     try:
@@ -347,15 +343,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     """``pimem context``: the messages the model sees at a leaf, as a table or as JSON."""
-    from pimem.base.js import js_stringify
-    from pimem.core.compaction.compaction import (
-        estimate_context_tokens,
-        estimate_tokens,
-    )
-    from pimem.core.messages import convert_to_llm
-    from pimem.core.session_manager import build_session_context
-    from pimem.base.tables import frame
-
     s = _load(args.session)
     if args.leaf is not None and s.get_entry(args.leaf) is None:
         raise UserError(f"no entry with id {args.leaf!r} in {args.session}")
@@ -383,15 +370,12 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def _preview(message: dict, width: int) -> str:
-    from pimem.text.messages import message_preview
-
     return message_preview(message, width)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``pimem replay``: replay one session under other settings; optionally write it and its events."""
     from pimem.replays.engine import replay
-    from pimem.core.compaction.compaction import CompactionSettings
 
     _check_output(args.output, [args.session])
     _check_output(args.events, [args.session], _TABLE_SUFFIXES)
@@ -405,7 +389,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         strategy=args.strategy)
     for message in result.warnings:
         print(f"pimem: warning: {message}", file=sys.stderr)
-    from pimem.base.tables import format_number
 
     summary = result.summary()
     for k, v in dict(summary).items():
@@ -422,7 +405,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
     from pimem.replays.engine import check_settings
-    from pimem.core.compaction.compaction import CompactionSettings
     from pimem.experiments.sweep import sweep
 
     out = Path(args.output)
@@ -539,8 +521,6 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 def cmd_model(args: argparse.Namespace) -> int:
     """``pimem model``: install, verify, start, stop the local model server; record its summaries."""
-    from pimem.summarizers import local_server as localmodel
-
     try:
         if args.action == "install":
             times = localmodel.install(progress=not args.quiet, build=not args.no_build)
@@ -576,8 +556,6 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def _default_samples() -> Path:
-    from pimem.sessions.samples import sample_dir
-
     return sample_dir()
 
 
@@ -751,8 +729,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
     """pimem's own warnings as one ``pimem: warning:`` line; others as Python shows them."""
-    from pimem.errors import PimemWarning
-
     if issubclass(category, PimemWarning):
         print(f"pimem: warning: {message}", file=sys.stderr)
     else:
@@ -776,8 +752,6 @@ def _escape_unencodable_output() -> None:
 
 
 def _version() -> str:
-    from pimem import __version__
-
     return f"pimem {__version__}"
 
 

@@ -27,9 +27,10 @@ from pimem.base.js import utf16_len
 from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fact_present
 from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
-from pimem.text.sections import section_items, summarizer_text
+from pimem.text.sections import parse_summary, section_items, summarizer_text
 from pimem.errors import ConfigurationError
 from pimem.base.tables import frame
+from pimem.sessions.session import session_or_entries
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
            "measure_docs"]
@@ -150,8 +151,6 @@ def summary_measures(
     carried: Sequence[NeededFact] | None = None,
 ) -> dict[str, Any]:
     """The measures of :data:`MEASURES` for one summary (default: the record's stored one) of one compaction."""
-    from pimem.text.sections import parse_summary
-
     stored = record.summary if summary is None else summary
     written = summarizer_text(stored)
     parsed = parse_summary(stored)
@@ -269,10 +268,7 @@ def compare_sources(
     ``records``: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and
     their cached needed-later facts) across comparisons.
     """
-    from pimem.core.session_manager import load_session
-
-    if isinstance(session, str) or hasattr(session, "__fspath__"):
-        session = load_session(session)
+    session = session_or_entries(session)
     reference = records if records is not None else compaction_records(session, leaf_id=leaf_id, horizon=horizon)
     notes: list[str] = []
     if max_tokens == "matched":
@@ -304,8 +300,7 @@ def compare_sources(
             texts: list[str | None] = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)
         elif _is_session_like(src) and not hasattr(src, "complete"):
-            if isinstance(src, str) or hasattr(src, "__fspath__"):
-                src = load_session(src)
+            src = session_or_entries(src)
             recs, kind = compaction_records(src, horizon=horizon), "recorded"
             texts = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)

@@ -72,7 +72,7 @@ after the first replayed compaction assume the conversation would have continued
 :meth:`ReplayResult.orphan_references` measures how far that is stretched: per compaction, the
 share of the recorded agent's later uses of facts from the summarized span that the context it
 would have had does not hold (``orphan_reference_rate`` in :meth:`ReplayResult.summary`; see
-:mod:`pimem.drift.orphans`). On ``before-compaction.jsonl`` at a 50k window (reserve 4096, keep
+:mod:`pimem.replays.orphans`). On ``before-compaction.jsonl`` at a 50k window (reserve 4096, keep
 8000) it is 17.5% (17 of 97 facts used later), against 0% for the recording's own two
 compactions, which the agent did act on. The optional resume probe
 (:func:`pimem.drift.resume_probe.resume_probe`) asks a real model for the next action from the
@@ -147,7 +147,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 import pandas as pd
 
+from pimem.base.js import parse_iso_ms, utf16_len
 from pimem.core.compaction.compaction import (
+    CompactionSettings,
     ModelInfo,
     TokenCache,
     calculate_context_tokens,
@@ -161,10 +163,15 @@ from pimem.core.session_manager import (
     build_session_projection,
 )
 from pimem.core.settings_manager import lookup_model
+from pimem.sessions.session import Session, as_session
 from pimem.replays.calibration import Calibration, fit_calibration
+from pimem.replays.orphans import orphan_rate, orphan_references
 from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.text.tokenizers import TiktokenCounter
 from pimem.base.tables import frame
+from pimem.core.agent_session import CompactFailedEvent, run_compaction, run_tree_navigation
+from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
+from pimem.summarizers.extractive import ExtractiveSummarizer
 
 if TYPE_CHECKING:
     from pimem.core.agent_session import CompactionReason
@@ -215,19 +222,15 @@ class ReplayResult:
 
     def orphan_references(self) -> pd.DataFrame:
         """Per replayed compaction, the recorded agent's later uses of summarized facts that the
-        replayed context did not hold (:func:`pimem.drift.orphans.orphan_references`; computed once)."""
+        replayed context did not hold (:func:`pimem.replays.orphans.orphan_references`; computed once)."""
         if self._orphans is None:
-            from pimem.drift.orphans import orphan_references
-
             self._orphans = orphan_references(self)
         return self._orphans
 
     def summary(self) -> dict[str, Any]:
         """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
         calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
-        see :mod:`pimem.drift.orphans`)."""
-        from pimem.drift.orphans import orphan_rate
-
+        see :mod:`pimem.replays.orphans`)."""
         ev = self.events
         comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
         failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev
@@ -297,14 +300,6 @@ class ReplayResult:
 # ---------------------------------------------------------------------------------------------
 
 
-def _load(session: Any) -> Any:
-    from pimem.core.session_manager import Session, load_session
-
-    if isinstance(session, Session):
-        return session
-    return load_session(session)
-
-
 def _resolve_model(model: ModelInfo | None, context_window: int | None, current: dict | None) -> ModelInfo:
     """``model``, or the session's current model from the table in ``pimem.core.settings_manager``
     (a 200k-token, 32k-output model when it is not listed); ``context_window`` overrides the window."""
@@ -323,8 +318,6 @@ def _with_window(info: ModelInfo, window: int) -> ModelInfo:
 
 
 def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
-    from pimem.core.session_manager import Session
-
     header = original.header or {}
     # bytes: the same seed as the str for every valid id, and no failure on a lone surrogate
     rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}".encode("utf-8", "surrogatepass"))
@@ -333,7 +326,7 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
     return new, rng
 
 
-def _calibrate(path: Sequence[dict], cache: TokenCache | None = None) -> Calibration:
+def recorded_calibration(path: Sequence[dict], cache: TokenCache | None = None) -> Calibration:
     """The recording's ``recorded_input ≈ overhead + r · E_rec`` (see :mod:`pimem.replays.calibration`)."""
     recorded = _RecordedPath(cache=cache)
     xs: list[float] = []
@@ -385,8 +378,6 @@ def _has_tool_calls(message: dict) -> bool:
 
 
 def _ts_ms(value: Any) -> float | None:
-    from pimem.base.js import parse_iso_ms
-
     if isinstance(value, (int, float)):
         return value
     return parse_iso_ms(value) if isinstance(value, str) else None
@@ -428,8 +419,6 @@ def check_settings(settings: Any, context_window: int | float | None) -> list[st
 class _Replayer:
     def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
                  triggers, hooks, seed, stop_on_error, progress, strategy=None):
-        from pimem.replays.strategies.base import get_strategy
-
         if token_source not in TOKEN_SOURCES:
             raise ConfigurationError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
         if triggers not in TRIGGERS:
@@ -457,7 +446,7 @@ class _Replayer:
         self.rec = _RecordedPath(cache=est_cache)
         counter = TiktokenCounter() if token_source == "tiktoken" else None
         self.rep = ContextTracker(cache=est_cache, counter=counter)
-        self.calibration = _calibrate(self.path, est_cache) if token_source == "calibrated" else Calibration()
+        self.calibration = recorded_calibration(self.path, est_cache) if token_source == "calibrated" else Calibration()
         self.slope = self.calibration.slope
         self.simulated: dict[int, float] = {}  # id(message) -> simulated total
         self.simulated_input: dict[int, float] = {}
@@ -541,8 +530,6 @@ class _Replayer:
         return tokens
 
     def check_point(self, check: str, reason: str, tokens: float, will_retry: bool = False) -> Any:
-        from pimem.replays.strategies.base import CheckPoint
-
         window = self.model_info().context_window
         return CheckPoint(check=check, reason=reason, tokens=tokens, context_window=window,
                           threshold=window - self.settings.reserve_tokens, settings=self.settings,
@@ -644,8 +631,6 @@ class _Replayer:
                 self._row(kind="compact_failed", check="before_call", reason="overflow", error=message_text,
                           fired=False, note="failed", from_hook=False)
                 if self.hooks is not None:
-                    from pimem.core.agent_session import CompactFailedEvent
-
                     self.hooks.emit("compact_failed", CompactFailedEvent(
                         reason="overflow", error_message=message_text, aborted=False, will_retry=False,
                         from_extension=False))
@@ -695,8 +680,6 @@ class _Replayer:
 
     def run_compaction(self, reason: CompactionReason, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
         """Pi's ``_runAutoCompaction`` (``compact()`` for ``manual``) via ``pimem.core.agent_session.run_compaction``."""
-        from pimem.core.agent_session import run_compaction
-
         extra: dict[str, Any] = {}
         if recorded is not None:
             extra = {"recorded_first_kept_entry_id": recorded.get("firstKeptEntryId"),
@@ -758,8 +741,6 @@ class _Replayer:
 
     def apply_context_edits(self, entry: dict) -> None:
         """Append the strategy's context edits before the assistant call of ``entry``."""
-        from pimem.replays.strategies.base import TurnView
-
         if not self.acting():
             return
         edits = self.strategy.context_edits(TurnView(turn=self.turn, context_window=self.model_info().context_window,
@@ -868,8 +849,6 @@ class _Replayer:
 
 
 def _utf16(text: str) -> int:
-    from pimem.base.js import utf16_len
-
     return utf16_len(text)
 
 
@@ -949,16 +928,12 @@ def replay(
     ``"masking:keep_turns=5"`` or a :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi
     0.87.1, see :mod:`pimem.replays.strategies.base`).
     """
-    from pimem.core.compaction.compaction import CompactionSettings
-
-    original = _load(session)
+    original = as_session(session)
     if settings is None:
         settings = CompactionSettings()
     elif isinstance(settings, dict):
         settings = CompactionSettings(**settings)
     if summarizer is None:
-        from pimem.summarizers.extractive import ExtractiveSummarizer
-
         summarizer = ExtractiveSummarizer()
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
         raise ConfigurationError(f"sample must be a non-negative integer, not {sample!r}")
@@ -1014,15 +989,11 @@ def navigate(
     TreeOutcome)`` with ``with_outcome`` (``cancelled``, ``aborted``, ``editor_text``,
     ``summary_entry``, ``entries_to_summarize``, ``common_ancestor_id``).
     """
-    from pimem.core.agent_session import run_tree_navigation
-
-    original = _load(session)
+    original = as_session(session)
     copied = original.copy()
     if old_leaf_id is not None:
         copied.leaf_id = old_leaf_id
     if summarizer is None and summarize:
-        from pimem.summarizers.extractive import ExtractiveSummarizer
-
         summarizer = ExtractiveSummarizer()
     if model is None:
         ctx_model = build_session_projection(copied).model

@@ -15,16 +15,18 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 import pandas as pd
 
+from pimem.base.files import MAX_LINE_BYTES, file_kind, open_regular
+from pimem.base.js import loads_line, parse_iso_ms
 from pimem.core.pi_ai import content_text
 from pimem.base.tables import as_string, category_array, frame, str_array
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pimem.core.session_manager import Session
+from pimem.errors import SessionFormatError, SkippedFileWarning
+from pimem.sessions import frames
+from pimem.sessions.session import Session, load_session
 
 __all__ = [
     "Corpus",
@@ -99,7 +101,6 @@ def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
 def _skip(path: str, why: str) -> None:
     import warnings
 
-    from pimem.errors import SkippedFileWarning
 
     warnings.warn(f"{path}: {why}; left out", SkippedFileWarning, stacklevel=3)
 
@@ -108,7 +109,7 @@ def _walk_error(exc: OSError) -> None:
     _skip(exc.filename or "?", f"cannot read folder: {exc.strerror or exc}")
 
 
-def _walk_jsonl(root: Path) -> list[Path]:
+def walk_jsonl(root: Path) -> list[Path]:
     """Every ``*.jsonl`` file under ``root`` (any depth, symlinked folders followed once), sorted.
 
     What cannot be used is left out with a :class:`~pimem.errors.SkippedFileWarning` naming it:
@@ -117,7 +118,6 @@ def _walk_jsonl(root: Path) -> list[Path]:
     """
     import stat as stat_mod
 
-    from pimem.base.files import file_kind
 
     found: list[Path] = []
     seen_dirs: set[str] = set()
@@ -147,7 +147,7 @@ def _walk_jsonl(root: Path) -> list[Path]:
 def _resolve_paths(paths_or_root: str | os.PathLike | Iterable[str | os.PathLike] | None) -> list[Path]:
     """A folder (walked for ``*.jsonl``), one file, or an iterable of files/folders."""
     if paths_or_root is None:
-        return _walk_jsonl(default_sessions_dir())
+        return walk_jsonl(default_sessions_dir())
     if isinstance(paths_or_root, (str, os.PathLike)):
         items: list[str | os.PathLike] = [paths_or_root]
     else:
@@ -156,7 +156,7 @@ def _resolve_paths(paths_or_root: str | os.PathLike | Iterable[str | os.PathLike
     for item in items:
         p = Path(item)
         if p.is_dir():
-            out.extend(_walk_jsonl(p))
+            out.extend(walk_jsonl(p))
         else:
             out.append(p)
     return out
@@ -177,7 +177,6 @@ def _parse_line(line: bytes) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         pass
-    from pimem.base.js import loads_line
 
     try:
         return loads_line(line)
@@ -189,7 +188,6 @@ def _iso_ms(value: Any) -> float | None:
     """``new Date(value).getTime()`` for the ISO strings Pi writes; ``None`` when invalid."""
     if not isinstance(value, str):
         return None
-    from pimem.base.js import parse_iso_ms
 
     ms = parse_iso_ms(value)
     return None if ms is None else float(ms)
@@ -208,8 +206,6 @@ class _LineTooLong(Exception):
 
 def _bounded_lines(f: Any) -> Iterator[bytes]:
     """The lines of ``f`` (with their newline); :class:`_LineTooLong` past ``MAX_LINE_BYTES``."""
-    from pimem.base.files import MAX_LINE_BYTES
-
     readline = f.readline
     while True:
         line = readline(MAX_LINE_BYTES + 1)
@@ -299,9 +295,6 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
     Files that are not sessions (empty, unreadable, first entry not a header) give a row
     with only ``path``, ``size_bytes`` and ``error`` set. Never raises for bad content.
     """
-    from pimem.errors import SessionFormatError
-    from pimem.base.files import MAX_LINE_BYTES, open_regular
-
     p = Path(path)
     try:
         with open_regular(p, buffering=_READ_BUFFER) as f:
@@ -430,7 +423,7 @@ def discover_sessions(
     such entries are skipped for the columns they would feed.
     """
     base = Path(root) if root is not None else default_sessions_dir()
-    paths = _walk_jsonl(base) if base.is_dir() else ([base] if os.path.lexists(base) else [])
+    paths = walk_jsonl(base) if base.is_dir() else ([base] if os.path.lexists(base) else [])
     if workers is None:
         use_workers = _default_workers() if _worth_parallel(paths) else 1
     else:
@@ -461,8 +454,6 @@ def _gc_paused() -> Iterator[None]:
 
 def _load_one(path: Path, seed: int | str | None = None) -> tuple[str, "Session | None", tuple[str, str] | None]:
     """Load one file; never raises: returns (path, session, None) or (path, None, (type, message))."""
-    from pimem.core.session_manager import load_session
-
     try:
         file_seed = None if seed is None else f"{seed}:{os.fspath(path)}"
         return str(path), load_session(path, seed=file_seed), None
@@ -533,39 +524,27 @@ class Corpus:
 
     def entries_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.entries_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.entries_df)
 
     def messages_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.messages_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.messages_df)
 
     def tool_calls_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.tool_calls_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.tool_calls_df)
 
     def usage_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.usage_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.usage_df)
 
     def compactions_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.compactions_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.compactions_df)
 
 
 def frame_template(frame: Callable[["Session"], pd.DataFrame]) -> pd.DataFrame:
     """The empty frame (right columns and dtypes) a frame function gives for an empty session."""
-    from pimem.core.session_manager import Session
-
     return frame(Session({"type": "session", "version": 3, "id": "", "timestamp": "", "cwd": ""}, []))
 
 

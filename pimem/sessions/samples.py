@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pimem.sessions.session import load_session
+
 if TYPE_CHECKING:
-    from pimem.core.session_manager import Session
+    from pimem.sessions.session import Session
 
 
 def sample_dir() -> Path:
@@ -31,6 +33,4 @@ def sample_session_paths() -> list[Path]:
 
 def load_samples() -> dict[str, "Session"]:
     """Every bundled sample, loaded, keyed by file stem."""
-    from pimem.core.session_manager import load_session
-
     return {p.stem: load_session(p) for p in sample_session_paths()}

@@ -73,6 +73,8 @@ import pandas as pd
 
 from pimem.errors import ConfigurationError
 from pimem.base.tables import frame
+from pimem.core.session_manager import session_entry_to_context_messages
+from pimem.text.messages import text_blocks
 
 FACT_KINDS: tuple[str, ...] = ("path", "identifier", "error", "command", "number", "constraint", "decision")
 
@@ -226,20 +228,8 @@ def normalize_number(num: str, unit: str) -> str:
 # --------------------------------------------------------------------------- message access
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text" and b.get("text")
-        )
-    return ""
-
-
 def _entry_messages(entry: dict) -> list[dict]:
     """Messages an entry contributes, via Pi's projection helper."""
-    from pimem.core.session_manager import session_entry_to_context_messages
-
     return [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
 
 
@@ -305,7 +295,8 @@ def _identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
     return found
 
 
-def _numbers_in_text(text: str) -> list[tuple[str, int, str]]:
+def numbers_in_text(text: str) -> list[tuple[str, int, str]]:
+    """Each number with a unit in ``text``: (normalized value, offset, text as written)."""
     return [(normalize_number(m.group(1), m.group(2)), m.start(), m.group(0)) for m in _NUMBER.finditer(text)]
 
 
@@ -379,7 +370,7 @@ def extract_facts(
         for v, off, sur in _identifiers_in_text(text):
             add("identifier", v, eid, pos, off, role, source, sur)
         prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
-        for v, off, sur in _numbers_in_text(prose):
+        for v, off, sur in numbers_in_text(prose):
             add("number", v, eid, pos, off, role, source, sur)
         if role == "user":
             for v, off, sur in _sentences(text, _CONSTRAINT):
@@ -391,7 +382,7 @@ def extract_facts(
     for pos, (eid, msg) in enumerate(iter_messages(items)):
         role = msg.get("role", "")
         if role in ("user", "custom"):
-            from_text(_text_of(msg.get("content")), eid, pos, "user" if role == "user" else role, "text")
+            from_text(text_blocks(msg.get("content")), eid, pos, "user" if role == "user" else role, "text")
         elif role in ("branchSummary", "compactionSummary"):
             if role == "branchSummary":
                 from_text(str(msg.get("summary", "")), eid, pos, role, "text")
@@ -419,7 +410,7 @@ def extract_facts(
                             for c in _split_commands(args["command"]):
                                 add("command", fold(c), eid, pos, 0, role, "tool_call", c)
         elif role == "toolResult":
-            text = _text_of(msg.get("content"))
+            text = text_blocks(msg.get("content"))
             for line, off in _error_lines(text, bool(msg.get("isError"))):
                 add("error", fold(line), eid, pos, off, role, "tool_result", line)
         elif role == "bashExecution":
@@ -567,7 +558,7 @@ class SummaryIndex:
 
     @cached_property
     def numbers(self) -> set[str]:
-        return {v for v, _, _ in _numbers_in_text(self.text)}
+        return {v for v, _, _ in numbers_in_text(self.text)}
 
     def has_path(self, path: str) -> bool:
         segs = tuple(path.split("/"))
