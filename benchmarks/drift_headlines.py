@@ -32,7 +32,8 @@ from pimem.summarizers.extractive import ExtractiveSummarizer
 ROOT = Path(__file__).resolve().parents[1]
 REAL = Path(os.environ.get("PIMEM_SHARED_DIR", ROOT.parent / "shared")) / "datasets" / "pi-mono"
 LABELS = ROOT / "datasets" / "labels" / "before-compaction.facts.jsonl"
-ROWS = ["needed_recall", "needed_recall_constraint", "needed_recall_decision", "needed_recall_error",
+ROWS = ["score", "recall_faithful", "faithfulness", "claims_contradicted", "claims_invented", "budget_tokens",
+        "needed_recall", "needed_recall_constraint", "needed_recall_decision", "needed_recall_error",
         "needed_recall_artifact", "needed_recall_reference", "needed_recall_carried", "n_needed", "fact_recall",
         "content_sections", "conformance", "written_tokens", "pipeline_modified_recall"]
 
@@ -46,7 +47,7 @@ def _markdown(table: pd.DataFrame) -> str:
             v = table.loc[measure, c]
             if v is None or (isinstance(v, float) and math.isnan(v)):
                 cells.append("–")
-            elif measure in ("written_tokens", "n_needed"):
+            elif measure in ("written_tokens", "n_needed", "budget_tokens", "claims_contradicted", "claims_invented"):
                 cells.append(f"{v:,.0f}")
             else:
                 cells.append(f"{v:.2f}")

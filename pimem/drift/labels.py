@@ -27,16 +27,17 @@ from typing import Any
 
 import pandas as pd
 
+from pimem.base.bundled import bundled_dir
 from pimem.drift.chat import JudgeError, ask, require_chat_model
 from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, numbers_in_text, fact_present, fold, normalize_path
 from pimem.errors import ConfigurationError, PimemError
 from pimem.base.tables import frame
 from pimem.drift.needed import used_later as auto_used
 from pimem.drift.records import compaction_records
-from pimem.sessions.session import session_or_entries
+from pimem.sessions.load import session_or_entries
 from pimem.text.sections import summarizer_text
 
-__all__ = ["LABEL_FIELDS", "LabelFormatError", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
+__all__ = ["LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
 
 LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kind", "text", "source_entry_id",
@@ -47,6 +48,11 @@ LABELS = ("present", "absent", "contradicted")
 
 class LabelFormatError(PimemError, ValueError):
     """A labelled-facts file that does not follow the format (the message names file and line)."""
+
+
+def labels_dir() -> Path:
+    """The bundled hand-labelled sets (``datasets/labels`` of a source checkout, ``pimem/data/labels`` of a wheel)."""
+    return bundled_dir("labels", "*.facts.jsonl")
 
 
 def load_labels(path: str | os.PathLike[str]) -> pd.DataFrame:

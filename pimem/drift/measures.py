@@ -5,6 +5,13 @@ no ``<read-files>``/``<modified-files>`` blocks, which ``compact()`` appends for
 grounds "what mattered" in the recorded trajectory (:mod:`pimem.drift.needed`), never in the
 extractive summarizer's marker rules. The file lists are reported apart, as a check of Pi's pipeline.
 
+The headline is ``score`` = ``recall_faithful`` × ``faithfulness`` (:mod:`pimem.drift.faithfulness`):
+needed-later recall counted only in claims that the span or the previous summary supports and that say
+something about their names, times the share of the summary's checkable claims that are supported. Recall
+alone pays a dump of names; faithfulness alone pays saying little; their product pays neither, and an
+invented, stale, negated or altered claim costs twice (it holds no recall and lowers faithfulness). How
+the measures order rewrites of real summaries is measured by :mod:`pimem.drift.metaeval`.
+
 :data:`MEASURES` says, for each column, what it measures, what it rewards and how it can be gamed.
 :func:`summary_measures` computes them for one summary of one compaction; :func:`compare_sources`
 puts any set of named summary sources side by side on the same compactions — the summaries stored in
@@ -30,7 +37,8 @@ from pimem.drift.records import CompactionRecord, compaction_records, resummariz
 from pimem.text.sections import parse_summary, section_items, summarizer_text
 from pimem.errors import ConfigurationError
 from pimem.base.tables import frame
-from pimem.sessions.session import session_or_entries
+from pimem.drift.faithfulness import faithfulness_measures
+from pimem.sessions.load import session_or_entries
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
            "measure_docs"]
@@ -40,14 +48,52 @@ CONTENT_SECTIONS: tuple[str, ...] = ("goal", "constraints", "done", "in_progress
 
 # name -> (group, what it measures, what it rewards, how it can be gamed)
 MEASURES: dict[str, tuple[str, str, str, str]] = {
+    "score": (
+        "headline",
+        "recall_faithful × faithfulness: the needed-later facts the summary states faithfully and "
+        "informatively (each fact weighted by its class), discounted by the share of its checkable claims "
+        "that the span and previous summary do not support (faithfulness 1 when it makes no claim)",
+        "stating what the session went on to need, in sentences the conversation supports, and nothing else",
+        "neither names nor invention pays: a bare list of names earns no recall (it says nothing about them), "
+        "an invented, stale or contradicted claim lowers faithfulness, a summary of another span or session "
+        "scores near 0; copying the span verbatim is faithful, so read it at matched length",
+    ),
+    "recall_faithful": (
+        "headline part",
+        "needed-later recall counted only in supported, informative claims (a claim with two or more words "
+        "of its own or of its lead-in besides its names), each fact weighted by its class (3/3/2/2/1), "
+        "pooled over the compaction's facts",
+        "keeping the needed facts in statements that are true of the span",
+        "a long faithful summary: compare at matched length",
+    ),
+    "faithfulness": (
+        "headline part",
+        "share of the summary's checkable claims (lines with a name or two words) that the span or the "
+        "previous summary supports (pimem.drift.faithfulness)",
+        "saying only what the conversation shows",
+        "copying the span, or saying little: read with recall and length; NaN without a checkable claim",
+    ),
+    "claims_contradicted": ("faithfulness", "claims the span states otherwise (changed value, negation, "
+                            "reversed decision; pimem.drift.contradictions)", "–", "a count; see contradicted_*"),
+    "claims_from_later": ("faithfulness", "claims not supported by the span but by the session after the "
+                          "compaction: knowledge the summarizer could not have had", "–", "a count"),
+    "claims_other_session": ("faithfulness", "claims supported only by another session's text (when given)",
+                             "–", "a count"),
+    "claims_invented": ("faithfulness", "claims supported by nothing the summarizer saw, nor by the later "
+                        "session", "–", "a count"),
+    "claims_bare": ("faithfulness", "supported claims that only name things (a list of names)", "–",
+                    "a count; a name dump is mostly bare claims"),
+    "n_claims": ("faithfulness", "checkable claims (the faithfulness denominator)", "–", "not a score"),
     "needed_recall": (
-        "content",
+        "content (former headline)",
         "needed-later recall per class (facts of the span that the recording used after the compaction "
         "and the kept tail does not show), averaged over the classes present with weights constraint 3, "
-        "decision 3, error 2, written file 2, other names 1",
+        "decision 3, error 2, written file 2, other names 1; a class of one fact weighs as much as a class "
+        "of fifty, so a few facts carry most of it",
         "keeping what the session went on to need, above all the user's constraints and the decisions",
-        "a long dump of every name in the span; compare at matched length (this table) and on the "
-        "recall-vs-tokens curve, and read the per-class columns",
+        "a dump of the span's names at the real summary's length beats real summaries; wrong or negated "
+        "content costs nothing (the meta-evaluation, pimem.drift.metaeval); kept for comparison with "
+        "earlier results, not as a headline",
     ),
     "needed_recall_constraint": (
         "content", "needed-later recall of user constraints and preferences alone",
@@ -107,6 +153,8 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
         "format", "share of the template's sections present by heading",
         "following the template's headings", "the empty template scores 1.0",
     ),
+    "budget_tokens": ("length", "the budget a summarizer was given (max_tokens): at matched length, the "
+                      "recorded summary's written_tokens", "–", "not a score; NaN for stored summaries"),
     "written_tokens": ("length", "Pi's estimate (UTF-16 length ÷ 4) of the text the summarizer wrote",
                        "–", "not a score: the length every other column must be read against"),
     "stored_tokens": ("length", "Pi's estimate of the stored summary, file blocks included (its context cost)",
@@ -149,8 +197,13 @@ def summary_measures(
     span_facts: Sequence[Fact] | None = None,
     weights: Mapping[str, float] | None = None,
     carried: Sequence[NeededFact] | None = None,
+    others: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """The measures of :data:`MEASURES` for one summary (default: the record's stored one) of one compaction."""
+    """The measures of :data:`MEASURES` for one summary (default: the record's stored one) of one compaction.
+
+    ``others``: :class:`pimem.drift.faithfulness.SourceText` of other sessions, so that claims taken from
+    them are counted as ``claims_other_session`` rather than invented.
+    """
     stored = record.summary if summary is None else summary
     written = summarizer_text(stored)
     parsed = parse_summary(stored)
@@ -185,6 +238,7 @@ def summary_measures(
         (parsed.read_files or []) if blocks else None, record.read_files)
     row["pipeline_modified_precision"], row["pipeline_modified_recall"] = _pr(
         (parsed.modified_files or []) if blocks else None, record.modified_files)
+    row.update(faithfulness_measures(record, stored, needed=needed, others=others))
     return row
 
 
@@ -255,6 +309,7 @@ def compare_sources(
     leaf_id: str | None = None,
     horizon: str = "end",
     records: list[CompactionRecord] | None = None,
+    matched: bool | None = None,
 ) -> Comparison:
     """Measure named summary sources on the compactions of ``session``.
 
@@ -266,11 +321,21 @@ def compare_sources(
     length of the summary ``session`` recorded for it, an int or one int per compaction a fixed
     budget, None Pi's own ``0.8 × reserveTokens``. Adding a column needs only another entry.
     ``records``: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and
-    their cached needed-later facts) across comparisons.
+    their cached needed-later facts) across comparisons. ``matched=True`` is ``max_tokens="matched"``,
+    ``matched=False`` Pi's own budget (``max_tokens=None``); giving both with different meanings is an
+    error. The budget each summarizer got is the ``budget_tokens`` row of :attr:`Comparison.table`.
     """
     session = session_or_entries(session)
     reference = records if records is not None else compaction_records(session, leaf_id=leaf_id, horizon=horizon)
     notes: list[str] = []
+    if matched is not None:
+        if not isinstance(matched, bool):
+            raise ConfigurationError(f"matched must be True or False, not {matched!r}")
+        wanted: Any = "matched" if matched else None
+        if max_tokens not in ("matched", wanted):
+            raise ConfigurationError(f"matched={matched} contradicts max_tokens={max_tokens!r}: give one of them "
+                                     f"(matched=True is max_tokens='matched', matched=False is max_tokens=None)")
+        max_tokens = wanted
     if max_tokens == "matched":
         budgets: Any = [max(1, _tokens(r.written)) for r in reference]
     elif isinstance(max_tokens, str):
@@ -322,6 +387,7 @@ def compare_sources(
             needed, facts, carried = needed_for(recs, k)
             needed_by[name].append(needed)
             row: dict[str, Any] = {"source": name, "kind": kind, "compaction": rec.index, "max_tokens": limit,
+                                   "budget_tokens": float(limit) if isinstance(limit, (int, float)) else math.nan,
                                    "error": error}
             if text is not None:
                 row.update(summary_measures(rec, text, needed=needed, span_facts=facts, weights=weights,

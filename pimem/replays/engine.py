@@ -163,7 +163,8 @@ from pimem.core.session_manager import (
     build_session_projection,
 )
 from pimem.core.settings_manager import lookup_model
-from pimem.sessions.session import Session, as_session
+from pimem.sessions.session import Session
+from pimem.sessions.load import as_session
 from pimem.replays.calibration import Calibration, fit_calibration
 from pimem.replays.orphans import orphan_rate, orphan_references
 from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
@@ -263,7 +264,8 @@ class ReplayResult:
             **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
                if self.token_source == "calibrated" else {}),
             "floored_calls": self.floored_calls,
-            "orphan_references": int(self.orphan_references()["references"].sum()),
+            "references_checked": int(self.orphan_references()["references"].sum()),
+            "orphans": int(self.orphan_references()["orphans"].sum()),
             "orphan_reference_rate": orphan_rate(self.orphan_references()),
             "token_source": self.token_source,
             "triggers": self.triggers,

@@ -28,6 +28,15 @@ facts of the kinds an assistant turn can state (paths, identifiers, numbers, dec
 itself can be measured the same way: there the agent *did* act on that context, so their rate is
 a closed-loop baseline (facts the agent knew anyway, or re-derived without a visible trace).
 
+What it describes: the replay, not the summary. A fact counts at its first later use, and most
+facts the agent uses again were re-established before that use by the kept tail or by later messages
+(the agent re-reads the file, the user repeats the name), so the rate hardly moves with the summary:
+on ``before-compaction.jsonl`` the real summaries leave 0 orphans of 76 references, another session's
+summary in their place 2, and an empty summary 2 as well. Read it as "how much of the recorded agent's behaviour a replayed
+context could not have supported", a property of the replay's cut points and kept tail; to judge a
+summary use :mod:`pimem.drift.measures` (``score``). The replay summary's ``references_checked``
+counts the references checked (the denominator), ``orphans`` the orphans among them.
+
 What it rewards and how it can be gamed: a summary that repeats many facts lowers it; so does a
 long kept tail. Facts a capable agent can recover without the context (a conventional file name)
 count as orphans, so the rate is an upper bound on dependence on forgotten context. Facts are
@@ -45,7 +54,7 @@ import pandas as pd
 from pimem.base.tables import frame
 from pimem.core.session_manager import build_session_path, build_session_projection, session_entry_to_context_messages
 from pimem.sessions.compactions import compaction_spans
-from pimem.sessions.session import SessionLike, session_or_entries
+from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold
 
 __all__ = ["orphan_references", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]

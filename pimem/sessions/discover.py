@@ -1,4 +1,8 @@
-"""Finding Pi session files on disk and loading many of them at once.
+"""Finding session files on disk and loading many of them at once.
+
+Pi's own sessions, and the transcripts of Claude Code (``~/.claude/projects/<project>/<id>.jsonl``)
+and Codex (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``), which load as Pi sessions through
+:mod:`pimem.sessions.importers` (plain or ``.jsonl.gz``).
 
 ``discover_sessions`` lists session files cheaply (one pass of ``orjson`` over each file, no
 ``Session`` objects), computing what Pi's session picker shows (``buildSessionInfo`` in
@@ -20,16 +24,22 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import orjson
 import pandas as pd
 
-from pimem.base.files import MAX_LINE_BYTES, file_kind, open_regular
+from pimem.base.files import MAX_LINE_BYTES, file_kind, open_regular, read_output_marker
 from pimem.base.js import loads_line, parse_iso_ms
 from pimem.core.pi_ai import content_text
+from pimem.core.session_manager import not_a_header
 from pimem.base.tables import as_string, category_array, frame, str_array
 from pimem.errors import SessionFormatError, SkippedFileWarning
 from pimem.sessions import frames
-from pimem.sessions.session import Session, load_session
+from pimem.sessions.session import Session
+from pimem.sessions.load import load_session, sniff_format
 
 __all__ = [
     "Corpus",
+    "claude_projects_dir",
+    "codex_sessions_dir",
+    "dedupe_session_paths",
+    "default_session_files",
     "default_sessions_dir",
     "discover_sessions",
     "load_sessions",
@@ -39,6 +49,9 @@ __all__ = [
 ENV_AGENT_DIR = "PI_CODING_AGENT_DIR"
 ENV_SESSION_DIR = "PI_CODING_AGENT_SESSION_DIR"
 CONFIG_DIR_NAME = ".pi"
+ENV_CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
+ENV_CODEX_HOME = "CODEX_HOME"
+SESSION_SUFFIXES = (".jsonl", ".jsonl.gz")
 
 # Below this many bytes in total, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -61,6 +74,7 @@ DISCOVER_COLUMNS = [
     "first_user_message",
     "parent_session",
     "error",
+    "source_format",
 ]
 
 _BOM = b"\xef\xbb\xbf"
@@ -98,6 +112,50 @@ def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
     return base / "sessions"
 
 
+def claude_projects_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where Claude Code keeps its transcripts: ``$CLAUDE_CONFIG_DIR/projects``, else ``~/.claude/projects``."""
+    env_vars: Mapping[str, str] = os.environ if env is None else env
+    base = env_vars.get(ENV_CLAUDE_CONFIG_DIR)
+    return (_expand_pi_path(base) if base else Path.home() / ".claude") / "projects"
+
+
+def codex_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where Codex keeps its rollouts: ``$CODEX_HOME/sessions``, else ``~/.codex/sessions``."""
+    env_vars: Mapping[str, str] = os.environ if env is None else env
+    base = env_vars.get(ENV_CODEX_HOME)
+    return (_expand_pi_path(base) if base else Path.home() / ".codex") / "sessions"
+
+
+def _regular_files(paths: Iterable[Path]) -> list[Path]:
+    import stat as stat_mod
+
+    out = []
+    for p in paths:
+        try:
+            if stat_mod.S_ISREG(os.stat(p).st_mode):
+                out.append(p)
+        except OSError:
+            pass
+    return out
+
+
+def default_session_files(env: Mapping[str, str] | None = None) -> list[Path]:
+    """Every session file where the agents keep them: Pi's sessions folder (walked), Claude Code's
+    ``projects/*/*.jsonl`` (a project's ``<id>/subagents/`` transcripts are left out: load them
+    one by one) and Codex's ``sessions/**/rollout-*.jsonl``. Missing folders give nothing."""
+    found: list[Path] = []
+    pi = default_sessions_dir(env)
+    if pi.is_dir():
+        found += walk_jsonl(pi)
+    claude = claude_projects_dir(env)
+    if claude.is_dir():
+        found += sorted(_regular_files(claude.glob("*/*.jsonl")))
+    codex = codex_sessions_dir(env)
+    if codex.is_dir():
+        found += sorted(_regular_files([*codex.glob("**/rollout-*.jsonl"), *codex.glob("**/rollout-*.jsonl.gz")]))
+    return found
+
+
 def _skip(path: str, why: str) -> None:
     import warnings
 
@@ -110,44 +168,127 @@ def _walk_error(exc: OSError) -> None:
 
 
 def walk_jsonl(root: Path) -> list[Path]:
-    """Every ``*.jsonl`` file under ``root`` (any depth, symlinked folders followed once), sorted.
+    """Every ``*.jsonl`` and ``*.jsonl.gz`` file under ``root`` (any depth, symlinked folders
+    followed once), sorted.
 
     What cannot be used is left out with a :class:`~pimem.errors.SkippedFileWarning` naming it:
     unreadable folders, and ``*.jsonl`` names that are not regular files (FIFOs, devices,
     sockets, broken links, symlink loops). A folder named ``*.jsonl`` is walked like any folder.
+    pimem's own outputs are left out silently: folders below ``root`` that pimem wrote (a study)
+    and files it lists as written in a folder (a sweep's table and log, a replay), both recognised
+    by the marker file :data:`pimem.base.files.OUTPUT_MARKER`. The walk is iterative, so any depth
+    of nesting works.
     """
     import stat as stat_mod
 
 
     found: list[Path] = []
-    seen_dirs: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, onerror=_walk_error, followlinks=True):
-        real = os.path.realpath(dirpath)
-        if real in seen_dirs:
-            dirnames[:] = []
+    seen_dirs: set[tuple[int, int]] = set()  # (device, inode): a folder reached twice (symlinks) is walked once
+    stack = [os.fspath(root)]
+    while stack:
+        dirpath = stack.pop()
+        try:
+            st = os.stat(dirpath)
+            with os.scandir(dirpath) as it:
+                children = list(it)
+        except OSError as exc:
+            _walk_error(exc)
             continue
-        seen_dirs.add(real)
-        dirnames.sort()
-        for name in filenames:
-            if name.endswith(".jsonl"):
-                full = os.path.join(dirpath, name)
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            continue
+        seen_dirs.add((st.st_dev, st.st_ino))
+        written = read_output_marker(dirpath)
+        if written is not None and "*" in written and dirpath != os.fspath(root):
+            continue  # a folder pimem wrote (a study): never its input
+        subdirs = []
+        for child in children:
+            try:
+                is_dir = child.is_dir(follow_symlinks=True)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                subdirs.append(child.path)
+            elif child.name.endswith(SESSION_SUFFIXES):
+                if written is not None and child.name in written:
+                    continue  # a file pimem wrote here (a replay, a sweep log)
                 try:
-                    mode = os.stat(full).st_mode
+                    mode = os.stat(child.path).st_mode
                 except OSError as exc:
-                    _skip(full, f"cannot read file: {exc.strerror or exc}")
+                    _skip(child.path, f"cannot read file: {exc.strerror or exc}")
                     continue
                 if stat_mod.S_ISREG(mode):
-                    found.append(Path(full))
+                    found.append(Path(child.path))
                 else:
-                    _skip(full, f"{file_kind(mode)}, not a session file")
+                    _skip(child.path, f"{file_kind(mode)}, not a session file")
+        stack.extend(sorted(subdirs, reverse=True))
     found.sort()
     return found
+
+
+def dedupe_session_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """``paths`` with each session file once: the same file given again (the same path, another
+    path to it, a symlink) or a copy with identical bytes is left out with a
+    :class:`~pimem.errors.SkippedFileWarning` saying which file it repeats."""
+    import hashlib
+    import warnings
+
+
+    kept: list[Path] = []
+    by_real: dict[str, Path] = {}
+    by_size: dict[int, list[Path]] = {}
+    digests: dict[Path, str] = {}
+
+    def digest(path: Path) -> str | None:
+        if path not in digests:
+            h = hashlib.sha256()
+            try:
+                with open(path, "rb") as f:
+                    while block := f.read(1 << 20):
+                        h.update(block)
+            except OSError:
+                return None
+            digests[path] = h.hexdigest()
+        return digests[path]
+
+    for item in paths:
+        path = Path(item)
+        real = os.path.realpath(path)
+        first = by_real.get(real)
+        if first is not None:
+            warnings.warn(f"{path}: the same file as {first}; counted once", SkippedFileWarning, stacklevel=2)
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            by_real[real] = path
+            kept.append(path)  # what cannot be read is reported by whoever reads it
+            continue
+        twin = None
+        if _is_regular(st.st_mode):
+            for other in by_size.get(st.st_size, []):
+                if digest(other) is not None and digest(other) == digest(path):
+                    twin = other
+                    break
+        if twin is not None:
+            warnings.warn(f"{path}: the same content as {twin} (a copy); counted once", SkippedFileWarning,
+                          stacklevel=2)
+            continue
+        by_real[real] = path
+        by_size.setdefault(st.st_size, []).append(path)
+        kept.append(path)
+    return kept
+
+
+def _is_regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
 
 
 def _resolve_paths(paths_or_root: str | os.PathLike | Iterable[str | os.PathLike] | None) -> list[Path]:
     """A folder (walked for ``*.jsonl``), one file, or an iterable of files/folders."""
     if paths_or_root is None:
-        return walk_jsonl(default_sessions_dir())
+        return default_session_files()
     if isinstance(paths_or_root, (str, os.PathLike)):
         items: list[str | os.PathLike] = [paths_or_root]
     else:
@@ -245,9 +386,9 @@ def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, floa
                 seen_content = True
             if not entry:  # blank, malformed, or a falsy JSON value (Pi's ``if (entry)``)
                 continue
-            if not (isinstance(entry, dict) and entry.get("type") == "session" and isinstance(entry.get("id"), str)):
-                what = f"a {entry.get('type')!r} entry" if isinstance(entry, dict) else f"a JSON {type(entry).__name__}"
-                return f"not a Pi session: first entry (line {line_no}) is {what}, not a session header"
+            problem = not_a_header(entry)
+            if problem is not None:
+                return f"line {line_no}: {problem}"
             header = entry
             continue
         if not entry or not isinstance(entry, dict):
@@ -308,7 +449,7 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
         return _error_row(p, None, f"not a Pi session: a line longer than {MAX_LINE_BYTES} bytes")
     size = stat.st_size
     if isinstance(scanned, str):
-        return _error_row(p, size, scanned)
+        return _imported_row(p, size) or _error_row(p, size, scanned)
     header, entry_count, message_count, name, first_message, last_activity = scanned
 
     header_ms = _iso_ms(header.get("timestamp"))
@@ -337,6 +478,44 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
     }
 
 
+def _imported_row(p: Path, size: int) -> dict[str, Any] | None:
+    """The discovery row of a Claude Code or Codex transcript (imported in full), else None."""
+    try:
+        fmt = sniff_format(p)
+    except (SessionFormatError, OSError):
+        return None
+    if fmt not in ("claude-code", "codex"):
+        return None
+    try:
+        session = load_session(p, format=fmt)  # type: ignore[arg-type]
+    except (SessionFormatError, OSError) as exc:
+        row = _error_row(p, size, f"{fmt} transcript that cannot be imported: {exc}")
+        row["source_format"] = fmt
+        return row
+    messages = [e["message"] for e in session.entries if e.get("type") == "message"]
+    activity = [m.get("timestamp") for m in messages if m.get("role") in ("user", "assistant")]
+    stamps = [float(t) for t in activity if isinstance(t, (int, float)) and not isinstance(t, bool)]
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    first_text = content_text(first.get("content"), " ") if first is not None else ""
+    header = session.header
+    return {
+        "path": str(p),
+        "session_id": session.id,
+        "cwd": header.get("cwd") if isinstance(header.get("cwd"), str) else "",
+        "started_ms": _iso_ms(header.get("timestamp")),
+        "modified_ms": max(stamps) if stamps else _iso_ms(header.get("timestamp")),
+        "name": session.name,
+        "entry_count": len(session.entries),
+        "message_count": len(messages),
+        "size_bytes": size,
+        "version": header.get("version"),
+        "first_user_message": first_text or None,
+        "parent_session": None,
+        "error": None,
+        "source_format": fmt,
+    }
+
+
 def _scan_many(paths: Sequence[Path]) -> list[dict[str, Any]]:
     return [scan_session_file(p) for p in paths]
 
@@ -347,6 +526,8 @@ def _ms_to_utc(values: Sequence[Any]) -> pd.Series:
 
 
 def _rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    # a Pi session's row has no source_format (an imported one has it): "pi"
+    rows = [r if "source_format" in r or r.get("error") is not None else {**r, "source_format": "pi"} for r in rows]
     df = frame(rows)
     for col in ("started_ms", "modified_ms", *DISCOVER_COLUMNS):
         if col not in df.columns:
@@ -358,6 +539,7 @@ def _rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         df[col] = pd.array(df[col].tolist(), dtype="Int64")
     for col in ("path", "session_id", "cwd", "name", "first_user_message", "parent_session", "error"):
         df[col] = as_string(df[col])
+    df["source_format"] = pd.Categorical(df["source_format"].tolist())
     return df
 
 
@@ -388,9 +570,11 @@ def discover_sessions(
     *,
     workers: int | None = None,
 ) -> pd.DataFrame:
-    """List the Pi session files under ``root`` (default: ``default_sessions_dir()``).
+    """List the session files under ``root`` (default: :func:`default_session_files`: Pi's,
+    Claude Code's and Codex's folders).
 
-    ``root`` is walked recursively for ``*.jsonl`` files. Each file is read once and its lines
+    ``root`` is walked recursively for ``*.jsonl`` and ``*.jsonl.gz`` files. A Claude Code
+    transcript or Codex rollout is imported (``pimem.sessions.importers``) to fill its row. Each file is read once and its lines
     parsed with ``orjson`` (no ``Session`` objects are built). With ``workers`` > 1, or by default
     when the files total more than ``PARALLEL_MIN_BYTES``, files are scanned in worker processes.
     A missing root gives an empty frame.
@@ -415,6 +599,8 @@ def discover_sessions(
     - ``parent_session`` (string): the header's ``parentSession``.
     - ``error`` (string): why the file is not a session (empty, unreadable, first entry not a
       session header); NA for sessions. Such rows have the other columns NA.
+    - ``source_format`` (categorical): ``"pi"``, ``"claude-code"`` or ``"codex"`` (NA for files
+      that are no session).
 
     Pi's own list leaves out a few files that are listed here: a file starting with a UTF-8
     byte-order mark (Pi's ``JSON.parse`` rejects the header line; ``load_session`` strips the
@@ -422,8 +608,11 @@ def discover_sessions(
     without a message object, a non-string ``session_info`` name, non-list content); here
     such entries are skipped for the columns they would feed.
     """
-    base = Path(root) if root is not None else default_sessions_dir()
-    paths = walk_jsonl(base) if base.is_dir() else ([base] if os.path.lexists(base) else [])
+    if root is None:
+        paths = default_session_files()
+    else:
+        base = Path(root)
+        paths = walk_jsonl(base) if base.is_dir() else ([base] if os.path.lexists(base) else [])
     if workers is None:
         use_workers = _default_workers() if _worth_parallel(paths) else 1
     else:
@@ -476,8 +665,8 @@ class Corpus:
 
     ``sessions`` is in path order; ``errors`` has one row per failed file (columns ``path``,
     ``error_type``, ``message``). Iterating yields the sessions. The ``*_df`` methods concatenate
-    the per-session frames of ``pimem.sessions.frames`` and add ``session_id`` (categorical) and ``path``
-    (categorical) as the first two columns.
+    the per-session frames of ``pimem.sessions.frames`` and add ``session_id``, ``path`` and
+    ``source_format`` (categoricals) as the first three columns.
     """
 
     def __init__(self, sessions: Sequence["Session"], errors: pd.DataFrame | None = None) -> None:
@@ -502,14 +691,18 @@ class Corpus:
         parts = []
         ids: list[str] = []
         paths: list[str] = []
+        formats: list[str] = []
         for session in self.sessions:
             df = frame(session)
             parts.append(df)
             sid = str(session.header.get("id", ""))
             ids.extend([sid] * len(df))
             paths.extend([str(session.path) if session.path is not None else ""] * len(df))
+            fmt = getattr(session, "source_format", None)
+            formats.extend([fmt if isinstance(fmt, str) else "pi"] * len(df))
         if not parts:
             empty = frame_template(frame)
+            empty.insert(0, "source_format", pd.Categorical([]))
             empty.insert(0, "path", pd.Categorical([]))
             empty.insert(0, "session_id", pd.Categorical([]))
             return empty
@@ -518,6 +711,7 @@ class Corpus:
         for col in parts[0].columns:
             if isinstance(parts[0][col].dtype, pd.CategoricalDtype) and not isinstance(out[col].dtype, pd.CategoricalDtype):
                 out[col] = out[col].astype("category")
+        out.insert(0, "source_format", category_array(formats))
         out.insert(0, "path", category_array(paths))
         out.insert(0, "session_id", category_array(ids))
         return out
@@ -538,9 +732,22 @@ class Corpus:
         """``pimem.sessions.frames.usage_df`` of every session, with ``session_id`` and ``path``."""
         return self._concat(frames.usage_df)
 
-    def compactions_df(self) -> pd.DataFrame:
-        """``pimem.sessions.frames.compactions_df`` of every session, with ``session_id`` and ``path``."""
-        return self._concat(frames.compactions_df)
+    def compactions_df(self, *, dedupe: bool = True) -> pd.DataFrame:
+        """``pimem.sessions.frames.compactions_df`` of every session, with ``session_id`` and ``path``.
+
+        A corpus may hold several copies of one session (checkpoint files that each hold the
+        transcript up to then): with ``dedupe`` each compaction — one session id and entry id; for a
+        Claude Code import the entry id is the boundary's uuid, tied one to one to its summary's —
+        is kept once, from the copy with the most entries (rows stay in corpus order).
+        """
+        df = self._concat(frames.compactions_df)
+        if not dedupe or df.empty:
+            return df
+        size = {str(s.path) if s.path is not None else "": len(s.entries) for s in self.sessions}
+        entries = df["path"].astype(str).map(size).fillna(0)
+        ranked = df.assign(_entries=-entries).sort_values("_entries", kind="stable")
+        keep = ranked.drop_duplicates(subset=["session_id", "id"]).index
+        return df.loc[sorted(keep)].reset_index(drop=True)
 
 
 def frame_template(frame: Callable[["Session"], pd.DataFrame]) -> pd.DataFrame:

@@ -5,25 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pimem.sessions.session import load_session
+from pimem.base.bundled import bundled_dir
+from pimem.sessions.load import load_session
 
 if TYPE_CHECKING:
     from pimem.sessions.session import Session
 
 
 def sample_dir() -> Path:
-    """The folder holding the bundled sample sessions (``datasets/sessions`` of the source tree)."""
-    candidates = [
-        Path(__file__).resolve().parents[2] / "datasets" / "sessions",
-        Path(__file__).resolve().parents[1] / "data" / "sessions",
-    ]
-    for c in candidates:
-        if c.is_dir() and any(c.glob("*.jsonl")):
-            return c
-    raise FileNotFoundError(
-        "bundled sample sessions not found (looked in: " + ", ".join(str(c) for c in candidates) + "); "
-        "regenerate them with `python datasets/generate.py`"
-    )
+    """The folder holding the bundled sample sessions (``datasets/sessions`` of a source checkout, or
+    ``pimem/data/sessions`` of an installed wheel)."""
+    try:
+        return bundled_dir("sessions", "*.jsonl")
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{exc}; in a source checkout, regenerate them with "
+                                "`python datasets/generate.py`") from None
 
 
 def sample_session_paths() -> list[Path]:

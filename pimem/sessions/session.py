@@ -1,17 +1,14 @@
 """The session researchers hold: Pi's session (:mod:`pimem.core.session_manager`) with a text tree,
-an HTML view for Jupyter and its DataFrame views; and :func:`as_session`, which turns anything that
-names a session (a session, a replay result, a path) into one.
+an HTML view for Jupyter and its DataFrame views.
 
-``pimem.Session`` and ``pimem.load_session`` are this module's; the faithful core's ``Session``
-underneath knows only what Pi's ``SessionManager`` does.
+``pimem.Session`` is this class, and every loader of :mod:`pimem.sessions.load` returns one; the
+faithful core's ``Session`` underneath knows only what Pi's ``SessionManager`` does.
 """
 
 from __future__ import annotations
 
 import html
-import os
-import random
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from pimem.base.js import parse_iso_ms
 from pimem.core import session_manager as core
@@ -20,7 +17,7 @@ from pimem.text.messages import message_preview
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["HasSession", "Session", "SessionLike", "as_session", "load_session", "session_or_entries"]
+__all__ = ["Session"]
 
 
 class Session(core.Session):
@@ -186,66 +183,3 @@ class Session(core.Session):
         from pimem.sessions import frames
 
         return frames.compactions_df(self, **kwargs)
-
-
-def load_session(
-    path: str | os.PathLike[str],
-    *,
-    rng: random.Random | None = None,
-    seed: int | str | None = None,
-) -> Session:
-    """Load a Pi session file (any version); the file is never written.
-
-    Args:
-        path: the ``.jsonl`` file.
-        rng: draws the ids of v1 entries and of entries appended later.
-        seed: a seed for ``rng`` instead (the same file then gets the same ids on every load).
-
-    Raises :class:`~pimem.errors.SessionFormatError` naming file and line when the file is no
-    session; what Pi would skip or trip over is kept in ``Session.warnings``.
-    """
-    session = core.load_session(path, rng=rng, seed=seed, session_type=Session)
-    assert isinstance(session, Session)
-    return session
-
-
-@runtime_checkable
-class HasSession(Protocol):
-    """Anything that holds a session in ``.session`` (a replay result)."""
-
-    @property
-    def session(self) -> core.Session: ...
-
-
-SessionLike = Union[core.Session, HasSession, str, "os.PathLike[str]"]
-"""A session, anything holding one in ``.session`` (a :class:`~pimem.replays.engine.ReplayResult`), or
-the path of a session file."""
-
-
-def as_session(source: SessionLike) -> core.Session:
-    """The session ``source`` names: a session as it is, a replay result's ``.session``, or the file
-    at a path loaded with :func:`load_session`.
-
-    Raises ``TypeError`` naming the type of anything else.
-    """
-    if isinstance(source, core.Session):
-        return source
-    held = getattr(source, "session", None)
-    if isinstance(held, core.Session):
-        return held
-    if isinstance(source, (str, os.PathLike)):
-        return load_session(source)
-    raise TypeError(
-        f"expected a pimem Session, a replay result with .session, or the path of a session file; "
-        f"got {type(source).__name__}"
-    )
-
-
-def session_or_entries(source: SessionLike | Sequence[dict]) -> core.Session | list[dict]:
-    """What the path functions of :mod:`pimem.core.session_manager` take: a list of entries as it
-    is (the last entry is its leaf), also when a result holds it in ``.session``; anything else
-    through :func:`as_session`."""
-    held = getattr(source, "session", None)
-    if isinstance(held, list):
-        return held
-    return source if isinstance(source, list) else as_session(source)  # type: ignore[arg-type]

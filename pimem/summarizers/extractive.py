@@ -317,7 +317,7 @@ _ACK = re.compile(r"^(ok(ay)?|yes|yep|no|nope|sure|thanks?( you)?|ty|go( on| ahe
 # Patterns start only where a token starts (the look-behinds), so a long run of word characters,
 # dots or pluses cannot make them retry from every position (quadratic time on long lines).
 _PATH_IN_TEXT = re.compile(r"(?<![\w/.@+-])(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@+-]+(?:\.[\w]+)+(?::\d+)?")
-_BARE_FILE = re.compile(r"(?<![\w/.@-])[\w-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|rs|go|java|c|h|cpp|toml|ya?ml|sh|css|html|sql|txt|ipynb)\b")
+BARE_FILE = re.compile(r"(?<![\w/.@-])[\w-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|rs|go|java|c|h|cpp|toml|ya?ml|sh|css|html|sql|txt|ipynb)\b")
 # identifiers worth keeping: paths, calls, snake_case, camelCase, CONSTANTS, TypeNames, flags
 _CODE_LIKE = re.compile(r"[./()_:\[\]<>=#-]|[a-z][A-Z]|^[A-Z][A-Za-z0-9]+$|^[A-Z0-9_]{3,}$")
 _BACKTICK = re.compile(r"`([^`\n]{2,80})`")
@@ -637,7 +637,7 @@ def parse_summary_sections(summary: str) -> dict[str, list[str]]:
 def _mentions(item: str) -> set[str]:
     found = {m.group(1) for m in _BACKTICK.finditer(item)}
     found |= {m.group(0) for m in _PATH_IN_TEXT.finditer(item)}
-    found |= {m.group(0) for m in _BARE_FILE.finditer(item)}
+    found |= {m.group(0) for m in BARE_FILE.finditer(item)}
     return {f.strip("'") for f in found if len(f) >= 3}
 
 

@@ -44,7 +44,7 @@ from pimem.core.compaction.compaction import is_turn_start_entry
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.core.prompts import BRANCH_SUMMARY_PREAMBLE
 from pimem.errors import ConfigurationError, NoRecordingError
-from pimem.sessions.session import as_session
+from pimem.sessions.load import as_session
 
 __all__ = ["RecordedSummarizer", "NoRecordingError", "RecordedSummary", "strip_file_blocks", "split_turn_summary"]
 

@@ -84,8 +84,8 @@ SOURCE_EXTENSIONS = (
 ).split()
 _EXT_RX = "|".join(sorted(SOURCE_EXTENSIONS, key=len, reverse=True))
 
-_PATH_TOKEN = re.compile(r"(?<![\w/.@:+-])@?(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@.+-]*")
-_BARE_FILE = re.compile(rf"(?<![\w/.@-])@?[\w.-]*\w\.(?:{_EXT_RX})(?![\w/-])")
+PATH_TOKEN = re.compile(r"(?<![\w/.@:+-])@?(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@.+-]*")
+BARE_FILE = re.compile(rf"(?<![\w/.@-])@?[\w.-]*\w\.(?:{_EXT_RX})(?![\w/-])")
 _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
 _IDENT_SHAPE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*(?:\([^()]{0,60}\))?$")
 _CALL = re.compile(r"(?<![\w$.])([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\((?=[^()\n]{0,80}\))")
@@ -258,16 +258,16 @@ def iter_messages(items: Iterable[Any]) -> list[tuple[str | None, dict]]:
 # --------------------------------------------------------------------------- extractors
 
 
-def _paths_in_text(text: str) -> list[tuple[str, int, str]]:
+def paths_in_text(text: str) -> list[tuple[str, int, str]]:
     found: list[tuple[str, int, str]] = []
     seen_spans: list[tuple[int, int]] = []
-    for m in _PATH_TOKEN.finditer(text):
+    for m in PATH_TOKEN.finditer(text):
         tok = m.group(0)
         norm = normalize_path(tok)
         if norm and _is_path_like(norm):
             found.append((norm, m.start(), tok))
             seen_spans.append(m.span())
-    for m in _BARE_FILE.finditer(text):
+    for m in BARE_FILE.finditer(text):
         if any(a <= m.start() < b for a, b in seen_spans):
             continue
         norm = normalize_path(m.group(0))
@@ -276,7 +276,7 @@ def _paths_in_text(text: str) -> list[tuple[str, int, str]]:
     return found
 
 
-def _identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
+def identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
     found: list[tuple[str, int, str]] = []
     masked = text
     for m in _BACKTICK.finditer(text):
@@ -365,9 +365,9 @@ def extract_facts(
             facts.append(Fact(kind, value, eid, pos, off, role, source, surface))
 
     def from_text(text: str, eid: str | None, pos: int, role: str, source: str) -> None:
-        for v, off, sur in _paths_in_text(text):
+        for v, off, sur in paths_in_text(text):
             add("path", v, eid, pos, off, role, source, sur)
-        for v, off, sur in _identifiers_in_text(text):
+        for v, off, sur in identifiers_in_text(text):
             add("identifier", v, eid, pos, off, role, source, sur)
         prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
         for v, off, sur in numbers_in_text(prose):
@@ -541,7 +541,7 @@ class SummaryIndex:
 
     @cached_property
     def paths(self) -> set[str]:
-        paths = {p for p, _, _ in _paths_in_text(self.text)}
+        paths = {p for p, _, _ in paths_in_text(self.text)}
         for m in _BACKTICK.finditer(self.text):
             n = normalize_path(m.group(1))
             if n and _is_path_like(n):

@@ -26,7 +26,7 @@ from matplotlib.ticker import Formatter, Locator
 
 from pimem.base.tables import escape_lone_surrogates, format_number
 from pimem.drift import retention_by_age, section_similarity
-from pimem.sessions.session import as_session
+from pimem.sessions.load import as_session
 from pimem.viz.data import (
     STATUSES,
     compaction_effects,

@@ -22,8 +22,15 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import pandas as pd
 
-from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning
-from pimem.base.files import atomic_write_bytes, atomic_write_text, write_table
+from pimem.errors import (
+    ConfigurationError,
+    PimemWarning,
+    SessionFormatError,
+    SkippedFileWarning,
+    SourceOverwriteError,
+    SummarizationError,
+)
+from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output, write_table
 from pimem.base.tables import escape_lone_surrogates, format_number, frame
 from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
 from pimem.core.session_manager import session_entry_to_context_messages
@@ -34,7 +41,8 @@ from pimem.experiments.sweep import sweep
 from pimem.experiments.uncertainty import sweep_summary
 from pimem.replays.engine import TOKEN_SOURCES, recorded_calibration, replay
 from pimem.replays.orphans import OPEN_LOOP_NOTE, orphan_rate, orphan_references
-from pimem.sessions.session import as_session, load_session
+from pimem.sessions.discover import dedupe_session_paths
+from pimem.sessions.load import as_session, load_session
 from pimem.summarizers.baselines import baseline_summarizers
 from pimem.summarizers.cached import CachedSummarizer
 from pimem.summarizers.extractive import ExtractiveSummarizer
@@ -575,6 +583,8 @@ def run_study(
     for p in session_paths:
         if not p.exists():
             raise FileNotFoundError(f"session file not found: {p}")
+    session_paths = dedupe_session_paths(session_paths)
+    _refuse_to_overwrite(session_paths, Path(out_dir), _unique_names(session_paths))
     reserves = None if reserve is None else _int_values("reserve", reserve, ())
     keeps = None if keep is None else _int_values("keep", keep, ())
     windows = None if window is None else _int_values("window", window, ())
@@ -603,7 +613,8 @@ def run_study(
         raise ConfigurationError("every setting leaves no room in its window (reserve ≥ window, or keep ≥ "
                                  "window − reserve): no setting to run")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    for folder in (out, out / "replays", out / "reports"):
+        mark_output(folder)  # every file in them is pimem's: never read back as sessions
     cache_path = out / "cache.sqlite"
 
     frames = []
@@ -617,6 +628,7 @@ def run_study(
                                 results_path=out / "sweep-runs.jsonl", measures="cost"))
     df = pd.concat(frames, ignore_index=True) if frames else frame()
     names = _unique_names(session_paths)
+    _refuse_to_overwrite(session_paths, out, names)
     name_of = {str(p): n for p, n in zip(session_paths, names)}
     shares = frame([{"session": key, **g} for key, grid in grids.items() for g in grid])
     if "session" in df.columns:
@@ -676,6 +688,10 @@ def run_study(
                 write_drift_report(result, out / "reports" / f"{name}.html",
                                    title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})")
                 s = result.summary()
+                if s["failed_compactions"] and not s["compactions"]:
+                    failures = result.events.loc[result.events["kind"] == "compact_failed", "error"].dropna()
+                    raise SummarizationError(f"every compaction failed ({s['failed_compactions']})"
+                                             + (f"; the first: {failures.iloc[0]}" if len(failures) else ""))
                 row.update(reserve=mr, keep=mk, window=mw, compactions=s["compactions"],
                            peak_context_tokens=s["peak_context_tokens"],
                            orphan_reference_rate=s["orphan_reference_rate"], warnings=s["warnings"],
@@ -715,7 +731,42 @@ def run_study(
             lines.append(f"    {row['name']}: {row['compactions']} compactions at reserve {row['reserve']}, keep "
                          f"{row['keep']}, window {row['window']} -> {out / row['report']}")
     lines.append(f"  open {out / 'index.html'}")
-    return "\n".join(lines)
+    return StudySummary("\n".join(lines), sessions=len(per_session),
+                        failed_sessions=sum(1 for row in per_session if row.get("error")))
+
+
+class StudySummary(str):
+    """The text :func:`run_study` returns, with how many sessions it reported on and how many failed."""
+
+    sessions: int
+    failed_sessions: int
+
+    def __new__(cls, text: str, *, sessions: int, failed_sessions: int) -> "StudySummary":
+        self = super().__new__(cls, text)
+        self.sessions = sessions
+        self.failed_sessions = failed_sessions
+        return self
+
+
+def _refuse_to_overwrite(sources: Sequence[Path], out: Path, names: Sequence[str]) -> None:
+    """Raise :class:`SourceOverwriteError` (before any work) when a file the study writes is a source."""
+    targets = [out / f for f in ("sweep.csv", "summary.csv", "index.html", "cache.sqlite", "sweep-runs.jsonl")]
+    targets += [out / "replays" / f"{n}.jsonl" for n in names] + [out / "reports" / f"{n}.html" for n in names]
+    def file_id(path: Path) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    real_sources = {os.path.realpath(p): p for p in sources}
+    source_ids = {file_id(p): p for p in sources}
+    source_ids.pop(None, None)
+    for target in targets:
+        source = real_sources.get(os.path.realpath(target)) or source_ids.get(file_id(target))
+        if source is not None:
+            raise SourceOverwriteError(f"{target}: the study would overwrite the source session {source}; "
+                                       "choose another output folder")
 
 
 def _runs(df: pd.DataFrame) -> int:

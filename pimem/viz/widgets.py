@@ -37,7 +37,7 @@ from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.core.session_manager import build_session_path, build_session_projection
 from pimem.base.tables import format_number, frame
 from pimem.core.settings_manager import lookup_model
-from pimem.sessions.session import as_session
+from pimem.sessions.load import as_session
 from pimem.text.messages import message_preview
 from pimem.viz.data import entry_preview, projection_table
 from pimem.viz.figures import STATUS_COLORS

@@ -637,6 +637,44 @@ const ops = {
         return out;
     },
 
+    /**
+     * SessionManager.open on a private copy, in digests: whether it opens, is rewritten, the
+     * header, every entry, the leaf, the name and the entries per type (messages per role).
+     */
+    open_digest(req) {
+        const original = readFileSync(req.path);
+        const copy = privateCopy(req.path);
+        const out = { openError: null };
+        try {
+            const manager = sm.SessionManager.open(copy, workDir);
+            const entries = manager.getEntries();
+            const types = {};
+            for (const e of entries) {
+                const k = e.type === "message" ? `message:${e.message?.role}` : e.type;
+                types[k] = (types[k] ?? 0) + 1;
+            }
+            Object.assign(out, {
+                header: emit(manager.getHeader(), true),
+                entries: emitList(entries, true),
+                entryCount: entries.length,
+                types,
+                leafId: manager.getLeafId(),
+                name: manager.getSessionName() ?? null,
+            });
+        } catch (err) {
+            out.openError = String(err?.message ?? err);
+        }
+        out.rewritten = !readFileSync(copy).equals(original);
+        rmSync(copy, { force: true });
+        return out;
+    },
+
+    /** Drop a session from the batch's cache (keeps memory flat over many large files). */
+    forget(req) {
+        sessions.delete(req.path);
+        return true;
+    },
+
     /** Session facts: tips (childless entries) and the count of entries. */
     info(req) {
         const s = getSession(req.path);

@@ -27,7 +27,7 @@ from jupyter_client.manager import AsyncKernelManager  # noqa: E402
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = ["01-loading", "02-how-pi-builds-context", "03-replay-sweep", "04-summary-drift", "05-branches",
-            "06-strategies"]
+            "06-strategies", "07-real-compactions"]
 KERNEL_NAME = "pimem-test-python"
 TIMEOUT_S = 300
 

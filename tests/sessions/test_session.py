@@ -11,7 +11,8 @@ import pytest
 import pimem
 from pimem.core import session_manager as core
 from pimem.sessions.samples import sample_session_paths
-from pimem.sessions.session import Session, as_session, load_session, session_or_entries
+from pimem.sessions.session import Session
+from pimem.sessions.load import as_session, load_session, session_or_entries
 
 
 def test_render_tree_marks_and_collapses() -> None:

@@ -1,0 +1,150 @@
+"""The meta-evaluation of the summary measures on every real summary, the headline over them, and the
+held-out contradiction set.
+
+Run: ``.venv/bin/python benchmarks/measures_metaeval.py [--no-claude-code] [--limit N] [--out DIR]``
+
+Reads the real compactions of ``../shared/datasets`` (or ``$PIMEM_SHARED_DIR/datasets``): the 5 Pi
+compactions of ``pi-mono/`` (:func:`pimem.drift.metaeval.pi_records`) and the 86 Claude Code compactions
+of ``claude-code/entireio-cli/`` (:func:`pimem.drift.metaeval.claude_code_records`). Every real summary is
+rewritten (:data:`pimem.drift.metaeval.PERTURBATIONS`) and scored with every measure; the tables are
+printed as markdown and written to ``--out`` (default ``benchmarks/results/``) as
+``metaeval-scores.csv`` (one row per compaction × rewrite: scores and counts, no text) and
+``metaeval-table.csv`` (per measure: share of pairs in the expected order). The CPU time is printed; on
+this machine the Claude Code part takes tens of minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from pimem.drift.contradictions import load_contradiction_labels
+from pimem.drift.faithfulness import contradiction_check
+from pimem.drift.intervals import MIN_COMPACTION_FACTS, cluster_interval
+from pimem.drift.labels import precision_recall
+from pimem.drift.metaeval import EXPECTED, MetaEvaluation, claude_code_records, meta_evaluate, pi_records
+from pimem.drift.needed import DEFAULT_WEIGHTS, FACT_CLASSES
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("PIMEM_SHARED_DIR", ROOT.parent / "shared"))
+LABELS = ROOT / "datasets" / "labels" / "contradictions.jsonl"
+OLD = ("needed_recall", "needed_recall_all", "fact_recall", "content_sections", "conformance")
+NEW = ("score", "recall_faithful", "faithfulness")
+
+
+def _cell(v: object, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def markdown(df: pd.DataFrame, digits: int = 2) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(_cell(row[c], digits) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def needed_weight(scores: pd.DataFrame) -> pd.Series:
+    """Σ class weight over a compaction's needed facts (the micro-average's weight)."""
+    if "needed_weight" in scores.columns:
+        return scores["needed_weight"]
+    return sum(scores[f"n_needed_{c}"].fillna(0) * DEFAULT_WEIGHTS[c] for c in FACT_CLASSES)
+
+
+def order_table(me: MetaEvaluation) -> pd.DataFrame:
+    """Per measure (new headline and its parts first, then the old measures): the share of pairs in the
+    expected order, its interval or why there is none, and the counts."""
+    table = me.table().set_index("measure")
+    rows = []
+    for m in [*NEW, *OLD]:
+        if m not in table.index:
+            continue
+        r = table.loc[m]
+        interval = (f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if not math.isnan(r["ci_low"])
+                    else "none: " + str(r["interval"]).split(": ", 1)[-1])
+        row = {"measure": m, "role": "new" if m in NEW else "old", "in order": r["in_order"], "95% interval": interval,
+               "pairs": int(r["n_pairs"]), "compactions": int(r["n_compactions"]), "sessions": int(r["n_sessions"])}
+        for a, rel, b in EXPECTED:
+            key = f"{a} {rel} {b}"
+            row[key.replace("real ", "").replace("truncated_", "trunc_")] = r.get(key, math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def headline(scores: pd.DataFrame, label: str) -> dict[str, object]:
+    """The headline over the real summaries of ``scores``: macro (per compaction) and micro (pooled over
+    needed facts by class weight), with two-stage cluster intervals where supported."""
+    real = scores[scores["rewrite"] == "real"].copy()
+    real["weight"] = needed_weight(real)
+    ok = real[real["score"].notna()]
+    groups, clusters = ok["session"].tolist(), [f"{s}#{c}" for s, c in zip(ok["session"], ok["compaction"])]
+    macro = cluster_interval(ok["score"].tolist(), groups, clusters, macro=True)
+    micro = cluster_interval(ok["score"].tolist(), groups, clusters, weights=ok["weight"].tolist())
+    old = cluster_interval(ok["needed_recall"].tolist(), groups, clusters, macro=True)
+    few = int((ok["n_needed"] < MIN_COMPACTION_FACTS).sum())
+    return {"summaries": label, "compactions": len(real), "scorable": len(ok), "sessions": ok["session"].nunique(),
+            "needed facts": int(ok["n_needed"].sum()), f"< {MIN_COMPACTION_FACTS} facts": few,
+            "score (macro)": str(macro), "score (micro)": str(micro), "needed_recall (macro, old)": str(old),
+            "faithfulness (macro)": real["faithfulness"].mean()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-claude-code", action="store_true", help="the 5 Pi compactions only")
+    ap.add_argument("--limit", type=int, default=None, help="the first N Claude Code files only")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = ap.parse_args()
+    pi_dir = SHARED / "datasets" / "pi-mono"
+    if not pi_dir.exists():
+        raise SystemExit(f"no real sessions at {pi_dir}")
+    start = time.process_time()
+    pi = pi_records(pi_dir)
+    records: dict[str, list] = dict(pi)
+    if not args.no_claude_code and (SHARED / "datasets" / "claude-code").exists():
+        records.update(claude_code_records(SHARED, limit=args.limit))
+    me = meta_evaluate(records)
+    cpu = time.process_time() - start
+    scores = me.scores.assign(source=["pi" if s in pi else "claude-code" for s in me.scores["session"]])
+    args.out.mkdir(parents=True, exist_ok=True)
+    numeric = scores[[c for c in scores.columns if c in ("session", "compaction", "rewrite", "source")
+                      or pd.api.types.is_numeric_dtype(scores[c])]]
+    numeric.to_csv(args.out / "metaeval-scores.csv", index=False)
+    n = scores.groupby(["session", "compaction"]).ngroups
+    print(f"# Meta-evaluation on {n} real compactions ({scores['session'].nunique()} sessions), "
+          f"{cpu / 60:.1f} CPU minutes\n")
+    table = order_table(me)
+    table.to_csv(args.out / "metaeval-table.csv", index=False)
+    print(markdown(table))
+    for source in ("pi", "claude-code"):
+        part = scores[scores["source"] == source]
+        if len(part) and source == "claude-code":
+            print(f"\n## {source} only\n")
+            print(markdown(order_table(MetaEvaluation(part.drop(columns="source"), me.measures))))
+    print("\n## Mean score per rewrite\n")
+    means = me.mean_scores()[[*NEW, "needed_recall", "fact_recall", "written_tokens"]].reset_index()
+    print(markdown(means))
+    print("\n## The headline over every real summary\n")
+    rows = [headline(scores[scores["source"] == s], s) for s in ("pi", "claude-code") if (scores["source"] == s).any()]
+    rows.append(headline(scores, "all"))
+    print(markdown(pd.DataFrame(rows)))
+    if LABELS.exists():
+        checked = contradiction_check(load_contradiction_labels(LABELS), pi)
+        print("\n## Contradiction detector on the labelled set\n")
+        rows = []
+        for split in ("tune", "heldout"):
+            part = checked[checked["split"] == split]
+            rows.append({"half": split, **precision_recall(list(part["truth"]), list(part["predicted"]))})
+        print(markdown(pd.DataFrame(rows)))
+
+
+if __name__ == "__main__":
+    main()

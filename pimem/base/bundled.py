@@ -1,0 +1,34 @@
+"""Where the data bundled with pimem lives: ``datasets/<name>`` of a source checkout, or
+``pimem/data/<name>`` of an installed wheel (the build copies ``datasets/sessions``,
+``datasets/model-summaries`` and ``datasets/labels`` there; see ``setup.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["BUNDLED", "bundled_dir", "bundled_candidates"]
+
+#: The folders of ``datasets/`` that wheels and sdists carry as package data.
+BUNDLED = ("sessions", "model-summaries", "labels")
+
+_PACKAGE = Path(__file__).resolve().parents[1]  # .../pimem
+
+
+def bundled_candidates(name: str) -> list[Path]:
+    """The places looked in for ``name``, in order: the source tree's ``datasets/``, the package's ``data/``."""
+    return [_PACKAGE.parent / "datasets" / name, _PACKAGE / "data" / name]
+
+
+def bundled_dir(name: str, pattern: str = "*") -> Path:
+    """The first folder of :func:`bundled_candidates` holding a file matching ``pattern``.
+
+    Raises :class:`FileNotFoundError` naming every place looked in.
+    """
+    if name not in BUNDLED:
+        raise ValueError(f"{name!r} is not bundled with pimem (bundled: {', '.join(BUNDLED)})")
+    candidates = bundled_candidates(name)
+    for c in candidates:
+        if c.is_dir() and any(c.glob(pattern)):
+            return c
+    raise FileNotFoundError(f"pimem's bundled {name} not found (looked in: "
+                            + ", ".join(str(c) for c in candidates) + ")")

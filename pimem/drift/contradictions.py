@@ -1,0 +1,435 @@
+"""Contradictions: a summary's claim that the conversation states otherwise.
+
+:func:`find_contradiction` compares one claim (:class:`pimem.drift.faithfulness.Claim`) with the text the
+summarizer was given (:class:`pimem.drift.faithfulness.SourceText`). "Near lines" are the lines of the
+given text that hold one of the claim's names (a path's file name counts) or two of its words.
+
+================= =====================================================================================
+kind              rule
+================= =====================================================================================
+``number``        a number of the claim (with a unit, ``~20k``, a bare value of 2+ digits, ``#288``) that no
+                  near line holds, where a near line (a bare value: a line sharing three words) holds
+                  another number in the same slot: the same unit, or the same word before or after
+                  it ("Line ~918" against "line 768"); for line counts a ``wc -l`` line of the same file
+                  counts too
+``version``       a version (``0.27.5``) the given text never states, where it states one that differs in
+                  one part only (``0.27.4``, ``0.28.5``)
+``path``          a path of the claim that the given text never names, where it names the same file name
+                  in another folder, or in the same folder a file name that differs by a few letters
+``name``          a code name or a command of the claim that the given text never states, where it states
+                  a name of the same length (6+) with one letter replaced or two swapped (``getModel`` for
+                  ``setModel``), the same words in another order, one word turned into its opposite
+                  (``after_compact`` for ``before_compact``), or a command that starts the same way
+``reversal``      the claim says "A instead of / rather than / over B", "B → A", "rename / replace /
+                  change B to A", "A, not B" (``mv B A`` in a command), and a near line of the given text
+                  says it the other way round and none this way (``44 → 46`` against ``46 → 44``); A and
+                  B are the three words next to the connector
+``negation``      every near line (not a question) that holds 60% of the claim's words (a claim of 4+
+                  words outside its paths; at least 3; 40% of the words of both together) states them
+                  with the other polarity (two or more words stated plainly on one side and only after
+                  ``not``, ``no``, ``never``, ``without``... on the other); or a near line holding 60%
+                  of the claim's other words (at least 3, a quarter of the words of both) has a word of the
+                  opposite sense (:data:`OPPOSITES`: keep / remove, pass / fail, stay / move...). Not
+                  where the claim's direction ("A, not B") is stated the same way in the given text
+================= =====================================================================================
+
+What it rewards and how it fails: it catches values edited, negated or turned round against the
+conversation. It reads words, not meaning: a contradiction stated in other words than the span's ("may
+fail" against "must pass") is missed, a value that changed during the span can be called a contradiction
+when the summary gives the older one, and a name that the span uses for something else (an edited claim
+that names a real but wrong function) is not caught. Every claim it calls contradicted is also
+unfaithful. Precision and recall on the held-out half of ``datasets/labels/contradictions.jsonl``: see
+that folder's README (the rules were adjusted on the tuning half only).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pimem.base.tables import frame
+from pimem.drift.labels import LabelFormatError
+from pimem.text.facts import numbers_in_text
+from pimem.text.normalize import canonical_word, normal_words, split_identifier
+
+if TYPE_CHECKING:
+    from pimem.drift.faithfulness import Claim, SourceText
+
+__all__ = ["Contradiction", "CONTRADICTION_KINDS", "OPPOSITES", "find_contradiction", "load_contradiction_labels",
+           "CONTRADICTION_LABELS"]
+
+CONTRADICTION_KINDS: tuple[str, ...] = ("number", "version", "path", "name", "negation", "reversal")
+
+# pairs of words of opposite sense (compared after normalisation)
+OPPOSITES: tuple[tuple[str, str], ...] = (
+    ("keep", "remove"), ("keep", "delete"), ("pass", "fail"), ("pass", "error"),
+    ("before", "after"), ("first", "last"), ("enable", "disable"), ("include", "exclude"), ("show", "hide"),
+    ("success", "error"), ("concise", "long"), ("concise", "verbose"), ("concise", "exhaustive"),
+    ("allow", "block"), ("public", "private"), ("sync", "async"), ("true", "false"), ("open", "close"),
+    ("increase", "decrease"), ("always", "never"), ("must", "may"), ("required", "optional"),
+    ("internal", "external"), ("local", "remote"), ("get", "set"), ("min", "max"), ("input", "output"),
+    ("start", "end"), ("old", "new"), ("light", "dark"), ("upper", "lower"), ("freeform", "fixed"),
+    ("stay", "move"), ("concise", "detailed"),
+)
+# negations that turn a statement round (not actions such as "remove X", which the facts matcher also counts)
+_NOT = frozenset("""not no never don't dont doesn't doesnt didn't didnt won't wont can't cant cannot shouldn't
+    shouldnt mustn't mustnt isn't isnt aren't arent wasn't wasnt weren't werent haven't havent hasn't hasnt
+    hadn't hadnt wouldn't wouldnt couldn't couldnt needn't neednt without none neither nor""".split())
+_POLARITY_WORD = re.compile(r"[A-Za-z0-9_$']+")
+
+
+def _polarity(text: str) -> tuple[set[str], set[str]]:
+    """(words only ever stated plainly, words only ever stated within three words after a negation),
+    normalised."""
+    affirmed: set[str] = set()
+    negated: set[str] = set()
+    scope = 0
+    for w in _POLARITY_WORD.findall(text.lower()):
+        if w in _NOT:
+            scope = 3
+            continue
+        if len(w) >= 3 and not w.isdigit():
+            (negated if scope else affirmed).add(canonical_word(w))
+        scope = max(0, scope - 1)
+    return affirmed - negated, negated - affirmed
+_OPPOSITE: dict[str, set[str]] = {}
+for _a, _b in OPPOSITES:
+    _ca, _cb = canonical_word(_a), canonical_word(_b)
+    if _ca != _cb:
+        _OPPOSITE.setdefault(_ca, set()).add(_cb)
+        _OPPOSITE.setdefault(_cb, set()).add(_ca)
+_RAW_OPPOSITE: dict[str, set[str]] = {}
+for _a, _b in OPPOSITES:
+    _RAW_OPPOSITE.setdefault(_a, set()).add(_b)
+    _RAW_OPPOSITE.setdefault(_b, set()).add(_a)
+
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*)(?![\w]|\.\d)")
+_DIGITS = re.compile(r"(?<![\w.#/-])(\d{2,}k?)(?![\w.%/-]|\.\d)", re.I)
+_REF = re.compile(r"(?<![\w&])#(\d{1,6})\b")
+_WC_LINE = re.compile(r"^\s*(\d+)\s+\S")
+_CONNECTOR = re.compile(r"\b(instead of|rather than|in favou?r of|over)\b|(→|->)|,\s*(not)\b", re.I)
+_FROM_TO = re.compile(r"\b(?:renamed?|moved?|changed?|switch(?:ed)?|replaced?|corrected|updated|turned)\s+(?:the\s+)?"
+                      r"(.{1,80}?)\s+(?:to|with|into|by)\s+(.{1,80})", re.I)
+_KEY = re.compile(r"[A-Za-z_$][\w$.-]*[\w$]|\d+(?:\.\d+)*|[A-Za-z]")
+_KEY_SKIP = frozenset("the and use using with a an to of class file section field method function".split())
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """What the claim says (``claimed``), what the given text says (``given``) and the line that says it."""
+
+    kind: str
+    claimed: str
+    given: str
+    evidence: str
+
+
+def _anchors(claim: Claim) -> list[str]:
+    out = [n for n in claim.identifiers if len(n) >= 3]
+    for p in claim.paths:
+        out.append(p)
+        name = p.rsplit("/", 1)[-1]
+        if len(name) >= 4:
+            out.append(name)
+    return out
+
+
+def _slots(text: str, start: int, end: int) -> set[str]:
+    """The words right before and after a value (``line`` in "Line ~918", ``tokens`` in "~20k tokens")."""
+    before = re.findall(r"[A-Za-z]{2,}", text[max(0, start - 24):start])
+    after = re.findall(r"[A-Za-z]{2,}", text[end:end + 24])
+    out = set()
+    if before:
+        out.add(canonical_word(before[-1]))
+    if after:
+        out.add(canonical_word(after[0]))
+    return out - {"the", "and", "from", "with", "to"}
+
+
+def _values(text: str) -> list[tuple[str, set[str]]]:
+    return [(m.group(1).lower(), _slots(text, m.start(1), m.end(1))) for m in _DIGITS.finditer(text)]
+
+
+def _number_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    lines = given.lines
+    near = lines.near(claim.words, _anchors(claim))
+    near_text = [lines.lines[i] for i in near]
+    names = [p.rsplit("/", 1)[-1] for p in claim.paths]
+    near_tokens = {t for ln in near_text for t in re.findall(r"\d+k?", ln.lower().replace(",", ""))}
+    for number in claim.numbers:
+        if number in given.index.numbers or number.split(" ")[0].replace(",", "") in near_tokens:
+            continue
+        unit = number.split(" ", 1)[1] if " " in number else ""
+        for line in near_text:
+            for value, _, _ in numbers_in_text(line):
+                if value != number and (value.split(" ", 1)[1] if " " in value else "") == unit:
+                    return Contradiction("number", number, value, line[:200])
+        if unit == "lines":
+            for line in near_text:
+                m = _WC_LINE.match(line)
+                if m and any(n and n in line for n in names) and m.group(1) != number.split(" ")[0]:
+                    return Contradiction("number", number, f"{m.group(1)} lines", line[:200])
+    strong = [lines.lines[i] for i in lines.near(claim.words | {w for n in claim.identifiers for w in normal_words(n)},
+                                                  (), min_words=3)]
+    for value, slots in _values(claim.text):
+        if not slots or value in near_tokens:
+            continue
+        for line in strong:  # the same statement (three words in common) with another value in the slot
+            for other, other_slots in _values(line):
+                if other != value and slots & other_slots:
+                    return Contradiction("number", value, other, line[:200])
+    for ref in claim.refs:
+        if any(f"#{ref}" in ln for ln in near_text):
+            continue
+        for line in near_text:
+            for m in _REF.finditer(line):
+                if m.group(1) != ref:
+                    return Contradiction("number", f"#{ref}", f"#{m.group(1)}", line[:200])
+    return None
+
+
+def _version_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    if not claim.versions:
+        return None
+    versions = given.versions
+    for v in claim.versions:
+        if v in versions:
+            continue
+        parts = v.split(".")
+        for other in sorted(versions):
+            o = other.split(".")
+            if len(o) == len(parts) and sum(a != b for a, b in zip(parts, o)) == 1:
+                return Contradiction("version", v, other, other)
+    return None
+
+
+def _path_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    import difflib
+
+    wanted = [p for p in claim.paths if not given.has_path(p)]
+    if not wanted:
+        return None
+    paths = given.index.paths
+    for p in wanted:
+        name = p.rsplit("/", 1)[-1]
+        folder = p.rsplit("/", 1)[0] if "/" in p else ""
+        parent = folder.rsplit("/", 1)[-1]
+        for q in sorted(paths):
+            qname = q.rsplit("/", 1)[-1]
+            qfolder = q.rsplit("/", 1)[0] if "/" in q else ""
+            if qname == name and folder and qfolder and qfolder.rsplit("/", 1)[-1] != parent:
+                return Contradiction("path", p, q, q)
+            if qname != name and folder and qfolder and qfolder.rsplit("/", 1)[-1] == parent and \
+                    difflib.SequenceMatcher(None, name, qname).ratio() >= 0.85:
+                return Contradiction("path", p, q, q)
+    return None
+
+
+def _one_letter_apart(a: str, b: str) -> bool:
+    """Same length (6+), one letter replaced or two neighbours swapped: ``setModel`` / ``getModel``."""
+    if len(a) != len(b) or len(a) < 6 or a == b:
+        return False
+    diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    if len(diff) == 1:
+        return a[diff[0]].isalpha() == b[diff[0]].isalpha()
+    return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+
+
+def _opposite_words(a: list[str], b: list[str]) -> bool:
+    """Same words but one, which is the other's opposite (``before_compact`` / ``after_compact``)."""
+    if len(a) != len(b) or len(a) < 2:
+        return False
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    return len(diff) == 1 and diff[0][1] in _RAW_OPPOSITE.get(diff[0][0], set())
+
+
+def _name_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    for n in claim.identifiers:
+        if len(n) < 5 or given.has_identifier(n):
+            continue
+        base = n.split(".")[-1].rstrip("()")
+        parts = split_identifier(base)
+        pool: set[str] = set()
+        for w in parts:
+            pool |= given.names_by_word.get(w, set())
+        for other in sorted(pool):
+            if other == base:
+                continue
+            other_parts = split_identifier(other)
+            if (len(parts) > 1 and sorted(other_parts) == sorted(parts)) or _one_letter_apart(base, other) or \
+                    _opposite_words(parts, other_parts):
+                return Contradiction("name", n, other, other)
+    for command in claim.commands:
+        if command.lower() in given.folded:
+            continue
+        head = command.split()[:2]
+        if len(head) < 2:
+            continue
+        prefix = " ".join(head).lower()
+        for line in given.command_lines(prefix):
+            other = line[line.lower().index(prefix):].split("`")[0].strip()
+            if other.lower() != command.lower() and not other.lower().startswith(command.lower()):
+                return Contradiction("name", command, other[:80], line[:200])
+    return None
+
+
+def _phrase(text: str, last: bool) -> frozenset[str]:
+    """Up to three normalised words (or numbers) next to a connector: the last ones before it or the
+    first ones after it."""
+    tokens = [t for t in _KEY.findall(text) if t.lower() not in _KEY_SKIP and (len(t) >= 3 or t.isdigit())]
+    picked = tokens[-3:] if last else tokens[:3]
+    out: set[str] = set()
+    for t in picked:
+        out |= normal_words(t) if not t.isdigit() else {t}
+    return frozenset(out)
+
+
+_CODE_NOT = re.compile(r"`([^`]+)`\s*,?\s+(?:not|instead of|rather than|over)\s+`([^`]+)`")
+_MOVE = re.compile(r"\b(?:git\s+)?mv\s+(\S+)\s+(\S+)")
+Direction = tuple[frozenset[str], frozenset[str]]
+
+
+def _directions(line: str) -> list[Direction]:
+    """(preferred, rejected) word sets a line states: "A instead of B", "B → A", "rename B to A",
+    "A, not B", "`A` not `B`", ``mv B A``."""
+    out: list[Direction] = []
+    for m in _CODE_NOT.finditer(line):
+        out.append((_phrase(m.group(1), True), _phrase(m.group(2), False)))
+    for m in _CONNECTOR.finditer(line):
+        a, b = _phrase(line[: m.start()], last=True), _phrase(line[m.end():], last=False)
+        out.append((b, a) if m.group(2) else (a, b))
+    for m in _FROM_TO.finditer(line):
+        out.append((_phrase(m.group(2), last=False), _phrase(m.group(1), last=True)))
+    for m in _MOVE.finditer(line):
+        new, old = m.group(2).rsplit("/", 1)[-1], m.group(1).rsplit("/", 1)[-1]
+        out.append((frozenset(normal_words(new)), frozenset(normal_words(old))))
+    return [(p - r, r - p) for p, r in out if p - r and r - p]
+
+
+def _overlap(claim: Direction, line: Direction) -> str:
+    """``agree``, ``against`` or ``""`` for two directions."""
+    (p, r), (lp, lr) = claim, line
+    if p & lp and r & lr and not (p & lr or r & lp):
+        return "agree"
+    if (p & lr and r & lp) or len(p & lr) >= 2:
+        return "against"
+    return ""
+
+
+def _keys_of(direction: Direction) -> list[str]:
+    return sorted(direction[0] | direction[1], key=len, reverse=True)[:1]
+
+
+def _reversal_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    lines = given.lines
+    for direction in _directions(claim.text):
+        against: str | None = None
+        agree = False
+        for i in lines.near(direction[0] | direction[1], (), min_words=2):
+            for other in _directions(lines.lines[i]):
+                verdict = _overlap(direction, other)
+                agree = agree or verdict == "agree"
+                if verdict == "against":
+                    against = against or lines.lines[i]
+        if against is not None and not agree:
+            p, r = direction
+            return Contradiction("reversal", f"{' '.join(sorted(p))} over {' '.join(sorted(r))}",
+                                 "the other way round", against[:200])
+    return None
+
+
+def _negation_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    words = frozenset(claim.words | {w for n in claim.identifiers for w in normal_words(n)})
+    if len(words) < 4:
+        return None
+    claim_plain, claim_neg = _polarity(claim.text)
+    lines = given.lines
+    opposite: str | None = None
+    for i in lines.near(words, (), min_words=2):
+        line = lines.lines[i]
+        if "?" in line:
+            continue  # a question states nothing
+        line_norm = lines.words[i]
+        common = words & line_norm
+        # a word of the claim whose opposite the line holds (and not the word itself)
+        flipped = {w for w in words - line_norm if _OPPOSITE.get(w, set()) & (line_norm - words)}
+        if flipped:
+            if len(common) >= 3 and len(common) / max(1, len(words - flipped)) >= 0.6 and \
+                    len(common) / len(words | line_norm) >= 0.25:
+                opposite = opposite or line
+            continue
+        if len(common) < 3 or len(common) / len(words) < 0.6 or len(common) / len(words | line_norm) < 0.4:
+            continue
+        line_plain, line_neg = _polarity(line)
+        turned = (claim_plain & line_neg) | (claim_neg & line_plain)
+        if len(turned) < 2:
+            return None  # stated the same way somewhere
+        opposite = opposite or line
+    if opposite is not None:
+        return Contradiction("negation", claim.text[:200], opposite[:200], opposite[:200])
+    return None
+
+
+def find_contradiction(claim: Claim, given: SourceText) -> Contradiction | None:
+    """The first contradiction between ``claim`` and ``given`` (see module docs), or None."""
+    for check in (_number_conflict, _version_conflict, _path_conflict, _name_conflict, _reversal_conflict):
+        found = check(claim, given)
+        if found is not None:
+            return found
+    if _direction_agrees(claim, given):
+        return None  # "A, not B" stated the same way: its "not" is no negation of the span
+    return _negation_conflict(claim, given)
+
+
+def _direction_agrees(claim: Claim, given: SourceText) -> bool:
+    for direction in _directions(claim.text):
+        for i in given.lines.near(direction[0] | direction[1], (), min_words=2):
+            if any(_overlap(direction, other) == "agree" for other in _directions(given.lines.lines[i])):
+                return True
+    return False
+
+
+# --------------------------------------------------------------------------- the labelled set
+
+CONTRADICTION_LABELS: tuple[str, ...] = ("supported", "contradicted", "unsupported")
+LABEL_FIELDS: tuple[str, ...] = ("id", "session", "compaction_index", "claim", "origin", "source_id", "edit", "label",
+                                 "evidence", "split", "notes")
+
+
+def load_contradiction_labels(path: str | Any) -> Any:
+    """The labelled claims (``datasets/labels/contradictions.jsonl``) as a DataFrame; a malformed line
+    raises :class:`pimem.drift.labels.LabelFormatError` naming file and line."""
+    import json
+    import os
+
+
+    file = os.fspath(path)
+    rows = []
+    seen: set[str] = set()
+    with open(file, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{file}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LabelFormatError(f"{where}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise LabelFormatError(f"{where}: expected an object")
+            missing = [f for f in LABEL_FIELDS if f not in row]
+            if missing:
+                raise LabelFormatError(f"{where}: missing field(s) {missing}")
+            if row["label"] not in CONTRADICTION_LABELS:
+                raise LabelFormatError(f"{where}: label {row['label']!r} is not one of {list(CONTRADICTION_LABELS)}")
+            if row["split"] not in ("tune", "heldout"):
+                raise LabelFormatError(f"{where}: split must be 'tune' or 'heldout'")
+            if row["id"] in seen:
+                raise LabelFormatError(f"{where}: duplicate id {row['id']!r}")
+            seen.add(row["id"])
+            rows.append(row)
+    if not rows:
+        raise LabelFormatError(f"{file}: no labelled claims")
+    return frame(rows)

@@ -1,0 +1,546 @@
+"""Faithfulness: is every claim of a summary supported by what the summarizer was given?
+
+A summarizer is given the compaction's span (every message, tool results included) and the previous
+summary. :func:`summary_claims` splits what it wrote (file blocks stripped) into **claims** — one per
+line, bullet or table row; headings and ``(none)`` are not claims — each with its checkable **names**
+(paths, code names, numbers, versions, ``#123`` references) and its **words** (content words outside the
+names, normalised by :func:`pimem.text.normalize.normal_words`). :func:`check_claims` gives each claim
+one verdict:
+
+================ ======================================================================================
+verdict          rule
+================ ======================================================================================
+``supported``    every name occurs in the given text, and (claims with 2+ words) one message of the span
+                 or one section of the previous summary holds at least half of the claim's words, and
+                 at least two of them
+``contradicted`` the claim states a value, polarity or direction that the given text states otherwise
+                 (:mod:`pimem.drift.contradictions`: changed numbers, versions, paths, names; negations;
+                 reversed decisions). A contradiction wins over support
+``later``        not supported by the given text, but supported by the session after the compaction: the
+                 summary states what it could not have known (a leak from the future, or a summary of
+                 another span of the same session)
+``other_session`` not supported by the given text nor the later session, but by another session's text
+                 (when such texts are passed): a summary of something else
+``invented``     none of the above
+``uncheckable``  no name and fewer than 2 words: nothing to check (lead-ins such as ``**New files:**``)
+================ ======================================================================================
+
+**Faithfulness** is the share of checkable claims that are supported. A claim is **informative** when it
+says something about its names: two or more words of its own or of its lead-in line (the bold label or
+the table header above it, within its section; Pi's template headings do not count). A bare list of names
+is faithful but not informative.
+
+What it rewards and how it can be gamed: it rewards stating only what the conversation shows. Copying the
+span verbatim is perfectly faithful (recall and length must be read beside it, as the headline does);
+a claim that recombines true names with false words passes when half its words occur in one message. The
+support test is lexical: a faithful paraphrase in rare words can fail it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Any
+
+import numpy as np
+
+from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
+from pimem.drift.labels import LabelFormatError
+from pimem.drift.needed import needed_later_facts
+from pimem.drift.records import message_text
+from pimem.text.facts import (
+    SummaryIndex,
+    identifiers_in_text,
+    numbers_in_text,
+    paths_in_text,
+    fact_present,
+)
+from pimem.text.normalize import normal_words, split_identifier
+from pimem.text.sections import summarizer_text
+
+__all__ = ["contradiction_check", "Claim", "ClaimVerdict", "SourceText", "LineIndex", "VERDICTS", "summary_claims", "parse_claim",
+           "check_claims", "given_source", "later_source", "held_text", "faithfulness_measures"]
+
+VERDICTS: tuple[str, ...] = ("supported", "contradicted", "later", "other_session", "invented", "uncheckable")
+
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*)(?![\w]|\.\d)")
+_REF = re.compile(r"(?<![\w&])#(\d{1,6})\b")
+_VALUE = re.compile(r"(?<![\w.#/-])(\d{2,}(?:,\d{3})*)(?![\w.%/-]|\.\d)")
+_TEMPLATE_HEADINGS = frozenset(
+    "goal constraints preferences progress done in progress blocked key decisions next steps critical context "
+    "original request progress so far context needed to continue".split())
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$")
+_LEAD_IN = re.compile(r"^\s*(?:\*\*[^*]+\*\*:?|[^|]{2,80}:)\s*$")
+_CODE_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+_NUMBER_TOKEN = re.compile(r"\d+(?:\.\d+)*")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One line of a summary with its names and words (see module docs)."""
+
+    text: str
+    line: int
+    section: str
+    context: str
+    paths: tuple[str, ...]
+    identifiers: tuple[str, ...]
+    numbers: tuple[str, ...]
+    versions: tuple[str, ...]
+    values: tuple[str, ...]
+    refs: tuple[str, ...]
+    commands: tuple[str, ...]
+    words: frozenset[str]
+    context_words: frozenset[str]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.paths + self.identifiers + self.numbers + self.versions + self.values + self.refs + self.commands
+
+    @property
+    def checkable(self) -> bool:
+        return bool(self.names) or len(self.words) >= 2
+
+    @property
+    def informative(self) -> bool:
+        return len(self.words | self.context_words) >= 2
+
+
+def _strip_markup(line: str) -> str:
+    t = _BULLET.sub("", line)
+    if t.lstrip().startswith("|"):
+        cells = [c.strip() for c in t.strip().strip("|").split("|")]
+        t = " ; ".join(c for c in cells if c and not re.fullmatch(r":?-{2,}:?", c))
+    return re.sub(r"\*\*|__", "", t).strip()
+
+
+def _name_words(claim_text: str, names: Iterable[str]) -> str:
+    out = claim_text
+    for n in sorted(set(names), key=len, reverse=True):
+        out = out.replace(n, " ")
+    return re.sub(r"`[^`]*`", " ", out)
+
+
+def _claim(text: str, line: int, section: str, context: str) -> Claim:
+    paths = tuple(dict.fromkeys(p for p, _, _ in paths_in_text(text)))
+    idents = tuple(dict.fromkeys(i for i, _, _ in identifiers_in_text(text)))
+    for m in re.finditer(r"`([^`\n]{1,80})`", text):  # a code span that is a name
+        span = m.group(1).strip().rstrip("()")
+        if re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", span) and span not in idents and len(span) >= 3:
+            if not any(span in p for p in paths):
+                idents += (span,)
+    numbers = tuple(dict.fromkeys(v for v, _, _ in numbers_in_text(text)))
+    no_paths = text
+    for p in sorted(paths, key=len, reverse=True):
+        no_paths = no_paths.replace(p, " ")
+    versions = tuple(dict.fromkeys(m.group(1) for m in _VERSION.finditer(no_paths) if "." in m.group(1)))
+    refs = tuple(dict.fromkeys(m.group(1) for m in _REF.finditer(no_paths)))
+    rest = _VERSION.sub(" ", _REF.sub(" ", no_paths))
+    number_digits = {re.sub(r"\D", "", n.split(" ")[0]) for n in numbers}
+    values = tuple(dict.fromkeys(v.replace(",", "") for v in _VALUE.findall(rest)
+                                 if v.replace(",", "") not in number_digits))
+    commands = tuple(dict.fromkeys(m.group(1).strip() for m in re.finditer(r"`([^`\n]{3,120})`", text)
+                                   if " " in m.group(1).strip() and re.match(r"[a-z][\w.-]*\s", m.group(1).strip())))
+    words = frozenset(normal_words(_name_words(text, paths + idents)))
+    ctx_words = frozenset(normal_words(_name_words(context, ()))) if context else frozenset()
+    return Claim(text, line, section, context, paths, idents, numbers, versions, values, refs, commands, words,
+                 ctx_words)
+
+
+def parse_claim(text: str, context: str = "") -> Claim:
+    """One line of text as a :class:`Claim` (its names and words; no section)."""
+    return _claim(text, 0, "", context)
+
+
+def summary_claims(summary: str) -> list[Claim]:
+    """The claims of a summary (file blocks stripped first; see module docs)."""
+    written = summarizer_text(summary)
+    claims: list[Claim] = []
+    section, context = "", ""
+    in_fence = False
+    for number, raw in enumerate(written.split("\n"), 1):
+        stripped = raw.strip()
+        if stripped.startswith("```"):
+            in_fence = not in_fence
+            continue
+        if not stripped or re.fullmatch(r"[-*_=]{3,}", stripped):
+            continue
+        heading = _HEADING.match(raw) if not in_fence else None
+        if heading:
+            section = heading.group(1).strip().strip("*# ")
+            context = ""
+            if fold_words(section) - _TEMPLATE_HEADINGS:
+                context = section  # a heading of the summarizer's own says something
+            continue
+        text = _strip_markup(stripped) if not in_fence else stripped
+        if not text or re.fullmatch(r"\(?none\)?\.?", text, re.I):
+            continue
+        if not in_fence and (_LEAD_IN.match(stripped) or re.fullmatch(r"\|.*\|", stripped) and _is_table_header(
+                written.split("\n"), number)):
+            context = text
+            continue
+        claims.append(_claim(text, number, section, context))
+    return claims
+
+
+def fold_words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
+
+
+def _is_table_header(lines: list[str], number: int) -> bool:
+    following = lines[number] if number < len(lines) else ""
+    return bool(re.fullmatch(r"\s*\|?\s*:?-{2,}.*", following))
+
+
+# --------------------------------------------------------------------------- what the summarizer was given
+
+
+@lru_cache(maxsize=65536)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(normal_words(text))
+
+
+class LineIndex:
+    """The lines of a text (3 to 400 characters) with their normalised words, indexed by word."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = [ln.strip() for ln in text.split("\n") if 3 <= len(ln.strip()) <= 400]
+
+    @cached_property
+    def words(self) -> list[frozenset[str]]:
+        return [frozenset(normal_words(ln)) for ln in self.lines]
+
+    @cached_property
+    def postings(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for i, ws in enumerate(self.words):
+            for w in ws:
+                out.setdefault(w, []).append(i)
+        return out
+
+    def near(self, words: Iterable[str], names: Sequence[str] = (), min_words: int = 2) -> list[int]:
+        """Lines that hold one of ``names`` (case kept) or ``min_words`` of ``words``."""
+        key = (frozenset(words), tuple(names), min_words)
+        cached = self._near.get(key)
+        if cached is None:
+            cached = self._near[key] = self._find_near(key[0], names, min_words)
+        return cached
+
+    @cached_property
+    def _near(self) -> dict[tuple, list[int]]:
+        return {}
+
+    @cached_property
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {w: np.asarray(ids, dtype=np.int64) for w, ids in self.postings.items()}
+
+    @cached_property
+    def lowered(self) -> list[str]:
+        return [ln.lower() for ln in self.lines]
+
+    def _find_near(self, words: frozenset[str], names: Sequence[str], min_words: int) -> list[int]:
+        lists = [self._arrays[w] for w in words if w in self._arrays]
+        hits: set[int] = set()
+        if lists:
+            counts = np.bincount(np.concatenate(lists), minlength=len(self.lines))
+            hits = set(np.flatnonzero(counts >= min_words).tolist())
+        for name in names:
+            for i in self.near_words([name]):
+                if name in self.lines[i]:
+                    hits.add(i)
+        return sorted(hits)
+
+    def near_words(self, keys: Sequence[str]) -> list[int]:
+        """Lines whose words hold every key (a key is split like a code name; case ignored)."""
+        found: set[int] | None = None
+        for key in keys:
+            parts = _words_of(key)
+            lowered = key.lower()
+            ids: set[int] = set()
+            if not parts:  # a number or a short word: no index entry
+                ids = {i for i, ln in enumerate(self.lowered) if lowered in ln}
+            for w in parts:
+                ids |= set(self.postings.get(w, ()))
+            ids = {i for i in ids if lowered in self.lowered[i]}
+            found = ids if found is None else found & ids
+        return sorted(found or ())
+
+
+class SourceText:
+    """Texts (one per message or section) prepared for claim look-ups: names over all of them, words per
+    unit with an inverted index."""
+
+    def __init__(self, units: Sequence[str]) -> None:
+        self.units = [u for u in units if u and u.strip()]
+        self.text = "\n".join(self.units)
+
+    @cached_property
+    def index(self) -> SummaryIndex:
+        return SummaryIndex(self.text)
+
+    @cached_property
+    def unit_words(self) -> list[frozenset[str]]:
+        return [frozenset(normal_words(u)) for u in self.units]
+
+    @cached_property
+    def postings(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for i, words in enumerate(self.unit_words):
+            for w in words:
+                out.setdefault(w, []).append(i)
+        return out
+
+    @cached_property
+    def code_names(self) -> frozenset[str]:
+        return frozenset(_CODE_NAME.findall(self.text))
+
+    @cached_property
+    def number_tokens(self) -> frozenset[str]:
+        return frozenset(t for t in _NUMBER_TOKEN.findall(self.text.replace(",", "")))
+
+    @cached_property
+    def lines(self) -> LineIndex:
+        return LineIndex(self.text)
+
+    @cached_property
+    def folded(self) -> str:
+        return re.sub(r"\s+", " ", self.text.replace("`", "")).lower()
+
+    @cached_property
+    def versions(self) -> frozenset[str]:
+        return frozenset(m.group(1) for m in _VERSION.finditer(self.text))
+
+    @cached_property
+    def names_by_word(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for n in self.code_names:
+            for w in split_identifier(n):
+                out.setdefault(w, set()).add(n)
+        return out
+
+    def command_lines(self, prefix: str) -> list[str]:
+        """Lines that hold a command starting with ``prefix`` (lower case)."""
+        return [ln for ln in self.lines.lines if prefix in ln.lower()]
+
+    def has_identifier(self, name: str) -> bool:
+        parts = [p for p in re.split(r"[.()]", name) if p]
+        return bool(parts) and all(p in self.code_names for p in parts)
+
+    def has_number(self, value: str) -> bool:
+        if value in self.index.numbers:
+            return True
+        digits = value.split(" ")[0].replace(",", "")
+        return digits in self.number_tokens
+
+    @cached_property
+    def _paths_held(self) -> dict[str, bool]:
+        return {}
+
+    def has_path(self, path: str) -> bool:
+        held = self._paths_held.get(path)
+        if held is None:
+            held = self._paths_held[path] = self.index.has_path(path)
+        return held
+
+    @cached_property
+    def verdicts(self) -> dict[tuple, ClaimVerdict]:
+        """Verdicts already given on this text (claims repeat across rewrites of one summary)."""
+        return {}
+
+    def missing_names(self, claim: Claim) -> list[str]:
+        """The claim's names this text does not hold (bare values and ``#refs``: not on a line near the
+        claim, i.e. one holding one of its names or two of its words)."""
+        out = [p for p in claim.paths if not self.has_path(p)]
+        out += [i for i in claim.identifiers if not self.has_identifier(i)]
+        out += [n for n in claim.numbers if not self.has_number(n)]
+        out += [v for v in claim.versions if v not in self.versions]
+        out += [c for c in claim.commands if c.lower() not in self.folded]
+        if claim.values or claim.refs:
+            anchors = [n for n in claim.paths + claim.identifiers if len(n) >= 3]
+            near = [self.lines.lines[i] for i in self.lines.near(claim.words, anchors)]
+            tokens = {t for ln in near for t in _NUMBER_TOKEN.findall(ln.replace(",", ""))}
+            out += [v for v in claim.values + claim.refs if v not in tokens]
+        return out
+
+    def word_cover(self, words: Iterable[str]) -> int:
+        """The largest number of ``words`` that one unit holds."""
+        counts: dict[int, int] = {}
+        for w in set(words):
+            for i in self.postings.get(w, ()):
+                counts[i] = counts.get(i, 0) + 1
+        return max(counts.values(), default=0)
+
+    def words_supported(self, words: frozenset[str], threshold: float = 0.5) -> bool:
+        """One unit holds ``threshold`` of the words, and at least two (a claim of fewer than two words
+        has nothing to check here)."""
+        if len(words) < 2:
+            return True
+        return self.word_cover(words) >= max(2.0, threshold * len(words))
+
+    def supports(self, claim: Claim, threshold: float = 0.5) -> bool:
+        return not self.missing_names(claim) and self.words_supported(claim.words, threshold)
+
+
+def _message_texts(messages: Sequence[tuple[str | None, dict]]) -> list[str]:
+    return [message_text(m) for _, m in messages]
+
+
+def _sections(summary: str | None) -> list[str]:
+    if not summary:
+        return []
+    return [part for part in re.split(r"\n(?=#{1,6}\s)", summary) if part.strip()]
+
+
+def given_source(record: object) -> SourceText:
+    """What the summarizer of a compaction was given: its span and the previous summary."""
+    cache = getattr(getattr(record, "path", None), "cache", None)
+    key = ("given-source", getattr(record, "index", None), getattr(record, "later_start", None))
+    if cache is not None and key in cache:
+        return cache[key]
+    source = SourceText(_message_texts(record.span) + _sections(record.previous_summary))  # type: ignore[attr-defined]
+    if cache is not None:
+        cache[key] = source
+    return source
+
+
+def later_source(record: object) -> SourceText:
+    """What the session did after the compaction (the kept tail and the later trajectory)."""
+    cache = getattr(getattr(record, "path", None), "cache", None)
+    key = ("later-source", getattr(record, "index", None), getattr(record, "later_start", None), len(record.later))  # type: ignore[attr-defined]
+    if cache is not None and key in cache:
+        return cache[key]
+    source = SourceText(_message_texts(list(record.kept) + list(record.later)))  # type: ignore[attr-defined]
+    if cache is not None:
+        cache[key] = source
+    return source
+
+
+@dataclass
+class ClaimVerdict:
+    """A claim, its verdict, the names the given text lacks and the contradiction found (if any)."""
+
+    claim: Claim
+    verdict: str
+    missing: list[str] = field(default_factory=list)
+    contradiction: object | None = None
+
+
+def check_claims(
+    claims: Sequence[Claim],
+    given: SourceText,
+    *,
+    later: SourceText | None = None,
+    others: Sequence[SourceText] = (),
+    threshold: float = 0.5,
+) -> list[ClaimVerdict]:
+    """One verdict per claim (see module docs); verdicts are kept on ``given`` for the next call."""
+
+    out: list[ClaimVerdict] = []
+    for claim in claims:
+        key = (claim.text, id(later), tuple(id(o) for o in others), threshold)
+        done = given.verdicts.get(key)
+        if done is None:
+            done = given.verdicts[key] = _verdict(claim, given, later, others, threshold)
+        out.append(ClaimVerdict(claim, done.verdict, done.missing, done.contradiction))
+    return out
+
+
+def _verdict(claim: Claim, given: SourceText, later: SourceText | None, others: Sequence[SourceText],
+             threshold: float) -> ClaimVerdict:
+    if not claim.checkable:
+        return ClaimVerdict(claim, "uncheckable")
+    missing = given.missing_names(claim)
+    supported = not missing and given.words_supported(claim.words, threshold)
+    found = find_contradiction(claim, given)
+    if found is not None:
+        return ClaimVerdict(claim, "contradicted", missing, found)
+    if supported:
+        return ClaimVerdict(claim, "supported")
+    if later is not None and later.supports(claim, threshold):
+        return ClaimVerdict(claim, "later", missing)
+    if any(o.supports(claim, threshold) for o in others):
+        return ClaimVerdict(claim, "other_session", missing)
+    return ClaimVerdict(claim, "invented", missing)
+
+
+# --------------------------------------------------------------------------- measures of one summary
+
+UNSUPPORTED: tuple[str, ...] = ("later", "other_session", "invented")
+
+
+def held_text(verdicts: Sequence[ClaimVerdict]) -> str:
+    """The supported, informative claims as one text, each with its lead-in: what recall may count."""
+    lines = []
+    for v in verdicts:
+        if v.verdict == "supported" and v.claim.informative:
+            lines.append(f"{v.claim.context} — {v.claim.text}" if v.claim.context else v.claim.text)
+    return "\n".join(lines)
+
+
+def faithfulness_measures(
+    record: object,
+    summary: str,
+    *,
+    needed: Sequence[object] | None = None,
+    others: Sequence[SourceText] = (),
+    with_later: bool = True,
+) -> dict[str, float | int]:
+    """Faithfulness counts, the needed-later recall of the supported claims and the headline ``score``
+    (columns in :data:`pimem.drift.measures.MEASURES`)."""
+    import math
+
+
+    claims = summary_claims(summary)
+    verdicts = check_claims(claims, given_source(record), later=later_source(record) if with_later else None,
+                            others=others)
+    counts = {k: 0 for k in VERDICTS}
+    kinds = {k: 0 for k in CONTRADICTION_KINDS}
+    for v in verdicts:
+        counts[v.verdict] += 1
+        if v.contradiction is not None:
+            kinds[v.contradiction.kind] += 1  # type: ignore[attr-defined]
+    checkable = len(verdicts) - counts["uncheckable"]
+    row: dict[str, float | int] = {
+        "n_claims": checkable,
+        "faithfulness": counts["supported"] / checkable if checkable else math.nan,
+        "claims_supported": counts["supported"],
+        "claims_contradicted": counts["contradicted"],
+        "claims_from_later": counts["later"],
+        "claims_other_session": counts["other_session"],
+        "claims_invented": counts["invented"],
+        "claims_bare": sum(1 for v in verdicts if v.verdict == "supported" and not v.claim.informative),
+    }
+    for kind, n in kinds.items():
+        row[f"contradicted_{kind}"] = n
+    facts = list(needed) if needed is not None else needed_later_facts(record)  # type: ignore[arg-type]
+    index = SummaryIndex(held_text(verdicts))
+    held = [fact_present(n.fact, index) for n in facts]  # type: ignore[attr-defined]
+    total = sum(n.weight for n in facts)  # type: ignore[attr-defined]
+    row["needed_weight"] = total
+    row["recall_faithful"] = sum(n.weight for n, h in zip(facts, held) if h) / total if total else math.nan  # type: ignore[attr-defined]
+    faith = row["faithfulness"]
+    row["score"] = (row["recall_faithful"] * (faith if checkable else 1.0)
+                    if not math.isnan(row["recall_faithful"]) else math.nan)
+    return row
+
+
+def contradiction_check(labels: Any, records: dict[str, Sequence[Any]]) -> Any:
+    """Run :func:`find_contradiction` on every labelled claim against what its compaction's summarizer
+    was given. ``records``: session file name (as in the labels' ``session``) → compaction records.
+    Adds ``predicted`` (a contradiction found), ``kind`` (its kind), ``truth`` (labelled contradicted)."""
+    df = labels.copy()
+    predicted, kinds = [], []
+    for _, row in df.iterrows():
+        recs = records.get(row["session"])
+        if recs is None or not 0 <= int(row["compaction_index"]) < len(recs):
+            raise LabelFormatError(f"label {row['id']}: no compaction {row['compaction_index']} of {row['session']}")
+        found = find_contradiction(parse_claim(row["claim"]), given_source(recs[int(row["compaction_index"])]))
+        predicted.append(found is not None)
+        kinds.append(found.kind if found is not None else None)
+    df["predicted"] = predicted
+    df["kind"] = kinds
+    df["truth"] = df["label"] == "contradicted"
+    return df

@@ -1,0 +1,75 @@
+"""Matchers that tolerate paraphrase: "the summary holds this fact" in other words.
+
+:func:`normalized_matcher` is the rule matcher (:func:`pimem.drift.labels.rule_matcher`) with one more way
+for a free-text fact (constraint, decision, error, goal, progress, artifact) to be present: some line of
+the summary holds at least half of the fact's words after :func:`pimem.text.normalize.normal_words`
+(stems, code names split, synonym groups), at least two of them, with the same polarity. Names (paths,
+code names, commands, numbers) keep the exact rules: a paraphrase keeps names, and loosening them costs
+precision (``run()`` against "run modes").
+
+What it rewards and how it fails: a summary that says the same thing in common other words ("added" for
+"created", "directory" for "folder", "get rid of" against "eliminate" only through "remove") is credited;
+rarer wording is still missed, and synonym groups merge words that are not always interchangeable, so
+some lines that share topic words but say something else are credited too. Its precision and recall on
+the labelled facts are in ``benchmarks/README.md`` beside the rule matcher's (:func:`matcher_accuracy`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pimem.base.tables import frame
+from pimem.drift.labels import matcher_check, precision_recall, rule_matcher
+from pimem.text.facts import Fact
+from pimem.text.normalize import normal_words
+
+__all__ = ["normalized_matcher", "normalized_present", "matcher_accuracy", "FREE_TEXT_KINDS"]
+
+FREE_TEXT_KINDS: tuple[str, ...] = ("constraint", "decision", "error", "goal", "progress", "artifact")
+_NOT = re.compile(r"\b(?:not|no|never|don'?t|doesn'?t|didn'?t|won'?t|can'?t|cannot|without|none)\b", re.I)
+
+
+def _negated(text: str) -> bool:
+    return bool(_NOT.search(text))
+
+
+def normalized_present(text: str, summary: str, threshold: float = 0.5) -> bool:
+    """Some line of ``summary`` holds ``threshold`` of the normalised words of ``text`` (at least two),
+    and both negate or neither does."""
+    words = normal_words(text)
+    if len(words) < 2:
+        return False
+    polarity = _negated(text)
+    for line in summary.split("\n"):
+        if not line.strip():
+            continue
+        common = words & normal_words(line)
+        if len(common) >= 2 and len(common) >= threshold * len(words) and _negated(line) == polarity:
+            return True
+    return False
+
+
+def normalized_matcher(fact: Fact, summary: str) -> str:
+    """``"present"`` or ``"absent"``: the rule matcher, then (free-text facts) :func:`normalized_present`."""
+    if rule_matcher(fact, summary) == "present":
+        return "present"
+    if fact.kind in FREE_TEXT_KINDS or fact.source == "label" and fact.kind == "decision":
+        return "present" if normalized_present(fact.surface or fact.value, summary) else "absent"
+    return "absent"
+
+
+def matcher_accuracy(labels: Any, session: Any, matchers: dict[str, Any]) -> Any:
+    """Precision and recall of "present" for each named matcher on a labelled-facts set
+    (:func:`pimem.drift.labels.matcher_check`), over all facts and over the free-text ones: one row per
+    matcher and subset, with n, TP, FP, FN, TN."""
+    rows = []
+    for name, matcher in matchers.items():
+        facts = matcher_check(labels, session, matcher, used_later=False).facts
+        facts = facts[facts["predicted_present"].notna()]
+        free = facts[facts["kind"].isin(FREE_TEXT_KINDS)]
+        for subset, part in (("all", facts), ("free text", free)):
+            rows.append({"matcher": name, "facts": subset,
+                         **precision_recall(list(part["label_present"].astype(bool)),
+                                            list(part["predicted_present"].astype(bool)))})
+    return frame(rows)

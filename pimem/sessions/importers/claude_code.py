@@ -1,0 +1,541 @@
+"""Claude Code transcripts (``~/.claude/projects/<project>/<session>.jsonl``) as Pi v3 sessions.
+
+The mapping (every source record is imported or named in ``Session.warnings``):
+
+* ``user`` / ``assistant`` records become ``message`` entries. The records of one API response
+  (Claude Code writes one record per content block, all with the same ``message.id``) are merged
+  into one assistant message; the usage of the last of them is the response's. A user record's
+  ``tool_result`` blocks become one ``toolResult`` message each (``isError`` from ``is_error``),
+  its other blocks one user message after them. Text, thinking (signature kept), redacted
+  thinking, tool calls with their arguments and base64 images map block for block. Usage:
+  ``cache_read_input_tokens`` → ``cacheRead``, ``cache_creation_input_tokens`` → ``cacheWrite``;
+  cost is not recorded by Claude Code and is left at 0.
+* The ``parentUuid`` tree is kept: entry ids are the source uuids (a record split into several
+  entries gets ``<uuid>:1``, ``<uuid>:2`` … for the later ones); a record's children hang off the
+  entry that holds its last block. Rewinds and edits stay branches.
+* A ``compact_boundary`` and its ``isCompactSummary`` message become one ``compaction`` entry:
+  the summary message's text verbatim as ``summary``, ``tokensBefore`` = ``preTokens``, the
+  trigger in ``details``, the boundary's ``logicalParentUuid`` as parent and ``firstKeptEntryId``
+  = the compaction's own id, so Pi's ``buildSessionContext`` gives the summary and then only what
+  follows it — what Claude Code resumed with.
+* Title records (``summary``, ``custom-title``, ``ai-title``) are session names, never
+  compactions: each becomes a ``session_info`` entry, in file order, chained after the last entry
+  so that Pi still opens at the transcript's last record (Pi's name is the last of them).
+* Sidechain records (a subagent's conversation stored in the main file) are not imported into
+  the main tree (a warning counts them); a file holding only sidechain records — a subagent
+  transcript — imports as a session of its own.
+* Records that never reach the model (``progress``, ``file-history-snapshot``, hook and timing
+  ``system`` records, ``queue-operation``, ``pr-link``, ``attachment``, mode and agent-name
+  records, API-error notices, micro-compaction markers) are not imported; one warning per kind gives the count, the reason and the lines.
+  Their children are attached to their nearest imported ancestor.
+
+Each entry carries ``source``: ``{"format": "claude-code", "uuid": …, "line": …}`` (``uuids`` /
+``lines`` for a merged response), so a reader can go back to the record.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+from pimem.base.js import js_stringify, parse_iso_ms
+from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
+from pimem.errors import SessionFormatError
+from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, read_records
+from pimem.sessions.session import Session
+
+__all__ = ["import_claude_code", "looks_like_claude_code", "FORMAT"]
+
+FORMAT = "claude-code"
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "refusal": "stop",
+    "tool_use": "toolUse",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+}
+
+_SKIP_REASONS = {
+    "progress": "UI progress events (tool output streaming, hooks, subagent progress), not sent to the model",
+    "file-history-snapshot": "editor file backups for rewinds, not part of the conversation",
+    "queue-operation": "input queued while the agent worked; what was sent appears as a user record",
+    "pr-link": "pull-request link shown in the UI",
+    "system": "UI notices (hook summaries, turn durations, local commands, API retries), not sent to the model",
+    "system:microcompact_boundary": (
+        "micro-compaction marker: Claude Code cleared old tool results from its context here; "
+        "the imported results keep their text"
+    ),
+    "attachment": (
+        "attachments Claude Code adds to its context (file references, tool and instruction deltas); "
+        "Pi's projection of the import lacks them"
+    ),
+    "agent-name": "subagent name shown in the UI",
+    "agent-setting": "subagent setting shown in the UI",
+    "permission-mode": "permission mode of the UI",
+    "mode": "UI mode",
+    "last-prompt": "pointer to the latest prompt for the UI",
+    "bridge-session": "remote-control bridge bookkeeping",
+    "sidechain": "subagent (sidechain) record in the main transcript; load the subagent's file alone to study it",
+    "compact_summary_orphan": "compaction summary message without its compact_boundary record",
+}
+
+_TITLE_FIELDS = {"summary": "summary", "custom-title": "customTitle", "ai-title": "aiTitle"}
+_CC_TYPES = frozenset(
+    {"user", "assistant", "system", "progress", "file-history-snapshot", "queue-operation", "pr-link"}
+    | set(_TITLE_FIELDS)
+)
+
+
+def looks_like_claude_code(record: dict) -> bool:
+    """Whether a transcript record has Claude Code's shape."""
+    rtype = record.get("type")
+    if rtype not in _CC_TYPES:
+        return False
+    if rtype in _TITLE_FIELDS:
+        return _TITLE_FIELDS[rtype] in record
+    return "sessionId" in record or "uuid" in record or rtype in ("file-history-snapshot", "queue-operation")
+
+
+def _kind(data: dict) -> str:
+    rtype = data.get("type")
+    rtype = rtype if isinstance(rtype, str) else "?"
+    subtype = data.get("subtype")
+    return f"{rtype}:{subtype}" if rtype == "system" and isinstance(subtype, str) else rtype
+
+
+def _ms(timestamp: Any) -> int | None:
+    if isinstance(timestamp, str):
+        try:
+            ms = parse_iso_ms(timestamp)
+        except (ValueError, TypeError):
+            return None
+        return None if ms is None else int(ms)
+    return None
+
+
+def _usage(raw: Any) -> dict:
+    raw = raw if isinstance(raw, dict) else {}
+
+    def num(key: str) -> int:
+        value = raw.get(key)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+    usage: dict[str, Any] = {
+        "input": num("input_tokens"),
+        "output": num("output_tokens"),
+        "cacheRead": num("cache_read_input_tokens"),
+        "cacheWrite": num("cache_creation_input_tokens"),
+    }
+    usage["totalTokens"] = sum(usage.values())
+    usage["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+    return usage
+
+
+class _Importer:
+    def __init__(self, file: str, warnings: list[SessionWarning]) -> None:
+        self.file = file
+        self.warnings = warnings
+        self.report = ImportReport(FORMAT, file)
+        self.entries: list[dict] = []
+        self.by_id: dict[str, dict] = {}
+        self.target: dict[str, str | None] = {}  # source uuid -> entry id its children attach to
+        self.has_children: set[str] = set()
+        self.tool_names: dict[str, str] = {}
+        self.group_of: dict[str, str] = {}  # assistant entry id -> message.id of its response
+        self.last_main: str | None = None
+        self.pending_compaction: dict[str, dict] = {}  # boundary uuid -> compaction entry
+        self.titles: list[Record] = []
+        self.notes: dict[str, list[int]] = {}
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def warn(self, line: int | None, reason: str, entry_id: str | None = None) -> None:
+        self.warnings.append(SessionWarning(line, reason, entry_id, self.file))
+
+    def note(self, reason: str, line: int) -> None:
+        """A per-block problem, reported once per reason with its lines."""
+        self.notes.setdefault(reason, []).append(line)
+
+    def skip(self, reason_key: str, rec: Record) -> None:
+        self.report.skip(reason_key, rec.line)
+        uuid = rec.data.get("uuid")
+        if isinstance(uuid, str):
+            self.target[uuid] = self.parent_of(rec, quiet=True)
+
+    def parent_of(self, rec: Record, quiet: bool = False) -> str | None:
+        parent = rec.data.get("parentUuid")
+        if parent is None:
+            return None
+        if isinstance(parent, str) and parent in self.target:
+            return self.target[parent]
+        if not quiet:
+            self.note("parent record not in the file: the entry becomes a root", rec.line)
+        return None
+
+    def add(self, entry: dict[str, Any], rec: Record, kind: str) -> dict[str, Any]:
+        eid = entry["id"]
+        if eid in self.by_id:
+            n = 1
+            while f"{eid}#{n}" in self.by_id:
+                n += 1
+            self.note(f"duplicate uuid: later record's entry id gets a #n suffix", rec.line)
+            eid = entry["id"] = f"{eid}#{n}"
+        parent = entry.get("parentId")
+        if isinstance(parent, str):
+            self.has_children.add(parent)
+        self.entries.append(entry)
+        self.by_id[eid] = entry
+        self.report.entries_out[kind] = self.report.entries_out.get(kind, 0) + 1
+        return entry
+
+    def source(self, rec: Record) -> dict:
+        src: dict[str, Any] = {"format": FORMAT, "uuid": rec.data.get("uuid"), "line": rec.line}
+        if rec.data.get("isMeta"):
+            src["isMeta"] = True
+        if rec.data.get("isSidechain"):
+            src["isSidechain"] = True
+        return src
+
+    def message_entry(self, eid: str, parent: str | None, rec: Record, message: dict) -> dict:
+        return {
+            "type": "message",
+            "id": eid,
+            "parentId": parent,
+            "timestamp": as_str(rec.data.get("timestamp"), None),
+            "message": message,
+            "source": self.source(rec),
+        }
+
+    # -- blocks ----------------------------------------------------------------------------
+
+    def image(self, block: dict, line: int) -> dict:
+        src = block.get("source")
+        if isinstance(src, dict) and src.get("type") == "base64" and isinstance(src.get("data"), str):
+            return {"type": "image", "data": src["data"], "mimeType": src.get("media_type") or "image/png"}
+        self.note("image without base64 data kept as a text placeholder", line)
+        return {"type": "text", "text": "[image]"}
+
+    def unknown_block(self, block: Any, line: int) -> dict:
+        kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+        self.note(f"content block of type {kind!r} kept as JSON text", line)
+        return {"type": "text", "text": js_stringify(block)}
+
+    def assistant_blocks(self, content: Any, line: int) -> list[dict]:
+        if isinstance(content, str):
+            return [{"type": "text", "text": content}]
+        out: list[dict] = []
+        for block in content if isinstance(content, list) else []:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text":
+                out.append({"type": "text", "text": as_str(block.get("text"), "")})
+            elif kind == "thinking":
+                b = {"type": "thinking", "thinking": block.get("thinking") or ""}
+                if isinstance(block.get("signature"), str):
+                    b["thinkingSignature"] = block["signature"]
+                out.append(b)
+            elif kind == "redacted_thinking":
+                out.append({"type": "thinking", "thinking": "", "thinkingSignature": block.get("data") or "",
+                            "redacted": True})
+            elif kind in ("tool_use", "server_tool_use"):
+                args = block.get("input")
+                if not isinstance(args, dict):
+                    self.note("tool call input is not an object: kept under {\"input\": …}", line)
+                    args = {"input": args}
+                call_id = as_str(block.get("id"), "")
+                name = as_str(block.get("name"), "")
+                out.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args})
+            else:
+                out.append(self.unknown_block(block, line))
+        return out
+
+    def user_blocks(self, blocks: list, line: int) -> list[dict]:
+        out: list[dict] = []
+        for block in blocks:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text":
+                out.append({"type": "text", "text": as_str(block.get("text"), "")})
+            elif kind == "image":
+                out.append(self.image(block, line))
+            elif kind == "document" and isinstance(block.get("source"), dict) and block["source"].get("type") == "text":
+                out.append({"type": "text", "text": str(block["source"].get("data") or "")})
+            elif kind == "tool_reference":
+                out.append({"type": "text", "text": f"[tool reference: {block.get('tool_name')}]"})
+            else:
+                out.append(self.unknown_block(block, line))
+        return out
+
+    # -- records ---------------------------------------------------------------------------
+
+    def assistant(self, rec: Record) -> None:
+        data = rec.data
+        raw = as_object(data.get("message"))
+        uuid = as_str(data.get("uuid"), f"line{rec.line}")
+        parent = self.parent_of(rec)
+        blocks = self.assistant_blocks(raw.get("content"), rec.line)
+        response_id = as_str(raw.get("id"), None)
+        stop = raw.get("stop_reason")
+        group = self.by_id.get(parent) if parent is not None else None
+        if (
+            group is not None
+            and parent is not None
+            and response_id is not None
+            and self.group_of.get(parent) == response_id
+            and parent not in self.has_children
+        ):
+            merged = group["message"]
+            merged["content"].extend(blocks)
+            if isinstance(raw.get("usage"), dict):
+                merged["usage"] = _usage(raw["usage"])
+            if isinstance(stop, str):
+                merged["stopReason"] = _STOP_REASONS.get(stop, "stop")
+            src = group["source"]
+            if "uuids" not in src:
+                src["uuids"], src["lines"] = [src.pop("uuid")], [src.pop("line")]
+            src["uuids"].append(data.get("uuid"))
+            src["lines"].append(rec.line)
+            self.target[uuid] = parent
+            self.report.count_imported("assistant")
+            self.fix_stop(merged)
+            return
+        model = as_str(raw.get("model"), "")
+        msg: dict[str, Any] = {
+            "role": "assistant",
+            "content": blocks,
+            "api": "anthropic-messages",
+            "provider": "anthropic",
+            "model": model,
+            "usage": _usage(raw.get("usage")),
+            "stopReason": _STOP_REASONS.get(stop, "stop") if isinstance(stop, str) else "stop",
+            "timestamp": _ms(data.get("timestamp")),
+        }
+        if response_id is not None:
+            msg["responseId"] = response_id
+        if data.get("isApiErrorMessage"):
+            msg["stopReason"] = "error"
+            msg["errorMessage"] = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text") or "error"
+        else:
+            self.fix_stop(msg)
+        entry = self.add(self.message_entry(uuid, parent, rec, msg), rec, "message:assistant")
+        if response_id is not None:
+            self.group_of[entry["id"]] = response_id
+        self.target[uuid] = entry["id"]
+        self.last_main = entry["id"]
+        self.report.count_imported("assistant")
+
+    @staticmethod
+    def fix_stop(msg: dict) -> None:
+        """A response still streaming (no stop reason) that called tools stopped for them."""
+        if msg["stopReason"] == "stop" and any(b.get("type") == "toolCall" for b in msg["content"]):
+            msg["stopReason"] = "toolUse"
+
+    def user(self, rec: Record) -> None:
+        data = rec.data
+        raw = as_object(data.get("message"))
+        uuid = as_str(data.get("uuid"), f"line{rec.line}")
+        parent = self.parent_of(rec)
+        if data.get("isCompactSummary"):
+            boundary = data.get("parentUuid")
+            compaction = self.pending_compaction.pop(boundary, None) if isinstance(boundary, str) else None
+            if compaction is None:
+                self.skip("compact_summary_orphan", rec)
+                return
+            content = raw.get("content")
+            if isinstance(content, list):
+                content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+            compaction["summary"] = content if isinstance(content, str) else ""
+            compaction["source"]["summaryUuid"] = data.get("uuid")
+            compaction["source"]["summaryLine"] = rec.line
+            self.target[uuid] = compaction["id"]
+            self.report.count_imported("user")
+            return
+        content = raw.get("content")
+        ts = _ms(data.get("timestamp"))
+        n = 0
+        current = parent
+
+        def next_id() -> str:
+            nonlocal n
+            n += 1
+            return uuid if n == 1 else f"{uuid}:{n - 1}"
+
+        rest: list = []
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    result = block.get("content")
+                    if isinstance(result, str):
+                        parts = [{"type": "text", "text": result}]
+                    elif isinstance(result, list):
+                        parts = self.user_blocks(result, rec.line)
+                    else:
+                        parts = []
+                    call_id = as_str(block.get("tool_use_id"), "")
+                    name = self.tool_names.get(call_id)
+                    if name is None:
+                        self.note("tool result without a matching tool call in the file: toolName left empty",
+                                  rec.line)
+                        name = ""
+                    msg = {
+                        "role": "toolResult",
+                        "toolCallId": call_id,
+                        "toolName": name,
+                        "content": parts,
+                        "isError": bool(block.get("is_error")),
+                        "timestamp": ts,
+                    }
+                    entry = self.add(self.message_entry(next_id(), current, rec, msg), rec, "message:toolResult")
+                    current = entry["id"]
+                else:
+                    rest.append(block)
+            if rest:
+                msg = {"role": "user", "content": self.user_blocks(rest, rec.line), "timestamp": ts}
+                entry = self.add(self.message_entry(next_id(), current, rec, msg), rec, "message:user")
+                current = entry["id"]
+        elif isinstance(content, str):
+            msg = {"role": "user", "content": content, "timestamp": ts}
+            entry = self.add(self.message_entry(next_id(), current, rec, msg), rec, "message:user")
+            current = entry["id"]
+        if n == 0:
+            self.note("user record without content: imported as an empty user message", rec.line)
+            msg = {"role": "user", "content": "", "timestamp": ts}
+            entry = self.add(self.message_entry(next_id(), current, rec, msg), rec, "message:user")
+            current = entry["id"]
+        self.target[uuid] = current
+        self.last_main = current
+        self.report.count_imported("user")
+
+    def boundary(self, rec: Record) -> None:
+        data = rec.data
+        uuid = as_str(data.get("uuid"), f"line{rec.line}")
+        logical = data.get("logicalParentUuid")
+        if isinstance(logical, str) and logical in self.target:
+            parent = self.target[logical]
+        else:
+            parent = self.last_main
+            self.note(
+                "compact_boundary's logicalParentUuid is not in the file: the compaction follows the "
+                "previous record in file order",
+                rec.line,
+            )
+        meta = as_object(data.get("compactMetadata"))
+        pre = meta.get("preTokens")
+        entry: dict[str, Any] = {
+            "type": "compaction",
+            "id": uuid,
+            "parentId": parent,
+            "timestamp": as_str(data.get("timestamp"), None),
+            "summary": "",
+            "firstKeptEntryId": uuid,
+            "tokensBefore": pre if isinstance(pre, (int, float)) and not isinstance(pre, bool) else 0,
+            "details": {"trigger": meta.get("trigger")},
+            "fromHook": False,
+            "source": self.source(rec),
+        }
+        entry = self.add(entry, rec, "compaction")
+        entry["firstKeptEntryId"] = entry["id"]
+        self.pending_compaction[uuid] = entry
+        self.target[uuid] = entry["id"]
+        self.last_main = entry["id"]
+        self.report.count_imported(_kind(data))
+
+    # -- whole file --------------------------------------------------------------------------
+
+    def run(self, records: list[Record]) -> None:
+        for rec in records:
+            self.report.count_in(_kind(rec.data))
+            if rec.data.get("type") == "assistant" and isinstance(rec.data.get("message"), dict):
+                for block in rec.data["message"].get("content") or []:
+                    if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use"):
+                        if isinstance(block.get("id"), str) and isinstance(block.get("name"), str):
+                            self.tool_names[block["id"]] = block["name"]
+        conversation = [r for r in records if r.data.get("type") in ("user", "assistant")]
+        only_sidechain = bool(conversation) and all(r.data.get("isSidechain") for r in conversation)
+        for rec in records:
+            data = rec.data
+            rtype = data.get("type")
+            if data.get("isSidechain") and not only_sidechain and rtype in ("user", "assistant", "system", "progress"):
+                self.skip("sidechain", rec)
+            elif rtype == "assistant":
+                self.assistant(rec)
+            elif rtype == "user":
+                self.user(rec)
+            elif rtype == "system" and data.get("subtype") == "compact_boundary":
+                self.boundary(rec)
+            elif rtype in _TITLE_FIELDS:
+                self.titles.append(rec)
+            elif rtype == "system" and data.get("subtype") == "microcompact_boundary":
+                self.skip("system:microcompact_boundary", rec)
+            elif rtype in _SKIP_REASONS:
+                self.skip(_kind(data), rec)
+            else:
+                self.skip(f"unknown record type {rtype!r}", rec)
+        for boundary, compaction in self.pending_compaction.items():
+            self.warn(
+                compaction["source"]["line"],
+                "compact_boundary without its isCompactSummary message: the compaction's summary is empty",
+                compaction["id"],
+            )
+        parent = self.entries[-1]["id"] if self.entries else None
+        for rec in self.titles:
+            rtype = str(rec.data.get("type"))
+            title = rec.data.get(_TITLE_FIELDS[rtype])
+            entry = {
+                "type": "session_info",
+                "id": f"title:{rec.line}" + (f".{rec.part}" if rec.part else ""),
+                "parentId": parent,
+                "timestamp": self.entries[-1]["timestamp"] if self.entries else None,
+                "name": title if isinstance(title, str) else "",
+                "source": {"format": FORMAT, "leafUuid": rec.data.get("leafUuid"), "line": rec.line},
+            }
+            parent = self.add(entry, rec, "session_info")["id"]
+            self.report.count_imported(rtype)
+        for reason, lines in self.report.skipped.items():
+            why = _SKIP_REASONS.get(reason) or _SKIP_REASONS.get(reason.split(":")[0], "no Pi counterpart")
+            self.warn(lines[0], f"{len(lines)} {reason} record(s) not imported: {why} (lines {_lines(lines)})")
+        for reason, lines in self.notes.items():
+            self.warn(lines[0], f"{reason} ({len(lines)}×, lines {_lines(lines)})")
+
+
+def _lines(lines: list[int], limit: int = 8) -> str:
+    shown = ", ".join(str(n) for n in lines[:limit])
+    return shown + (", …" if len(lines) > limit else "")
+
+
+def import_claude_code(path: str | os.PathLike[str], *, seed: int | str | None = None) -> Session:
+    """Load a Claude Code transcript (plain or gzip'd) as a :class:`Session` of Pi v3 entries.
+
+    The session's ``source_format`` is ``"claude-code"`` and its ``import_report`` counts the
+    records read, the entries written and the records skipped by reason.
+    """
+    file = os.fspath(path)
+    warnings: list[SessionWarning] = []
+    records = list(read_records(file, warnings))
+    if not any(looks_like_claude_code(r.data) for r in records[:50]):
+        raise SessionFormatError(f"{file}:1: not a Claude Code transcript (no record of its shape in the first lines)")
+    importer = _Importer(file, warnings)
+    importer.run(records)
+    first = next((r.data for r in records if isinstance(r.data.get("sessionId"), str)), {})
+    stem = os.path.basename(file).split(".")[0]
+    first_ts = next((r.data["timestamp"] for r in records if isinstance(r.data.get("timestamp"), str)), None)
+    cwd = next((r.data["cwd"] for r in records if isinstance(r.data.get("cwd"), str)), "")
+    version = next((r.data["version"] for r in records if isinstance(r.data.get("version"), str)), None)
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": CURRENT_SESSION_VERSION,
+        "id": first.get("sessionId") or stem,
+        "timestamp": first_ts,
+        "cwd": cwd,
+        "source": {"format": FORMAT, "version": version},
+    }
+    for entry in importer.entries:
+        if entry.get("timestamp") is None:
+            entry["timestamp"] = first_ts
+    rng = random.Random(seed if seed is not None else header["id"])
+    session = Session(header, importer.entries, path=file, warnings=warnings, rng=rng)
+    session.source_format = FORMAT  # type: ignore[attr-defined]
+    session.import_report = importer.report  # type: ignore[attr-defined]
+    return session

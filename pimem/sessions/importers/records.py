@@ -1,0 +1,163 @@
+"""Reading another agent's JSON Lines transcript: plain or gzip'd, with the defects real files have.
+
+A line may hold two JSON objects back to back (a write artefact seen in real transcripts); the
+last line may be cut short; a line may not be JSON at all. Every record comes out with its line
+number; every defect becomes a :class:`~pimem.core.session_manager.SessionWarning`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, TypeVar
+
+import orjson
+
+from pimem.base.files import open_regular
+from pimem.core.session_manager import SessionWarning
+from pimem.errors import SessionFormatError
+
+__all__ = ["Record", "ImportReport", "read_records", "open_transcript", "as_object", "as_str"]
+
+_T = TypeVar("_T")
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_str(value: Any, default: _T) -> str | _T:
+    """``value`` when it is a string, else ``default``."""
+    return value if isinstance(value, str) else default
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_DECODER = json.JSONDecoder()
+
+
+@dataclass
+class Record:
+    """One JSON object of a transcript and where it was (1-based line; ``part`` > 0 for the
+    second object on a line)."""
+
+    line: int
+    data: dict[str, Any]
+    part: int = 0
+
+
+@dataclass
+class ImportReport:
+    """What an importer read and what it made of it.
+
+    ``records_in``: source records per kind; ``entries_out``: Pi entries written per kind;
+    ``skipped``: source records not imported, per reason, each with the line numbers.
+    """
+
+    source_format: str
+    path: str
+    records_in: dict[str, int] = field(default_factory=dict)
+    entries_out: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, list[int]] = field(default_factory=dict)
+    imported: dict[str, int] = field(default_factory=dict)
+
+    def count_in(self, kind: str) -> None:
+        self.records_in[kind] = self.records_in.get(kind, 0) + 1
+
+    def count_imported(self, kind: str) -> None:
+        self.imported[kind] = self.imported.get(kind, 0) + 1
+
+    def skip(self, reason: str, line: int) -> None:
+        self.skipped.setdefault(reason, []).append(line)
+
+    @property
+    def n_records(self) -> int:
+        return sum(self.records_in.values())
+
+    @property
+    def n_skipped(self) -> int:
+        return sum(len(v) for v in self.skipped.values())
+
+    @property
+    def n_imported(self) -> int:
+        return sum(self.imported.values())
+
+
+def open_transcript(path: str | os.PathLike[str]) -> Any:
+    """The file opened for binary reading, decompressed when it is gzip'd (by content, not name).
+
+    Not a regular file (a FIFO, a device, a folder): :class:`SessionFormatError`.
+    """
+    handle = open_regular(path)
+    if handle.read(2) == _GZIP_MAGIC:
+        handle.close()
+        return gzip.open(os.fspath(path), "rb")  # a regular file, checked just above
+    handle.seek(0)
+    return handle
+
+
+def split_objects(text: str) -> list[Any] | None:
+    """Every JSON value on a line written back to back, or None when the line is not JSON."""
+    values = []
+    pos = 0
+    end = len(text)
+    try:
+        while pos < end:
+            value, pos = _DECODER.raw_decode(text, pos)
+            values.append(value)
+            while pos < end and text[pos].isspace():
+                pos += 1
+    except (ValueError, RecursionError):
+        return None
+    return values
+
+
+def read_records(path: str | os.PathLike[str], warnings: list[SessionWarning]) -> Iterator[Record]:
+    """Every JSON object of the transcript in file order; defects recorded in ``warnings``."""
+    file = os.fspath(path)
+    try:
+        handle = open_transcript(file)
+    except OSError as exc:
+        raise SessionFormatError(f"{file}: cannot read: {exc}") from exc
+    with handle as f:
+        try:
+            raw_lines = f.read().split(b"\n")
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise SessionFormatError(f"{file}: corrupt gzip data: {exc}") from exc
+    last = len(raw_lines)
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+        last = -1  # the file ends with a newline: no line is cut short
+    for lineno, raw in enumerate(raw_lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            value = orjson.loads(raw)
+            values = [value]
+        except orjson.JSONDecodeError:
+            text = raw.decode("utf-8", "replace")
+            if "\ufffd" in text and b"\xef\xbf\xbd" not in raw:
+                warnings.append(SessionWarning(lineno, "invalid UTF-8 bytes replaced with U+FFFD", None, file))
+            parsed = split_objects(text.strip())
+            if parsed is None:
+                why = (
+                    "truncated last line (no newline, not valid JSON): skipped"
+                    if lineno == last
+                    else "malformed JSON line skipped"
+                )
+                warnings.append(SessionWarning(lineno, why, None, file))
+                continue
+            values = parsed
+            if len(values) > 1:
+                warnings.append(
+                    SessionWarning(lineno, f"{len(values)} JSON objects on one line: each read as a record", None, file)
+                )
+        for part, value in enumerate(values):
+            if isinstance(value, dict):
+                yield Record(lineno, value, part)
+            else:
+                warnings.append(
+                    SessionWarning(lineno, f"line holds a JSON {type(value).__name__}, not an object: skipped", None, file)
+                )

@@ -1,0 +1,109 @@
+"""Contradictions: changed values, negations and reversed decisions against what the summarizer was given;
+the labelled set and its held-out half."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pimem.drift.contradictions import find_contradiction, load_contradiction_labels
+from pimem.drift.faithfulness import contradiction_check
+from pimem.drift.faithfulness import SourceText, parse_claim
+from pimem.drift.labels import LabelFormatError, precision_recall
+from tests.conftest import REAL_DIR
+
+LABELS = Path(__file__).resolve().parents[2] / "datasets" / "labels" / "contradictions.jsonl"
+
+GIVEN = SourceText([
+    "The AgentSession class is now 885 lines and holds all shared logic.",
+    "885 src/core/agent-session.ts",
+    "Fixed total count: 44 → 46 color tokens",
+    "I'll use a TaxTable class instead of a plain dict for the rates.",
+    "mv examples/full-compaction.ts examples/custom-compaction.ts",
+    "Release v0.27.3 is out; tagged and pushed.",
+    "Created src/modes/print-mode.ts with runPrintMode and setModel wiring.",
+    "Listeners are not cleared on reset or compact; dispose() is the only cleanup.",
+    "Run `npm run check` before every commit.",
+    "The before_compact event now carries resolveApiKey.",
+])
+
+
+def kind(text):
+    found = find_contradiction(parse_claim(text), GIVEN)
+    return found.kind if found is not None else None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("`src/core/agent-session.ts` (958 lines)", "number"),
+    ("Fixed total count: 44 → 48 color tokens", "number"),
+    ("v0.27.2 - tagged and pushed", "version"),
+    ("Created `src/core/print-mode.ts`", "path"),
+    ("Wired `getModel` in print mode", "name"),
+    ("The `after_compact` event now carries `resolveApiKey`", "name"),
+    ("Run `npm run test` before every commit", "name"),
+    ("Use a plain dict instead of a TaxTable class for the rates", "reversal"),
+    ("Fixed total count: 46 → 44 color tokens", "reversal"),
+    ("Renamed `custom-compaction.ts` to `full-compaction.ts`", "reversal"),
+    ("Listeners are cleared on reset or compact of the session", "negation"),
+])
+def test_each_kind_is_found(text, expected):
+    assert kind(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "`src/core/agent-session.ts` (885 lines)",
+    "Fixed total count: 44 → 46 color tokens",
+    "Use a TaxTable class rather than a plain dict",
+    "Renamed `full-compaction.ts` to `custom-compaction.ts`",
+    "Listeners are not cleared on reset or compact of the session",
+    "Deployed the service to Kubernetes",  # invented, not contradicted
+    "Run `npm run check` before committing",
+])
+def test_agreeing_and_unrelated_claims_are_not_contradictions(text):
+    assert kind(text) is None
+
+
+def test_the_labelled_set_is_well_formed():
+    df = load_contradiction_labels(LABELS)
+    assert len(df) >= 150 and df["id"].is_unique
+    assert set(df["split"]) == {"tune", "heldout"} and set(df["label"]) == {"supported", "contradicted", "unsupported"}
+    assert (df["label"] == "contradicted").sum() >= 60
+    # an edit and the real claim it was made from are in the same half
+    source_split = dict(zip(df["id"], df["split"]))
+    edits = df[df["source_id"].notna()]
+    assert len(edits) and all(source_split[s] == sp for s, sp in zip(edits["source_id"], edits["split"]))
+    assert all(e for e, lab in zip(df["evidence"], df["label"]) if lab != "unsupported")
+
+
+def test_a_malformed_label_line_names_file_and_line(tmp_path):
+    rows = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines()[:2]]
+    rows[1]["label"] = "maybe"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    with pytest.raises(LabelFormatError, match=r"bad\.jsonl:2: label 'maybe'"):
+        load_contradiction_labels(bad)
+
+
+@pytest.fixture(scope="module")
+def checked():
+    if not REAL_DIR.exists():
+        pytest.skip("real Pi sessions not available (../shared/datasets/pi-mono)")
+    from pimem.drift.faithfulness import given_source
+    from pimem.drift.metaeval import pi_records
+
+    records = pi_records(REAL_DIR)
+    df = load_contradiction_labels(LABELS)
+    for _, row in df[df["evidence"] != ""].iterrows():  # every quote is verbatim in what the summarizer saw
+        assert row["evidence"] in given_source(records[row["session"]][row["compaction_index"]]).text, row["id"]
+    return contradiction_check(df, records)
+
+
+def test_held_out_precision_and_recall_as_the_readme_states(checked):
+    held = checked[checked["split"] == "heldout"]
+    pr = precision_recall(list(held["truth"]), list(held["predicted"]))
+    # the figures of datasets/labels/README.md ("Contradiction set"); change both together
+    assert (pr["tp"], pr["fp"], pr["fn"], pr["tn"]) == (12, 2, 26, 62)
+    tune = checked[checked["split"] == "tune"]
+    assert precision_recall(list(tune["truth"]), list(tune["predicted"]))["precision"] >= 0.9

@@ -1,0 +1,109 @@
+"""Faithfulness: claims of a summary against what its summarizer was given, and the headline score."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pimem.drift.faithfulness import (check_claims, faithfulness_measures, given_source, later_source,
+                                      summary_claims)
+from pimem.drift.records import CompactionRecord
+from tests.conftest import REAL_DIR
+
+
+def _msg(role, text):
+    if role == "assistant":
+        return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    if role == "tool":
+        return {"role": "toolResult", "toolName": "bash", "content": [{"type": "text", "text": text}], "isError": False}
+    return {"role": "user", "content": text}
+
+
+def record(span, later=(), previous=None):
+    span = [(f"s{i}", _msg(r, t)) for i, (r, t) in enumerate(span)]
+    later = [(f"l{i}", _msg(r, t)) for i, (r, t) in enumerate(later)]
+    return CompactionRecord(0, {"type": "compaction", "summary": ""}, span, [], later, previous, [], [], 0)
+
+
+SPAN = [
+    ("user", "Please move the tax code into src/billing/tax.py and keep the old module for reference."),
+    ("assistant", "I'll use a TaxTable class instead of a dict. Created src/billing/tax.py with class TaxTable."),
+    ("tool", "42 src/billing/tax.py"),
+    ("assistant", "The tests pass: 12 passed in 0.8s. Version bumped to 1.4.2."),
+]
+
+
+def verdicts(summary, rec):
+    return {v.claim.text: v for v in check_claims(summary_claims(summary), given_source(rec), later=later_source(rec))}
+
+
+def test_claims_are_lines_without_headings_placeholders_or_lead_ins():
+    claims = summary_claims("## Goal\nMove the tax code\n\n## Blocked\n- (none)\n\n**New files:**\n- `src/billing/tax.py`\n"
+                            "| file | lines |\n|---|---|\n| tax.py | 42 |\n<modified-files>\nsrc/x.py\n</modified-files>")
+    texts = [c.text for c in claims]
+    assert texts == ["Move the tax code", "`src/billing/tax.py`", "tax.py ; 42"]
+    assert claims[1].context == "New files:" and claims[1].paths == ("src/billing/tax.py",)
+    assert claims[2].context == "file ; lines" and claims[2].values == ("42",)
+
+
+def test_supported_invented_later_and_contradicted_claims():
+    rec = record(SPAN, later=[("assistant", "Next I added the VAT rates to src/billing/vat.py.")])
+    v = verdicts("## Done\n- Created `src/billing/tax.py` with class `TaxTable` (42 lines)\n"
+                 "- Added the VAT rates to `src/billing/vat.py`\n"
+                 "- Deployed the billing service to Kubernetes with `helm upgrade`\n"
+                 "- Version bumped to 1.5.2\n", rec)
+    assert v["Created `src/billing/tax.py` with class `TaxTable` (42 lines)"].verdict == "supported"
+    assert v["Added the VAT rates to `src/billing/vat.py`"].verdict == "later"
+    assert v["Deployed the billing service to Kubernetes with `helm upgrade`"].verdict == "invented"
+    changed = v["Version bumped to 1.5.2"]
+    assert changed.verdict == "contradicted" and changed.contradiction.kind == "version"
+
+
+def test_the_previous_summary_counts_as_given():
+    rec = record(SPAN, previous="## Key Decisions\n- Rates are stored in cents, never floats")
+    assert verdicts("- Rates are stored in cents, never floats", rec)[
+        "Rates are stored in cents, never floats"].verdict == "supported"
+    assert verdicts("- Rates are stored in cents, never floats", record(SPAN))[
+        "Rates are stored in cents, never floats"].verdict != "supported"
+
+
+def test_bare_names_are_faithful_but_not_informative():
+    claims = summary_claims("## Critical Context\n- `src/billing/tax.py`\n- `TaxTable`\n\n**Files written:**\n- `src/billing/tax.py`")
+    assert [c.informative for c in claims] == [False, False, True]
+
+
+def test_measures_without_needed_facts_and_without_claims():
+    rec = record(SPAN)
+    row = faithfulness_measures(rec, "## Goal\n(none)\n\n## Done\n- (none)", needed=[])
+    assert row["n_claims"] == 0 and math.isnan(row["faithfulness"]) and math.isnan(row["score"])
+    row = faithfulness_measures(rec, "- Created `src/billing/tax.py` with class `TaxTable`\n- Migrated to Rust", needed=[])
+    assert row["n_claims"] == 2 and row["faithfulness"] == 0.5 and row["claims_invented"] == 1
+
+
+@pytest.fixture(scope="module")
+def pi():
+    if not REAL_DIR.exists():
+        pytest.skip("real Pi sessions not available (../shared/datasets/pi-mono)")
+    from pimem.drift.metaeval import pi_records
+
+    return pi_records(REAL_DIR)
+
+
+def test_real_summaries_are_faithful_and_foreign_ones_are_not(pi):
+    from pimem.drift.needed import needed_later_facts
+
+    own, foreign = [], []
+    records = [r for recs in pi.values() for r in recs]
+    for i, rec in enumerate(records):
+        needed = needed_later_facts(rec)
+        own.append(faithfulness_measures(rec, rec.summary, needed=needed))
+        other = records[(i + 2) % len(records)]  # a summary of another span (of another session for most)
+        foreign.append(faithfulness_measures(rec, other.summary, needed=needed))
+    assert all(r["faithfulness"] >= 0.9 for r in own)
+    assert sum(r["faithfulness"] for r in foreign) / len(foreign) < 0.75
+    assert all(f["claims_invented"] + f["claims_from_later"] + f["claims_contradicted"] >
+               o["claims_invented"] + o["claims_from_later"] + o["claims_contradicted"] for o, f in zip(own, foreign))
+    scored = [(o, f) for o, f in zip(own, foreign) if not math.isnan(o["score"])]
+    assert len(scored) == 3  # three of the five have a later trajectory to be needed in
+    assert all(f["score"] < o["score"] and f["score"] < 0.1 for o, f in scored)
