@@ -39,7 +39,8 @@ from pimem.drift.measures import compare_sources, measure_docs
 from pimem.drift.records import compaction_records
 from pimem.experiments.sweep import sweep
 from pimem.experiments.uncertainty import sweep_summary
-from pimem.replays.engine import TOKEN_SOURCES, recorded_calibration, replay
+from pimem.replays.engine import TOKEN_SOURCES, replay
+from pimem.replays.recording import calibrate_recording
 from pimem.replays.orphans import OPEN_LOOP_NOTE, orphan_rate, orphan_references
 from pimem.sessions.discover import dedupe_session_paths
 from pimem.sessions.load import as_session, load_session
@@ -57,7 +58,7 @@ from pimem.viz import (
 from pimem.viz.measure_plots import plot_measures, plot_recall_curve
 
 if TYPE_CHECKING:
-    from pimem.replays.engine import TokenSource
+    from pimem.replays.tokens import TokenSourceName
 
 __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
            "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
@@ -334,17 +335,21 @@ def _orphan_section_html(session_or_result: Any) -> str:
 
 def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
                        report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
-                       compare_max: int = 40) -> Path:
+                       compare_max: int = 40, index_href: str | None = None) -> Path:
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
 
     Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
     ``report``: the drift report when already computed. ``sources``: summary sources to set
     beside the session's own summaries (default: the extractive summarizer and the four
     degenerate baselines, at the recorded summaries' length); the comparison is left out, with a
-    note, when the chain has more than ``compare_max`` compactions.
+    note, when the chain has more than ``compare_max`` compactions. ``index_href``: a link back to the
+    page that lists this report (the study's ``index.html``), at the top and the bottom.
     """
     target = Path(path)
     page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max)
+    if index_href is not None:
+        nav = f"<p class='nav'><a href='{_href(index_href)}'>&larr; back to the study index</a></p>"
+        page = page.replace("<body>", "<body>" + nav, 1).replace("</body>", nav + "</body>", 1)
     atomic_write_text(target, escape_lone_surrogates(page))  # a UTF-8 page cannot hold lone surrogates
     return target
 
@@ -481,7 +486,7 @@ def session_size(path: str | os.PathLike) -> SessionSize:
                 system = estimate_tokens(message)  # only the current system message is sent
             else:
                 total += estimate_tokens(message)
-    calibration = recorded_calibration(branch)
+    calibration = calibrate_recording(branch)
     return SessionSize(total + system, calibration.overhead, calibration.slope)
 
 
@@ -591,7 +596,7 @@ def run_study(
     sources = list(dict.fromkeys(token_sources))
     if not sources or any(src not in TOKEN_SOURCES for src in sources):
         raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
-    reference = cast("TokenSource", "calibrated" if "calibrated" in sources else sources[0])
+    reference = cast("TokenSourceName", "calibrated" if "calibrated" in sources else sources[0])
     sizes: dict[str, SessionSize] = {}
     for p in list(session_paths):
         try:
@@ -655,7 +660,8 @@ def run_study(
     if len(calibrated):
         for w in sorted(calibrated[by[0]].dropna().unique()):
             part = calibrated[calibrated[by[0]] == w]
-            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1])
+            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1],
+                                          ncols=2)  # 2 × 2: readable on an 800 px screen
             label = f"context window {w:,}" if windows is not None else f"context window {w:.0%} of each session"
             fig.suptitle(f"{label} — mean over {part['session'].nunique()} session(s), {reference} tokens")
             name = f"heatmap-w{int(w)}.png" if windows is not None else f"heatmap-w{round(w * 100)}pct.png"
@@ -686,7 +692,8 @@ def run_study(
                     result = replay(p, settings, context_window=mw, summarizer=summarizer, token_source=reference)
                 result.write(out / "replays" / f"{name}.jsonl")
                 write_drift_report(result, out / "reports" / f"{name}.html",
-                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})")
+                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})",
+                                   index_href="../index.html")
                 s = result.summary()
                 if s["failed_compactions"] and not s["compactions"]:
                     failures = result.events.loc[result.events["kind"] == "compact_failed", "error"].dropna()
