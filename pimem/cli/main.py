@@ -744,11 +744,13 @@ def build_parser() -> argparse.ArgumentParser:
                   "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached; local: the local model " \
                   "`pimem model start` serves, cached"
 
-    a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions), or one file",
-                       description="One row per Pi session file: id, start, name, entries, size, first message.")
+    a = sub.add_parser("ls", help="list the sessions under a folder (default: Pi's, Claude Code's and Codex's folders), or one file",
+                       description="One row per session file (Pi, Claude Code, Codex): format, id, start, name, "
+                                   "entries, size, first message.")
     a.add_argument("root", nargs="?", default=None,
-                   help="folder to search recursively for .jsonl files, or one session file "
-                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR)")
+                   help="folder to search recursively for .jsonl and .jsonl.gz files, or one session file "
+                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR, Claude "
+                        "Code's ~/.claude/projects/*/*.jsonl and Codex's ~/.codex/sessions/**/rollout-*.jsonl)")
     a.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
     a.set_defaults(func=cmd_ls)
 

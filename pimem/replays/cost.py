@@ -5,7 +5,7 @@ caching bills it (Anthropic's ``cache_control``, which Pi sets; OpenAI's automat
 
 * **cache read** — the part of the request that repeats the previous request's prefix
   (``prefix_tokens``: system prompt and tools, plus the leading messages both share; see
-  :meth:`pimem.replays.engine._Replayer.cached_prefix`), when the previous request is at most
+  :meth:`pimem.replays.engine.Replayer.cached_prefix`), when the previous request is at most
   ``cache_ttl_s`` seconds older (recorded timestamps; Anthropic's default cache lives 5 minutes);
 * **cache write** — the rest of the request: written to the cache for the next one. A compaction
   or a context edit changes the context from its position on, so the next request pays a write on

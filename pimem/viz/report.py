@@ -34,7 +34,7 @@ from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output,
 from pimem.base.tables import escape_lone_surrogates, format_number, frame
 
 if TYPE_CHECKING:
-    from pimem.replays.engine import TokenSource
+    from pimem.replays.tokens import TokenSourceName
 
 __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
            "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
@@ -479,7 +479,7 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     context a replay that never compacts would reach), with the session's token calibration
     (:mod:`pimem.replays.calibration`: the overhead every request carries and provider tokens per
     estimated token)."""
-    from pimem.replays.engine import _calibrate
+    from pimem.replays.recording import calibrate_recording
     from pimem.core.compaction.compaction import estimate_tokens
     from pimem.core.session_manager import session_entry_to_context_messages
     from pimem.sessions.load import load_session
@@ -496,7 +496,7 @@ def session_size(path: str | os.PathLike) -> SessionSize:
                 system = estimate_tokens(message)  # only the current system message is sent
             else:
                 total += estimate_tokens(message)
-    calibration = _calibrate(branch)
+    calibration = calibrate_recording(branch)
     return SessionSize(total + system, calibration.overhead, calibration.slope)
 
 
@@ -616,7 +616,7 @@ def run_study(
     sources = list(dict.fromkeys(token_sources))
     if not sources or any(src not in TOKEN_SOURCES for src in sources):
         raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
-    reference = cast("TokenSource", "calibrated" if "calibrated" in sources else sources[0])
+    reference = cast("TokenSourceName", "calibrated" if "calibrated" in sources else sources[0])
     sizes: dict[str, SessionSize] = {}
     for p in list(session_paths):
         try:
