@@ -98,9 +98,9 @@ _EXPORTS: dict[str, str] = {
     "baseline_summarizers": "pimem.summarizers.baselines",
     # replay
     "replay": "pimem.replays.engine",
-    "ReplayResult": "pimem.replays.engine",
-    "navigate": "pimem.replays.engine",
-    "check_settings": "pimem.replays.engine",
+    "ReplayResult": "pimem.replays.result",
+    "navigate": "pimem.replays.navigate",
+    "check_settings": "pimem.replays.settings",
     "Calibration": "pimem.replays.calibration",
     "fit_calibration": "pimem.replays.calibration",
     "orphan_references": "pimem.drift.orphans",

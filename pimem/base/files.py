@@ -65,13 +65,30 @@ _TMP_SUFFIX = ".tmp"
 _STARTED = time.time()
 
 
+_NAME_MAX = 255  # bytes in one file name on common file systems
+
+
+def _temp_prefix(target: Path) -> str:
+    """``.<target name>.``, the name shortened (keeping a digest of it) when the temporary name
+    (prefix + 8 random characters + ``.tmp``) would pass the file-name length limit."""
+    prefix = f".{target.name}."
+    room = _NAME_MAX - 8 - len(_TMP_SUFFIX)
+    if len(os.fsencode(prefix)) <= room:
+        return prefix
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(target.name)).hexdigest()[:12]
+    head = os.fsencode(target.name)[: room - len(digest) - 3].decode("utf-8", "ignore")
+    return f".{head}~{digest}."
+
+
 def _remove_stale_temps(target: Path, keep: str) -> None:
     """Remove temporary files of earlier writes to ``target`` that never finished.
 
     Only names this module makes (``.<target name>.<8 random chars>.tmp``) and only files last
     modified before this process started: a write still running in another process is left alone.
     """
-    prefix = f".{target.name}."
+    prefix = _temp_prefix(target)
     try:
         names = os.listdir(target.parent)
     except OSError:
@@ -101,7 +118,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     binary = "b" in mode
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=_TMP_SUFFIX, dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=_TMP_SUFFIX, dir=target.parent)
+    except OSError as exc:
+        raise _naming(exc, target) from None
     try:
         # mkstemp makes the file private (0600); give it the mode a plain open() would
         os.chmod(tmp, 0o666 & ~_umask())
@@ -110,13 +130,20 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and not exc.filename:  # a full disk names no file: say which
+            raise _naming(exc, target) from exc
         raise
     _remove_stale_temps(target, os.path.basename(tmp))
+
+
+def _naming(exc: OSError, target: Path) -> OSError:
+    """``exc`` with the file it is about (``ENOSPC`` and others carry no name)."""
+    return type(exc)(exc.errno, f"cannot write {target}: {exc.strerror or exc}", str(target))
 
 
 def _umask() -> int:
@@ -185,3 +212,38 @@ def _for_parquet(df: pd.DataFrame) -> pd.DataFrame:
             if len(kinds) > 1 or kinds & {dict, list, tuple}:
                 out[col] = out[col].map(lambda v: None if v is None else str(v))
     return out
+
+
+# --------------------------------------------------------------------------- outputs are never inputs
+
+#: The file pimem leaves in every folder it writes outputs into. Its first line says what it is;
+#: each further line is the name of a file pimem wrote there, or ``*`` when the whole folder is
+#: pimem's (a study). Session discovery leaves those out, so outputs are never read as sessions.
+OUTPUT_MARKER = ".pimem-output"
+_MARKER_HEADER = "pimem output folder: the files named below (* = every file) were written by pimem\n"
+
+
+def read_output_marker(folder: str | os.PathLike) -> set[str] | None:
+    """The names the marker of ``folder`` lists (``{"*"}`` for a whole folder), None without a marker."""
+    try:
+        text = (Path(folder) / OUTPUT_MARKER).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return {line for line in text.splitlines()[1:] if line}
+
+
+def mark_output(folder: str | os.PathLike, *names: str) -> None:
+    """Record in ``folder``'s marker that pimem wrote ``names`` there (none: the whole folder)."""
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    listed = read_output_marker(target) or set()
+    wanted = set(names) if names else {"*"}
+    if wanted <= listed:
+        return
+    atomic_write_text(target / OUTPUT_MARKER, _MARKER_HEADER + "".join(f"{n}\n" for n in sorted(listed | wanted)))
+
+
+def mark_output_file(path: str | os.PathLike) -> None:
+    """Record that pimem wrote the file ``path`` (in its folder's marker)."""
+    p = Path(path)
+    mark_output(p.parent, p.name)

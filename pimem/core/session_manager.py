@@ -80,6 +80,27 @@ _MAX_WARNINGS_PER_REASON = 50
 _USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
+def not_a_header(entry: Any) -> str | None:
+    """Why a session file's first entry is not a session header, in the words every command uses
+    (``"not a Pi session: the first entry is …, not a session header"``); None when it is one."""
+    if isinstance(entry, dict):
+        kind = entry.get("type", UNDEFINED)
+        if kind == "session":
+            if isinstance(entry.get("id"), str):
+                return None
+            what = "a session header without a string id"
+            return f"not a Pi session: the first entry is {what}"
+        if kind is UNDEFINED:
+            what = 'an object without a "type" field'
+        elif isinstance(kind, str):
+            what = f'a "{kind}" entry'
+        else:
+            what = f'an object whose "type" is {"null" if kind is None else "a " + _json_type(kind)}'
+    else:
+        what = f"a JSON {_json_type(entry)}"
+    return f"not a Pi session: the first entry is {what}, not a session header"
+
+
 def _json_type(value: Any) -> str:
     """How JSON names a value's type (``null``, a string, a number, an object, ...)."""
     if value is None:
@@ -360,11 +381,8 @@ def load_session(
             parsed.append(value)
             line_numbers.append(lineno)
         elif not parsed and js_truthy(value):
-            kind = "a JSON array" if isinstance(value, list) else f"a JSON {type(value).__name__}"
             hint = " (the file is a JSON array, not JSON Lines)" if isinstance(value, list) else ""
-            raise SessionFormatError(
-                f"{file}:{lineno}: first entry is {kind}, not a session header{hint}"
-            )
+            raise SessionFormatError(f"{file}:{lineno}: {not_a_header(value)}{hint}")
         else:
             sink.add("non_object", lineno, f"line holds a JSON {type(value).__name__}, not an object: skipped")
 
@@ -373,12 +391,9 @@ def load_session(
             raise SessionFormatError(f"{file}:1: empty file, not a Pi session")
         raise SessionFormatError(_no_entries_message(file, Path(file).read_bytes(), malformed))
     header = parsed[0]
-    if header.get("type") != "session" or not isinstance(header.get("id"), str):
-        what = "has no string id" if header.get("type") == "session" else f"has type {header.get('type')!r}"
-        raise SessionFormatError(
-            f"{file}:{line_numbers[0]}: first entry is not a session header "
-            f"(needs type \"session\" and a string id; it {what})"
-        )
+    problem = not_a_header(header)
+    if problem is not None:
+        raise SessionFormatError(f"{file}:{line_numbers[0]}: {problem}")
 
     if migration_rng is None and _needs_migration(header):
         with open(file, "rb") as f:

@@ -330,11 +330,24 @@ def _read_results(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _append_result(path: Path, row: dict[str, Any]) -> None:
+    """Append one line, whole or not at all: a write cut short (a full disk) is undone before the
+    error (which names the file) is raised, so the log never keeps a torn line."""
     data = orjson.dumps(row, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise type(exc)(exc.errno, f"cannot append to the sweep log {path}: {exc.strerror or exc}",
+                            str(path)) from None
     finally:
         os.close(fd)
 
@@ -358,6 +371,19 @@ def _write_parquet(df: pd.DataFrame, path: Path) -> None:
                 lambda v: orjson.dumps(v, default=str).decode() if isinstance(v, (list, dict)) else v)
     with atomic_open(path, "wb") as f:
         table.to_parquet(f, index=False)
+
+
+def _watch_parent(parent: int, every_s: float = 0.5) -> None:
+    """In a pool worker: end this process when the sweep's process is gone (killed with SIGKILL, a
+    pool never tells its workers), instead of waiting for work forever."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pimem-watch-parent", daemon=True).start()
 
 
 def _heaviest_first(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -465,7 +491,7 @@ def sweep(
                 for t in todo:
                     finish(_run_one(t))
             else:
-                with ProcessPoolExecutor(max_workers=n) as pool:
+                with ProcessPoolExecutor(max_workers=n, initializer=_watch_parent, initargs=(os.getpid(),)) as pool:
                     futures = [pool.submit(_run_one, t) for t in _heaviest_first(todo)]
                     for fut in as_completed(futures):
                         finish(fut.result())

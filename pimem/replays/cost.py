@@ -5,7 +5,7 @@ caching bills it (Anthropic's ``cache_control``, which Pi sets; OpenAI's automat
 
 * **cache read** — the part of the request that repeats the previous request's prefix
   (``prefix_tokens``: system prompt and tools, plus the leading messages both share; see
-  :meth:`pimem.replays.engine._Replayer.cached_prefix`), when the previous request is at most
+  :meth:`pimem.replays.engine.Replayer.cached_prefix`), when the previous request is at most
   ``cache_ttl_s`` seconds older (recorded timestamps; Anthropic's default cache lives 5 minutes);
 * **cache write** — the rest of the request: written to the cache for the next one. A compaction
   or a context edit changes the context from its position on, so the next request pays a write on
@@ -81,9 +81,15 @@ def _as_price(value: Any) -> Price:
         return value
     if isinstance(value, Mapping):
         try:
-            return Price(**{k: float(v) for k, v in value.items()})
-        except TypeError as exc:
+            fields = {k: float(v) for k, v in value.items()}
+            price = Price(**fields)
+        except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"a price needs input, output, cache_read, cache_write: {exc}") from None
+        bad = {k: v for k, v in fields.items() if not (math.isfinite(v) and v >= 0)}
+        if bad:
+            raise ConfigurationError("a price is a finite number of dollars per million tokens, at least 0; got "
+                                     + ", ".join(f"{k}={v}" for k, v in bad.items()))
+        return price
     raise ConfigurationError(f"a price is a Price or a mapping, not {value!r}")
 
 

@@ -25,6 +25,7 @@ import orjson
 import pandas as pd
 
 from pimem.core.pi_ai import content_text
+from pimem.core.session_manager import not_a_header
 from pimem.base.tables import as_string, category_array, frame, str_array
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,6 +35,7 @@ __all__ = [
     "Corpus",
     "claude_projects_dir",
     "codex_sessions_dir",
+    "dedupe_session_paths",
     "default_session_files",
     "default_sessions_dir",
     "discover_sessions",
@@ -170,34 +172,117 @@ def _walk_jsonl(root: Path) -> list[Path]:
     What cannot be used is left out with a :class:`~pimem.errors.SkippedFileWarning` naming it:
     unreadable folders, and ``*.jsonl`` names that are not regular files (FIFOs, devices,
     sockets, broken links, symlink loops). A folder named ``*.jsonl`` is walked like any folder.
+    pimem's own outputs are left out silently: folders below ``root`` that pimem wrote (a study)
+    and files it lists as written in a folder (a sweep's table and log, a replay), both recognised
+    by the marker file :data:`pimem.base.files.OUTPUT_MARKER`. The walk is iterative, so any depth
+    of nesting works.
     """
     import stat as stat_mod
 
-    from pimem.base.files import file_kind
+    from pimem.base.files import file_kind, read_output_marker
 
     found: list[Path] = []
-    seen_dirs: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, onerror=_walk_error, followlinks=True):
-        real = os.path.realpath(dirpath)
-        if real in seen_dirs:
-            dirnames[:] = []
+    seen_dirs: set[tuple[int, int]] = set()  # (device, inode): a folder reached twice (symlinks) is walked once
+    stack = [os.fspath(root)]
+    while stack:
+        dirpath = stack.pop()
+        try:
+            st = os.stat(dirpath)
+            with os.scandir(dirpath) as it:
+                children = list(it)
+        except OSError as exc:
+            _walk_error(exc)
             continue
-        seen_dirs.add(real)
-        dirnames.sort()
-        for name in filenames:
-            if name.endswith(SESSION_SUFFIXES):
-                full = os.path.join(dirpath, name)
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            continue
+        seen_dirs.add((st.st_dev, st.st_ino))
+        written = read_output_marker(dirpath)
+        if written is not None and "*" in written and dirpath != os.fspath(root):
+            continue  # a folder pimem wrote (a study): never its input
+        subdirs = []
+        for child in children:
+            try:
+                is_dir = child.is_dir(follow_symlinks=True)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                subdirs.append(child.path)
+            elif child.name.endswith(SESSION_SUFFIXES):
+                if written is not None and child.name in written:
+                    continue  # a file pimem wrote here (a replay, a sweep log)
                 try:
-                    mode = os.stat(full).st_mode
+                    mode = os.stat(child.path).st_mode
                 except OSError as exc:
-                    _skip(full, f"cannot read file: {exc.strerror or exc}")
+                    _skip(child.path, f"cannot read file: {exc.strerror or exc}")
                     continue
                 if stat_mod.S_ISREG(mode):
-                    found.append(Path(full))
+                    found.append(Path(child.path))
                 else:
-                    _skip(full, f"{file_kind(mode)}, not a session file")
+                    _skip(child.path, f"{file_kind(mode)}, not a session file")
+        stack.extend(sorted(subdirs, reverse=True))
     found.sort()
     return found
+
+
+def dedupe_session_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """``paths`` with each session file once: the same file given again (the same path, another
+    path to it, a symlink) or a copy with identical bytes is left out with a
+    :class:`~pimem.errors.SkippedFileWarning` saying which file it repeats."""
+    import hashlib
+    import warnings
+
+    from pimem.errors import SkippedFileWarning
+
+    kept: list[Path] = []
+    by_real: dict[str, Path] = {}
+    by_size: dict[int, list[Path]] = {}
+    digests: dict[Path, str] = {}
+
+    def digest(path: Path) -> str | None:
+        if path not in digests:
+            h = hashlib.sha256()
+            try:
+                with open(path, "rb") as f:
+                    while block := f.read(1 << 20):
+                        h.update(block)
+            except OSError:
+                return None
+            digests[path] = h.hexdigest()
+        return digests[path]
+
+    for item in paths:
+        path = Path(item)
+        real = os.path.realpath(path)
+        first = by_real.get(real)
+        if first is not None:
+            warnings.warn(f"{path}: the same file as {first}; counted once", SkippedFileWarning, stacklevel=2)
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            by_real[real] = path
+            kept.append(path)  # what cannot be read is reported by whoever reads it
+            continue
+        twin = None
+        if _is_regular(st.st_mode):
+            for other in by_size.get(st.st_size, []):
+                if digest(other) is not None and digest(other) == digest(path):
+                    twin = other
+                    break
+        if twin is not None:
+            warnings.warn(f"{path}: the same content as {twin} (a copy); counted once", SkippedFileWarning,
+                          stacklevel=2)
+            continue
+        by_real[real] = path
+        by_size.setdefault(st.st_size, []).append(path)
+        kept.append(path)
+    return kept
+
+
+def _is_regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
 
 
 def _resolve_paths(paths_or_root: str | os.PathLike | Iterable[str | os.PathLike] | None) -> list[Path]:
@@ -305,9 +390,9 @@ def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, floa
                 seen_content = True
             if not entry:  # blank, malformed, or a falsy JSON value (Pi's ``if (entry)``)
                 continue
-            if not (isinstance(entry, dict) and entry.get("type") == "session" and isinstance(entry.get("id"), str)):
-                what = f"a {entry.get('type')!r} entry" if isinstance(entry, dict) else f"a JSON {type(entry).__name__}"
-                return f"not a Pi session: first entry (line {line_no}) is {what}, not a session header"
+            problem = not_a_header(entry)
+            if problem is not None:
+                return f"line {line_no}: {problem}"
             header = entry
             continue
         if not entry or not isinstance(entry, dict):

@@ -969,6 +969,8 @@ def compactions_df(session: "Session") -> pd.DataFrame:
     the root to the compaction's parent), ``entries_summarized``, ``entries_kept`` (Int64: context
     entries before / from the first kept entry; NA when the first kept entry is not found),
     ``summary_input``, ``summary_output`` (Int64: the summary request's recorded usage, if any).
+    A compaction whose ``firstKeptEntryId`` is its own id kept nothing (Pi's projection keeps no
+    entry before it; imported Claude Code and Codex compactions are such): everything is summarized.
     """
     from pimem.core.compaction.compaction import estimate_tokens
     from pimem.core.messages import create_compaction_summary_message
@@ -993,6 +995,9 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         if span is None:
             span = _compaction_span_by_walk(session, e)
         previous, start, kept_index = span.previous, span.start, span.kept_index
+        found = kept_index is not None
+        if kept_index is None and first_kept == eid and isinstance(eid, str):
+            kept_index = span.context_length  # its own id: nothing kept (an imported compaction)
         try:
             est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
         except (TypeError, AttributeError, ValueError):
@@ -1001,7 +1006,7 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         rows["id"].append(eid)
         rows["timestamp"].append(e.get("timestamp"))
         rows["first_kept_entry_id"].append(first_kept)
-        rows["first_kept_found"].append(kept_index is not None)
+        rows["first_kept_found"].append(found)
         rows["tokens_before"].append(e.get("tokensBefore"))
         rows["summary_chars"].append(_u16(summary) if isinstance(summary, str) else None)
         rows["summary_est_tokens"].append(est)

@@ -122,9 +122,10 @@ def summarizer_from_env(cache_path: str | os.PathLike[str] | None = None, **open
     if os.environ.get("OPENAI_API_KEY") or base_url:
         from pimem.summarizers.openai_compat import OpenAISummarizer
 
-        api_key = os.environ.get("PIMEM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+        # Key and URL credentials are read from the environment, so a pickled summarizer carries neither.
         inner: Any = OpenAISummarizer(os.environ.get("PIMEM_MODEL") or DEFAULT_MODEL, base_url=base_url,
-                                      api_key=api_key, **openai_kwargs)
+                                      key_env=("PIMEM_API_KEY", "OPENAI_API_KEY"), url_env=("PIMEM_BASE_URL", "OPENAI_BASE_URL"),
+                                      **openai_kwargs)
     else:
         from pimem.summarizers.extractive import ExtractiveSummarizer
 

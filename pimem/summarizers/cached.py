@@ -18,7 +18,8 @@ the draws (``replay(..., sample=k)``, or a ``"sample"`` axis in a sweep grid: ``
 ``n`` draws per request), and each index has its own cached answer. Draw 0 has no ``sample`` field
 in its key, so caches written before draws were numbered keep answering as draw 0.
 
-Row: the response text, Pi usage (JSON), stop reason, error message, whether a tool was called,
+Row: the response text (a BLOB of its ``surrogatepass`` UTF-8 bytes when it holds lone UTF-16
+surrogates, which SQLite's UTF-8 text cannot; every text column alike), Pi usage (JSON), stop reason, error message, whether a tool was called,
 latency, creation time and extra data, plus a sha256 digest of all of them. A row whose digest does
 not match, or a file SQLite reports damaged (or not a database), raises :class:`CacheCorruptError`
 (or, with ``rebuild=True``, the bad file is moved aside as ``*.corrupt-<time>`` / the bad row dropped
@@ -104,6 +105,22 @@ def request_key(request: SummaryRequest, identity: dict[str, Any]) -> str:
     """The cache key: sha256 of canonical JSON of the request's answer-determining fields + identity."""
     payload = _canonical({"request": request.cache_key_fields(), "summarizer": identity})
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _to_db(text: str | None) -> str | bytes | None:
+    """A string as SQLite can store it: as is, or (holding lone UTF-16 surrogates, which no UTF-8
+    text can carry) as a BLOB of its ``surrogatepass`` bytes, read back exactly by :func:`_from_db`."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def _from_db(value: Any) -> Any:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
 class _NotWal(Exception):
@@ -306,7 +323,7 @@ class CachedSummarizer:
         row = self._retrying(read, f"read cached answer {key[:12]}")
         if row is None:
             return None
-        text, usage, stop_reason, error, called_tool, latency, created, extra, digest = row
+        text, usage, stop_reason, error, called_tool, latency, created, extra, digest = map(_from_db, row)
         if not isinstance(text, str) or _digest(key, text, usage, stop_reason, error, called_tool, extra) != digest:
             if self.rebuild:
                 with self._lock:
@@ -338,10 +355,11 @@ class CachedSummarizer:
                         "INSERT OR IGNORE INTO summaries(key, summarizer, kind, model, request, text, usage,"
                         " stop_reason, error, called_tool, latency_s, created_at, extra, digest)"
                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (key, self._identity_json, request.kind,
-                         str(self.identity.get("model") or request.model or ""),
-                         _canonical(request.cache_key_fields()), response.text, usage, response.stop_reason,
-                         response.error_message, called, response.latency_s, time.time(), extra, digest),
+                        (key, _to_db(self._identity_json), request.kind,
+                         _to_db(str(self.identity.get("model") or request.model or "")),
+                         _to_db(_canonical(request.cache_key_fields())), _to_db(response.text), _to_db(usage),
+                         _to_db(response.stop_reason), _to_db(response.error_message), called, response.latency_s,
+                         time.time(), _to_db(extra), digest),
                     )
                     conn.execute("COMMIT")
                 except BaseException:
@@ -382,7 +400,8 @@ class CachedSummarizer:
         """Hit/miss counters of this object and what the file holds."""
         conn = self.connect()
         by_reason = dict(conn.execute("SELECT stop_reason, COUNT(*) FROM summaries GROUP BY stop_reason").fetchall())
-        mine = conn.execute("SELECT COUNT(*) FROM summaries WHERE summarizer = ?", (self._identity_json,)).fetchone()[0]
+        mine = conn.execute("SELECT COUNT(*) FROM summaries WHERE summarizer = ?",
+                            (_to_db(self._identity_json),)).fetchone()[0]
         lookups = self.hits + self.misses
         size = sum(Path(f"{self.path}{s}").stat().st_size for s in ("", "-wal") if Path(f"{self.path}{s}").exists())
         return {
@@ -400,17 +419,19 @@ class CachedSummarizer:
         """All cached answers of this summarizer (or of every summarizer) as a DataFrame."""
         import pandas as pd
 
+        from pimem.base.tables import frame
+
         conn = self.connect()
         sql = ("SELECT key, summarizer, kind, model, request, text, usage, stop_reason, error, called_tool, "
                "latency_s, created_at, extra FROM summaries")
         params: tuple[Any, ...] = ()
         if not all_summarizers:
             sql += " WHERE summarizer = ?"
-            params = (self._identity_json,)
-        rows = conn.execute(sql + " ORDER BY created_at, key", params).fetchall()
+            params = (_to_db(self._identity_json),)
+        rows = [tuple(map(_from_db, r)) for r in conn.execute(sql + " ORDER BY created_at, key", params).fetchall()]
         columns = ["key", "summarizer", "kind", "model", "request", "text", "usage", "stop_reason", "error",
                    "called_tool", "latency_s", "created_at", "extra"]
-        df = pd.DataFrame(rows, columns=columns)
+        df = frame(rows, columns=columns)
         df["usage"] = [json.loads(u) if u else None for u in df["usage"]]
         df["request"] = [json.loads(r) for r in df["request"]]
         df["extra"] = [json.loads(e) for e in df["extra"]]

@@ -85,7 +85,7 @@ class LocalModelSummarizer(OpenAISummarizer):
     def complete(self, request: SummaryRequest) -> SummaryResponse:
         response = super().complete(request)
         message = response.error_message or ""
-        if response.stop_reason == "error" and re.search(r"context (window|length)", message):
+        if response.stop_reason == "error" and re.search(r"context (window|length|size)", message):
             where = f" (n_ctx={self.n_ctx})" if self.n_ctx else ""
             response.error_message = (f"the summarization prompt does not fit the local model's context{where}; "
                                       f"Pi does not truncate it, so the compaction fails: {message}")

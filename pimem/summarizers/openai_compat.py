@@ -44,7 +44,8 @@ where a loop is already running, as in Jupyter).
 
 The API key comes from the argument, else ``OPENAI_API_KEY``, else ``PIMEM_API_KEY``; a local server with
 no key gets a placeholder. The key is never logged, never shown by ``repr`` and never part of
-``identity()`` (what caches key on). A pickled summarizer carries no key read from the
+``identity()`` (what caches key on). Credentials in the base URL (``http://user:pass@host/v1``) are
+held the same way: ``base_url``, ``repr``, ``identity()``, errors and logs show the URL without them. A pickled summarizer carries no key read from the
 environment (the receiving process reads its own environment); a key passed as ``api_key`` does
 travel with it, so prefer the environment for clusters that may spill tasks to disk.
 """
@@ -59,7 +60,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -145,18 +146,24 @@ def _post_args(params: Mapping[str, Any], headers: Mapping[str, str]) -> dict[st
 
 
 class _Secret:
-    """Holds a key; prints as ``'***'``.
+    """Holds a secret (a key, a URL's ``user:password``); prints as ``'***'``.
 
-    A key that came from the environment is not pickled: the receiving process reads the
-    environment again (worker processes inherit it). Only a key passed as an argument travels
-    with a pickled summarizer, since a worker has no other way to get it.
+    A secret read from the environment is not pickled: the receiving process reads the
+    environment again (worker processes inherit it), from the names in ``env`` (the first set
+    one wins). Only a secret passed as an argument travels with a pickled summarizer, since a
+    worker has no other way to get it.
     """
 
-    __slots__ = ("value", "from_env")
+    __slots__ = ("value", "env", "default")
 
-    def __init__(self, value: str, from_env: bool = False) -> None:
+    def __init__(self, value: Any, env: tuple[str, ...] = (), default: Any = None) -> None:
         self.value = value
-        self.from_env = from_env
+        self.env = tuple(env)
+        self.default = default
+
+    @property
+    def from_env(self) -> bool:
+        return bool(self.env)
 
     def __repr__(self) -> str:
         return "'***'"
@@ -164,19 +171,44 @@ class _Secret:
     __str__ = __repr__
 
     def __getstate__(self) -> dict[str, Any]:
-        if self.from_env:
-            return {"from_env": True}
-        return {"value": self.value, "from_env": False}
+        if self.env:
+            return {"env": self.env, "default": self.default}
+        return {"value": self.value, "env": (), "default": self.default}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.from_env = bool(state.get("from_env"))
-        self.value = _resolve_key(None) if self.from_env else state["value"]
+        self.env = tuple(state.get("env") or ())
+        self.default = state.get("default")
+        if self.env:
+            self.value = next((os.environ[n] for n in self.env if os.environ.get(n)), self.default)
+        else:
+            self.value = state.get("value")
+
+
+class _UrlCredentials(_Secret):
+    """The ``user:password`` of a base URL; read again from the URL in the environment after unpickling."""
+
+    __slots__ = ()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if self.env:
+            self.value = split_credentials(self.value)[1] if self.value else None
+
+
+#: Where a key comes from when none is given, in order.
+KEY_ENV = ("OPENAI_API_KEY", "PIMEM_API_KEY")
+_TOKEN_CHAR = r"A-Za-z0-9_\-"
 
 
 def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (and its long prefixes) replaced by ``***``."""
+    """``text`` with every occurrence of ``secret`` (and its long prefixes) replaced by ``***``.
+
+    A short secret (under 8 characters) is replaced only where it stands as a whole token, so
+    that a key like ``ab`` does not mangle every word holding those letters."""
     if not secret or secret == _NO_KEY:
         return text
+    if len(secret) < 8:
+        return re.sub(rf"(?<![{_TOKEN_CHAR}]){re.escape(secret)}(?![{_TOKEN_CHAR}])", "***", text)
     text = text.replace(secret, "***")
     if len(secret) > 12:  # servers often echo a truncated key ("sk-abc…xyz")
         text = text.replace(secret[:12], "***")
@@ -184,8 +216,34 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
+def split_credentials(url: str | None) -> tuple[str | None, str | None]:
+    """``(url without user:password, "user:password" or None)``: the credentials of a base URL
+    (``http://user:pass@host/v1``) are a secret, never shown, logged, cached or pickled."""
+    if not url:
+        return url, None
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, None
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    return urlunsplit(parts._replace(netloc=host)), userinfo
+
+
+def _with_credentials(url: str | None, userinfo: str | None) -> str | None:
+    if not url or not userinfo:
+        return url
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@{parts.netloc}"))
+
+
 def _resolve_key(api_key: str | None) -> str:
-    return api_key or os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_API_KEY") or _NO_KEY
+    return api_key or next((os.environ[n] for n in KEY_ENV if os.environ.get(n)), None) or _NO_KEY
 
 
 def _zero_cost() -> dict[str, float]:
@@ -259,10 +317,17 @@ class OpenAISummarizer:
         extra_body: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         temperature: float | None = None,
+        key_env: Sequence[str] = KEY_ENV,
+        url_env: Sequence[str] | None = None,
     ) -> None:
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self._key = _Secret(_resolve_key(api_key), from_env=not api_key)
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.base_url, userinfo = split_credentials(url)
+        if url_env is None:
+            url_env = () if base_url else ("OPENAI_BASE_URL",)
+        self._userinfo = _UrlCredentials(userinfo, env=tuple(url_env) if userinfo else ())
+        key = api_key or next((os.environ[n] for n in key_env if os.environ.get(n)), None) or _NO_KEY
+        self._key = _Secret(key, env=() if api_key else tuple(key_env), default=_NO_KEY)
         env = client_options_from_env()
         self.timeout = timeout if timeout is not None else env.get("timeout", DEFAULT_TIMEOUT)
         self.max_retries = max_retries if max_retries is not None else env.get("max_retries", DEFAULT_RETRIES)
@@ -395,9 +460,20 @@ class OpenAISummarizer:
                                    extra=extra)
         return SummaryResponse(text=text, usage=usage, stop_reason="stop", latency_s=latency, extra=extra)
 
+    def _scrub(self, text: str) -> str:
+        """``text`` without the key or the base URL's credentials."""
+        text = redact(text, self._key.value)
+        userinfo = self._userinfo.value
+        if userinfo:
+            text = text.replace(f"{userinfo}@", "***@")
+            password = userinfo.partition(":")[2]
+            if password:
+                text = redact(text, password)
+        return text
+
     def _error(self, message: str, latency: float, **extra: Any) -> SummaryResponse:
         return SummaryResponse(text="", usage=None, stop_reason="error",
-                               error_message=redact(message, self._key.value), latency_s=latency, extra=extra)
+                               error_message=self._scrub(message), latency_s=latency, extra=extra)
 
     def _retry_delay(self, attempt: int, exc: Exception | None) -> float:
         headers = getattr(getattr(exc, "response", None), "headers", None)
@@ -411,7 +487,7 @@ class OpenAISummarizer:
         if not (isinstance(exc, openai.OpenAIError) and self._retryable(exc) and attempts < self.max_retries):
             return None
         delay = self._retry_delay(attempts, exc)
-        log.info("summary request failed (%s); retry %d in %.2f s", redact(self._describe(exc), self._key.value),
+        log.info("summary request failed (%s); retry %d in %.2f s", self._scrub(self._describe(exc)),
                  attempts + 1, delay)
         return delay
 
@@ -467,7 +543,8 @@ class OpenAISummarizer:
         key = (os.getpid(), id(asyncio.get_running_loop()))
         client = self._async_clients.get(key)
         if client is None:
-            client = openai.AsyncOpenAI(api_key=self._key.value, base_url=self.base_url,
+            client = openai.AsyncOpenAI(api_key=self._key.value,
+                                        base_url=_with_credentials(self.base_url, self._userinfo.value),
                                         timeout=self.timeout, max_retries=0)
             self._async_clients[key] = client
         return client
@@ -532,7 +609,7 @@ class OpenAISummarizer:
                 if delay is not None and ends is not None and time.monotonic() + delay >= ends:
                     exc, delay = _DeadlineExceeded(), None  # waiting would pass the deadline
                 if delay is None:
-                    message = redact(self._describe(exc), self._key.value)
+                    message = self._scrub(self._describe(exc))
                     self._record(message)
                     return self._error(message, time.perf_counter() - start, attempts=attempts + 1)
                 attempts += 1

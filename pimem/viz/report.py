@@ -22,12 +22,19 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import pandas as pd
 
-from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning
-from pimem.base.files import atomic_write_bytes, atomic_write_text, write_table
+from pimem.errors import (
+    ConfigurationError,
+    PimemWarning,
+    SessionFormatError,
+    SkippedFileWarning,
+    SourceOverwriteError,
+    SummarizationError,
+)
+from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output, write_table
 from pimem.base.tables import escape_lone_surrogates, format_number, frame
 
 if TYPE_CHECKING:
-    from pimem.replays.engine import TokenSource
+    from pimem.replays.tokens import TokenSourceName
 
 __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
            "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
@@ -325,17 +332,21 @@ def _orphan_section_html(session_or_result: Any) -> str:
 
 def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
                        report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
-                       compare_max: int = 40) -> Path:
+                       compare_max: int = 40, index_href: str | None = None) -> Path:
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
 
     Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
     ``report``: the drift report when already computed. ``sources``: summary sources to set
     beside the session's own summaries (default: the extractive summarizer and the four
     degenerate baselines, at the recorded summaries' length); the comparison is left out, with a
-    note, when the chain has more than ``compare_max`` compactions.
+    note, when the chain has more than ``compare_max`` compactions. ``index_href``: a link back to the
+    page that lists this report (the study's ``index.html``), at the top and the bottom.
     """
     target = Path(path)
     page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max)
+    if index_href is not None:
+        nav = f"<p class='nav'><a href='{_href(index_href)}'>&larr; back to the study index</a></p>"
+        page = page.replace("<body>", "<body>" + nav, 1).replace("</body>", nav + "</body>", 1)
     atomic_write_text(target, escape_lone_surrogates(page))  # a UTF-8 page cannot hold lone surrogates
     return target
 
@@ -468,7 +479,7 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     context a replay that never compacts would reach), with the session's token calibration
     (:mod:`pimem.replays.calibration`: the overhead every request carries and provider tokens per
     estimated token)."""
-    from pimem.replays.engine import _calibrate
+    from pimem.replays.recording import calibrate_recording
     from pimem.core.compaction.compaction import estimate_tokens
     from pimem.core.session_manager import session_entry_to_context_messages
     from pimem.sessions.load import load_session
@@ -485,7 +496,7 @@ def session_size(path: str | os.PathLike) -> SessionSize:
                 system = estimate_tokens(message)  # only the current system message is sent
             else:
                 total += estimate_tokens(message)
-    calibration = _calibrate(branch)
+    calibration = calibrate_recording(branch)
     return SessionSize(total + system, calibration.overhead, calibration.slope)
 
 
@@ -588,6 +599,8 @@ def run_study(
     from pimem.experiments.uncertainty import sweep_summary
     from pimem.viz import plot_sweep_heatmaps
 
+    from pimem.sessions.discover import dedupe_session_paths
+
     start = time.perf_counter()
     session_paths = [Path(p) for p in paths]
     if not session_paths:
@@ -595,13 +608,15 @@ def run_study(
     for p in session_paths:
         if not p.exists():
             raise FileNotFoundError(f"session file not found: {p}")
+    session_paths = dedupe_session_paths(session_paths)
+    _refuse_to_overwrite(session_paths, Path(out_dir), _unique_names(session_paths))
     reserves = None if reserve is None else _int_values("reserve", reserve, ())
     keeps = None if keep is None else _int_values("keep", keep, ())
     windows = None if window is None else _int_values("window", window, ())
     sources = list(dict.fromkeys(token_sources))
     if not sources or any(src not in TOKEN_SOURCES for src in sources):
         raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
-    reference = cast("TokenSource", "calibrated" if "calibrated" in sources else sources[0])
+    reference = cast("TokenSourceName", "calibrated" if "calibrated" in sources else sources[0])
     sizes: dict[str, SessionSize] = {}
     for p in list(session_paths):
         try:
@@ -623,7 +638,8 @@ def run_study(
         raise ConfigurationError("every setting leaves no room in its window (reserve ≥ window, or keep ≥ "
                                  "window − reserve): no setting to run")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    for folder in (out, out / "replays", out / "reports"):
+        mark_output(folder)  # every file in them is pimem's: never read back as sessions
     cache_path = out / "cache.sqlite"
 
     frames = []
@@ -637,6 +653,7 @@ def run_study(
                                 results_path=out / "sweep-runs.jsonl", measures="cost"))
     df = pd.concat(frames, ignore_index=True) if frames else frame()
     names = _unique_names(session_paths)
+    _refuse_to_overwrite(session_paths, out, names)
     name_of = {str(p): n for p, n in zip(session_paths, names)}
     shares = frame([{"session": key, **g} for key, grid in grids.items() for g in grid])
     if "session" in df.columns:
@@ -663,7 +680,8 @@ def run_study(
     if len(calibrated):
         for w in sorted(calibrated[by[0]].dropna().unique()):
             part = calibrated[calibrated[by[0]] == w]
-            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1])
+            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1],
+                                          ncols=2)  # 2 × 2: readable on an 800 px screen
             label = f"context window {w:,}" if windows is not None else f"context window {w:.0%} of each session"
             fig.suptitle(f"{label} — mean over {part['session'].nunique()} session(s), {reference} tokens")
             name = f"heatmap-w{int(w)}.png" if windows is not None else f"heatmap-w{round(w * 100)}pct.png"
@@ -694,8 +712,13 @@ def run_study(
                     result = replay(p, settings, context_window=mw, summarizer=summarizer, token_source=reference)
                 result.write(out / "replays" / f"{name}.jsonl")
                 write_drift_report(result, out / "reports" / f"{name}.html",
-                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})")
+                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})",
+                                   index_href="../index.html")
                 s = result.summary()
+                if s["failed_compactions"] and not s["compactions"]:
+                    failures = result.events.loc[result.events["kind"] == "compact_failed", "error"].dropna()
+                    raise SummarizationError(f"every compaction failed ({s['failed_compactions']})"
+                                             + (f"; the first: {failures.iloc[0]}" if len(failures) else ""))
                 row.update(reserve=mr, keep=mk, window=mw, compactions=s["compactions"],
                            peak_context_tokens=s["peak_context_tokens"],
                            orphan_reference_rate=s["orphan_reference_rate"], warnings=s["warnings"],
@@ -735,7 +758,42 @@ def run_study(
             lines.append(f"    {row['name']}: {row['compactions']} compactions at reserve {row['reserve']}, keep "
                          f"{row['keep']}, window {row['window']} -> {out / row['report']}")
     lines.append(f"  open {out / 'index.html'}")
-    return "\n".join(lines)
+    return StudySummary("\n".join(lines), sessions=len(per_session),
+                        failed_sessions=sum(1 for row in per_session if row.get("error")))
+
+
+class StudySummary(str):
+    """The text :func:`run_study` returns, with how many sessions it reported on and how many failed."""
+
+    sessions: int
+    failed_sessions: int
+
+    def __new__(cls, text: str, *, sessions: int, failed_sessions: int) -> "StudySummary":
+        self = super().__new__(cls, text)
+        self.sessions = sessions
+        self.failed_sessions = failed_sessions
+        return self
+
+
+def _refuse_to_overwrite(sources: Sequence[Path], out: Path, names: Sequence[str]) -> None:
+    """Raise :class:`SourceOverwriteError` (before any work) when a file the study writes is a source."""
+    targets = [out / f for f in ("sweep.csv", "summary.csv", "index.html", "cache.sqlite", "sweep-runs.jsonl")]
+    targets += [out / "replays" / f"{n}.jsonl" for n in names] + [out / "reports" / f"{n}.html" for n in names]
+    def file_id(path: Path) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    real_sources = {os.path.realpath(p): p for p in sources}
+    source_ids = {file_id(p): p for p in sources}
+    source_ids.pop(None, None)
+    for target in targets:
+        source = real_sources.get(os.path.realpath(target)) or source_ids.get(file_id(target))
+        if source is not None:
+            raise SourceOverwriteError(f"{target}: the study would overwrite the source session {source}; "
+                                       "choose another output folder")
 
 
 def _runs(df: pd.DataFrame) -> int:

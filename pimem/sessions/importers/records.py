@@ -18,9 +18,16 @@ import orjson
 from pimem.core.session_manager import SessionWarning
 from pimem.errors import SessionFormatError
 
-__all__ = ["Record", "ImportReport", "read_records", "open_transcript", "as_object", "as_str"]
+__all__ = ["Record", "ImportReport", "read_records", "open_transcript", "as_object", "as_str", "file_time_iso"]
 
 _T = TypeVar("_T")
+
+
+def file_time_iso(path: str | os.PathLike[str]) -> str:
+    """The file's modification time as an ISO timestamp (for a transcript without any time)."""
+    from pimem.base.js import to_iso
+
+    return to_iso(os.stat(path).st_mtime * 1000)
 
 
 def as_object(value: Any) -> dict[str, Any]:
