@@ -1,0 +1,182 @@
+"""Corpus sweep: many real-sized sessions x 20 settings, extractive summarizer, every default measure.
+
+The corpus is built from the bundled samples and the real Pi sessions (``../shared/datasets/pi-mono/``):
+session ``k`` is source ``k mod len(sources)`` with fresh ids (tree links, first kept entries, labels and
+branch summaries follow) and a marker ``[k]`` appended to every text, thinking and tool-result text block,
+so no two sessions share a text: nothing a process memoises for one session is free for the next one.
+The sessions are written to a temporary folder and swept from their paths, as a user would.
+
+Reported: CPU seconds of the whole sweep (this process and its workers, ``getrusage``), per run, wall
+time, the projection to ``--goal-sessions`` x 20 settings on 2 cores (CPU-s per run x runs / 2), and,
+with ``--dask``, the same runs on a ``dask.distributed`` LocalCluster with 2 worker processes, their
+CPU time, and whether every row equals the process pool's (timing and worker columns left out).
+
+    .venv/bin/python benchmarks/bench_corpus_sweep.py [--sessions 60] [--workers 2] [--dask]
+        [--out benchmarks/results/corpus_sweep.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pimem.core.session_manager import Session, load_session  # noqa: E402
+from pimem.experiments.sweep import sweep  # noqa: E402
+
+GRID = {
+    "reserve_tokens": [8192, 16384],
+    "keep_recent_tokens": [5000, 10000, 20000, 30000, 40000],
+    "context_window": [64000, 128000],
+}  # 2 x 5 x 2 = 20 settings, as bench_sweep.py
+VOLATILE = ("elapsed_s", "worker_pid", "resumed", "traceback")
+_LINKS = ("id", "parentId", "firstKeptEntryId", "targetId", "fromId")
+
+
+def sources() -> list[Session]:
+    files = sorted((ROOT / "datasets" / "sessions").glob("*.jsonl"))
+    real = ROOT.parent / "shared" / "datasets" / "pi-mono"
+    files += [p for p in (real / "before-compaction.jsonl", real / "large-session.jsonl") if p.exists()]
+    return [load_session(f) for f in files]
+
+
+def _mark_blocks(content: Any, marker: str) -> Any:
+    if isinstance(content, str):
+        return content + marker
+    if not isinstance(content, list):
+        return content
+    out = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            block = {**block, "text": block["text"] + marker}
+        elif isinstance(block, dict) and block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
+            block = {**block, "thinking": block["thinking"] + marker}
+        out.append(block)
+    return out
+
+
+def variant(source: Session, k: int) -> Session:
+    """Session ``k`` of the corpus: ``source`` with fresh ids and every text marked (see module docs)."""
+    ids = {e["id"]: f"{k:04x}{i:04x}" for i, e in enumerate(source.entries) if isinstance(e.get("id"), str)}
+    marker = f" [{k}]"
+    entries = []
+    for e in source.entries:
+        c = dict(e)
+        for key in _LINKS:
+            value = c.get(key)
+            if isinstance(value, str) and value in ids:
+                c[key] = ids[value]
+        if isinstance(c.get("message"), dict):
+            m = dict(c["message"])
+            if "content" in m:
+                m["content"] = _mark_blocks(m["content"], marker)
+            c["message"] = m
+        if isinstance(c.get("summary"), str):
+            c["summary"] = c["summary"] + marker
+        entries.append(c)
+    header = dict(source.header)
+    header["id"] = f"{header.get('id', 'session')}-{k}"
+    return Session(header, entries)
+
+
+def build_corpus(n: int, folder: Path) -> list[Path]:
+    srcs = sources()
+    paths = []
+    for k in range(n):
+        path = folder / f"session-{k:04d}.jsonl"
+        variant(srcs[k % len(srcs)], k).write(path)
+        paths.append(path)
+    return paths
+
+
+def _cpu_self_and_children() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _worker_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _stable(df: Any) -> Any:
+    cols = [c for c in df.columns if c not in VOLATILE]
+    return df[cols].sort_values(["session_index", "setting_index"]).reset_index(drop=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=60)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--dask", action="store_true", help="run the same sweep on a 2-worker LocalCluster")
+    ap.add_argument("--goal-sessions", type=int, default=1000)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "corpus_sweep.json"))
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    out: dict[str, Any] = {"sessions": args.sessions, "settings": 20}
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = build_corpus(args.sessions, Path(tmp))
+        runs = len(corpus) * 20
+        mb = sum(p.stat().st_size for p in corpus) / 2**20
+        print(f"{len(corpus)} sessions ({mb:.1f} MB) x 20 settings = {runs} runs; {os.cpu_count()} cores; "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
+        cpu0, t0 = _cpu_self_and_children(), time.perf_counter()
+        df = sweep(corpus, GRID, workers=args.workers, progress=False)
+        wall = time.perf_counter() - t0
+        cpu = _cpu_self_and_children() - cpu0
+        errors = df["error"].dropna().tolist()
+        per_run = cpu / runs
+        goal_runs = args.goal_sessions * 20
+        projected = per_run * goal_runs / 2
+        out.update({"runs": runs, "workers": args.workers, "wall_s": wall, "cpu_s": cpu, "cpu_s_per_run": per_run,
+                    "mean_run_elapsed_s": float(df["elapsed_s"].mean()), "errors": len(errors),
+                    "compactions": int(df["compactions"].sum()),
+                    "projected_goal_wall_s_on_2_cores": projected, "goal_runs": goal_runs})
+        print(f"process pool ({args.workers} workers): wall {wall:.1f} s, CPU {cpu:.1f} s, {per_run:.3f} CPU-s per run "
+              f"(median run {df['elapsed_s'].median():.3f} s wall, max {df['elapsed_s'].max():.2f} s), "
+              f"{int(df['compactions'].sum())} compactions, {len(errors)} errors; load {os.getloadavg()[0]:.2f}")
+        print(f"projected {args.goal_sessions} sessions x 20 settings on 2 cores: {projected / 60:.1f} min "
+              f"({goal_runs} runs x {per_run:.3f} CPU-s / 2)", flush=True)
+        slow = df.sort_values("elapsed_s", ascending=False).head(5)
+        print("slowest runs:", "; ".join(
+            f"{Path(r.session).name} reserve {r.reserve_tokens} keep {r.keep_recent_tokens} window {r.context_window}: "
+            f"{r.elapsed_s:.2f} s, {r.compactions} compactions" for r in slow.itertuples()))
+        if errors:
+            print("first error:", errors[0])
+        if args.dask:
+            from distributed import Client, LocalCluster
+
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                    Client(cluster) as client:
+                before = sum(client.run(_worker_cpu).values())
+                t0 = time.perf_counter()
+                ddf = sweep(corpus, GRID, client=client, progress=False)
+                dwall = time.perf_counter() - t0
+                dcpu = sum(client.run(_worker_cpu).values()) - before
+            a, b = _stable(df), _stable(ddf)
+            equal = a.shape == b.shape and list(a.columns) == list(b.columns) and bool(
+                a.astype(str).equals(b.astype(str)))
+            out.update({"dask_wall_s": dwall, "dask_worker_cpu_s": dcpu, "dask_rows_equal": equal,
+                        "dask_cpu_ratio": dcpu / cpu if cpu else math.nan})
+            print(f"dask LocalCluster (2 worker processes): wall {dwall:.1f} s, worker CPU {dcpu:.1f} s "
+                  f"({dcpu / cpu:.2f}x the process pool), rows equal: {equal}", flush=True)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
