@@ -79,6 +79,15 @@ def order_table(me: MetaEvaluation) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _short(ci: object) -> str:
+    est, low, high = ci.estimate, ci.low, ci.high  # type: ignore[attr-defined]
+    if math.isnan(est):
+        return "–"
+    if math.isnan(low):
+        return f"{est:.2f} (no interval: {ci.note.split('about ')[-1].split(' in')[0]} coverage at {ci.n_groups} sessions)"  # type: ignore[attr-defined]
+    return f"{est:.2f} [{low:.2f}, {high:.2f}]"
+
+
 def headline(scores: pd.DataFrame, label: str) -> dict[str, object]:
     """The headline over the real summaries of ``scores``: macro (per compaction) and micro (pooled over
     needed facts by class weight), with two-stage cluster intervals where supported."""
@@ -92,7 +101,8 @@ def headline(scores: pd.DataFrame, label: str) -> dict[str, object]:
     few = int((ok["n_needed"] < MIN_COMPACTION_FACTS).sum())
     return {"summaries": label, "compactions": len(real), "scorable": len(ok), "sessions": ok["session"].nunique(),
             "needed facts": int(ok["n_needed"].sum()), f"< {MIN_COMPACTION_FACTS} facts": few,
-            "score (macro)": str(macro), "score (micro)": str(micro), "needed_recall (macro, old)": str(old),
+            "score, per compaction (macro)": _short(macro), "score, pooled over facts (micro)": _short(micro),
+            "old needed_recall (macro)": _short(old),
             "faithfulness (macro)": real["faithfulness"].mean()}
 
 
