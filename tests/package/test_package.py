@@ -39,3 +39,23 @@ def test_core_pipeline_imports_without_pandas() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False"]
+
+
+def test_every_public_error_and_warning_lives_in_errors() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import pimem.errors
+
+    elsewhere = []
+    for info in pkgutil.walk_packages(pimem.__path__, "pimem."):
+        if info.name.endswith("__main__") or info.name == "pimem.errors":
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (inspect.isclass(obj) and issubclass(obj, (Exception, Warning)) and not name.startswith("_")
+                    and obj.__module__ == info.name):
+                elsewhere.append(f"{info.name}.{name}")
+    assert elsewhere == []
+    assert all(name in pimem.__all__ for name in pimem.errors.__all__)
