@@ -11,8 +11,8 @@ one verdict:
 verdict          rule
 ================ ======================================================================================
 ``supported``    every name occurs in the given text, and (claims with 2+ words) one message of the span
-                 or one section of the previous summary holds at least half of the claim's words, and
-                 at least two of them
+                 or one section of the previous summary — a window of 40 lines of a longer one — holds
+                 at least half of the claim's words, and at least two of them
 ``contradicted`` the claim states a value, polarity or direction that the given text states otherwise
                  (:mod:`pimem.drift.contradictions`: changed numbers, versions, paths, names; negations;
                  reversed decisions). A contradiction wins over support
@@ -258,13 +258,25 @@ class LineIndex:
         return sorted(found or ())
 
 
+WINDOW_LINES = 40  # a long message (a file read, a file written) is read in windows of this many lines, half overlapping
+
+
+def _windows(text: str, size: int = WINDOW_LINES) -> list[str]:
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if len(lines) <= size:
+        return ["\n".join(lines)] if lines else []
+    step = size // 2
+    return ["\n".join(lines[i:i + size]) for i in range(0, len(lines) - step, step)]
+
+
 class SourceText:
     """Texts (one per message or section) prepared for claim look-ups: names over all of them, words per
-    unit with an inverted index."""
+    unit (a message, or a window of :data:`WINDOW_LINES` lines of a long one) with an inverted index."""
 
     def __init__(self, units: Sequence[str]) -> None:
-        self.units = [u for u in units if u and u.strip()]
-        self.text = "\n".join(self.units)
+        texts = [u for u in units if u and u.strip()]
+        self.text = "\n".join(texts)
+        self.units = [w for u in texts for w in _windows(u)]
 
     @cached_property
     def index(self) -> SummaryIndex:

@@ -32,6 +32,7 @@ import pandas as pd
 
 from pimem.base.js import utf16_len
 from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fact_present
+from pimem.drift.intervals import MIN_COMPACTION_FACTS
 from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
 from pimem.text.sections import section_items, summarizer_text
@@ -120,6 +121,9 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
     ),
     "n_needed": ("content", "how many needed-later facts the compaction has (the denominator)", "–",
                  "not a score; few needed facts make the recall noisy"),
+    "few_needed": ("content", "flag: fewer than 5 needed-later facts (pimem.drift.intervals.MIN_COMPACTION_FACTS), "
+                   "too few for this compaction's recall or score to mean much on its own", "–",
+                   "not a score; pool such compactions (micro) rather than reading them one by one"),
     "needed_recall_carried": (
         "chain",
         "needed-later recall (class-weighted) of facts from earlier spans of the chain that the recording "
@@ -218,6 +222,7 @@ def summary_measures(
         "needed_recall": weighted_recall(needed, present),
         "needed_recall_all": sum(present) / len(needed) if needed else math.nan,
         "n_needed": len(needed),
+        "few_needed": len(needed) < MIN_COMPACTION_FACTS,
     }
     for cls in FACT_CLASSES:
         flags = [p for n, p in zip(needed, present) if n.cls == cls]
