@@ -796,7 +796,7 @@ def plot_labelled_scatter(df: pd.DataFrame, x: str, y: str, *, label: str | None
     handles = [Line2D([], [], marker="o", linestyle="", color=c, alpha=0.8) for c in colors]
     if len(df):
         _legend_outside(ax, handles, names)
-    candidates = []
+    candidates: list[list[Any]] = []
     for name, px, py in zip(names, xs, ys):
         if not (np.isfinite(px) and np.isfinite(py)):
             candidates.append([])
