@@ -14,6 +14,7 @@ from typing import Any
 
 from pimem.core.llm import SummaryRequest
 from pimem.errors import ConfigurationError, PimemError
+from pimem.summarizers.cached import summarizer_identity
 
 __all__ = ["NotAChatModelError", "JudgeError", "is_chat_model", "require_chat_model", "ask", "model_name"]
 
@@ -52,8 +53,6 @@ def model_name(obj: Any) -> str:
 
 
 def _identity(obj: Any) -> Any:
-    from pimem.summarizers.cached import summarizer_identity
-
     return summarizer_identity(_unwrap(obj))
 
 

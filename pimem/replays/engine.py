@@ -22,6 +22,7 @@ from pimem.core.compaction.compaction import CompactionSettings, TokenCache
 from pimem.core.context_tracker import ContextTracker
 from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import Session
+from pimem.sessions import session as sessions
 from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
 from pimem.replays.config import TRIGGERS, ReplayConfig, Trigger, load_recording, resolve_model
 from pimem.replays.navigate import navigate
@@ -478,7 +479,7 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
     # bytes: the same seed as the str for every valid id, and no failure on a lone surrogate
     rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}".encode("utf-8", "surrogatepass"))
     # session_id=None: Pi's UUIDv7 for the header timestamp, random bits from the seeded rng
-    new = Session.new(header.get("cwd", ""), session_id=None, timestamp=header.get("timestamp"), rng=rng)
+    new = sessions.Session.new(header.get("cwd", ""), session_id=None, timestamp=header.get("timestamp"), rng=rng)
     return new, rng
 
 
