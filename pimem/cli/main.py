@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pimem import __version__, summarizers as sm
+from pimem import __version__
 from pimem.base.files import mark_output_file, write_table
 from pimem.base.js import js_stringify
 from pimem.base.tables import as_string, format_number, frame
@@ -42,7 +42,7 @@ from pimem.summarizers.options import (
     parse_retries,
     parse_seconds,
 )
-from pimem.summarizers.registry import SUMMARIZER_NAMES
+from pimem.summarizers.registry import get_summarizer, summarizer_names
 from pimem.text.messages import message_preview
 
 EXIT_USAGE = 2
@@ -121,7 +121,7 @@ def _strategy(text: str) -> str:
 
 def _summarizer_list(text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip()]
-    known = ("openai", "local", *SUMMARIZER_NAMES)
+    known = summarizer_names()
     unknown = [n for n in names if n not in known]
     if not names or unknown:
         raise argparse.ArgumentTypeError(f"summarizers are {', '.join(known)}; got {text!r}")
@@ -206,25 +206,18 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
 
 
 def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
-    client = client or {}
-    if name == "extractive":
-        return sm.ExtractiveSummarizer()
-    if name == "env":
-        if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
-            raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
-                            "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
-        return sm.summarizer_from_env(**client)
-    if name == "openai":
-        if not model:
-            raise UserError("--summarizer openai needs --model")
-        return sm.CachedSummarizer(sm.OpenAISummarizer(model, **client))
-    if name == "local":
-        return sm.local_summarizer()
-    if name == "recorded":
-        if session is None:
-            raise UserError("--summarizer recorded needs a single session")
-        return sm.RecordedSummarizer(session)
-    raise UserError(f"unknown summarizer {name!r}")
+    """The summarizer ``--summarizer name`` names (:func:`pimem.summarizers.registry.get_summarizer`)."""
+    if name == "env" and not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
+        raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
+                        "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
+    if name == "openai" and not model:
+        raise UserError("--summarizer openai needs --model")
+    if name == "recorded" and session is None:
+        raise UserError("--summarizer recorded needs a single session")
+    try:
+        return get_summarizer(name, session, model=model, client=client)
+    except ConfigurationError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _client_options(args: argparse.Namespace) -> dict[str, Any]:
