@@ -683,6 +683,27 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    """``pimem notebooks``: copy the bundled notebooks out, or run them and write HTML pages."""
+    from pimem.viz import notebooks
+
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder")
+    if args.html:
+        pages = notebooks.render_notebooks(out, timeout=args.timeout, progress=not args.quiet)
+        for page in pages:
+            print(f"wrote {page}")
+        return 0
+    copied, kept = notebooks.copy_notebooks(out)
+    for p in copied:
+        print(f"copied {p}")
+    for p in kept:
+        print(f"kept {p} (already there)")
+    print(f"open them with: jupyter lab {out}")
+    return 0
+
+
 def _default_samples() -> Path:
     return sample_dir()
 
@@ -848,6 +869,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
+
+    a = sub.add_parser("notebooks", help="the research notebooks: copy them out to open, or render them as HTML",
+                       description="Copy the notebooks bundled with pimem into a folder to open in JupyterLab "
+                                   "(files already there are kept), or with --html run each in a real kernel and "
+                                   "write it as a standalone HTML page with its figures, readable without Jupyter.")
+    a.add_argument("-o", "--output", default="pimem-notebooks", help="folder (default: pimem-notebooks)")
+    a.add_argument("--html", action="store_true", help="run the notebooks and write <name>.html pages")
+    a.add_argument("--timeout", type=_positive_int, default=900, help="--html: seconds per cell (default: 900)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    a.set_defaults(func=cmd_notebooks)
 
     a = sub.add_parser("model", help="a real instruct model, offline: install, start and stop its local server",
                        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, sha256-verified) served by "
