@@ -59,9 +59,8 @@ from pimem.replays.cost import as_price
 from pimem.replays.engine import replay
 from pimem.replays.strategies.base import get_strategy
 from pimem.sessions.load import load_session
-from pimem.summarizers.registry import SUMMARIZER_NAMES, get_summarizer
+from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
 from pimem.summarizers.cached import CachedSummarizer
-from pimem.summarizers.extractive import ExtractiveSummarizer
 
 __all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
 
@@ -206,7 +205,7 @@ _CACHED: dict[tuple[int, str, bytes], tuple[Any, tuple[int, int] | None]] = {}
 def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
     """The summarizer a run uses (behind the cache when given) and its miss counter (reset)."""
     if summarizer is None:
-        summarizer = ExtractiveSummarizer()
+        summarizer = default_summarizer()
     if cache is None:
         counter = _CallCounter(summarizer)
         return counter, counter

@@ -38,7 +38,7 @@ from pimem.replays.settings import check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
 from pimem.replays.tokens import make_token_source
-from pimem.summarizers.extractive import ExtractiveSummarizer
+from pimem.summarizers.registry import default_summarizer
 
 if TYPE_CHECKING:
     from pimem.core.agent_session import CompactionReason
@@ -88,7 +88,7 @@ def replay(
     elif isinstance(settings, dict):
         settings = CompactionSettings(**settings)
     if summarizer is None:
-        summarizer = ExtractiveSummarizer()
+        summarizer = default_summarizer()
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
         raise ConfigurationError(f"sample must be a non-negative integer, not {sample!r}")
     if sample:

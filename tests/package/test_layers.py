@@ -46,7 +46,8 @@ LAZY: dict[tuple[str, str], str] = {
     **{("pimem.sessions.session", "pimem.sessions.frames"):
        "a session loads without pandas; its DataFrame views bring pandas when first asked for"},
     ("pimem.summarizers.registry", "pimem.summarizers.openai_compat"):
-        "the openai client loads only when the environment names a model",
+        "the openai client loads only when a model is named",
+    ("pimem.summarizers.registry", "pimem.summarizers.local"): "the openai client loads only when the local model is named",
     ("pimem.summarizers.baselines", "pimem.text.facts"): "only the fact-dump baseline reads facts (pandas)",
     ("pimem.drift.chat", "pimem.summarizers.openai_compat"): "the openai client loads only when a judge is asked",
     ("pimem.experiments.model_summaries", "pimem.summarizers.local"):
