@@ -59,3 +59,22 @@ def test_every_public_error_and_warning_lives_in_errors() -> None:
                 elsewhere.append(f"{info.name}.{name}")
     assert elsewhere == []
     assert all(name in pimem.__all__ for name in pimem.errors.__all__)
+
+
+# The entry points of a first session (README, "A first look"): each documents every parameter.
+ENTRY_POINTS = ["load_session", "as_session", "load_sessions", "build_session_context", "prepare_compaction", "replay",
+                "sweep", "drift_report", "orphan_references"]
+
+
+def test_the_entry_points_document_every_parameter_under_args() -> None:
+    import inspect
+
+    undocumented = {}
+    for name in ENTRY_POINTS:
+        function = getattr(pimem, name)
+        doc = inspect.getdoc(function) or ""
+        args = doc.partition("\nArgs:\n")[2]
+        missing = [p for p in inspect.signature(function).parameters if f"\n    {p}:" not in "\n" + args]
+        if not args or missing:
+            undocumented[name] = missing or ["no Args: section"]
+    assert undocumented == {}
