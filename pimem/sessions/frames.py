@@ -20,7 +20,15 @@ import pandas as pd
 
 from pimem.base.js import parse_iso_ms, utf16_len
 from pimem.base.tables import category_array, frame, str_array
-from pimem.core.compaction.compaction import estimate_chars
+from pimem.core.compaction.compaction import (
+    calculate_context_tokens,
+    estimate_chars,
+    estimate_tokens,
+    get_assistant_usage,
+)
+from pimem.core.messages import create_compaction_summary_message
+from pimem.core.session_manager import build_context_entries, session_entry_to_context_messages
+from pimem.text.messages import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
     from pimem.core.session_manager import Session
@@ -77,8 +85,6 @@ def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, i
 
 
 def _context_messages(entry: dict[str, Any]) -> list[dict[str, Any]] | None:
-    from pimem.core.session_manager import session_entry_to_context_messages
-
     try:
         return session_entry_to_context_messages(entry)
     except (TypeError, AttributeError, KeyError, ValueError):
@@ -424,8 +430,6 @@ def messages_df(session: "Session") -> pd.DataFrame:
     ``custom_type`` (category: of a custom message), ``error_message`` (string: an assistant's
     ``errorMessage``).
     """
-    from pimem.text.messages import message_preview
-
     tree = _Tree(session)
     lines = _entry_lines(session)
     rows: dict[str, list[Any]] = {
@@ -736,11 +740,6 @@ def usage_df(session: "Session") -> pd.DataFrame:
     ``on_active_path`` (bool), ``cumulative_cost`` (float: running sum of ``cost_total`` in file
     order, missing costs counting 0).
     """
-    from pimem.core.compaction.compaction import (
-        calculate_context_tokens,
-        get_assistant_usage,
-    )
-
     tree = _Tree(session)
     keys = (
         "entry_id", "timestamp", "kind", "provider", "model", "stop_reason", "input", "output",
@@ -808,8 +807,6 @@ def usage_df(session: "Session") -> pd.DataFrame:
 
 def _context_entries(path: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Pi's ``buildContextEntries`` over a path; also returns the latest compaction on it."""
-    from pimem.core.session_manager import build_context_entries
-
     latest = None
     for entry in path:
         if entry.get("type") == "compaction":
@@ -972,9 +969,6 @@ def compactions_df(session: "Session") -> pd.DataFrame:
     A compaction whose ``firstKeptEntryId`` is its own id kept nothing (Pi's projection keeps no
     entry before it; imported Claude Code and Codex compactions are such): everything is summarized.
     """
-    from pimem.core.compaction.compaction import estimate_tokens
-    from pimem.core.messages import create_compaction_summary_message
-
     tree = _Tree(session)
     keys = (
         "id", "timestamp", "first_kept_entry_id", "first_kept_found", "tokens_before",

@@ -25,6 +25,8 @@ from matplotlib.artist import Artist
 from matplotlib.ticker import Formatter, Locator
 
 from pimem.base.tables import escape_lone_surrogates, format_number
+from pimem.drift import retention_by_age, section_similarity
+from pimem.sessions.load import as_session
 from pimem.viz.data import (
     STATUSES,
     compaction_effects,
@@ -95,17 +97,6 @@ def _figure(ax: Any = None, figsize: tuple[float, float] = (9, 4)) -> tuple[Any,
         return ax.figure, ax
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     return fig, ax
-
-
-def _session_of(obj: Any) -> Any:
-    from pimem.core.session_manager import Session
-    from pimem.sessions.load import load_session
-
-    if isinstance(obj, Session):
-        return obj
-    if hasattr(obj, "session") and isinstance(obj.session, Session):
-        return obj.session
-    return load_session(obj)
 
 
 def _overlap(a: Any, b: Any, pad: float = 0.0) -> bool:
@@ -424,7 +415,7 @@ def plot_session_tree(session: Any, *, ax: Any = None, title: str | None = None,
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
 
-    session = _session_of(session)
+    session = as_session(session)
     layout = tree_layout(session)
     n_lanes = int(layout["lane"].max()) + 1 if len(layout) else 1
     fig, ax = _figure(ax, figsize=(10, min(1.6 + 0.45 * n_lanes, 8)))
@@ -520,7 +511,7 @@ def plot_context_projection(session: Any, leaf_id: str | None = None, *, ax: Any
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
-    session = _session_of(session)
+    session = as_session(session)
     table = projection_table(session, leaf_id)
     n = len(table)
     fig, ax = _figure(ax, figsize=(9, min(3.2 + 0.05 * n, 9)))
@@ -568,7 +559,7 @@ def plot_cut_points(session: Any, keep_values: Sequence[int] | None = None, leaf
     axis: estimated tokens kept, with the ``kept = keepRecentTokens`` diagonal for reference.
     Returns ``(fig, (ax, ax_tokens))``.
     """
-    session = _session_of(session)
+    session = as_session(session)
     if keep_values is None:
         keep_values = [500 * k for k in range(1, 41)]
     table = cut_points_table(session, keep_values, leaf_id)
@@ -608,7 +599,7 @@ def plot_estimate_vs_usage(session: Any, leaf_id: str | None = None, *, ax: Any 
     with the median as a dotted line (the ratio axis stops at 3× the median). Returns
     ``(fig, (ax, ax_ratio))``.
     """
-    session = _session_of(session)
+    session = as_session(session)
     table = estimate_vs_usage_table(session, leaf_id)
     fig, ax = _figure(ax)
     n = len(table)
@@ -796,7 +787,7 @@ def plot_labelled_scatter(df: pd.DataFrame, x: str, y: str, *, label: str | None
     handles = [Line2D([], [], marker="o", linestyle="", color=c, alpha=0.8) for c in colors]
     if len(df):
         _legend_outside(ax, handles, names)
-    candidates = []
+    candidates: list[Any] = []
     for name, px, py in zip(names, xs, ys):
         if not (np.isfinite(px) and np.isfinite(py)):
             candidates.append([])
@@ -846,8 +837,6 @@ def plot_retention_by_age(report: pd.DataFrame, *, ax: Any = None, by_kind: bool
     present ÷ observed over the bin, drawn at the bin's middle). Observation counts (``n=``)
     are written where they fit.
     """
-    from pimem.drift import retention_by_age
-
     fig, ax = _figure(ax, figsize=(6.5, 4))
     r = retention_by_age(report, by_kind=by_kind)
     width = 1
@@ -883,8 +872,6 @@ def plot_section_similarity(report: pd.DataFrame, *, ax: Any = None, measure: st
     a heatmap, sections × compactions, where missing values (a section absent from either
     summary) are grey.
     """
-    from pimem.drift import section_similarity
-
     fig, ax = _figure(ax, figsize=(6.5, 4))
     s = section_similarity(report)
     s = s[s[measure].notna()] if len(s) else s
@@ -1038,7 +1025,7 @@ def plot_compared(plot: Callable[..., tuple[Any, Any]], items: Mapping[str, Any]
     return fig, results
 
 
-def _display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
+def display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
     """``plot`` whose figure's texts show lone UTF-16 surrogates (which Pi's strings may hold and no
     font can render) as ``\\udXXX`` escapes instead of failing when the figure is drawn."""
 
@@ -1058,4 +1045,4 @@ def _display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
 
 
 for _name in [n for n in __all__ if n.startswith("plot_")]:
-    globals()[_name] = _display_safe(globals()[_name])
+    globals()[_name] = display_safe(globals()[_name])

@@ -39,10 +39,11 @@ import os
 import random
 from typing import Any
 
-from pimem.base.js import parse_iso_ms
-from pimem.core.session_manager import CURRENT_SESSION_VERSION, Session, SessionWarning
+from pimem.base.js import js_stringify, parse_iso_ms
+from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, file_time_iso, read_records
+from pimem.sessions.session import Session
 
 __all__ = ["import_claude_code", "looks_like_claude_code", "FORMAT"]
 
@@ -219,8 +220,6 @@ class _Importer:
         return {"type": "text", "text": "[image]"}
 
     def unknown_block(self, block: Any, line: int) -> dict:
-        from pimem.base.js import js_stringify
-
         kind = block.get("type") if isinstance(block, dict) else type(block).__name__
         self.note(f"content block of type {kind!r} kept as JSON text", line)
         return {"type": "text", "text": js_stringify(block)}

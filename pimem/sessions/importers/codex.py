@@ -40,9 +40,10 @@ from typing import Any
 import orjson
 
 from pimem.base.js import parse_iso_ms
-from pimem.core.session_manager import CURRENT_SESSION_VERSION, Session, SessionWarning
+from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, file_time_iso, read_records
+from pimem.sessions.session import Session
 
 __all__ = ["import_codex", "looks_like_codex", "FORMAT"]
 
