@@ -82,7 +82,11 @@ from pimem.errors import (
     EntryNotFoundError as EntryNotFoundError,
     InvalidEntryError as InvalidEntryError,
     JavaScriptTypeError as JavaScriptTypeError,
+    JudgeError as JudgeError,
+    LabelFormatError as LabelFormatError,
+    ModelError as ModelError,
     NoRecordingError as NoRecordingError,
+    NotAChatModelError as NotAChatModelError,
     PimemError as PimemError,
     PimemWarning as PimemWarning,
     ReplayWarning as ReplayWarning,
@@ -92,6 +96,8 @@ from pimem.errors import (
     SkippedFileWarning as SkippedFileWarning,
     SourceOverwriteError as SourceOverwriteError,
     SummarizationError as SummarizationError,
+    UnknownPriceError as UnknownPriceError,
+    UserError as UserError,
 )
 from pimem.experiments.run_measures import run_measures as run_measures
 from pimem.experiments.sweep import sweep as sweep

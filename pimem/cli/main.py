@@ -23,12 +23,12 @@ from pimem.core.session_manager import build_session_context
 from pimem.errors import (
     ConfigurationError,
     JavaScriptTypeError,
-    PimemError,
     PimemWarning,
     ReplayWarning,
     SessionFormatError,
     SettingsError,
     SourceOverwriteError,
+    UserError,
 )
 from pimem.replays.strategies import get_strategy
 from pimem.sessions.samples import sample_dir
@@ -46,10 +46,6 @@ from pimem.summarizers.registry import get_summarizer, summarizer_names
 from pimem.text.messages import message_preview
 
 EXIT_USAGE = 2
-
-
-class UserError(PimemError):
-    """A mistake of the caller's (bad argument, unreadable file): reported without a traceback."""
 
 
 # ----------------------------------------------------------------------------------------------------------
