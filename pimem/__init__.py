@@ -20,7 +20,8 @@ _EXPORTS: dict[str, str] = {
     **{name: "pimem.errors" for name in (
         "PimemError", "SessionFormatError", "EntryNotFoundError", "InvalidEntryError", "SettingsError",
         "SettingsFileError", "JavaScriptTypeError", "SummarizationError", "ConfigurationError",
-        "CacheCorruptError", "CacheUnavailableError", "NoRecordingError", "SourceOverwriteError", "PimemWarning",
+        "CacheCorruptError", "CacheUnavailableError", "NoRecordingError", "SourceOverwriteError", "UnknownPriceError",
+        "UserError", "ModelError", "NotAChatModelError", "JudgeError", "LabelFormatError", "PimemWarning",
         "ReplayWarning", "SkippedFileWarning",
     )},
     # foundation

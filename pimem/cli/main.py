@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pimem import __version__, summarizers as sm
+from pimem import __version__
 from pimem.base.files import mark_output_file, write_table
 from pimem.base.js import js_stringify
 from pimem.base.tables import as_string, format_number, frame
@@ -23,12 +23,12 @@ from pimem.core.session_manager import build_session_context
 from pimem.errors import (
     ConfigurationError,
     JavaScriptTypeError,
-    PimemError,
     PimemWarning,
     ReplayWarning,
     SessionFormatError,
     SettingsError,
     SourceOverwriteError,
+    UserError,
 )
 from pimem.replays.strategies import get_strategy
 from pimem.sessions.samples import sample_dir
@@ -42,14 +42,10 @@ from pimem.summarizers.options import (
     parse_retries,
     parse_seconds,
 )
-from pimem.summarizers.registry import SUMMARIZER_NAMES
+from pimem.summarizers.registry import get_summarizer, summarizer_names
 from pimem.text.messages import message_preview
 
 EXIT_USAGE = 2
-
-
-class UserError(PimemError):
-    """A mistake of the caller's (bad argument, unreadable file): reported without a traceback."""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -121,7 +117,7 @@ def _strategy(text: str) -> str:
 
 def _summarizer_list(text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip()]
-    known = ("openai", "local", *SUMMARIZER_NAMES)
+    known = summarizer_names()
     unknown = [n for n in names if n not in known]
     if not names or unknown:
         raise argparse.ArgumentTypeError(f"summarizers are {', '.join(known)}; got {text!r}")
@@ -206,25 +202,18 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
 
 
 def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
-    client = client or {}
-    if name == "extractive":
-        return sm.ExtractiveSummarizer()
-    if name == "env":
-        if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
-            raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
-                            "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
-        return sm.summarizer_from_env(**client)
-    if name == "openai":
-        if not model:
-            raise UserError("--summarizer openai needs --model")
-        return sm.CachedSummarizer(sm.OpenAISummarizer(model, **client))
-    if name == "local":
-        return sm.local_summarizer()
-    if name == "recorded":
-        if session is None:
-            raise UserError("--summarizer recorded needs a single session")
-        return sm.RecordedSummarizer(session)
-    raise UserError(f"unknown summarizer {name!r}")
+    """The summarizer ``--summarizer name`` names (:func:`pimem.summarizers.registry.get_summarizer`)."""
+    if name == "env" and not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
+        raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
+                        "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
+    if name == "openai" and not model:
+        raise UserError("--summarizer openai needs --model")
+    if name == "recorded" and session is None:
+        raise UserError("--summarizer recorded needs a single session")
+    try:
+        return get_summarizer(name, session, model=model, client=client)
+    except ConfigurationError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _client_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -694,6 +683,27 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    """``pimem notebooks``: copy the bundled notebooks out, or run them and write HTML pages."""
+    from pimem.viz import notebooks
+
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder")
+    if args.html:
+        pages = notebooks.render_notebooks(out, timeout=args.timeout, progress=not args.quiet)
+        for page in pages:
+            print(f"wrote {page}")
+        return 0
+    copied, kept = notebooks.copy_notebooks(out)
+    for p in copied:
+        print(f"copied {p}")
+    for p in kept:
+        print(f"kept {p} (already there)")
+    print(f"open them with: jupyter lab {out}")
+    return 0
+
+
 def _default_samples() -> Path:
     return sample_dir()
 
@@ -859,6 +869,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
+
+    a = sub.add_parser("notebooks", help="the research notebooks: copy them out to open, or render them as HTML",
+                       description="Copy the notebooks bundled with pimem into a folder to open in JupyterLab "
+                                   "(files already there are kept), or with --html run each in a real kernel and "
+                                   "write it as a standalone HTML page with its figures, readable without Jupyter.")
+    a.add_argument("-o", "--output", default="pimem-notebooks", help="folder (default: pimem-notebooks)")
+    a.add_argument("--html", action="store_true", help="run the notebooks and write <name>.html pages")
+    a.add_argument("--timeout", type=_positive_int, default=900, help="--html: seconds per cell (default: 900)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    a.set_defaults(func=cmd_notebooks)
 
     a = sub.add_parser("model", help="a real instruct model, offline: install, start and stop its local server",
                        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, sha256-verified) served by "

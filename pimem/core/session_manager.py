@@ -1319,7 +1319,9 @@ def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = 
 def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionContext:
     """``buildSessionContext``: the messages the model sees at the leaf, thinking level, model.
 
-    ``leaf_id=None`` is Pi's default leaf (the last entry of a list, or the session's
-    current leaf); :data:`NULL_LEAF` is Pi's ``null`` leaf and gives an empty context.
+    Args:
+        source: a session, or a list of entries (its last entry is the default leaf).
+        leaf_id: the leaf; ``None`` is Pi's default leaf (the last entry of a list, or the session's
+            current leaf), :data:`NULL_LEAF` Pi's ``null`` leaf (an empty context).
     """
     return build_session_projection(source, leaf_id).to_context()

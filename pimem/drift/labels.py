@@ -30,7 +30,7 @@ import pandas as pd
 from pimem.base.bundled import bundled_dir
 from pimem.drift.chat import JudgeError, ask, require_chat_model
 from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, numbers_in_text, fact_present, fold, normalize_path
-from pimem.errors import ConfigurationError, PimemError
+from pimem.errors import ConfigurationError, LabelFormatError
 from pimem.base.tables import frame
 from pimem.drift.needed import used_later as auto_used
 from pimem.drift.records import compaction_records
@@ -44,10 +44,6 @@ LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kin
                                  "source_quote", "origin", "label", "evidence", "important", "used_later",
                                  "used_later_entry_id", "notes")
 LABELS = ("present", "absent", "contradicted")
-
-
-class LabelFormatError(PimemError, ValueError):
-    """A labelled-facts file that does not follow the format (the message names file and line)."""
 
 
 def labels_dir() -> Path:

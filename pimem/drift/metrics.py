@@ -219,8 +219,13 @@ def drift_report(
 ) -> pd.DataFrame:
     """One row per compaction on the active path, with chain metrics (columns in module docs).
 
-    ``result_or_session``: a :class:`pimem.Session`, a replay result (anything with
-    ``.session``), or a list of entries. Long frames are in ``report.attrs``.
+    Args:
+        result_or_session: a :class:`pimem.Session`, a replay result (anything with ``.session``), a
+            session file's path, or a list of entries.
+        leaf_id: the leaf whose path is measured (default: the session's current leaf).
+        include_thinking: count the assistant's thinking among the facts of a span.
+
+    Long frames are in ``report.attrs``.
     """
 
 

@@ -59,9 +59,8 @@ from pimem.replays.cost import as_price
 from pimem.replays.engine import replay
 from pimem.replays.strategies.base import get_strategy
 from pimem.sessions.load import load_session
-from pimem.summarizers.registry import SUMMARIZER_NAMES, get_summarizer
+from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
 from pimem.summarizers.cached import CachedSummarizer
-from pimem.summarizers.extractive import ExtractiveSummarizer
 
 __all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
 
@@ -206,7 +205,7 @@ _CACHED: dict[tuple[int, str, bytes], tuple[Any, tuple[int, int] | None]] = {}
 def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
     """The summarizer a run uses (behind the cache when given) and its miss counter (reset)."""
     if summarizer is None:
-        summarizer = ExtractiveSummarizer()
+        summarizer = default_summarizer()
     if cache is None:
         counter = _CallCounter(summarizer)
         return counter, counter
@@ -400,14 +399,23 @@ def sweep(
 ) -> pd.DataFrame:
     """Replay every session under every setting of ``grid``; one row per run.
 
-    ``sessions``: paths or ``Session`` objects. ``grid``: a dict of lists (cartesian product)
-    or a list of setting dicts with keys from :data:`SETTING_KEYS`. ``cache``: a SQLite file
-    shared by all runs for summaries. ``results_path``: a JSONL file that makes the sweep
-    resumable, or a ``.parquet`` file for the final table (its log beside it; see module
-    docs). ``client``: a ``dask.distributed.Client`` to run on. A session path that cannot be read
-    (permissions, a FIFO, a device) is left out with a ``SkippedFileWarning`` naming it; a file that
-    reads but does not load gives its runs an ``error``. ``measures``: add drift and cost columns
-    (``prices``, ``cost_model``, ``cache_ttl_s`` as in :func:`pimem.replays.cost.replay_cost`).
+    Args:
+        sessions: paths or ``Session`` objects. A path that cannot be read (permissions, a FIFO, a
+            device) is left out with a ``SkippedFileWarning``; a file that reads but does not load gives
+            its runs an ``error``.
+        grid: a dict of lists (cartesian product) or a list of setting dicts with keys from
+            :data:`SETTING_KEYS`.
+        summarizer: the summarizer of every run that names none (default the offline one).
+        workers: processes to run in (default ``os.cpu_count()``; 1 runs in this process).
+        cache: a SQLite file shared by all runs for summaries.
+        progress: show a progress bar.
+        results_path: a JSONL file that makes the sweep resumable, or a ``.parquet`` file for the final
+            table (its log beside it; see module docs).
+        client: a ``dask.distributed.Client`` to run on.
+        measures: add drift and cost columns.
+        prices: model prices for the cost columns (as in :func:`pimem.replays.cost.replay_cost`).
+        cost_model: the model whose price the cost columns use.
+        cache_ttl_s: how long a provider keeps a prompt cache, for the cost columns.
     """
     settings = expand_grid(grid)
     refs = list(sessions)

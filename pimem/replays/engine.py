@@ -39,7 +39,7 @@ from pimem.replays.settings import check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
 from pimem.replays.tokens import make_token_source
-from pimem.summarizers.extractive import ExtractiveSummarizer
+from pimem.summarizers.registry import default_summarizer
 
 if TYPE_CHECKING:
     from pimem.core.agent_session import CompactionReason
@@ -66,22 +66,32 @@ def replay(
     sample: int = 0,
     strategy: Any = None,
 ) -> ReplayResult:
-    """Replay the recorded path of ``session`` (a ``Session`` or a path) into a new session.
+    """Replay the recorded path of ``session`` into a new session, compacting where Pi 0.87.1's agent
+    loop would have (``docs/replay.md``).
 
-    Compacts where Pi 0.87.1's agent loop would have under ``settings`` (a
-    ``CompactionSettings``) and the model's context window (``model`` a ``ModelInfo``, default
-    from the session's model via the table in ``pimem.core.settings_manager``; ``context_window``
-    overrides). ``triggers``: ``"threshold"`` (Pi's automatic checks), ``"recorded"`` (compact
-    where the recording did, reason ``manual``), ``"none"`` (measure only). ``token_source``:
-    ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"`` (``docs/replay.md``). The
-    default summarizer is the offline ``ExtractiveSummarizer``. A failing summarizer records a
-    ``compact_failed`` event and the replay continues, unless ``stop_on_error``. ``sample``
-    numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
-    temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws. Settings that
-    leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
-    (:func:`check_settings`). ``strategy``: the compaction strategy (a name such as
-    ``"masking:keep_turns=5"`` or a :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi
-    0.87.1, see :mod:`pimem.replays.strategies.base`).
+    Args:
+        session: a ``Session``, a replay result or a session file's path.
+        settings: the ``CompactionSettings`` to replay under (default Pi's).
+        model: a ``ModelInfo``; default from the session's model via the table in
+            ``pimem.core.settings_manager``.
+        context_window: overrides the model's context window.
+        summarizer: writes the summaries (default the offline ``ExtractiveSummarizer``).
+        leaf_id: the leaf whose path is replayed (default the session's current leaf).
+        token_source: ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"``.
+        triggers: ``"threshold"`` (Pi's automatic checks), ``"recorded"`` (compact where the recording
+            did, reason ``manual``) or ``"none"`` (measure only).
+        hooks: Pi's ``before_compact`` / ``compact_failed`` hooks (``pimem.core.agent_session.Hooks``).
+        seed: seeds the new session's ids, so that the same inputs give the same file byte for byte.
+        progress: show a progress bar.
+        stop_on_error: raise on a failing summarizer instead of recording a ``compact_failed`` event
+            and going on.
+        sample: numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
+            temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws.
+        strategy: the compaction strategy (a name such as ``"masking:keep_turns=5"`` or a
+            :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi 0.87.1).
+
+    Settings that leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
+    (:func:`check_settings`).
     """
     original = load_recording(session)
     if settings is None:
@@ -89,7 +99,7 @@ def replay(
     elif isinstance(settings, dict):
         settings = CompactionSettings(**settings)
     if summarizer is None:
-        summarizer = ExtractiveSummarizer()
+        summarizer = default_summarizer()
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
         raise ConfigurationError(f"sample must be a non-negative integer, not {sample!r}")
     if sample:

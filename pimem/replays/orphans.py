@@ -227,9 +227,11 @@ _PER_MESSAGE = _PerMessage()
 def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = None, examples: int = 3) -> pd.DataFrame:
     """One row per compaction on the active path: references, orphans, orphan rate (module docs).
 
-    ``result_or_session``: a :class:`~pimem.replays.engine.ReplayResult` (its replayed session) or a
-    ``Session`` (its own compactions: the closed-loop baseline). ``orphan_examples`` lists up to
-    ``examples`` orphaned facts as ``kind:value``.
+    Args:
+        result_or_session: a :class:`~pimem.replays.result.ReplayResult` (its replayed session) or a
+            ``Session`` (its own compactions: the closed-loop baseline).
+        leaf_id: the leaf whose path is measured (default: the session's current leaf).
+        examples: how many orphaned facts ``orphan_examples`` lists (as ``kind:value``).
     """
     session = session_or_entries(result_or_session)
     path = build_session_path(session, leaf_id)

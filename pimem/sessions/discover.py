@@ -764,16 +764,22 @@ def load_sessions(
 ) -> Corpus:
     """Load many sessions, in parallel when it pays, with a progress bar.
 
-    ``paths_or_root`` is a folder (walked recursively for ``*.jsonl``), one file, or an iterable
-    of files and folders; ``None`` means ``default_sessions_dir()``. ``workers``: ``None`` picks
-    serial loading for small corpora (under ``PARALLEL_MIN_BYTES`` or ``PARALLEL_MIN_FILES``
-    files) and on machines with fewer than ``PARALLEL_LOAD_MIN_CPUS`` cores, a process pool of up
-    to ``os.cpu_count()`` (at most 8) workers otherwise; ``1`` forces serial loading. The cyclic
-    garbage collector is paused while loading (it would otherwise double the time). A file that fails (``SessionFormatError``, unreadable, …) is recorded in
-    ``Corpus.errors`` and loading goes on. Files that load with warnings are kept (see
-    ``Session.warnings``). Unreadable folders and ``*.jsonl`` entries that are not regular files
-    (FIFOs, devices, broken links, symlink loops) are left out with a ``SkippedFileWarning``. ``seed`` makes the ids given to v1 entries reproducible (each file
-    gets its own seed derived from ``seed`` and its path), whatever the number of workers.
+    Args:
+        paths_or_root: a folder (walked recursively for ``*.jsonl``), one file, or an iterable of files
+            and folders; ``None`` means ``default_sessions_dir()``.
+        progress: show a progress bar.
+        workers: ``None`` picks serial loading for small corpora (under ``PARALLEL_MIN_BYTES`` or
+            ``PARALLEL_MIN_FILES`` files) and on machines with fewer than ``PARALLEL_LOAD_MIN_CPUS``
+            cores, a process pool of up to ``os.cpu_count()`` (at most 8) workers otherwise; ``1``
+            forces serial loading.
+        seed: makes the ids given to v1 entries reproducible (each file gets its own seed derived from
+            ``seed`` and its path), whatever the number of workers.
+
+    The cyclic garbage collector is paused while loading (it would otherwise double the time). A file
+    that fails (``SessionFormatError``, unreadable, …) is recorded in ``Corpus.errors`` and loading goes
+    on. Files that load with warnings are kept (see ``Session.warnings``). Unreadable folders and
+    ``*.jsonl`` entries that are not regular files (FIFOs, devices, broken links, symlink loops) are
+    left out with a ``SkippedFileWarning``.
     """
     from functools import partial
 

@@ -83,13 +83,18 @@ def load_session(
     rng: random.Random | None = None,
     seed: int | str | None = None,
 ) -> Session:
-    """Load a session file as a :class:`Session` of Pi v3 entries; the file is never written.
+    """Load a session file as a :class:`~pimem.sessions.session.Session` of Pi v3 entries; the file is never written.
 
-    ``format``: ``"auto"`` (recognised from the content; what is none of the three goes to Pi's
-    loader, whose error names the problem), ``"pi"``, ``"claude-code"`` or ``"codex"``. Pi files load exactly as Pi loads them (``rng`` / ``seed`` as in
-    :func:`pimem.core.session_manager.load_session`); the others are imported (see
-    :mod:`pimem.sessions.importers`), and their ``import_report`` counts what was read and
-    skipped.
+    Pi files load exactly as Pi loads them; Claude Code transcripts and Codex rollouts are imported (see
+    :mod:`pimem.sessions.importers`), and their ``import_report`` counts what was read and skipped.
+
+    Args:
+        path: the session file (``.jsonl``, or ``.jsonl.gz`` for the imported formats).
+        format: ``"auto"`` (recognised from the content; what is none of the three goes to Pi's loader,
+            whose error names the problem), ``"pi"``, ``"claude-code"`` or ``"codex"``.
+        rng: draws the ids of v1 entries and of entries appended later
+            (:func:`pimem.core.session_manager.load_session`).
+        seed: a seed for those ids instead, so that the same file gets the same ids on every load.
     """
     if format not in ("auto",) + SESSION_FORMATS:
         raise ValueError(f"format must be one of 'auto', 'pi', 'claude-code', 'codex', not {format!r}")
@@ -126,8 +131,11 @@ the path of a session file."""
 
 
 def as_session(source: SessionLike) -> CoreSession:
-    """The session ``source`` names: a session as it is, a replay result's ``.session``, or the file
-    at a path loaded with :func:`load_session`.
+    """The session ``source`` names.
+
+    Args:
+        source: a session (returned as it is), anything holding one in ``.session`` (a replay result),
+            or the path of a session file (loaded with :func:`load_session`).
 
     Raises ``TypeError`` naming the type of anything else.
     """

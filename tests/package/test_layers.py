@@ -46,7 +46,8 @@ LAZY: dict[tuple[str, str], str] = {
     **{("pimem.sessions.session", "pimem.sessions.frames"):
        "a session loads without pandas; its DataFrame views bring pandas when first asked for"},
     ("pimem.summarizers.registry", "pimem.summarizers.openai_compat"):
-        "the openai client loads only when the environment names a model",
+        "the openai client loads only when a model is named",
+    ("pimem.summarizers.registry", "pimem.summarizers.local"): "the openai client loads only when the local model is named",
     ("pimem.summarizers.baselines", "pimem.text.facts"): "only the fact-dump baseline reads facts (pandas)",
     ("pimem.drift.chat", "pimem.summarizers.openai_compat"): "the openai client loads only when a judge is asked",
     ("pimem.experiments.model_summaries", "pimem.summarizers.local"):
@@ -55,7 +56,7 @@ LAZY: dict[tuple[str, str], str] = {
        "`pimem --help`, `ls` and `show` start without pandas or matplotlib; each command loads its own stack"
        for module in ("pimem.replays.engine", "pimem.replays.cost", "pimem.sessions.discover",
                       "pimem.experiments.sweep", "pimem.experiments.uncertainty", "pimem.viz.report",
-                      "pimem.experiments.model_summaries")},
+                      "pimem.experiments.model_summaries", "pimem.viz.notebooks")},
 }
 
 

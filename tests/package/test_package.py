@@ -39,3 +39,42 @@ def test_core_pipeline_imports_without_pandas() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False"]
+
+
+def test_every_public_error_and_warning_lives_in_errors() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import pimem.errors
+
+    elsewhere = []
+    for info in pkgutil.walk_packages(pimem.__path__, "pimem."):
+        if info.name.endswith("__main__") or info.name == "pimem.errors":
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (inspect.isclass(obj) and issubclass(obj, (Exception, Warning)) and not name.startswith("_")
+                    and obj.__module__ == info.name):
+                elsewhere.append(f"{info.name}.{name}")
+    assert elsewhere == []
+    assert all(name in pimem.__all__ for name in pimem.errors.__all__)
+
+
+# The entry points of a first session (README, "A first look"): each documents every parameter.
+ENTRY_POINTS = ["load_session", "as_session", "load_sessions", "build_session_context", "prepare_compaction", "replay",
+                "sweep", "drift_report", "orphan_references"]
+
+
+def test_the_entry_points_document_every_parameter_under_args() -> None:
+    import inspect
+
+    undocumented = {}
+    for name in ENTRY_POINTS:
+        function = getattr(pimem, name)
+        doc = inspect.getdoc(function) or ""
+        args = doc.partition("\nArgs:\n")[2]
+        missing = [p for p in inspect.signature(function).parameters if f"\n    {p}:" not in "\n" + args]
+        if not args or missing:
+            undocumented[name] = missing or ["no Args: section"]
+    assert undocumented == {}

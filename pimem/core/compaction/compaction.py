@@ -770,8 +770,10 @@ def prepare_compaction(
 ) -> CompactionPreparation | None:
     """``prepareCompaction``: what to summarize and where to cut, or None if nothing to do.
 
-    ``path_entries`` is the active path (``session.get_branch()``), root first. ``cache``
-    (a :class:`~pimem.core.compaction.compaction.TokenCache`) reuses token estimates across calls.
+    Args:
+        path_entries: the active path (``session.get_branch()``), root first.
+        settings: Pi's ``reserveTokens`` / ``keepRecentTokens``.
+        cache: a :class:`TokenCache` that reuses token estimates across calls.
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
