@@ -748,3 +748,16 @@ def _utf16_key(value: Any) -> tuple[int, bytes]:
 def js_sorted(values: Iterable[Any]) -> list:
     """``Array.prototype.sort()`` without a comparator: by ``String(v)`` in UTF-16 code units."""
     return sorted(values, key=_utf16_key)
+
+
+def js_prop(value: Any, name: str) -> Any:
+    """``value[name]`` as JavaScript reads a property: a dict's key (None when absent), None for
+    primitives and arrays (undefined), and a TypeError for null or undefined, as Pi's code throws."""
+    if value.__class__ is dict:
+        return value.get(name)
+    if value is None or value is UNDEFINED:
+        from pimem.errors import JavaScriptTypeError
+
+        kind = "null" if value is None else "undefined"
+        raise JavaScriptTypeError(f"Cannot read properties of {kind} (reading '{name}')")
+    return None

@@ -159,6 +159,7 @@ from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import (
     build_session_projection,
+    require_message_objects,
 )
 from pimem.core.settings_manager import lookup_model
 from pimem.replays.calibration import Calibration, fit_calibration
@@ -459,6 +460,7 @@ class _Replayer:
         self.rec = _RecordedPath(cache=est_cache)
         counter = TiktokenCounter() if token_source == "tiktoken" else None
         self.rep = ContextTracker(cache=est_cache, counter=counter)
+        require_message_objects(self.path)  # a clear error, before any walk reads a message
         self.calibration = _calibrate(self.path, est_cache) if token_source == "calibrated" else Calibration()
         self.slope = self.calibration.slope
         self.simulated: dict[int, float] = {}  # id(message) -> simulated total
@@ -485,6 +487,12 @@ class _Replayer:
     def model_info(self) -> Any:
         key = None if self.model_arg is not None else (
             (self.rep.projection.model or {}).get("provider"), (self.rep.projection.model or {}).get("modelId"))
+        try:
+            hash(key)
+        except TypeError:  # a provider or model id that is a list or an object (a damaged file)
+            from pimem.base.js import js_stringify
+
+            key = js_stringify(list(key))
         info = self._models.get(key)
         if info is None:
             info = _resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)

@@ -112,7 +112,9 @@ def _ms_times(values: Iterable[Any]) -> pd.Series:
 def _int_col(values: Sequence[Any]) -> pd.arrays.IntegerArray:
     if all(type(v) is int or v is None for v in values):  # the common case, fast
         return pd.array(values, dtype="Int64")
-    return pd.array([int(v) if _is_num(v) and float(v).is_integer() else None for v in values], dtype="Int64")
+    # beyond int64 (usage of 1e308 in a damaged file; the loader warns) is unknown, not an OverflowError
+    return pd.array([int(v) if _is_num(v) and float(v).is_integer() and abs(v) < 2**63 else None for v in values],
+                    dtype="Int64")
 
 
 def _float_col(values: Sequence[Any]) -> np.ndarray:
