@@ -1413,7 +1413,11 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     if replacement is None:
         return []
     if replacement is UNDEFINED:
-        raise JavaScriptTypeError(f"context_edit {edit.get('id')!r} has no replacement")
+        # Pi reads ``replacement.content`` only for a message it edits: an entry with no message of
+        # those roles (a model change, a label, a summary) is left as it is, without a throw.
+        if any(m.get("role") in ("user", "assistant", "toolResult", "custom") for m in messages):
+            raise JavaScriptTypeError("Cannot read properties of undefined (reading 'content')")
+        return messages
     rcontent = replacement.get("content", UNDEFINED) if isinstance(replacement, dict) else UNDEFINED
     out = []
     for message in messages:

@@ -163,7 +163,7 @@ from pimem.core.session_manager import (
 )
 from pimem.core.settings_manager import lookup_model
 from pimem.replays.calibration import Calibration, fit_calibration
-from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
+from pimem.errors import ConfigurationError, JavaScriptTypeError, ReplayWarning, SummarizationError
 from pimem.text.tokenizers import TiktokenCounter
 from pimem.base.tables import frame
 
@@ -718,7 +718,16 @@ class _Replayer:
                       threshold=info.context_window - self.settings.reserve_tokens)
         # The tracker holds the replayed branch: its preparation and system message spare
         # run_compaction two walks of the branch.
-        preparation = self.strategy.prepare(self.rep, self.settings)
+        try:
+            preparation = self.strategy.prepare(self.rep, self.settings)
+        except JavaScriptTypeError as exc:
+            if reason == "manual" or self.stop_on_error:
+                raise
+            # Pi's _runAutoCompaction prepares inside its try: the error is caught before the
+            # compaction starts (no event, no message) and the agent goes on.
+            self._row(kind="compact_failed", check=check, reason=reason, error=str(exc), fired=False,
+                      will_retry=will_retry, note="failed", leaf_id=self.new.leaf_id, **window, **extra)
+            return False
         if reason != "manual" and preparation is None:
             # Pi's automatic compaction returns at once when prepareCompaction finds nothing
             # (no hook, no event).

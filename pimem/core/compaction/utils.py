@@ -182,7 +182,7 @@ def serialize_message(message: dict) -> str:
     if role == "assistant":
         content: Any = message.get("content")
         if isinstance(content, str):
-            raise JavaScriptTypeError("msg.content.some is not a function (assistant content is a string)")
+            raise JavaScriptTypeError("msg.content.some is not a function")  # V8's words, as Pi throws
         thinking_parts: list[str] = []
         tool_calls: list[str] = []
         has_text = False
