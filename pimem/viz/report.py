@@ -32,9 +32,33 @@ from pimem.errors import (
 )
 from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output, write_table
 from pimem.base.tables import escape_lone_surrogates, format_number, frame
+from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
+from pimem.core.session_manager import session_entry_to_context_messages
+from pimem.drift import drift_report, headline, lost_facts
+from pimem.drift.measures import compare_sources, measure_docs
+from pimem.drift.records import compaction_records
+from pimem.experiments.sweep import sweep
+from pimem.experiments.uncertainty import sweep_summary
+from pimem.replays.engine import TOKEN_SOURCES, replay
+from pimem.replays.recording import calibrate_recording
+from pimem.replays.orphans import OPEN_LOOP_NOTE, orphan_rate, orphan_references
+from pimem.sessions.discover import dedupe_session_paths
+from pimem.sessions.load import as_session, load_session
+from pimem.summarizers.baselines import baseline_summarizers
+from pimem.summarizers.cached import CachedSummarizer
+from pimem.summarizers.registry import default_summarizer
+from pimem.viz import (
+    estimate_vs_usage_table,
+    plot_context_over_time,
+    plot_drift,
+    plot_estimate_vs_usage,
+    plot_session_tree,
+    plot_sweep_heatmaps,
+)
+from pimem.viz.measure_plots import plot_measures, plot_recall_curve
 
 if TYPE_CHECKING:
-    from pimem.replays.engine import TokenSource
+    from pimem.replays.tokens import TokenSourceName
 
 __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
            "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
@@ -161,14 +185,9 @@ _REPORT_COLUMNS = [
 
 def _resolve(session_or_result: Any) -> tuple[Any, Any]:
     """(session, replay result or None) from a Session, a ReplayResult or a path."""
-    from pimem.core.session_manager import Session
-    from pimem.sessions.load import load_session
-
-    if isinstance(session_or_result, Session):
-        return session_or_result, None
     if hasattr(session_or_result, "session") and hasattr(session_or_result, "events"):
         return session_or_result.session, session_or_result
-    return load_session(session_or_result), None
+    return as_session(session_or_result), None
 
 
 def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
@@ -190,8 +209,6 @@ def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
 
 def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
     """Facts lost between consecutive summaries, written as they first appeared (original case)."""
-    from pimem.drift import lost_facts
-
     lost = lost_facts(report)
     facts = report.attrs.get("facts")
     surface: dict[Any, Any] = {}
@@ -215,14 +232,6 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
                       compare_max: int = 40) -> str:
     """The HTML text of :func:`write_drift_report` (nothing written); ``report``: the drift
     report when already computed (:func:`pimem.drift.drift_report` of the same input)."""
-    from pimem.drift import drift_report, headline
-    from pimem.viz import (
-        plot_context_over_time,
-        plot_drift,
-        plot_estimate_vs_usage,
-        plot_session_tree,
-    )
-
     session, result = _resolve(session_or_result)
     if report is None:
         report = drift_report(result if result is not None else session)
@@ -269,8 +278,6 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     parts.append("<h2>Session tree</h2>")
     parts.append(_img(figure_png(plot_session_tree(session)[0]), "session tree"))
     if result is None:
-        from pimem.viz import estimate_vs_usage_table
-
         if len(estimate_vs_usage_table(session)):
             parts.append("<h2>Estimate vs recorded usage</h2>")
             parts.append(_img(figure_png(plot_estimate_vs_usage(session)[0]), "estimate vs recorded usage"))
@@ -282,8 +289,6 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
 
 def _open_loop_html() -> str:
     """The open-loop assumption, stated where replay numbers are shown."""
-    from pimem.drift.orphans import OPEN_LOOP_NOTE
-
     return f"<p class='note'><b>What a replay cannot know.</b> {_esc(OPEN_LOOP_NOTE)}</p>"
 
 
@@ -309,9 +314,7 @@ def _replay_notes_html(result: Any) -> str:
 
 
 def _orphan_section_html(session_or_result: Any) -> str:
-    """The orphan-reference rate per compaction (:mod:`pimem.drift.orphans`)."""
-    from pimem.drift.orphans import orphan_rate, orphan_references
-
+    """The orphan-reference rate per compaction (:mod:`pimem.replays.orphans`)."""
     replayed = hasattr(session_or_result, "orphan_references")
     table = session_or_result.orphan_references() if replayed else orphan_references(session_or_result)
     rate = orphan_rate(table)
@@ -332,17 +335,21 @@ def _orphan_section_html(session_or_result: Any) -> str:
 
 def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
                        report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
-                       compare_max: int = 40) -> Path:
+                       compare_max: int = 40, index_href: str | None = None) -> Path:
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
 
     Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
     ``report``: the drift report when already computed. ``sources``: summary sources to set
     beside the session's own summaries (default: the extractive summarizer and the four
     degenerate baselines, at the recorded summaries' length); the comparison is left out, with a
-    note, when the chain has more than ``compare_max`` compactions.
+    note, when the chain has more than ``compare_max`` compactions. ``index_href``: a link back to the
+    page that lists this report (the study's ``index.html``), at the top and the bottom.
     """
     target = Path(path)
     page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max)
+    if index_href is not None:
+        nav = f"<p class='nav'><a href='{_href(index_href)}'>&larr; back to the study index</a></p>"
+        page = page.replace("<body>", "<body>" + nav, 1).replace("</body>", nav + "</body>", 1)
     atomic_write_text(target, escape_lone_surrogates(page))  # a UTF-8 page cannot hold lone surrogates
     return target
 
@@ -359,10 +366,7 @@ _NEEDED_COLUMNS = ["compaction", "written_tokens", "n_needed", "needed_recall", 
 
 def default_sources() -> dict[str, Any]:
     """The sources a drift report sets beside a session's own summaries: extractive and the four baselines."""
-    from pimem.summarizers.baselines import baseline_summarizers
-    from pimem.summarizers.extractive import ExtractiveSummarizer
-
-    return {"extractive": ExtractiveSummarizer(), **baseline_summarizers(budget=None)}
+    return {"extractive": default_summarizer(), **baseline_summarizers(budget=None)}
 
 
 def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sources: dict[str, Any] | None = None,
@@ -370,9 +374,6 @@ def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sourc
     """The report's measures section: needed-later recall per compaction, the file lists as a pipeline
     check, the session's summaries beside other sources on the same spans, and what each measure
     rewards and how it can be gamed."""
-    from pimem.drift.measures import compare_sources, measure_docs
-    from pimem.viz.measure_plots import plot_measures, plot_recall_curve
-
     parts = ["<h2>Measures grounded in the recording</h2>",
              "<p class='note'>Content measures read only the text the summarizer wrote: the <code>&lt;read-files&gt;"
              "</code>/<code>&lt;modified-files&gt;</code> blocks that Pi's <code>compact()</code> appends are "
@@ -389,8 +390,6 @@ def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sourc
         parts.append(f"<p class='note'>{n} compactions: the comparison with other summary sources is left out "
                      f"(more than {compare_max}; pass compare_max to include it).</p>")
     else:
-        from pimem.drift.records import compaction_records
-
         chosen = default_sources() if sources is None else dict(sources)
         named = {"this session": "recorded", **chosen}
         records = compaction_records(session_or_result)
@@ -475,11 +474,6 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     context a replay that never compacts would reach), with the session's token calibration
     (:mod:`pimem.replays.calibration`: the overhead every request carries and provider tokens per
     estimated token)."""
-    from pimem.replays.engine import _calibrate
-    from pimem.core.compaction.compaction import estimate_tokens
-    from pimem.core.session_manager import session_entry_to_context_messages
-    from pimem.sessions.load import load_session
-
     session = load_session(path)
     branch = session.get_branch()
     total = 0
@@ -492,7 +486,7 @@ def session_size(path: str | os.PathLike) -> SessionSize:
                 system = estimate_tokens(message)  # only the current system message is sent
             else:
                 total += estimate_tokens(message)
-    calibration = _calibrate(branch)
+    calibration = calibrate_recording(branch)
     return SessionSize(total + system, calibration.overhead, calibration.slope)
 
 
@@ -587,16 +581,6 @@ def run_study(
     an interrupted study resumes). Summaries come from the offline extractive summarizer.
     Returns a short text summary.
     """
-    from pimem.replays.engine import TOKEN_SOURCES, replay
-    from pimem.core.compaction.compaction import CompactionSettings
-    from pimem.summarizers.cached import CachedSummarizer
-    from pimem.summarizers.extractive import ExtractiveSummarizer
-    from pimem.experiments.sweep import sweep
-    from pimem.experiments.uncertainty import sweep_summary
-    from pimem.viz import plot_sweep_heatmaps
-
-    from pimem.sessions.discover import dedupe_session_paths
-
     start = time.perf_counter()
     session_paths = [Path(p) for p in paths]
     if not session_paths:
@@ -612,7 +596,7 @@ def run_study(
     sources = list(dict.fromkeys(token_sources))
     if not sources or any(src not in TOKEN_SOURCES for src in sources):
         raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
-    reference = cast("TokenSource", "calibrated" if "calibrated" in sources else sources[0])
+    reference = cast("TokenSourceName", "calibrated" if "calibrated" in sources else sources[0])
     sizes: dict[str, SessionSize] = {}
     for p in list(session_paths):
         try:
@@ -676,14 +660,15 @@ def run_study(
     if len(calibrated):
         for w in sorted(calibrated[by[0]].dropna().unique()):
             part = calibrated[calibrated[by[0]] == w]
-            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1])
+            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1],
+                                          ncols=2)  # 2 × 2: readable on an 800 px screen
             label = f"context window {w:,}" if windows is not None else f"context window {w:.0%} of each session"
             fig.suptitle(f"{label} — mean over {part['session'].nunique()} session(s), {reference} tokens")
             name = f"heatmap-w{int(w)}.png" if windows is not None else f"heatmap-w{round(w * 100)}pct.png"
             atomic_write_bytes(out / name, figure_png(fig))
             heatmaps.append((w, name))
 
-    summarizer = CachedSummarizer(ExtractiveSummarizer(), cache_path)
+    summarizer = CachedSummarizer(default_summarizer(), cache_path)
     (out / "replays").mkdir(exist_ok=True)
     (out / "reports").mkdir(exist_ok=True)
     per_session: list[dict[str, Any]] = []
@@ -707,7 +692,8 @@ def run_study(
                     result = replay(p, settings, context_window=mw, summarizer=summarizer, token_source=reference)
                 result.write(out / "replays" / f"{name}.jsonl")
                 write_drift_report(result, out / "reports" / f"{name}.html",
-                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})")
+                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})",
+                                   index_href="../index.html")
                 s = result.summary()
                 if s["failed_compactions"] and not s["compactions"]:
                     failures = result.events.loc[result.events["kind"] == "compact_failed", "error"].dropna()

@@ -50,7 +50,7 @@ def test_manifest_provenance_names_the_model_and_its_weights():
     assert p["model"] == localmodel.MODEL_ALIAS
     assert p["weights"]["sha256"] == localmodel.MODEL_SHA256 and p["weights"]["bytes"] == localmodel.MODEL_SIZE
     assert p["parameters"]["temperature"] == 0 and p["parameters"]["max_tokens_cap"] > 0
-    assert p["server"]["n_ctx"] and p["server"]["package"].endswith(localmodel.LLAMA_CPP_VERSION)
+    assert p["server"]["n_ctx"] and p["server"]["package"]  # the server the recording was made with
     assert len(REPLAYS) >= 2 and all((DATASET / f).is_file() for f in REPLAYS)
 
 

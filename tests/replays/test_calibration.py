@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pimem.replays.engine import _calibrate, _input_tokens, _RecordedPath, replay
+from pimem.replays.engine import replay
+from pimem.replays.recording import RecordedPath, calibrate_recording, input_tokens
 from pimem.replays.calibration import MIN_POINTS, SLOPE_RANGE, Calibration, fit_calibration
 from pimem.core.agent_session import Hooks
 from pimem.core.compaction.compaction import CompactionResult, CompactionSettings, get_assistant_usage
@@ -108,10 +109,10 @@ def test_the_floor_holds_where_a_request_was_cheap():
 def test_large_session_fit_is_plausible(large_session):
     """``large-session.jsonl``: ordinary least squares gives overhead −8.8k and rate 1.50; the
     relative constrained fit a positive overhead below the first request's recorded size."""
-    cal = _calibrate(large_session.get_branch())
+    cal = calibrate_recording(large_session.get_branch())
     first = next(e["message"] for e in large_session.get_branch()
                  if e["type"] == "message" and get_assistant_usage(e["message"]) is not None)
-    assert 0 < cal.overhead <= _input_tokens(first)
+    assert 0 < cal.overhead <= input_tokens(first)
     assert 1.2 < cal.slope < 1.45
     assert cal.r2 > 0.95 and cal.warning() is None
 
@@ -201,12 +202,12 @@ def test_the_removal_rule_predicts_the_recordings_own_drop(before_compaction):
     first request after it from the two estimates alone. Within 10% of what the provider counted
     (+8.5% and −3.1% here)."""
     branch = before_compaction.get_branch()
-    cal = _calibrate(branch)
-    tracker = _RecordedPath()
+    cal = calibrate_recording(branch)
+    tracker = RecordedPath()
     points = []  # (index on the path, E_rec, recorded input)
     for i, entry in enumerate(branch):
         if entry["type"] == "message" and get_assistant_usage(entry["message"]) is not None:
-            points.append((i, tracker.usage_free_estimate(), _input_tokens(entry["message"])))
+            points.append((i, tracker.usage_free_estimate(), input_tokens(entry["message"])))
         tracker.append(entry)
     for i, entry in enumerate(branch):
         if entry["type"] != "compaction":

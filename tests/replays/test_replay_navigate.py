@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pimem.replays.engine import navigate
+from pimem.replays.navigate import navigate
 
 
 def test_navigate_leaves_a_branch_summary_at_the_target(real_v3_paths):

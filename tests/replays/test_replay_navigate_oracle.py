@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pimem.base.js import js_stringify
-from pimem.replays.engine import navigate
+from pimem.replays.navigate import navigate
 from pimem.core.agent_session import Hooks, TreeHookResult
 from pimem.core.compaction.compaction import ModelInfo
 from tests.oracle.client import CannedSummarizer, Failure

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from pimem.sessions import discover
+from pimem.core.session_manager import not_a_header
 from pimem.base.js import js_string
 from pimem.sessions.discover import (
     DISCOVER_COLUMNS,
@@ -119,8 +120,8 @@ def test_discover_walks_nested_folders_and_keeps_broken_files_as_rows(tree: Path
         assert pd.isna(rows[name]["error"]), rows[name]["error"]
     assert rows["empty.jsonl"]["error"] == "empty file"
     assert rows["blank.jsonl"]["error"] == "empty file"
-    assert "line 1" in rows["no-header.jsonl"]["error"] and "'message'" in rows["no-header.jsonl"]["error"]
-    assert "JSON list" in rows["array.jsonl"]["error"]
+    assert "line 1" in rows["no-header.jsonl"]["error"] and '"message"' in rows["no-header.jsonl"]["error"]
+    assert "JSON array" in rows["array.jsonl"]["error"]
     assert "not a Pi session" in rows["binary.jsonl"]["error"]
     for name in ("empty.jsonl", "no-header.jsonl", "array.jsonl", "binary.jsonl"):
         assert pd.isna(rows[name]["session_id"]) and pd.isna(rows[name]["entry_count"])
@@ -156,7 +157,8 @@ def test_discover_columns_follow_pi_session_info_rules(tree: Path) -> None:
 
 
 def test_counts_agree_with_the_loader(tree: Path) -> None:
-    from pimem.core.session_manager import SessionFormatError, load_session
+    from pimem.core.session_manager import SessionFormatError
+    from pimem.sessions.session import load_session
 
     for _, row in discover_sessions(tree).iterrows():
         try:
@@ -227,7 +229,7 @@ def test_default_root_honours_pi_environment(tmp_path: Path, monkeypatch: pytest
 
 
 def test_real_sessions_counts_match_the_loader(real_dir: Path) -> None:
-    from pimem.core.session_manager import load_session
+    from pimem.sessions.session import load_session
 
     df = discover_sessions(real_dir)
     assert df["error"].isna().all()
@@ -410,9 +412,9 @@ def whole_file_scan(path: str | os.PathLike) -> dict[str, Any]:
         if not entry:  # blank, malformed, or a falsy JSON value (Pi's ``if (entry)``)
             continue
         if header is None:
-            if not (isinstance(entry, dict) and entry.get("type") == "session" and isinstance(entry.get("id"), str)):
-                what = f"a {entry.get('type')!r} entry" if isinstance(entry, dict) else f"a JSON {type(entry).__name__}"
-                return discover._error_row(p, size, f"not a Pi session: first entry (line {line_no}) is {what}, not a session header")
+            problem = not_a_header(entry)
+            if problem is not None:
+                return discover._error_row(p, size, f"line {line_no}: {problem}")
             header = entry
             continue
         if not isinstance(entry, dict):

@@ -3,8 +3,10 @@
 Skips unless ``pimem model install`` has run (weights and server package in the cache); with
 ``PIMEM_REQUIRE_LOCAL_MODEL=1`` (CI) a missing install fails instead. Starts the server unless one runs,
 sends the smallest history request of the committed real-model dataset, and checks the answer against
-the recording: same prompt tokens (tokenizer and chat template), a finished summary, and the drift
-measures of the recorded summary.
+the recording: same prompt tokens (tokenizer and chat template), a finished summary, the same answer
+when asked again (temperature 0, no prompt cache), and drift measures on the recorded compaction's span.
+The recording was made on another llama.cpp build (llama-cpp-python 0.3.36, see the manifest), whose
+kernels round differently, so the live text is not expected to equal the recorded one.
 """
 
 from __future__ import annotations
@@ -92,9 +94,9 @@ def test_real_summary_through_the_openai_client_matches_the_recording(server):
     assert response.extra["model"] == localmodel.MODEL_ALIAS
     assert response.usage["input"] + response.usage["cacheRead"] == row["prompt_tokens"]  # tokenizer, template
     assert 0 < response.usage["output"] <= row["max_tokens_sent"]
-    # temperature 0, same weights, same request: the recording's answer, at least at first (llama.cpp
-    # reuses the cached prefix of the previous request, so rounding can later tip a greedy choice)
-    assert response.text[:200] == answer.text[:200]
+    # temperature 0 and every request computed from an empty context: asked again, the same answer
+    again = summarizer.complete(request)
+    assert again.text == response.text and again.usage["output"] == response.usage["output"]
 
     # the drift measures of the live answer, on the recorded compaction's span
     session = load_session(model_summaries.dataset_dir() / FILE)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -57,19 +59,44 @@ def test_weights_are_assembled_in_order_and_checked(model_dir, monkeypatch):
     assert localmodel.weights_path().read_bytes() == whole
 
 
-def test_status_start_stop_without_an_install(model_dir):
+def test_status_start_stop_without_an_install(model_dir, monkeypatch):
+    monkeypatch.setattr(localmodel, "_installed_version", lambda: None)
     s = localmodel.status()
     assert s["weights_present"] is False and s["server_installed"] is False and s["running"] is False
+    assert s["xllamacpp"] is None
     assert localmodel.stop() is False
     with pytest.raises(localmodel.ModelError, match="pimem model install"):
         localmodel.start()
-    with pytest.raises(localmodel.ModelError, match="no cached llama-cpp-python"):
-        localmodel.install(progress=False, build=False)
+
+
+def test_install_adds_the_pinned_prebuilt_server_when_missing(model_dir, monkeypatch):
+    commands = []
+    monkeypatch.setattr(localmodel, "_installed_version", lambda: None)
+    monkeypatch.setattr(localmodel, "_run", lambda cmd, log, env=None, what="": commands.append(cmd))
+    with pytest.raises(localmodel.ModelError, match="not importable after installing"):
+        localmodel._install_server(progress=False)
+    assert commands == [[sys.executable, "-m", "pip", "install", "--quiet",
+                         f"xllamacpp=={localmodel.XLLAMACPP_VERSION}"]]
+    # the extra pins the same version
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert f'local = ["xllamacpp=={localmodel.XLLAMACPP_VERSION}"]' in pyproject
+
+
+def test_the_server_process_parameters():
+    pytest.importorskip("xllamacpp")
+    from pimem.summarizers.llama_server import REPEAT_LAST_N, REPEAT_PENALTY, server_params
+
+    p = server_params("/m.gguf", "alias", "127.0.0.1", 8123, 4096, 2)
+    assert p.model.path == "/m.gguf" and p.model_alias == {"alias"} and p.port == 8123
+    assert p.hostnames == ["127.0.0.1"] and p.n_ctx == 4096 and p.n_parallel == 1
+    assert p.cpuparams.n_threads == 2 and p.cpuparams_batch.n_threads == 2
+    assert p.cache_prompt is False and p.offline is True and p.ui is False
+    assert abs(p.sampling.penalty_repeat - REPEAT_PENALTY) < 1e-6 and p.sampling.penalty_last_n == REPEAT_LAST_N
 
 
 def test_a_stale_state_file_is_not_a_running_server(model_dir):
     (model_dir / "server.json").write_text(json.dumps({"pid": os.getpid(), "base_url": "http://127.0.0.1:9/v1"}))
-    assert localmodel.running_server() is None  # this process is not llama_cpp.server
+    assert localmodel.running_server() is None  # this process is not the model server
     (model_dir / "server.json").write_text("{broken")
     assert localmodel.running_server() is None
 
@@ -119,6 +146,14 @@ def test_a_prompt_beyond_the_context_is_a_clear_error():
         assert server.requests[0].body["max_tokens"] == 1024 and server.requests[0].body["stop"]
     assert response.stop_reason == "error"
     assert "does not fit the local model's context" in response.error_message and "32768" in response.error_message
+
+
+def test_llama_servers_context_error_is_named_too():
+    message = "the request exceeds the available context size, try increasing it"
+    with FakeOpenAIServer() as server:
+        server.script(Reply(status=400, error_message=message))
+        response = LocalModelSummarizer(server.base_url).complete(_request())
+    assert response.stop_reason == "error" and "does not fit the local model's context" in response.error_message
 
 
 def test_a_runaway_answer_cut_by_the_cap_is_a_failed_summary():

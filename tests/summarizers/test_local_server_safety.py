@@ -44,8 +44,8 @@ def signals(monkeypatch):
 
 
 def _fake_server(port: int, weights: str) -> subprocess.Popen:
-    """A process whose command line reads like ``python -m llama_cpp.server --port P --model W``."""
-    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, "-m", "llama_cpp.server", "--model", weights,
+    """A process whose command line reads like ``python -m pimem.summarizers.llama_server --port P --model W``."""
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, "-m", localmodel.SERVER_MODULE, "--model", weights,
                              "--port", str(port)], start_new_session=True, stdout=subprocess.PIPE)
     assert proc.stdout.readline() == b"ready\n"  # started: its command line is in /proc
     return proc
@@ -69,7 +69,7 @@ def test_stop_never_signals_pid_le_1_or_itself(model_dir, signals, pid):
 
 def test_stop_leaves_another_server_of_the_same_name_alone(model_dir, tmp_path):
     weights = str(localmodel.weights_path())
-    other = _fake_server(9, weights)  # another project's llama_cpp.server, on another port
+    other = _fake_server(9, weights)  # another model server, on another port
     try:
         start = localmodel._proc_start_time(other.pid)
         base = dict(pid=other.pid, pid_start_time=start, base_url="http://127.0.0.1:8080/v1", weights=weights)

@@ -327,3 +327,24 @@ def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_pat
     assert "The replay is open-loop" in index and "orphan-reference rate" in index
     assert "paired bootstrap" in index and "band across the token sources" in index
     assert " 0 compactions" not in summary
+
+
+@pytest.mark.slow
+def test_every_study_report_links_back_to_the_index(study, sample_paths):
+    out, _ = study
+    for p in sample_paths:
+        report = (out / "reports" / f"{p.stem}.html").read_text(encoding="utf-8")
+        links = re.findall(r"<a href='([^']*)'>&larr; back to the study index</a>", report)
+        assert links == ["../index.html", "../index.html"]  # at the top and the bottom
+        assert (out / "reports" / links[0]).resolve() == (out / "index.html").resolve()
+
+
+@pytest.mark.slow
+def test_study_heatmaps_are_two_panels_wide_to_stay_readable_at_800_px(study):
+    import matplotlib.image as mpimg
+
+    out, _ = study
+    height, width = mpimg.imread(out / "heatmap-w16000.png").shape[:2]
+    # four panels in 2 × 2 at 100 dpi: about 860 px wide, so an 800 px page shows them at ≥ 85% scale
+    # (in one row of four they were 1,720 px wide and shown at 45%)
+    assert width <= 900 and height >= 0.7 * width, (width, height)

@@ -79,7 +79,7 @@ def extract_file_ops_from_message(message: dict, file_ops: FileOperations) -> No
 
 
 def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
-    """``extractFileOpsFromMessage`` over many messages, in one loop (the pipeline's hot path)."""
+    """Fast twin of :func:`extract_file_ops_from_message` over many messages, in one loop (the pipeline's hot path)."""
     read, written, edited = file_ops.read, file_ops.written, file_ops.edited
     for message in messages:
         if message.get("role") != "assistant":
@@ -279,7 +279,7 @@ class SerializationCache:
 
 
 def serialize_messages(messages: Iterable[dict], cache: SerializationCache | None = None) -> str:
-    """``serializeConversation(convertToLlm(messages))``, reusing ``cache``'s texts if given."""
+    """Fast twin of :func:`serialize_conversation` of ``convert_to_llm(messages)``, reusing ``cache``'s texts if given."""
     if cache is None:
         return serialize_conversation(convert_to_llm(messages))
     return cache.conversation(messages if isinstance(messages, list) else list(messages))

@@ -1,0 +1,76 @@
+"""What the recording says: usage totals of a recorded message, its tool calls and timestamp, the
+recording's own projection along its path, and the token calibration fitted over it."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pimem.base.js import parse_iso_ms
+from pimem.core.compaction.compaction import TokenCache, calculate_context_tokens, get_assistant_usage
+from pimem.core.context_tracker import ContextTracker
+from pimem.replays.calibration import Calibration, fit_calibration
+
+__all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
+           "calibrate_recording"]
+
+
+def usage_tokens(message: dict) -> float:
+    """Pi's ``calculateContextTokens`` of a message's recorded usage (0 without usage)."""
+    usage = message.get("usage")
+    return calculate_context_tokens(usage) if usage else 0
+
+
+def input_tokens(message: dict) -> float:
+    """The request as the provider counted it: ``input + cacheRead + cacheWrite`` (NaN if not numbers)."""
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    parts = [usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite")]
+    if any(type(p) not in (int, float) for p in parts):
+        return float("nan")
+    return parts[0] + parts[1] + parts[2]
+
+
+def output_tokens(message: dict) -> float:
+    """The recorded output tokens (0 when missing or not a number)."""
+    usage = message.get("usage")
+    value = usage.get("output") if isinstance(usage, dict) else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def has_tool_calls(message: dict) -> bool:
+    """Whether an assistant message asks for tools (its run goes on)."""
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content)
+
+
+def timestamp_ms(value: Any) -> float | None:
+    """A message's numeric timestamp, or an entry's ISO one in ms (None when neither)."""
+    if isinstance(value, (int, float)):
+        return value
+    return parse_iso_ms(value) if isinstance(value, str) else None
+
+
+class RecordedPath(ContextTracker):
+    """The recording's own projection along its path (the path's root may name a lost parent)."""
+
+    def append(self, entry: dict) -> None:
+        if self.path:
+            super().append(entry)
+        else:
+            self.reset([entry])
+
+
+def calibrate_recording(path: Sequence[dict], cache: TokenCache | None = None) -> Calibration:
+    """The recording's ``recorded_input ≈ overhead + r · E_rec`` (see :mod:`pimem.replays.calibration`)."""
+    recorded = RecordedPath(cache=cache)
+    xs: list[float] = []
+    ys: list[float] = []
+    for entry in path:
+        if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
+            message = entry["message"]
+            if get_assistant_usage(message) is not None:
+                xs.append(recorded.usage_free_estimate())
+                ys.append(input_tokens(message))
+        recorded.append(entry)
+    return fit_calibration(xs, ys)

@@ -1,0 +1,130 @@
+"""What a replay produced (:class:`ReplayResult`) and the columns of its tables.
+
+The event table has one row per check and per compaction (:data:`EVENT_COLUMNS`), the call table
+one row per replayed assistant call (:data:`CALL_COLUMNS`); ``docs/replay.md`` says what each
+check reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pimem.core.compaction.compaction import estimate_tokens
+from pimem.core.messages import convert_to_llm
+from pimem.core.session_manager import build_session_projection
+from pimem.replays.calibration import Calibration
+from pimem.replays.tokens import get_token_source
+from pimem.replays.orphans import orphan_rate, orphan_references
+
+__all__ = ["ReplayResult", "EVENT_COLUMNS", "CALL_COLUMNS"]
+
+CALL_COLUMNS = ["step", "entry_id", "context_tokens", "recorded_tokens", "prefix_tokens", "output_tokens", "timestamp"]
+
+EVENT_COLUMNS = [
+    "step", "entry_id", "leaf_id", "kind", "check", "reason", "context_tokens", "threshold", "context_window",
+    "should_compact", "fired", "will_retry", "note", "compaction_id", "first_kept_entry_id",
+    "messages_summarized", "turn_prefix_messages", "split_turn", "tokens_before", "tokens_after",
+    "summary_tokens", "request_tokens", "response_tokens", "summary_calls", "latency_s", "error",
+    "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before", "context_edits",
+]
+
+
+@dataclass
+class ReplayResult:
+    """What a replay produced: the new session, one event row per check and per compaction."""
+
+    session: Any
+    events: pd.DataFrame
+    compactions: list[dict]
+    settings: Any
+    token_source: str
+    triggers: str
+    context_window: int
+    calls: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    calibration_slope: float = 1.0
+    calibration: Calibration = field(repr=False, default_factory=Calibration)
+    floored_calls: int = 0
+    warnings: list[str] = field(repr=False, default_factory=list)
+    strategy: str = "pi-0.87.1"
+    context_edit_ids: list[str] = field(repr=False, default_factory=list)
+    _leaf_at: list[Any] = field(repr=False, default_factory=list)
+    _orphans: Any = field(repr=False, default=None)
+
+    def orphan_references(self) -> pd.DataFrame:
+        """Per replayed compaction, the recorded agent's later uses of summarized facts that the
+        replayed context did not hold (:func:`pimem.replays.orphans.orphan_references`; computed once)."""
+        if self._orphans is None:
+            self._orphans = orphan_references(self)
+        return self._orphans
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
+        calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
+        see :mod:`pimem.replays.orphans`)."""
+        ev = self.events
+        comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
+        failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev
+        checks = ev[ev["kind"] == "check"] if len(ev) else ev
+        ctx = self.calls["context_tokens"] if len(self.calls) else pd.Series(dtype=float)
+        by_reason = comp["reason"].value_counts().to_dict() if len(comp) else {}
+        return {
+            "entries": len(self._leaf_at),
+            "assistant_calls": int(len(self.calls)),
+            "checks": int(len(checks)),
+            "compactions": int(len(comp)),
+            "context_edits": int(ev["context_edits"].fillna(0).sum()) if len(ev) else 0,
+            "threshold_compactions": int(by_reason.get("threshold", 0)),
+            "overflow_compactions": int(by_reason.get("overflow", 0)),
+            "manual_compactions": int(by_reason.get("manual", 0)),
+            "failed_compactions": int((failed["note"] == "failed").sum()) if len(failed) else 0,
+            "cancelled_compactions": int(failed["note"].isin(["cancelled", "aborted"]).sum()) if len(failed) else 0,
+            "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()) if len(comp) else 0,
+            "summary_calls": int(ev["summary_calls"].fillna(0).sum()) if len(ev) else 0,
+            "summarization_request_tokens": float(ev["request_tokens"].fillna(0).sum()) if len(ev) else 0.0,
+            "summarization_response_tokens": float(ev["response_tokens"].fillna(0).sum()) if len(ev) else 0.0,
+            "summary_tokens": float(comp["summary_tokens"].fillna(0).sum()) if len(comp) else 0.0,
+            "peak_context_tokens": float(ctx.max()) if len(ctx) else 0.0,
+            "mean_context_tokens": float(ctx.mean()) if len(ctx) else 0.0,
+            "total_context_tokens_sent": float(ctx.sum()) if len(ctx) else 0.0,
+            "tokens_resent_per_call": float(ctx.mean()) if len(ctx) else 0.0,
+            "final_context_tokens": float(self.final_context_tokens()),
+            "context_window": self.context_window,
+            "calibration_slope": self.calibration_slope,
+            **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
+               if get_token_source(self.token_source).calibrated else {}),
+            "floored_calls": self.floored_calls,
+            "references_checked": int(self.orphan_references()["references"].sum()),
+            "orphans": int(self.orphan_references()["orphans"].sum()),
+            "orphan_reference_rate": orphan_rate(self.orphan_references()),
+            "token_source": self.token_source,
+            "triggers": self.triggers,
+            "strategy": self.strategy,
+            "warnings": "; ".join(self.warnings) or None,
+        }
+
+    def final_context_tokens(self) -> int:
+        """Pi's usage-free estimate of the replayed session's final projected context."""
+        msgs = build_session_projection(self.session).messages
+        return sum(estimate_tokens(m) for m in msgs)
+
+    def context_at(self, step: int, *, llm: bool = True) -> list[dict]:
+        """The projected messages at ``step`` (after recorded entry ``step`` was replayed).
+
+        ``llm=True`` gives what the model is sent (``convert_to_llm``); else the agent messages.
+        """
+        if not self._leaf_at:
+            return []
+        leaf = self._leaf_at[step]
+        if leaf is None:
+            return []
+        messages = build_session_projection(self.session, leaf).messages
+        return convert_to_llm(messages) if llm else messages
+
+    def write(self, path: str | Path) -> Path:
+        """Write the replayed session (JSONL) atomically; returns the path."""
+        self.session.write(path)
+        return Path(path)
