@@ -397,7 +397,9 @@ def meta_evaluate(
     """Score the rewrites of every real summary of ``records`` (session name → its compaction records).
 
     ``score(record, text, needed=..., span_facts=...)``: the measures of one summary (default
-    :func:`pimem.drift.measures.summary_measures`). The wrong-span rewrite of a compaction is the next
+    :func:`pimem.drift.measures.summary_measures`). ``compaction`` in the results is the compaction's
+    position in its session's list (``compaction_index``: its index on its file's path; a Claude Code
+    session's compactions can come from several files). The wrong-span rewrite of a compaction is the next
     compaction's summary of the same session, else (the last compaction) the first summary of the
     next session; the other-session rewrite is the first summary of the next session (in the order
     of ``records``). At least two sessions are needed for the other-session rewrite.
@@ -417,10 +419,11 @@ def meta_evaluate(
             span_facts = extract_facts(rec.span)
             for rewrite, text in variants.items():
                 if keep_texts:
-                    texts[(name, rec.index, rewrite)] = text
+                    texts[(name, k, rewrite)] = text
                 if text is None:
                     continue
-                row: dict[str, Any] = {"session": name, "compaction": rec.index, "rewrite": rewrite}
+                row: dict[str, Any] = {"session": name, "compaction": k, "compaction_index": rec.index,
+                                       "rewrite": rewrite}
                 row.update(scorer(rec, text, needed=needed, span_facts=span_facts))
                 rows.append(row)
     return MetaEvaluation(frame(rows), tuple(measures), texts)
