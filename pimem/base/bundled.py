@@ -20,8 +20,9 @@ def _source(name: str) -> Path:
 
 
 def bundled_candidates(name: str) -> list[Path]:
-    """The places looked in for ``name``, in order: the source checkout, the package's ``data/``."""
-    return [_source(name), _PACKAGE / "data" / name]
+    """The places looked in for ``name``, in order: the package's ``data/`` (an installed wheel), then the
+    source checkout (the folder beside ``pimem/``, which in site-packages may be another package's)."""
+    return [_PACKAGE / "data" / name, _source(name)]
 
 
 def bundled_dir(name: str, pattern: str = "*") -> Path:

@@ -397,12 +397,19 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``pimem show``: header, entry counts, context size at the leaf, warnings and the tree."""
+    from pimem.core.session_manager import SessionContext
+
     s = _load(args.session)
-    ctx = build_session_context(s)
     try:
-        tokens = f"~{estimate_context_tokens(ctx.messages).tokens:,} tokens"
-    except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
-        tokens = f"tokens unknown (Pi's estimate throws: {exc})"
+        ctx = build_session_context(s)
+    except (JavaScriptTypeError, SessionFormatError) as exc:  # the header, warnings and tree still show
+        ctx = SessionContext([], "?", None)
+        tokens = f"unknown (the context cannot be built: {exc})"
+    else:
+        try:
+            tokens = f"~{estimate_context_tokens(ctx.messages).tokens:,} tokens"
+        except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
+            tokens = f"tokens unknown (Pi's estimate throws: {exc})"
     types: dict[str, int] = {}
     for e in s.entries:
         kind = e.get("type")
@@ -617,8 +624,12 @@ def cmd_drift(args: argparse.Namespace) -> int:
     """``pimem drift``: write a standalone HTML drift report of a session."""
     _check_output(args.output, [args.session], (".html", ".htm"))
     s = _load(args.session)
+    from pimem.core.session_manager import require_message_objects
     from pimem.viz.report import write_drift_report
 
+    require_message_objects(s.entries)  # a clear error before the report reads every message
+
+    from pimem.base.files import mark_output_file
 
     out = Path(args.output)
     mark_output_file(out)
@@ -938,7 +949,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
-        print(f"pimem: error: {terminal_safe(str(exc))}", file=sys.stderr)
+        message, where = str(exc), getattr(args, "session", None)
+        if isinstance(exc, SessionFormatError) and isinstance(where, str) and where not in message:
+            message = f"{where}: {message}"  # the file the entry is in
+        print(f"pimem: error: {terminal_safe(message)}", file=sys.stderr)
         return EXIT_USAGE
     except JavaScriptTypeError as exc:  # a session Pi's own code fails on (the loader warned about it)
         where = getattr(args, "session", None)

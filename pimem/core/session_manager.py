@@ -78,6 +78,9 @@ _MAX_WARNINGS_PER_REASON = 50
 _USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
+_MAX_USAGE = 2**63  # no token count reaches it; beyond, a usage field is damage (1e308, inf)
+
+
 def not_a_header(entry: Any) -> str | None:
     """Why a session file's first entry is not a session header, in the words every command uses
     (``"not a Pi session: the first entry is …, not a session header"``); None when it is one."""
@@ -561,6 +564,10 @@ class Session:
                             if value is not None and (value.__class__ is bool or not isinstance(value, (int, float))):
                                 sink.add("usage_type", line, f"usage field {key!r} has type {_json_type(value)}, not "
                                          "number (pimem reads this usage as unknown)", eid)
+                                break
+                            if value.__class__ in (int, float) and not -_MAX_USAGE < value < _MAX_USAGE:
+                                sink.add("usage_range", line, f"usage field {key!r} is {value!r}, beyond any token "
+                                         "count (pimem reads this usage as unknown)", eid)
                                 break
             elif etype == "compaction" or etype == "branch_summary":
                 if get("summary").__class__ is not str:
@@ -1116,6 +1123,31 @@ def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
     return path
 
 
+def message_object(entry: dict) -> dict:
+    """The ``message`` of a message entry; a clear error where it is not an object.
+
+    Pi reads ``entry.message.role`` first: a null or missing message throws there (the same
+    JavaScriptTypeError here); a message that is a string, number, list or boolean is refused with
+    a :class:`SessionFormatError` naming the entry (the loader warned about it, line and id).
+    """
+    message = entry.get("message", UNDEFINED)
+    if message.__class__ is dict:
+        return message
+    if message is None or message is UNDEFINED:
+        kind = "null" if message is None else "undefined"
+        raise JavaScriptTypeError(f"Cannot read properties of {kind} (reading 'role') "
+                                  f"(message entry {entry.get('id')!r} has no message object)")
+    raise SessionFormatError(f"message entry {entry.get('id')!r}: the message is a {_json_type(message)}, not an "
+                             "object; pimem does not project such entries (`pimem show` lists them)")
+
+
+def require_message_objects(path: Iterable[dict]) -> None:
+    """Raise :func:`message_object`'s error for the first message entry of ``path`` without a message object."""
+    for entry in path:
+        if entry.get("type") == "message" and entry.get("message").__class__ is not dict:
+            message_object(entry)
+
+
 def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None]:
     """``getSessionContextSettings``: (thinking level, model) from the path."""
     thinking_level: Any = "off"
@@ -1124,7 +1156,7 @@ def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None
     for entry in path:
         etype = entry.get("type")
         if etype == "message":
-            message = entry["message"]
+            message = entry["message"] if entry.get("message").__class__ is dict else message_object(entry)
             if message.get("role") == "assistant":
                 model_source, from_entry = message, False
         elif etype == "thinking_level_change":
@@ -1235,7 +1267,11 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     if replacement is None:
         return []
     if replacement is UNDEFINED:
-        raise JavaScriptTypeError(f"context_edit {edit.get('id')!r} has no replacement")
+        # Pi reads ``replacement.content`` only for a message it edits: an entry with no message of
+        # those roles (a model change, a label, a summary) is left as it is, without a throw.
+        if any(m.get("role") in ("user", "assistant", "toolResult", "custom") for m in messages):
+            raise JavaScriptTypeError("Cannot read properties of undefined (reading 'content')")
+        return messages
     rcontent = replacement.get("content", UNDEFINED) if isinstance(replacement, dict) else UNDEFINED
     out = []
     for message in messages:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from pimem.base.js import UNDEFINED, js_slice, js_truthy, utf16_len
+from pimem.base.js import UNDEFINED, js_slice, js_string, js_truthy, utf16_len
 from pimem.core.compaction import branch_summarization as _branch
 from pimem.core.compaction import compaction as _compaction
 from pimem.core.compaction.branch_summarization import BranchPreparation, BranchSummaryResult
@@ -157,8 +157,10 @@ def add_nested_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> N
         calls = nested.get("calls") if isinstance(nested, dict) else None
         if calls is None or isinstance(calls, str):
             continue
-        if not isinstance(calls, list):
-            raise JavaScriptTypeError("message.nestedCalls?.calls is not iterable")
+        if not isinstance(calls, list):  # V8's words: "number 5 is not iterable (...)", "object is not ..."
+            what = "object" if isinstance(calls, dict) else (
+                f"boolean {js_string(calls)}" if isinstance(calls, bool) else f"number {js_string(calls)}")
+            raise JavaScriptTypeError(f"{what} is not iterable (cannot read property Symbol(Symbol.iterator))")
         for call in calls:
             if call is None:
                 raise JavaScriptTypeError("Cannot read properties of null (reading 'name')")

@@ -22,9 +22,9 @@ from pimem.core.agent_session import CompactFailedEvent, run_compaction
 from pimem.core.compaction.compaction import CompactionSettings, TokenCache
 from pimem.core.context_tracker import ContextTracker
 from pimem.core.pi_ai import is_context_overflow
-from pimem.core.session_manager import Session
+from pimem.core.session_manager import Session, require_message_objects
 from pimem.sessions import session as sessions
-from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
+from pimem.errors import ConfigurationError, JavaScriptTypeError, ReplayWarning, SummarizationError
 from pimem.replays.config import TRIGGERS, ReplayConfig, Trigger, load_recording, resolve_model
 from pimem.replays.navigate import navigate
 from pimem.replays.recording import (
@@ -133,6 +133,7 @@ class Replayer:
         # identity are shared (the replayed entries hold the recorded message objects).
         est_cache = TokenCache()
         self.tokens = make_token_source(config.token_source)
+        require_message_objects(self.path)  # a clear error, before any walk reads a message
         self.tokens.start(self.path, est_cache)
         self.rec = RecordedPath(cache=est_cache)
         self.rep = ContextTracker(cache=est_cache, counter=self.tokens.counter())
@@ -158,6 +159,12 @@ class Replayer:
     def model_info(self) -> Any:
         key = None if self.model_arg is not None else (
             (self.rep.projection.model or {}).get("provider"), (self.rep.projection.model or {}).get("modelId"))
+        try:
+            hash(key)
+        except TypeError:  # a provider or model id that is a list or an object (a damaged file)
+            from pimem.base.js import js_stringify
+
+            key = js_stringify(list(key))
         info = self._models.get(key)
         if info is None:
             info = resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)
@@ -337,7 +344,16 @@ class Replayer:
                       threshold=info.context_window - self.settings.reserve_tokens)
         # The tracker holds the replayed branch: its preparation and system message spare
         # run_compaction two walks of the branch.
-        preparation = self.strategy.prepare(self.rep, self.settings)
+        try:
+            preparation = self.strategy.prepare(self.rep, self.settings)
+        except JavaScriptTypeError as exc:
+            if reason == "manual" or self.config.stop_on_error:
+                raise
+            # Pi's _runAutoCompaction prepares inside its try: the error is caught before the
+            # compaction starts (no event, no message) and the agent goes on.
+            self._row(kind="compact_failed", check=check, reason=reason, error=str(exc), fired=False,
+                      will_retry=will_retry, note="failed", leaf_id=self.new.leaf_id, **window, **extra)
+            return False
         if reason != "manual" and preparation is None:
             # Pi's automatic compaction returns at once when prepareCompaction finds nothing
             # (no hook, no event).

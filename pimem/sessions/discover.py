@@ -521,8 +521,10 @@ def _scan_many(paths: Sequence[Path]) -> list[dict[str, Any]]:
 
 
 def _ms_to_utc(values: Sequence[Any]) -> pd.Series:
-    arr = pd.array([None if v is None else v for v in values], dtype="Float64")
-    return pd.to_datetime(pd.Series(arr, dtype="float64"), unit="ms", utc=True).astype("datetime64[ns, UTC]")
+    """Epoch milliseconds → UTC times; NaT for what no ``datetime64[ns]`` holds (a timestamp of 1e20)."""
+    from pimem.sessions.frames import _ms_times
+
+    return _ms_times(list(values))
 
 
 def _rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

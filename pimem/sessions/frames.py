@@ -13,6 +13,8 @@ the derived columns instead of an exception.
 
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
@@ -106,7 +108,7 @@ def _ms_times(values: Iterable[Any]) -> pd.Series:
     Whole milliseconds and their fraction are converted separately: ``ms * 1e6`` as a double
     is off by up to 128 ns at today's dates (1.7e18 is beyond a double's exact integers).
     """
-    arr = np.array([float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
+    arr = np.array([_as_float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
     valid = np.isfinite(arr) & (np.abs(arr) < _NS_RANGE_MS)
     ms = np.where(valid, arr, 0.0)
     whole = np.floor(ms)
@@ -115,14 +117,27 @@ def _ms_times(values: Iterable[Any]) -> pd.Series:
     return pd.to_datetime(out, unit="ns", utc=True).astype("datetime64[ns, UTC]")
 
 
+def _as_float(v: Any) -> float:
+    """``float(v)``; an integer beyond the double range is infinite (as JavaScript reads it), not an error."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
 def _int_col(values: Sequence[Any]) -> pd.arrays.IntegerArray:
     if all(type(v) is int or v is None for v in values):  # the common case, fast
-        return pd.array(values, dtype="Int64")
-    return pd.array([int(v) if _is_num(v) and float(v).is_integer() else None for v in values], dtype="Int64")
+        try:
+            return pd.array(values, dtype="Int64")
+        except (OverflowError, TypeError):  # an integer beyond int64: the slow path reads it as unknown
+            pass
+    # beyond int64 (usage of 1e308 in a damaged file; the loader warns) is unknown, not an OverflowError
+    return pd.array([int(v) if _is_num(v) and abs(v) < 2**63 and float(v).is_integer() else None for v in values],
+                    dtype="Int64")
 
 
 def _float_col(values: Sequence[Any]) -> np.ndarray:
-    return np.array([float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
+    return np.array([_as_float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
 
 
 def _bool_col(values: Sequence[Any]) -> pd.arrays.BooleanArray:

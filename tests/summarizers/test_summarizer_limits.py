@@ -19,13 +19,7 @@ from pimem.core.llm import SummaryRequest
 from pimem.errors import ConfigurationError
 from pimem.summarizers import DEFAULT_DEADLINE, client_options_from_env, summarizer_from_env
 from pimem.summarizers.openai_compat import OpenAISummarizer
-from tests.support.fake_openai_server import FakeOpenAIServer, Reply
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
+from tests.support.fake_openai_server import Reply
 
 
 def make_request(prompt: str = "hi") -> SummaryRequest:

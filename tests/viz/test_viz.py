@@ -42,11 +42,6 @@ def _close_figures():
 
 
 @pytest.fixture(scope="module")
-def auth(samples_dir) -> Session:
-    return load_session(samples_dir / "auth-login-bug.jsonl")
-
-
-@pytest.fixture(scope="module")
 def ventas(samples_dir) -> Session:
     return load_session(samples_dir / "ventas-pipeline-refactor.jsonl")
 

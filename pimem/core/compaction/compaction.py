@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from pimem.base.js import UNDEFINED, js_entries, js_stringify, js_truthy, utf16_len
+from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
     FileOperations,
     add_file_ops,
@@ -192,7 +192,7 @@ def _text_and_image_chars(content: Any) -> int:
         raise JavaScriptTypeError(f"message content is not iterable: {content!r}")
     chars = 0
     for block in content:
-        btype = block.get("type")
+        btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
         if btype == "text":
             text = block.get("text")
             if text.__class__ is str:
@@ -226,7 +226,7 @@ def estimate_chars(message: dict) -> int:
                 raise JavaScriptTypeError(f"assistant content is not iterable: {content!r}")
         chars = 0
         for block in content:
-            btype = block.get("type")
+            btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
             if btype == "text":
                 value = block.get("text")
             elif btype == "thinking":

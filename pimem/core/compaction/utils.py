@@ -17,6 +17,7 @@ import orjson
 from pimem.base.js import (
     UNDEFINED,
     js_entries,
+    js_prop,
     js_slice,
     js_sorted,
     js_string,
@@ -181,12 +182,12 @@ def serialize_message(message: dict) -> str:
     if role == "assistant":
         content: Any = message.get("content")
         if isinstance(content, str):
-            raise JavaScriptTypeError("msg.content.some is not a function (assistant content is a string)")
+            raise JavaScriptTypeError("msg.content.some is not a function")  # V8's words, as Pi throws
         thinking_parts: list[str] = []
         tool_calls: list[str] = []
         has_text = False
         for block in content:
-            btype = block.get("type")
+            btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
             if btype == "thinking":
                 thinking = block.get("thinking", UNDEFINED)
                 if thinking.__class__ is not str:
