@@ -27,13 +27,14 @@ from pimem.replays.config import TRIGGERS, ReplayConfig, Trigger, load_recording
 from pimem.replays.navigate import navigate
 from pimem.replays.recording import (
     RecordedPath,
+    recorded_release,
     has_tool_calls,
     input_tokens,
     output_tokens,
     timestamp_ms,
 )
 from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, ReplayResult
-from pimem.replays.settings import check_settings
+from pimem.replays.settings import check_room, check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
 from pimem.replays.tokens import make_token_source
@@ -112,10 +113,12 @@ class Replayer:
         self.token_source = config.token_source
         self.triggers = config.triggers
         self.hooks = config.hooks
-        self.strategy = get_strategy(config.strategy)
         self.turn = 0
         self.edit_ids: list[str] = []
         self.path = original.get_branch(config.leaf_id)
+        # "as recorded": the strategy of the release that wrote the recorded compactions, when it shows
+        self.release = recorded_release(self.path) if config.triggers == "recorded" and config.strategy is None else None
+        self.strategy = get_strategy(self.release or config.strategy)
         self.new, self.rng = _seeded_session(original, config.seed)
         # The recording's projection and the replay's, kept incrementally; estimates by message
         # identity are shared (the replayed entries hold the recorded message objects).
@@ -161,6 +164,8 @@ class Replayer:
             return
         self._checked_windows.add(window)
         for problem in check_settings(self.settings, window):
+            self.warn(problem)
+        for problem in check_room(self.settings, window, self.tokens.overhead):
             self.warn(problem)
 
     # -- events ------------------------------------------------------------------------------------
@@ -447,6 +452,9 @@ class Replayer:
         problem = self.tokens.warning()
         if problem:
             self.warn(problem)
+        if self.release:
+            self.warn(f"the recorded compactions were written by Pi {self.release.removeprefix('pi-')} (no file lists, "
+                      f"the old checkpoint summaries): replayed as recorded with the strategy {self.release}")
         iterator: Iterable[int] = range(len(path))
         if self.config.progress:
             from tqdm.auto import tqdm
@@ -513,6 +521,11 @@ class Replayer:
             elif role == "toolResult":
                 self.last_tool_results.append(message)
             self.leaf_at.append(self.new.leaf_id)
+        failed_recorded = [e for e in self.events if e["kind"] == "compact_failed" and e["check"] == "recorded"]
+        if failed_recorded:
+            self.warn(f"{len(failed_recorded)} recorded compaction(s) could not be made again with the strategy "
+                      f"{self.strategy.spec()} ({failed_recorded[0].get('error')}); replay the compactions of another "
+                      f"Pi release with its strategy: --strategy pi-0.13.2 or pi-1.6.0")
         if self.refused_requests:
             self.warn(_refusal_warning(self.refused_requests, self.failed_turns, self.model_info().context_window))
         events = frame(self.events, columns=EVENT_COLUMNS)
