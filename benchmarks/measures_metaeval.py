@@ -1,7 +1,8 @@
 """The meta-evaluation of the summary measures on every real summary, the headline over them, and the
 held-out contradiction set.
 
-Run: ``.venv/bin/python benchmarks/measures_metaeval.py [--no-claude-code] [--limit N] [--out DIR]``
+Run: ``.venv/bin/python benchmarks/measures_metaeval.py [--no-claude-code] [--limit N] [--out DIR]
+[--shard K/N] [--from-scores CSV ...]``
 
 Reads the real compactions of ``../shared/datasets`` (or ``$PIMEM_SHARED_DIR/datasets``): the 5 Pi
 compactions of ``pi-mono/`` (:func:`pimem.drift.metaeval.pi_records`) and the 86 Claude Code compactions
@@ -9,8 +10,11 @@ of ``claude-code/entireio-cli/`` (:func:`pimem.drift.metaeval.claude_code_record
 rewritten (:data:`pimem.drift.metaeval.PERTURBATIONS`) and scored with every measure; the tables are
 printed as markdown and written to ``--out`` (default ``benchmarks/results/``) as
 ``metaeval-scores.csv`` (one row per compaction × rewrite: scores and counts, no text) and
-``metaeval-table.csv`` (per measure: share of pairs in the expected order). The CPU time is printed; on
-this machine the Claude Code part takes tens of minutes.
+``metaeval-table.csv`` (per measure: share of pairs in the expected order). The CPU time is printed (about
+5.5 CPU minutes for all of it). ``--shard 0/2`` and ``--shard 1/2`` score half the sessions each (run them
+side by side); ``--from-scores results/metaeval-scores.0.csv results/metaeval-scores.1.csv`` then writes the
+tables. A session's "other session" rewrite is the next session's summary in the order scored, so a sharded
+run pairs them differently from a single one.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pimem.drift.contradictions import contradiction_check, load_contradiction_labels
+from pimem.drift.contradictions import load_contradiction_labels
+from pimem.drift.faithfulness import contradiction_check
 from pimem.drift.intervals import MIN_COMPACTION_FACTS, cluster_interval
 from pimem.drift.labels import precision_recall
 from pimem.drift.metaeval import EXPECTED, MetaEvaluation, claude_code_records, meta_evaluate, pi_records
@@ -79,6 +84,15 @@ def order_table(me: MetaEvaluation) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _short(ci: object) -> str:
+    est, low, high = ci.estimate, ci.low, ci.high  # type: ignore[attr-defined]
+    if math.isnan(est):
+        return "–"
+    if math.isnan(low):
+        return f"{est:.2f} (no interval: {ci.note.split('about ')[-1].split(' in')[0]} coverage at {ci.n_groups} sessions)"  # type: ignore[attr-defined]
+    return f"{est:.2f} [{low:.2f}, {high:.2f}]"
+
+
 def headline(scores: pd.DataFrame, label: str) -> dict[str, object]:
     """The headline over the real summaries of ``scores``: macro (per compaction) and micro (pooled over
     needed facts by class weight), with two-stage cluster intervals where supported."""
@@ -92,7 +106,8 @@ def headline(scores: pd.DataFrame, label: str) -> dict[str, object]:
     few = int((ok["n_needed"] < MIN_COMPACTION_FACTS).sum())
     return {"summaries": label, "compactions": len(real), "scorable": len(ok), "sessions": ok["session"].nunique(),
             "needed facts": int(ok["n_needed"].sum()), f"< {MIN_COMPACTION_FACTS} facts": few,
-            "score (macro)": str(macro), "score (micro)": str(micro), "needed_recall (macro, old)": str(old),
+            "score, per compaction (macro)": _short(macro), "score, pooled over facts (micro)": _short(micro),
+            "old needed_recall (macro)": _short(old),
             "faithfulness (macro)": real["faithfulness"].mean()}
 
 
@@ -101,22 +116,33 @@ def main() -> None:
     ap.add_argument("--no-claude-code", action="store_true", help="the 5 Pi compactions only")
     ap.add_argument("--limit", type=int, default=None, help="the first N Claude Code files only")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--shard", default=None, metavar="K/N",
+                    help="score every N-th session from the K-th (the Pi sessions in shard 0); writes "
+                         "metaeval-scores.K.csv")
+    ap.add_argument("--from-scores", nargs="+", type=Path, default=None, metavar="CSV",
+                    help="no scoring: the tables from scores files written before (shards concatenated)")
     args = ap.parse_args()
     pi_dir = SHARED / "datasets" / "pi-mono"
-    if not pi_dir.exists():
-        raise SystemExit(f"no real sessions at {pi_dir}")
-    start = time.process_time()
-    pi = pi_records(pi_dir)
-    records: dict[str, list] = dict(pi)
-    if not args.no_claude_code and (SHARED / "datasets" / "claude-code").exists():
-        records.update(claude_code_records(SHARED, limit=args.limit))
-    me = meta_evaluate(records)
-    cpu = time.process_time() - start
-    scores = me.scores.assign(source=["pi" if s in pi else "claude-code" for s in me.scores["session"]])
+    pi_names = {"before-compaction.jsonl", "history/compact.jsonl", "history/session.jsonl"}
     args.out.mkdir(parents=True, exist_ok=True)
-    numeric = scores[[c for c in scores.columns if c in ("session", "compaction", "rewrite", "source")
-                      or pd.api.types.is_numeric_dtype(scores[c])]]
-    numeric.to_csv(args.out / "metaeval-scores.csv", index=False)
+    start = time.process_time()
+    if args.from_scores:
+        scores = pd.concat([pd.read_csv(f) for f in args.from_scores], ignore_index=True)
+        me = MetaEvaluation(scores.drop(columns="source"), (*NEW, *OLD))
+    else:
+        if not pi_dir.exists():
+            raise SystemExit(f"no real sessions at {pi_dir}")
+        k, n = (int(x) for x in args.shard.split("/")) if args.shard else (0, 1)
+        records: dict[str, list] = dict(pi_records(pi_dir)) if k == 0 else {}
+        if not args.no_claude_code and (SHARED / "datasets" / "claude-code").exists():
+            cc = claude_code_records(SHARED, limit=args.limit)
+            records.update({sid: recs for i, (sid, recs) in enumerate(sorted(cc.items())) if i % n == k})
+        me = meta_evaluate(records)
+        scores = me.scores.assign(source=["pi" if s in pi_names else "claude-code" for s in me.scores["session"]])
+        numeric = scores[[c for c in scores.columns if c in ("session", "compaction", "rewrite", "source")
+                          or pd.api.types.is_numeric_dtype(scores[c])]]
+        numeric.to_csv(args.out / (f"metaeval-scores.{k}.csv" if args.shard else "metaeval-scores.csv"), index=False)
+    cpu = time.process_time() - start
     n = scores.groupby(["session", "compaction"]).ngroups
     print(f"# Meta-evaluation on {n} real compactions ({scores['session'].nunique()} sessions), "
           f"{cpu / 60:.1f} CPU minutes\n")
@@ -135,8 +161,8 @@ def main() -> None:
     rows = [headline(scores[scores["source"] == s], s) for s in ("pi", "claude-code") if (scores["source"] == s).any()]
     rows.append(headline(scores, "all"))
     print(markdown(pd.DataFrame(rows)))
-    if LABELS.exists():
-        checked = contradiction_check(load_contradiction_labels(LABELS), pi)
+    if LABELS.exists() and pi_dir.exists():
+        checked = contradiction_check(load_contradiction_labels(LABELS), pi_records(pi_dir))
         print("\n## Contradiction detector on the labelled set\n")
         rows = []
         for split in ("tune", "heldout"):

@@ -43,6 +43,11 @@ __all__ = [
     "CacheUnavailableError",
     "NoRecordingError",
     "SourceOverwriteError",
+    "UserError",
+    "ModelError",
+    "NotAChatModelError",
+    "JudgeError",
+    "LabelFormatError",
     "PimemWarning",
     "ReplayWarning",
     "SkippedFileWarning",
@@ -107,6 +112,26 @@ class NoRecordingError(PimemError, LookupError):
 
 class SourceOverwriteError(PimemError, FileExistsError):
     """An output path that is a source session file (sources are never written)."""
+
+
+class UserError(PimemError):
+    """A mistake of the caller's (bad argument, unreadable file): reported without a traceback."""
+
+
+class ModelError(PimemError, RuntimeError):
+    """The local model could not be installed, verified, started or reached."""
+
+
+class NotAChatModelError(PimemError, TypeError):
+    """A judge (or question writer, or matcher) that is not a chat model."""
+
+
+class JudgeError(PimemError, RuntimeError):
+    """A chat model's request failed or its answer could not be read."""
+
+
+class LabelFormatError(PimemError, ValueError):
+    """A labelled-facts file that does not follow the format (the message names file and line)."""
 
 
 class PimemWarning(UserWarning):

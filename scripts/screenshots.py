@@ -10,6 +10,7 @@ as a 256-colour PNG (``<page>-<width>-<n>.png``). Needs Chromium (Debian: ``apt-
 from __future__ import annotations
 
 import argparse
+import html
 import io
 import json
 import re
@@ -91,12 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     exe = _chromium()
     args.out.mkdir(parents=True, exist_ok=True)
     pages = [args.study / "index.html", *sorted((args.study / "reports").glob("*.html"))]
+    record = []
     for page in pages:
+        text = page.read_text(encoding="utf-8")
+        title = re.search(r"<title>(.*?)</title>", text, re.S)
+        record.append({"page": page.relative_to(args.study).as_posix(),
+                       "title": html.unescape(title.group(1)) if title else "",
+                       "back_link": "back to the study index" in text})
         height = page_height(exe, page, args.width)
         shown = min(height, args.part_height * args.max_parts)
         stem = f"study-index-{args.width}" if page.name == "index.html" else f"report-{page.stem}-{args.width}"
         for path in save_parts(screenshot(exe, page, args.width, shown), stem, args.out, args.part_height):
             print(f"{path}  {path.stat().st_size // 1024} KB  (page {height} px tall)")
+    (args.out / "pages.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
 

@@ -1,9 +1,11 @@
-"""Shared test fixtures: where the bundled samples and the real Pi sessions live."""
+"""Shared test fixtures: where the bundled samples and the real Pi sessions live, the sample session most
+tests replay (``auth``) and a local OpenAI-compatible server (``server``)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
@@ -50,3 +52,20 @@ def real_v3_paths(real_dir: Path) -> list[Path]:
 @pytest.fixture(scope="session")
 def real_v1_paths(real_dir: Path) -> list[Path]:
     return [real_dir / n for n in REAL_V1]
+
+
+@pytest.fixture(scope="module")
+def auth(samples_dir: Path) -> Any:
+    """The bundled ``auth-login-bug`` session, loaded once per test module (tests must not change it)."""
+    from pimem.sessions.load import load_session
+
+    return load_session(samples_dir / "auth-login-bug.jsonl")
+
+
+@pytest.fixture
+def server() -> Iterator[Any]:
+    """A fresh fake OpenAI-compatible server on 127.0.0.1 (:mod:`tests.support.fake_openai_server`)."""
+    from tests.support.fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as s:
+        yield s

@@ -1,6 +1,6 @@
 """Where the data bundled with pimem lives: ``datasets/<name>`` of a source checkout, or
 ``pimem/data/<name>`` of an installed wheel (the build copies ``datasets/sessions``,
-``datasets/model-summaries`` and ``datasets/labels`` there; see ``setup.py``)."""
+``datasets/model-summaries``, ``datasets/labels`` and ``notebooks`` there; see ``setup.py``)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,20 @@ from pathlib import Path
 __all__ = ["BUNDLED", "bundled_dir", "bundled_candidates"]
 
 #: The folders of ``datasets/`` that wheels and sdists carry as package data.
-BUNDLED = ("sessions", "model-summaries", "labels")
+BUNDLED = ("sessions", "model-summaries", "labels", "notebooks")
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # .../pimem
 
 
+def _source(name: str) -> Path:
+    """Where ``name`` lives in a source checkout (the notebooks at the top, the rest in ``datasets/``)."""
+    return _PACKAGE.parent / name if name == "notebooks" else _PACKAGE.parent / "datasets" / name
+
+
 def bundled_candidates(name: str) -> list[Path]:
-    """The places looked in for ``name``, in order: the source tree's ``datasets/``, the package's ``data/``."""
-    return [_PACKAGE.parent / "datasets" / name, _PACKAGE / "data" / name]
+    """The places looked in for ``name``, in order: the package's ``data/`` (an installed wheel), then the
+    source checkout (the folder beside ``pimem/``, which in site-packages may be another package's)."""
+    return [_PACKAGE / "data" / name, _source(name)]
 
 
 def bundled_dir(name: str, pattern: str = "*") -> Path:

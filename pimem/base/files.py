@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
+from pimem.base.tables import escape_lone_surrogates
 from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -188,8 +189,6 @@ def _write_table(df: pd.DataFrame, target: Path, suffix: str) -> None:
 def _escape_surrogates(df: pd.DataFrame, target: Path) -> pd.DataFrame:
     """``df`` with lone surrogates written as ``\\udXXX`` (as JSON.stringify escapes them), and a
     warning naming the columns: CSV and Parquet hold UTF-8 text only."""
-    from pimem.base.tables import escape_lone_surrogates
-
     out = df.copy()
     changed = []
     for i in range(out.shape[1]):

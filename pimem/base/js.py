@@ -359,7 +359,7 @@ _ISO_RE = re.compile(
     r"""^(?P<year>[+-]\d{6}|\d{4})
         (?:-(?P<month>\d{2})(?:-(?P<day>\d{2}))?)?
         (?:[Tt ](?P<hour>\d{2}):(?P<minute>\d{2})
-           (?::(?P<second>\d{2})(?:[.,](?P<frac>\d+))?)?
+           (?::(?P<second>\d{2})(?:\.(?P<frac>\d+))?)?
            (?P<tz>[Zz]|[+-]\d{2}(?::?\d{2})?)?
         )?$""",
     re.VERBOSE,
@@ -394,13 +394,16 @@ def parse_iso_ms(s: Any) -> int | None:
 
     Accepts the ECMAScript date-time format and the variants V8 also accepts (space
     instead of ``T``, any number of fraction digits, ``+HHMM`` offsets). Date-only forms
-    are UTC; date-times without an offset are local time, as in JavaScript.
+    are UTC; date-times without an offset are local time, as in JavaScript. Other strings go
+    through V8's legacy parser (:func:`_legacy_parse_ms`): RFC 2822 dates, month names,
+    ``2026/03/01``, ``12/31/2025``; a padded ISO string is not ISO there (V8 reads
+    ``" 2026-03-01"`` as local midnight and ``" 2026-03-01T00:00Z"`` as NaN).
     """
     if not isinstance(s, str):
         return None
-    m = _ISO_RE.match(s.strip())
+    m = _ISO_RE.match(s)
     if m is None:
-        return None
+        return _legacy_parse_ms(s)
     year_text = m.group("year")
     if year_text == "-000000":
         return None
@@ -748,3 +751,246 @@ def _utf16_key(value: Any) -> tuple[int, bytes]:
 def js_sorted(values: Iterable[Any]) -> list:
     """``Array.prototype.sort()`` without a comparator: by ``String(v)`` in UTF-16 code units."""
     return sorted(values, key=_utf16_key)
+
+
+def js_prop(value: Any, name: str) -> Any:
+    """``value[name]`` as JavaScript reads a property: a dict's key (None when absent), None for
+    primitives and arrays (undefined), and a TypeError for null or undefined, as Pi's code throws."""
+    if value.__class__ is dict:
+        return value.get(name)
+    if value is None or value is UNDEFINED:
+        from pimem.errors import JavaScriptTypeError
+
+        kind = "null" if value is None else "undefined"
+        raise JavaScriptTypeError(f"Cannot read properties of {kind} (reading '{name}')")
+    return None
+
+
+# --------------------------------------------------------------------------- V8's legacy date parser
+
+_KEYWORDS = {  # V8 dateparser.cc KeywordTable: (type, value) by the first three letters, lower case
+    **{m: ("month", i + 1) for i, m in enumerate(
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])},
+    "am": ("ampm", 0), "pm": ("ampm", 12),
+    "ut": ("tz", 0), "utc": ("tz", 0), "z": ("tz", 0), "gmt": ("tz", 0),
+    "cdt": ("tz", -5), "cst": ("tz", -6), "edt": ("tz", -4), "est": ("tz", -5),
+    "mdt": ("tz", -6), "mst": ("tz", -7), "pdt": ("tz", -7), "pst": ("tz", -8),
+    "t": ("sep", 0),
+}
+_JS_SPACE = "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+            "\u2028\u2029\u202f\u205f\u3000\ufeff"
+_MAX_INT = 2**31 - 1
+
+
+def _date_tokens(s: str) -> list[tuple[str, Any, int]]:
+    """V8's ``DateStringTokenizer``: (kind, value, length) with kinds number, symbol, word, space, unknown."""
+    out: list[tuple[str, Any, int]] = []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if "0" <= c <= "9":
+            j, value = i, 0
+            while j < n and "0" <= s[j] <= "9":
+                if value <= _MAX_INT // 10 - 10:  # V8 stops accumulating near kMaxInt
+                    value = value * 10 + ord(s[j]) - 48
+                j += 1
+            out.append(("number", value, j - i))
+            i = j
+        elif c in ":-+.)":
+            out.append(("symbol", c, 1))
+            i += 1
+        elif c >= "A" and c not in _JS_SPACE:  # V8: IsAsciiAlphaOrAbove, not white space
+            j = i
+            while j < n and s[j] >= "A" and s[j] not in _JS_SPACE:
+                j += 1
+            word = s[i:j]
+            prefix = word[:3].lower()
+            kw = _KEYWORDS.get(prefix)
+            if kw is not None and (j - i > 3 and kw[0] != "month"):
+                kw = None  # a longer word matches only a month name
+            out.append(("word", kw, j - i))
+            i = j
+        elif c in _JS_SPACE:
+            j = i
+            while j < n and s[j] in _JS_SPACE:
+                j += 1
+            out.append(("space", None, j - i))
+            i = j
+        elif c == "(":  # a parenthesised comment (nested), skipped
+            depth = 0
+            while i < n:
+                if s[i] == "(":
+                    depth += 1
+                elif s[i] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        i += 1
+                        break
+                i += 1
+            out.append(("unknown", None, 0))
+        else:
+            out.append(("unknown", None, 1))
+            i += 1
+    return out
+
+
+def _legacy_parse_ms(s: str) -> int | None:
+    """V8's legacy ``Date`` parser (``DateParser::Parse`` after its ISO attempt), for strings the
+    ISO grammar does not take: "Sun, 01 Mar 2026 09:00:00 GMT", "March 1, 2026", "2026/03/01",
+    "12/31/2025", "1 March 2026 10:00 UTC". None where V8 gives NaN."""
+    tokens = _date_tokens(s)
+    day: list[int] = []
+    named_month: int | None = None
+    time_: list[int] = []
+    hour_offset: int | None = None
+    tz_sign: int | None = None
+    tz_hour: int | None = None
+    tz_minute: int | None = None
+
+    def time_expecting(n: int) -> bool:
+        k = len(time_)
+        return (k == 1 and 0 <= n <= 59) or (k == 2 and 0 <= n <= 59) or (k == 3 and 0 <= n <= 999)
+
+    def time_final(n: int) -> bool:
+        if len(time_) >= 4:
+            return False
+        time_.append(n)
+        while len(time_) < 4:
+            time_.append(0)
+        return True
+
+    def ms_of(value: int, length: int) -> int:
+        if length == 1:
+            return value * 100
+        if length == 2:
+            return value * 10
+        if length > 3:
+            return value // 10 ** (min(length, 9) - 3)
+        return value
+
+    k, nt = 0, len(tokens)
+
+    def peek() -> tuple[str, Any, int]:
+        return tokens[k] if k < nt else ("end", None, 0)
+
+    has_read_number = False
+    while k < nt:
+        kind, value, length = tokens[k]
+        k += 1
+        if kind == "number":
+            has_read_number = True
+            if peek()[:2] == ("symbol", ":"):
+                k += 1
+                if peek()[:2] == ("symbol", ":"):
+                    k += 1
+                    if time_:
+                        return None
+                    time_ += [value, 0]
+                else:
+                    if len(time_) >= 4:
+                        return None
+                    time_.append(value)
+                    if peek()[:2] == ("symbol", "."):
+                        k += 1
+            elif peek()[:2] == ("symbol", ".") and time_expecting(value):
+                k += 1
+                time_.append(value)
+                if peek()[0] != "number":
+                    return None
+                _, ms_value, ms_length = tokens[k]
+                k += 1
+                if not time_final(ms_of(ms_value, ms_length)):
+                    return None
+            elif tz_hour is not None and tz_minute is None and 0 <= value <= 59:
+                tz_minute = value
+            elif time_expecting(value):
+                if not time_final(value):
+                    return None
+                nxt = peek()
+                if not (nxt[0] in ("end", "space") or (nxt[0] == "word" and nxt[1] == ("tz", 0) and nxt[2] == 1)
+                        or nxt[:2] in (("symbol", "+"), ("symbol", "-"))):
+                    return None
+            else:
+                if len(day) >= 3:
+                    return None
+                day.append(value)
+                if peek()[:2] == ("symbol", "-"):
+                    k += 1
+        elif kind == "word" and value is not None:
+            wtype, wvalue = value
+            if wtype == "ampm" and time_:
+                hour_offset = wvalue
+            elif wtype == "month":
+                named_month = wvalue
+                if peek()[:2] == ("symbol", "-"):
+                    k += 1
+            elif wtype == "tz" and has_read_number:
+                tz_sign, tz_hour, tz_minute = (-1 if wvalue < 0 else 1), abs(wvalue), 0
+            else:
+                if has_read_number or peek()[0] == "number":
+                    return None
+        elif kind == "word":  # a word that is no keyword: allowed only before the first number
+            if has_read_number or peek()[0] == "number":
+                return None
+        elif kind == "symbol" and value in "+-" and ((tz_hour == 0 and tz_minute == 0) or time_):
+            tz_sign = -1 if value == "-" else 1
+            n, nlen = 0, 0
+            if peek()[0] == "number":
+                _, n, nlen = tokens[k]
+                k += 1
+            has_read_number = True
+            if peek()[:2] == ("symbol", ":"):
+                tz_hour, tz_minute = n, None
+            elif nlen in (1, 2):
+                tz_hour, tz_minute = n, 0
+            elif nlen in (3, 4):
+                tz_hour, tz_minute = n // 100, n % 100
+            else:
+                return None
+        elif kind == "symbol" and value in "+-)" and has_read_number:
+            return None
+    # DayComposer::Write
+    if not day:
+        return None
+    comp = day + [1] * (3 - len(day))
+    year = 0
+    if named_month is None:
+        if not 1 <= comp[0] <= 31:
+            year, month, mday = comp
+        else:
+            month, mday = comp[0], comp[1]
+            year = comp[2]
+    else:
+        month = named_month
+        if not 1 <= comp[0] <= 31:
+            year, mday = comp[0], comp[1]
+        else:
+            mday, year = comp[0], comp[1]
+    if 0 <= year <= 49:
+        year += 2000
+    elif 50 <= year <= 99:
+        year += 1900
+    if not (1 <= month <= 12 and 1 <= mday <= 31):
+        return None
+    # TimeComposer::Write
+    t = time_ + [0] * (4 - len(time_))
+    hour, minute, second, milli = t
+    if hour_offset is not None:
+        if not 0 <= hour <= 12:
+            return None
+        hour = hour % 12 + hour_offset
+    if not (0 <= hour <= 23 and 0 <= minute <= 59 and 0 <= second <= 59 and 0 <= milli <= 999):
+        if not (hour == 24 and minute == 0 and second == 0 and milli == 0):
+            return None
+    # MakeDay rolls days past the month's end over
+    value = (_days_from_civil(year, month, 1) + mday - 1) * 86400000 + hour * 3600000 + minute * 60000 \
+        + second * 1000 + milli
+    if tz_sign is None:
+        if abs(value) > _MAX_TIME_MS + 864e5:
+            return None
+        value += _local_offset_ms(value)
+    else:
+        value -= tz_sign * ((tz_hour or 0) * 3600 + (tz_minute or 0) * 60) * 1000
+    if abs(value) > _MAX_TIME_MS:
+        return None
+    return int(value)

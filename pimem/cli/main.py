@@ -13,21 +13,39 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+from pimem import __version__
+from pimem.base.files import mark_output_file, write_table
+from pimem.base.js import js_stringify
+from pimem.base.tables import as_string, format_number, frame
+from pimem.core.compaction.compaction import CompactionSettings, estimate_context_tokens, estimate_tokens
+from pimem.core.messages import convert_to_llm
+from pimem.core.session_manager import build_session_context
 from pimem.errors import (
     ConfigurationError,
     JavaScriptTypeError,
-    PimemError,
+    PimemWarning,
     ReplayWarning,
     SessionFormatError,
     SettingsError,
     SourceOverwriteError,
+    UserError,
 )
+from pimem.replays.strategies import get_strategy
+from pimem.sessions.samples import sample_dir
+from pimem.sessions.load import load_session
+from pimem.summarizers import local_server as localmodel
+from pimem.summarizers.options import (
+    DEFAULT_DEADLINE,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    parse_deadline,
+    parse_retries,
+    parse_seconds,
+)
+from pimem.summarizers.registry import get_summarizer, summarizer_names
+from pimem.text.messages import message_preview
 
 EXIT_USAGE = 2
-
-
-class UserError(PimemError):
-    """A mistake of the caller's (bad argument, unreadable file): reported without a traceback."""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -90,9 +108,6 @@ def _token_sources(text: str) -> list[str]:
 
 def _strategy(text: str) -> str:
     """A compaction strategy spec (``name`` or ``name:key=value,...``), checked now."""
-    from pimem.errors import ConfigurationError
-    from pimem.replays.strategies import get_strategy
-
     try:
         get_strategy(text)
     except ConfigurationError as exc:
@@ -101,10 +116,8 @@ def _strategy(text: str) -> str:
 
 
 def _summarizer_list(text: str) -> list[str]:
-    from pimem.summarizers import SUMMARIZER_NAMES
-
     names = [part.strip() for part in text.split(",") if part.strip()]
-    known = ("openai", "local", *SUMMARIZER_NAMES)
+    known = summarizer_names()
     unknown = [n for n in names if n not in known]
     if not names or unknown:
         raise argparse.ArgumentTypeError(f"summarizers are {', '.join(known)}; got {text!r}")
@@ -115,14 +128,13 @@ def _prices(path: str) -> dict:
     """A JSON price file: {model: {input, output, cache_read, cache_write}} in dollars per million tokens."""
     import orjson
 
-    from pimem.replays.cost import _as_price
-    from pimem.errors import ConfigurationError
+    from pimem.replays.cost import as_price
 
     try:
         data = orjson.loads(Path(path).read_bytes())
         if not isinstance(data, dict):
             raise ConfigurationError("the file must hold one JSON object of model -> price")
-        return {k: _as_price(v) for k, v in data.items()}
+        return {k: as_price(v) for k, v in data.items()}
     except (OSError, orjson.JSONDecodeError, ConfigurationError) as exc:
         raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
 
@@ -144,9 +156,6 @@ def _say(*parts: Any, file: Any = None) -> None:
 
 
 def _load(path: str | Path):
-    from pimem.core.session_manager import SessionFormatError
-    from pimem.sessions.load import load_session
-
     p = Path(path)
     if not p.exists():
         raise UserError(f"no such file or folder: {p}")
@@ -169,7 +178,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     of a folder (unreadable, FIFOs) are left out with a warning; a file given twice (another path,
     a symlink, a copy) is counted once, with a warning naming both.
     """
-    from pimem.sessions.discover import _walk_jsonl, dedupe_session_paths
+    from pimem.sessions.discover import dedupe_session_paths, walk_jsonl
 
     excluded = [os.path.realpath(e) for e in exclude]
 
@@ -181,7 +190,7 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = [f for f in _walk_jsonl(p) if not mine(f)]
+            found = [f for f in walk_jsonl(p) if not mine(f)]
             if not found:
                 raise UserError(f"no .jsonl or .jsonl.gz session files under {p}")
             paths.extend(found)
@@ -193,27 +202,18 @@ def _session_paths(items: Sequence[str], exclude: Sequence[str | Path] = ()) -> 
 
 
 def _summarizer(name: str, session: Any = None, model: str | None = None, client: dict[str, Any] | None = None):
-    from pimem import summarizers as sm
-
-    client = client or {}
-    if name == "extractive":
-        return sm.ExtractiveSummarizer()
-    if name == "env":
-        if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
-            raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
-                            "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
-        return sm.summarizer_from_env(**client)
-    if name == "openai":
-        if not model:
-            raise UserError("--summarizer openai needs --model")
-        return sm.CachedSummarizer(sm.OpenAISummarizer(model, **client))
-    if name == "local":
-        return sm.local_summarizer()
-    if name == "recorded":
-        if session is None:
-            raise UserError("--summarizer recorded needs a single session")
-        return sm.RecordedSummarizer(session)
-    raise UserError(f"unknown summarizer {name!r}")
+    """The summarizer ``--summarizer name`` names (:func:`pimem.summarizers.registry.get_summarizer`)."""
+    if name == "env" and not (os.environ.get("OPENAI_API_KEY") or os.environ.get("PIMEM_BASE_URL")):
+        raise UserError("--summarizer env needs OPENAI_API_KEY or PIMEM_BASE_URL in the environment "
+                        "(and PIMEM_MODEL for the model); use --summarizer extractive for the offline one")
+    if name == "openai" and not model:
+        raise UserError("--summarizer openai needs --model")
+    if name == "recorded" and session is None:
+        raise UserError("--summarizer recorded needs a single session")
+    try:
+        return get_summarizer(name, session, model=model, client=client)
+    except ConfigurationError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _client_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -230,8 +230,6 @@ _NO_LIMIT = "none"
 
 
 def _deadline(text: str) -> float | str:
-    from pimem.summarizers import parse_deadline
-
     value = parse_deadline(text)
     return _NO_LIMIT if value is None else value
 
@@ -248,14 +246,6 @@ def _cli_type(parse):  # noqa: ANN001, ANN202 - a parser's ValueError becomes ar
 
 
 def _add_client_options(a: argparse.ArgumentParser) -> None:
-    from pimem.summarizers import (
-        DEFAULT_DEADLINE,
-        DEFAULT_RETRIES,
-        DEFAULT_TIMEOUT,
-        parse_retries,
-        parse_seconds,
-    )
-
     a.add_argument("--timeout", default=None, type=_cli_type(parse_seconds), metavar="SECONDS",
                    help="env and openai summarizers: seconds without any data from the server before an attempt "
                         f"fails (default: $PIMEM_TIMEOUT, else {DEFAULT_TIMEOUT:g})")
@@ -304,8 +294,6 @@ def _frame_json(df) -> str:
 
 
 def _write_table(df, path: Path) -> None:
-    from pimem.base.files import write_table
-
     write_table(df, path)
 
 
@@ -332,7 +320,6 @@ def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: S
 def cmd_ls(args: argparse.Namespace) -> int:
     """``pimem ls``: one row per session file under a folder (or for one session file)."""
     from pimem.sessions.discover import default_sessions_dir, discover_sessions
-    from pimem.base.tables import as_string
 
     if args.root is not None and not Path(args.root).exists():
         raise UserError(f"no such file or folder: {args.root}")
@@ -364,8 +351,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     """``pimem import``: write Claude Code transcripts and Codex rollouts as Pi session files."""
     import pandas as pd
 
-    from pimem.errors import SessionFormatError
-    from pimem.sessions.load import load_session
 
     out = Path(args.output)
     if out.exists() and not out.is_dir():
@@ -412,15 +397,19 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``pimem show``: header, entry counts, context size at the leaf, warnings and the tree."""
-    from pimem.core.compaction.compaction import estimate_context_tokens
-    from pimem.core.session_manager import build_session_context
+    from pimem.core.session_manager import SessionContext
 
     s = _load(args.session)
-    ctx = build_session_context(s)
     try:
-        tokens = f"~{estimate_context_tokens(ctx.messages).tokens:,} tokens"
-    except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
-        tokens = f"tokens unknown (Pi's estimate throws: {exc})"
+        ctx = build_session_context(s)
+    except (JavaScriptTypeError, SessionFormatError) as exc:  # the header, warnings and tree still show
+        ctx = SessionContext([], "?", None)
+        tokens = f"unknown (the context cannot be built: {exc})"
+    else:
+        try:
+            tokens = f"~{estimate_context_tokens(ctx.messages).tokens:,} tokens"
+        except JavaScriptTypeError as exc:  # content Pi's estimate throws on (recorded in the warnings below)
+            tokens = f"tokens unknown (Pi's estimate throws: {exc})"
     types: dict[str, int] = {}
     for e in s.entries:
         kind = e.get("type")
@@ -445,15 +434,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     """``pimem context``: the messages the model sees at a leaf, as a table or as JSON."""
-    from pimem.base.js import js_stringify
-    from pimem.core.compaction.compaction import (
-        estimate_context_tokens,
-        estimate_tokens,
-    )
-    from pimem.core.messages import convert_to_llm
-    from pimem.core.session_manager import build_session_context
-    from pimem.base.tables import frame
-
     s = _load(args.session)
     if args.leaf is not None and s.get_entry(args.leaf) is None:
         raise UserError(f"no entry with id {args.leaf!r} in {args.session}")
@@ -481,15 +461,12 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def _preview(message: dict, width: int) -> str:
-    from pimem.text.messages import message_preview
-
     return message_preview(message, width)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``pimem replay``: replay one session under other settings; optionally write it and its events."""
     from pimem.replays.engine import replay
-    from pimem.core.compaction.compaction import CompactionSettings
 
     _check_output(args.output, [args.session])
     _check_output(args.events, [args.session], _TABLE_SUFFIXES)
@@ -503,9 +480,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         strategy=args.strategy)
     for message in result.warnings:
         _say(f"pimem: warning: {message}", file=sys.stderr)
-    from pimem.base.tables import format_number
 
-    from pimem.base.files import mark_output_file
 
     summary = result.summary()
     for k, v in dict(summary).items():
@@ -526,7 +501,7 @@ def _failed_every_compaction(result: Any) -> int:
     summary = result.summary()
     if summary["failed_compactions"] and not summary["compactions"]:
         ev = result.events
-        errors = ev.loc[ev["kind"] == "compact_failed", "error"].dropna() if "error" in ev.columns else []
+        errors: Any = ev.loc[ev["kind"] == "compact_failed", "error"].dropna() if "error" in ev.columns else []
         first = f"; the first: {errors.iloc[0]}" if len(errors) else ""
         _say(f"pimem: error: every compaction failed ({summary['failed_compactions']}){first}", file=sys.stderr)
         return 1
@@ -536,7 +511,6 @@ def _failed_every_compaction(result: Any) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``pimem sweep``: replay sessions over a grid of settings and write the results table."""
     from pimem.replays.engine import check_settings
-    from pimem.core.compaction.compaction import CompactionSettings
     from pimem.experiments.sweep import sweep
 
     out = Path(args.output)
@@ -567,7 +541,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_output(str(log), paths)
     if args.summary and os.path.realpath(args.summary) == os.path.realpath(args.output):
         raise UserError(f"{args.summary}: --summary names the results file -o; give it another name")
-    from pimem.base.files import mark_output_file
 
     for written in (out, log, *([Path(args.summary)] if args.summary else [])):
         mark_output_file(written)
@@ -651,7 +624,10 @@ def cmd_drift(args: argparse.Namespace) -> int:
     """``pimem drift``: write a standalone HTML drift report of a session."""
     _check_output(args.output, [args.session], (".html", ".htm"))
     s = _load(args.session)
+    from pimem.core.session_manager import require_message_objects
     from pimem.viz.report import write_drift_report
+
+    require_message_objects(s.entries)  # a clear error before the report reads every message
 
     from pimem.base.files import mark_output_file
 
@@ -684,8 +660,6 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 def cmd_model(args: argparse.Namespace) -> int:
     """``pimem model``: install, verify, start, stop the local model server; record its summaries."""
-    from pimem.summarizers import local_server as localmodel
-
     try:
         if args.action == "install":
             times = localmodel.install(progress=not args.quiet)
@@ -720,9 +694,28 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_samples() -> Path:
-    from pimem.sessions.samples import sample_dir
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    """``pimem notebooks``: copy the bundled notebooks out, or run them and write HTML pages."""
+    from pimem.viz import notebooks
 
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder")
+    if args.html:
+        pages = notebooks.render_notebooks(out, timeout=args.timeout, progress=not args.quiet)
+        for page in pages:
+            print(f"wrote {page}")
+        return 0
+    copied, kept = notebooks.copy_notebooks(out)
+    for p in copied:
+        print(f"copied {p}")
+    for p in kept:
+        print(f"kept {p} (already there)")
+    print(f"open them with: jupyter lab {out}")
+    return 0
+
+
+def _default_samples() -> Path:
     return sample_dir()
 
 
@@ -744,11 +737,13 @@ def build_parser() -> argparse.ArgumentParser:
                   "PIMEM_MODEL) point to, cached; openai: OpenAI with --model, cached; local: the local model " \
                   "`pimem model start` serves, cached"
 
-    a = sub.add_parser("ls", help="list the sessions under a folder (default ~/.pi/agent/sessions), or one file",
-                       description="One row per Pi session file: id, start, name, entries, size, first message.")
+    a = sub.add_parser("ls", help="list the sessions under a folder (default: Pi's, Claude Code's and Codex's folders), or one file",
+                       description="One row per session file (Pi, Claude Code, Codex): format, id, start, name, "
+                                   "entries, size, first message.")
     a.add_argument("root", nargs="?", default=None,
-                   help="folder to search recursively for .jsonl files, or one session file "
-                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR)")
+                   help="folder to search recursively for .jsonl and .jsonl.gz files, or one session file "
+                        "(default: Pi's sessions folder, ~/.pi/agent/sessions or $PI_CODING_AGENT_DIR, Claude "
+                        "Code's ~/.claude/projects/*/*.jsonl and Codex's ~/.codex/sessions/**/rollout-*.jsonl)")
     a.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
     a.set_defaults(func=cmd_ls)
 
@@ -887,6 +882,16 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
 
+    a = sub.add_parser("notebooks", help="the research notebooks: copy them out to open, or render them as HTML",
+                       description="Copy the notebooks bundled with pimem into a folder to open in JupyterLab "
+                                   "(files already there are kept), or with --html run each in a real kernel and "
+                                   "write it as a standalone HTML page with its figures, readable without Jupyter.")
+    a.add_argument("-o", "--output", default="pimem-notebooks", help="folder (default: pimem-notebooks)")
+    a.add_argument("--html", action="store_true", help="run the notebooks and write <name>.html pages")
+    a.add_argument("--timeout", type=_positive_int, default=900, help="--html: seconds per cell (default: 900)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    a.set_defaults(func=cmd_notebooks)
+
     a = sub.add_parser("model", help="a real instruct model, offline: install, start and stop its local server",
                        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, sha256-verified) served by "
                                    "llama.cpp's OpenAI-compatible server (the prebuilt xllamacpp wheel) on "
@@ -909,8 +914,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
     """pimem's own warnings as one ``pimem: warning:`` line; others as Python shows them."""
-    from pimem.errors import PimemWarning
-
     if issubclass(category, PimemWarning):
         print(f"pimem: warning: {terminal_safe(str(message))}", file=sys.stderr)
     else:
@@ -934,8 +937,6 @@ def _escape_unencodable_output() -> None:
 
 
 def _version() -> str:
-    from pimem import __version__
-
     return f"pimem {__version__}"
 
 
@@ -949,7 +950,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except (UserError, ConfigurationError, SessionFormatError, SettingsError, SourceOverwriteError) as exc:
-        print(f"pimem: error: {terminal_safe(str(exc))}", file=sys.stderr)
+        message, where = str(exc), getattr(args, "session", None)
+        if isinstance(exc, SessionFormatError) and isinstance(where, str) and where not in message:
+            message = f"{where}: {message}"  # the file the entry is in
+        print(f"pimem: error: {terminal_safe(message)}", file=sys.stderr)
         return EXIT_USAGE
     except JavaScriptTypeError as exc:  # a session Pi's own code fails on (the loader warned about it)
         where = getattr(args, "session", None)

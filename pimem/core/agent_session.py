@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
-from pimem.base.js import js_truthy
+from pimem.base.js import iso_now, js_truthy
 from pimem.core.compaction.branch_summarization import (
     BranchSummaryResult,
     collect_entries_for_branch_summary,
@@ -262,7 +262,8 @@ def run_compaction(
     A caller that already has them may pass the branch (``path_entries``, root first), its
     ``preparation`` under these settings and its current ``system_message`` (see
     ``Session.append_compaction``); they must be what the session's current branch gives.
-    ``compactor`` replaces ``compact`` (same arguments) for compaction strategies other than Pi's.
+    ``compactor`` replaces :func:`~pimem.core.compaction.compaction.compact` (same arguments) for compaction
+    strategies other than Pi's.
     """
     hooks = hooks or Hooks()
     manual = reason == "manual"
@@ -479,8 +480,6 @@ def run_tree_navigation(
 
 
 def _append_label(session: Any, target_id: str, label: str, timestamp: Any) -> None:
-    from pimem.base.js import iso_now
-
     session.append_entry(
         {
             "type": "label",

@@ -223,10 +223,10 @@ class ContextTracker:
 
     # -- queries ------------------------------------------------------------
     def context_usage_estimate(self, usage_tokens: Callable[[dict], Any] | None = None) -> ContextUsageEstimate:
-        """``estimateContextTokens(projection.messages)``.
+        """Fast twin of :func:`~pimem.core.compaction.compaction.estimate_context_tokens` on the projection's messages.
 
         ``usage_tokens(message)``: the tokens the anchoring assistant message reports (default
-        Pi's ``calculateContextTokens(message.usage)``).
+        :func:`~pimem.core.compaction.compaction.calculate_context_tokens` of ``message.usage``).
         """
         if self._usage is None:
             return ContextUsageEstimate(self._total, 0, self._total, None)
@@ -239,7 +239,8 @@ class ContextTracker:
         return ContextUsageEstimate(anchored + self._trailing, anchored, self._trailing, self._usage_index)
 
     def context_estimate(self, usage_tokens: Callable[[dict], Any] | None = None) -> ContextUsageEstimate:
-        """``estimateProjectedContextTokens(projection, path)`` (``usage_tokens`` as above)."""
+        """Fast twin of :func:`~pimem.core.compaction.compaction.estimate_projected_context_tokens`
+        (``usage_tokens`` as above)."""
         if self.usage_is_current():
             return self.context_usage_estimate(usage_tokens)
         tokens = self.usage_free_estimate()
@@ -287,11 +288,12 @@ class ContextTracker:
         return get_current_system_message(self._system) if self._system else None
 
     def should_compact(self, context_window: float, settings: CompactionSettings) -> bool:
-        """``shouldCompact`` on the projected estimate."""
+        """Fast twin of :func:`~pimem.core.compaction.compaction.should_compact` on the projected estimate."""
         return should_compact(self.context_estimate().tokens, context_window, settings)
 
     def _cut_point(self, start: int, end: int, keep: float) -> CutPointResult:
-        """``findProjectedCutPoint`` over entries [start, end = all) from the maintained sums."""
+        """Fast twin of :func:`~pimem.core.compaction.compaction.find_projected_cut_point` over entries
+        [start, end = all) from the maintained sums."""
         cuts = self._cut_positions
         a = bisect_left(cuts, start)
         if a == len(cuts):
@@ -337,7 +339,8 @@ class ContextTracker:
 
     def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS, *,
                 split_turns: bool = True) -> CompactionPreparation | None:
-        """``prepareCompaction(path, settings)`` from the maintained projection and sums.
+        """Fast twin of :func:`~pimem.core.compaction.compaction.prepare_compaction` (``path``, ``settings``),
+        from the maintained projection and sums.
 
         ``split_turns=False`` (not Pi: a strategy's variant) never cuts inside a turn: a cut Pi
         would put inside a turn moves back to the turn's start (the whole turn is kept), or, when

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
-from pimem.base.js import UNDEFINED, js_entries, js_string
+from pimem.base.js import UNDEFINED, js_entries, js_prop, js_string
 from pimem.errors import JavaScriptTypeError
 
 __all__ = [
@@ -31,7 +31,7 @@ def content_text(content: Any, separator: str = "\n") -> str:
         raise JavaScriptTypeError("Cannot read properties of null (reading 'filter')")
     parts = []
     for block in content:
-        if block.get("type") == "text":
+        if (block.get("type") if block.__class__ is dict else js_prop(block, "type")) == "text":
             text = block.get("text")
             parts.append(text if text.__class__ is str else ("" if text is None else js_string(text)))
     return separator.join(parts)

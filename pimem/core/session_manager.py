@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import html
 import os
 import random
 import time
@@ -18,10 +17,12 @@ from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
 
+from pimem.base import files as io
+from pimem.base.files import atomic_write_bytes
 from pimem.base.js import (
     UNDEFINED,
     iso_now,
@@ -37,6 +38,7 @@ from pimem.core.messages import (
     create_compaction_summary_message,
     create_custom_message,
 )
+from pimem.core.pi_ai import get_current_system_message
 from pimem.errors import (
     EntryNotFoundError,
     InvalidEntryError,
@@ -44,10 +46,6 @@ from pimem.errors import (
     SessionFormatError,
     SourceOverwriteError,
 )
-from pimem.text.messages import message_preview
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
 
 __all__ = [
     "Session",
@@ -78,6 +76,9 @@ KNOWN_ENTRY_TYPES = frozenset(
 _ROLES_WITH_CONTENT = frozenset({"user", "assistant", "toolResult", "custom", "system"})
 _MAX_WARNINGS_PER_REASON = 50
 _USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
+_MAX_USAGE = 2**63  # no token count reaches it; beyond, a usage field is damage (1e308, inf)
 
 
 def not_a_header(entry: Any) -> str | None:
@@ -286,8 +287,6 @@ def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
     Reads in blocks so the whole file and all its lines are never in memory together; a
     line longer than a block is joined once (no quadratic concatenation).
     """
-    from pimem.base import files as io
-
     lineno = 0
     pending: list[bytes] = []
     pending_bytes = 0
@@ -336,12 +335,15 @@ def load_session(
     *,
     rng: random.Random | None = None,
     seed: int | str | None = None,
+    session_type: type[Session] | None = None,
 ) -> Session:
     """Load a Pi session file (any version) into a :class:`Session`; the file is never written.
 
     v1 entries have no ids; they get 8-hex ids as Pi gives them, drawn from ``rng`` / ``seed``
     when given, else derived from the file's bytes, so the same file gets the same ids on
     every load. ``rng`` / ``seed`` also make :meth:`Session.new_id` reproducible.
+    ``session_type``: the class to build (a subclass of :class:`Session`, e.g. the one of
+    :mod:`pimem.sessions.session` with its tree rendering and DataFrame views).
     """
     file = os.fspath(path)
     migration_rng = rng
@@ -408,7 +410,8 @@ def load_session(
             continue
         entries.append(entry)
         entry_lines.append(lineno)
-    session = Session(header, entries, path=file, warnings=warnings, rng=rng, _lines=entry_lines)
+    session = (session_type or Session)(header, entries, path=file, warnings=warnings, rng=rng,
+                                        _lines=entry_lines)
     session._validate(sink)
     sink.finish()
     return session
@@ -561,6 +564,10 @@ class Session:
                             if value is not None and (value.__class__ is bool or not isinstance(value, (int, float))):
                                 sink.add("usage_type", line, f"usage field {key!r} has type {_json_type(value)}, not "
                                          "number (pimem reads this usage as unknown)", eid)
+                                break
+                            if value.__class__ in (int, float) and not -_MAX_USAGE < value < _MAX_USAGE:
+                                sink.add("usage_range", line, f"usage field {key!r} is {value!r}, beyond any token "
+                                         "count (pimem reads this usage as unknown)", eid)
                                 break
             elif etype == "compaction" or etype == "branch_summary":
                 if get("summary").__class__ is not str:
@@ -819,9 +826,6 @@ class Session:
         ``system_message``: the current system message of the branch (``None``: there is
         none), when the caller knows it; by default it is found by projecting the branch.
         """
-        from pimem.core.pi_ai import get_current_system_message
-        from pimem.core.session_manager import build_session_projection
-
         summary = _field(result, "summary", "summary")
         first_kept = _field(result, "first_kept_entry_id", "firstKeptEntryId")
         tokens_before = _field(result, "tokens_before", "tokensBefore")
@@ -928,7 +932,6 @@ class Session:
         ):
             raise SourceOverwriteError(f"{target}: refusing to overwrite the session's source file")
         data = self.to_jsonl().encode("utf-8", "surrogatepass")
-        from pimem.base.files import atomic_write_bytes
 
         atomic_write_bytes(target, data)
         return target
@@ -941,163 +944,6 @@ class Session:
             f"<Session{where} id={self.id!r} entries={len(self.entries)} "
             f"leaf={self._leaf_id!r} warnings={len(self.warnings)}>"
         )
-
-    def render_tree(self, *, width: int = 60, collapse: int = 6) -> str:
-        """A compact text tree: ``*`` marks the active path, ``[C]`` compactions, ``[B]`` branch
-        summaries, ``{label}`` labels; linear runs longer than ``collapse`` are shortened."""
-        return "\n".join(text for text, _ in self._tree_lines(width, collapse))
-
-    def _repr_html_(self) -> str:
-        rows = []
-        for text, active in self._tree_lines(60, 6):
-            escaped = html.escape(text)
-            rows.append(f"<b>{escaped}</b>" if active else escaped)
-        title = html.escape(
-            f"Session {self.id} — {len(self.entries)} entries, leaf {self._leaf_id}"
-            + (f", name {self.name!r}" if self.name else "")
-            + (f", {len(self.warnings)} warnings" if self.warnings else "")
-        )
-        return f"<div><div>{title}</div><pre style='line-height:1.25'>{chr(10).join(rows)}</pre></div>"
-
-    def _tree_lines(self, width: int, collapse: int) -> list[tuple[str, bool]]:
-        active = {id(e) for e in self.get_branch()}
-        children: dict[Any, list[dict]] = {}
-        roots: list[dict] = []
-        by_id = self._by_id
-        for entry in by_id.values():
-            parent = entry.get("parentId")
-            if parent.__class__ is not str or parent == entry.get("id") or parent not in by_id:
-                roots.append(entry)
-            else:
-                children.setdefault(parent, []).append(entry)
-
-        def order(nodes: list[dict]) -> list[dict]:
-            return sorted(nodes, key=lambda e: parse_iso_ms(e.get("timestamp")) or 0)
-
-        lines: list[tuple[str, bool]] = []
-        visited: set[int] = set()
-        # stack items: (entry, prefix for this line, prefix for its children, connector)
-        stack: list[tuple[dict, str, str]] = [(r, "", "") for r in reversed(order(roots))]
-        while stack:
-            entry, lead, child_lead = stack.pop()
-            run = [entry]
-            # follow a linear chain
-            while True:
-                tail = run[-1]
-                if id(tail) in visited:
-                    break
-                visited.add(id(tail))
-                kids = children.get(tail.get("id"), [])
-                if len(kids) != 1 or id(kids[0]) in visited:
-                    break
-                run.append(kids[0])
-            shown = self._collapse(run, collapse)
-            for i, item in enumerate(shown):
-                pre = lead if i == 0 else child_lead
-                if isinstance(item, int):
-                    lines.append((f"{pre}  ... {item} more entries ...", False))
-                else:
-                    lines.append((pre + self._node_text(item, width, id(item) in active), id(item) in active))
-            tail = run[-1]
-            kids = [k for k in order(children.get(tail.get("id"), [])) if id(k) not in visited]
-            if len(kids) > 1 or (kids and len(children.get(tail.get("id"), [])) > 1):
-                for j, kid in reversed(list(enumerate(kids))):
-                    last = j == len(kids) - 1
-                    stack.append(
-                        (kid, child_lead + ("`-" if last else "|-"), child_lead + ("  " if last else "| "))
-                    )
-        return lines
-
-    def _collapse(self, run: list[dict], collapse: int) -> list[Any]:
-        if collapse <= 0 or len(run) <= collapse:
-            return list(run)
-        keep_head = max(collapse // 2, 1)
-        keep_tail = max(collapse - keep_head - 1, 1)
-        out: list[Any] = []
-        hidden = 0
-        for i, entry in enumerate(run):
-            special = (
-                entry.get("type") in ("compaction", "branch_summary")
-                or self.get_label(entry.get("id")) is not None
-            )
-            if i < keep_head or i >= len(run) - keep_tail or special:
-                if hidden:
-                    out.append(hidden)
-                    hidden = 0
-                out.append(entry)
-            else:
-                hidden += 1
-        if hidden:
-            out.append(hidden)
-        return out
-
-    def _node_text(self, entry: dict, width: int, active: bool) -> str:
-        etype = entry.get("type")
-        mark = "*" if active else " "
-        kind = str(etype)
-        preview = ""
-        tag = ""
-        if etype == "message":
-            message = entry["message"] if isinstance(entry.get("message"), dict) else {}
-            kind = str(message.get("role"))
-            preview = message_preview(message, 0)
-        elif etype == "compaction":
-            tag = "[C] "
-            preview = f"kept from {entry.get('firstKeptEntryId')}: {entry.get('summary') or ''}"
-        elif etype == "branch_summary":
-            tag = "[B] "
-            preview = f"from {entry.get('fromId')}: {entry.get('summary') or ''}"
-        elif etype == "custom_message":
-            preview = message_preview({"role": "custom", "content": entry.get("content")}, 0)
-        elif etype == "label":
-            preview = f"{entry.get('targetId')} = {entry.get('label')!r}"
-        elif etype == "session_info":
-            preview = str(entry.get("name"))
-        elif etype == "model_change":
-            preview = f"{entry.get('provider')}/{entry.get('modelId')}"
-        elif etype == "thinking_level_change":
-            preview = str(entry.get("thinkingLevel"))
-        elif etype == "custom":
-            preview = str(entry.get("customType"))
-        preview = " ".join(preview.split())
-        if width and len(preview) > width:
-            preview = preview[: width - 3] + "..."
-        label = self.get_label(entry.get("id"))
-        label_text = f" {{{label}}}" if label is not None else ""
-        leaf = " <- leaf" if entry.get("id") == self._leaf_id and self._leaf_id is not None else ""
-        return f"{mark}{entry.get('id')} {tag}{kind}{label_text}: {preview}{leaf}"
-
-    # -- DataFrame views (pimem.sessions.frames) ------------------------------------------------------
-
-    def entries_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per entry (see :func:`pimem.sessions.frames.entries_df`)."""
-        from pimem.sessions import frames
-
-        return frames.entries_df(self, **kwargs)
-
-    def messages_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per message (see :func:`pimem.sessions.frames.messages_df`)."""
-        from pimem.sessions import frames
-
-        return frames.messages_df(self, **kwargs)
-
-    def tool_calls_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per tool call (see :func:`pimem.sessions.frames.tool_calls_df`)."""
-        from pimem.sessions import frames
-
-        return frames.tool_calls_df(self, **kwargs)
-
-    def usage_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per assistant usage record (see :func:`pimem.sessions.frames.usage_df`)."""
-        from pimem.sessions import frames
-
-        return frames.usage_df(self, **kwargs)
-
-    def compactions_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per compaction (see :func:`pimem.sessions.frames.compactions_df`)."""
-        from pimem.sessions import frames
-
-        return frames.compactions_df(self, **kwargs)
 
 
 def _field(result: Any, attr: str, key: str) -> Any:
@@ -1277,6 +1123,31 @@ def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
     return path
 
 
+def message_object(entry: dict) -> dict:
+    """The ``message`` of a message entry; a clear error where it is not an object.
+
+    Pi reads ``entry.message.role`` first: a null or missing message throws there (the same
+    JavaScriptTypeError here); a message that is a string, number, list or boolean is refused with
+    a :class:`SessionFormatError` naming the entry (the loader warned about it, line and id).
+    """
+    message = entry.get("message", UNDEFINED)
+    if message.__class__ is dict:
+        return message
+    if message is None or message is UNDEFINED:
+        kind = "null" if message is None else "undefined"
+        raise JavaScriptTypeError(f"Cannot read properties of {kind} (reading 'role') "
+                                  f"(message entry {entry.get('id')!r} has no message object)")
+    raise SessionFormatError(f"message entry {entry.get('id')!r}: the message is a {_json_type(message)}, not an "
+                             "object; pimem does not project such entries (`pimem show` lists them)")
+
+
+def require_message_objects(path: Iterable[dict]) -> None:
+    """Raise :func:`message_object`'s error for the first message entry of ``path`` without a message object."""
+    for entry in path:
+        if entry.get("type") == "message" and entry.get("message").__class__ is not dict:
+            message_object(entry)
+
+
 def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None]:
     """``getSessionContextSettings``: (thinking level, model) from the path."""
     thinking_level: Any = "off"
@@ -1285,7 +1156,7 @@ def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None
     for entry in path:
         etype = entry.get("type")
         if etype == "message":
-            message = entry["message"]
+            message = entry["message"] if entry.get("message").__class__ is dict else message_object(entry)
             if message.get("role") == "assistant":
                 model_source, from_entry = message, False
         elif etype == "thinking_level_change":
@@ -1396,7 +1267,11 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     if replacement is None:
         return []
     if replacement is UNDEFINED:
-        raise JavaScriptTypeError(f"context_edit {edit.get('id')!r} has no replacement")
+        # Pi reads ``replacement.content`` only for a message it edits: an entry with no message of
+        # those roles (a model change, a label, a summary) is left as it is, without a throw.
+        if any(m.get("role") in ("user", "assistant", "toolResult", "custom") for m in messages):
+            raise JavaScriptTypeError("Cannot read properties of undefined (reading 'content')")
+        return messages
     rcontent = replacement.get("content", UNDEFINED) if isinstance(replacement, dict) else UNDEFINED
     out = []
     for message in messages:
@@ -1480,7 +1355,9 @@ def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = 
 def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionContext:
     """``buildSessionContext``: the messages the model sees at the leaf, thinking level, model.
 
-    ``leaf_id=None`` is Pi's default leaf (the last entry of a list, or the session's
-    current leaf); :data:`NULL_LEAF` is Pi's ``null`` leaf and gives an empty context.
+    Args:
+        source: a session, or a list of entries (its last entry is the default leaf).
+        leaf_id: the leaf; ``None`` is Pi's default leaf (the last entry of a list, or the session's
+            current leaf), :data:`NULL_LEAF` Pi's ``null`` leaf (an empty context).
     """
     return build_session_projection(source, leaf_id).to_context()

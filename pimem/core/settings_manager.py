@@ -232,8 +232,13 @@ def _parse_js_int(text: str) -> int | float:
 
 
 def _parse_settings_json(text: str) -> Any:
-    """``JSON.parse``: no NaN/Infinity literals, integers as doubles."""
-    return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_js_int)
+    """``JSON.parse``: no NaN/Infinity literals, integers as doubles; any nesting depth."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_js_int)
+    except RecursionError:  # nested deeper than the recursive parser goes: the iterative one (same values)
+        from pimem.base.js import loads_deep
+
+        return loads_deep(text)
 
 
 def _read_settings_file(path: Path, scope: str, errors: list[SettingsFileError]) -> dict[str, Any]:
@@ -268,4 +273,12 @@ def load_settings(agent_dir: str | os.PathLike | None = None, project_dir: str |
     project_settings: dict[str, Any] = {}
     if project_dir is not None:
         project_settings = _read_settings_file(Path(project_dir).expanduser() / ".pi" / "settings.json", "project", errors)
-    return Settings(deep_merge_settings(global_settings, project_settings), global_settings, project_settings, errors)
+    try:
+        merged = deep_merge_settings(global_settings, project_settings)
+    except RecursionError:  # both files nest the same keys thousands deep: the project file is ignored
+        err = SettingsFileError(f"{Path(project_dir or '.') / '.pi' / 'settings.json'}: nested too deeply to merge "
+                                "with the global settings")
+        errors.append(err)
+        warnings.warn(f"ignoring project settings: {err}", stacklevel=2)
+        merged, project_settings = dict(global_settings), {}
+    return Settings(merged, global_settings, project_settings, errors)

@@ -40,9 +40,9 @@ _EXPORTS: dict[str, str] = {
     "facts_frame": "pimem.text.facts",
     "summary_facts": "pimem.text.facts",
     # chain metrics
-    "CompactionSpan": "pimem.drift.metrics",
+    "CompactionSpan": "pimem.sessions.compactions",
     "compaction_metrics": "pimem.drift.metrics",
-    "compaction_spans": "pimem.drift.metrics",
+    "compaction_spans": "pimem.sessions.compactions",
     "drift_report": "pimem.drift.metrics",
     "headline": "pimem.drift.metrics",
     "lost_facts": "pimem.drift.metrics",

@@ -13,17 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from pimem.core.llm import SummaryRequest
-from pimem.errors import ConfigurationError, PimemError
+from pimem.errors import ConfigurationError, JudgeError, NotAChatModelError
+from pimem.summarizers.cached import summarizer_identity
 
 __all__ = ["NotAChatModelError", "JudgeError", "is_chat_model", "require_chat_model", "ask", "model_name"]
-
-
-class NotAChatModelError(PimemError, TypeError):
-    """A judge (or question writer, or matcher) that is not a chat model."""
-
-
-class JudgeError(PimemError, RuntimeError):
-    """A chat model's request failed or its answer could not be read."""
 
 
 def _unwrap(obj: Any) -> Any:
@@ -52,8 +45,6 @@ def model_name(obj: Any) -> str:
 
 
 def _identity(obj: Any) -> Any:
-    from pimem.summarizers.cached import summarizer_identity
-
     return summarizer_identity(_unwrap(obj))
 
 

@@ -49,14 +49,16 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pimem.text.facts import _numbers_in_text
+from pimem.base.tables import frame
+from pimem.drift.labels import LabelFormatError
+from pimem.text.facts import numbers_in_text
 from pimem.text.normalize import canonical_word, normal_words, split_identifier
 
 if TYPE_CHECKING:
     from pimem.drift.faithfulness import Claim, SourceText
 
 __all__ = ["Contradiction", "CONTRADICTION_KINDS", "OPPOSITES", "find_contradiction", "load_contradiction_labels",
-           "contradiction_check", "CONTRADICTION_LABELS"]
+           "CONTRADICTION_LABELS"]
 
 CONTRADICTION_KINDS: tuple[str, ...] = ("number", "version", "path", "name", "negation", "reversal")
 
@@ -161,7 +163,7 @@ def _number_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
             continue
         unit = number.split(" ", 1)[1] if " " in number else ""
         for line in near_text:
-            for value, _, _ in _numbers_in_text(line):
+            for value, _, _ in numbers_in_text(line):
                 if value != number and (value.split(" ", 1)[1] if " " in value else "") == unit:
                     return Contradiction("number", number, value, line[:200])
         if unit == "lines":
@@ -402,8 +404,6 @@ def load_contradiction_labels(path: str | Any) -> Any:
     import json
     import os
 
-    from pimem.base.tables import frame
-    from pimem.drift.labels import LabelFormatError
 
     file = os.fspath(path)
     rows = []
@@ -433,25 +433,3 @@ def load_contradiction_labels(path: str | Any) -> Any:
     if not rows:
         raise LabelFormatError(f"{file}: no labelled claims")
     return frame(rows)
-
-
-def contradiction_check(labels: Any, records: dict[str, Sequence[Any]]) -> Any:
-    """Run :func:`find_contradiction` on every labelled claim against what its compaction's summarizer
-    was given. ``records``: session file name (as in the labels' ``session``) → compaction records.
-    Adds ``predicted`` (a contradiction found), ``kind`` (its kind), ``truth`` (labelled contradicted)."""
-    from pimem.drift.faithfulness import given_source, parse_claim
-    from pimem.drift.labels import LabelFormatError
-
-    df = labels.copy()
-    predicted, kinds = [], []
-    for _, row in df.iterrows():
-        recs = records.get(row["session"])
-        if recs is None or not 0 <= int(row["compaction_index"]) < len(recs):
-            raise LabelFormatError(f"label {row['id']}: no compaction {row['compaction_index']} of {row['session']}")
-        found = find_contradiction(parse_claim(row["claim"]), given_source(recs[int(row["compaction_index"])]))
-        predicted.append(found is not None)
-        kinds.append(found.kind if found is not None else None)
-    df["predicted"] = predicted
-    df["kind"] = kinds
-    df["truth"] = df["label"] == "contradicted"
-    return df

@@ -11,8 +11,8 @@ one verdict:
 verdict          rule
 ================ ======================================================================================
 ``supported``    every name occurs in the given text, and (claims with 2+ words) one message of the span
-                 or one section of the previous summary holds at least half of the claim's words, and
-                 at least two of them
+                 or one section of the previous summary — a window of 40 lines of a longer one — holds
+                 at least half of the claim's words, and at least two of them
 ``contradicted`` the claim states a value, polarity or direction that the given text states otherwise
                  (:mod:`pimem.drift.contradictions`: changed numbers, versions, paths, names; negations;
                  reversed decisions). A contradiction wins over support
@@ -42,14 +42,25 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from typing import Any
 
 import numpy as np
 
-from pimem.text.facts import SummaryIndex, _identifiers_in_text, _numbers_in_text, _paths_in_text
+from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
+from pimem.drift.labels import LabelFormatError
+from pimem.drift.needed import needed_later_facts
+from pimem.drift.records import message_text
+from pimem.text.facts import (
+    SummaryIndex,
+    identifiers_in_text,
+    numbers_in_text,
+    paths_in_text,
+    fact_present,
+)
 from pimem.text.normalize import normal_words, split_identifier
 from pimem.text.sections import summarizer_text
 
-__all__ = ["Claim", "ClaimVerdict", "SourceText", "LineIndex", "VERDICTS", "summary_claims", "parse_claim",
+__all__ = ["contradiction_check", "Claim", "ClaimVerdict", "SourceText", "LineIndex", "VERDICTS", "summary_claims", "parse_claim",
            "check_claims", "given_source", "later_source", "held_text", "faithfulness_measures"]
 
 VERDICTS: tuple[str, ...] = ("supported", "contradicted", "later", "other_session", "invented", "uncheckable")
@@ -114,14 +125,14 @@ def _name_words(claim_text: str, names: Iterable[str]) -> str:
 
 
 def _claim(text: str, line: int, section: str, context: str) -> Claim:
-    paths = tuple(dict.fromkeys(p for p, _, _ in _paths_in_text(text)))
-    idents = tuple(dict.fromkeys(i for i, _, _ in _identifiers_in_text(text)))
+    paths = tuple(dict.fromkeys(p for p, _, _ in paths_in_text(text)))
+    idents = tuple(dict.fromkeys(i for i, _, _ in identifiers_in_text(text)))
     for m in re.finditer(r"`([^`\n]{1,80})`", text):  # a code span that is a name
         span = m.group(1).strip().rstrip("()")
         if re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", span) and span not in idents and len(span) >= 3:
             if not any(span in p for p in paths):
                 idents += (span,)
-    numbers = tuple(dict.fromkeys(v for v, _, _ in _numbers_in_text(text)))
+    numbers = tuple(dict.fromkeys(v for v, _, _ in numbers_in_text(text)))
     no_paths = text
     for p in sorted(paths, key=len, reverse=True):
         no_paths = no_paths.replace(p, " ")
@@ -258,13 +269,25 @@ class LineIndex:
         return sorted(found or ())
 
 
+WINDOW_LINES = 40  # a long message (a file read, a file written) is read in windows of this many lines, half overlapping
+
+
+def _windows(text: str, size: int = WINDOW_LINES) -> list[str]:
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if len(lines) <= size:
+        return ["\n".join(lines)] if lines else []
+    step = size // 2
+    return ["\n".join(lines[i:i + size]) for i in range(0, len(lines) - step, step)]
+
+
 class SourceText:
     """Texts (one per message or section) prepared for claim look-ups: names over all of them, words per
-    unit with an inverted index."""
+    unit (a message, or a window of :data:`WINDOW_LINES` lines of a long one) with an inverted index."""
 
     def __init__(self, units: Sequence[str]) -> None:
-        self.units = [u for u in units if u and u.strip()]
-        self.text = "\n".join(self.units)
+        texts = [u for u in units if u and u.strip()]
+        self.text = "\n".join(texts)
+        self.units = [w for u in texts for w in _windows(u)]
 
     @cached_property
     def index(self) -> SummaryIndex:
@@ -374,8 +397,6 @@ class SourceText:
 
 
 def _message_texts(messages: Sequence[tuple[str | None, dict]]) -> list[str]:
-    from pimem.drift.records import message_text
-
     return [message_text(m) for _, m in messages]
 
 
@@ -441,8 +462,6 @@ def check_claims(
 
 def _verdict(claim: Claim, given: SourceText, later: SourceText | None, others: Sequence[SourceText],
              threshold: float) -> ClaimVerdict:
-    from pimem.drift.contradictions import find_contradiction
-
     if not claim.checkable:
         return ClaimVerdict(claim, "uncheckable")
     missing = given.missing_names(claim)
@@ -485,9 +504,6 @@ def faithfulness_measures(
     (columns in :data:`pimem.drift.measures.MEASURES`)."""
     import math
 
-    from pimem.drift.contradictions import CONTRADICTION_KINDS
-    from pimem.drift.needed import needed_later_facts
-    from pimem.text.facts import SummaryIndex, fact_present
 
     claims = summary_claims(summary)
     verdicts = check_claims(claims, given_source(record), later=later_source(record) if with_later else None,
@@ -521,3 +537,22 @@ def faithfulness_measures(
     row["score"] = (row["recall_faithful"] * (faith if checkable else 1.0)
                     if not math.isnan(row["recall_faithful"]) else math.nan)
     return row
+
+
+def contradiction_check(labels: Any, records: dict[str, Sequence[Any]]) -> Any:
+    """Run :func:`find_contradiction` on every labelled claim against what its compaction's summarizer
+    was given. ``records``: session file name (as in the labels' ``session``) → compaction records.
+    Adds ``predicted`` (a contradiction found), ``kind`` (its kind), ``truth`` (labelled contradicted)."""
+    df = labels.copy()
+    predicted, kinds = [], []
+    for _, row in df.iterrows():
+        recs = records.get(row["session"])
+        if recs is None or not 0 <= int(row["compaction_index"]) < len(recs):
+            raise LabelFormatError(f"label {row['id']}: no compaction {row['compaction_index']} of {row['session']}")
+        found = find_contradiction(parse_claim(row["claim"]), given_source(recs[int(row["compaction_index"])]))
+        predicted.append(found is not None)
+        kinds.append(found.kind if found is not None else None)
+    df["predicted"] = predicted
+    df["kind"] = kinds
+    df["truth"] = df["label"] == "contradicted"
+    return df

@@ -27,10 +27,15 @@ from typing import Any
 
 import pandas as pd
 
+from pimem.base.bundled import bundled_dir
 from pimem.drift.chat import JudgeError, ask, require_chat_model
-from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, _numbers_in_text, fact_present, fold, normalize_path
-from pimem.errors import ConfigurationError, PimemError
+from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, numbers_in_text, fact_present, fold, normalize_path
+from pimem.errors import ConfigurationError, LabelFormatError
 from pimem.base.tables import frame
+from pimem.drift.needed import used_later as auto_used
+from pimem.drift.records import compaction_records
+from pimem.sessions.load import session_or_entries
+from pimem.text.sections import summarizer_text
 
 __all__ = ["LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
@@ -41,14 +46,8 @@ LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kin
 LABELS = ("present", "absent", "contradicted")
 
 
-class LabelFormatError(PimemError, ValueError):
-    """A labelled-facts file that does not follow the format (the message names file and line)."""
-
-
 def labels_dir() -> Path:
     """The bundled hand-labelled sets (``datasets/labels`` of a source checkout, ``pimem/data/labels`` of a wheel)."""
-    from pimem.base.bundled import bundled_dir
-
     return bundled_dir("labels", "*.facts.jsonl")
 
 
@@ -104,7 +103,7 @@ def label_fact(row: Any) -> Fact:
         if kind == "path":
             value = normalize_path(text) or text
         elif kind == "number":
-            numbers = _numbers_in_text(text)
+            numbers = numbers_in_text(text)
             value = numbers[0][0] if numbers else fold(text)
         elif kind == "identifier":
             value = re.sub(r"\(\)$", "", text.strip())
@@ -118,7 +117,7 @@ def rule_matcher(fact: Fact, summary: str) -> str:
     counts when any number of its text is present)."""
     index = SummaryIndex(summary)
     if fact.kind == "number" and fact.source == "label":
-        numbers = [v for v, _, _ in _numbers_in_text(fact.surface)]
+        numbers = [v for v, _, _ in numbers_in_text(fact.surface)]
         if numbers:
             return "present" if any(v in index.numbers for v in numbers) else "absent"
     return "present" if fact_present(fact, index) else "absent"
@@ -209,13 +208,8 @@ def matcher_check(
     error), ``predicted_present``, ``label_present``, ``agree``, ``error``, and — with ``used_later`` —
     ``auto_used_later`` against ``label_used_later``.
     """
-    from pimem.sessions.load import load_session
-    from pimem.drift.records import compaction_records
-    from pimem.text.sections import summarizer_text
-
     df = load_labels(labels) if not isinstance(labels, pd.DataFrame) else labels.copy()
-    if isinstance(session, (str, os.PathLike)):
-        session = load_session(session)
+    session = session_or_entries(session)
     records = {r.entry.get("id"): r for r in compaction_records(session)}
     unknown = sorted(set(df["compaction_id"]) - set(records))
     if unknown:
@@ -244,8 +238,6 @@ def matcher_check(
     df["agree"] = [None if p is None else p == t for p, t in zip(predicted, df["label"])]
     df["label_used_later"] = df["used_later"]
     if used_later:
-        from pimem.drift.needed import used_later as auto_used
-
         auto: list[bool] = []
         by_compaction: dict[str, list[int]] = {}
         for i, cid in enumerate(df["compaction_id"]):

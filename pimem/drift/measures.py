@@ -32,11 +32,14 @@ import pandas as pd
 
 from pimem.base.js import utf16_len
 from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, extract_facts, fact_present
+from pimem.drift.intervals import MIN_COMPACTION_FACTS
 from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
-from pimem.text.sections import section_items, summarizer_text
+from pimem.text.sections import parse_summary, section_items, summarizer_text
 from pimem.errors import ConfigurationError
 from pimem.base.tables import frame
+from pimem.drift.faithfulness import faithfulness_measures
+from pimem.sessions.load import session_or_entries
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
            "measure_docs"]
@@ -120,6 +123,9 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
     ),
     "n_needed": ("content", "how many needed-later facts the compaction has (the denominator)", "–",
                  "not a score; few needed facts make the recall noisy"),
+    "few_needed": ("content", "flag: fewer than 5 needed-later facts (pimem.drift.intervals.MIN_COMPACTION_FACTS), "
+                   "too few for this compaction's recall or score to mean much on its own", "–",
+                   "not a score; pool such compactions (micro) rather than reading them one by one"),
     "needed_recall_carried": (
         "chain",
         "needed-later recall (class-weighted) of facts from earlier spans of the chain that the recording "
@@ -202,9 +208,6 @@ def summary_measures(
     ``others``: :class:`pimem.drift.faithfulness.SourceText` of other sessions, so that claims taken from
     them are counted as ``claims_other_session`` rather than invented.
     """
-    from pimem.drift.faithfulness import faithfulness_measures
-    from pimem.text.sections import parse_summary
-
     stored = record.summary if summary is None else summary
     written = summarizer_text(stored)
     parsed = parse_summary(stored)
@@ -218,6 +221,7 @@ def summary_measures(
         "needed_recall": weighted_recall(needed, present),
         "needed_recall_all": sum(present) / len(needed) if needed else math.nan,
         "n_needed": len(needed),
+        "few_needed": len(needed) < MIN_COMPACTION_FACTS,
     }
     for cls in FACT_CLASSES:
         flags = [p for n, p in zip(needed, present) if n.cls == cls]
@@ -326,10 +330,7 @@ def compare_sources(
     ``matched=False`` Pi's own budget (``max_tokens=None``); giving both with different meanings is an
     error. The budget each summarizer got is the ``budget_tokens`` row of :attr:`Comparison.table`.
     """
-    from pimem.sessions.load import load_session
-
-    if isinstance(session, str) or hasattr(session, "__fspath__"):
-        session = load_session(session)
+    session = session_or_entries(session)
     reference = records if records is not None else compaction_records(session, leaf_id=leaf_id, horizon=horizon)
     notes: list[str] = []
     if matched is not None:
@@ -369,8 +370,7 @@ def compare_sources(
             texts: list[str | None] = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)
         elif _is_session_like(src) and not hasattr(src, "complete"):
-            if isinstance(src, str) or hasattr(src, "__fspath__"):
-                src = load_session(src)
+            src = session_or_entries(src)
             recs, kind = compaction_records(src, horizon=horizon), "recorded"
             texts = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)

@@ -58,7 +58,13 @@ import pandas as pd
 
 from pimem.base.js import utf16_len
 from pimem.base.tables import frame
-from pimem.drift.records import CompactionRecord
+from pimem.core.session_manager import Session, load_session, migrate_to_current_version
+from pimem.sessions.load import load_session as load_any_session
+from pimem.drift.intervals import cluster_interval
+from pimem.drift.measures import summary_measures
+from pimem.drift.needed import needed_later_facts
+from pimem.drift.records import CompactionRecord, compaction_records
+from pimem.text.facts import BARE_FILE, PATH_TOKEN, extract_facts
 from pimem.text.sections import summarizer_text
 
 __all__ = ["PERTURBATIONS", "EXPECTED", "DEFAULT_MEASURES", "OLD_MEASURES", "PARAPHRASES", "perturbations",
@@ -114,8 +120,6 @@ def _head_lines(text: str, budget: int) -> str:
 
 
 def _name_dump(record: CompactionRecord, budget: int) -> str:
-    from pimem.text.facts import extract_facts
-
     facts = [f for f in extract_facts(record.span) if f.kind in ("path", "identifier", "command", "error")]
     buckets: list[list[str]] = [[] for _ in _SECTIONS]
     for i, f in enumerate(facts):
@@ -253,12 +257,10 @@ def _change_path(m: re.Match[str]) -> str:
 
 
 def _changed_values(text: str) -> str:
-    from pimem.text.facts import _PATH_TOKEN, _BARE_FILE
-
     out = re.sub(r"(?<![\w.])(\d+)\.(\d+)\.(\d+)(?![\w])", lambda m: f"{m.group(1)}.{int(m.group(2)) + 1}.{m.group(3)}",
                  text)
-    out = _PATH_TOKEN.sub(_change_path, out)
-    out = _BARE_FILE.sub(lambda m: _change_path(m) if "/" not in m.group(0) else m.group(0), out)
+    out = PATH_TOKEN.sub(_change_path, out)
+    out = BARE_FILE.sub(lambda m: _change_path(m) if "/" not in m.group(0) else m.group(0), out)
     out = re.sub(r"(?<![\w.#/-])\d{1,3}(?:,\d{3})+(?![\w.])|(?<![\w.#/-])\d+(?![\w./-]|\.\d)", _bump_number, out)
     out = re.sub(r"(?<![\w$])([A-Z][a-z]+)([A-Z][a-z]+)(?![\w$])", r"\2\1", out)
     return out
@@ -359,8 +361,6 @@ class MetaEvaluation:
     def table(self, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
         """Per measure: share of pairs in order, its interval (where supported), n pairs, n compactions,
         n sessions, and the share per pair type."""
-        from pimem.drift.intervals import cluster_interval
-
         pairs = self.pairs
         rows: list[dict[str, Any]] = []
         for m in self.measures:
@@ -397,15 +397,13 @@ def meta_evaluate(
     """Score the rewrites of every real summary of ``records`` (session name → its compaction records).
 
     ``score(record, text, needed=..., span_facts=...)``: the measures of one summary (default
-    :func:`pimem.drift.measures.summary_measures`). The wrong-span rewrite of a compaction is the next
+    :func:`pimem.drift.measures.summary_measures`). ``compaction`` in the results is the compaction's
+    position in its session's list (``compaction_index``: its index on its file's path; a Claude Code
+    session's compactions can come from several files). The wrong-span rewrite of a compaction is the next
     compaction's summary of the same session, else (the last compaction) the first summary of the
     next session; the other-session rewrite is the first summary of the next session (in the order
     of ``records``). At least two sessions are needed for the other-session rewrite.
     """
-    from pimem.drift.measures import summary_measures
-    from pimem.drift.needed import needed_later_facts
-    from pimem.text.facts import extract_facts
-
     scorer = score or summary_measures
     names = [n for n, recs in records.items() if recs]
     rows: list[dict[str, Any]] = []
@@ -421,10 +419,11 @@ def meta_evaluate(
             span_facts = extract_facts(rec.span)
             for rewrite, text in variants.items():
                 if keep_texts:
-                    texts[(name, rec.index, rewrite)] = text
+                    texts[(name, k, rewrite)] = text
                 if text is None:
                     continue
-                row: dict[str, Any] = {"session": name, "compaction": rec.index, "rewrite": rewrite}
+                row: dict[str, Any] = {"session": name, "compaction": k, "compaction_index": rec.index,
+                                       "rewrite": rewrite}
                 row.update(scorer(rec, text, needed=needed, span_facts=span_facts))
                 rows.append(row)
     return MetaEvaluation(frame(rows), tuple(measures), texts)
@@ -441,8 +440,6 @@ def load_recovering(path: str | Any) -> Any:
     import json
     import os
     import random
-
-    from pimem.core.session_manager import Session, load_session, migrate_to_current_version
 
     file = os.fspath(path)
     session = load_session(file)
@@ -476,7 +473,6 @@ def pi_records(pi_dir: str | Any) -> dict[str, list[CompactionRecord]]:
     folder), by file name, loaded with :func:`load_recovering`: 5 compactions in 3 sessions."""
     import os
 
-    from pimem.drift.records import compaction_records
 
     out: dict[str, list[CompactionRecord]] = {}
     for name in PI_REAL_FILES:
@@ -495,9 +491,6 @@ def claude_code_records(shared_dir: str | Any, *, limit: int | None = None) -> d
     import json
     import os
 
-    from pimem.drift.records import compaction_records
-    from pimem.sessions.load import load_session
-
     root = os.path.join(os.fspath(shared_dir), "datasets")
     with open(os.path.join(root, "real-sessions-index.json"), encoding="utf-8") as fh:
         index = json.load(fh)
@@ -509,7 +502,7 @@ def claude_code_records(shared_dir: str | Any, *, limit: int | None = None) -> d
     for n, stored in enumerate(sorted(wanted)):
         if limit is not None and n >= limit:
             break
-        session = load_session(os.path.join(root, stored))
+        session = load_any_session(os.path.join(root, stored))
         found: set[str] = set()
         for leaf in [None] + [e.get("id") for e in session.leaves()]:
             if found >= set(wanted[stored]):

@@ -74,126 +74,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pimem.base.js import utf16_len
+from pimem.base.tables import frame
+from pimem.core.compaction.compaction import estimate_tokens
+from pimem.core.session_manager import build_session_path
+from pimem.drift.needed import FACT_CLASSES, needed_later_facts, weighted_recall
+from pimem.drift.records import compaction_records
+from pimem.drift.similarity import TfidfSpace, jaccard
+from pimem.errors import ConfigurationError
+from pimem.sessions.compactions import CompactionSpan, compaction_spans
+from pimem.sessions.load import session_or_entries
 from pimem.text.facts import (
     FACT_KINDS,
     Fact,
     SummaryIndex,
     extract_facts,
     fact_present,
+    iter_messages,
     summary_facts,
 )
-from pimem.text.sections import COMPACTION_SECTIONS, SummarySections, parse_summary, summarizer_text
-from pimem.drift.similarity import TfidfSpace, jaccard
-from pimem.errors import ConfigurationError
-from pimem.base.tables import frame
+from pimem.text.messages import text_blocks
+from pimem.text.sections import COMPACTION_SECTIONS, SummarySections, parse_summary, section_items, summarizer_text
 
 
 _CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
                      "critical_context")
 
 
-@dataclass
-class CompactionSpan:
-    """One compaction on the path with the messages it summarized."""
-
-    index: int
-    entry: dict
-    messages: list[tuple[str | None, dict]]
-    entry_ids: list[str]
-    previous: dict | None
-    read_files: list[str]
-    modified_files: list[str]
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def summary(self) -> str:
-        return str(self.entry.get("summary", ""))
-
-
-def _session_of(result_or_session: Any) -> Any:
-    """A Session (or list of entries) from a Session, a replay result, or a list."""
-    if hasattr(result_or_session, "session") and not hasattr(result_or_session, "entries"):
-        return result_or_session.session
-    if hasattr(result_or_session, "entries") or isinstance(result_or_session, list):
-        return result_or_session
-    raise TypeError(
-        f"expected a pimem Session, a replay result with .session, or a list of entries; "
-        f"got {type(result_or_session).__name__}"
-    )
-
-
-def compaction_spans(result_or_session: Any, *, leaf_id: str | None = None) -> list[CompactionSpan]:
-    """The compactions on the active path, each with its summarized span (see module docs)."""
-    from pimem.core.compaction.utils import (
-        FileOperations,
-        compute_file_lists,
-        extract_file_ops_from_message,
-    )
-    from pimem.core.session_manager import build_session_path, build_session_projection
-
-    source = _session_of(result_or_session)
-    path = build_session_path(source, leaf_id)
-    spans: list[CompactionSpan] = []
-    for pos, entry in enumerate(path):
-        if entry.get("type") != "compaction":
-            continue
-        notes: list[str] = []
-        projected = build_session_projection(path[:pos]).entries if pos else []
-        prev_index = next(
-            (i for i, pe in enumerate(projected) if pe.source_entry.get("type") == "compaction" and pe.messages),
-            -1,
-        )
-        previous = projected[prev_index].source_entry if prev_index >= 0 else None
-        start = prev_index + 1
-        first_kept = entry.get("firstKeptEntryId")
-        end = next((i for i in range(start, len(projected)) if projected[i].source_entry.get("id") == first_kept), None)
-        if end is None:
-            if first_kept != entry.get("id"):  # its own id: nothing kept (an imported compaction)
-                notes.append(f"firstKeptEntryId {first_kept!r} not found after the previous compaction; "
-                             "span runs to the compaction")
-            end = len(projected)
-        messages: list[tuple[str | None, dict]] = []
-        entry_ids: list[str] = []
-        for pe in projected[start:end]:
-            src = pe.source_entry
-            if src.get("type") == "compaction":
-                continue
-            entry_ids.append(src.get("id"))
-            for m in pe.messages:
-                if m.get("role") != "system":
-                    messages.append((src.get("id"), m))
-        ops = FileOperations()
-        if previous is not None and not previous.get("fromHook") and isinstance(previous.get("details"), dict):
-            details = previous["details"]
-            if isinstance(details.get("readFiles"), list):
-                ops.read.update(details["readFiles"])
-            if isinstance(details.get("modifiedFiles"), list):
-                ops.edited.update(details["modifiedFiles"])
-        for _, m in messages:
-            extract_file_ops_from_message(m, ops)
-        read_files, modified_files = compute_file_lists(ops)
-        spans.append(
-            CompactionSpan(len(spans), entry, messages, entry_ids, previous, list(read_files), list(modified_files), notes)
-        )
-    return spans
-
-
 def _tokens(messages: Iterable[dict]) -> int:
-    from pimem.core.compaction.compaction import estimate_tokens
-
     return sum(estimate_tokens(m) for m in messages)
 
 
 def _summary_tokens(summary: str) -> int:
-    from pimem.core.compaction.compaction import estimate_tokens
-
     return estimate_tokens({"role": "compactionSummary", "summary": summary})
 
 
@@ -227,8 +144,6 @@ def compaction_metrics(
     module docs (chain columns excluded).
     """
     parsed = summary if isinstance(summary, SummarySections) else parse_summary(summary)
-    from pimem.text.facts import iter_messages
-
     pairs = iter_messages(messages)
     span_facts = list(facts) if facts is not None else extract_facts(pairs)
     index = SummaryIndex(parsed.written_text)  # never the file blocks compact() appends
@@ -287,11 +202,9 @@ def compaction_metrics(
 
 
 def _first_user_request(path: Sequence[dict]) -> str:
-    from pimem.text.facts import _text_of
-
     for e in path:
         if e.get("type") == "message" and e["message"].get("role") == "user":
-            text = _text_of(e["message"].get("content"))
+            text = text_blocks(e["message"].get("content"))
             if text.strip():
                 return text
     return ""
@@ -305,16 +218,17 @@ def drift_report(
 ) -> pd.DataFrame:
     """One row per compaction on the active path, with chain metrics (columns in module docs).
 
-    ``result_or_session``: a :class:`pimem.Session`, a replay result (anything with
-    ``.session``), or a list of entries. Long frames are in ``report.attrs``.
+    Args:
+        result_or_session: a :class:`pimem.Session`, a replay result (anything with ``.session``), a
+            session file's path, or a list of entries.
+        leaf_id: the leaf whose path is measured (default: the session's current leaf).
+        include_thinking: count the assistant's thinking among the facts of a span.
+
+    Long frames are in ``report.attrs``.
     """
-    from pimem.core.session_manager import build_session_path
 
-    from pimem.drift.needed import FACT_CLASSES, needed_later_facts, weighted_recall
-    from pimem.drift.records import compaction_records
-    from pimem.text.sections import section_items
 
-    source = _session_of(result_or_session)
+    source = session_or_entries(result_or_session)
     spans = compaction_spans(source, leaf_id=leaf_id)
     records = compaction_records(source, leaf_id=leaf_id, spans=spans)
     path = build_session_path(source, leaf_id)
@@ -439,7 +353,6 @@ def _report_columns() -> list[str]:
     chain = ["n_new_facts", "new_fact_recall", "n_seen", "n_held", "cumulative_loss", "prev_retention", "n_lost",
              "goal_present", "goal_sim_request_jaccard", "goal_sim_request_cosine", "goal_sim_first_jaccard",
              "goal_sim_first_cosine"]
-    from pimem.drift.needed import FACT_CLASSES
 
     needed = ["n_needed", "needed_recall", *(f"needed_recall_{cls}" for cls in FACT_CLASSES), "content_sections"]
     return head + list(compaction_metrics("", [])) + needed + chain

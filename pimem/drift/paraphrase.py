@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pimem.base.tables import frame
+from pimem.drift.labels import matcher_check, precision_recall, rule_matcher
 from pimem.text.facts import Fact
 from pimem.text.normalize import normal_words
 
@@ -50,8 +52,6 @@ def normalized_present(text: str, summary: str, threshold: float = 0.5) -> bool:
 
 def normalized_matcher(fact: Fact, summary: str) -> str:
     """``"present"`` or ``"absent"``: the rule matcher, then (free-text facts) :func:`normalized_present`."""
-    from pimem.drift.labels import rule_matcher
-
     if rule_matcher(fact, summary) == "present":
         return "present"
     if fact.kind in FREE_TEXT_KINDS or fact.source == "label" and fact.kind == "decision":
@@ -63,9 +63,6 @@ def matcher_accuracy(labels: Any, session: Any, matchers: dict[str, Any]) -> Any
     """Precision and recall of "present" for each named matcher on a labelled-facts set
     (:func:`pimem.drift.labels.matcher_check`), over all facts and over the free-text ones: one row per
     matcher and subset, with n, TP, FP, FN, TN."""
-    from pimem.base.tables import frame
-    from pimem.drift.labels import matcher_check, precision_recall
-
     rows = []
     for name, matcher in matchers.items():
         facts = matcher_check(labels, session, matcher, used_later=False).facts

@@ -52,11 +52,14 @@ from typing import Any
 import pandas as pd
 
 from pimem.drift.chat import JudgeError, ask, model_name, require_chat_model
-from pimem.text.facts import Fact, SummaryIndex, fact_present
+from pimem.text.facts import Fact, STOPWORDS, SummaryIndex, fact_present
 from pimem.drift.needed import NeededFact, needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records, message_text
 from pimem.text.sections import summarizer_text
 from pimem.base.tables import frame
+from pimem.core.compaction.utils import serialize_conversation
+from pimem.core.messages import convert_to_llm
+from pimem.drift.measures import Comparison
 
 __all__ = ["PROBE_TYPES", "PROBE_DIMENSIONS", "Probe", "generate_probes", "probe_eval", "probe_report",
            "ANSWER_SYSTEM_PROMPT", "JUDGE_SYSTEM_PROMPT", "QUESTION_SYSTEM_PROMPT", "PROBE_SYSTEM_PROMPT"]
@@ -136,8 +139,6 @@ def _later_text(record: CompactionRecord, entry_id: str | None) -> str:
 
 
 def _topic(fact: Fact, words: int = 6) -> str:
-    from pimem.text.facts import STOPWORDS
-
     picked = [w for w in re.findall(r"[A-Za-z0-9_.$/-]+", fact.surface or fact.value)
               if len(w) > 2 and w.lower() not in STOPWORDS][:words]
     return " ".join(picked) or (fact.surface or fact.value)[:60]
@@ -212,9 +213,6 @@ def _rule_probes(record: CompactionRecord, needed: list[NeededFact], per_type: i
 
 def _model_probes(record: CompactionRecord, needed: list[NeededFact], questioner: Any, n: int,
                   span_chars: int) -> list[Probe]:
-    from pimem.core.compaction.utils import serialize_conversation
-    from pimem.core.messages import convert_to_llm
-
     span = serialize_conversation(convert_to_llm([m for _, m in record.span]))
     if len(span) > span_chars:
         span = span[: span_chars // 2] + "\n[…]\n" + span[-span_chars // 2 :]
@@ -270,9 +268,6 @@ def generate_probes(
 
 
 def _kept_context(record: CompactionRecord, max_tokens: int) -> str:
-    from pimem.core.compaction.utils import serialize_conversation
-    from pimem.core.messages import convert_to_llm
-
     text = serialize_conversation(convert_to_llm([m for _, m in record.kept]))
     limit = max_tokens * 4
     return text if len(text) <= limit else "[…]\n" + text[-limit:]
@@ -299,8 +294,6 @@ def parse_grades(answer: str) -> dict[str, int]:
 def _sources_of(source: Any) -> tuple[dict[str, list[str | None]], dict[str, list[CompactionRecord]], dict[str, Any],
                                       dict[str, str | None]]:
     """(summaries, records, summarizer objects, recorded model names) per source name."""
-    from pimem.drift.measures import Comparison
-
     if isinstance(source, Comparison):
         models = {}
         for name, recs in source.records.items():

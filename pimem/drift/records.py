@@ -4,7 +4,7 @@ A :class:`CompactionRecord` splits the active path around one compaction entry `
 
 ========== ========================================================================================
 ``span``   the messages ``C`` summarized (history and split-turn prefix), as
-           :func:`pimem.drift.metrics.compaction_spans` finds them (Pi's projection before ``C``)
+           :func:`~pimem.sessions.compactions.compaction_spans` finds them (Pi's projection before ``C``)
 ``kept``   the kept tail: the messages after the summary in the context right after ``C`` (entries
            from ``firstKeptEntryId`` up to ``C``). The agent still sees them, so a fact they show
            needs no summary, and nothing copied from them is summary content
@@ -26,8 +26,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pimem.text.sections import summarizer_text
+from pimem.core.compaction.compaction import (
+    CompactionPreparation,
+    CompactionSettings,
+    build_history_prompt,
+    build_turn_prefix_prompt,
+    is_turn_start_parts,
+    previous_file_ops,
+)
+from pimem.core.compaction.utils import add_file_ops, compute_file_lists, format_file_operations
+from pimem.core.llm import SummaryRequest
+from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+from pimem.core.session_manager import (
+    build_session_path,
+    build_session_projection,
+    context_entries_and_types,
+    project_parts,
+    session_entry_to_context_messages,
+)
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
+from pimem.sessions.compactions import compaction_spans
+from pimem.sessions.session import Session
+from pimem.sessions.load import session_or_entries
+from pimem.text.sections import summarizer_text
 
 __all__ = ["CompactionRecord", "PathMessages", "compaction_records", "resummarize", "resummarized_session",
            "Resummarized", "message_text"]
@@ -84,9 +105,8 @@ class CompactionRecord:
                                 self.path, self.later_start)
 
 
-def _messages_of(entry: dict) -> list[dict]:
-    from pimem.core.session_manager import session_entry_to_context_messages
-
+def entry_messages(entry: dict) -> list[dict]:
+    """The non-system context messages ``entry`` contributes (none for a compaction)."""
     if entry.get("type") == "compaction":
         return []
     return [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
@@ -97,21 +117,18 @@ def compaction_records(
 ) -> list[CompactionRecord]:
     """The compactions on the active path, each split into span, kept tail and later trajectory.
 
-    ``spans``: the path's :func:`~pimem.drift.metrics.compaction_spans`, when already computed.
+    ``spans``: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.
     """
-    from pimem.core.session_manager import build_session_path, build_session_projection
-    from pimem.drift.metrics import _session_of, compaction_spans
-
     if horizon not in ("end", "next"):
         raise ConfigurationError(f"horizon must be 'end' or 'next', not {horizon!r}")
-    source = _session_of(result_or_session)
+    source = session_or_entries(result_or_session)
     path = build_session_path(source, leaf_id)
     position = {id(e): i for i, e in enumerate(path)}
     shared = PathMessages([])
     first_message: list[int] = []  # index into shared.messages of each path entry's first message
     for e in path:
         first_message.append(len(shared.messages))
-        shared.messages.extend((e.get("id"), m) for m in _messages_of(e))
+        shared.messages.extend((e.get("id"), m) for m in entry_messages(e))
     records: list[CompactionRecord] = []
     for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):
         pos = position[id(span.entry)]
@@ -210,14 +227,6 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
 
     A first kept id equal to the compaction's own id (an imported compaction that kept nothing)
     summarizes everything after the previous compaction."""
-    from pimem.core.compaction.compaction import (
-        CompactionPreparation,
-        is_turn_start_parts,
-        previous_file_ops,
-    )
-    from pimem.core.compaction.utils import add_file_ops
-    from pimem.core.session_manager import build_session_path, context_entries_and_types, project_parts
-
     path = build_session_path(list(path_before))
     sources, types = context_entries_and_types(path, True)
     types, per_entry, _ = project_parts(sources, types)
@@ -249,9 +258,6 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
 
 
 def _ask(summarizer: Any, kind: str, prompt: str, max_tokens: int | None) -> str:
-    from pimem.core.llm import SummaryRequest
-    from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
-
     request = SummaryRequest(kind=kind, system_prompt=SUMMARIZATION_SYSTEM_PROMPT, prompt=prompt,  # type: ignore[arg-type]
                              max_tokens=max_tokens, model=str(getattr(summarizer, "model", "") or ""))
     response = summarizer.complete(request)
@@ -277,17 +283,8 @@ def resummarize(
     tool call, exception) leaves ``None`` and its message in ``errors``; the chain goes on from the
     last summary that succeeded.
     """
-    from pimem.core.compaction.compaction import (
-        CompactionSettings,
-        build_history_prompt,
-        build_turn_prefix_prompt,
-    )
-    from pimem.core.compaction.utils import compute_file_lists, format_file_operations
-    from pimem.core.session_manager import build_session_path
-    from pimem.drift.metrics import _session_of
-
     settings = settings or CompactionSettings()
-    source = _session_of(session)
+    source = session_or_entries(session)
     path = build_session_path(source, leaf_id)
     compactions = [i for i, e in enumerate(path) if e.get("type") == "compaction"]
     if isinstance(max_tokens, Sequence) and not isinstance(max_tokens, str):
@@ -346,10 +343,7 @@ def resummarized_session(session: Any, summarizer: Any, **kwargs: Any) -> Any:
     to keep another model's summaries as a recording that :func:`pimem.drift.compare_sources` reads
     as one more source. Raises when any compaction could not be summarized.
     """
-    from pimem.core.session_manager import Session
-    from pimem.drift.metrics import _session_of
-
-    source = _session_of(session)
+    source = session_or_entries(session)
     result = resummarize(source, summarizer, **kwargs)
     failed = [f"compaction {i}: {e}" for i, e in enumerate(result.errors) if e]
     if failed:

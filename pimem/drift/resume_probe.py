@@ -1,6 +1,6 @@
 """The resume probe: given the replayed context, would a model do what the recorded agent did next?
 
-A replay is open-loop (:mod:`pimem.drift.orphans`): after a replayed compaction the recorded turns
+A replay is open-loop (:mod:`pimem.replays.orphans`): after a replayed compaction the recorded turns
 go on as recorded. The probe checks that assumption with a real chat model. At each replayed
 compaction it takes the context the next recorded response was requested with *in the replay*
 (the summary, the kept tail and any message since, converted as Pi sends them) and the session's
@@ -40,6 +40,12 @@ import pandas as pd
 
 from pimem.errors import ConfigurationError, PimemWarning
 from pimem.base.tables import frame
+from pimem.core.messages import convert_to_llm
+from pimem.core.pi_ai import get_current_system_message
+from pimem.core.session_manager import build_session_projection
+from pimem.summarizers.options import DEFAULT_MODEL
+from pimem.summarizers.chat_format import chat_messages
+from pimem.text.facts import fold, normalize_path
 
 __all__ = ["resume_probe", "main_argument", "PROBE_COLUMNS"]
 
@@ -54,8 +60,6 @@ _DEFAULT_SYSTEM = ("You are an expert coding assistant working in {cwd}. You hel
 
 def main_argument(name: str | None, arguments: Any) -> str | None:
     """The argument that says what a tool call is about, normalized (module docs)."""
-    from pimem.text.facts import fold, normalize_path
-
     if not isinstance(arguments, dict):
         return None
     key = _MAIN_ARGUMENT.get(name or "")
@@ -76,54 +80,6 @@ def _first_action(message: dict) -> tuple[str | None, str | None]:
         if isinstance(block, dict) and block.get("type") == "toolCall":
             return block.get("name"), main_argument(block.get("name"), block.get("arguments"))
     return None, None
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text":
-            parts.append(str(block.get("text") or ""))
-        elif block.get("type") == "image":
-            parts.append("[image]")
-    return "\n".join(p for p in parts if p)
-
-
-def chat_messages(messages: list[dict], system_text: str) -> list[dict]:
-    """Pi's LLM messages as OpenAI chat messages (tool calls and results paired by id)."""
-    out: list[dict] = [{"role": "system", "content": system_text}]
-    open_calls: set[str] = set()
-    for m in messages:
-        role = m.get("role")
-        if role == "user":
-            out.append({"role": "user", "content": _text(m.get("content")) or "(empty)"})
-        elif role == "assistant":
-            calls = []
-            for block in m.get("content") or []:
-                if isinstance(block, dict) and block.get("type") == "toolCall":
-                    call_id = str(block.get("id"))
-                    calls.append({"id": call_id, "type": "function",
-                                  "function": {"name": block.get("name"),
-                                               "arguments": json.dumps(block.get("arguments") or {})}})
-                    open_calls.add(call_id)
-            message: dict[str, Any] = {"role": "assistant", "content": _text(m.get("content")) or None}
-            if calls:
-                message["tool_calls"] = calls
-            elif message["content"] is None:
-                continue  # nothing the model could read (an aborted or empty response)
-            out.append(message)
-        elif role == "toolResult":
-            call_id = str(m.get("toolCallId"))
-            text = _text(m.get("content")) or "(no output)"
-            if call_id in open_calls:
-                out.append({"role": "tool", "tool_call_id": call_id, "content": text})
-                open_calls.discard(call_id)
-            else:  # its call was summarized away: shown as text
-                out.append({"role": "user", "content": f"[result of {m.get('toolName')}]\n{text}"})
-    return out
 
 
 def _declared_tools(system: dict | None, path: list[dict]) -> list[dict]:
@@ -163,7 +119,6 @@ def _model_from_env() -> tuple[str | None, str | None, str | None]:
     key = os.environ.get("PIMEM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
     if not (base_url or os.environ.get("OPENAI_API_KEY")):
         return None, None, None
-    from pimem.summarizers import DEFAULT_MODEL
 
     return os.environ.get("PIMEM_MODEL") or DEFAULT_MODEL, base_url, key
 
@@ -180,9 +135,6 @@ def resume_probe(result: Any, *, model: str | None = None, base_url: str | None 
     """
     import openai
 
-    from pimem.core.messages import convert_to_llm
-    from pimem.core.pi_ai import get_current_system_message
-    from pimem.core.session_manager import build_session_projection
 
     if not (hasattr(result, "session") and hasattr(result, "compactions")):
         raise ConfigurationError("resume_probe needs a replay result (pimem.replay(...))")

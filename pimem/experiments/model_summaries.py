@@ -24,7 +24,15 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from pimem.base.bundled import bundled_dir
+from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.replays.engine import replay
+from pimem.sessions.samples import sample_dir
+from pimem.summarizers import local_server as localmodel
+from pimem.summarizers.cached import CachedSummarizer
+from pimem.summarizers.local_server import ModelError
+from pimem.summarizers.recorded import RecordedSummarizer
 
 __all__ = ["PLAN", "dataset_dir", "load_manifest", "replays_frame", "requests_frame", "recorded_summarizer",
            "replay_file", "request_digest", "record"]
@@ -42,8 +50,6 @@ TOKEN_SOURCE: Literal["estimate"] = "estimate"  # exactly Pi's own estimate on t
 
 def dataset_dir() -> Path:
     """``datasets/model-summaries`` of a source checkout, or ``pimem/data/model-summaries`` of a wheel."""
-    from pimem.base.bundled import bundled_dir
-
     return bundled_dir("model-summaries", "manifest.json")
 
 
@@ -96,8 +102,6 @@ def requests_frame(directory: str | os.PathLike[str] | None = None) -> pd.DataFr
 
 def recorded_summarizer(file: str, directory: str | os.PathLike[str] | None = None) -> Any:
     """A :class:`~pimem.summarizers.RecordedSummarizer` on one replay, carrying the dataset's provenance."""
-    from pimem.summarizers.recorded import RecordedSummarizer
-
     root = Path(directory or dataset_dir())
     manifest = load_manifest(root)
     entry = next((r for r in manifest["replays"] if r["file"] == file), None)
@@ -121,8 +125,6 @@ class _RequestLog:
         self.rows: list[dict[str, Any]] = []
 
     def complete(self, request: SummaryRequest) -> SummaryResponse:
-        from pimem.summarizers.local_server import ModelError
-
         response = self.inner.complete(request)
         if response.stop_reason == "error" and response.usage is None:
             # no answer from the model at all (server gone, timeout): never part of a recording
@@ -153,11 +155,6 @@ def record(out: str | os.PathLike[str] | None = None, plan: list[tuple[str, int,
     (:class:`~pimem.summarizers.local_server.ModelError`); the manifest is rewritten after every replay, so a partial
     recording is usable.
     """
-    from pimem.summarizers import local_server as localmodel
-    from pimem.replays.engine import replay
-    from pimem.core.compaction.compaction import CompactionSettings
-    from pimem.sessions.samples import sample_dir
-    from pimem.summarizers.cached import CachedSummarizer
     from pimem.summarizers.local import LocalModelSummarizer
 
     root = Path(out or dataset_dir())

@@ -31,6 +31,14 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from pimem.core.session_manager import build_session_projection
+from pimem.drift.metrics import drift_report, headline
+from pimem.drift.needed import Trajectory, fact_class
+from pimem.drift.records import entry_messages, message_text
+from pimem.errors import PimemWarning, UnknownPriceError
+from pimem.replays.cost import replay_cost
+from pimem.text.facts import SummaryIndex, extract_facts, fact_present
+
 __all__ = ["run_measures", "masked_needed_facts", "MEASURE_COLUMNS"]
 
 MEASURE_COLUMNS = ["needed_recall", "n_needed", "fact_recall", "retention_after_1", "compression_ratio",
@@ -39,11 +47,6 @@ MEASURE_COLUMNS = ["needed_recall", "n_needed", "fact_recall", "retention_after_
 
 def masked_needed_facts(result: Any) -> pd.DataFrame:
     """One row per needed-later fact that the replay's context edits removed (see module docs)."""
-    from pimem.core.session_manager import build_session_projection
-    from pimem.text.facts import SummaryIndex, extract_facts, fact_present
-    from pimem.drift.needed import Trajectory, fact_class
-    from pimem.drift.records import _messages_of, message_text
-
     columns = ["edit_id", "target_id", "kind", "value", "cls", "used_by", "how"]
     made = set(getattr(result, "context_edit_ids", ()) or ())
     if not made:
@@ -54,7 +57,7 @@ def masked_needed_facts(result: Any) -> pd.DataFrame:
     first: list[int] = []
     for e in path:
         first.append(len(messages))
-        messages.extend((e.get("id"), m) for m in _messages_of(e))
+        messages.extend((e.get("id"), m) for m in entry_messages(e))
     trajectory = Trajectory(messages)
     rows: list[dict] = []
     i = 0
@@ -107,8 +110,6 @@ def run_measures(
     """Drift and cost measures of one replay, flat (the columns in the module docs)."""
     out: dict[str, Any] = {}
     if drift:
-        from pimem.drift.metrics import drift_report, headline
-
         report = drift_report(result)
         h = headline(report)
         recalls = report["needed_recall"] if len(report) and "needed_recall" in report else pd.Series(dtype=float)
@@ -126,9 +127,6 @@ def run_measures(
             "context_needed_recall": weighted / total if total else math.nan,
         })
     if cost:
-        from pimem.replays.cost import replay_cost
-        from pimem.errors import PimemWarning, UnknownPriceError
-
         try:
             out.update(replay_cost(result, model=cost_model, summarizer_model=summarizer_model, prices=prices,
                                    cache_ttl_s=cache_ttl_s))

@@ -22,7 +22,7 @@ temperature > 0 behind the cache gives ``n`` distinct cached answers per request
 
 Strategies and summarizers are grid axes too: ``{"strategy": ["pi-0.87.1", "masking:keep_turns=5",
 "hybrid"], "summarizer": ["extractive", "fact-dump"], ...}`` (names or spec strings of
-:func:`pimem.replays.strategies.get_strategy` and :func:`pimem.summarizers.summarizer_named`, or objects).
+:func:`pimem.replays.strategies.get_strategy` and :func:`pimem.summarizers.get_summarizer`, or objects).
 A ``summarizer`` axis replaces the sweep's ``summarizer`` argument for its runs.
 
 Every run row carries the replay's :meth:`~pimem.replays.engine.ReplayResult.summary`, its drift
@@ -50,7 +50,17 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 import pandas as pd
 
+from pimem.base.files import atomic_open, open_regular
+from pimem.base.js import js_stringify
+from pimem.core.compaction.compaction import CompactionSettings
 from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
+from pimem.experiments.run_measures import run_measures
+from pimem.replays.cost import as_price
+from pimem.replays.engine import replay
+from pimem.replays.strategies.base import get_strategy
+from pimem.sessions.load import load_session
+from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
+from pimem.summarizers.cached import CachedSummarizer
 
 __all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
 
@@ -78,12 +88,8 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
         if unknown:
             raise ConfigurationError(f"unknown sweep setting {unknown[0]!r}; known: {', '.join(SETTING_KEYS)}")
         if s.get("strategy") is not None:
-            from pimem.replays.strategies.base import get_strategy
-
             get_strategy(s["strategy"])  # an unknown name or parameter fails before any run
         if isinstance(s.get("summarizer"), str):
-            from pimem.summarizers import SUMMARIZER_NAMES
-
             if s["summarizer"] not in SUMMARIZER_NAMES:
                 raise ConfigurationError(f"unknown summarizer {s['summarizer']!r} in the grid; "
                                          f"known: {', '.join(SUMMARIZER_NAMES)}")
@@ -109,7 +115,6 @@ def _entry_bytes(entry: Any) -> bytes:
     try:
         return orjson.dumps(entry)
     except TypeError:  # orjson.JSONEncodeError
-        from pimem.base.js import js_stringify
 
         return js_stringify(entry).encode("utf-8")
 
@@ -117,8 +122,6 @@ def _entry_bytes(entry: Any) -> bytes:
 def _session_key(ref: Any) -> tuple[str, str, int]:
     """(label, content hash, size in bytes) of a session given as a path or a ``Session``."""
     if isinstance(ref, (str, os.PathLike)):
-        from pimem.base.files import open_regular
-
         digest = hashlib.sha256()
         size = 0
         with open_regular(ref, buffering=0) as f:  # never a FIFO or a device; read in blocks
@@ -135,8 +138,6 @@ def _hashable(setting: Mapping[str, Any]) -> dict[str, Any]:
     """The setting with strategy and summarizer objects replaced by their identities."""
     out = dict(setting)
     if "strategy" in out and not isinstance(out["strategy"], str) and out["strategy"] is not None:
-        from pimem.replays.strategies.base import get_strategy
-
         out["strategy"] = get_strategy(out["strategy"]).identity()
     if "summarizer" in out and not isinstance(out["summarizer"], str) and out["summarizer"] is not None:
         out["summarizer"] = _summarizer_identity(out["summarizer"])
@@ -189,8 +190,6 @@ def _load_ref(ref: Any, key: str) -> Any:
         return ref
     hit = _LOADED.get(key)
     if hit is None:
-        from pimem.sessions.load import load_session
-
         if len(_LOADED) > 16:
             _LOADED.clear()
         hit = load_session(ref)
@@ -206,13 +205,10 @@ _CACHED: dict[tuple[int, str, bytes], tuple[Any, tuple[int, int] | None]] = {}
 def _make_summarizer(summarizer: Any, cache: Any) -> tuple[Any, _CallCounter]:
     """The summarizer a run uses (behind the cache when given) and its miss counter (reset)."""
     if summarizer is None:
-        from pimem.summarizers.extractive import ExtractiveSummarizer
-
-        summarizer = ExtractiveSummarizer()
+        summarizer = default_summarizer()
     if cache is None:
         counter = _CallCounter(summarizer)
         return counter, counter
-    from pimem.summarizers.cached import CachedSummarizer
 
     if isinstance(cache, CachedSummarizer):  # pragma: no cover - a ready cache object is used as is
         return cache, _CallCounter(summarizer)
@@ -263,9 +259,6 @@ def _file_id(path: Any) -> tuple[int, int] | None:
 
 def _run_one(task: dict[str, Any]) -> dict[str, Any]:
     """Replay one session under one setting; never raises (errors go in the ``error`` column)."""
-    from pimem.replays.engine import replay
-    from pimem.core.compaction.compaction import CompactionSettings
-
     setting = task["setting"]
     row: dict[str, Any] = {"run_hash": task["run_hash"], "session": task["label"],
                            "session_hash": task["session_hash"], "setting_index": task["setting_index"],
@@ -281,9 +274,7 @@ def _run_one(task: dict[str, Any]) -> dict[str, Any]:
         if setting.get("summarizer") is not None:
             base = setting["summarizer"]
             if isinstance(base, str):
-                from pimem.summarizers import summarizer_named
-
-                base = summarizer_named(base, session)
+                base = get_summarizer(base, session)
         summarizer, counter = _make_summarizer(base, task["cache"])
         defaults = CompactionSettings()
         settings = CompactionSettings(**{k: setting.get(k, getattr(defaults, k)) for k in _COMPACTION_KEYS})
@@ -298,8 +289,6 @@ def _run_one(task: dict[str, Any]) -> dict[str, Any]:
         summary.pop("triggers", None)
         row.update(summary)
         if task.get("measures"):
-            from pimem.experiments.run_measures import run_measures
-
             row.update(run_measures(result, **task["measures"]))
         row["error"] = None
     except Exception as exc:  # noqa: BLE001 - one failing run must not stop the sweep
@@ -362,8 +351,6 @@ def log_path_for(results_path: str | os.PathLike) -> Path:
 
 def _write_parquet(df: pd.DataFrame, path: Path) -> None:
     """Write the table atomically (temp file in the same folder, then rename)."""
-    from pimem.base.files import atomic_open
-
     table = df.copy()
     for column in table.columns:  # free-form values (lists, dicts) travel as JSON text
         if table[column].dtype == object and table[column].map(lambda v: isinstance(v, (list, dict))).any():
@@ -412,23 +399,30 @@ def sweep(
 ) -> pd.DataFrame:
     """Replay every session under every setting of ``grid``; one row per run.
 
-    ``sessions``: paths or ``Session`` objects. ``grid``: a dict of lists (cartesian product)
-    or a list of setting dicts with keys from :data:`SETTING_KEYS`. ``cache``: a SQLite file
-    shared by all runs for summaries. ``results_path``: a JSONL file that makes the sweep
-    resumable, or a ``.parquet`` file for the final table (its log beside it; see module
-    docs). ``client``: a ``dask.distributed.Client`` to run on. A session path that cannot be read
-    (permissions, a FIFO, a device) is left out with a ``SkippedFileWarning`` naming it; a file that
-    reads but does not load gives its runs an ``error``. ``measures``: add drift and cost columns
-    (``prices``, ``cost_model``, ``cache_ttl_s`` as in :func:`pimem.replays.cost.replay_cost`).
+    Args:
+        sessions: paths or ``Session`` objects. A path that cannot be read (permissions, a FIFO, a
+            device) is left out with a ``SkippedFileWarning``; a file that reads but does not load gives
+            its runs an ``error``.
+        grid: a dict of lists (cartesian product) or a list of setting dicts with keys from
+            :data:`SETTING_KEYS`.
+        summarizer: the summarizer of every run that names none (default the offline one).
+        workers: processes to run in (default ``os.cpu_count()``; 1 runs in this process).
+        cache: a SQLite file shared by all runs for summaries.
+        progress: show a progress bar.
+        results_path: a JSONL file that makes the sweep resumable, or a ``.parquet`` file for the final
+            table (its log beside it; see module docs).
+        client: a ``dask.distributed.Client`` to run on.
+        measures: add drift and cost columns.
+        prices: model prices for the cost columns (as in :func:`pimem.replays.cost.replay_cost`).
+        cost_model: the model whose price the cost columns use.
+        cache_ttl_s: how long a provider keeps a prompt cache, for the cost columns.
     """
     settings = expand_grid(grid)
     refs = list(sessions)
     ident = _summarizer_identity(summarizer)
     measure_options: dict[str, Any] | None = None
     if measures:
-        from pimem.replays.cost import _as_price
-
-        measure_options = {"prices": {k: _as_price(v) for k, v in (prices or {}).items()} or None,
+        measure_options = {"prices": {k: as_price(v) for k, v in (prices or {}).items()} or None,
                            "cost_model": cost_model, "cache_ttl_s": cache_ttl_s, "drift": measures != "cost"}
         if prices or cost_model or cache_ttl_s != 300.0 or measures == "cost":
             ident = {"summarizer": ident, "measures": measure_options}

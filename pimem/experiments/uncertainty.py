@@ -42,6 +42,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pimem.drift.intervals import interval_supported
 from pimem.errors import ConfigurationError, PimemWarning
 
 __all__ = ["token_source_bands", "bootstrap_ci", "paired_difference", "sweep_summary", "setting_columns",
@@ -136,8 +137,6 @@ def _resampled_means(matrix: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
 
 def _coverage_ok(n_sessions: int, confidence: float, check: bool) -> tuple[bool, float]:
     """(whether an interval over ``n_sessions`` is shown, its simulated coverage)."""
-    from pimem.drift.intervals import interval_supported
-
     if n_sessions < 2:
         return False, 0.0
     supported, coverage = interval_supported(n_sessions, confidence)

@@ -32,7 +32,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
-from pimem.base.js import UNDEFINED, iso_now, js_truthy, loads_line
+from pimem.base.js import UNDEFINED, iso_now, js_string, js_truthy, loads_line
 from pimem.core.compaction.compaction import CompactionSettings, calculate_context_tokens
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import SummarizationError
@@ -232,7 +232,7 @@ def summarization_messages(prep: Preparation, custom_instructions: str | None = 
     ``timestamp`` stands for ``Date.now()`` in the two messages Pi makes up."""
     messages = list(prep.messages_to_summarize)
     if prep.previous_compaction_index >= 0:
-        summary = "undefined" if prep.previous_summary is UNDEFINED else prep.previous_summary
+        summary = js_string(prep.previous_summary)  # a template literal: null → "null", undefined → "undefined"
         messages.insert(0, {"role": "user", "content": f"Previous session summary:\n{summary}", "timestamp": timestamp})
     prompt = SUMMARIZATION_PROMPT
     if js_truthy(custom_instructions):
@@ -286,7 +286,7 @@ def compact(
 
 def create_summary_message(summary: Any, timestamp: float = 0) -> dict:
     """``createSummaryMessage``: the user message standing for the compacted history."""
-    text = "undefined" if summary is UNDEFINED else summary
+    text = summary if summary.__class__ is str else js_string(summary)  # JS +: null → "null", 5 → "5"
     return {"role": "user", "content": SUMMARY_PREFIX + text + SUMMARY_SUFFIX, "timestamp": timestamp}
 
 

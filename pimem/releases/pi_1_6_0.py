@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from pimem.base.js import UNDEFINED, js_slice, js_truthy, utf16_len
+from pimem.base.js import UNDEFINED, js_slice, js_string, js_truthy, utf16_len
 from pimem.core.compaction import branch_summarization as _branch
 from pimem.core.compaction import compaction as _compaction
 from pimem.core.compaction.branch_summarization import BranchPreparation, BranchSummaryResult
@@ -157,8 +157,10 @@ def add_nested_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> N
         calls = nested.get("calls") if isinstance(nested, dict) else None
         if calls is None or isinstance(calls, str):
             continue
-        if not isinstance(calls, list):
-            raise JavaScriptTypeError("message.nestedCalls?.calls is not iterable")
+        if not isinstance(calls, list):  # V8's words: "number 5 is not iterable (...)", "object is not ..."
+            what = "object" if isinstance(calls, dict) else (
+                f"boolean {js_string(calls)}" if isinstance(calls, bool) else f"number {js_string(calls)}")
+            raise JavaScriptTypeError(f"{what} is not iterable (cannot read property Symbol(Symbol.iterator))")
         for call in calls:
             if call is None:
                 raise JavaScriptTypeError("Cannot read properties of null (reading 'name')")
@@ -227,7 +229,7 @@ def build_turn_prefix_prompt(
 def _request(kind: str, prompt: str, reasoning: str | None, model: ModelInfo, session_id: str | None,
              system_prompt: str = SUMMARIZATION_SYSTEM_PROMPT) -> SummaryRequest:
     """0.87.1's summary request without ``maxTokens`` (1.6.0 no longer sets it)."""
-    return _compaction._request(kind, prompt, None, reasoning, model, session_id, system_prompt)
+    return _compaction.summary_request(kind, prompt, None, reasoning, model, session_id, system_prompt)
 
 
 def compact(
@@ -247,7 +249,7 @@ def compact(
     def history() -> tuple[str, dict | None]:
         prompt = build_history_prompt(p.messages_to_summarize, custom_instructions, p.previous_summary, prompts)
         request = _request("history", prompt, reasoning, model, session_id, prompts.system)
-        return _compaction._complete_checked(summarizer, request, "Summarization")
+        return _compaction.complete_checked(summarizer, request, "Summarization")
 
     if p.is_split_turn and p.turn_prefix_messages:
         history_text = p.previous_summary if p.previous_summary is not None else "No prior history."
@@ -255,7 +257,7 @@ def compact(
         if p.messages_to_summarize:
             history_text, history_usage = history()
         prefix_prompt = build_turn_prefix_prompt(p.turn_prefix_messages, custom_instructions, prompts)
-        prefix_text, prefix_usage = _compaction._complete_checked(
+        prefix_text, prefix_usage = _compaction.complete_checked(
             summarizer, _request("turn_prefix", prefix_prompt, reasoning, model, session_id, prompts.system),
             "Turn prefix summarization",
         )
@@ -288,7 +290,7 @@ def _message_from_entry(entry: dict, edit: dict | None) -> dict | None:
             return None
         messages = project_context_entry(entry, edit)
         return messages[0] if messages else None
-    return _branch._message_from_entry(entry)
+    return _branch.get_message_from_entry(entry)
 
 
 def prepare_branch_entries(entries: Sequence[dict], token_budget: float = 0) -> BranchPreparation:

@@ -195,11 +195,16 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return s[i] + (s[j] - s[i]) * (pos - i)
 
 
+# No request holds a quadrillion tokens: a recorded usage beyond it (1e308 in a damaged file) is no
+# evidence about the context, and its square would overflow the fit.
+_MAX_TOKENS = 1e15
+
+
 def fit_calibration(estimates: Sequence[float], recorded: Sequence[float]) -> Calibration:
     """Fit ``recorded ≈ overhead + slope · estimate`` over the recording's requests (module docs)."""
     pairs = [(float(x), float(y)) for x, y in zip(estimates, recorded)
              if isinstance(x, (int, float)) and isinstance(y, (int, float))
-             and math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0]
+             and math.isfinite(x) and math.isfinite(y) and 0 < x < _MAX_TOKENS and 0 < y < _MAX_TOKENS]
     if len(pairs) < MIN_POINTS:
         return Calibration(points=len(pairs))
     xs = [p[0] for p in pairs]

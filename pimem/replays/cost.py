@@ -34,6 +34,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from pimem.core.session_manager import build_session_projection
 from pimem.errors import ConfigurationError, UnknownPriceError
 
 __all__ = ["Price", "PRICES", "price_for", "replay_cost", "recorded_cost", "COST_COLUMNS"]
@@ -76,7 +77,8 @@ COST_COLUMNS = [
 _DATE = re.compile(r"-(20\d{6}|\d{4}-\d{2}-\d{2}|latest)$")
 
 
-def _as_price(value: Any) -> Price:
+def as_price(value: Any) -> Price:
+    """A :class:`Price` from a ``Price`` or a mapping of its four fields."""
     if isinstance(value, Price):
         return value
     if isinstance(value, Mapping):
@@ -96,7 +98,7 @@ def _as_price(value: Any) -> Price:
 def price_for(model: str, prices: Mapping[str, Any] | None = None) -> Price:
     """The price of ``model`` (``prices`` first, then :data:`PRICES`); see the module docs."""
     table = dict(PRICES)
-    table.update({k: _as_price(v) for k, v in (prices or {}).items()})
+    table.update({k: as_price(v) for k, v in (prices or {}).items()})
     name = str(model or "").strip()
     candidates = [name, name.rsplit("/", 1)[-1]]
     candidates += [_DATE.sub("", c) for c in candidates]
@@ -108,8 +110,6 @@ def price_for(model: str, prices: Mapping[str, Any] | None = None) -> Price:
 
 
 def _session_model(result: Any) -> str:
-    from pimem.core.session_manager import build_session_projection
-
     model = build_session_projection(result.session).model or {}
     return str(model.get("modelId") or "")
 

@@ -21,8 +21,9 @@ from pimem.core.agent_session import CompactFailedEvent, run_compaction
 from pimem.core.compaction.compaction import CompactionSettings, TokenCache
 from pimem.core.context_tracker import ContextTracker
 from pimem.core.pi_ai import is_context_overflow
-from pimem.core.session_manager import Session
-from pimem.errors import ConfigurationError, ReplayWarning, SummarizationError
+from pimem.core.session_manager import Session, require_message_objects
+from pimem.sessions import session as sessions
+from pimem.errors import ConfigurationError, JavaScriptTypeError, ReplayWarning, SummarizationError
 from pimem.replays.config import TRIGGERS, ReplayConfig, Trigger, load_recording, resolve_model
 from pimem.replays.navigate import navigate
 from pimem.replays.recording import (
@@ -38,7 +39,7 @@ from pimem.replays.settings import check_room, check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
 from pimem.replays.tokens import make_token_source
-from pimem.summarizers.extractive import ExtractiveSummarizer
+from pimem.summarizers.registry import default_summarizer
 
 if TYPE_CHECKING:
     from pimem.core.agent_session import CompactionReason
@@ -65,22 +66,32 @@ def replay(
     sample: int = 0,
     strategy: Any = None,
 ) -> ReplayResult:
-    """Replay the recorded path of ``session`` (a ``Session`` or a path) into a new session.
+    """Replay the recorded path of ``session`` into a new session, compacting where Pi 0.87.1's agent
+    loop would have (``docs/replay.md``).
 
-    Compacts where Pi 0.87.1's agent loop would have under ``settings`` (a
-    ``CompactionSettings``) and the model's context window (``model`` a ``ModelInfo``, default
-    from the session's model via the table in ``pimem.core.settings_manager``; ``context_window``
-    overrides). ``triggers``: ``"threshold"`` (Pi's automatic checks), ``"recorded"`` (compact
-    where the recording did, reason ``manual``), ``"none"`` (measure only). ``token_source``:
-    ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"`` (``docs/replay.md``). The
-    default summarizer is the offline ``ExtractiveSummarizer``. A failing summarizer records a
-    ``compact_failed`` event and the replay continues, unless ``stop_on_error``. ``sample``
-    numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
-    temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws. Settings that
-    leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
-    (:func:`check_settings`). ``strategy``: the compaction strategy (a name such as
-    ``"masking:keep_turns=5"`` or a :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi
-    0.87.1, see :mod:`pimem.replays.strategies.base`).
+    Args:
+        session: a ``Session``, a replay result or a session file's path.
+        settings: the ``CompactionSettings`` to replay under (default Pi's).
+        model: a ``ModelInfo``; default from the session's model via the table in
+            ``pimem.core.settings_manager``.
+        context_window: overrides the model's context window.
+        summarizer: writes the summaries (default the offline ``ExtractiveSummarizer``).
+        leaf_id: the leaf whose path is replayed (default the session's current leaf).
+        token_source: ``"calibrated"``, ``"estimate"``, ``"chars"`` or ``"tiktoken"``.
+        triggers: ``"threshold"`` (Pi's automatic checks), ``"recorded"`` (compact where the recording
+            did, reason ``manual``) or ``"none"`` (measure only).
+        hooks: Pi's ``before_compact`` / ``compact_failed`` hooks (``pimem.core.agent_session.Hooks``).
+        seed: seeds the new session's ids, so that the same inputs give the same file byte for byte.
+        progress: show a progress bar.
+        stop_on_error: raise on a failing summarizer instead of recording a ``compact_failed`` event
+            and going on.
+        sample: numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
+            temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws.
+        strategy: the compaction strategy (a name such as ``"masking:keep_turns=5"`` or a
+            :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi 0.87.1).
+
+    Settings that leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
+    (:func:`check_settings`).
     """
     original = load_recording(session)
     if settings is None:
@@ -88,7 +99,7 @@ def replay(
     elif isinstance(settings, dict):
         settings = CompactionSettings(**settings)
     if summarizer is None:
-        summarizer = ExtractiveSummarizer()
+        summarizer = default_summarizer()
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
         raise ConfigurationError(f"sample must be a non-negative integer, not {sample!r}")
     if sample:
@@ -124,6 +135,7 @@ class Replayer:
         # identity are shared (the replayed entries hold the recorded message objects).
         est_cache = TokenCache()
         self.tokens = make_token_source(config.token_source)
+        require_message_objects(self.path)  # a clear error, before any walk reads a message
         self.tokens.start(self.path, est_cache)
         self.rec = RecordedPath(cache=est_cache)
         self.rep = ContextTracker(cache=est_cache, counter=self.tokens.counter())
@@ -151,6 +163,12 @@ class Replayer:
     def model_info(self) -> Any:
         key = None if self.model_arg is not None else (
             (self.rep.projection.model or {}).get("provider"), (self.rep.projection.model or {}).get("modelId"))
+        try:
+            hash(key)
+        except TypeError:  # a provider or model id that is a list or an object (a damaged file)
+            from pimem.base.js import js_stringify
+
+            key = js_stringify(list(key))
         info = self._models.get(key)
         if info is None:
             info = resolve_model(self.model_arg, self.window_arg, self.rep.projection.model)
@@ -368,7 +386,16 @@ class Replayer:
                       threshold=info.context_window - self.settings.reserve_tokens)
         # The tracker holds the replayed branch: its preparation and system message spare
         # run_compaction two walks of the branch.
-        preparation = self.strategy.prepare(self.rep, self.settings)
+        try:
+            preparation = self.strategy.prepare(self.rep, self.settings)
+        except JavaScriptTypeError as exc:
+            if reason == "manual" or self.config.stop_on_error:
+                raise
+            # Pi's _runAutoCompaction prepares inside its try: the error is caught before the
+            # compaction starts (no event, no message) and the agent goes on.
+            self._row(kind="compact_failed", check=check, reason=reason, error=str(exc), fired=False,
+                      will_retry=will_retry, note="failed", leaf_id=self.new.leaf_id, **window, **extra)
+            return False
         if reason != "manual" and preparation is None:
             # Pi's automatic compaction returns at once when prepareCompaction finds nothing
             # (no hook, no event).
@@ -574,7 +601,7 @@ def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
     # bytes: the same seed as the str for every valid id, and no failure on a lone surrogate
     rng = random.Random(f"pimem-replay:{seed}:{header.get('id')}".encode("utf-8", "surrogatepass"))
     # session_id=None: Pi's UUIDv7 for the header timestamp, random bits from the seeded rng
-    new = Session.new(header.get("cwd", ""), session_id=None, timestamp=header.get("timestamp"), rng=rng)
+    new = sessions.Session.new(header.get("cwd", ""), session_id=None, timestamp=header.get("timestamp"), rng=rng)
     return new, rng
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from pimem.core.agent_session import run_tree_navigation
 from pimem.core.session_manager import build_session_projection
 from pimem.replays.config import load_recording, resolve_model, with_window
-from pimem.summarizers.extractive import ExtractiveSummarizer
+from pimem.summarizers.registry import default_summarizer
 
 __all__ = ["navigate"]
 
@@ -63,7 +63,7 @@ def navigate(
     if old_leaf_id is not None:
         copied.leaf_id = old_leaf_id
     if summarizer is None and summarize:
-        summarizer = ExtractiveSummarizer()
+        summarizer = default_summarizer()
     if model is None:
         ctx_model = build_session_projection(copied).model
         model = resolve_model(None, context_window, ctx_model)

@@ -18,6 +18,7 @@ from pimem.core.messages import convert_to_llm
 from pimem.core.session_manager import build_session_projection
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source
+from pimem.replays.orphans import orphan_rate, orphan_references
 
 __all__ = ["ReplayResult", "EVENT_COLUMNS", "CALL_COLUMNS"]
 
@@ -56,25 +57,21 @@ class ReplayResult:
 
     def orphan_references(self) -> pd.DataFrame:
         """Per replayed compaction, the recorded agent's later uses of summarized facts that the
-        replayed context did not hold (:func:`pimem.drift.orphans.orphan_references`; computed once)."""
+        replayed context did not hold (:func:`pimem.replays.orphans.orphan_references`; computed once)."""
         if self._orphans is None:
-            from pimem.drift.orphans import orphan_references
-
             self._orphans = orphan_references(self)
         return self._orphans
 
     def summary(self) -> dict[str, Any]:
         """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
         calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
-        see :mod:`pimem.drift.orphans`).
+        see :mod:`pimem.replays.orphans`).
 
         Requests larger than the window are refused by the provider (``refused_requests``); a
         turn whose request still did not fit after Pi's overflow compaction failed
         (``failed_turns``; ``failure_reasons`` says why, with the reasons of failed compactions).
         Context sizes (peak, mean, total) are over the calls the provider would have answered.
         """
-        from pimem.drift.orphans import orphan_rate
-
         ev = self.events
         comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
         failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev

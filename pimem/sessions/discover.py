@@ -19,17 +19,20 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 import pandas as pd
 
+from pimem.base.files import MAX_LINE_BYTES, file_kind, open_regular, read_output_marker
+from pimem.base.js import loads_line, parse_iso_ms
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import not_a_header
 from pimem.base.tables import as_string, category_array, frame, str_array
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pimem.core.session_manager import Session
+from pimem.errors import SessionFormatError, SkippedFileWarning
+from pimem.sessions import frames
+from pimem.sessions.session import Session
+from pimem.sessions.load import load_session, sniff_format
 
 __all__ = [
     "Corpus",
@@ -143,7 +146,7 @@ def default_session_files(env: Mapping[str, str] | None = None) -> list[Path]:
     found: list[Path] = []
     pi = default_sessions_dir(env)
     if pi.is_dir():
-        found += _walk_jsonl(pi)
+        found += walk_jsonl(pi)
     claude = claude_projects_dir(env)
     if claude.is_dir():
         found += sorted(_regular_files(claude.glob("*/*.jsonl")))
@@ -156,7 +159,6 @@ def default_session_files(env: Mapping[str, str] | None = None) -> list[Path]:
 def _skip(path: str, why: str) -> None:
     import warnings
 
-    from pimem.errors import SkippedFileWarning
 
     warnings.warn(f"{path}: {why}; left out", SkippedFileWarning, stacklevel=3)
 
@@ -165,7 +167,7 @@ def _walk_error(exc: OSError) -> None:
     _skip(exc.filename or "?", f"cannot read folder: {exc.strerror or exc}")
 
 
-def _walk_jsonl(root: Path) -> list[Path]:
+def walk_jsonl(root: Path) -> list[Path]:
     """Every ``*.jsonl`` and ``*.jsonl.gz`` file under ``root`` (any depth, symlinked folders
     followed once), sorted.
 
@@ -179,7 +181,6 @@ def _walk_jsonl(root: Path) -> list[Path]:
     """
     import stat as stat_mod
 
-    from pimem.base.files import file_kind, read_output_marker
 
     found: list[Path] = []
     seen_dirs: set[tuple[int, int]] = set()  # (device, inode): a folder reached twice (symlinks) is walked once
@@ -231,7 +232,6 @@ def dedupe_session_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
     import hashlib
     import warnings
 
-    from pimem.errors import SkippedFileWarning
 
     kept: list[Path] = []
     by_real: dict[str, Path] = {}
@@ -297,7 +297,7 @@ def _resolve_paths(paths_or_root: str | os.PathLike | Iterable[str | os.PathLike
     for item in items:
         p = Path(item)
         if p.is_dir():
-            out.extend(_walk_jsonl(p))
+            out.extend(walk_jsonl(p))
         else:
             out.append(p)
     return out
@@ -318,7 +318,6 @@ def _parse_line(line: bytes) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         pass
-    from pimem.base.js import loads_line
 
     try:
         return loads_line(line)
@@ -330,7 +329,6 @@ def _iso_ms(value: Any) -> float | None:
     """``new Date(value).getTime()`` for the ISO strings Pi writes; ``None`` when invalid."""
     if not isinstance(value, str):
         return None
-    from pimem.base.js import parse_iso_ms
 
     ms = parse_iso_ms(value)
     return None if ms is None else float(ms)
@@ -349,8 +347,6 @@ class _LineTooLong(Exception):
 
 def _bounded_lines(f: Any) -> Iterator[bytes]:
     """The lines of ``f`` (with their newline); :class:`_LineTooLong` past ``MAX_LINE_BYTES``."""
-    from pimem.base.files import MAX_LINE_BYTES
-
     readline = f.readline
     while True:
         line = readline(MAX_LINE_BYTES + 1)
@@ -440,9 +436,6 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
     Files that are not sessions (empty, unreadable, first entry not a header) give a row
     with only ``path``, ``size_bytes`` and ``error`` set. Never raises for bad content.
     """
-    from pimem.errors import SessionFormatError
-    from pimem.base.files import MAX_LINE_BYTES, open_regular
-
     p = Path(path)
     try:
         with open_regular(p, buffering=_READ_BUFFER) as f:
@@ -487,11 +480,8 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
 
 def _imported_row(p: Path, size: int) -> dict[str, Any] | None:
     """The discovery row of a Claude Code or Codex transcript (imported in full), else None."""
-    from pimem.errors import SessionFormatError
-    from pimem.sessions.load import _sniff, load_session
-
     try:
-        fmt = _sniff(p)
+        fmt = sniff_format(p)
     except (SessionFormatError, OSError):
         return None
     if fmt not in ("claude-code", "codex"):
@@ -531,8 +521,10 @@ def _scan_many(paths: Sequence[Path]) -> list[dict[str, Any]]:
 
 
 def _ms_to_utc(values: Sequence[Any]) -> pd.Series:
-    arr = pd.array([None if v is None else v for v in values], dtype="Float64")
-    return pd.to_datetime(pd.Series(arr, dtype="float64"), unit="ms", utc=True).astype("datetime64[ns, UTC]")
+    """Epoch milliseconds → UTC times; NaT for what no ``datetime64[ns]`` holds (a timestamp of 1e20)."""
+    from pimem.sessions.frames import _ms_times
+
+    return _ms_times(list(values))
 
 
 def _rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -622,7 +614,7 @@ def discover_sessions(
         paths = default_session_files()
     else:
         base = Path(root)
-        paths = _walk_jsonl(base) if base.is_dir() else ([base] if os.path.lexists(base) else [])
+        paths = walk_jsonl(base) if base.is_dir() else ([base] if os.path.lexists(base) else [])
     if workers is None:
         use_workers = _default_workers() if _worth_parallel(paths) else 1
     else:
@@ -653,8 +645,6 @@ def _gc_paused() -> Iterator[None]:
 
 def _load_one(path: Path, seed: int | str | None = None) -> tuple[str, "Session | None", tuple[str, str] | None]:
     """Load one file; never raises: returns (path, session, None) or (path, None, (type, message))."""
-    from pimem.sessions.load import load_session
-
     try:
         file_seed = None if seed is None else f"{seed}:{os.fspath(path)}"
         return str(path), load_session(path, seed=file_seed), None
@@ -730,26 +720,18 @@ class Corpus:
 
     def entries_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.entries_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.entries_df)
 
     def messages_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.messages_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.messages_df)
 
     def tool_calls_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.tool_calls_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.tool_calls_df)
 
     def usage_df(self) -> pd.DataFrame:
         """``pimem.sessions.frames.usage_df`` of every session, with ``session_id`` and ``path``."""
-        from pimem.sessions import frames
-
         return self._concat(frames.usage_df)
 
     def compactions_df(self, *, dedupe: bool = True) -> pd.DataFrame:
@@ -760,8 +742,6 @@ class Corpus:
         Claude Code import the entry id is the boundary's uuid, tied one to one to its summary's —
         is kept once, from the copy with the most entries (rows stay in corpus order).
         """
-        from pimem.sessions import frames
-
         df = self._concat(frames.compactions_df)
         if not dedupe or df.empty:
             return df
@@ -774,8 +754,6 @@ class Corpus:
 
 def frame_template(frame: Callable[["Session"], pd.DataFrame]) -> pd.DataFrame:
     """The empty frame (right columns and dtypes) a frame function gives for an empty session."""
-    from pimem.core.session_manager import Session
-
     return frame(Session({"type": "session", "version": 3, "id": "", "timestamp": "", "cwd": ""}, []))
 
 
@@ -788,16 +766,22 @@ def load_sessions(
 ) -> Corpus:
     """Load many sessions, in parallel when it pays, with a progress bar.
 
-    ``paths_or_root`` is a folder (walked recursively for ``*.jsonl``), one file, or an iterable
-    of files and folders; ``None`` means ``default_sessions_dir()``. ``workers``: ``None`` picks
-    serial loading for small corpora (under ``PARALLEL_MIN_BYTES`` or ``PARALLEL_MIN_FILES``
-    files) and on machines with fewer than ``PARALLEL_LOAD_MIN_CPUS`` cores, a process pool of up
-    to ``os.cpu_count()`` (at most 8) workers otherwise; ``1`` forces serial loading. The cyclic
-    garbage collector is paused while loading (it would otherwise double the time). A file that fails (``SessionFormatError``, unreadable, …) is recorded in
-    ``Corpus.errors`` and loading goes on. Files that load with warnings are kept (see
-    ``Session.warnings``). Unreadable folders and ``*.jsonl`` entries that are not regular files
-    (FIFOs, devices, broken links, symlink loops) are left out with a ``SkippedFileWarning``. ``seed`` makes the ids given to v1 entries reproducible (each file
-    gets its own seed derived from ``seed`` and its path), whatever the number of workers.
+    Args:
+        paths_or_root: a folder (walked recursively for ``*.jsonl``), one file, or an iterable of files
+            and folders; ``None`` means ``default_sessions_dir()``.
+        progress: show a progress bar.
+        workers: ``None`` picks serial loading for small corpora (under ``PARALLEL_MIN_BYTES`` or
+            ``PARALLEL_MIN_FILES`` files) and on machines with fewer than ``PARALLEL_LOAD_MIN_CPUS``
+            cores, a process pool of up to ``os.cpu_count()`` (at most 8) workers otherwise; ``1``
+            forces serial loading.
+        seed: makes the ids given to v1 entries reproducible (each file gets its own seed derived from
+            ``seed`` and its path), whatever the number of workers.
+
+    The cyclic garbage collector is paused while loading (it would otherwise double the time). A file
+    that fails (``SessionFormatError``, unreadable, …) is recorded in ``Corpus.errors`` and loading goes
+    on. Files that load with warnings are kept (see ``Session.warnings``). Unreadable folders and
+    ``*.jsonl`` entries that are not regular files (FIFOs, devices, broken links, symlink loops) are
+    left out with a ``SkippedFileWarning``.
     """
     from functools import partial
 

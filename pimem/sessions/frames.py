@@ -13,6 +13,8 @@ the derived columns instead of an exception.
 
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
@@ -20,7 +22,15 @@ import pandas as pd
 
 from pimem.base.js import parse_iso_ms, utf16_len
 from pimem.base.tables import category_array, frame, str_array
-from pimem.core.compaction.compaction import estimate_chars
+from pimem.core.compaction.compaction import (
+    calculate_context_tokens,
+    estimate_chars,
+    estimate_tokens,
+    get_assistant_usage,
+)
+from pimem.core.messages import create_compaction_summary_message
+from pimem.core.session_manager import build_context_entries, session_entry_to_context_messages
+from pimem.text.messages import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
     from pimem.core.session_manager import Session
@@ -77,8 +87,6 @@ def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, i
 
 
 def _context_messages(entry: dict[str, Any]) -> list[dict[str, Any]] | None:
-    from pimem.core.session_manager import session_entry_to_context_messages
-
     try:
         return session_entry_to_context_messages(entry)
     except (TypeError, AttributeError, KeyError, ValueError):
@@ -100,7 +108,7 @@ def _ms_times(values: Iterable[Any]) -> pd.Series:
     Whole milliseconds and their fraction are converted separately: ``ms * 1e6`` as a double
     is off by up to 128 ns at today's dates (1.7e18 is beyond a double's exact integers).
     """
-    arr = np.array([float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
+    arr = np.array([_as_float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
     valid = np.isfinite(arr) & (np.abs(arr) < _NS_RANGE_MS)
     ms = np.where(valid, arr, 0.0)
     whole = np.floor(ms)
@@ -109,14 +117,27 @@ def _ms_times(values: Iterable[Any]) -> pd.Series:
     return pd.to_datetime(out, unit="ns", utc=True).astype("datetime64[ns, UTC]")
 
 
+def _as_float(v: Any) -> float:
+    """``float(v)``; an integer beyond the double range is infinite (as JavaScript reads it), not an error."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
 def _int_col(values: Sequence[Any]) -> pd.arrays.IntegerArray:
     if all(type(v) is int or v is None for v in values):  # the common case, fast
-        return pd.array(values, dtype="Int64")
-    return pd.array([int(v) if _is_num(v) and float(v).is_integer() else None for v in values], dtype="Int64")
+        try:
+            return pd.array(values, dtype="Int64")
+        except (OverflowError, TypeError):  # an integer beyond int64: the slow path reads it as unknown
+            pass
+    # beyond int64 (usage of 1e308 in a damaged file; the loader warns) is unknown, not an OverflowError
+    return pd.array([int(v) if _is_num(v) and abs(v) < 2**63 and float(v).is_integer() else None for v in values],
+                    dtype="Int64")
 
 
 def _float_col(values: Sequence[Any]) -> np.ndarray:
-    return np.array([float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
+    return np.array([_as_float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
 
 
 def _bool_col(values: Sequence[Any]) -> pd.arrays.BooleanArray:
@@ -424,8 +445,6 @@ def messages_df(session: "Session") -> pd.DataFrame:
     ``custom_type`` (category: of a custom message), ``error_message`` (string: an assistant's
     ``errorMessage``).
     """
-    from pimem.text.messages import message_preview
-
     tree = _Tree(session)
     lines = _entry_lines(session)
     rows: dict[str, list[Any]] = {
@@ -736,11 +755,6 @@ def usage_df(session: "Session") -> pd.DataFrame:
     ``on_active_path`` (bool), ``cumulative_cost`` (float: running sum of ``cost_total`` in file
     order, missing costs counting 0).
     """
-    from pimem.core.compaction.compaction import (
-        calculate_context_tokens,
-        get_assistant_usage,
-    )
-
     tree = _Tree(session)
     keys = (
         "entry_id", "timestamp", "kind", "provider", "model", "stop_reason", "input", "output",
@@ -808,8 +822,6 @@ def usage_df(session: "Session") -> pd.DataFrame:
 
 def _context_entries(path: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Pi's ``buildContextEntries`` over a path; also returns the latest compaction on it."""
-    from pimem.core.session_manager import build_context_entries
-
     latest = None
     for entry in path:
         if entry.get("type") == "compaction":
@@ -969,10 +981,9 @@ def compactions_df(session: "Session") -> pd.DataFrame:
     the root to the compaction's parent), ``entries_summarized``, ``entries_kept`` (Int64: context
     entries before / from the first kept entry; NA when the first kept entry is not found),
     ``summary_input``, ``summary_output`` (Int64: the summary request's recorded usage, if any).
+    A compaction whose ``firstKeptEntryId`` is its own id kept nothing (Pi's projection keeps no
+    entry before it; imported Claude Code and Codex compactions are such): everything is summarized.
     """
-    from pimem.core.compaction.compaction import estimate_tokens
-    from pimem.core.messages import create_compaction_summary_message
-
     tree = _Tree(session)
     keys = (
         "id", "timestamp", "first_kept_entry_id", "first_kept_found", "tokens_before",
@@ -993,6 +1004,9 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         if span is None:
             span = _compaction_span_by_walk(session, e)
         previous, start, kept_index = span.previous, span.start, span.kept_index
+        found = kept_index is not None
+        if kept_index is None and first_kept == eid and isinstance(eid, str):
+            kept_index = span.context_length  # its own id: nothing kept (an imported compaction)
         try:
             est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
         except (TypeError, AttributeError, ValueError):
@@ -1001,7 +1015,7 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         rows["id"].append(eid)
         rows["timestamp"].append(e.get("timestamp"))
         rows["first_kept_entry_id"].append(first_kept)
-        rows["first_kept_found"].append(kept_index is not None)
+        rows["first_kept_found"].append(found)
         rows["tokens_before"].append(e.get("tokensBefore"))
         rows["summary_chars"].append(_u16(summary) if isinstance(summary, str) else None)
         rows["summary_est_tokens"].append(est)

@@ -1,25 +1,28 @@
 """One loader for every session file pimem reads: Pi's own, Claude Code's and Codex's.
 
 ``load_session(path)`` recognises the format from the first records (``format="auto"``) and
-returns a :class:`~pimem.core.session_manager.Session` of Pi v3 entries whose
+returns a :class:`~pimem.sessions.session.Session` of Pi v3 entries whose
 ``source_format`` says where it came from. Pi files go through Pi's own loader unchanged.
+:func:`as_session` takes anything that names a session (a session, a replay result, a path).
 """
 
 from __future__ import annotations
 
 import os
 import random
-from typing import Literal
+from typing import Literal, Protocol, Sequence, Union, cast, runtime_checkable
 
-from pimem.core.session_manager import Session
+from pimem.core.session_manager import Session as CoreSession
 from pimem.core.session_manager import load_session as load_pi_session
 from pimem.errors import SessionFormatError
 from pimem.sessions.importers.claude_code import import_claude_code, looks_like_claude_code
 from pimem.sessions.importers.codex import import_codex, looks_like_codex
 from pimem.sessions.importers.records import open_transcript
-from pimem.sessions.importers.records import _split_objects
+from pimem.sessions.importers.records import split_objects
+from pimem.sessions.session import Session
 
-__all__ = ["load_session", "detect_format", "SessionFormat", "SESSION_FORMATS"]
+__all__ = ["load_session", "detect_format", "SessionFormat", "SESSION_FORMATS", "SessionLike", "HasSession",
+           "as_session", "session_or_entries"]
 
 SessionFormat = Literal["auto", "pi", "claude-code", "codex"]
 SESSION_FORMATS = ("pi", "claude-code", "codex")
@@ -32,7 +35,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
     Raises :class:`SessionFormatError` naming the file when no record has a known shape.
     """
-    found = _sniff(path)
+    found = sniff_format(path)
     if found is None:
         raise SessionFormatError(
             f"{os.fspath(path)}:1: not a Pi session, Claude Code transcript or Codex rollout (no record of a "
@@ -41,7 +44,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     return found
 
 
-def _sniff(path: str | os.PathLike[str]) -> str | None:
+def sniff_format(path: str | os.PathLike[str]) -> str | None:
     """The format the first records show, or None."""
     file = os.fspath(path)
     try:
@@ -57,7 +60,7 @@ def _sniff(path: str | os.PathLike[str]) -> str | None:
         text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
         if not text:
             continue
-        values = _split_objects(text) or []
+        values = split_objects(text) or []
         for value in values:
             if not isinstance(value, dict):
                 continue
@@ -80,24 +83,29 @@ def load_session(
     rng: random.Random | None = None,
     seed: int | str | None = None,
 ) -> Session:
-    """Load a session file as a :class:`Session` of Pi v3 entries; the file is never written.
+    """Load a session file as a :class:`~pimem.sessions.session.Session` of Pi v3 entries; the file is never written.
 
-    ``format``: ``"auto"`` (recognised from the content; what is none of the three goes to Pi's
-    loader, whose error names the problem), ``"pi"``, ``"claude-code"`` or ``"codex"``. Pi files load exactly as Pi loads them (``rng`` / ``seed`` as in
-    :func:`pimem.core.session_manager.load_session`); the others are imported (see
-    :mod:`pimem.sessions.importers`), and their ``import_report`` counts what was read and
-    skipped.
+    Pi files load exactly as Pi loads them; Claude Code transcripts and Codex rollouts are imported (see
+    :mod:`pimem.sessions.importers`), and their ``import_report`` counts what was read and skipped.
+
+    Args:
+        path: the session file (``.jsonl``, or ``.jsonl.gz`` for the imported formats).
+        format: ``"auto"`` (recognised from the content; what is none of the three goes to Pi's loader,
+            whose error names the problem), ``"pi"``, ``"claude-code"`` or ``"codex"``.
+        rng: draws the ids of v1 entries and of entries appended later
+            (:func:`pimem.core.session_manager.load_session`).
+        seed: a seed for those ids instead, so that the same file gets the same ids on every load.
     """
     if format not in ("auto",) + SESSION_FORMATS:
         raise ValueError(f"format must be one of 'auto', 'pi', 'claude-code', 'codex', not {format!r}")
     fmt: str = format
     if format == "auto":
         try:
-            fmt = _sniff(path) or "pi"  # unknown content: Pi's loader says precisely what is wrong
+            fmt = sniff_format(path) or "pi"  # unknown content: Pi's loader says precisely what is wrong
         except (SessionFormatError, OSError):
             fmt = "pi"
     if fmt == "pi":
-        session = load_pi_session(path, rng=rng, seed=seed)
+        session = cast(Session, load_pi_session(path, rng=rng, seed=seed, session_type=Session))
         session.source_format = "pi"  # type: ignore[attr-defined]
         return session
     if fmt == "claude-code":
@@ -107,3 +115,48 @@ def load_session(
     if rng is not None:
         session.rng = rng
     return session
+
+
+@runtime_checkable
+class HasSession(Protocol):
+    """Anything that holds a session in ``.session`` (a replay result)."""
+
+    @property
+    def session(self) -> CoreSession: ...
+
+
+SessionLike = Union[CoreSession, HasSession, str, "os.PathLike[str]"]
+"""A session, anything holding one in ``.session`` (a :class:`~pimem.replays.engine.ReplayResult`), or
+the path of a session file."""
+
+
+def as_session(source: SessionLike) -> CoreSession:
+    """The session ``source`` names.
+
+    Args:
+        source: a session (returned as it is), anything holding one in ``.session`` (a replay result),
+            or the path of a session file (loaded with :func:`load_session`).
+
+    Raises ``TypeError`` naming the type of anything else.
+    """
+    if isinstance(source, CoreSession):
+        return source
+    held = getattr(source, "session", None)
+    if isinstance(held, CoreSession):
+        return held
+    if isinstance(source, (str, os.PathLike)):
+        return load_session(source)
+    raise TypeError(
+        f"expected a pimem Session, a replay result with .session, or the path of a session file; "
+        f"got {type(source).__name__}"
+    )
+
+
+def session_or_entries(source: SessionLike | Sequence[dict]) -> CoreSession | list[dict]:
+    """What the path functions of :mod:`pimem.core.session_manager` take: a list of entries as it
+    is (the last entry is its leaf), also when a result holds it in ``.session``; anything else
+    through :func:`as_session`."""
+    held = getattr(source, "session", None)
+    if isinstance(held, list):
+        return held
+    return source if isinstance(source, list) else as_session(source)  # type: ignore[arg-type]

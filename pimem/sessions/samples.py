@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pimem.base.bundled import bundled_dir
+from pimem.sessions.load import load_session
 
 if TYPE_CHECKING:
-    from pimem.core.session_manager import Session
+    from pimem.sessions.session import Session
 
 
 def sample_dir() -> Path:
@@ -28,6 +29,4 @@ def sample_session_paths() -> list[Path]:
 
 def load_samples() -> dict[str, "Session"]:
     """Every bundled sample, loaded, keyed by file stem."""
-    from pimem.core.session_manager import load_session
-
     return {p.stem: load_session(p) for p in sample_session_paths()}

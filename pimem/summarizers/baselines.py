@@ -33,6 +33,8 @@ from typing import Any
 from pimem.base.js import utf16_len
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError
+from pimem.summarizers.extractive import result_errors, parse_conversation, split_request
+from pimem.text.sections import summarizer_text
 
 __all__ = [
     "BASELINES",
@@ -99,9 +101,6 @@ class _Baseline:
                                extra={"summarizer": self.model})
 
     def _source_text(self, request: SummaryRequest) -> str:
-        from pimem.text.sections import summarizer_text
-        from pimem.summarizers.extractive import split_request
-
         conversation, previous, _ = split_request(request)
         if previous:
             return summarizer_text(previous) + "\n\n" + conversation
@@ -148,8 +147,6 @@ class TailTruncationSummarizer(_Baseline):
 
 def _messages_from_parts(parts: list[Any]) -> list[dict]:
     """Pi-shaped messages rebuilt from serialized conversation parts (enough for the fact extractor)."""
-    from pimem.summarizers.extractive import _result_errors
-
     messages: list[dict] = []
     pending: list[Any] = []
     for part in parts:
@@ -164,7 +161,7 @@ def _messages_from_parts(parts: list[Any]) -> list[dict]:
             pending = list(part.calls)
         elif part.role == "Tool result":
             call = pending.pop(0) if pending else None
-            failed = bool(_result_errors(call.name.lower() if call else "", part.text))
+            failed = bool(result_errors(call.name.lower() if call else "", part.text))
             messages.append({"role": "toolResult", "toolName": call.name if call else "",
                              "content": [{"type": "text", "text": part.text}], "isError": failed})
     return messages
@@ -177,7 +174,6 @@ class FactDumpSummarizer(_Baseline):
 
     def complete(self, request: SummaryRequest) -> SummaryResponse:
         from pimem.text.facts import extract_facts
-        from pimem.summarizers.extractive import parse_conversation, split_request
 
         start = time.perf_counter()
         conversation, previous, _ = split_request(request)

@@ -48,6 +48,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pimem.base.tables import frame
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import CacheCorruptError, CacheUnavailableError
 
@@ -419,7 +420,6 @@ class CachedSummarizer:
         """All cached answers of this summarizer (or of every summarizer) as a DataFrame."""
         import pandas as pd
 
-        from pimem.base.tables import frame
 
         conn = self.connect()
         sql = ("SELECT key, summarizer, kind, model, request, text, usage, stop_reason, error, called_tool, "

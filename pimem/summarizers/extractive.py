@@ -57,7 +57,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pimem.base.js import utf16_len
+from pimem.core.compaction.utils import serialize_conversation
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.messages import convert_to_llm
+from pimem.text.sections import section_items
 
 __all__ = [
     "ExtractiveSummarizer",
@@ -188,9 +191,6 @@ def split_request(request: SummaryRequest) -> tuple[str, str | None, str]:
     serialized messages, the ``Previous session summary:`` message and the instructions."""
     messages = list(getattr(request, "messages", None) or ())
     if messages:
-        from pimem.core.compaction.utils import serialize_conversation
-        from pimem.core.messages import convert_to_llm
-
         previous = None
         first = messages[0]
         if first.get("role") == "user" and str(first.get("content", "")).startswith(_PREVIOUS_SESSION_SUMMARY):
@@ -317,7 +317,7 @@ _ACK = re.compile(r"^(ok(ay)?|yes|yep|no|nope|sure|thanks?( you)?|ty|go( on| ahe
 # Patterns start only where a token starts (the look-behinds), so a long run of word characters,
 # dots or pluses cannot make them retry from every position (quadratic time on long lines).
 _PATH_IN_TEXT = re.compile(r"(?<![\w/.@+-])(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@+-]+(?:\.[\w]+)+(?::\d+)?")
-_BARE_FILE = re.compile(r"(?<![\w/.@-])[\w-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|rs|go|java|c|h|cpp|toml|ya?ml|sh|css|html|sql|txt|ipynb)\b")
+BARE_FILE = re.compile(r"(?<![\w/.@-])[\w-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|rs|go|java|c|h|cpp|toml|ya?ml|sh|css|html|sql|txt|ipynb)\b")
 # identifiers worth keeping: paths, calls, snake_case, camelCase, CONSTANTS, TypeNames, flags
 _CODE_LIKE = re.compile(r"[./()_:\[\]<>=#-]|[a-z][A-Z]|^[A-Z][A-Za-z0-9]+$|^[A-Z0-9_]{3,}$")
 _BACKTICK = re.compile(r"`([^`\n]{2,80})`")
@@ -347,7 +347,7 @@ _FIRST_LINE_ERROR = re.compile(
 _TRUNCATED = re.compile(r"\n\n\[\.\.\. \d+ more characters truncated\]\Z")
 
 
-def _result_errors(tool: str, text: str) -> list[str]:
+def result_errors(tool: str, text: str) -> list[str]:
     """Error lines of a tool result, or [] when the call looks successful.
 
     Command tools (``bash`` and the user's ``Ran`` blocks) fail when Pi's exit note is present
@@ -488,7 +488,7 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
             if pending:
                 call = pending.pop(0)
                 call.result = part.text
-                call.error_lines = _result_errors(call.name.lower(), part.text)
+                call.error_lines = result_errors(call.name.lower(), part.text)
             else:
                 facts.errors.extend(_error_lines(part.text))
 
@@ -531,7 +531,7 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
                 facts.done.append(f"Ran {_code(_shorten(_collapse(command), 160))} successfully")
                 facts.done_keys.append(f"cmd:{_command_head(command)}")
     for command, output, pos in user_commands:
-        errs = _result_errors("user-command", output)
+        errs = result_errors("user-command", output)
         key = f"cmd:{_command_head(command)}"
         facts.commands.append(_shorten(_collapse(command), 160))
         if errs:
@@ -620,8 +620,6 @@ def parse_summary_sections(summary: str) -> dict[str, list[str]]:
     is folded in (Original Request → goal, Progress So Far → done, Context Needed → critical); text
     outside the template's sections goes to ``critical`` (as ``Heading: line`` under a heading).
     """
-    from pimem.text.sections import section_items
-
     items = section_items(summary)
     sections = {
         "goal": items["goal"] + items["original_request"],
@@ -639,7 +637,7 @@ def parse_summary_sections(summary: str) -> dict[str, list[str]]:
 def _mentions(item: str) -> set[str]:
     found = {m.group(1) for m in _BACKTICK.finditer(item)}
     found |= {m.group(0) for m in _PATH_IN_TEXT.finditer(item)}
-    found |= {m.group(0) for m in _BARE_FILE.finditer(item)}
+    found |= {m.group(0) for m in BARE_FILE.finditer(item)}
     return {f.strip("'") for f in found if len(f) >= 3}
 
 

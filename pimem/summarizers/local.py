@@ -27,6 +27,8 @@ from typing import Any
 
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.errors import ConfigurationError
+from pimem.summarizers import local_server as localmodel
+from pimem.summarizers.cached import CachedSummarizer
 from pimem.summarizers.openai_compat import OpenAISummarizer
 
 __all__ = ["LocalModelSummarizer", "local_summarizer", "STOP_SEQUENCES", "DEFAULT_MAX_TOKENS_CAP"]
@@ -41,8 +43,6 @@ class LocalModelSummarizer(OpenAISummarizer):
     def __init__(self, base_url: str | None = None, *, max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP, seed: int = 0,
                  stop: tuple[str, ...] = STOP_SEQUENCES, timeout: float = 900.0, max_retries: int = 1,
                  **kwargs: Any) -> None:
-        from pimem.summarizers import local_server as localmodel
-
         n_ctx = None
         if base_url is None:
             state = localmodel.running_server()
@@ -94,6 +94,4 @@ class LocalModelSummarizer(OpenAISummarizer):
 
 def local_summarizer(cache_path: Any = None, **kwargs: Any) -> Any:
     """The preset: :class:`LocalModelSummarizer` on the running server, behind the on-disk cache."""
-    from pimem.summarizers.cached import CachedSummarizer
-
     return CachedSummarizer(LocalModelSummarizer(**kwargs), cache_path)

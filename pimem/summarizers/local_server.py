@@ -39,7 +39,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pimem.errors import PimemError
+from pimem.errors import ModelError
 
 __all__ = [
     "ModelError", "MODEL_ALIAS", "MODEL_SHA256", "MODEL_SIZE", "XLLAMACPP_VERSION", "model_dir", "weights_path",
@@ -56,10 +56,6 @@ XLLAMACPP_VERSION = "2026.10.11549"
 SERVER_MODULE = "pimem.summarizers.llama_server"
 DEFAULT_N_CTX = 32768  # the model's trained context
 DEFAULT_THREADS = 2
-
-
-class ModelError(PimemError, RuntimeError):
-    """The local model could not be installed, verified, started or reached."""
 
 
 def model_dir() -> Path:

@@ -68,8 +68,9 @@ import openai
 
 from pimem.base.js import js_stringify
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.messages import convert_to_llm
 from pimem.errors import ConfigurationError
-from pimem.summarizers import (
+from pimem.summarizers.options import (
     DEFAULT_DEADLINE,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRIES,
@@ -77,6 +78,7 @@ from pimem.summarizers import (
     ENV_DEADLINE,
     client_options_from_env,
 )
+from pimem.summarizers.chat_format import chat_messages
 
 __all__ = ["OpenAISummarizer", "AsyncOpenAISummarizer", "DEFAULT_REASONING_MAP", "redact"]
 
@@ -402,9 +404,6 @@ class OpenAISummarizer:
         }
         conversation = getattr(request, "messages", None)
         if conversation:  # a request made of the conversation itself (Pi 0.13.2): no system prompt
-            from pimem.core.messages import convert_to_llm
-            from pimem.drift.resume_probe import chat_messages
-
             chat = chat_messages(convert_to_llm(list(conversation)), request.system_prompt)
             params["messages"] = chat if request.system_prompt else chat[1:]
         if request.max_tokens:

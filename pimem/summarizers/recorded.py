@@ -40,9 +40,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pimem.core.compaction.compaction import _is_turn_start_entry
+from pimem.core.compaction.compaction import is_turn_start_entry
 from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.prompts import BRANCH_SUMMARY_PREAMBLE
 from pimem.errors import ConfigurationError, NoRecordingError
+from pimem.sessions.load import as_session
 
 __all__ = ["RecordedSummarizer", "NoRecordingError", "RecordedSummary", "strip_file_blocks", "split_turn_summary"]
 
@@ -90,7 +92,7 @@ def _was_split(entry: dict, by_id: dict[Any, dict]) -> bool | None:
     kept = by_id.get(entry.get("firstKeptEntryId"))
     if kept is None:
         return None
-    if _is_turn_start_entry(kept):
+    if is_turn_start_entry(kept):
         return False
     node = by_id.get(kept.get("parentId"))
     seen: set[Any] = set()
@@ -98,7 +100,7 @@ def _was_split(entry: dict, by_id: dict[Any, dict]) -> bool | None:
         seen.add(node.get("id"))
         if node.get("type") == "compaction":
             return False
-        if _is_turn_start_entry(node):
+        if is_turn_start_entry(node):
             return True
         node = by_id.get(node.get("parentId"))
     return False
@@ -115,10 +117,7 @@ class RecordedSummarizer:
 
     def __init__(self, session: Any, *, match: Literal["auto", "content", "order"] = "auto",
                  provenance: dict[str, Any] | None = None) -> None:
-        if isinstance(session, (str, bytes)) or hasattr(session, "__fspath__"):
-            from pimem.core.session_manager import load_session
-
-            session = load_session(session)
+        session = as_session(session)
         if match not in ("auto", "content", "order"):
             raise ConfigurationError(f"match must be 'auto', 'content' or 'order', not {match!r}")
         self.match = match
@@ -131,8 +130,6 @@ class RecordedSummarizer:
         self.model = "recorded"
 
     def _load(self, session: Any) -> None:
-        from pimem.core.prompts import BRANCH_SUMMARY_PREAMBLE
-
         by_id = {e.get("id"): e for e in session.entries}
         for entry in session.entries:
             kind = entry.get("type")

@@ -73,6 +73,8 @@ import pandas as pd
 
 from pimem.errors import ConfigurationError
 from pimem.base.tables import frame
+from pimem.core.session_manager import session_entry_to_context_messages
+from pimem.text.messages import text_blocks
 
 FACT_KINDS: tuple[str, ...] = ("path", "identifier", "error", "command", "number", "constraint", "decision")
 
@@ -82,8 +84,8 @@ SOURCE_EXTENSIONS = (
 ).split()
 _EXT_RX = "|".join(sorted(SOURCE_EXTENSIONS, key=len, reverse=True))
 
-_PATH_TOKEN = re.compile(r"(?<![\w/.@:+-])@?(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@.+-]*")
-_BARE_FILE = re.compile(rf"(?<![\w/.@-])@?[\w.-]*\w\.(?:{_EXT_RX})(?![\w/-])")
+PATH_TOKEN = re.compile(r"(?<![\w/.@:+-])@?(?:~|\.{1,2})?/?(?:[\w@.+-]+/)+[\w@.+-]*")
+BARE_FILE = re.compile(rf"(?<![\w/.@-])@?[\w.-]*\w\.(?:{_EXT_RX})(?![\w/-])")
 _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
 _IDENT_SHAPE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*(?:\([^()]{0,60}\))?$")
 _CALL = re.compile(r"(?<![\w$.])([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\((?=[^()\n]{0,80}\))")
@@ -226,20 +228,8 @@ def normalize_number(num: str, unit: str) -> str:
 # --------------------------------------------------------------------------- message access
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text" and b.get("text")
-        )
-    return ""
-
-
 def _entry_messages(entry: dict) -> list[dict]:
     """Messages an entry contributes, via Pi's projection helper."""
-    from pimem.core.session_manager import session_entry_to_context_messages
-
     return [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
 
 
@@ -268,16 +258,16 @@ def iter_messages(items: Iterable[Any]) -> list[tuple[str | None, dict]]:
 # --------------------------------------------------------------------------- extractors
 
 
-def _paths_in_text(text: str) -> list[tuple[str, int, str]]:
+def paths_in_text(text: str) -> list[tuple[str, int, str]]:
     found: list[tuple[str, int, str]] = []
     seen_spans: list[tuple[int, int]] = []
-    for m in _PATH_TOKEN.finditer(text):
+    for m in PATH_TOKEN.finditer(text):
         tok = m.group(0)
         norm = normalize_path(tok)
         if norm and _is_path_like(norm):
             found.append((norm, m.start(), tok))
             seen_spans.append(m.span())
-    for m in _BARE_FILE.finditer(text):
+    for m in BARE_FILE.finditer(text):
         if any(a <= m.start() < b for a, b in seen_spans):
             continue
         norm = normalize_path(m.group(0))
@@ -286,7 +276,7 @@ def _paths_in_text(text: str) -> list[tuple[str, int, str]]:
     return found
 
 
-def _identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
+def identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
     found: list[tuple[str, int, str]] = []
     masked = text
     for m in _BACKTICK.finditer(text):
@@ -305,7 +295,8 @@ def _identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
     return found
 
 
-def _numbers_in_text(text: str) -> list[tuple[str, int, str]]:
+def numbers_in_text(text: str) -> list[tuple[str, int, str]]:
+    """Each number with a unit in ``text``: (normalized value, offset, text as written)."""
     return [(normalize_number(m.group(1), m.group(2)), m.start(), m.group(0)) for m in _NUMBER.finditer(text)]
 
 
@@ -374,12 +365,12 @@ def extract_facts(
             facts.append(Fact(kind, value, eid, pos, off, role, source, surface))
 
     def from_text(text: str, eid: str | None, pos: int, role: str, source: str) -> None:
-        for v, off, sur in _paths_in_text(text):
+        for v, off, sur in paths_in_text(text):
             add("path", v, eid, pos, off, role, source, sur)
-        for v, off, sur in _identifiers_in_text(text):
+        for v, off, sur in identifiers_in_text(text):
             add("identifier", v, eid, pos, off, role, source, sur)
         prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
-        for v, off, sur in _numbers_in_text(prose):
+        for v, off, sur in numbers_in_text(prose):
             add("number", v, eid, pos, off, role, source, sur)
         if role == "user":
             for v, off, sur in _sentences(text, _CONSTRAINT):
@@ -391,7 +382,7 @@ def extract_facts(
     for pos, (eid, msg) in enumerate(iter_messages(items)):
         role = msg.get("role", "")
         if role in ("user", "custom"):
-            from_text(_text_of(msg.get("content")), eid, pos, "user" if role == "user" else role, "text")
+            from_text(text_blocks(msg.get("content")), eid, pos, "user" if role == "user" else role, "text")
         elif role in ("branchSummary", "compactionSummary"):
             if role == "branchSummary":
                 from_text(str(msg.get("summary", "")), eid, pos, role, "text")
@@ -419,7 +410,7 @@ def extract_facts(
                             for c in _split_commands(args["command"]):
                                 add("command", fold(c), eid, pos, 0, role, "tool_call", c)
         elif role == "toolResult":
-            text = _text_of(msg.get("content"))
+            text = text_blocks(msg.get("content"))
             for line, off in _error_lines(text, bool(msg.get("isError"))):
                 add("error", fold(line), eid, pos, off, role, "tool_result", line)
         elif role == "bashExecution":
@@ -550,7 +541,7 @@ class SummaryIndex:
 
     @cached_property
     def paths(self) -> set[str]:
-        paths = {p for p, _, _ in _paths_in_text(self.text)}
+        paths = {p for p, _, _ in paths_in_text(self.text)}
         for m in _BACKTICK.finditer(self.text):
             n = normalize_path(m.group(1))
             if n and _is_path_like(n):
@@ -567,7 +558,7 @@ class SummaryIndex:
 
     @cached_property
     def numbers(self) -> set[str]:
-        return {v for v, _, _ in _numbers_in_text(self.text)}
+        return {v for v, _, _ in numbers_in_text(self.text)}
 
     def has_path(self, path: str) -> bool:
         segs = tuple(path.split("/"))

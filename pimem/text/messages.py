@@ -5,6 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 
+def text_blocks(content: Any) -> str:
+    """A content value's text: a string as it is, else its non-empty text blocks joined by newlines
+    (anything else gives ``""``; where Pi would throw, this does not)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text" and b.get("text")
+        )
+    return ""
+
+
 def message_text(message: dict[str, Any]) -> str:
     """The readable text of a message of any role (text blocks, tool calls, summaries, bash)."""
     role = message.get("role")

@@ -463,7 +463,9 @@ def parse_summary(text: str, kind: str = "auto") -> SummarySections:
 
 # --------------------------------------------------------------------------- what the summarizer wrote
 
-_ANY_FILE_BLOCK = re.compile(r"\n*<(read-files|modified-files)>\n?.*?</\1>[ \t]*", re.S)
+# The newlines before a block are matched only from the first one of a run (the lookbehind): starting
+# inside a run of newlines would rescan it from every position, quadratic in a flood of blank lines.
+_ANY_FILE_BLOCK = re.compile(r"(?<!\n)\n*<(read-files|modified-files)>\n?.*?</\1>[ \t]*", re.S)
 
 
 def summarizer_text(summary: str) -> str:

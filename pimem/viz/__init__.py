@@ -29,6 +29,7 @@ from pimem.viz.figures import (
     plot_summary_sizes,
     plot_sweep_heatmap,
     plot_sweep_heatmaps,
+    plot_labelled_scatter,
 )
 from pimem.viz.measure_plots import plot_measures, plot_recall_curve
 
@@ -56,6 +57,7 @@ __all__ = [
     "plot_summary_sizes",
     "plot_sweep_heatmap",
     "plot_sweep_heatmaps",
+    "plot_labelled_scatter",
     "projection_table",
     "tree_layout",
 ]

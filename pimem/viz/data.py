@@ -17,10 +17,12 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from pimem.core.compaction.compaction import (
+    CompactionSettings,
     TokenCache,
     calculate_context_tokens,
     estimate_tokens,
     get_assistant_usage,
+    prepare_compaction,
 )
 from pimem.core.session_manager import (
     build_session_path,
@@ -171,8 +173,6 @@ def cut_points_table(session: Any, keep_values: Sequence[int], leaf_id: str | No
     to summarize and the turn prefix), ``split_turn``, ``messages_summarized``,
     ``path_length``.
     """
-    from pimem.core.compaction.compaction import CompactionSettings, prepare_compaction
-
     path = build_session_path(session, leaf_id)
     position = {e.get("id"): i for i, e in enumerate(path)}
     projection = build_session_projection(session, leaf_id)

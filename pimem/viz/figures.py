@@ -25,6 +25,8 @@ from matplotlib.artist import Artist
 from matplotlib.ticker import Formatter, Locator
 
 from pimem.base.tables import escape_lone_surrogates, format_number
+from pimem.drift import retention_by_age, section_similarity
+from pimem.sessions.load import as_session
 from pimem.viz.data import (
     STATUSES,
     compaction_effects,
@@ -46,6 +48,7 @@ __all__ = [
     "plot_cut_points",
     "plot_sweep_heatmap",
     "plot_sweep_heatmaps",
+    "plot_labelled_scatter",
     "plot_retention_by_age",
     "plot_section_similarity",
     "plot_summary_sizes",
@@ -94,17 +97,6 @@ def _figure(ax: Any = None, figsize: tuple[float, float] = (9, 4)) -> tuple[Any,
         return ax.figure, ax
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     return fig, ax
-
-
-def _session_of(obj: Any) -> Any:
-    from pimem.core.session_manager import Session
-    from pimem.sessions.load import load_session
-
-    if isinstance(obj, Session):
-        return obj
-    if hasattr(obj, "session") and isinstance(obj.session, Session):
-        return obj.session
-    return load_session(obj)
 
 
 def _overlap(a: Any, b: Any, pad: float = 0.0) -> bool:
@@ -427,7 +419,7 @@ def plot_session_tree(session: Any, *, ax: Any = None, title: str | None = None,
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
 
-    session = _session_of(session)
+    session = as_session(session)
     layout = tree_layout(session)
     n_lanes = int(layout["lane"].max()) + 1 if len(layout) else 1
     fig, ax = _figure(ax, figsize=(10, min(1.6 + 0.45 * n_lanes, 8)))
@@ -523,7 +515,7 @@ def plot_context_projection(session: Any, leaf_id: str | None = None, *, ax: Any
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
-    session = _session_of(session)
+    session = as_session(session)
     table = projection_table(session, leaf_id)
     n = len(table)
     fig, ax = _figure(ax, figsize=(9, min(3.2 + 0.05 * n, 9)))
@@ -571,7 +563,7 @@ def plot_cut_points(session: Any, keep_values: Sequence[int] | None = None, leaf
     axis: estimated tokens kept, with the ``kept = keepRecentTokens`` diagonal for reference.
     Returns ``(fig, (ax, ax_tokens))``.
     """
-    session = _session_of(session)
+    session = as_session(session)
     if keep_values is None:
         keep_values = [500 * k for k in range(1, 41)]
     table = cut_points_table(session, keep_values, leaf_id)
@@ -611,7 +603,7 @@ def plot_estimate_vs_usage(session: Any, leaf_id: str | None = None, *, ax: Any 
     with the median as a dotted line (the ratio axis stops at 3× the median). Returns
     ``(fig, (ax, ax_ratio))``.
     """
-    session = _session_of(session)
+    session = as_session(session)
     table = estimate_vs_usage_table(session, leaf_id)
     fig, ax = _figure(ax)
     n = len(table)
@@ -725,6 +717,103 @@ def plot_sweep_heatmaps(df: pd.DataFrame, metrics: Sequence[str] = ("compactions
     return fig, axes
 
 
+class PlacedLabels(Artist):
+    """One label per point, each put at the first of its candidate positions that overlaps no label
+    already placed, no marker and no legend and stays inside the axes; a label with no free place is
+    left out (the legend still names every point). Chosen at every draw, after the layout."""
+
+    def __init__(self, candidates: Sequence[Sequence[Any]], markers: Any = None, pad: float = 2.0) -> None:
+        super().__init__()
+        self.candidates = [list(c) for c in candidates]
+        self.markers = markers
+        self.pad = pad
+        self.shown: list[Any] = []
+        self.set_in_layout(False)
+        self.set_zorder(5)
+
+    def get_children(self) -> list[Any]:
+        return list(self.shown)
+
+    def draw(self, renderer: Any) -> None:
+        from matplotlib.transforms import Bbox
+
+        if not self.get_visible() or self.axes is None:
+            self.shown = []
+            return
+        frame = self.axes.bbox
+        placed: list[Any] = []
+        legend = self.axes.get_legend()
+        if legend is not None and legend.get_visible():
+            placed.append(legend.get_window_extent(renderer))
+        if self.markers is not None:  # each marker's own box, from its size (area in points²)
+            offsets = self.axes.transData.transform(self.markers.get_offsets())
+            sizes = np.broadcast_to(self.markers.get_sizes(), (len(offsets),))
+            for (px, py), area in zip(offsets, sizes):
+                r = math.sqrt(area) / 2 * self.axes.figure.dpi / 72
+                placed.append(Bbox([[px - r, py - r], [px + r, py + r]]))
+        shown: list[Any] = []
+        for options in self.candidates:
+            for t in options:
+                box = t.get_window_extent(renderer)
+                if _inside(box, frame) and not any(_overlap(box, p, self.pad) for p in placed):
+                    placed.append(box)
+                    shown.append(t)
+                    break
+        for t in shown:
+            t.draw(renderer)
+        self.shown = shown
+        self.stale = False
+
+
+_LABEL_OFFSETS = [(6, 4, "left", "bottom"), (-6, 4, "right", "bottom"), (6, -4, "left", "top"),
+                  (-6, -4, "right", "top"), (0, 10, "center", "bottom"), (0, -10, "center", "top"),
+                  (14, 0, "left", "center"), (-14, 0, "right", "center")]
+
+
+def plot_labelled_scatter(df: pd.DataFrame, x: str, y: str, *, label: str | None = None, size: str | None = None,
+                          size_scale: float = 1.0, ax: Any = None, title: str | None = None,
+                          xlabel: str | None = None, ylabel: str | None = None) -> tuple[Any, Any]:
+    """A scatter of ``df[x]`` against ``df[y]``, one named point per row (``df[label]``, else the index),
+    marker area ``df[size] * size_scale`` when given. Names are drawn beside their points where they
+    overlap nothing (:class:`PlacedLabels`) and always listed in a legend outside the axes."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = _figure(ax, figsize=(8, 4.5))
+    names = [str(v) for v in (df[label] if label is not None else df.index)]
+    xs = pd.to_numeric(df[x], errors="coerce").to_numpy(dtype=float)
+    ys = pd.to_numeric(df[y], errors="coerce").to_numpy(dtype=float)
+    sizes = (pd.to_numeric(df[size], errors="coerce").fillna(0).to_numpy(dtype=float) * size_scale
+             if size is not None else np.full(len(df), 36.0))
+    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(df))]
+    markers = ax.scatter(xs, ys, s=np.clip(sizes, 9, 4000), c=colors, alpha=0.6, edgecolors="none")
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="o", linestyle="", color=c, alpha=0.8) for c in colors]
+    if len(df):
+        _legend_outside(ax, handles, names)
+    candidates: list[Any] = []
+    for name, px, py in zip(names, xs, ys):
+        if not (np.isfinite(px) and np.isfinite(py)):
+            candidates.append([])
+            continue
+        candidates.append([_text(ax, px, py, name, dx=dx, dy=dy, ha=ha, va=va, fontsize=8, bbox=_HALO)
+                           for dx, dy, ha, va in _LABEL_OFFSETS])
+    labels = PlacedLabels(candidates, markers)
+    ax.add_artist(labels)
+    for options in labels.candidates:
+        for t in options:
+            t.axes = ax
+            t.set_figure(ax.figure)
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if not len(df):
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#888")
+    return fig, ax
+
+
 # --------------------------------------------------------------------------- drift
 
 
@@ -752,8 +841,6 @@ def plot_retention_by_age(report: pd.DataFrame, *, ax: Any = None, by_kind: bool
     present ÷ observed over the bin, drawn at the bin's middle). Observation counts (``n=``)
     are written where they fit.
     """
-    from pimem.drift import retention_by_age
-
     fig, ax = _figure(ax, figsize=(6.5, 4))
     r = retention_by_age(report, by_kind=by_kind)
     width = 1
@@ -789,8 +876,6 @@ def plot_section_similarity(report: pd.DataFrame, *, ax: Any = None, measure: st
     a heatmap, sections × compactions, where missing values (a section absent from either
     summary) are grey.
     """
-    from pimem.drift import section_similarity
-
     fig, ax = _figure(ax, figsize=(6.5, 4))
     s = section_similarity(report)
     s = s[s[measure].notna()] if len(s) else s
@@ -944,7 +1029,7 @@ def plot_compared(plot: Callable[..., tuple[Any, Any]], items: Mapping[str, Any]
     return fig, results
 
 
-def _display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
+def display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
     """``plot`` whose figure's texts show lone UTF-16 surrogates (which Pi's strings may hold and no
     font can render) as ``\\udXXX`` escapes instead of failing when the figure is drawn."""
 
@@ -964,4 +1049,4 @@ def _display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
 
 
 for _name in [n for n in __all__ if n.startswith("plot_")]:
-    globals()[_name] = _display_safe(globals()[_name])
+    globals()[_name] = display_safe(globals()[_name])

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pimem.base.tables import frame
-from pimem.viz.figures import _display_safe
+from pimem.viz.figures import display_safe
 
 __all__ = ["SHARE_MEASURES", "plot_measures", "plot_recall_curve"]
 
@@ -107,5 +107,5 @@ def plot_recall_curve(curve: pd.DataFrame, *, ax: Any = None, points: pd.DataFra
     return fig, ax
 
 
-plot_measures = _display_safe(plot_measures)
-plot_recall_curve = _display_safe(plot_recall_curve)
+plot_measures = display_safe(plot_measures)
+plot_recall_curve = display_safe(plot_recall_curve)

@@ -32,6 +32,30 @@ from pimem.errors import (
 )
 from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output, write_table
 from pimem.base.tables import escape_lone_surrogates, format_number, frame
+from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
+from pimem.core.session_manager import session_entry_to_context_messages
+from pimem.drift import drift_report, headline, lost_facts
+from pimem.drift.measures import compare_sources, measure_docs
+from pimem.drift.records import compaction_records
+from pimem.experiments.sweep import sweep
+from pimem.experiments.uncertainty import sweep_summary
+from pimem.replays.engine import TOKEN_SOURCES, replay
+from pimem.replays.recording import calibrate_recording
+from pimem.replays.orphans import OPEN_LOOP_NOTE, orphan_rate, orphan_references
+from pimem.sessions.discover import dedupe_session_paths
+from pimem.sessions.load import as_session, load_session
+from pimem.summarizers.baselines import baseline_summarizers
+from pimem.summarizers.cached import CachedSummarizer
+from pimem.summarizers.registry import default_summarizer
+from pimem.viz import (
+    estimate_vs_usage_table,
+    plot_context_over_time,
+    plot_drift,
+    plot_estimate_vs_usage,
+    plot_session_tree,
+    plot_sweep_heatmaps,
+)
+from pimem.viz.measure_plots import plot_measures, plot_recall_curve
 
 if TYPE_CHECKING:
     from pimem.replays.tokens import TokenSourceName
@@ -161,14 +185,9 @@ _REPORT_COLUMNS = [
 
 def _resolve(session_or_result: Any) -> tuple[Any, Any]:
     """(session, replay result or None) from a Session, a ReplayResult or a path."""
-    from pimem.core.session_manager import Session
-    from pimem.sessions.load import load_session
-
-    if isinstance(session_or_result, Session):
-        return session_or_result, None
     if hasattr(session_or_result, "session") and hasattr(session_or_result, "events"):
         return session_or_result.session, session_or_result
-    return load_session(session_or_result), None
+    return as_session(session_or_result), None
 
 
 def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
@@ -190,8 +209,6 @@ def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
 
 def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
     """Facts lost between consecutive summaries, written as they first appeared (original case)."""
-    from pimem.drift import lost_facts
-
     lost = lost_facts(report)
     facts = report.attrs.get("facts")
     surface: dict[Any, Any] = {}
@@ -215,14 +232,6 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
                       compare_max: int = 40) -> str:
     """The HTML text of :func:`write_drift_report` (nothing written); ``report``: the drift
     report when already computed (:func:`pimem.drift.drift_report` of the same input)."""
-    from pimem.drift import drift_report, headline
-    from pimem.viz import (
-        plot_context_over_time,
-        plot_drift,
-        plot_estimate_vs_usage,
-        plot_session_tree,
-    )
-
     session, result = _resolve(session_or_result)
     if report is None:
         report = drift_report(result if result is not None else session)
@@ -280,8 +289,6 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     parts.append("<h2>Session tree</h2>")
     parts.append(_img(figure_png(plot_session_tree(session)[0]), "session tree"))
     if result is None:
-        from pimem.viz import estimate_vs_usage_table
-
         if len(estimate_vs_usage_table(session)):
             parts.append("<h2>Estimate vs recorded usage</h2>")
             parts.append(_img(figure_png(plot_estimate_vs_usage(session)[0]), "estimate vs recorded usage"))
@@ -293,8 +300,6 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
 
 def _open_loop_html() -> str:
     """The open-loop assumption, stated where replay numbers are shown."""
-    from pimem.drift.orphans import OPEN_LOOP_NOTE
-
     return f"<p class='note'><b>What a replay cannot know.</b> {_esc(OPEN_LOOP_NOTE)}</p>"
 
 
@@ -320,9 +325,7 @@ def _replay_notes_html(result: Any) -> str:
 
 
 def _orphan_section_html(session_or_result: Any) -> str:
-    """The orphan-reference rate per compaction (:mod:`pimem.drift.orphans`)."""
-    from pimem.drift.orphans import orphan_rate, orphan_references
-
+    """The orphan-reference rate per compaction (:mod:`pimem.replays.orphans`)."""
     replayed = hasattr(session_or_result, "orphan_references")
     table = session_or_result.orphan_references() if replayed else orphan_references(session_or_result)
     rate = orphan_rate(table)
@@ -374,10 +377,7 @@ _NEEDED_COLUMNS = ["compaction", "written_tokens", "n_needed", "needed_recall", 
 
 def default_sources() -> dict[str, Any]:
     """The sources a drift report sets beside a session's own summaries: extractive and the four baselines."""
-    from pimem.summarizers.baselines import baseline_summarizers
-    from pimem.summarizers.extractive import ExtractiveSummarizer
-
-    return {"extractive": ExtractiveSummarizer(), **baseline_summarizers(budget=None)}
+    return {"extractive": default_summarizer(), **baseline_summarizers(budget=None)}
 
 
 def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sources: dict[str, Any] | None = None,
@@ -385,9 +385,6 @@ def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sourc
     """The report's measures section: needed-later recall per compaction, the file lists as a pipeline
     check, the session's summaries beside other sources on the same spans, and what each measure
     rewards and how it can be gamed."""
-    from pimem.drift.measures import compare_sources, measure_docs
-    from pimem.viz.measure_plots import plot_measures, plot_recall_curve
-
     parts = ["<h2>Measures grounded in the recording</h2>",
              "<p class='note'>Content measures read only the text the summarizer wrote: the <code>&lt;read-files&gt;"
              "</code>/<code>&lt;modified-files&gt;</code> blocks that Pi's <code>compact()</code> appends are "
@@ -404,8 +401,6 @@ def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sourc
         parts.append(f"<p class='note'>{n} compactions: the comparison with other summary sources is left out "
                      f"(more than {compare_max}; pass compare_max to include it).</p>")
     else:
-        from pimem.drift.records import compaction_records
-
         chosen = default_sources() if sources is None else dict(sources)
         named = {"this session": "recorded", **chosen}
         records = compaction_records(session_or_result)
@@ -490,11 +485,6 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     context a replay that never compacts would reach), with the session's token calibration
     (:mod:`pimem.replays.calibration`: the overhead every request carries and provider tokens per
     estimated token)."""
-    from pimem.replays.recording import calibrate_recording
-    from pimem.core.compaction.compaction import estimate_tokens
-    from pimem.core.session_manager import session_entry_to_context_messages
-    from pimem.sessions.load import load_session
-
     session = load_session(path)
     branch = session.get_branch()
     total = 0
@@ -609,16 +599,6 @@ def run_study(
     an interrupted study resumes). Summaries come from the offline extractive summarizer.
     Returns a short text summary.
     """
-    from pimem.replays.engine import TOKEN_SOURCES, replay
-    from pimem.core.compaction.compaction import CompactionSettings
-    from pimem.summarizers.cached import CachedSummarizer
-    from pimem.summarizers.extractive import ExtractiveSummarizer
-    from pimem.experiments.sweep import sweep
-    from pimem.experiments.uncertainty import sweep_summary
-    from pimem.viz import plot_sweep_heatmaps
-
-    from pimem.sessions.discover import dedupe_session_paths
-
     start = time.perf_counter()
     session_paths = [Path(p) for p in paths]
     if not session_paths:
@@ -706,7 +686,7 @@ def run_study(
             atomic_write_bytes(out / name, figure_png(fig))
             heatmaps.append((w, name))
 
-    summarizer = CachedSummarizer(ExtractiveSummarizer(), cache_path)
+    summarizer = CachedSummarizer(default_summarizer(), cache_path)
     (out / "replays").mkdir(exist_ok=True)
     (out / "reports").mkdir(exist_ok=True)
     per_session: list[dict[str, Any]] = []

@@ -36,6 +36,8 @@ from pimem.core.compaction.compaction import (
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.core.session_manager import build_session_path, build_session_projection
 from pimem.base.tables import format_number, frame
+from pimem.core.settings_manager import lookup_model
+from pimem.sessions.load import as_session
 from pimem.text.messages import message_preview
 from pimem.viz.data import entry_preview, projection_table
 from pimem.viz.figures import STATUS_COLORS
@@ -92,16 +94,7 @@ def format_request(request: SummaryRequest) -> str:
 # --------------------------------------------------------------------------- helpers
 
 
-def _load(session: Any) -> Any:
-    from pimem.core.session_manager import Session
-    from pimem.sessions.load import load_session
-
-    return session if isinstance(session, Session) else load_session(session)
-
-
 def _model_for(session: Any, leaf_id: str | None) -> ModelInfo:
-    from pimem.core.settings_manager import lookup_model
-
     current = build_session_projection(session, leaf_id).model or {}
     info = lookup_model(current.get("provider"), current.get("modelId"))
     return info if info is not None else ModelInfo(context_window=200000, max_tokens=32000)
@@ -157,11 +150,12 @@ class SessionExplorer(_Explorer):
     breakdown (``breakdown``)."""
 
     def __init__(self, session: Any, *, preview_width: int = 90) -> None:
-        self.session = _load(session)
+        self.session = as_session(session)
         self.preview_width = preview_width
         options: list[tuple[str, str]] = []
         seen: set[str] = set()
-        for leaf in [self.session.get_entry(self.session.leaf_id)] if self.session.leaf_id else []:
+        current = self.session.get_entry(self.session.leaf_id) if self.session.leaf_id else None
+        for leaf in [current] if current else []:
             options.append((f"current leaf {leaf['id']}", leaf["id"]))
             seen.add(leaf["id"])
         for leaf in self.session.leaves():
@@ -221,7 +215,7 @@ class CompactionPlayground(_Explorer):
     def __init__(self, session: Any, leaf_id: str | None = None, *, model: ModelInfo | None = None,
                  reserve_tokens: int = 16384, keep_recent_tokens: int = 20000, context_window: int | None = None,
                  custom_instructions: str | None = None) -> None:
-        self.session = _load(session)
+        self.session = as_session(session)
         self.leaf_id = leaf_id if leaf_id is not None else self.session.leaf_id
         self.model = model or _model_for(self.session, self.leaf_id)
         self.path = build_session_path(self.session, self.leaf_id)

@@ -183,47 +183,6 @@ def test_write_is_atomic_and_refuses_source(tmp_path: Path) -> None:
         s.write()  # type: ignore[call-arg]
 
 
-def test_render_tree_marks_and_collapses() -> None:
-    s = Session.new("/w", session_id="sid", timestamp="2025-01-01T00:00:00.000Z", rng=random.Random(4))
-    for i in range(30):
-        s.append_message({"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"},
-                         timestamp=f"2025-01-01T00:00:{i:02d}.000Z")
-    fork = s.entries[10]["id"]
-    s.append_compaction({"summary": "Summary <b>&", "firstKeptEntryId": s.entries[25]["id"], "tokensBefore": 9})
-    s.branch_with_summary(fork, {"summary": "side trip"})
-    s.append_entry({"type": "label", "id": "lab00001", "parentId": s.leaf_id, "timestamp": "t",
-                    "targetId": fork, "label": "fork <here>"})
-    text = s.render_tree()
-    lines = text.splitlines()
-    assert len(lines) < 20  # the 30-entry linear runs are collapsed
-    assert any("more entries" in line for line in lines)
-    assert any("[C]" in line and "Summary <b>&" in line for line in lines)
-    assert any("[B]" in line and line.lstrip().startswith(("|-*", "`-*")) for line in lines)
-    assert any(f"{fork}" in line and "{fork <here>}" in line for line in lines)
-    assert lines[-1].rstrip().endswith("<- leaf")
-    html_text = s._repr_html_()
-    assert "Summary &lt;b&gt;&amp;" in html_text and "<b>&" not in html_text
-    assert "fork &lt;here&gt;" in html_text
-
-
 def test_repr_and_len() -> None:
     s = small_tree()
     assert len(s) == 6 and "entries=6" in repr(s) and "leaf='e'" in repr(s)
-
-
-def test_frames_hooks_delegate(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-    import types
-
-    calls: list[tuple[str, Any]] = []
-    fake = types.ModuleType("pimem.sessions.frames")
-    for name in ("entries_df", "messages_df", "tool_calls_df", "usage_df", "compactions_df"):
-        setattr(fake, name, lambda session, _n=name, **kw: calls.append((_n, session)) or _n)
-    monkeypatch.setitem(sys.modules, "pimem.sessions.frames", fake)
-    import pimem.sessions
-
-    monkeypatch.setattr(pimem.sessions, "frames", fake, raising=False)
-    s = small_tree()
-    assert [s.entries_df(), s.messages_df(), s.tool_calls_df(), s.usage_df(), s.compactions_df()] == [
-        "entries_df", "messages_df", "tool_calls_df", "usage_df", "compactions_df"]
-    assert all(session is s for _, session in calls)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pimem.drift.contradictions import (contradiction_check, find_contradiction, load_contradiction_labels)
+from pimem.drift.contradictions import find_contradiction, load_contradiction_labels
+from pimem.drift.faithfulness import contradiction_check
 from pimem.drift.faithfulness import SourceText, parse_claim
 from pimem.drift.labels import LabelFormatError, precision_recall
 from tests.conftest import REAL_DIR

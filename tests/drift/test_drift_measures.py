@@ -229,3 +229,30 @@ def test_an_update_that_forgets_the_older_spans_loses_carried_recall() -> None:
     # the tail of the transcript alone carries nothing of the earlier spans either
     tail = compare_sources(carrying.entries, {"tail": TailTruncationSummarizer(budget=None)}, max_tokens=60)
     assert tail.per_compaction.set_index("compaction").loc[1, "needed_recall_carried"] < 1.0
+
+
+def test_matched_length_is_shown_and_matched_is_accepted_or_refused(chain) -> None:
+    c, _, record = chain
+    matched = compare_sources(c.entries, {"recorded": "recorded", "fact dump": FactDumpSummarizer(budget=None)},
+                              matched=True)
+    table = matched.table
+    written = table.loc["written_tokens", "recorded"]
+    assert table.loc["budget_tokens", "fact dump"] == written  # the length that was matched, beside the scores
+    assert math.isnan(table.loc["budget_tokens", "recorded"])  # a stored summary had no budget
+    own = compare_sources(c.entries, {"fact dump": FactDumpSummarizer(budget=None)}, matched=False)
+    assert own.table.loc["budget_tokens", "fact dump"] == math.floor(0.8 * 16384)  # Pi's own budget
+    with pytest.raises(ConfigurationError, match=r"matched=True contradicts max_tokens=500"):
+        compare_sources(c.entries, {"recorded": "recorded"}, matched=True, max_tokens=500)
+    with pytest.raises(ConfigurationError, match="matched must be True or False"):
+        compare_sources(c.entries, {"recorded": "recorded"}, matched="yes")  # type: ignore[arg-type]
+
+
+def test_the_headline_sees_through_names_and_inventions(chain) -> None:
+    c, _, record = chain
+    good = summary_measures(record, GOOD_SUMMARY)
+    names = summary_measures(record, "## Critical Context\n- `src/billing/tax.py`\n- `TaxTable`\n- `compute_total`")
+    invented = summary_measures(record, GOOD_SUMMARY + "\n- Deployed billing to Kubernetes with `helm upgrade billing`")
+    assert good["score"] > 0 and names["score"] == 0.0 and names["faithfulness"] == 1.0
+    assert names["claims_bare"] == 3 and names["needed_recall"] > 0  # the old headline paid the names
+    assert invented["claims_invented"] == good["claims_invented"] + 1 and invented["score"] < good["score"]
+    assert set(MEASURES) >= {"score", "recall_faithful", "faithfulness", "claims_contradicted", "few_needed"}

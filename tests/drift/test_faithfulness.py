@@ -107,3 +107,25 @@ def test_real_summaries_are_faithful_and_foreign_ones_are_not(pi):
     scored = [(o, f) for o, f in zip(own, foreign) if not math.isnan(o["score"])]
     assert len(scored) == 3  # three of the five have a later trajectory to be needed in
     assert all(f["score"] < o["score"] and f["score"] < 0.1 for o, f in scored)
+
+
+HALLUCINATED = """## Goal
+Port the payment gateway to Rust and deploy it on Kubernetes.
+
+## Progress
+### Done
+- [x] Wrote `services/payments/src/main.rs` with an Axum router
+- [x] Migrated the Postgres schema with `sqlx migrate run`
+
+## Key Decisions
+- Use gRPC instead of REST between the gateway and the ledger
+"""
+
+
+def test_a_hallucinated_summary_scores_zero(pi):
+    from pimem.drift.needed import needed_later_facts
+
+    for rec in [r for recs in pi.values() for r in recs]:
+        row = faithfulness_measures(rec, HALLUCINATED, needed=needed_later_facts(rec))
+        assert row["faithfulness"] == 0.0 and row["claims_invented"] + row["claims_contradicted"] == 4
+        assert math.isnan(row["score"]) or row["score"] == 0.0

@@ -10,6 +10,7 @@ one figure.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import sys
@@ -128,3 +129,34 @@ def test_notebook_runs_clean_and_draws(executed, name: str) -> None:
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count is not None for c in code), f"{name}: not every cell ran"
     assert _figures(nb) >= 1, f"{name} produced no figure"
+
+
+@pytest.mark.notebook
+def test_executed_notebooks_render_as_pages_readable_without_a_kernel(executed, tmp_path) -> None:
+    """What ``pimem notebooks --html`` writes: each executed notebook as one HTML page with its figures."""
+    from pimem.viz.notebooks import notebook_html
+
+    for name in EXPECTED:
+        nb, exc = executed[name]
+        if exc is not None:
+            pytest.fail(f"{name} did not run: {exc}")
+        page = notebook_html(nb)
+        (tmp_path / f"{name}.html").write_text(page, encoding="utf-8")
+        assert page.lstrip().lower().startswith("<!doctype html>"), name
+        assert page.count("data:image/png;base64,") >= _figures(nb) >= 1, name
+        title = nb.cells[0].source.splitlines()[0].lstrip("# ").strip()
+        assert html.escape(title, quote=False) in page or title in page, name
+        assert "Traceback (most recent call last)" not in page, name
+
+
+def test_the_notebooks_command_copies_them_out_and_keeps_what_is_there(tmp_path, capsys) -> None:
+    from pimem.cli.main import main
+
+    assert main(["notebooks", "-o", str(tmp_path / "nb")]) == 0
+    copied = sorted(p.name for p in (tmp_path / "nb").glob("*.ipynb"))
+    assert copied == [p.name for p in NOTEBOOKS]
+    (tmp_path / "nb" / NOTEBOOKS[0].name).write_text("mine")
+    assert main(["notebooks", "-o", str(tmp_path / "nb")]) == 0
+    assert (tmp_path / "nb" / NOTEBOOKS[0].name).read_text() == "mine"
+    out = capsys.readouterr().out
+    assert "kept" in out and "jupyter lab" in out

@@ -1,22 +1,12 @@
-"""The package's public surface and its layering: exports resolve, ``import pimem`` stays light,
-the faithful core never depends on the analysis layer."""
+"""The package's public surface: exports resolve, ``import pimem`` stays light (the layers:
+``test_layers.py``)."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
-from pathlib import Path
 
 import pimem
-
-PACKAGE = Path(pimem.__file__).parent
-# Modules the core may import: itself, the JavaScript-semantics, error and type modules, the atomic
-# file writer and the message previews (pure, no pandas).
-CORE_MAY_IMPORT = ("pimem.core", "pimem.base", "pimem.errors", "pimem.text.messages")
-# The one hand-over upwards: Session's DataFrame views call pimem.sessions.frames when asked (never at import).
-CORE_VIEWS = {("core/session_manager.py", "pimem.sessions")}
-
 
 def test_every_export_resolves() -> None:
     missing = [name for name in pimem.__all__ if getattr(pimem, name, None) is None]
@@ -51,28 +41,40 @@ def test_core_pipeline_imports_without_pandas() -> None:
     assert out == ["False"]
 
 
-def _pimem_imports(path: Path) -> list[tuple[int, str]]:
-    """Every ``pimem...`` module a file imports (module level or inside functions)."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] if node.module != "pimem" else [f"pimem.{a.name}" for a in node.names]
-            found += [(node.lineno, n) for n in names if n.startswith("pimem")]
-        elif isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("pimem")]
-    return found
+def test_every_public_error_and_warning_lives_in_errors() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import pimem.errors
+
+    elsewhere = []
+    for info in pkgutil.walk_packages(pimem.__path__, "pimem."):
+        if info.name.endswith("__main__") or info.name == "pimem.errors":
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (inspect.isclass(obj) and issubclass(obj, (Exception, Warning)) and not name.startswith("_")
+                    and obj.__module__ == info.name):
+                elsewhere.append(f"{info.name}.{name}")
+    assert elsewhere == []
+    assert all(name in pimem.__all__ for name in pimem.errors.__all__)
 
 
-def test_core_never_imports_the_analysis_layer() -> None:
-    offending = []
-    for path in sorted((PACKAGE / "core").rglob("*.py")):
-        for line, module in _pimem_imports(path):
-            if not module.startswith(CORE_MAY_IMPORT) and (str(path.relative_to(PACKAGE)), module) not in CORE_VIEWS:
-                offending.append(f"{path.relative_to(PACKAGE)}:{line} imports {module}")
-    assert offending == []
+# The entry points of a first session (README, "A first look"): each documents every parameter.
+ENTRY_POINTS = ["load_session", "as_session", "load_sessions", "build_session_context", "prepare_compaction", "replay",
+                "sweep", "drift_report", "orphan_references"]
 
 
-def test_layering_check_sees_imports() -> None:
-    """The check above would notice an upward import (it reads function-level imports too)."""
-    imports = [m for _, m in _pimem_imports(PACKAGE / "core" / "session_manager.py")]
-    assert "pimem.core.messages" in imports
+def test_the_entry_points_document_every_parameter_under_args() -> None:
+    import inspect
+
+    undocumented = {}
+    for name in ENTRY_POINTS:
+        function = getattr(pimem, name)
+        doc = inspect.getdoc(function) or ""
+        args = doc.partition("\nArgs:\n")[2]
+        missing = [p for p in inspect.signature(function).parameters if f"\n    {p}:" not in "\n" + args]
+        if not args or missing:
+            undocumented[name] = missing or ["no Args: section"]
+    assert undocumented == {}

@@ -24,11 +24,6 @@ def _replay(session, **kw):
         return replay(session, kw.pop("settings", SETTINGS), context_window=kw.pop("window", 24000), **kw)
 
 
-@pytest.fixture(scope="module")
-def auth(samples_dir):
-    return load_session(samples_dir / "auth-login-bug.jsonl")
-
-
 def test_price_lookup_and_overrides():
     assert price_for("claude-sonnet-4-5") == PRICES["claude-sonnet-4-5"]
     assert price_for("claude-sonnet-4-5-20250929") == PRICES["claude-sonnet-4-5"]

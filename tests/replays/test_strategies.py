@@ -20,11 +20,6 @@ WINDOW = 24000
 
 
 @pytest.fixture(scope="module")
-def auth(samples_dir):
-    return load_session(samples_dir / "auth-login-bug.jsonl")
-
-
-@pytest.fixture(scope="module")
 def logslice(samples_dir):
     return load_session(samples_dir / "logslice-since-flag.jsonl")
 

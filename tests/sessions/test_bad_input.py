@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pimem.core.session_manager import SessionFormatError, SessionWarning, load_session
+from pimem.core.session_manager import SessionFormatError, SessionWarning
+from pimem.sessions.load import load_session
 
 HEADER = {"type": "session", "version": 3, "id": "sess-1", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/w"}
 

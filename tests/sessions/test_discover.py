@@ -157,7 +157,8 @@ def test_discover_columns_follow_pi_session_info_rules(tree: Path) -> None:
 
 
 def test_counts_agree_with_the_loader(tree: Path) -> None:
-    from pimem.core.session_manager import SessionFormatError, load_session
+    from pimem.core.session_manager import SessionFormatError
+    from pimem.sessions.load import load_session
 
     for _, row in discover_sessions(tree).iterrows():
         try:
@@ -228,7 +229,7 @@ def test_default_root_honours_pi_environment(tmp_path: Path, monkeypatch: pytest
 
 
 def test_real_sessions_counts_match_the_loader(real_dir: Path) -> None:
-    from pimem.core.session_manager import load_session
+    from pimem.sessions.load import load_session
 
     df = discover_sessions(real_dir)
     assert df["error"].isna().all()

@@ -12,7 +12,8 @@ import pytest
 
 from pimem.sessions import frames
 from pimem.core.compaction.compaction import calculate_context_tokens, estimate_tokens
-from pimem.core.session_manager import Session, load_session
+from pimem.sessions.session import Session
+from pimem.sessions.load import load_session
 
 T0 = pd.Timestamp("2025-01-01T00:00:00Z")
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from pimem.base import files as pimem_io
 from pimem.cli.main import _session_paths
-from pimem.core.session_manager import load_session
+from pimem.sessions.load import load_session
 from pimem.sessions.discover import discover_sessions, load_sessions
 from pimem.errors import SessionFormatError, SkippedFileWarning
 from pimem.experiments.sweep import sweep

@@ -214,3 +214,18 @@ def test_real_codex_remote_compactions_are_summary_less_and_warned(index: dict) 
                 e.get("source", {}).get("line") == c["line"] and e is not entry]
         assert len(kept) == c["replacement_history_items"] - c["replacement_item_types"].get("compaction", 0)
         assert any(w.line == c["line"] and "no summary text exists" in w.reason for w in session.warnings)
+
+
+@pytest.mark.slow
+def test_pimem_study_runs_on_a_real_claude_code_session(index: dict, tmp_path: Path) -> None:
+    from pimem.cli.main import main
+
+    smallest = min((DATASETS / f["stored"] for f in index["files"] if f["source"] == "claude-code/entireio-cli"
+                    and f["compactions"]), key=lambda p: p.stat().st_size)
+    src = tmp_path / "claude"
+    src.mkdir()
+    shutil.copy(smallest, src / smallest.name)
+    out = tmp_path / "study"
+    assert main(["study", str(src), "-o", str(out), "-q", "--workers", "1", "--token-source", "calibrated"]) == 0
+    runs = __import__("pandas").read_csv(out / "sweep.csv")
+    assert len(runs) > 0 and runs["error"].isna().all()

@@ -172,6 +172,13 @@ def test_compaction_is_what_claude_code_resumed_with(claude) -> None:
                                             "assistant", "user"]
 
 
+def test_the_compactions_frame_counts_everything_as_summarized(claude) -> None:
+    row = claude.compactions_df().iloc[0]
+    assert row["id"] == "c-0001" and row["tokens_before"] == 52000
+    assert row["entries_summarized"] == 7 and row["entries_kept"] == 0  # the whole path before it
+    assert not row["first_kept_found"]  # no entry before it is kept
+
+
 def test_title_lines_name_the_session_and_are_never_compactions(claude) -> None:
     assert claude.name == "Fix the flaky parser test"
     info = _entry(claude, "title:1")

@@ -12,7 +12,8 @@ import pytest
 
 from pimem.base.js import utf16_len
 from pimem.core.compaction.compaction import estimate_tokens
-from pimem.core.session_manager import build_session_context, load_session
+from pimem.core.session_manager import build_session_context
+from pimem.sessions.load import load_session
 from pimem.sessions.samples import load_samples, sample_dir, sample_session_paths
 
 GENERATOR = Path(__file__).resolve().parents[2] / "datasets" / "generate.py"

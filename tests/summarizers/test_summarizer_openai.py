@@ -14,15 +14,9 @@ from pimem.summarizers.openai_compat import (
     OpenAISummarizer,
     map_usage,
 )
-from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+from tests.support.fake_openai_server import Reply
 
 SECRET = "sk-test-SECRETKEY-0123456789abcdefXYZ"
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
 
 
 def make_request(**kw) -> SummaryRequest:

@@ -25,18 +25,11 @@ from pimem.summarizers.recorded import (
     split_turn_summary,
     strip_file_blocks,
 )
-from tests.support.fake_openai_server import FakeOpenAIServer
 
 MODEL = ModelInfo(context_window=200_000, max_tokens=32_000, reasoning=True, provider="openai", id="fake-model")
 SETTINGS = CompactionSettings(reserve_tokens=16384, keep_recent_tokens=2000)
 HISTORY_SECTIONS = ["## Goal", "## Constraints & Preferences", "### Done", "### In Progress", "### Blocked",
                     "## Key Decisions", "## Next Steps", "## Critical Context"]
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
 
 
 def latest_preparation(session):

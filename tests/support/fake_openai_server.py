@@ -21,6 +21,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-answer (a deadline or a size cap doing its job) is expected here: the
+    error is kept on ``errors`` instead of printed as a traceback."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.errors: list[BaseException] = []
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        exc = sys.exc_info()[1]
+        if exc is not None:
+            self.errors.append(exc)
+
+
 @dataclass
 class Reply:
     """One scripted answer."""
@@ -100,7 +116,7 @@ class FakeOpenAIServer:
                 else:
                     server._send(self, 404, {"error": {"message": "not found"}})
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-openai", daemon=True)
         self._thread.start()

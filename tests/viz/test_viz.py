@@ -42,11 +42,6 @@ def _close_figures():
 
 
 @pytest.fixture(scope="module")
-def auth(samples_dir) -> Session:
-    return load_session(samples_dir / "auth-login-bug.jsonl")
-
-
-@pytest.fixture(scope="module")
 def ventas(samples_dir) -> Session:
     return load_session(samples_dir / "ventas-pipeline-refactor.jsonl")
 
@@ -459,3 +454,28 @@ def test_estimate_vs_usage_projects_only_where_the_context_is_reshaped(auth, mon
     reshaping = sum(e["type"] in ("compaction", "context_edit") for e in path)
     assert len(table) > 10 * max(reshaping, 1)
     assert len(calls) == reshaping  # not one projection per assistant message
+
+
+def test_labelled_scatter_never_overlaps_its_labels_and_names_every_point() -> None:
+    import matplotlib.pyplot as plt
+
+    from pimem.viz.figures import PlacedLabels, _overlap, plot_labelled_scatter
+
+    names = ["pi-0.87.1", "no-split-turn", "from-scratch", "masking", "hybrid"]
+    crowded = pd.DataFrame({"cost": [1.00, 1.001, 1.002, 0.5, 0.501], "recall": [0.8, 0.801, 0.799, 0.6, 0.6],
+                            "peak": [9000, 9000, 9100, 4000, 4000]}, index=names)
+    spread = pd.DataFrame({"cost": [0, 1, 2, 3, 4], "recall": [0, 1, 0, 1, 0], "peak": [3000] * 5}, index=names)
+    for df, all_shown in ((crowded, False), (spread, True)):
+        fig, ax = plot_labelled_scatter(df, "cost", "recall", size="peak", size_scale=1 / 60)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        labels = next(a for a in ax.artists if isinstance(a, PlacedLabels))
+        boxes = [t.get_window_extent(renderer) for t in labels.shown]
+        assert all(not _overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        assert all(b.x0 >= ax.bbox.x0 and b.x1 <= ax.bbox.x1 for b in boxes)
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == names
+        if all_shown:
+            assert sorted(t.get_text() for t in labels.shown) == sorted(names)
+        else:
+            assert 2 <= len(labels.shown) < len(names)  # the crowded ones cannot all have a free place
+        plt.close(fig)

@@ -28,11 +28,6 @@ from pimem.viz.widgets import (
 
 
 @pytest.fixture(scope="module")
-def auth(samples_dir) -> Session:
-    return load_session(samples_dir / "auth-login-bug.jsonl")
-
-
-@pytest.fixture(scope="module")
 def ventas(samples_dir) -> Session:
     return load_session(samples_dir / "ventas-pipeline-refactor.jsonl")
 

@@ -38,6 +38,7 @@ __all__ = [
     "BranchSummaryResult",
     "collect_entries_for_branch_summary",
     "prepare_branch_entries",
+    "get_message_from_entry",
     "build_branch_prompt",
     "branch_summary_max_tokens",
     "generate_branch_summary",
@@ -46,7 +47,7 @@ __all__ = [
 
 @dataclass
 class BranchPreparation:
-    """``prepareBranchEntries``'s result."""
+    """What :func:`prepare_branch_entries` returns."""
 
     messages: list[dict]
     file_ops: FileOperations
@@ -55,7 +56,7 @@ class BranchPreparation:
 
 @dataclass
 class BranchSummaryResult:
-    """``generateBranchSummary``'s result: a summary, or an error, or aborted."""
+    """What :func:`generate_branch_summary` returns: a summary, or an error, or aborted."""
 
     summary: str | None = None
     usage: dict | None = None
@@ -95,7 +96,8 @@ def collect_entries_for_branch_summary(session: Any, old_leaf_id: str | None, ta
     return entries, common
 
 
-def _message_from_entry(entry: dict) -> dict | None:
+def get_message_from_entry(entry: dict) -> dict | None:
+    """``getMessageFromEntry``: the message a branch entry contributes to a branch summary, if any."""
     etype = entry.get("type")
     if etype == "message":
         message = entry["message"]
@@ -132,7 +134,7 @@ def prepare_branch_entries(entries: Sequence[dict], token_budget: float = 0) -> 
     reversed_messages: list[dict] = []
     total = 0
     for entry in reversed(entries):
-        message = _message_from_entry(entry)
+        message = get_message_from_entry(entry)
         if message is None:
             continue
         extract_file_ops_from_message(message, file_ops)

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from pimem.base.js import UNDEFINED, js_entries, js_stringify, js_truthy, utf16_len
+from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
     FileOperations,
     add_file_ops,
@@ -74,11 +74,14 @@ __all__ = [
     "summarization_reasoning",
     "build_history_prompt",
     "build_turn_prefix_prompt",
+    "generate_summary",
     "generate_summary_with_usage",
     "generate_turn_prefix_summary",
+    "summary_request",
+    "complete_checked",
+    "is_turn_start_entry",
     "compact",
     "uuid7",
-    "ContextTracker",
     "PromptTemplates",
     "PI_PROMPTS",
 ]
@@ -116,7 +119,7 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class CutPointResult:
-    """``findCutPoint``'s result."""
+    """What :func:`find_cut_point` returns."""
 
     first_kept_entry_index: int
     turn_start_index: int
@@ -125,7 +128,7 @@ class CutPointResult:
 
 @dataclass
 class CompactionPreparation:
-    """``prepareCompaction``'s result."""
+    """What :func:`prepare_compaction` returns."""
 
     first_kept_entry_id: str
     messages_to_summarize: list[dict]
@@ -158,7 +161,7 @@ PI_PROMPTS = PromptTemplates()
 
 @dataclass
 class CompactionResult:
-    """``compact``'s result (what a CompactionEntry is made of)."""
+    """What :func:`compact` returns (what a CompactionEntry is made of)."""
 
     summary: str
     first_kept_entry_id: str | None
@@ -189,7 +192,7 @@ def _text_and_image_chars(content: Any) -> int:
         raise JavaScriptTypeError(f"message content is not iterable: {content!r}")
     chars = 0
     for block in content:
-        btype = block.get("type")
+        btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
         if btype == "text":
             text = block.get("text")
             if text.__class__ is str:
@@ -206,7 +209,7 @@ def _ceil4(chars: int) -> int:
 
 
 def estimate_chars(message: dict) -> int:
-    """The characters (UTF-16 code units) Pi's ``estimateTokens`` counts for one message.
+    """The characters (UTF-16 code units) :func:`estimate_tokens` counts for one message.
 
     Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
     output, system content, sections and added tools, 4800 per image.
@@ -223,7 +226,7 @@ def estimate_chars(message: dict) -> int:
                 raise JavaScriptTypeError(f"assistant content is not iterable: {content!r}")
         chars = 0
         for block in content:
-            btype = block.get("type")
+            btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
             if btype == "text":
                 value = block.get("text")
             elif btype == "thinking":
@@ -310,7 +313,7 @@ def get_last_assistant_usage(entries: Sequence[dict]) -> dict | None:
 
 @dataclass(frozen=True)
 class ContextUsageEstimate:
-    """``estimateContextTokens``'s result."""
+    """What :func:`estimate_context_tokens` returns."""
 
     tokens: Any
     usage_tokens: Any
@@ -368,7 +371,7 @@ def projected_estimate_parts(
     branch_types: Sequence[Any] | None = None,
     walked: bool = False,
 ) -> ContextUsageEstimate:
-    """``estimateProjectedContextTokens`` on a projection given as parallel lists.
+    """Fast twin of :func:`estimate_projected_context_tokens` on a projection given as parallel lists.
 
     ``branch_types`` are the branch entries' types if known; ``walked`` says the branch came
     from following parent links (its truthy ids are distinct, so the usage entry is found by
@@ -470,7 +473,8 @@ def is_turn_start_message(message: dict) -> bool:
     return message.get("role") in _TURN_START_ROLES
 
 
-def _is_turn_start_entry(entry: dict) -> bool:
+def is_turn_start_entry(entry: dict) -> bool:
+    """Whether ``entry`` starts a turn (a user, bash, custom or summary message; never a compaction)."""
     if entry.get("type") == "compaction":
         return False
     return any(m.get("role") in _TURN_START_ROLES for m in session_entry_to_context_messages(entry))
@@ -491,7 +495,7 @@ def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: 
 def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index: int) -> int:
     """``findTurnStartIndex``: the turn-starting entry at or before ``entry_index`` (or -1)."""
     for i in range(entry_index, start_index - 1, -1):
-        if _is_turn_start_entry(entries[i]):
+        if is_turn_start_entry(entries[i]):
             return i
     return -1
 
@@ -521,7 +525,7 @@ def find_cut_point(
             break
         cut_index -= 1
     cut_entry = entries[cut_index]
-    starts_turn = _is_turn_start_entry(cut_entry)
+    starts_turn = is_turn_start_entry(cut_entry)
     turn_start = -1 if starts_turn else find_turn_start_index(entries, cut_index, start_index)
     return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
 
@@ -568,7 +572,8 @@ def cut_point_parts(
     keep_recent_tokens: float,
     est: Callable[[dict], int],
 ) -> CutPointResult:
-    """``findProjectedCutPoint`` on a projection given as parallel lists (sources, types, messages)."""
+    """Fast twin of :func:`find_projected_cut_point` on a projection given as parallel lists (sources,
+    types, messages)."""
     is_cut = is_cut_point_parts
     # cutPoints[0] and cutPoints.find(c >= i) are found by scanning, without the full list.
     first_cut = -1
@@ -709,7 +714,7 @@ def prepare_parts(
     cache: TokenCache | None,
     tokens_before: Any = UNDEFINED,
 ) -> CompactionPreparation | None:
-    """``prepareCompaction`` after the projection, on parallel lists."""
+    """Fast twin of :func:`prepare_compaction` after the projection, on parallel lists."""
     count = len(sources)
     # Only the projection's first entry can be a compaction with messages (Pi's findIndex).
     prev_index = 0 if count and types[0] == "compaction" and len(per_entry[0]) > 0 else -1
@@ -765,8 +770,10 @@ def prepare_compaction(
 ) -> CompactionPreparation | None:
     """``prepareCompaction``: what to summarize and where to cut, or None if nothing to do.
 
-    ``path_entries`` is the active path (``session.get_branch()``), root first. ``cache``
-    (a :class:`~pimem.core.compaction.compaction.TokenCache`) reuses token estimates across calls.
+    Args:
+        path_entries: the active path (``session.get_branch()``), root first.
+        settings: Pi's ``reserveTokens`` / ``keepRecentTokens``.
+        cache: a :class:`TokenCache` that reuses token estimates across calls.
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
@@ -852,7 +859,7 @@ def build_history_prompt(
     messages: Sequence[dict], custom_instructions: str | None = None, previous_summary: str | None = None,
     prompts: PromptTemplates = PI_PROMPTS,
 ) -> str:
-    """The user-message text of a history summary request (``generateSummaryWithUsage``)."""
+    """The user-message text of a history summary request (:func:`generate_summary_with_usage`)."""
     base = prompts.update if js_truthy(previous_summary) else prompts.initial
     if js_truthy(custom_instructions):
         base = f"{base}\n\nAdditional focus: {custom_instructions}"
@@ -869,8 +876,9 @@ def build_turn_prefix_prompt(messages: Sequence[dict], prompts: PromptTemplates 
     return f"# Conversation\n{conversation}\n\n# Instructions\n{prompts.turn_prefix}"
 
 
-def _request(kind: str, prompt: str, max_tokens: int | None, reasoning: str | None, model: ModelInfo,
-             session_id: str | None, system_prompt: str = SUMMARIZATION_SYSTEM_PROMPT) -> SummaryRequest:
+def summary_request(kind: str, prompt: str, max_tokens: int | None, reasoning: str | None, model: ModelInfo,
+                    session_id: str | None, system_prompt: str = SUMMARIZATION_SYSTEM_PROMPT) -> SummaryRequest:
+    """The request :func:`complete_checked` sends: Pi's system prompt, ``prompt`` as the one user message."""
     return SummaryRequest(
         kind=kind,  # type: ignore[arg-type]
         system_prompt=system_prompt,
@@ -896,7 +904,7 @@ def generate_summary_with_usage(
     prompts: PromptTemplates = PI_PROMPTS,
 ) -> tuple[str, dict | None]:
     """``generateSummaryWithUsage``: one history summary request; raises SummarizationError."""
-    request = _request(
+    request = summary_request(
         "history",
         build_history_prompt(messages, custom_instructions, previous_summary, prompts),
         summarization_max_tokens(0.8, reserve_tokens, model),
@@ -905,7 +913,26 @@ def generate_summary_with_usage(
         session_id,
         prompts.system,
     )
-    return _complete_checked(summarizer, request, "Summarization")
+    return complete_checked(summarizer, request, "Summarization")
+
+
+def generate_summary(
+    messages: Sequence[dict],
+    summarizer: Any,
+    *,
+    model: ModelInfo,
+    reserve_tokens: float,
+    custom_instructions: str | None = None,
+    previous_summary: str | None = None,
+    thinking_level: str | None = None,
+    session_id: str | None = None,
+    prompts: PromptTemplates = PI_PROMPTS,
+) -> str:
+    """``generateSummary``: the text of :func:`generate_summary_with_usage`."""
+    return generate_summary_with_usage(
+        messages, summarizer, model=model, reserve_tokens=reserve_tokens, custom_instructions=custom_instructions,
+        previous_summary=previous_summary, thinking_level=thinking_level, session_id=session_id, prompts=prompts,
+    )[0]
 
 
 def generate_turn_prefix_summary(
@@ -919,7 +946,7 @@ def generate_turn_prefix_summary(
     prompts: PromptTemplates = PI_PROMPTS,
 ) -> tuple[str, dict | None]:
     """``generateTurnPrefixSummary``: the split turn's prefix, half the reserve as budget."""
-    request = _request(
+    request = summary_request(
         "turn_prefix",
         build_turn_prefix_prompt(messages, prompts),
         summarization_max_tokens(0.5, reserve_tokens, model),
@@ -928,11 +955,12 @@ def generate_turn_prefix_summary(
         session_id,
         prompts.system,
     )
-    return _complete_checked(summarizer, request, "Turn prefix summarization")
+    return complete_checked(summarizer, request, "Turn prefix summarization")
 
 
-def _complete_checked(summarizer: Any, request: SummaryRequest, label: str) -> tuple[str, dict | None]:
-    """Ask once; an error, a length stop or a tool call is a failure named with Pi's ``label``."""
+def complete_checked(summarizer: Any, request: SummaryRequest, label: str) -> tuple[str, dict | None]:
+    """``completeSummarization``: ask once; an error, a length stop or a tool call is a failure named with
+    Pi's ``label``."""
     response = summarizer.complete(request)
     failure = get_summarization_failure(response, label)
     if failure:

@@ -17,6 +17,7 @@ import orjson
 from pimem.base.js import (
     UNDEFINED,
     js_entries,
+    js_prop,
     js_slice,
     js_sorted,
     js_string,
@@ -78,7 +79,7 @@ def extract_file_ops_from_message(message: dict, file_ops: FileOperations) -> No
 
 
 def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
-    """``extractFileOpsFromMessage`` over many messages, in one loop (the pipeline's hot path)."""
+    """Fast twin of :func:`extract_file_ops_from_message` over many messages, in one loop (the pipeline's hot path)."""
     read, written, edited = file_ops.read, file_ops.written, file_ops.edited
     for message in messages:
         if message.get("role") != "assistant":
@@ -181,12 +182,12 @@ def serialize_message(message: dict) -> str:
     if role == "assistant":
         content: Any = message.get("content")
         if isinstance(content, str):
-            raise JavaScriptTypeError("msg.content.some is not a function (assistant content is a string)")
+            raise JavaScriptTypeError("msg.content.some is not a function")  # V8's words, as Pi throws
         thinking_parts: list[str] = []
         tool_calls: list[str] = []
         has_text = False
         for block in content:
-            btype = block.get("type")
+            btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
             if btype == "thinking":
                 thinking = block.get("thinking", UNDEFINED)
                 if thinking.__class__ is not str:
@@ -278,7 +279,7 @@ class SerializationCache:
 
 
 def serialize_messages(messages: Iterable[dict], cache: SerializationCache | None = None) -> str:
-    """``serializeConversation(convertToLlm(messages))``, reusing ``cache``'s texts if given."""
+    """Fast twin of :func:`serialize_conversation` of ``convert_to_llm(messages)``, reusing ``cache``'s texts if given."""
     if cache is None:
         return serialize_conversation(convert_to_llm(messages))
     return cache.conversation(messages if isinstance(messages, list) else list(messages))

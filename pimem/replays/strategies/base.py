@@ -41,6 +41,7 @@ import hashlib
 import importlib
 import pkgutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pimem.core.compaction.compaction import (
@@ -209,9 +210,7 @@ def _discover() -> None:
     if _DISCOVERED:
         return
     _DISCOVERED = True
-    import pimem.replays.strategies as package
-
-    for info in pkgutil.iter_modules(package.__path__):
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if not info.name.startswith("_"):
             importlib.import_module(f"pimem.replays.strategies.{info.name}")
 

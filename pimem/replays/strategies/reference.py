@@ -46,6 +46,7 @@ from pimem.core.compaction.compaction import (
 from pimem.core.compaction.utils import FileOperations, add_file_ops
 from pimem.core.context_tracker import ContextTracker
 from pimem.core.session_manager import project_context_entry
+from pimem.errors import ConfigurationError
 from pimem.replays.strategies.base import CheckPoint, CompactionStrategy, ContextEdit, TurnView, register_strategy
 
 __all__ = ["NoSplitTurn", "FromScratch", "ObservationMasking", "Hybrid", "DEFAULT_PLACEHOLDER"]
@@ -138,8 +139,6 @@ class ObservationMasking(CompactionStrategy):
     prompts: PromptTemplates = PI_PROMPTS
 
     def __post_init__(self) -> None:
-        from pimem.errors import ConfigurationError
-
         if not isinstance(self.keep_turns, int) or isinstance(self.keep_turns, bool) or self.keep_turns < 1:
             raise ConfigurationError(f"keep_turns must be a positive integer, not {self.keep_turns!r}")
 

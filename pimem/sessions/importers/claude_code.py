@@ -39,10 +39,11 @@ import os
 import random
 from typing import Any
 
-from pimem.base.js import parse_iso_ms
-from pimem.core.session_manager import CURRENT_SESSION_VERSION, Session, SessionWarning
+from pimem.base.js import js_stringify, parse_iso_ms
+from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
-from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, read_records
+from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, file_time_iso, read_records
+from pimem.sessions.session import Session
 
 __all__ = ["import_claude_code", "looks_like_claude_code", "FORMAT"]
 
@@ -91,7 +92,7 @@ _CC_TYPES = frozenset(
 
 def looks_like_claude_code(record: dict) -> bool:
     """Whether a transcript record has Claude Code's shape."""
-    rtype = record.get("type")
+    rtype = as_str(record.get("type"), None)
     if rtype not in _CC_TYPES:
         return False
     if rtype in _TITLE_FIELDS:
@@ -219,8 +220,6 @@ class _Importer:
         return {"type": "text", "text": "[image]"}
 
     def unknown_block(self, block: Any, line: int) -> dict:
-        from pimem.base.js import js_stringify
-
         kind = block.get("type") if isinstance(block, dict) else type(block).__name__
         self.note(f"content block of type {kind!r} kept as JSON text", line)
         return {"type": "text", "text": js_stringify(block)}
@@ -457,7 +456,7 @@ class _Importer:
         only_sidechain = bool(conversation) and all(r.data.get("isSidechain") for r in conversation)
         for rec in records:
             data = rec.data
-            rtype = data.get("type")
+            rtype = as_str(data.get("type"), None)
             if data.get("isSidechain") and not only_sidechain and rtype in ("user", "assistant", "system", "progress"):
                 self.skip("sidechain", rec)
             elif rtype == "assistant":
@@ -522,6 +521,7 @@ def import_claude_code(path: str | os.PathLike[str], *, seed: int | str | None =
     first = next((r.data for r in records if isinstance(r.data.get("sessionId"), str)), {})
     stem = os.path.basename(file).split(".")[0]
     first_ts = next((r.data["timestamp"] for r in records if isinstance(r.data.get("timestamp"), str)), None)
+    first_ts = first_ts or file_time_iso(file)
     cwd = next((r.data["cwd"] for r in records if isinstance(r.data.get("cwd"), str)), "")
     version = next((r.data["version"] for r in records if isinstance(r.data.get("version"), str)), None)
     header: dict[str, Any] = {

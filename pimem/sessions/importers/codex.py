@@ -40,9 +40,10 @@ from typing import Any
 import orjson
 
 from pimem.base.js import parse_iso_ms
-from pimem.core.session_manager import CURRENT_SESSION_VERSION, Session, SessionWarning
+from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
-from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, read_records
+from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, file_time_iso, read_records
+from pimem.sessions.session import Session
 
 __all__ = ["import_codex", "looks_like_codex", "FORMAT"]
 
@@ -58,7 +59,7 @@ _IMAGE_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.S)
 
 def looks_like_codex(record: dict) -> bool:
     """Whether a rollout line has Codex's shape."""
-    return record.get("type") in _CODEX_TYPES and isinstance(record.get("payload"), dict)
+    return as_str(record.get("type"), None) in _CODEX_TYPES and isinstance(record.get("payload"), dict)
 
 
 def _ms(timestamp: Any) -> int | None:
@@ -265,8 +266,8 @@ class _Importer:
 
     def item(self, rec: Record, item: dict, extra: dict | None = None) -> bool:
         """Import one response item; False when it has no Pi counterpart."""
-        itype = item.get("type")
-        role = item.get("role")
+        itype = as_str(item.get("type"), None)
+        role = as_str(item.get("role"), None)
         if itype in _ASSISTANT_ITEMS or (itype == "message" and role == "assistant"):
             if extra is not None:  # inside a replacement history: one message per item
                 self.close_assistant()
@@ -344,7 +345,7 @@ class _Importer:
     def run(self, records: list[Record]) -> None:
         for rec in records:
             data = rec.data
-            rtype = data.get("type")
+            rtype = as_str(data.get("type"), None)
             payload = as_object(data.get("payload"))
             kind = f"{rtype}:{payload.get('type')}" if rtype in ("response_item", "event_msg") else str(rtype)
             self.report.count_in(kind)
@@ -413,6 +414,7 @@ def import_codex(path: str | os.PathLike[str], *, seed: int | str | None = None)
     importer.run(records)
     meta = importer.meta or {}
     first_ts = next((r.data["timestamp"] for r in records if isinstance(r.data.get("timestamp"), str)), None)
+    first_ts = first_ts or file_time_iso(file)
     sid = meta.get("id") or meta.get("session_id") or os.path.basename(file).split(".")[0]
     header: dict[str, Any] = {
         "type": "session",

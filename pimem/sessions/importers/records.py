@@ -15,12 +15,19 @@ from typing import Any, Iterator, TypeVar
 
 import orjson
 
+from pimem.base.files import open_regular
+from pimem.base.js import to_iso
 from pimem.core.session_manager import SessionWarning
 from pimem.errors import SessionFormatError
 
-__all__ = ["Record", "ImportReport", "read_records", "open_transcript", "as_object", "as_str"]
+__all__ = ["Record", "ImportReport", "read_records", "open_transcript", "as_object", "as_str", "file_time_iso"]
 
 _T = TypeVar("_T")
+
+
+def file_time_iso(path: str | os.PathLike[str]) -> str:
+    """The file's modification time as an ISO timestamp (for a transcript without any time)."""
+    return to_iso(os.stat(path).st_mtime * 1000)
 
 
 def as_object(value: Any) -> dict[str, Any]:
@@ -89,8 +96,6 @@ def open_transcript(path: str | os.PathLike[str]) -> Any:
 
     Not a regular file (a FIFO, a device, a folder): :class:`SessionFormatError`.
     """
-    from pimem.base.files import open_regular
-
     handle = open_regular(path)
     if handle.read(2) == _GZIP_MAGIC:
         handle.close()
@@ -99,7 +104,7 @@ def open_transcript(path: str | os.PathLike[str]) -> Any:
     return handle
 
 
-def _split_objects(text: str) -> list[Any] | None:
+def split_objects(text: str) -> list[Any] | None:
     """Every JSON value on a line written back to back, or None when the line is not JSON."""
     values = []
     pos = 0
@@ -141,7 +146,7 @@ def read_records(path: str | os.PathLike[str], warnings: list[SessionWarning]) -
             text = raw.decode("utf-8", "replace")
             if "\ufffd" in text and b"\xef\xbf\xbd" not in raw:
                 warnings.append(SessionWarning(lineno, "invalid UTF-8 bytes replaced with U+FFFD", None, file))
-            parsed = _split_objects(text.strip())
+            parsed = split_objects(text.strip())
             if parsed is None:
                 why = (
                     "truncated last line (no newline, not valid JSON): skipped"

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
-from pimem.drift.orphans import OPEN_LOOP_NOTE, fact_in_context, orphan_rate, orphan_references
+from pimem.replays.orphans import OPEN_LOOP_NOTE, fact_in_context, orphan_rate, orphan_references
 
 
 def _session(summary: str, after: list[dict]):
@@ -94,7 +94,7 @@ def test_fact_in_context_agrees_with_fact_present():
     messages = [e["message"] for e in session.get_branch() if e.get("type") == "message"][:80]
     facts = extract_facts(messages)[:150]
     assert len(facts) > 50
-    from pimem.drift.orphans import _context_text
+    from pimem.replays.orphans import _context_text
 
     found = 0
     for fact in facts:

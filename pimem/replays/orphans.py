@@ -40,7 +40,7 @@ counts the references checked (the denominator), ``orphans`` the orphans among t
 What it rewards and how it can be gamed: a summary that repeats many facts lowers it; so does a
 long kept tail. Facts a capable agent can recover without the context (a conventional file name)
 count as orphans, so the rate is an upper bound on dependence on forgotten context. Facts are
-matched with :func:`pimem.drift.fact_present`, through :func:`fact_in_context` (one function, so
+matched with :func:`pimem.text.facts.fact_present`, through :func:`fact_in_context` (one function, so
 that a better matcher can replace it).
 """
 
@@ -52,6 +52,10 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from pimem.base.tables import frame
+from pimem.core.session_manager import build_session_path, build_session_projection, session_entry_to_context_messages
+from pimem.sessions.compactions import compaction_spans
+from pimem.sessions.load import SessionLike, session_or_entries
+from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold
 
 __all__ = ["orphan_references", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]
 
@@ -111,8 +115,6 @@ class _Shown:
     @property
     def folded(self) -> str:
         if self._folded is None:
-            from pimem.text.facts import fold
-
             self._folded = fold(_context_text(self.message))
         return self._folded
 
@@ -128,12 +130,10 @@ _LAZY_INDEX: Any = None
 
 def _lazy_index(text: str, folded: str) -> Any:
     """A :class:`pimem.drift.SummaryIndex` of ``text`` that builds its look-up tables only when
-    :func:`pimem.drift.fact_present` first needs one: identifiers and commands are matched on the
+    :func:`pimem.text.facts.fact_present` first needs one: identifiers and commands are matched on the
     folded text alone, which is known already."""
     global _LAZY_INDEX
     if _LAZY_INDEX is None:
-        from pimem.text.facts import SummaryIndex
-
         class LazyIndex(SummaryIndex):
             def __init__(self, text: str, folded: str) -> None:  # noqa: D107 - the tables come later
                 self.__dict__.update(text=text, folded=folded)
@@ -153,11 +153,9 @@ def _lazy_index(text: str, folded: str) -> Any:
 
 
 def _shortcut(fact: Any) -> Any:
-    """A cheap test on a message's folded text that :func:`pimem.drift.fact_present` can only pass
+    """A cheap test on a message's folded text that :func:`pimem.text.facts.fact_present` can only pass
     when it holds (a path's last two segments, an identifier or command, two content words of a
     sentence); None for numbers, which have no such test."""
-    from pimem.text.facts import content_words, fold
-
     if fact.kind == "path":
         # equal, a suffix of a path in the text, or sharing its last two segments with one: the last
         # two segments (or the only one) occur in the text
@@ -175,14 +173,12 @@ def _shortcut(fact: Any) -> Any:
 
 
 def fact_in_context(fact: Any, context: Sequence[Any]) -> bool:
-    """Whether ``fact`` is held by any message of the context (:func:`pimem.drift.fact_present`).
+    """Whether ``fact`` is held by any message of the context (:func:`pimem.text.facts.fact_present`).
 
     ``context``: messages (dicts) or the replay's shown messages. A message whose folded text
     fails a cheap necessary test (it lacks a path's last two segments, an identifier, a command, or
     two content words of a sentence) is skipped without building its index.
     """
-    from pimem.text.facts import fact_present
-
     could_hold = _shortcut(fact)
     for item in context:
         shown = item if isinstance(item, _Shown) else _Shown(item)
@@ -215,8 +211,6 @@ class _PerMessage:
 
     def facts(self, message: dict) -> list[Any]:
         """The facts of the kinds an assistant turn can state (a tool result states none)."""
-        from pimem.text.facts import extract_facts
-
         hit = self._facts.get(id(message))
         if hit is None or hit[0] is not message:
             if len(self._facts) > self.limit:
@@ -230,23 +224,16 @@ class _PerMessage:
 _PER_MESSAGE = _PerMessage()
 
 
-def _session_of(result_or_session: Any) -> Any:
-    if hasattr(result_or_session, "session") and hasattr(result_or_session, "events"):
-        return result_or_session.session
-    return result_or_session
-
-
-def orphan_references(result_or_session: Any, *, leaf_id: str | None = None, examples: int = 3) -> pd.DataFrame:
+def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = None, examples: int = 3) -> pd.DataFrame:
     """One row per compaction on the active path: references, orphans, orphan rate (module docs).
 
-    ``result_or_session``: a :class:`~pimem.replays.engine.ReplayResult` (its replayed session) or a
-    ``Session`` (its own compactions: the closed-loop baseline). ``orphan_examples`` lists up to
-    ``examples`` orphaned facts as ``kind:value``.
+    Args:
+        result_or_session: a :class:`~pimem.replays.result.ReplayResult` (its replayed session) or a
+            ``Session`` (its own compactions: the closed-loop baseline).
+        leaf_id: the leaf whose path is measured (default: the session's current leaf).
+        examples: how many orphaned facts ``orphan_examples`` lists (as ``kind:value``).
     """
-    from pimem.core.session_manager import build_session_path, build_session_projection, session_entry_to_context_messages
-    from pimem.drift.metrics import compaction_spans
-
-    session = _session_of(result_or_session)
+    session = session_or_entries(result_or_session)
     path = build_session_path(session, leaf_id)
     positions = {e.get("id"): i for i, e in enumerate(path)}
     spans = compaction_spans(session, leaf_id=leaf_id)

@@ -1,0 +1,85 @@
+"""Each compaction on a session's active path with the messages it summarized.
+
+A compaction ``C`` summarized what Pi's projection held before it, from the entries the previous
+compaction kept (or the root) up to ``C``'s ``firstKeptEntryId``; :func:`compaction_spans` finds
+those messages and the file lists Pi computed for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from pimem.core.compaction.utils import FileOperations, compute_file_lists, extract_file_ops_from_message
+from pimem.core.session_manager import build_session_path, build_session_projection
+from pimem.sessions.load import SessionLike, session_or_entries
+
+__all__ = ["CompactionSpan", "compaction_spans"]
+
+
+@dataclass
+class CompactionSpan:
+    """One compaction on the path with the messages it summarized."""
+
+    index: int
+    entry: dict
+    messages: list[tuple[str | None, dict]]
+    entry_ids: list[str]
+    previous: dict | None
+    read_files: list[str]
+    modified_files: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        return str(self.entry.get("summary", ""))
+
+
+def compaction_spans(result_or_session: SessionLike | Sequence[dict], *, leaf_id: str | None = None) -> list[CompactionSpan]:
+    """The compactions on the active path, each with the messages it summarized (Pi's projection
+    before it, from the previous compaction's kept entries to its ``firstKeptEntryId``)."""
+    source = session_or_entries(result_or_session)
+    path = build_session_path(source, leaf_id)
+    spans: list[CompactionSpan] = []
+    for pos, entry in enumerate(path):
+        if entry.get("type") != "compaction":
+            continue
+        notes: list[str] = []
+        projected = build_session_projection(path[:pos]).entries if pos else []
+        prev_index = next(
+            (i for i, pe in enumerate(projected) if pe.source_entry.get("type") == "compaction" and pe.messages),
+            -1,
+        )
+        previous = projected[prev_index].source_entry if prev_index >= 0 else None
+        start = prev_index + 1
+        first_kept = entry.get("firstKeptEntryId")
+        end = next((i for i in range(start, len(projected)) if projected[i].source_entry.get("id") == first_kept), None)
+        if end is None:
+            if first_kept != entry.get("id"):  # its own id: nothing kept (an imported compaction)
+                notes.append(f"firstKeptEntryId {first_kept!r} not found after the previous compaction; "
+                             "span runs to the compaction")
+            end = len(projected)
+        messages: list[tuple[str | None, dict]] = []
+        entry_ids: list[str] = []
+        for pe in projected[start:end]:
+            src = pe.source_entry
+            if src.get("type") == "compaction":
+                continue
+            entry_ids.append(src.get("id"))
+            for m in pe.messages:
+                if m.get("role") != "system":
+                    messages.append((src.get("id"), m))
+        ops = FileOperations()
+        if previous is not None and not previous.get("fromHook") and isinstance(previous.get("details"), dict):
+            details = previous["details"]
+            if isinstance(details.get("readFiles"), list):
+                ops.read.update(details["readFiles"])
+            if isinstance(details.get("modifiedFiles"), list):
+                ops.edited.update(details["modifiedFiles"])
+        for _, m in messages:
+            extract_file_ops_from_message(m, ops)
+        read_files, modified_files = compute_file_lists(ops)
+        spans.append(
+            CompactionSpan(len(spans), entry, messages, entry_ids, previous, list(read_files), list(modified_files), notes)
+        )
+    return spans
