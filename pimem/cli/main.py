@@ -795,8 +795,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=_non_negative_int, default=0,
                    help="seed of the new session id and compaction entry ids; the same seed gives the same "
                         "file byte for byte (default: 0)")
-    a.add_argument("--strategy", type=_strategy, default="pi-0.87.1",
-                   help=f"compaction strategy, name or name:key=value,... ({strategies}; default: pi-0.87.1)")
+    a.add_argument("--strategy", type=_strategy, default=None,
+                   help=f"compaction strategy, name or name:key=value,... ({strategies}; default: pi-0.87.1, or "
+                        "with --triggers recorded the release that wrote the recorded compactions when it shows)")
     a.add_argument("--sample", type=_non_negative_int, default=0,
                    help="draw index of every summary request: distinct cached draws of a model at "
                         "temperature > 0 (default: 0)")

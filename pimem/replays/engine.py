@@ -29,13 +29,14 @@ from pimem.replays.config import TRIGGERS, ReplayConfig, Trigger, load_recording
 from pimem.replays.navigate import navigate
 from pimem.replays.recording import (
     RecordedPath,
+    recorded_release,
     has_tool_calls,
     input_tokens,
     output_tokens,
     timestamp_ms,
 )
 from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, ReplayResult
-from pimem.replays.settings import check_settings
+from pimem.replays.settings import check_room, check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
 from pimem.replays.tokens import make_token_source
@@ -124,10 +125,12 @@ class Replayer:
         self.token_source = config.token_source
         self.triggers = config.triggers
         self.hooks = config.hooks
-        self.strategy = get_strategy(config.strategy)
         self.turn = 0
         self.edit_ids: list[str] = []
         self.path = original.get_branch(config.leaf_id)
+        # "as recorded": the strategy of the release that wrote the recorded compactions, when it shows
+        self.release = recorded_release(self.path) if config.triggers == "recorded" and config.strategy is None else None
+        self.strategy = get_strategy(self.release or config.strategy)
         self.new, self.rng = _seeded_session(original, config.seed)
         # The recording's projection and the replay's, kept incrementally; estimates by message
         # identity are shared (the replayed entries hold the recorded message objects).
@@ -146,6 +149,9 @@ class Replayer:
         self.last_tool_results: list[dict] = []
         self.in_run = False
         self.overflow_attempted = False
+        self.refused_requests = 0
+        self.failed_turns = 0
+        self.refusal_kept = False  # Pi's last assistant is a refusal kept in the context (a failed retry)
         self._models: dict[Any, Any] = {}
         self.step = 0
         self._checked_windows: set[Any] = set()
@@ -178,6 +184,8 @@ class Replayer:
             return
         self._checked_windows.add(window)
         for problem in check_settings(self.settings, window):
+            self.warn(problem)
+        for problem in check_room(self.settings, window, self.tokens.overhead):
             self.warn(problem)
 
     # -- events ------------------------------------------------------------------------------------
@@ -268,33 +276,75 @@ class Replayer:
         if row["should_compact"] and self.acting():
             row["fired"] = self.run_compaction("threshold", False, check)
 
-    def check_before_call(self, message: dict) -> None:
-        """Overflow of the request about to be sent (see module docs, ``before_call``)."""
-        info = self.model_info()
-        window = info.context_window
-        if window <= 0 or not self.settings.enabled:
-            return
-        tokens = self.call_tokens(message)
-        if tokens > window:
-            decision = self.strategy.should_compact(self.check_point("before_call", "overflow", tokens, True))
-            row = self._row(kind="check", check="before_call", reason="overflow", context_tokens=tokens,
-                            threshold=window - self.settings.reserve_tokens, context_window=window,
-                            should_compact=bool(decision), fired=False, will_retry=True)
-            if not self.acting() or not decision:
-                return
-            if self.overflow_attempted:
-                row["note"] = "overflow recovery already attempted in this run"
-                message_text = ("Context overflow recovery failed after one compact-and-retry attempt. "
-                                "Try reducing context or switching to a larger-context model.")
-                self._row(kind="compact_failed", check="before_call", reason="overflow", error=message_text,
-                          fired=False, note="failed", from_hook=False)
-                if self.hooks is not None:
-                    self.hooks.emit("compact_failed", CompactFailedEvent(
-                        reason="overflow", error_message=message_text, aborted=False, will_retry=False,
-                        from_extension=False))
-                return
-            self.overflow_attempted = True
-            row["fired"] = self.run_compaction("overflow", True, "before_call")
+    def send_request(self, message: dict) -> bool:
+        """The request for the recorded response ``message``, as the provider would take it.
+
+        A request larger than the window is refused with an overflow error, which ends the run;
+        Pi then compacts (reason ``overflow``, will retry) and sends it again, once per run
+        (``docs/replay.md``, ``before_call``). Returns False when the turn failed: the request was
+        refused and compacting did not make it fit. A ``turn_failed`` event says why.
+        """
+        window = self.model_info().context_window
+        if window <= 0:
+            return True
+        while True:
+            tokens = self.call_tokens(message)
+            if not tokens > window:
+                return True
+            failure = self.recover_from_overflow(message, tokens, window)
+            if failure is not None:
+                self.failed_turns += 1
+                self._row(kind="turn_failed", check="before_call", reason="overflow", context_tokens=tokens,
+                          context_window=window, threshold=window - self.settings.reserve_tokens, fired=False,
+                          note=failure, error=_refusal(tokens, window))
+                return False
+
+    def recover_from_overflow(self, message: dict, tokens: float, window: int) -> str | None:
+        """Pi's ``_checkCompaction`` for a refused request: None after a compaction (retry), else why not.
+
+        The refusal is written as Pi writes it: an assistant message with the provider's overflow
+        error, omitted from the context by a ``context_edit`` before the recovery compaction.
+        """
+        decision = self.strategy.should_compact(self.check_point("before_call", "overflow", tokens, True))
+        self.refused_requests += 1
+        row = self._row(kind="check", check="before_call", reason="overflow", context_tokens=tokens,
+                        threshold=window - self.settings.reserve_tokens, context_window=window,
+                        should_compact=bool(decision), fired=False, will_retry=True,
+                        note="refused by the provider: request larger than the window")
+        anchor_ts = self.rep.path[-1].get("timestamp") if self.rep.path else None
+        refusal = self.new.append_message(_refused_attempt(message, tokens, window, anchor_ts), timestamp=anchor_ts)
+        self._append_replayed(refusal)
+        if not self.settings.enabled:
+            return "compaction is disabled"
+        if not self.acting():
+            return f"the replay does not compact on its own (triggers={self.triggers})"
+        if not decision:
+            return f"the strategy {self.strategy.spec()} does not compact on overflow"
+        if self.overflow_attempted:
+            self.overflow_failed("before_call")
+            self.refusal_kept = True
+            return "overflow recovery already attempted in this run"
+        self.overflow_attempted = True
+        omitted = self.new.append_context_edit(refusal["id"], None, timestamp=anchor_ts)
+        self._append_replayed(omitted)
+        row["fired"] = self.run_compaction("overflow", True, "before_call")
+        if row["fired"]:
+            return None
+        last = self.events[-1]
+        if last["kind"] == "compact_skipped":
+            return "nothing to compact"
+        return f"overflow compaction {last.get('note') or 'failed'}: {last.get('error') or ''}".rstrip(": ")
+
+    def overflow_failed(self, check: str) -> None:
+        """Pi's failure event when an overflow recurs after its one compact-and-retry attempt."""
+        message_text = ("Context overflow recovery failed after one compact-and-retry attempt. "
+                        "Try reducing context or switching to a larger-context model.")
+        self._row(kind="compact_failed", check=check, reason="overflow", error=message_text,
+                  fired=False, note="failed", from_hook=False)
+        if self.hooks is not None:
+            self.hooks.emit("compact_failed", CompactFailedEvent(
+                reason="overflow", error_message=message_text, aborted=False, will_retry=False,
+                from_extension=False))
 
     def call_tokens(self, message: dict) -> float:
         """The size of the request for the recorded response ``message`` (per token source)."""
@@ -439,6 +489,9 @@ class Replayer:
         problem = self.tokens.warning()
         if problem:
             self.warn(problem)
+        if self.release:
+            self.warn(f"the recorded compactions were written by Pi {self.release.removeprefix('pi-')} (no file lists, "
+                      f"the old checkpoint summaries): replayed as recorded with the strategy {self.release}")
         iterator: Iterable[int] = range(len(path))
         if self.config.progress:
             from tqdm.auto import tqdm
@@ -464,40 +517,54 @@ class Replayer:
                 self.apply_context_edits(entry)
                 if self.last_tool_results and self.in_run:
                     self.check_next_turn()
-                self.check_before_call(message)
+                accepted = self.send_request(message)
                 self.tokens.record_call(message, self.rec, self.rep)
                 tokens = self.known_tokens(self.call_tokens(message), "call")
                 self.calls.append({"step": i, "entry_id": entry.get("id"), "context_tokens": tokens,
                                    "recorded_tokens": input_tokens(message),
                                    "prefix_tokens": self.cached_prefix(tokens),
                                    "output_tokens": output_tokens(message),
-                                   "timestamp": timestamp_ms(message.get("timestamp", entry.get("timestamp")))})
+                                   "timestamp": timestamp_ms(message.get("timestamp", entry.get("timestamp"))),
+                                   "refused": not accepted})
             elif role == "user":
                 if self.in_run and self.last_tool_results:
                     self.check_next_turn()  # a steering message inside the run
+                elif self.refusal_kept:
+                    self.overflow_failed("before_prompt")  # Pi's last assistant is the kept refusal
+                    self.in_run = True
                 elif self.last_assistant is not None:
                     self.check_after_assistant("before_prompt", skip_aborted=False)
-                    self.overflow_attempted = False
                     self.in_run = True
                 else:
                     self.in_run = True
+                self.overflow_attempted = False  # Pi resets it when a user message starts
             self.rec.append(entry)
             self.append(entry)
             if role == "assistant":
                 self.turn += 1
-                self.last_assistant = message
+                if accepted:  # after a failed turn Pi's last assistant is the refusal (or the one before)
+                    self.last_assistant = message
+                    self.refusal_kept = False
                 self.last_tool_results = []
-                if message.get("stopReason") not in ("error", "length"):
+                if accepted and message.get("stopReason") not in ("error", "length"):
                     self.overflow_attempted = False
                 ends_run = message.get("stopReason") in ("error", "aborted") or not has_tool_calls(message)
                 if ends_run:
                     self.in_run = False
-                    self.check_after_assistant("agent_end", skip_aborted=True)
+                    if accepted:  # a failed turn's agent_end check was its overflow recovery
+                        self.check_after_assistant("agent_end", skip_aborted=True)
                 else:
                     self.in_run = True
             elif role == "toolResult":
                 self.last_tool_results.append(message)
             self.leaf_at.append(self.new.leaf_id)
+        failed_recorded = [e for e in self.events if e["kind"] == "compact_failed" and e["check"] == "recorded"]
+        if failed_recorded:
+            self.warn(f"{len(failed_recorded)} recorded compaction(s) could not be made again with the strategy "
+                      f"{self.strategy.spec()} ({failed_recorded[0].get('error')}); replay the compactions of another "
+                      f"Pi release with its strategy: --strategy pi-0.13.2 or pi-1.6.0")
+        if self.refused_requests:
+            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, self.model_info().context_window))
         events = frame(self.events, columns=EVENT_COLUMNS)
         calls = frame(self.calls, columns=CALL_COLUMNS)
         return ReplayResult(
@@ -508,6 +575,35 @@ class Replayer:
             floored_calls=self.tokens.floored_calls,
             warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,
         )
+
+
+def _refused_attempt(message: dict, tokens: float, window: int, timestamp: Any) -> dict:
+    """The assistant message Pi records for a request the provider refused as too long."""
+    ms = timestamp_ms(timestamp)
+    return {
+        "role": "assistant", "content": [], "api": message.get("api"), "provider": message.get("provider"),
+        "model": message.get("model"),
+        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+        "stopReason": "error",
+        "errorMessage": f"prompt is too long: {math.ceil(tokens)} tokens > {window} maximum",
+        "timestamp": ms if ms is not None else message.get("timestamp"),
+    }
+
+
+def _refusal(tokens: float, window: int) -> str:
+    return (f"the provider would refuse this request: {tokens:,.0f} tokens do not fit the {window:,}-token "
+            f"context window")
+
+
+def _refusal_warning(refused: int, failed: int, window: int) -> str:
+    text = (f"{refused:,} request(s) larger than the {window:,}-token context window would have been refused by "
+            f"the provider")
+    if not failed:
+        return text + "; an overflow compaction made each fit on its retry"
+    return (text + f"; {failed:,} turn(s) failed (compacting did not make the request fit; see the turn_failed "
+            f"events): after a failed turn the replay goes on with the recorded responses, which the provider "
+            f"never gave")
 
 
 def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:

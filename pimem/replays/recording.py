@@ -11,7 +11,7 @@ from pimem.core.context_tracker import ContextTracker
 from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
-           "calibrate_recording"]
+           "calibrate_recording", "recorded_release"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -74,3 +74,19 @@ def calibrate_recording(path: Sequence[dict], cache: TokenCache | None = None) -
                 ys.append(input_tokens(message))
         recorded.append(entry)
     return fit_calibration(xs, ys)
+
+
+def recorded_release(path: Sequence[dict]) -> str | None:
+    """The compaction strategy of the Pi release that wrote the compactions on ``path``, when it shows.
+
+    Pi 0.87.1 (and 1.6.0) write ``details`` (the file lists) in every compaction entry; Pi 0.13.2
+    wrote none, and its "context checkpoint" prompt makes summaries that open with
+    ``# Context Checkpoint``. Returns ``"pi-0.13.2"`` for compactions of that kind, None when the
+    path has no compaction or they are the current release's (or cannot be told apart).
+    """
+    compactions = [e for e in path if e.get("type") == "compaction"]
+    if not compactions or any("details" in e or "fromHook" in e for e in compactions):
+        return None
+    if all(str(e.get("summary") or "").lstrip().startswith("# Context Checkpoint") for e in compactions):
+        return "pi-0.13.2"
+    return None

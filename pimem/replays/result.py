@@ -22,7 +22,8 @@ from pimem.replays.orphans import orphan_rate, orphan_references
 
 __all__ = ["ReplayResult", "EVENT_COLUMNS", "CALL_COLUMNS"]
 
-CALL_COLUMNS = ["step", "entry_id", "context_tokens", "recorded_tokens", "prefix_tokens", "output_tokens", "timestamp"]
+CALL_COLUMNS = ["step", "entry_id", "context_tokens", "recorded_tokens", "prefix_tokens", "output_tokens", "timestamp",
+                "refused"]
 
 EVENT_COLUMNS = [
     "step", "entry_id", "leaf_id", "kind", "check", "reason", "context_tokens", "threshold", "context_window",
@@ -64,12 +65,20 @@ class ReplayResult:
     def summary(self) -> dict[str, Any]:
         """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
         calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
-        see :mod:`pimem.replays.orphans`)."""
+        see :mod:`pimem.replays.orphans`).
+
+        Requests larger than the window are refused by the provider (``refused_requests``); a
+        turn whose request still did not fit after Pi's overflow compaction failed
+        (``failed_turns``; ``failure_reasons`` says why, with the reasons of failed compactions).
+        Context sizes (peak, mean, total) are over the calls the provider would have answered.
+        """
         ev = self.events
         comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
         failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev
         checks = ev[ev["kind"] == "check"] if len(ev) else ev
-        ctx = self.calls["context_tokens"] if len(self.calls) else pd.Series(dtype=float)
+        refused = ev[(ev["kind"] == "check") & (ev["check"] == "before_call")] if len(ev) else ev
+        turns_failed = ev[ev["kind"] == "turn_failed"] if len(ev) else ev
+        ctx = self.accepted_calls()["context_tokens"] if len(self.calls) else pd.Series(dtype=float)
         by_reason = comp["reason"].value_counts().to_dict() if len(comp) else {}
         return {
             "entries": len(self._leaf_at),
@@ -82,6 +91,9 @@ class ReplayResult:
             "manual_compactions": int(by_reason.get("manual", 0)),
             "failed_compactions": int((failed["note"] == "failed").sum()) if len(failed) else 0,
             "cancelled_compactions": int(failed["note"].isin(["cancelled", "aborted"]).sum()) if len(failed) else 0,
+            "refused_requests": int(len(refused)),
+            "failed_turns": int(len(turns_failed)),
+            "failure_reasons": _reasons(failed, turns_failed),
             "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()) if len(comp) else 0,
             "summary_calls": int(ev["summary_calls"].fillna(0).sum()) if len(ev) else 0,
             "summarization_request_tokens": float(ev["request_tokens"].fillna(0).sum()) if len(ev) else 0.0,
@@ -106,6 +118,12 @@ class ReplayResult:
             "warnings": "; ".join(self.warnings) or None,
         }
 
+    def accepted_calls(self) -> pd.DataFrame:
+        """The calls the provider would have answered (a refused request whose turn failed is left out)."""
+        if "refused" not in self.calls.columns:
+            return self.calls
+        return self.calls[~self.calls["refused"].fillna(False).astype(bool)]
+
     def final_context_tokens(self) -> int:
         """Pi's usage-free estimate of the replayed session's final projected context."""
         msgs = build_session_projection(self.session).messages
@@ -128,3 +146,14 @@ class ReplayResult:
         """Write the replayed session (JSONL) atomically; returns the path."""
         self.session.write(path)
         return Path(path)
+
+
+def _reasons(failed: pd.DataFrame, turns_failed: pd.DataFrame) -> str | None:
+    """Why compactions and turns failed, each reason once with its count (None: nothing failed)."""
+    reasons: dict[str, int] = {}
+    for text in list(failed["error"].dropna() if len(failed) else []) + [
+            f"turn failed: {note}" for note in (turns_failed["note"].dropna() if len(turns_failed) else [])]:
+        reasons[str(text)] = reasons.get(str(text), 0) + 1
+    if not reasons:
+        return None
+    return "; ".join(f"{n} × {text}" if n > 1 else text for text, n in reasons.items())

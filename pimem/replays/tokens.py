@@ -152,7 +152,9 @@ class CalibratedTokens(TokenSource):
     def call_tokens(self, message: dict, rec: ContextTracker, rep: ContextTracker) -> float:
         if get_assistant_usage(message) is not None:
             return self.simulate_input(message, rec, rep)[0]
-        return super().call_tokens(message, rec, rep)
+        # no recorded usage to shift (an errored or aborted call): the fit's own model of the request,
+        # never below the overhead every request carries
+        return self.calibration.overhead + self.calibration.slope * rep.usage_free_estimate()
 
 
 class CharsTokens(TokenSource):

@@ -351,6 +351,10 @@ def plot_context_over_time(result: Any, *, ax: Any = None, title: str | None = N
     elif len(calls):
         ax.plot(calls["step"], calls["context_tokens"], color="#1f77b4", lw=1.2, label="context per call", zorder=3,
                 **_marker(len(calls), "."))
+    refused = calls[calls["refused"].fillna(False).astype(bool)] if "refused" in calls.columns and len(calls) else None
+    if refused is not None and len(refused):
+        ax.scatter(refused["step"], np.minimum(refused["context_tokens"].astype(float), top / 1.06), marker="x",
+                   color="#d62728", s=22, zorder=4, label=f"refused by the provider (> window): {len(refused):,}")
     if len(checks):
         tokens = checks["context_tokens"].astype(float)
         inside = checks[tokens <= top]

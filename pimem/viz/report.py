@@ -240,7 +240,13 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     intro = [f"Session <code>{_esc(session.header.get('id'))}</code>"]
     if source:
         intro.append(f"from <code>{_esc(source)}</code>")
-    intro.append(f"— {len(session.entries):,} entries, {len(report):,} compactions on the active path.")
+    if result is not None:
+        recorded = result.summary()["entries"]
+        intro.append(f"— {len(session.entries):,} entries ({recorded:,} of the recording, "
+                     f"{len(session.entries) - recorded:,} written by the replay: compactions, refused requests, "
+                     f"context edits), {len(report):,} compactions on the active path.")
+    else:
+        intro.append(f"— {len(session.entries):,} entries, {len(report):,} compactions on the active path.")
     parts.append(f"<p>{' '.join(intro)}</p>")
     if result is not None:
         s = result.summary()
@@ -249,6 +255,11 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
         parts.append(f"<p>Replayed with reserveTokens {_esc(_fmt(settings.reserve_tokens))}, keepRecentTokens "
                      f"{_esc(_fmt(settings.keep_recent_tokens))}, context window {_esc(_fmt(result.context_window))}, "
                      f"token source <code>{_esc(result.token_source)}</code>.</p>")
+        if s.get("refused_requests"):
+            parts.append(f"<p class='note'>{s['refused_requests']:,} request(s) larger than the window would have "
+                         f"been refused by the provider; {s.get('failed_turns', 0):,} turn(s) failed: "
+                         f"{_esc(s.get('failure_reasons') or '')}. Context sizes are over the requests the "
+                         f"provider would have answered; refused ones are marked ✕ in the figure.</p>")
         parts.append(_html_table(frame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
                                  .reset_index().rename(columns={"index": "measure", 0: "value"})))
         parts.append(_img(figure_png(plot_context_over_time(result)[0]), "context over time"))
@@ -490,10 +501,10 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     return SessionSize(total + system, calibration.overhead, calibration.slope)
 
 
-def _nice(value: float) -> int:
-    """Two significant digits, at least 100 (16,384 → 16,000; 1,234 → 1,200)."""
-    if value <= 100:
-        return 100
+def _nice(value: float, least: int = 100) -> int:
+    """Two significant digits, at least ``least`` (16,384 → 16,000; 1,234 → 1,200)."""
+    if value <= least:
+        return least
     magnitude = 10 ** (len(str(int(value))) - 2)
     return int(round(value / magnitude) * magnitude)
 
@@ -507,11 +518,14 @@ def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, ke
     every request carries plus :data:`DEFAULT_WINDOW_SHARES` of the conversation in provider
     tokens (``overhead + share · slope · estimate``), and reserve and keep are
     :data:`DEFAULT_RESERVE_SHARES` / :data:`DEFAULT_KEEP_SHARES` of what each window leaves for the
-    conversation (``window − overhead``), all rounded to two significant digits (at least 100). So every session compacts, whatever its size. Each
+    conversation (``window − overhead``), all rounded to two significant digits (windows at least
+    100, reserve and keep at least 10). So every session compacts, whatever its size. Each
     setting carries ``window_share``, ``reserve_share`` and ``keep_share`` (NaN for a dimension
-    given as values); on a small session two shares can round to the same setting, which then
-    appears under both. Settings that leave no room (reserve ≥ window) or are degenerate (keep ≥
-    window − reserve: every check compacts again) are left out.
+    given as values). Left out (and counted): settings that leave no room (reserve ≥ window), that
+    are degenerate for the session (keep ≥ window − reserve, or the overhead every request carries
+    plus keep reaching window − reserve: every check compacts again; a window not above the
+    overhead), and a setting two shares round to that is already in the grid: no two cells are the
+    same run.
     """
     nan = float("nan")
     if not isinstance(size, SessionSize):
@@ -520,18 +534,22 @@ def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, ke
                else [(_nice(size.overhead + share * size.slope * size.estimate), share)
                      for share in DEFAULT_WINDOW_SHARES])
     settings: list[dict[str, Any]] = []
+    seen: set[tuple[int, int, int]] = set()
     left_out = 0
     for w, w_share in windows:
         room = w - size.overhead if w > size.overhead else w  # what the window leaves for the conversation
         reserves = [(r, nan) for r in reserve] if reserve is not None else [
-            (_nice(room * share), share) for share in DEFAULT_RESERVE_SHARES]
+            (_nice(room * share, 10), share) for share in DEFAULT_RESERVE_SHARES]
         keeps = [(k, nan) for k in keep] if keep is not None else [
-            (_nice(room * share), share) for share in DEFAULT_KEEP_SHARES]
+            (_nice(room * share, 10), share) for share in DEFAULT_KEEP_SHARES]
         for r, r_share in reserves:
             for k, k_share in keeps:
-                if r >= w or k >= w - r:
+                degenerate = r >= w or k >= w - r or (size.overhead and (
+                    w <= size.overhead or size.overhead + k >= w - r))
+                if degenerate or (r, k, w) in seen:
                     left_out += 1
                     continue
+                seen.add((r, k, w))
                 settings.append({"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w,
                                  "window_share": w_share, "reserve_share": r_share, "keep_share": k_share})
     return settings, left_out
@@ -700,7 +718,8 @@ def run_study(
                     raise SummarizationError(f"every compaction failed ({s['failed_compactions']})"
                                              + (f"; the first: {failures.iloc[0]}" if len(failures) else ""))
                 row.update(reserve=mr, keep=mk, window=mw, compactions=s["compactions"],
-                           peak_context_tokens=s["peak_context_tokens"],
+                           peak_context_tokens=s["peak_context_tokens"], refused_requests=s["refused_requests"],
+                           failed_turns=s["failed_turns"],
                            orphan_reference_rate=s["orphan_reference_rate"], warnings=s["warnings"],
                            summary_calls=s["summary_calls"], report=f"reports/{name}.html",
                            replay=f"replays/{name}.jsonl", error=None)
@@ -727,6 +746,12 @@ def run_study(
         f"{_runs(df)} runs ({errors} with errors) in {elapsed:.1f} s",
         f"  {grid_text}" + (f" (settings without room or degenerate left out: {skipped})" if skipped else ""),
     ]
+    if "refused_requests" in ok.columns and len(ok):
+        refusing = ok[ok["refused_requests"] > 0]
+        lines.append(f"  requests larger than the window, refused by the provider: {int(ok['refused_requests'].sum()):,} "
+                     f"in {len(refusing):,} of {len(ok):,} runs; failed turns: {int(ok['failed_turns'].sum()):,}; "
+                     f"runs above their window not reported as refused: "
+                     f"{int((ok['peak_context_tokens'] > ok['context_window']).sum()):,}")
     if len(summary) and "compactions" in summary.columns:
         lines.append(f"  compactions per session ({reference}): {summary['compactions'].min():.1f} – "
                      f"{summary['compactions'].max():.1f} across settings")
@@ -735,7 +760,8 @@ def run_study(
         if row.get("error"):
             lines.append(f"    {row['name']}: failed: {row['error']}")
         else:
-            lines.append(f"    {row['name']}: {row['compactions']} compactions at reserve {row['reserve']}, keep "
+            lines.append(f"    {row['name']}: {row['compactions']} compactions, {row['refused_requests']} refused "
+                         f"request(s), {row['failed_turns']} failed turn(s) at reserve {row['reserve']}, keep "
                          f"{row['keep']}, window {row['window']} -> {out / row['report']}")
     lines.append(f"  open {out / 'index.html'}")
     return StudySummary("\n".join(lines), sessions=len(per_session),
@@ -812,13 +838,14 @@ def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: l
     rows = []
     for r in per_session:
         if r.get("error"):
-            rows.append(f"<tr><td class='l'>{_esc(r['name'])}</td><td class='l' colspan='8'>failed: "
+            rows.append(f"<tr><td class='l'>{_esc(r['name'])}</td><td class='l' colspan='10'>failed: "
                         f"{_esc(r['error'])}</td></tr>")
             continue
         rows.append(
             f"<tr><td class='l'>{_esc(r['name'])}</td><td>{_esc(_fmt(r['size']))}</td>"
             f"<td>{_esc(_fmt(r['reserve']))} / {_esc(_fmt(r['keep']))} / {_esc(_fmt(r['window']))}</td>"
             f"<td>{_esc(_fmt(r['compactions']))}</td><td>{_esc(_fmt(r['peak_context_tokens']))}</td>"
+            f"<td>{_esc(_fmt(r.get('refused_requests')))}</td><td>{_esc(_fmt(r.get('failed_turns')))}</td>"
             f"<td>{_esc(_fmt(r['orphan_reference_rate']))}</td>"
             f"<td class='l'>{_esc(r.get('warnings') or '')}</td>"
             f"<td class='l'><a href='{_href(r['report'])}'>drift report</a></td>"
@@ -828,7 +855,8 @@ def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: l
                  "would reach) in provider tokens, from the session's token calibration: the overhead each request "
                  "carries plus the rate times Pi's chars/4 estimate.</p>")
     parts.append("<div class='table-wrap'><table><thead><tr><th class='l'>session</th><th>size</th><th>reserve / keep / window</th>"
-                 "<th>compactions</th><th>peak context</th><th>orphan-reference rate</th>"
+                 "<th>compactions</th><th>peak context</th><th>refused requests</th><th>failed turns</th>"
+                 "<th>orphan-reference rate</th>"
                  "<th class='l'>warnings</th><th class='l'>report</th><th class='l'>replay</th></tr></thead><tbody>"
                  + "".join(rows) + "</tbody></table></div>")
     if heatmaps:

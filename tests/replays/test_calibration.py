@@ -121,9 +121,10 @@ def test_no_negative_token_count_at_a_small_window(large_session):
     """At window 16000, reserve 2048, keep 2000 the old calibration reported 124 of 519 checks
     below zero (minimum −4702) on this session. Now none is, and compaction keeps going to the end."""
     settings = CompactionSettings(reserve_tokens=2048, keep_recent_tokens=2000)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ReplayWarning)  # no count had to be replaced by NaN
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReplayWarning)
         result = replay(large_session, settings, context_window=16000)
+    assert not [w for w in caught if "replaced by NaN" in str(w.message)]  # no count had to be replaced
     checks = result.events[result.events.kind == "check"]
     assert (checks.context_tokens.dropna() > 0).all()
     assert (result.calls.context_tokens > 0).all()
@@ -169,7 +170,7 @@ def test_recorded_triggers_with_new_summaries_stay_continuous(before_compaction)
     context drops at both compactions as the recording's did, to within a third of the
     recorded size (0.87.1 keeps a longer tail than the release that recorded it). Before the
     first compaction nothing differs: the sizes are the recorded ones."""
-    result = replay(before_compaction, CompactionSettings(), triggers="recorded")
+    result = replay(before_compaction, CompactionSettings(), triggers="recorded", strategy="pi-0.87.1")
     ids = [e["id"] for e in before_compaction.get_branch()]
     calls = _calls_with_usage(result, before_compaction)
     recorded = _recorded_compactions(before_compaction)

@@ -40,6 +40,19 @@ def _path_without_compactions(session):
     return [e for e in session.get_branch() if e.get("type") != "compaction"]
 
 
+def _written_by_replay(entry):
+    """A compaction, or a refused request as Pi records it (the error and the edit omitting it)."""
+    if entry.get("type") in ("compaction", "context_edit"):
+        return True
+    message = entry.get("message") if entry.get("type") == "message" else None
+    return bool(message) and message.get("stopReason") == "error" and \
+        str(message.get("errorMessage", "")).startswith("prompt is too long")
+
+
+def _recorded_path(result):
+    return [e for e in result.session.get_branch() if not _written_by_replay(e)]
+
+
 def test_replay_keeps_every_recorded_entry_in_order_with_its_id(real_session):
     result = replay(real_session, SMALL, context_window=60000)
     replayed = [e for e in result.session.get_branch() if e.get("type") != "compaction"]
@@ -58,13 +71,13 @@ def test_threshold_compactions_fire_where_should_compact_says(real_session):
     window = 60000
     result = replay(real_session, SMALL, context_window=window, token_source="estimate")
     ev = result.events
-    checks = ev[ev.kind == "check"]
+    checks = ev[(ev.kind == "check") & (ev.reason == "threshold")]
     assert len(result.compactions) > 0
     fired = checks[checks.fired.astype(bool)]
     # every fired check was above the threshold, every check above it fired (or had nothing to do)
     assert (fired.context_tokens > window - SMALL.reserve_tokens).all()
     above = checks[(checks.context_tokens > window - SMALL.reserve_tokens) & checks.note.isna()]
-    skipped = ev[ev.kind == "compact_skipped"]
+    skipped = ev[(ev.kind == "compact_skipped") & (ev.reason == "threshold")]
     assert len(above) == len(fired) + len(skipped)
     comp = ev[ev.kind == "compaction"]
     assert len(comp) == len(result.compactions)
@@ -112,7 +125,7 @@ def test_triggers_none_measures_without_compacting(real_session):
     assert result.compactions == []
     assert result.events.should_compact.astype(bool).any()
     assert not result.events.fired.astype(bool).any()
-    assert [e["id"] for e in result.session.get_branch()] == [e["id"] for e in _path_without_compactions(real_session)]
+    assert [e["id"] for e in _recorded_path(result)] == [e["id"] for e in _path_without_compactions(real_session)]
 
 
 def test_calibrated_equals_recorded_usage_when_nothing_changed(real_session):
@@ -220,7 +233,7 @@ def test_failing_summarizer_records_compact_failed_and_continues(real_session):
     assert overflow.error.str.startswith("Context overflow recovery failed").all()
     assert "backend down" in failed.error.iloc[0]
     assert result.compactions == []
-    assert len(_path_without_compactions(result.session)) == len(_path_without_compactions(real_session))
+    assert len(_recorded_path(result)) == len(_path_without_compactions(real_session))
     with pytest.raises(RuntimeError, match="backend down"):
         replay(real_session, SMALL, context_window=60000, summarizer=_Failing(), stop_on_error=True)
 
@@ -294,7 +307,12 @@ def test_overflow_before_a_call_compacts_with_retry():
     assert [c["message"]["role"] for c in children] == ["assistant"]
     measured = replay(session, settings, context_window=8000, token_source="chars", triggers="none")
     assert measured.compactions == []
-    assert (measured.events.check == "before_call").sum() == 1
+    refused = measured.events[(measured.events.kind == "check") & (measured.events.check == "before_call")]
+    assert len(refused) == 1
+    # without compaction the refused request stays refused: the turn failed, and says why
+    failed = measured.events[measured.events.kind == "turn_failed"]
+    assert failed.note.tolist() == ["the replay does not compact on its own (triggers=none)"]
+    assert measured.calls.refused.sum() == 1 and measured.summary()["failed_turns"] == 1
 
 
 def test_recorded_triggers_compact_where_the_recording_did(before_compaction):
@@ -318,7 +336,7 @@ def test_recorded_triggers_compact_where_the_recording_did(before_compaction):
     from pimem.summarizers.recorded import RecordedSummarizer
 
     result = replay(before_compaction, CompactionSettings(), triggers="recorded",
-                    summarizer=RecordedSummarizer(before_compaction), token_source="estimate")
+                    summarizer=RecordedSummarizer(before_compaction), token_source="estimate", strategy="pi-0.87.1")
     recorded = [e for e in before_compaction.get_branch() if e["type"] == "compaction"]
     ev = result.events[result.events.kind.isin(["compaction", "compact_failed"])]
     assert len(ev) == len(recorded) == 2

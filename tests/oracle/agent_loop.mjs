@@ -1,0 +1,168 @@
+// Drive Pi's own agent loop (AgentSession.prompt over an in-memory session) with a canned model.
+//
+// Usage: node agent_loop.mjs <pi dist dir> <requests.json> <results.json>
+// Each request {"op": "agent_run", "turns": [{"prompt": text, "responses": [reply, ...]}, ...],
+// "model": {"contextWindow", "maxTokens"}, "settings": {"enabled", "reserveTokens", "keepRecentTokens"}}
+// runs the prompts one after the other. The canned model measures every agent request as Pi's own
+// chars/4 estimate of the messages sent (estimateTokens) and refuses one larger than the context
+// window with an overflow error, as a provider does; otherwise it answers with the turn's next
+// reply ({"text"} or {"text", "tool": {"name", "arguments"}}), reporting usage input = that size and
+// output = the estimate of the reply, so that Pi's usage-based checks read exactly chars/4 sizes.
+// Summary requests get the oracle's canned summary ("SUMMARY:" + sha256(prompt)[:16]).
+// The result lists what happened, in order: {"kind": "accepted" | "refused", "tokens"},
+// {"kind": "compaction", "reason", "willRetry"}, {"kind": "compact_failed", "reason", "errorMessage"},
+// and the session's entries (the recording a replay can start from).
+import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [distDir, requestPath, resultPath] = process.argv.slice(2);
+const load = (rel) => import(pathToFileURL(join(distDir, rel)).href);
+const idx = await load("index.js");
+const { estimateTokens } = await load("core/compaction/compaction.js");
+
+const sha256 = (text) => createHash("sha256").update(text, "utf8").digest("hex");
+const zeroCost = () => ({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 });
+const SUMMARY_SYSTEM = "You are a context summarization assistant.";
+
+function modelFrom(m) {
+    return {
+        id: "oracle-model",
+        name: "oracle-model",
+        api: "openai-completions",
+        provider: "openai",
+        baseUrl: "http://127.0.0.1:9",
+        reasoning: false,
+        input: ["text"],
+        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+        contextWindow: m.contextWindow,
+        maxTokens: m.maxTokens ?? 32000,
+    };
+}
+
+function assistant(content, usage, stopReason, errorMessage) {
+    return {
+        role: "assistant",
+        content,
+        api: "openai-completions",
+        provider: "openai",
+        model: "oracle-model",
+        usage: { ...usage, cost: zeroCost() },
+        stopReason,
+        ...(errorMessage === undefined ? {} : { errorMessage }),
+        timestamp: Date.now(),
+    };
+}
+
+/** A finished response as the agent loop consumes it: an event stream with a result(). */
+function streamOf(message) {
+    const event = message.stopReason === "error"
+        ? { type: "error", reason: "error", error: message }
+        : { type: "done", reason: message.stopReason, message };
+    return {
+        async *[Symbol.asyncIterator]() {
+            yield event;
+        },
+        result: async () => message,
+    };
+}
+
+function cannedModel(state, log, manager) {
+    return async (model, context) => {
+        const [system, user] = context.messages;
+        const systemText = typeof system?.content === "string" ? system.content : "";
+        if (system?.role === "system" && systemText.startsWith(SUMMARY_SYSTEM)) {
+            const prompt = user.content.map((b) => b.text).join("");
+            const kind = prompt.startsWith("# Conversation\n") ? "turn_prefix" : "history";
+            const output = 100 + (kind === "turn_prefix" ? 1 : 0);
+            const usage = { input: prompt.length, output, cacheRead: 0, cacheWrite: 0, totalTokens: prompt.length + output };
+            const reply = assistant([{ type: "text", text: `SUMMARY:${sha256(prompt).slice(0, 16)}` }], usage, "stop");
+            return { result: async () => reply };
+        }
+        // the projected context of the request, as the replay's "chars" token source counts it
+        const projected = manager.buildSessionProjection().messages;
+        const tokens = projected.reduce((sum, m) => sum + estimateTokens(m), 0);
+        const zero = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0 };
+        if (tokens > model.contextWindow) {
+            log.push({ kind: "refused", tokens });
+            const error = `prompt is too long: ${tokens} tokens > ${model.contextWindow} maximum`;
+            return streamOf(assistant([], zero, "error", error));
+        }
+        const next = state.replies.shift();
+        if (!next) throw new Error("the canned model has no reply left for this turn");
+        log.push({ kind: "accepted", tokens });
+        const content = [{ type: "text", text: next.text }];
+        if (next.tool) content.push({ type: "toolCall", id: `call_${state.calls++}`, name: next.tool.name, arguments: next.tool.arguments });
+        const draft = assistant(content, zero, next.tool ? "toolUse" : "stop");
+        const output = estimateTokens(draft);
+        draft.usage = { input: tokens, output, cacheRead: 0, cacheWrite: 0, totalTokens: tokens + output, cost: zeroCost() };
+        return streamOf(draft);
+    };
+}
+
+async function agentRun(req, workDir) {
+    const agentDir = mkdtempSync(join(workDir, "agent-"));
+    writeFileSync(join(agentDir, "auth.json"), JSON.stringify({ openai: { type: "api_key", key: "canned" } }));
+    for (const [name, text] of Object.entries(req.files ?? {})) writeFileSync(join(agentDir, name), text);
+    const manager = idx.SessionManager.inMemory(agentDir);
+    const settingsManager = idx.SettingsManager.inMemory({ retry: { enabled: false }, compaction: req.settings });
+    const resourceLoader = new idx.DefaultResourceLoader({
+        cwd: agentDir,
+        agentDir,
+        settingsManager,
+        noExtensions: true,
+        noSkills: true,
+        noPromptTemplates: true,
+        noThemes: true,
+    });
+    await resourceLoader.reload();
+    const { session } = await idx.createAgentSession({
+        cwd: agentDir,
+        agentDir,
+        sessionManager: manager,
+        settingsManager,
+        resourceLoader,
+        model: modelFrom(req.model),
+    });
+    const log = [];
+    const state = { replies: [], calls: 0 };
+    session.agent.streamFunction = cannedModel(state, log, manager);
+    session.subscribe((event) => {
+        if (event.type === "compaction_end") {
+            if (event.result) log.push({ kind: "compaction", reason: event.reason, willRetry: !!event.willRetry });
+            else if (!event.aborted) log.push({ kind: "compact_failed", reason: event.reason, errorMessage: event.errorMessage ?? null });
+        }
+    });
+    for (const turn of req.turns) {
+        state.replies = [...turn.responses];
+        log.push({ kind: "prompt" });
+        await session.prompt(turn.prompt);
+    }
+    const entries = manager.getEntries();
+    const header = manager.getHeader();
+    session.dispose?.();
+    return { log, header, entries };
+}
+
+async function main() {
+    const { requests } = JSON.parse(readFileSync(requestPath, "utf8"));
+    const workDir = mkdtempSync(join(tmpdir(), "pimem-agent-loop-"));
+    const results = [];
+    try {
+        for (const req of requests) {
+            try {
+                if (req.op !== "agent_run") throw new Error(`unknown op: ${req.op}`);
+                results.push({ ok: true, result: await agentRun(req, workDir) });
+            } catch (err) {
+                results.push({ ok: false, error: String(err?.stack ?? err) });
+            }
+        }
+    } finally {
+        rmSync(workDir, { recursive: true, force: true });
+    }
+    writeFileSync(resultPath, JSON.stringify({ results }), "utf8");
+}
+
+await main();
