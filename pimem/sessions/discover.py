@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import orjson
 import pandas as pd
 
-from pimem.base.files import MAX_LINE_BYTES, file_kind, open_regular, read_output_marker
+from pimem.base import files
+from pimem.base.files import file_kind, open_regular, read_output_marker
 from pimem.base.js import loads_line, parse_iso_ms
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import not_a_header
@@ -349,10 +350,10 @@ def _bounded_lines(f: Any) -> Iterator[bytes]:
     """The lines of ``f`` (with their newline); :class:`_LineTooLong` past ``MAX_LINE_BYTES``."""
     readline = f.readline
     while True:
-        line = readline(MAX_LINE_BYTES + 1)
+        line = readline(files.MAX_LINE_BYTES + 1)
         if not line:
             return
-        if len(line) > MAX_LINE_BYTES:
+        if len(line) > files.MAX_LINE_BYTES:
             raise _LineTooLong
         yield line
 
@@ -446,7 +447,7 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
     except SessionFormatError as exc:  # a FIFO, a device, a folder
         return _error_row(p, None, str(exc).removeprefix(f"{p}: "))
     except _LineTooLong:
-        return _error_row(p, None, f"not a Pi session: a line longer than {MAX_LINE_BYTES} bytes")
+        return _error_row(p, None, f"not a Pi session: a line longer than {files.MAX_LINE_BYTES} bytes")
     size = stat.st_size
     if isinstance(scanned, str):
         return _imported_row(p, size) or _error_row(p, size, scanned)
