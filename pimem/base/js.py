@@ -26,6 +26,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # public, mis
 from typing import Any, Iterable
 
 import orjson
+from pimem.errors import JavaScriptTypeError
 
 __all__ = [
     "js_stringify",
@@ -759,7 +760,6 @@ def js_prop(value: Any, name: str) -> Any:
     if value.__class__ is dict:
         return value.get(name)
     if value is None or value is UNDEFINED:
-        from pimem.errors import JavaScriptTypeError
 
         kind = "null" if value is None else "undefined"
         raise JavaScriptTypeError(f"Cannot read properties of {kind} (reading '{name}')")

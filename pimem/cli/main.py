@@ -44,6 +44,9 @@ from pimem.summarizers.options import (
 )
 from pimem.summarizers.registry import get_summarizer, summarizer_names
 from pimem.text.messages import message_preview
+from pimem.core.session_manager import require_message_objects
+from pimem.core.session_manager import SessionContext
+from pimem.base.files import mark_output_file
 
 EXIT_USAGE = 2
 
@@ -397,7 +400,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``pimem show``: header, entry counts, context size at the leaf, warnings and the tree."""
-    from pimem.core.session_manager import SessionContext
 
     s = _load(args.session)
     try:
@@ -624,12 +626,10 @@ def cmd_drift(args: argparse.Namespace) -> int:
     """``pimem drift``: write a standalone HTML drift report of a session."""
     _check_output(args.output, [args.session], (".html", ".htm"))
     s = _load(args.session)
-    from pimem.core.session_manager import require_message_objects
     from pimem.viz.report import write_drift_report
 
     require_message_objects(s.entries)  # a clear error before the report reads every message
 
-    from pimem.base.files import mark_output_file
 
     out = Path(args.output)
     mark_output_file(out)

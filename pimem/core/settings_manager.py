@@ -19,6 +19,7 @@ from typing import Any, Mapping
 from pimem.base.js import js_string
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
 from pimem.errors import SettingsError, SettingsFileError
+from pimem.base.js import loads_deep
 
 __all__ = [
     "DEFAULT_COMPACTION_TOKEN_SETTINGS",
@@ -236,7 +237,6 @@ def _parse_settings_json(text: str) -> Any:
     try:
         return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_js_int)
     except RecursionError:  # nested deeper than the recursive parser goes: the iterative one (same values)
-        from pimem.base.js import loads_deep
 
         return loads_deep(text)
 

@@ -41,6 +41,7 @@ from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
 from pimem.replays.tokens import make_token_source
 from pimem.summarizers.registry import default_summarizer
+from pimem.base.js import js_stringify
 
 if TYPE_CHECKING:
     from pimem.core.agent_session import CompactionReason
@@ -163,13 +164,11 @@ class Replayer:
     # -- measures ----------------------------------------------------------------------------------
 
     def model_info(self) -> Any:
-        key = None if self.model_arg is not None else (
+        key: Any = None if self.model_arg is not None else (
             (self.rep.projection.model or {}).get("provider"), (self.rep.projection.model or {}).get("modelId"))
         try:
             hash(key)
         except TypeError:  # a provider or model id that is a list or an object (a damaged file)
-            from pimem.base.js import js_stringify
-
             key = js_stringify(list(key))
         info = self._models.get(key)
         if info is None:

@@ -34,6 +34,7 @@ from pimem.errors import SessionFormatError, SkippedFileWarning
 from pimem.sessions import frames
 from pimem.sessions.session import Session
 from pimem.sessions.load import load_session, sniff_format
+from pimem.sessions.frames import ms_times
 
 __all__ = [
     "Corpus",
@@ -523,9 +524,8 @@ def _scan_many(paths: Sequence[Path]) -> list[dict[str, Any]]:
 
 def _ms_to_utc(values: Sequence[Any]) -> pd.Series:
     """Epoch milliseconds → UTC times; NaT for what no ``datetime64[ns]`` holds (a timestamp of 1e20)."""
-    from pimem.sessions.frames import _ms_times
 
-    return _ms_times(list(values))
+    return ms_times(list(values))
 
 
 def _rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

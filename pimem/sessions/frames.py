@@ -96,13 +96,13 @@ def _context_messages(entry: dict[str, Any]) -> list[dict[str, Any]] | None:
 def _times(values: Iterable[Any]) -> pd.Series:
     """ISO strings → ``datetime64[ns, UTC]`` as ``new Date(iso)`` parses them (NaT if invalid)."""
     ms = [parse_iso_ms(v) for v in values]
-    return _ms_times(ms)
+    return ms_times(ms)
 
 
 _NS_RANGE_MS = (2**63 - 1) // 1_000_000  # datetime64[ns] holds about ±292 years around 1970
 
 
-def _ms_times(values: Iterable[Any]) -> pd.Series:
+def ms_times(values: Iterable[Any]) -> pd.Series:
     """Epoch milliseconds (numbers or None) → ``datetime64[ns, UTC]``; NaT outside its range.
 
     Whole milliseconds and their fraction are converted separately: ``ms * 1e6`` as a double
@@ -502,7 +502,7 @@ def messages_df(session: "Session") -> pd.DataFrame:
             "entry_id": _str_col(rows["entry_id"]),
             "parent_id": _str_col(rows["parent_id"]),
             "timestamp": _times(rows["timestamp"]),
-            "message_timestamp": _ms_times(rows["message_timestamp"]),
+            "message_timestamp": ms_times(rows["message_timestamp"]),
             "role": _cat_col(rows["role"]),
             "depth": _int_col(rows["depth"]),
             "on_active_path": np.array(rows["on_active_path"], dtype=bool),

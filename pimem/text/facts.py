@@ -594,15 +594,15 @@ class SummaryIndex:
         return [ln for ln in self.text.split("\n") if ln.strip()]
 
     @cached_property
-    def _polarity(self) -> list[tuple[set[str], set[str]]]:
+    def _polarity(self) -> list[tuple[frozenset[str], frozenset[str]]]:
         return [negated_words(ln) for ln in self.raw_lines]
 
     @property
-    def lines(self) -> list[set[str]]:
+    def lines(self) -> list[frozenset[str]]:
         return [words for words, _ in self._polarity]
 
     @property
-    def polarity(self) -> list[set[str]]:
+    def polarity(self) -> list[frozenset[str]]:
         return [negated for _, negated in self._polarity]
 
     @cached_property

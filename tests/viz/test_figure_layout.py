@@ -158,6 +158,8 @@ FIGURES: dict[str, Callable[[Inputs], Any]] = {
                                                                           "recorded": d.other_report}),
     "plot_measures": lambda d: viz.plot_measures(d.measures),
     "plot_recall_curve": lambda d: viz.plot_recall_curve(d.curve),
+    "plot_labelled_scatter": lambda d: viz.plot_labelled_scatter(
+        d.sweep.head(12).reset_index(drop=True), "reserve_tokens", "summarization_request_tokens"),
 }
 SESSION_FIGURES = ["plot_session_tree", "plot_context_projection", "plot_cut_points", "plot_estimate_vs_usage"]
 
