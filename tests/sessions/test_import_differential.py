@@ -112,6 +112,31 @@ def _replay_sources(imported: list[Imported]) -> list[Imported]:
     return chosen
 
 
+REPLAY_WINDOW = 24000
+
+
+def replay_window(path: Path) -> int:
+    """The window to replay ``path`` with: 24,000, unless the session's calibrated per-request
+    overhead (system prompt and tools) reaches it; a window at or below that overhead is refused
+    (the provider would refuse every request), so such a session gets twice its overhead."""
+    import math
+    import warnings
+
+    from pimem.core.compaction.compaction import TokenCache
+    from pimem.core.session_manager import load_session as load_pi_session
+    from pimem.replays.tokens import make_token_source
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = load_pi_session(path)
+        tokens = make_token_source("calibrated")
+        tokens.start(session.get_branch(None), TokenCache())
+    overhead = tokens.overhead or 0.0
+    if overhead != overhead or overhead < REPLAY_WINDOW:
+        return REPLAY_WINDOW
+    return int(math.ceil(overhead * 2 / 1000) * 1000)
+
+
 class Replayed(Imported):
     """A replay of an imported session (Pi's compaction on another agent's session), written."""
 
@@ -123,7 +148,7 @@ class Replayed(Imported):
 
         self.source = imported.source
         self.label = "replay/" + imported.label
-        result = replay(imported.path, context_window=24000, seed=1)
+        result = replay(imported.path, context_window=replay_window(imported.path), seed=1)
         self.path = result.session.write(out_dir / (self.label.replace("/", "__") + ".jsonl"))
         self.sha256 = _sha256(self.path.read_bytes())
         self.source_sha256 = imported.source_sha256
