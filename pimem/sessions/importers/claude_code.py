@@ -39,10 +39,12 @@ import os
 import random
 from typing import Any
 
-from pimem.base.js import js_stringify, parse_iso_ms
+from pimem.base.js import js_stringify
 from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
-from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, file_time_iso, read_records
+from pimem.sessions.importers.records import (
+    ImportReport, Record, as_object, as_str, file_time_iso, read_records, timestamp_ms,
+)
 from pimem.sessions.session import Session
 
 __all__ = ["import_claude_code", "looks_like_claude_code", "FORMAT"]
@@ -105,16 +107,6 @@ def _kind(data: dict) -> str:
     rtype = rtype if isinstance(rtype, str) else "?"
     subtype = data.get("subtype")
     return f"{rtype}:{subtype}" if rtype == "system" and isinstance(subtype, str) else rtype
-
-
-def _ms(timestamp: Any) -> int | None:
-    if isinstance(timestamp, str):
-        try:
-            ms = parse_iso_ms(timestamp)
-        except (ValueError, TypeError):
-            return None
-        return None if ms is None else int(ms)
-    return None
 
 
 def _usage(raw: Any) -> dict:
@@ -310,7 +302,7 @@ class _Importer:
             "model": model,
             "usage": _usage(raw.get("usage")),
             "stopReason": _STOP_REASONS.get(stop, "stop") if isinstance(stop, str) else "stop",
-            "timestamp": _ms(data.get("timestamp")),
+            "timestamp": timestamp_ms(data.get("timestamp")),
         }
         if response_id is not None:
             msg["responseId"] = response_id
@@ -353,7 +345,7 @@ class _Importer:
             self.report.count_imported("user")
             return
         content = raw.get("content")
-        ts = _ms(data.get("timestamp"))
+        ts = timestamp_ms(data.get("timestamp"))
         n = 0
         current = parent
 

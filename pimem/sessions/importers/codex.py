@@ -39,10 +39,11 @@ from typing import Any
 
 import orjson
 
-from pimem.base.js import parse_iso_ms
 from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
-from pimem.sessions.importers.records import ImportReport, Record, as_object, as_str, file_time_iso, read_records
+from pimem.sessions.importers.records import (
+    ImportReport, Record, as_object, as_str, file_time_iso, read_records, timestamp_ms,
+)
 from pimem.sessions.session import Session
 
 __all__ = ["import_codex", "looks_like_codex", "FORMAT"]
@@ -60,16 +61,6 @@ _IMAGE_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.S)
 def looks_like_codex(record: dict) -> bool:
     """Whether a rollout line has Codex's shape."""
     return as_str(record.get("type"), None) in _CODEX_TYPES and isinstance(record.get("payload"), dict)
-
-
-def _ms(timestamp: Any) -> int | None:
-    if isinstance(timestamp, str):
-        try:
-            ms = parse_iso_ms(timestamp)
-        except (ValueError, TypeError):
-            return None
-        return None if ms is None else int(ms)
-    return None
 
 
 def _num(value: Any) -> int:
@@ -215,7 +206,7 @@ class _Importer:
                 "model": self.model,
                 "usage": _usage(None),
                 "stopReason": "stop",
-                "timestamp": _ms(rec.data.get("timestamp")),
+                "timestamp": timestamp_ms(rec.data.get("timestamp")),
             }
             self.open_entry = self.message(rec, msg, "message:assistant", {"lines": [rec.line]})
             self.open_assistant = msg
@@ -261,7 +252,7 @@ class _Importer:
         if name is None:
             self.note("tool output without a matching call in the file: toolName left empty", rec.line)
         msg = {"role": "toolResult", "toolCallId": call_id, "toolName": name or "", "content": content,
-               "isError": is_error, "timestamp": _ms(rec.data.get("timestamp"))}
+               "isError": is_error, "timestamp": timestamp_ms(rec.data.get("timestamp"))}
         self.message(rec, msg, "message:toolResult", extra)
 
     def item(self, rec: Record, item: dict, extra: dict | None = None) -> bool:
@@ -277,7 +268,7 @@ class _Importer:
                 self.close_assistant()
             return True
         self.close_assistant()
-        ts = _ms(rec.data.get("timestamp"))
+        ts = timestamp_ms(rec.data.get("timestamp"))
         if itype in _OUTPUT_ITEMS:
             self.output_item(rec, item, extra)
         elif itype == "message" and role == "user":

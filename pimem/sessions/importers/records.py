@@ -16,7 +16,7 @@ from typing import Any, Iterator, TypeVar
 import orjson
 
 from pimem.base.files import open_regular
-from pimem.base.js import to_iso
+from pimem.base.js import parse_iso_ms, to_iso
 from pimem.core.session_manager import SessionWarning
 from pimem.errors import SessionFormatError
 
@@ -167,3 +167,14 @@ def read_records(path: str | os.PathLike[str], warnings: list[SessionWarning]) -
                 warnings.append(
                     SessionWarning(lineno, f"line holds a JSON {type(value).__name__}, not an object: skipped", None, file)
                 )
+
+
+def timestamp_ms(timestamp: Any) -> int | None:
+    """Epoch milliseconds of an ISO time string as V8 parses it; None for anything else."""
+    if isinstance(timestamp, str):
+        try:
+            ms = parse_iso_ms(timestamp)
+        except (ValueError, TypeError):
+            return None
+        return None if ms is None else int(ms)
+    return None
