@@ -406,7 +406,7 @@ def _text_facts(text: str, role: str, source: str, sentences: bool = True) -> tu
 
 def _find_text_facts(text: str, role: str, source: str, sentences: bool = True) -> tuple[tuple[str, str, int, str], ...]:
     out: list[tuple[str, str, int, str]] = []
-    if len(text) <= _MEMO_CHARS or "\n" not in text:
+    if len(text) <= _LINES_FROM or "\n" not in text:
         for v, off, sur in _paths_in_text(text):
             out.append(("path", v, off, sur))
         for v, off, sur in identifiers_in_text(text):
@@ -426,6 +426,9 @@ def _find_text_facts(text: str, role: str, source: str, sentences: bool = True) 
 
 
 _text_facts_short = lru_cache(maxsize=1 << 13)(_find_text_facts)
+
+
+_LINES_FROM = 2000  # longer texts find their names line by line
 
 
 def _names_by_line(text: str) -> list[tuple[str, str, int, str]]:

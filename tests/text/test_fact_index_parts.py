@@ -66,7 +66,7 @@ def test_names_by_line_equal_the_whole_text_passes_on_edge_cases() -> None:
 def test_names_by_line_equal_the_whole_text_passes_on_real_texts() -> None:
     texts = _real_texts()
     joined = ["\n".join(texts[i : i + 40]) for i in range(0, len(texts), 40)]
-    long = [t for t in joined + texts if len(t) > F._MEMO_CHARS and "\n" in t]
+    long = [t for t in joined + texts if len(t) > F._LINES_FROM and "\n" in t]
     assert long
     for t in long[::max(1, len(long) // 8)]:
         assert F._names_by_line(t) == _whole_names(t)
