@@ -71,13 +71,17 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("increase", "decrease"), ("always", "never"), ("must", "may"), ("required", "optional"),
     ("internal", "external"), ("local", "remote"), ("get", "set"), ("min", "max"), ("input", "output"),
     ("start", "end"), ("old", "new"), ("light", "dark"), ("upper", "lower"), ("freeform", "fixed"),
-    ("stay", "move"), ("concise", "detailed"),
+    ("stay", "move"), ("concise", "detailed"), ("expanded", "collapsed"), ("ours", "theirs"), ("oldest", "newest"),
+    ("oldest", "latest"), ("start", "stop"), ("add", "remove"), ("succeed", "fail"), ("allow", "forbid"),
+    ("hide", "display"), ("visible", "hidden"),
 )
 # negations that turn a statement round (not actions such as "remove X", which the facts matcher also counts)
 _NOT = frozenset("""not no never don't dont doesn't doesnt didn't didnt won't wont can't cant cannot shouldn't
     shouldnt mustn't mustnt isn't isnt aren't arent wasn't wasnt weren't werent haven't havent hasn't hasnt
     hadn't hadnt wouldn't wouldnt couldn't couldnt needn't neednt without none neither nor""".split())
 _POLARITY_WORD = re.compile(r"[A-Za-z0-9_$']+")
+_NOT_MERELY = frozenset("merely just only simply".split())
+_REJECTING = re.compile(r"\b(?:instead\s+of|rather\s+than)\b", re.I)
 
 
 def _polarity(text: str) -> tuple[set[str], set[str]]:
@@ -86,16 +90,20 @@ def _polarity(text: str) -> tuple[set[str], set[str]]:
     affirmed: set[str] = set()
     negated: set[str] = set()
     scope = 0
-    for w in _POLARITY_WORD.findall(text.lower()):
+    words = _POLARITY_WORD.findall(_REJECTING.sub(" not ", text.lower()))
+    for i, w in enumerate(words):
         if w in _NOT:
-            scope = 3
+            scope = 0 if i + 1 < len(words) and words[i + 1] in _NOT_MERELY else 3  # "not only X" affirms X
             continue
         if len(w) >= 3 and not w.isdigit():
             (negated if scope else affirmed).add(canonical_word(w))
         scope = max(0, scope - 1)
     return affirmed - negated, negated - affirmed
+_NAME_ONLY_OPPOSITES = frozenset({("get", "set")})  # opposite in code names, not in prose ("check it is set")
 _OPPOSITE: dict[str, set[str]] = {}
 for _a, _b in OPPOSITES:
+    if (_a, _b) in _NAME_ONLY_OPPOSITES:
+        continue
     _ca, _cb = canonical_word(_a), canonical_word(_b)
     if _ca != _cb:
         _OPPOSITE.setdefault(_ca, set()).add(_cb)
@@ -106,12 +114,14 @@ for _a, _b in OPPOSITES:
     _RAW_OPPOSITE.setdefault(_b, set()).add(_a)
 
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*)(?![\w]|\.\d)")
-_DIGITS = re.compile(r"(?<![\w.#/-])(\d{2,}k?)(?![\w.%/-]|\.\d)", re.I)
+_DIGITS = re.compile(r"(?<![\w.#/-])(\d{2,}k?|\d+(?:st|nd|rd|th))(?![\w.%/-]|\.\d)", re.I)
 _REF = re.compile(r"(?<![\w&])#(\d{1,6})\b")
 _WC_LINE = re.compile(r"^\s*(\d+)\s+\S")
 _CONNECTOR = re.compile(r"\b(instead of|rather than|in favou?r of|over)\b|(→|->)|,\s*(not)\b", re.I)
 _FROM_TO = re.compile(r"\b(?:renamed?|moved?|changed?|switch(?:ed)?|replaced?|corrected|updated|turned)\s+(?:the\s+)?"
                       r"(.{1,80}?)\s+(?:to|with|into|by)\s+(.{1,80})", re.I)
+_INFINITIVES = frozenset("""show use make be have include support handle accept return call read write pass take
+    work match avoid allow keep add remove fix check get set run load save find display print point reflect""".split())
 _KEY = re.compile(r"[A-Za-z_$][\w$.-]*[\w$]|\d+(?:\.\d+)*|[A-Za-z]")
 _KEY_SKIP = frozenset("the and use using with a an to of class file section field method function".split())
 
@@ -157,7 +167,7 @@ def _number_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     near = lines.near(claim.words, _anchors(claim))
     near_text = [lines.lines[i] for i in near]
     names = [p.rsplit("/", 1)[-1] for p in claim.paths]
-    near_tokens = {t for ln in near_text for t in re.findall(r"\d+k?", ln.lower().replace(",", ""))}
+    near_tokens = {t for ln in near_text for t in re.findall(r"\d+(?:k|st|nd|rd|th)?", ln.lower().replace(",", ""))}
     for number in claim.numbers:
         if number in given.index.numbers or number.split(" ")[0].replace(",", "") in near_tokens:
             continue
@@ -287,6 +297,10 @@ def _phrase(text: str, last: bool) -> frozenset[str]:
 
 
 _CODE_NOT = re.compile(r"`([^`]+)`\s*,?\s+(?:not|instead of|rather than|over)\s+`([^`]+)`")
+_PROBLEM = re.compile(r"\b(?:bugs?|causes?|caused|wrong|broken|incorrect(?:ly)?|problems?)\b", re.I)
+_LINE_NUMBER = re.compile(r"^\s*\d+→")  # a file line as a read tool shows it ("  125→code")
+_COMMENT_ARROW = re.compile(r"(?://|#)\s*(?:→|->)")  # "// → /repo/file": an annotation, not a change
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _MOVE = re.compile(r"\b(?:git\s+)?mv\s+(\S+)\s+(\S+)")
 Direction = tuple[frozenset[str], frozenset[str]]
 
@@ -295,12 +309,15 @@ def _directions(line: str) -> list[Direction]:
     """(preferred, rejected) word sets a line states: "A instead of B", "B → A", "rename B to A",
     "A, not B", "`A` not `B`", ``mv B A``."""
     out: list[Direction] = []
+    line = _COMMENT_ARROW.sub(" ", _LINE_NUMBER.sub("", line))
     for m in _CODE_NOT.finditer(line):
         out.append((_phrase(m.group(1), True), _phrase(m.group(2), False)))
     for m in _CONNECTOR.finditer(line):
         a, b = _phrase(line[: m.start()], last=True), _phrase(line[m.end():], last=False)
         out.append((b, a) if m.group(2) else (a, b))
     for m in _FROM_TO.finditer(line):
+        if m.group(2).split(" ", 1)[0].lower() in _INFINITIVES:
+            continue  # "updated the title to show ...": a purpose, not a new value
         out.append((_phrase(m.group(2), last=False), _phrase(m.group(1), last=True)))
     for m in _MOVE.finditer(line):
         new, old = m.group(2).rsplit("/", 1)[-1], m.group(1).rsplit("/", 1)[-1]
@@ -308,13 +325,19 @@ def _directions(line: str) -> list[Direction]:
     return [(p - r, r - p) for p, r in out if p - r and r - p]
 
 
+def _decided_directions(line: str) -> list[Direction]:
+    """The directions of a line's sentences, except those that describe a fault ("using A instead of B
+    causes bugs"), which state what went wrong, not what was decided."""
+    return [d for sentence in _SENTENCE.split(line) if not _PROBLEM.search(sentence) for d in _directions(sentence)]
+
+
 def _overlap(claim: Direction, line: Direction) -> str:
     """``agree``, ``against`` or ``""`` for two directions."""
     (p, r), (lp, lr) = claim, line
     if p & lp and r & lr and not (p & lr or r & lp):
         return "agree"
-    if (p & lr and r & lp) or len(p & lr) >= 2:
-        return "against"
+    if (p & lr and r & lp) or (len(p & lr) >= 2 and 3 * len(p & lr) >= 2 * len(p)):
+        return "against"  # crossed, or most of what the claim prefers is what the line rejects
     return ""
 
 
@@ -328,7 +351,7 @@ def _reversal_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
         against: str | None = None
         agree = False
         for i in lines.near(direction[0] | direction[1], (), min_words=2):
-            for other in _directions(lines.lines[i]):
+            for other in _decided_directions(lines.lines[i]):
                 verdict = _overlap(direction, other)
                 agree = agree or verdict == "agree"
                 if verdict == "against":
