@@ -300,6 +300,7 @@ _CODE_NOT = re.compile(r"`([^`]+)`\s*,?\s+(?:not|instead of|rather than|over)\s+
 _PROBLEM = re.compile(r"\b(?:bugs?|causes?|caused|wrong|broken|incorrect(?:ly)?|problems?)\b", re.I)
 _LINE_NUMBER = re.compile(r"^\s*\d+→")  # a file line as a read tool shows it ("  125→code")
 _COMMENT_ARROW = re.compile(r"(?://|#)\s*(?:→|->)")  # "// → /repo/file": an annotation, not a change
+_ARROW = re.compile(r"→|->")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _MOVE = re.compile(r"\b(?:git\s+)?mv\s+(\S+)\s+(\S+)")
 Direction = tuple[frozenset[str], frozenset[str]]
@@ -312,7 +313,10 @@ def _directions(line: str) -> list[Direction]:
     line = _COMMENT_ARROW.sub(" ", _LINE_NUMBER.sub("", line))
     for m in _CODE_NOT.finditer(line):
         out.append((_phrase(m.group(1), True), _phrase(m.group(2), False)))
+    chain = len(_ARROW.findall(line)) > 1  # "Branch → Sessions → Checkpoints": a hierarchy, not a change
     for m in _CONNECTOR.finditer(line):
+        if chain and m.group(2):
+            continue
         a, b = _phrase(line[: m.start()], last=True), _phrase(line[m.end():], last=False)
         out.append((b, a) if m.group(2) else (a, b))
     for m in _FROM_TO.finditer(line):
@@ -345,21 +349,69 @@ def _keys_of(direction: Direction) -> list[str]:
     return sorted(direction[0] | direction[1], key=len, reverse=True)[:1]
 
 
+def _strength(claim: Direction, line: Direction, verdict: str) -> int:
+    """How many words a verdict rests on: both sides matched the same way (agree) or crossed (against)."""
+    (p, r), (lp, lr) = claim, line
+    return len(p & lp) + len(r & lr) if verdict == "agree" else len(p & lr) + len(r & lp)
+
+
 def _reversal_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     lines = given.lines
     for direction in _directions(claim.text):
         against: str | None = None
-        agree = False
+        against_strength = agree_strength = 0
         for i in lines.near(direction[0] | direction[1], (), min_words=2):
             for other in _decided_directions(lines.lines[i]):
                 verdict = _overlap(direction, other)
-                agree = agree or verdict == "agree"
-                if verdict == "against":
-                    against = against or lines.lines[i]
-        if against is not None and not agree:
+                if not verdict:
+                    continue
+                strength = _strength(direction, other, verdict)
+                if verdict == "agree":
+                    agree_strength = max(agree_strength, strength)
+                elif strength > against_strength:
+                    against, against_strength = lines.lines[i], strength
+        # the other way round, and more firmly than any line that says it this way
+        if against is not None and against_strength > agree_strength:
             p, r = direction
             return Contradiction("reversal", f"{' '.join(sorted(p))} over {' '.join(sorted(r))}",
                                  "the other way round", against[:200])
+    return None
+
+
+def _negated(text: str) -> bool:
+    return any(w in _NOT for w in _POLARITY_WORD.findall(text.lower()))
+
+
+def _sequence(text: str) -> list[str]:
+    return [canonical_word(w) for w in _POLARITY_WORD.findall(text.lower()) if len(w) >= 3]
+
+
+def _swap_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    """Two opposite words the other way round in a line that otherwise says the same ("current branch
+    collapsed, the others expanded" against "current branch expanded, others collapsed")."""
+    if _directions(claim.text) or _negated(claim.text):
+        return None  # a decision or a negation: the reversal and negation rules judge it
+    order = _sequence(claim.text)
+    first = {w: i for i, w in reversed(list(enumerate(order)))}
+    pairs = [(a, b) for a in first for b in _OPPOSITE.get(a, ()) if b in first and first[a] < first[b]]
+    if not pairs:
+        return None
+    words = frozenset(claim.words)
+    lines = given.lines
+    against: str | None = None
+    for i in lines.near(words, (), min_words=3):
+        common = words & lines.words[i]
+        if len(common) < 3 or len(common) / len(words) < 0.6 or "?" in lines.lines[i] or _negated(lines.lines[i]):
+            continue
+        seq = _sequence(lines.lines[i])
+        where = {w: j for j, w in reversed(list(enumerate(seq)))}
+        for a, b in pairs:
+            if a in where and b in where:
+                if where[a] < where[b]:
+                    return None  # stated the same way
+                against = against or lines.lines[i]
+    if against is not None:
+        return Contradiction("reversal", claim.text[:200], "the other way round", against[:200])
     return None
 
 
@@ -397,7 +449,8 @@ def _negation_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
 
 def find_contradiction(claim: Claim, given: SourceText) -> Contradiction | None:
     """The first contradiction between ``claim`` and ``given`` (see module docs), or None."""
-    for check in (_number_conflict, _version_conflict, _path_conflict, _name_conflict, _reversal_conflict):
+    for check in (_number_conflict, _version_conflict, _path_conflict, _name_conflict, _reversal_conflict,
+                  _swap_conflict):
         found = check(claim, given)
         if found is not None:
             return found
