@@ -122,6 +122,7 @@ _FROM_TO = re.compile(r"\b(?:renamed?|moved?|changed?|switch(?:ed)?|replaced?|co
                       r"(.{1,80}?)\s+(?:to|with|into|by)\s+(.{1,80})", re.I)
 _INFINITIVES = frozenset("""show use make be have include support handle accept return call read write pass take
     work match avoid allow keep add remove fix check get set run load save find display print point reflect""".split())
+_QUOTED = re.compile(r'"([A-Za-z][^"\n]{2,60})"')
 _KEY = re.compile(r"[A-Za-z_$][\w$.-]*[\w$]|\d+(?:\.\d+)*|[A-Za-z]")
 _KEY_SKIP = frozenset("the and use using with a an to of class file section field method function".split())
 
@@ -215,6 +216,14 @@ def _version_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     return None
 
 
+def _sibling_name(a: str, b: str) -> bool:
+    """Two file names of one kind: the same extension and the same first word (``push_common.go`` /
+    ``push_remote.go``, ``cli_version_test.go`` / ``cli_version_metadata_test.go``)."""
+    (a_stem, _, a_ext), (b_stem, _, b_ext) = a.rpartition("."), b.rpartition(".")
+    a_words, b_words = re.split(r"[-_.]", a_stem or a_ext), re.split(r"[-_.]", b_stem or b_ext)
+    return a_ext == b_ext and len(a_words) > 1 and len(b_words) > 1 and a_words[0] == b_words[0]
+
+
 def _path_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     import difflib
 
@@ -231,9 +240,10 @@ def _path_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
             qfolder = q.rsplit("/", 1)[0] if "/" in q else ""
             if qname == name and folder and qfolder and qfolder.rsplit("/", 1)[-1] != parent:
                 return Contradiction("path", p, q, q)
-            if qname != name and folder and qfolder and qfolder.rsplit("/", 1)[-1] == parent and \
-                    difflib.SequenceMatcher(None, name, qname).ratio() >= 0.85:
-                return Contradiction("path", p, q, q)
+            if qname != name and folder and qfolder and qfolder.rsplit("/", 1)[-1] == parent:
+                ratio = difflib.SequenceMatcher(None, name, qname).ratio()
+                if ratio >= 0.85 or (ratio >= 0.7 and _sibling_name(name, qname)):
+                    return Contradiction("path", p, q, q)
     return None
 
 
@@ -255,6 +265,35 @@ def _opposite_words(a: list[str], b: list[str]) -> bool:
     return len(diff) == 1 and diff[0][1] in _RAW_OPPOSITE.get(diff[0][0], set())
 
 
+def _one_word_replaced(a: list[str], b: list[str]) -> bool:
+    """Three words or more, the same but one, which is another word of 3+ letters (``getLatestPrompt``
+    / ``getLastPrompt``, ``formatSessionLabel`` / ``formatCheckpointLabel``)."""
+    if len(a) != len(b) or len(a) < 3:
+        return False
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    return len(diff) == 1 and min(len(diff[0][0]), len(diff[0][1])) >= 3 and not diff[0][0].isdigit()
+
+
+def _quoted_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    """A quoted label of the claim ("Entire Checkpoints") that the given text never states, where it
+    quotes one of the same words but one ("Entire Sessions")."""
+    if '"' not in claim.text:
+        return None
+    for m in _QUOTED.finditer(claim.text):
+        label = m.group(1)
+        words = label.split()
+        if not 2 <= len(words) <= 5 or f'"{label.lower()}"' in given.lowered:
+            continue
+        for k, word in ((0, words[0]), (len(words) - 1, words[-1])):
+            pattern = (rf'"{re.escape(word)}(?: [^"\n]{{1,60}})?"' if k == 0 else rf'"(?:[^"\n]{{1,60}} )?{re.escape(word)}"')
+            for hit in re.finditer(pattern, given.text):
+                other = hit.group(0)[1:-1].split()
+                diff = [(x, y) for x, y in zip(words, other) if x.lower() != y.lower()]
+                if len(other) == len(words) and len(diff) == 1 and len(diff[0][1]) >= 3:
+                    return Contradiction("name", label, " ".join(other), hit.group(0))
+    return None
+
+
 def _name_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     for n in claim.identifiers:
         if len(n) < 5 or given.has_identifier(n):
@@ -269,8 +308,11 @@ def _name_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
                 continue
             other_parts = split_identifier(other)
             if (len(parts) > 1 and sorted(other_parts) == sorted(parts)) or _one_letter_apart(base, other) or \
-                    _opposite_words(parts, other_parts):
+                    _opposite_words(parts, other_parts) or _one_word_replaced(parts, other_parts):
                 return Contradiction("name", n, other, other)
+    quoted = _quoted_conflict(claim, given)
+    if quoted is not None:
+        return quoted
     for command in claim.commands:
         if command.lower() in given.folded:
             continue
