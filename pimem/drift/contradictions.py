@@ -78,9 +78,12 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
 # negations that turn a statement round (not actions such as "remove X", which the facts matcher also counts)
 _NOT = frozenset("""not no never don't dont doesn't doesnt didn't didnt won't wont can't cant cannot shouldn't
     shouldnt mustn't mustnt isn't isnt aren't arent wasn't wasnt weren't werent haven't havent hasn't hasnt
-    hadn't hadnt wouldn't wouldnt couldn't couldnt needn't neednt without none neither nor""".split())
+    hadn't hadnt wouldn't wouldnt couldn't couldnt needn't neednt without none neither nor dropped reverted
+    abandoned""".split())
 _POLARITY_WORD = re.compile(r"[A-Za-z0-9_$']+")
 _NOT_MERELY = frozenset("merely just only simply".split())
+_PROBLEM = re.compile(r"\b(?:bugs?|causes?|caused|wrong|broken|incorrect(?:ly)?|problems?)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _REJECTING = re.compile(r"\b(?:instead\s+of|rather\s+than)\b", re.I)
 
 
@@ -90,7 +93,10 @@ def _polarity(text: str) -> tuple[set[str], set[str]]:
     affirmed: set[str] = set()
     negated: set[str] = set()
     scope = 0
-    words = _POLARITY_WORD.findall(_REJECTING.sub(" not ", text.lower()))
+    # "A instead of B" rejects B; a sentence that describes a fault ("uses A instead of B, a bug") states
+    # what went wrong, not what holds, and counts on neither side
+    decided = " ".join(_REJECTING.sub(" not ", t) for t in _SENTENCE.split(text.lower()) if not _PROBLEM.search(t))
+    words = _POLARITY_WORD.findall(decided)
     for i, w in enumerate(words):
         if w in _NOT:
             scope = 0 if i + 1 < len(words) and words[i + 1] in _NOT_MERELY else 3  # "not only X" affirms X
@@ -339,11 +345,10 @@ def _phrase(text: str, last: bool) -> frozenset[str]:
 
 
 _CODE_NOT = re.compile(r"`([^`]+)`\s*,?\s+(?:not|instead of|rather than|over)\s+`([^`]+)`")
-_PROBLEM = re.compile(r"\b(?:bugs?|causes?|caused|wrong|broken|incorrect(?:ly)?|problems?)\b", re.I)
 _LINE_NUMBER = re.compile(r"^\s*\d+→")  # a file line as a read tool shows it ("  125→code")
 _COMMENT_ARROW = re.compile(r"(?://|#)\s*(?:→|->)")  # "// → /repo/file": an annotation, not a change
 _ARROW = re.compile(r"→|->")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_NOT_BUT = re.compile(r"\bnot\s+(.{1,60}?)\s*,?\s+but\s+(.{1,60})", re.I)  # "not A but B"
 _MOVE = re.compile(r"\b(?:git\s+)?mv\s+(\S+)\s+(\S+)")
 Direction = tuple[frozenset[str], frozenset[str]]
 
@@ -356,13 +361,16 @@ def _directions(line: str) -> list[Direction]:
     for m in _CODE_NOT.finditer(line):
         out.append((_phrase(m.group(1), True), _phrase(m.group(2), False)))
     chain = len(_ARROW.findall(line)) > 1  # "Branch → Sessions → Checkpoints": a hierarchy, not a change
+    not_but = [m.span() for m in _NOT_BUT.finditer(line)]
     for m in _CONNECTOR.finditer(line):
-        if chain and m.group(2):
+        if (chain and m.group(2)) or (m.group(3) and any(a <= m.start(3) < b for a, b in not_but)):
             continue
         a, b = _phrase(line[: m.start()], last=True), _phrase(line[m.end():], last=False)
         out.append((b, a) if m.group(2) else (a, b))
+    for m in _NOT_BUT.finditer(line):
+        out.append((_phrase(m.group(2), False), _phrase(m.group(1), True)))
     for m in _FROM_TO.finditer(line):
-        if m.group(2).split(" ", 1)[0].lower() in _INFINITIVES:
+        if m.group(2).split(" ", 1)[0].lower() in _INFINITIVES or re.search(r"\bnot\b", m.group(1), re.I):
             continue  # "updated the title to show ...": a purpose, not a new value
         out.append((_phrase(m.group(2), last=False), _phrase(m.group(1), last=True)))
     for m in _MOVE.finditer(line):

@@ -27,6 +27,13 @@ GIVEN = SourceText([
     "Listeners are not cleared on reset or compact; dispose() is the only cleanup.",
     "Run `npm run check` before every commit.",
     "The before_compact event now carries resolveApiKey.",
+    "This is now the 3rd error around the working directory.",
+    "5. Current branch starts expanded, others collapsed",
+    "Move the dialog to the center of the screen, not to the top but to the middle.",
+    "Wrote /repo/cmd/strategy/push_common.go with getLastPrompt and formatCheckpointLabel helpers.",
+    'Set title := "Entire Sessions" in the view.',
+    "It resolves against the working directory instead of the repo root, which causes bugs.",
+    "  12→	// Branch → Sessions → Checkpoints",
 ])
 
 
@@ -47,6 +54,13 @@ def kind(text):
     ("Fixed total count: 46 → 44 color tokens", "reversal"),
     ("Renamed `custom-compaction.ts` to `full-compaction.ts`", "reversal"),
     ("Listeners are cleared on reset or compact of the session", "negation"),
+    ("This is the 2nd error around the working directory", "number"),
+    ("Current branch collapsed by default, the others expanded", "reversal"),
+    ("Wrote `cmd/strategy/push_remote.go`", "path"),
+    ("Added the `getLatestPrompt` helper", "name"),
+    ("Added the `formatSessionLabel` helper", "name"),
+    ('Title shows "Entire Checkpoints"', "name"),
+    ("Use a plain dict, not a TaxTable class, for the rates", "reversal"),
 ])
 def test_each_kind_is_found(text, expected):
     assert kind(text) == expected
@@ -60,6 +74,12 @@ def test_each_kind_is_found(text, expected):
     "Listeners are not cleared on reset or compact of the session",
     "Deployed the service to Kubernetes",  # invented, not contradicted
     "Run `npm run check` before committing",
+    "This is the 3rd error around the working directory",
+    "Current branch expanded by default, the others collapsed",
+    'Title shows "Entire Sessions"',
+    "Use the repo root rather than the working directory",  # the line describes the fault, not a decision
+    "Sessions are listed before Checkpoints",  # an arrow chain is a hierarchy, not a change
+    "Move the dialog not to the top but to the middle of the screen",
 ])
 def test_agreeing_and_unrelated_claims_are_not_contradictions(text):
     assert kind(text) is None
