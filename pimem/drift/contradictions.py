@@ -7,7 +7,8 @@ given text that hold one of the claim's names (a path's file name counts) or two
 ================= =====================================================================================
 kind              rule
 ================= =====================================================================================
-``number``        a number of the claim (with a unit, ``~20k``, a bare value of 2+ digits, ``#288``) that no
+``number``        a number of the claim (with a unit, ``~20k``, a bare value of 2+ digits, an ordinal such as
+                  ``3rd``, ``#288``) that no
                   near line holds, where a near line (a bare value: a line sharing three words) holds
                   another number in the same slot: the same unit, or the same word before or after
                   it ("Line ~918" against "line 768"); for line counts a ``wc -l`` line of the same file
@@ -15,19 +16,30 @@ kind              rule
 ``version``       a version (``0.27.5``) the given text never states, where it states one that differs in
                   one part only (``0.27.4``, ``0.28.5``)
 ``path``          a path of the claim that the given text never names, where it names the same file name
-                  in another folder, or in the same folder a file name that differs by a few letters
+                  in another folder, or in the same folder a file name that differs by a few letters or
+                  a sibling (same extension and first word: ``push_remote.go`` / ``push_common.go``)
 ``name``          a code name or a command of the claim that the given text never states, where it states
                   a name of the same length (6+) with one letter replaced or two swapped (``getModel`` for
                   ``setModel``), the same words in another order, one word turned into its opposite
-                  (``after_compact`` for ``before_compact``), or a command that starts the same way
+                  (``after_compact`` for ``before_compact``), one of three or more words replaced
+                  (``getLatestPrompt`` for ``getLastPrompt``), or a command that starts the same way; a
+                  quoted label (2-5 words) the given text never quotes, where it quotes one with one word
+                  replaced (``"Entire Checkpoints"`` for ``"Entire Sessions"``)
 ``reversal``      the claim says "A instead of / rather than / over B", "B → A", "rename / replace /
-                  change B to A", "A, not B" (``mv B A`` in a command), and a near line of the given text
-                  says it the other way round and none this way (``44 → 46`` against ``46 → 44``); A and
-                  B are the three words next to the connector
+                  change B to A", "A, not B", "not B but A" (``mv B A`` in a command), and a near line of
+                  the given text says it the other way round more firmly (on more words) than any says it
+                  this way (``44 → 46`` against ``46 → 44``); A and B are the three words next to the
+                  connector. Not directions: chains of arrows (a hierarchy), comment arrows, a read
+                  tool's line numbers ("125→"), sentences that describe a fault ("using A instead of B
+                  causes bugs"). Also: two opposite words the other way round in a line that otherwise
+                  says the same ("current branch collapsed, others expanded" against "... expanded,
+                  others collapsed")
 ``negation``      every near line (not a question) that holds 60% of the claim's words (a claim of 4+
                   words outside its paths; at least 3; 40% of the words of both together) states them
                   with the other polarity (two or more words stated plainly on one side and only after
-                  ``not``, ``no``, ``never``, ``without``... on the other); or a near line holding 60%
+                  ``not``, ``no``, ``never``, ``without``, ``dropped``, ``reverted``..., or after
+                  "instead of" / "rather than", on the other; "not only X" affirms X; a sentence that
+                  describes a fault counts on neither side); or a near line holding 60%
                   of the claim's other words (at least 3, a quarter of the words of both) has a word of the
                   opposite sense (:data:`OPPOSITES`: keep / remove, pass / fail, stay / move...). Not
                   where the claim's direction ("A, not B") is stated the same way in the given text
@@ -38,8 +50,9 @@ conversation. It reads words, not meaning: a contradiction stated in other words
 fail" against "must pass") is missed, a value that changed during the span can be called a contradiction
 when the summary gives the older one, and a name that the span uses for something else (an edited claim
 that names a real but wrong function) is not caught. Every claim it calls contradicted is also
-unfaithful. Precision and recall on the held-out half of ``datasets/labels/contradictions.jsonl``: see
-that folder's README (the rules were adjusted on the tuning half only).
+unfaithful. Precision and recall on the held-out halves of ``datasets/labels/contradictions.jsonl`` (Pi) and
+``contradictions-claude-code.jsonl``: see that folder's README (the rules were adjusted on the tuning
+halves only; about 0.79 precision and 0.26 recall pooled, most reworded negations missed).
 """
 
 from __future__ import annotations
