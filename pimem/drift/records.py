@@ -49,9 +49,10 @@ from pimem.sessions.compactions import compaction_spans
 from pimem.sessions.session import Session
 from pimem.sessions.load import session_or_entries
 from pimem.text.sections import summarizer_text
+from pimem.text.messages import message_text
 
 __all__ = ["CompactionRecord", "PathMessages", "compaction_records", "resummarize", "resummarized_session",
-           "Resummarized", "message_text"]
+           "Resummarized", "source_text"]
 
 
 class PathMessages:
@@ -157,55 +158,12 @@ def compaction_records(
 # --------------------------------------------------------------------------- text views of messages
 
 
-def _json_strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _json_strings(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _json_strings(v, out)
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content
-                         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
-    return ""
-
-
-def message_text(message: dict, *, results: bool = True, thinking: bool = True) -> str:
-    """The text of one message: user / assistant text, thinking, tool-call arguments (every string
-    value, one per line), bash commands, and (with ``results``) tool results and bash output."""
-    role = message.get("role")
-    parts: list[str] = []
-    if role in ("user", "custom"):
-        parts.append(_content_text(message.get("content")))
-    elif role == "assistant":
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            elif block.get("type") == "thinking" and thinking:
-                parts.append(str(block.get("thinking", "")))
-            elif block.get("type") == "toolCall":
-                _json_strings(block.get("arguments"), parts)
-    elif role == "toolResult" and results:
-        parts.append(_content_text(message.get("content")))
-    elif role == "bashExecution":
-        parts.append(str(message.get("command", "")))
-        if results:
-            parts.append(str(message.get("output", "")))
-    elif role in ("branchSummary", "compactionSummary"):
-        parts.append(str(message.get("summary", "")))
-    return "\n".join(p for p in parts if p)
+def source_text(message: dict, *, results: bool = True, thinking: bool = True) -> str:
+    """The text of one message the measures read: user / assistant text, thinking, tool-call arguments
+    (every string value, one per line), bash commands, and (with ``results``) tool results and bash
+    output (:func:`pimem.text.messages.message_text` with these options)."""
+    return message_text(message, separator="\n", thinking="" if thinking else None, tool_calls="strings",
+                        images=False, results=results, command_prefix="")
 
 
 # --------------------------------------------------------------------------- new summaries, same spans
