@@ -46,6 +46,7 @@ from pimem.core.session_manager import (
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 from pimem.sessions.compactions import compaction_spans
+from pimem.sessions.spans import first_kept_index
 from pimem.sessions.session import Session
 from pimem.sessions.load import session_or_entries
 from pimem.text.sections import summarizer_text
@@ -190,9 +191,7 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
     types, per_entry, _ = project_parts(sources, types)
     prev_index = 0 if sources and types[0] == "compaction" and per_entry[0] else -1
     start = 1 if prev_index == 0 else 0
-    cut = next((i for i in range(start, len(sources)) if sources[i].get("id") == first_kept_id), None)
-    if cut is None and compaction_id is not None and first_kept_id == compaction_id:
-        cut = len(sources)
+    cut = first_kept_index(sources, start, first_kept_id, compaction_id)
     if cut is None:
         raise EntryNotFoundError(f"first kept entry {first_kept_id!r} is not on the projected path before the compaction")
     split = cut < len(sources) and not is_turn_start_parts(types[cut], per_entry[cut])
