@@ -35,7 +35,7 @@ from pimem.core.compaction.compaction import (
     previous_file_ops,
 )
 from pimem.core.compaction.utils import add_file_ops, compute_file_lists, format_file_operations
-from pimem.core.llm import SummaryRequest
+from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
 from pimem.core.session_manager import (
     build_session_path,
@@ -214,7 +214,7 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
                                  previous_summary=previous_summary, file_ops=file_ops, settings=settings)
 
 
-def _ask(summarizer: Any, kind: str, prompt: str, max_tokens: int | None) -> str:
+def _ask(summarizer: Summarizer, kind: str, prompt: str, max_tokens: int | None) -> str:
     request = SummaryRequest(kind=kind, system_prompt=SUMMARIZATION_SYSTEM_PROMPT, prompt=prompt,  # type: ignore[arg-type]
                              max_tokens=max_tokens, model=str(getattr(summarizer, "model", "") or ""))
     response = summarizer.complete(request)
@@ -226,7 +226,7 @@ def _ask(summarizer: Any, kind: str, prompt: str, max_tokens: int | None) -> str
 
 def resummarize(
     session: Any,
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     max_tokens: int | Sequence[int | None] | None = None,
     settings: Any = None,
@@ -294,7 +294,7 @@ def resummarize(
     return out
 
 
-def resummarized_session(session: Any, summarizer: Any, **kwargs: Any) -> Any:
+def resummarized_session(session: Any, summarizer: Summarizer, **kwargs: Any) -> Any:
     """A copy of ``session`` whose compactions on the active path hold ``summarizer``'s summaries of
     the same spans (:func:`resummarize`; same entry ids and cut points). Write it with ``.write(path)``
     to keep another model's summaries as a recording that :func:`pimem.drift.compare_sources` reads
