@@ -49,7 +49,7 @@ import numpy as np
 from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
 from pimem.drift.labels import LabelFormatError
 from pimem.drift.needed import needed_later_facts
-from pimem.drift.records import message_text
+from pimem.drift.records import source_text
 from pimem.text.facts import (
     SummaryIndex,
     identifiers_in_text,
@@ -397,7 +397,7 @@ class SourceText:
 
 
 def _message_texts(messages: Sequence[tuple[str | None, dict]]) -> list[str]:
-    return [message_text(m) for _, m in messages]
+    return [source_text(m) for _, m in messages]
 
 
 def _sections(summary: str | None) -> list[str]:

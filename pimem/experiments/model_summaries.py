@@ -26,7 +26,7 @@ import pandas as pd
 
 from pimem.base.bundled import bundled_dir
 from pimem.core.compaction.compaction import CompactionSettings
-from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.replays.engine import replay
 from pimem.sessions.samples import sample_dir
 from pimem.summarizers import local_server as localmodel
@@ -146,7 +146,7 @@ class _RequestLog:
 
 
 def record(out: str | os.PathLike[str] | None = None, plan: list[tuple[str, int, int, int]] | None = None, *,
-           summarizer: Any = None, progress: bool = True) -> dict[str, Any]:
+           summarizer: Summarizer | None = None, progress: bool = True) -> dict[str, Any]:
     """Replay every planned (sample, window, reserve, keep) with the local model; write files and manifest.
 
     ``summarizer`` defaults to :func:`pimem.summarizers.local.local_summarizer` on the running server,
