@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pimem.core.session_manager import build_session_path, is_walked_path
-from pimem.drift.records import message_text
+from pimem.drift.records import source_text as message_text
 from pimem.sessions.load import load_session
 from pimem.text import facts as F
 from tests.conftest import REAL_DIR, REAL_V3
