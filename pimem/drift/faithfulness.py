@@ -322,6 +322,10 @@ class SourceText:
         return re.sub(r"\s+", " ", self.text.replace("`", "")).lower()
 
     @cached_property
+    def lowered(self) -> str:
+        return self.text.lower()
+
+    @cached_property
     def versions(self) -> frozenset[str]:
         return frozenset(m.group(1) for m in _VERSION.finditer(self.text))
 
