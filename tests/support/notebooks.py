@@ -89,9 +89,13 @@ def _relative_paths(text: str) -> str:
 _KERNEL_CELL = re.compile(r"(?:/private)?/[^\s:'\"]*ipykernel_\d+/\d+\.py:(\d+)")
 
 
+_SOURCE_LINE = re.compile(r"(\.\./pimem/[\w/]+\.py):\d+:")
+
+
 def _stable_text(text: str) -> str:
-    """Text as committed: the checkout's path relative, a cell's temporary file name as its line."""
-    return _KERNEL_CELL.sub(r"<cell line \1>", _relative_paths(text))
+    """Text as committed: the checkout's path relative, a cell's temporary file name as its line, no line
+    numbers of pimem's own files in warnings (they move with every edit)."""
+    return _SOURCE_LINE.sub(r"\1:", _KERNEL_CELL.sub(r"<cell line \1>", _relative_paths(text)))
 
 
 def small_png(png_base64: str) -> str:
