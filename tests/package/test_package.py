@@ -69,7 +69,8 @@ ENTRY_POINTS = ["load_session", "as_session", "load_sessions", "build_session_co
                 "check_settings", "fit_calibration", "get_strategy", "register_strategy", "replay_cost",
                 "parse_summary", "extract_facts", "compaction_metrics", "baseline_summarizers",
                 "survival_curves", "retention_by_age", "summarizer_from_env", "probe_eval", "resume_probe",
-                "run_measures", "bootstrap_ci", "paired_difference", "sweep_summary", "token_source_bands",
+                "run_measures", "bootstrap_ci", "paired_difference", "sweep_summary", "token_source_bands", "navigate",
+                "run_compaction", "run_tree_navigation", "compact", "generate_branch_summary",
                 # Pi's functions and JavaScript's
                 "calculate_context_tokens", "compute_file_lists", "convert_to_llm", "estimate_chars", "estimate_tokens",
                 "get_current_system_message", "serialize_conversation", "session_entry_to_context_messages",
