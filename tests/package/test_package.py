@@ -68,7 +68,9 @@ ENTRY_POINTS = ["load_session", "as_session", "load_sessions", "build_session_co
                 "detect_format", "default_sessions_dir", "discover_sessions", "import_claude_code", "import_codex",
                 "check_settings", "fit_calibration", "get_strategy", "register_strategy", "replay_cost",
                 "parse_summary", "extract_facts", "compaction_metrics", "baseline_summarizers",
-                "survival_curves", "retention_by_age", "summarizer_from_env",
+                "survival_curves", "retention_by_age", "summarizer_from_env", "probe_eval", "resume_probe",
+                "run_measures", "bootstrap_ci", "paired_difference", "sweep_summary", "token_source_bands", "navigate",
+                "run_compaction", "run_tree_navigation", "compact", "generate_branch_summary",
                 # Pi's functions and JavaScript's
                 "calculate_context_tokens", "compute_file_lists", "convert_to_llm", "estimate_chars", "estimate_tokens",
                 "get_current_system_message", "serialize_conversation", "session_entry_to_context_messages",

@@ -192,7 +192,17 @@ def generate_branch_summary(
     replace_instructions: bool = False,
     session_id: str | None = None,
 ) -> BranchSummaryResult:
-    """``generateBranchSummary``: errors and aborts are returned, not raised, as in Pi."""
+    """``generateBranchSummary``: errors and aborts are returned, not raised, as in Pi.
+
+    Args:
+        entries: the abandoned branch's entries, oldest first.
+        summarizer: the model that writes the summary.
+        model: the model's limits (the messages' budget and the summary's tokens).
+        reserve_tokens: tokens left out of the window for the budget.
+        custom_instructions: instructions added to (or replacing) the prompt's.
+        replace_instructions: ``custom_instructions`` replace the prompt's instead of being added.
+        session_id: the request's session id (default: a new one).
+    """
     context_window = model.context_window if js_truthy(model.context_window) else 128000
     prep = prepare_branch_entries(entries, context_window - reserve_tokens)
     if not prep.messages:

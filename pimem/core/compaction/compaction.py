@@ -1024,6 +1024,15 @@ def compact(
     """``compact``: summarize a preparation (two requests for a split turn) and add file lists.
 
     ``prompts``: the instruction texts (Pi's by default; other templates for strategy studies).
+
+    Args:
+        preparation: what to summarize (from :func:`prepare_compaction`).
+        summarizer: the model that writes the summary.
+        model: the model's limits (the summary's token budget, reasoning).
+        custom_instructions: instructions added to the prompt.
+        thinking_level: the session's thinking level (a reasoning model summarizes at it).
+        session_id: the requests' session id (default: a new one).
+        prompts: the instruction texts (Pi's by default).
     """
     p = preparation
     reserve = p.settings.reserve_tokens
