@@ -30,6 +30,14 @@ LABELS = ROOT / "datasets" / "labels" / "before-compaction.facts.jsonl"
 FREE = ("constraint", "decision", "error", "goal", "progress", "artifact")
 
 
+def markdown(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
 def rows_for(name: str, facts: pd.DataFrame) -> list[dict]:
     out = []
     for split in ("tune", "heldout", "both"):
@@ -60,11 +68,9 @@ def main() -> None:
         start = time.process_time()
         facts = matcher_check(labels, session, matcher, used_later=False).facts  # type: ignore[arg-type]
         rows.extend(rows_for(name, facts))
-        print(f"{name}: {time.process_time() - start:.1f} CPU-s")
-    table = pd.DataFrame(rows)
-    for c in ("precision", "recall"):
-        table[c] = table[c].map(lambda v: f"{v:.2f}")
-    print(table.to_markdown(index=False) if hasattr(table, "to_markdown") else table.to_string(index=False))
+        print(f"\n{name}: {time.process_time() - start:.1f} CPU-s\n")
+        table = pd.DataFrame(rows)
+        print(markdown(table[table["matcher"] == name]), flush=True)
     if args.tune and embeddings_available():
         from pimem.drift.embedding import tuned_thresholds
 

