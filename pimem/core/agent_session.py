@@ -34,7 +34,7 @@ from pimem.core.compaction.compaction import (
     compact,
     prepare_compaction,
 )
-from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import COMPUTE_SYSTEM_MESSAGE
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
@@ -238,7 +238,7 @@ def _settings_for(settings: Any, model: ModelInfo) -> CompactionSettings:
 def run_compaction(
     session: Any,
     settings: Any,
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reason: CompactionReason,
@@ -365,7 +365,7 @@ class TreeOutcome:
 def run_tree_navigation(
     session: Any,
     target_id: str,
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
     *,
     model: ModelInfo | None = None,
     summarize: bool = False,
@@ -434,7 +434,7 @@ def run_tree_navigation(
     if summarize and entries and supplied is None:
         result = generate_branch_summary(
             entries,
-            summarizer,
+            summarizer,  # type: ignore[arg-type]  # None fails where Pi fails without a model
             model=model,  # type: ignore[arg-type]
             reserve_tokens=reserve_tokens,
             custom_instructions=custom_instructions,

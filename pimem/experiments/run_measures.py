@@ -34,7 +34,7 @@ import pandas as pd
 from pimem.core.session_manager import build_session_projection
 from pimem.drift.metrics import drift_report, headline
 from pimem.drift.needed import Trajectory, fact_class
-from pimem.drift.records import entry_messages, message_text
+from pimem.drift.records import entry_messages, source_text
 from pimem.errors import PimemWarning, UnknownPriceError
 from pimem.replays.cost import replay_cost
 from pimem.text.facts import SummaryIndex, extract_facts, fact_present
@@ -80,7 +80,7 @@ def masked_needed_facts(result: Any) -> pd.DataFrame:
                     candidates.append((edit, fact, hit))
         if candidates:
             context = build_session_projection(path[:j]).messages
-            index = SummaryIndex("\n".join(message_text(m) for m in context if m.get("role") != "system"))
+            index = SummaryIndex("\n".join(source_text(m) for m in context if m.get("role") != "system"))
             seen = set()
             for edit, fact, hit in candidates:
                 if fact.key in seen or fact_present(fact, index):

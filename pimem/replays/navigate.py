@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pimem.core.agent_session import run_tree_navigation
+from pimem.core.llm import Summarizer
 from pimem.core.session_manager import build_session_projection
 from pimem.replays.config import load_recording, resolve_model, with_window
 from pimem.summarizers.registry import default_summarizer
@@ -16,7 +17,7 @@ def navigate(
     session: Any,
     target_id: str,
     summarize: bool = True,
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
     hooks: Any = None,
     *,
     model: Any = None,

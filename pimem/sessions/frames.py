@@ -30,6 +30,7 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.messages import create_compaction_summary_message
 from pimem.core.session_manager import build_context_entries, session_entry_to_context_messages
+from pimem.sessions.spans import first_kept_index
 from pimem.text.messages import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -856,8 +857,7 @@ def _compaction_span_by_walk(session: "Session", entry: dict[str, Any]) -> _Comp
     path = branch[:-1] if branch and branch[-1] is entry else [x for x in branch if x is not entry]
     context, previous = _context_entries(path)
     start = 1 if previous is not None else 0
-    first_kept = entry.get("firstKeptEntryId")
-    kept_index = next((j for j in range(start, len(context)) if context[j].get("id") == first_kept), None)
+    kept_index = first_kept_index(context, start, entry.get("firstKeptEntryId"), entry.get("id"))
     return _CompactionSpan(len(path), len(context), previous, start, kept_index)
 
 
@@ -1004,9 +1004,9 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         if span is None:
             span = _compaction_span_by_walk(session, e)
         previous, start, kept_index = span.previous, span.start, span.kept_index
-        found = kept_index is not None
+        found = kept_index is not None and kept_index < span.context_length
         if kept_index is None and first_kept == eid and isinstance(eid, str):
-            kept_index = span.context_length  # its own id: nothing kept (an imported compaction)
+            kept_index = span.context_length  # its own id: nothing kept (as first_kept_index says)
         try:
             est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
         except (TypeError, AttributeError, ValueError):

@@ -20,7 +20,7 @@ from pimem.core.compaction.utils import (
     serialize_conversation,
     set_member,
 )
-from pimem.core.llm import SummaryRequest
+from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.messages import (
     convert_to_llm,
     create_branch_summary_message,
@@ -173,7 +173,7 @@ def branch_summary_max_tokens(model: ModelInfo) -> int:
 
 def generate_branch_summary(
     entries: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float = 16384,

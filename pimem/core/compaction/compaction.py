@@ -32,7 +32,7 @@ from pimem.core.compaction.utils import (
     serialize_conversation,
     set_member,
 )
-from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import get_current_system_message
 from pimem.core.prompts import (
@@ -893,7 +893,7 @@ def summary_request(kind: str, prompt: str, max_tokens: int | None, reasoning: s
 
 def generate_summary_with_usage(
     messages: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float,
@@ -918,7 +918,7 @@ def generate_summary_with_usage(
 
 def generate_summary(
     messages: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float,
@@ -937,7 +937,7 @@ def generate_summary(
 
 def generate_turn_prefix_summary(
     messages: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float,
@@ -958,7 +958,7 @@ def generate_turn_prefix_summary(
     return complete_checked(summarizer, request, "Turn prefix summarization")
 
 
-def complete_checked(summarizer: Any, request: SummaryRequest, label: str) -> tuple[str, dict | None]:
+def complete_checked(summarizer: Summarizer, request: SummaryRequest, label: str) -> tuple[str, dict | None]:
     """``completeSummarization``: ask once; an error, a length stop or a tool call is a failure named with
     Pi's ``label``."""
     response = summarizer.complete(request)
@@ -972,7 +972,7 @@ def complete_checked(summarizer: Any, request: SummaryRequest, label: str) -> tu
 
 def compact(
     preparation: CompactionPreparation,
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     custom_instructions: str | None = None,

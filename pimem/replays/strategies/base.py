@@ -55,6 +55,7 @@ from pimem.core.compaction.compaction import (
     should_compact,
 )
 from pimem.core.context_tracker import ContextTracker
+from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError
 
 __all__ = [
@@ -135,7 +136,7 @@ class CompactionStrategy:
         """What to summarize (Pi 0.87.1's ``prepareCompaction`` on the replayed branch)."""
         return tracker.prepare(settings)
 
-    def summarize(self, preparation: CompactionPreparation, summarizer: Any, *, model: ModelInfo,
+    def summarize(self, preparation: CompactionPreparation, summarizer: Summarizer, *, model: ModelInfo,
                   custom_instructions: str | None = None, thinking_level: str | None = None,
                   session_id: str | None = None) -> CompactionResult:
         """The summary requests and the compaction result (Pi 0.87.1's ``compact`` with ``prompts``)."""
