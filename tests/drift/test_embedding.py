@@ -138,6 +138,8 @@ def test_held_out_accuracy_on_the_labelled_facts(checked):
     # the hybrid finds more of the held-out facts than normalised words alone, at a precision a reader trusts
     assert held["embedding"]["recall"] >= held["normalized"]["recall"]
     assert held["embedding"]["precision"] >= 0.85
-    # similarity alone is the weaker matcher: names need the exact rules
+    # similarity alone finds more and is wrong far more often (measured 0.57 / 0.89): names need the exact rules
+    assert held["embedding only"]["recall"] > held["normalized"]["recall"]
+    assert held["embedding only"]["precision"] < 0.75
     assert held["embedding only"]["precision"] + held["embedding only"]["recall"] < (
         held["embedding"]["precision"] + held["embedding"]["recall"])
