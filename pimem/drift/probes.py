@@ -330,6 +330,15 @@ def probe_eval(
     (default: the judge) answers; both must be chat models that did not write the summaries.
     Columns: ``source``, ``compaction``, ``probe_type``, ``question``, ``reference``, ``answer``,
     the six dimensions, ``score`` (their mean), ``summary_coverage``, ``generated_by``, ``error``.
+
+    Args:
+        source: a session or replay result, or a :class:`pimem.drift.measures.Comparison`.
+        judge: the chat model that grades.
+        answerer: the chat model that answers (default: ``judge``).
+        probes: the probes (default: :func:`generate_probes` of the first source).
+        questioner: the chat model that writes the probes (default: none, the offline probes).
+        per_type: offline probes per type.
+        max_context_tokens: the answerer is given the newest this many tokens (4 characters each) of the kept context.
     """
     answerer = judge if answerer is None else answerer
     summaries, records, summarizers, models = _sources_of(source)

@@ -107,7 +107,17 @@ def run_measures(
     summarizer_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
 ) -> dict[str, Any]:
-    """Drift and cost measures of one replay, flat (the columns in the module docs)."""
+    """Drift and cost measures of one replay, flat (the columns in the module docs).
+
+    Args:
+        result: the replay.
+        drift: measure the summaries.
+        cost: price the replay.
+        prices: prices by model name, looked up before the built-in table.
+        cost_model: the priced model (default: the session's current model).
+        summarizer_model: the model that writes summaries (default: ``cost_model``).
+        cache_ttl_s: seconds a cached prefix lives (None: it never expires).
+    """
     out: dict[str, Any] = {}
     if drift:
         report = drift_report(result)
