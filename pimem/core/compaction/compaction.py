@@ -20,6 +20,7 @@ import operator
 import os
 import time
 import uuid
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -483,13 +484,42 @@ def is_turn_start_entry(entry: dict) -> bool:
 def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: int) -> list[int]:
     """``findValidCutPoints``: indices of context-visible user-like or assistant entries."""
     out = []
+    add = out.append
+    roles = _CUT_POINT_ROLES
     for i in range(start_index, end_index):
         entry = entries[i]
-        if entry.get("type") == "compaction":
+        etype = entry.get("type")
+        if etype == "message":
+            message = entry.get("message")
+            if message.__class__ is dict:  # its one context message has the same role
+                if message.get("role") in roles:
+                    add(i)
+                continue
+        elif etype == "compaction":
             continue
-        if any(m.get("role") in _CUT_POINT_ROLES for m in session_entry_to_context_messages(entry)):
-            out.append(i)
+        for m in session_entry_to_context_messages(entry):
+            if m.get("role") in roles:
+                add(i)
+                break
     return out
+
+
+def _entry_tokens(entry: dict) -> int:
+    """The estimated tokens of an entry's context messages (Pi's reduce in ``findCutPoint``)."""
+    if entry.get("type") == "message":
+        message = entry.get("message")
+        if message.__class__ is dict and message.get("content") is not None:
+            return estimate_tokens(message)
+    tokens = 0
+    for m in session_entry_to_context_messages(entry):
+        tokens += estimate_tokens(m)
+    return tokens
+
+
+def _has_context_messages(entry: dict) -> bool:
+    if entry.get("type") == "message" and entry.get("message").__class__ is dict:
+        return True
+    return len(session_entry_to_context_messages(entry)) > 0
 
 
 def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index: int) -> int:
@@ -510,18 +540,17 @@ def find_cut_point(
     accumulated = 0
     cut_index = cut_points[0]
     for i in range(end_index - 1, start_index - 1, -1):
-        tokens = 0
-        for m in session_entry_to_context_messages(entries[i]):
-            tokens += estimate_tokens(m)
+        tokens = _entry_tokens(entries[i])
         if tokens == 0:
             continue
         accumulated += tokens
         if accumulated >= keep_recent_tokens:
-            cut_index = next((c for c in cut_points if c >= i), cut_points[-1])
+            at = bisect_left(cut_points, i)  # the first cut point at or after i
+            cut_index = cut_points[at] if at < len(cut_points) else cut_points[-1]
             break
     while cut_index > start_index:
         prev = entries[cut_index - 1]
-        if prev.get("type") == "compaction" or len(session_entry_to_context_messages(prev)) > 0:
+        if prev.get("type") == "compaction" or _has_context_messages(prev):
             break
         cut_index -= 1
     cut_entry = entries[cut_index]
@@ -762,6 +791,28 @@ def prepare_parts(
     )
 
 
+_ONLY_STR = frozenset((str,))
+
+
+def chain_path(entries: Sequence[dict]) -> list[dict] | None:
+    """``build_session_path(entries)`` when the entries are already that path, else None.
+
+    They are when their ids are distinct non-empty strings, each entry's parentId is the id of the
+    one before, and the first entry's parentId names none of them: the walk from the last entry
+    then visits every entry, in order. Checked in a few passes that run in C.
+    """
+    ids = [e.get("id") for e in entries]
+    if not ids or set(map(type, ids)) != _ONLY_STR or not all(ids):
+        return None
+    parents = [e.get("parentId") for e in entries]
+    if parents[1:] != ids[:-1]:
+        return None
+    id_set = set(ids)
+    if len(id_set) != len(ids) or (parents[0].__class__ is str and parents[0] in id_set):
+        return None
+    return list(entries)
+
+
 def prepare_compaction(
     path_entries: Sequence[dict],
     settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS,
@@ -777,13 +828,17 @@ def prepare_compaction(
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
-    path = build_session_path(path_entries)
+    path = chain_path(path_entries)
+    if path is None:
+        path = build_session_path(path_entries)
+        same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
+    else:
+        same = True
     path_types = [e.get("type") for e in path]
     sources, types = context_entries_and_types(path, True, path_types)
     types, per_entry, messages = project_parts(sources, types)
     # Usually the entries given are the path itself: then their types are known already
     # and their truthy ids are distinct.
-    same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
     tokens_before = projected_estimate_parts(
         sources, per_entry, messages, path_entries, cache, path_types if same else None, same
     ).tokens
