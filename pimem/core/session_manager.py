@@ -703,6 +703,23 @@ class Session:
         path.reverse()
         return path
 
+    def _on_branch(self, entry_id: Any) -> bool:
+        """Whether an entry of the active branch has this id: ``get_branch`` walked from the leaf up,
+        stopping where it is found (an edit's target is normally recent)."""
+        current = self.get_entry(self._leaf_id) if self._leaf_id else None
+        visited: set[int] = set()
+        by_id = self._by_id
+        while current is not None:
+            if current.get("id") == entry_id:
+                return True
+            marker = id(current)
+            if marker in visited:  # a cycle: get_branch records it
+                return any(e.get("id") == entry_id for e in self.get_branch())
+            visited.add(marker)
+            parent = current.get("parentId")
+            current = by_id.get(parent) if isinstance(parent, str) and parent else None
+        return False
+
     def common_ancestor(self, a: str | None, b: str | None) -> str | None:
         """The deepest entry id on both the path to ``a`` and the path to ``b`` (None if none).
 
@@ -804,7 +821,7 @@ class Session:
         target = self.get_entry(target_id)
         if target is None:
             raise EntryNotFoundError(f"Entry {target_id} not found")
-        if not any(e.get("id") == target_id for e in self.get_branch()):
+        if not self._on_branch(target_id):
             raise InvalidEntryError(f"Entry {target_id} is not on the active branch")
         role = target.get("message", {}).get("role") if target.get("type") == "message" else None
         if not (target.get("type") == "custom_message" or role in ("user", "assistant", "toolResult")):
