@@ -471,6 +471,9 @@ class Session:
         # context need not check its path's messages)
         self._indexed = 0
         self._bad_messages = 0
+        # the last path walked, and its entries' positions by id (see _memo_path)
+        self._memo: list[dict] | None = None
+        self._memo_positions: dict[str, int] | None = None
         for entry in self.entries:
             self._index(entry)
 
@@ -506,6 +509,8 @@ class Session:
         """Pi's ``_buildIndex`` step for one entry (Map.set: the last entry with an id wins)."""
         eid = entry.get("id")
         if isinstance(eid, str):
+            if eid in self._by_id:
+                self._memo = self._memo_positions = None  # paths through the old entry change
             self._by_id[eid] = entry
         self._leaf_id = eid if isinstance(eid, str) else None
         self._indexed += 1
@@ -1098,7 +1103,76 @@ def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
     entries, lookup, default_leaf = _entries_and_index(source)
     if leaf_id is None:
         leaf_id = default_leaf
+    if source.__class__ is Session:
+        return _memo_path(source, leaf_id)
     return _build_path(entries, lookup, leaf_id)
+
+
+def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
+    """``_build_path`` on a session, reusing the last path it walked.
+
+    The session keeps that path and each of its entries' positions. A walk from the leaf stops at
+    the first entry found there (the same object at that position) and takes the path up to it
+    as it is: the entries above it are the same, since an entry's parent is only ever looked up
+    in the session's index and the memo is dropped when an id of the index is taken by another entry.
+    """
+    memo, positions = session._memo, session._memo_positions
+    if memo is None or leaf_id is NULL_LEAF:
+        path = _build_path(session.entries, session._by_id.get, leaf_id)
+        if path and _parent_of(path[0], session._by_id.get) is None:  # not stopped at a cycle
+            _remember(session, path)
+        return path
+    lookup = session._by_id.get
+    leaf = None
+    if js_truthy(leaf_id):
+        leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
+    if leaf is None:
+        entries = session.entries
+        if not entries:
+            return []
+        leaf = entries[-1]
+    walked: list[dict] = []
+    current = leaf
+    for _ in range(len(session.entries) + 1):
+        eid = current.get("id")
+        at = positions.get(eid) if eid.__class__ is str else None
+        if at is not None and memo[at] is current:
+            path = memo[: at + 1]
+            if walked:
+                walked.reverse()
+                path.extend(walked)
+                if at == len(memo) - 1:  # the memo's own path, longer: remember the rest
+                    for k, e in enumerate(walked, at + 1):
+                        positions[e.get("id")] = k
+                    memo.extend(walked)
+            return path
+        walked.append(current)
+        parent = current.get("parentId")
+        if parent.__class__ is str:
+            if not parent:
+                break
+            current = lookup(parent)
+        elif not js_truthy(parent):
+            break
+        else:
+            current = _lookup_any(lookup, parent)
+        if current is None:
+            break
+    else:  # longer than the session: a parentId cycle
+        return _build_path(session.entries, lookup, leaf_id)
+    walked.reverse()
+    _remember(session, walked)
+    return walked
+
+
+def _remember(session: "Session", path: list[dict]) -> None:
+    by_id = session._by_id
+    positions = {}
+    for k, e in enumerate(path):
+        eid = e.get("id")
+        if eid.__class__ is str and by_id.get(eid) is e:
+            positions[eid] = k
+    session._memo, session._memo_positions = list(path), positions
 
 
 def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict]:
