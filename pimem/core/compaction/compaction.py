@@ -20,7 +20,6 @@ import operator
 import os
 import time
 import uuid
-from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -504,6 +503,29 @@ def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: 
     return out
 
 
+_DICT = frozenset((dict,))
+
+
+def _next_cut_point(entries: Sequence[dict], start: int, end: int) -> int:
+    """The first index of :func:`find_valid_cut_points` ``(entries, start, end)``, or -1."""
+    roles = _CUT_POINT_ROLES
+    for i in range(start, end):
+        entry = entries[i]
+        etype = entry.get("type")
+        if etype == "message":
+            message = entry.get("message")
+            if message.__class__ is dict:  # its one context message has the same role
+                if message.get("role") in roles:
+                    return i
+                continue
+        elif etype == "compaction":
+            continue
+        for m in session_entry_to_context_messages(entry):
+            if m.get("role") in roles:
+                return i
+    return -1
+
+
 def _entry_tokens(entry: dict) -> int:
     """The estimated tokens of an entry's context messages (Pi's reduce in ``findCutPoint``)."""
     if entry.get("type") == "message":
@@ -534,19 +556,30 @@ def find_cut_point(
     entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float
 ) -> CutPointResult:
     """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``."""
-    cut_points = find_valid_cut_points(entries, start_index, end_index)
-    if not cut_points:
+    # cutPoints[0], cutPoints.find(c >= i) and cutPoints.at(-1) are found by scanning, without the
+    # list, where every message entry of the range has a message object (Pi reads each one's role).
+    if {e.get("message").__class__ for e in entries[start_index:end_index] if e.get("type") == "message"} - _DICT:
+        find_valid_cut_points(entries, start_index, end_index)  # raises where Pi throws
+    first_cut = _next_cut_point(entries, start_index, end_index)
+    if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     accumulated = 0
-    cut_index = cut_points[0]
+    cut_index = first_cut
     for i in range(end_index - 1, start_index - 1, -1):
-        tokens = _entry_tokens(entries[i])
+        entry = entries[i]
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if message.__class__ is dict and message.get("content") is not None:
+            tokens = estimate_tokens(message)
+        else:
+            tokens = _entry_tokens(entry)
         if tokens == 0:
             continue
         accumulated += tokens
         if accumulated >= keep_recent_tokens:
-            at = bisect_left(cut_points, i)  # the first cut point at or after i
-            cut_index = cut_points[at] if at < len(cut_points) else cut_points[-1]
+            cut_index = _next_cut_point(entries, i, end_index)
+            if cut_index < 0:  # the last cut point of the range
+                cut_index = next(c for c in range(end_index - 1, start_index - 1, -1)
+                                 if _next_cut_point(entries, c, c + 1) == c)
             break
     while cut_index > start_index:
         prev = entries[cut_index - 1]
