@@ -1323,7 +1323,11 @@ _ONLY_DICT = frozenset((dict,))
 
 
 def session_entry_to_context_messages(entry: dict) -> list[dict]:
-    """``sessionEntryToContextMessages``: the context messages one entry contributes."""
+    """``sessionEntryToContextMessages``: the context messages one entry contributes.
+
+    Args:
+        entry: one session entry.
+    """
     etype = entry.get("type")
     if etype == "message":
         message = entry["message"]
@@ -1535,10 +1539,30 @@ def context_messages(context_entries: list[dict], types: list) -> list[dict]:
     return messages
 
 
+def is_walked_path(path: Sequence[dict]) -> bool:
+    """Whether ``path`` is already the walk to its last entry, and so is every prefix of it: distinct
+    string ids, each entry the child of the one before, the first one's parent not on it."""
+    ids = [e.get("id") for e in path]
+    if not all(i.__class__ is str and i for i in ids) or len(set(ids)) != len(ids):
+        return False
+    if path and path[0].get("parentId") in set(ids):
+        return False
+    return all(path[i].get("parentId") == ids[i - 1] for i in range(1, len(path)))
+
+
+def project_walked_path(path: list[dict]) -> SessionProjection:
+    """``buildSessionProjection`` of a path for which :func:`is_walked_path` holds (no walk again)."""
+    return _project_path(path, True)
+
+
 def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionProjection:
     """``buildSessionProjection``: projected entries (each keeps its source entry) + messages.
 
     ``source`` is a :class:`~pimem.core.session_manager.Session` or a list of entries (without the header).
+
+    Args:
+        source: a session or its entries (without the header).
+        leaf_id: the leaf to project from (default: the session's current leaf).
     """
     return _project_path(build_session_path(source, leaf_id), True)
 

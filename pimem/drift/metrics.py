@@ -143,6 +143,14 @@ def compaction_metrics(
     ``read_files`` / ``modified_files``: the true lists (Pi's, when known); ``facts``: the span's
     facts if already extracted. Returns a flat dict with the per-compaction columns of the
     module docs (chain columns excluded).
+
+    Args:
+        summary: the summary, as text or parsed.
+        messages: the summarized span (entries, messages or ``(entry_id, message)`` pairs).
+        previous_summary: the summary this one updated, if any.
+        read_files: the true list of files read (Pi's, when known).
+        modified_files: the true list of files modified (Pi's, when known).
+        facts: the span's facts, if already extracted.
     """
     parsed = summary if isinstance(summary, SummarySections) else parse_summary(summary)
     pairs = iter_messages(messages)
@@ -216,6 +224,7 @@ def drift_report(
     *,
     leaf_id: str | None = None,
     include_thinking: bool = False,
+    spans: Sequence[CompactionSpan] | None = None,
 ) -> pd.DataFrame:
     """One row per compaction on the active path, with chain metrics (columns in module docs).
 
@@ -224,13 +233,14 @@ def drift_report(
             session file's path, or a list of entries.
         leaf_id: the leaf whose path is measured (default: the session's current leaf).
         include_thinking: count the assistant's thinking among the facts of a span.
+        spans: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.
 
     Long frames are in ``report.attrs``.
     """
 
 
     source = session_or_entries(result_or_session)
-    spans = compaction_spans(source, leaf_id=leaf_id)
+    spans = list(spans) if spans is not None else compaction_spans(source, leaf_id=leaf_id)
     records = compaction_records(source, leaf_id=leaf_id, spans=spans)
     path = build_session_path(source, leaf_id)
     first_request = _first_user_request(path)
@@ -399,6 +409,12 @@ def retention_by_age(
     that summary captured; ``exclude_rementioned`` drops observations where the fact appears
     again in the newer span (so only survival through rewriting counts). Columns: ``age``,
     [``kind``], ``n``, ``n_present``, ``retention``.
+
+    Args:
+        report: the drift report (one row per fact and compaction).
+        by_kind: one curve per fact kind.
+        given_captured: count only facts the first summary captured.
+        exclude_rementioned: drop observations where the fact appears again in the newer span.
     """
     p = _presence(report).copy()
     cols = ["age"] + (["kind"] if by_kind else [])
@@ -421,6 +437,10 @@ def survival_curves(report: pd.DataFrame, *, exclude_rementioned: bool = False) 
     A fact is at risk at age k if it was present at every age before k and is observed at age k
     (facts introduced late are censored). Columns: ``kind``, ``age``, ``at_risk``, ``survived``,
     ``survival``.
+
+    Args:
+        report: the drift report (one row per fact and compaction).
+        exclude_rementioned: drop observations where the fact appears again in the newer span.
     """
     p = _presence(report)
     if exclude_rementioned:
