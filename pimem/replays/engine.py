@@ -153,6 +153,8 @@ class Replayer:
         self.refused_requests = 0
         self.failed_turns = 0
         self.refusal_kept = False  # Pi's last assistant is a refusal kept in the context (a failed retry)
+        self.failed_run = False  # a turn failed: the rest of its recorded run never happened
+        self.left_out: list[str] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
         self.step = 0
         self._checked_windows: set[Any] = set()
@@ -512,6 +514,14 @@ class Replayer:
                 continue
             message: Any = entry.get("message") if etype == "message" else None
             role = message.get("role") if message else None
+            if self.failed_run and role in ("assistant", "toolResult"):
+                # Pi's run ended with the refusal: its answer, tool results and later calls never happened
+                self.rec.append(entry)
+                self.left_out.append(entry.get("id"))
+                self.leaf_at.append(self.new.leaf_id)
+                continue
+            if role == "user":
+                self.failed_run = False
             if role == "assistant":
                 self.apply_context_edits(entry)
                 if self.last_tool_results and self.in_run:
@@ -525,6 +535,14 @@ class Replayer:
                                    "output_tokens": output_tokens(message),
                                    "timestamp": timestamp_ms(message.get("timestamp", entry.get("timestamp"))),
                                    "refused": not accepted})
+                if not accepted:
+                    self.rec.append(entry)
+                    self.left_out.append(entry.get("id"))
+                    self.failed_run = True
+                    self.in_run = False
+                    self.last_tool_results = []
+                    self.leaf_at.append(self.new.leaf_id)
+                    continue
             elif role == "user":
                 if self.in_run and self.last_tool_results:
                     self.check_next_turn()  # a steering message inside the run
@@ -563,7 +581,8 @@ class Replayer:
                       f"{self.strategy.spec()} ({failed_recorded[0].get('error')}); replay the compactions of another "
                       f"Pi release with its strategy: --strategy pi-0.13.2 or pi-1.6.0")
         if self.refused_requests:
-            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, self.model_info().context_window))
+            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, len(self.left_out),
+                                       self.model_info().context_window))
         events = frame(self.events, columns=EVENT_COLUMNS)
         calls = frame(self.calls, columns=CALL_COLUMNS)
         return ReplayResult(
@@ -571,7 +590,7 @@ class Replayer:
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
             calibration_slope=self.tokens.calibration.slope, calibration=self.tokens.calibration,
-            floored_calls=self.tokens.floored_calls,
+            floored_calls=self.tokens.floored_calls, left_out_ids=self.left_out,
             warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,
         )
 
@@ -595,14 +614,14 @@ def _refusal(tokens: float, window: int) -> str:
             f"context window")
 
 
-def _refusal_warning(refused: int, failed: int, window: int) -> str:
+def _refusal_warning(refused: int, failed: int, left_out: int, window: int) -> str:
     text = (f"{refused:,} request(s) larger than the {window:,}-token context window would have been refused by "
             f"the provider")
     if not failed:
         return text + "; an overflow compaction made each fit on its retry"
     return (text + f"; {failed:,} turn(s) failed (compacting did not make the request fit; see the turn_failed "
-            f"events): after a failed turn the replay goes on with the recorded responses, which the provider "
-            f"never gave")
+            f"events): each failed run ends at its refusal, as Pi's does, so {left_out:,} recorded entries of those "
+            f"runs are left out, and the replay goes on at the next recorded prompt")
 
 
 def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:
