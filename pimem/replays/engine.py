@@ -531,7 +531,8 @@ class Replayer:
                 tokens = self.known_tokens(self.call_tokens(message), "call")
                 self.calls.append({"step": i, "entry_id": entry.get("id"), "context_tokens": tokens,
                                    "recorded_tokens": input_tokens(message),
-                                   "prefix_tokens": self.cached_prefix(tokens),
+                                   # a refused request caches nothing: the next one reads what the last answered wrote
+                                   "prefix_tokens": self.cached_prefix(tokens) if accepted else 0.0,
                                    "output_tokens": output_tokens(message),
                                    "timestamp": timestamp_ms(message.get("timestamp", entry.get("timestamp"))),
                                    "refused": not accepted})
