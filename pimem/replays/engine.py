@@ -8,6 +8,7 @@ reads. The design, the checks and what a replay cannot know: ``docs/replay.md``.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -154,6 +155,7 @@ class Replayer:
         self.failed_turns = 0
         self.refusal_kept = False  # Pi's last assistant is a refusal kept in the context (a failed retry)
         self.failed_run = False  # a turn failed: the rest of its recorded run never happened
+        self.written: collections.Counter[str] = collections.Counter()  # entries the replay wrote, by kind
         self.left_out: list[str] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
         self.step = 0
@@ -314,7 +316,7 @@ class Replayer:
                         note="refused by the provider: request larger than the window")
         anchor_ts = self.rep.path[-1].get("timestamp") if self.rep.path else None
         refusal = self.new.append_message(_refused_attempt(message, tokens, window, anchor_ts), timestamp=anchor_ts)
-        self._append_replayed(refusal)
+        self._append_written(refusal)
         if not self.settings.enabled:
             return "compaction is disabled"
         if not self.acting():
@@ -327,7 +329,7 @@ class Replayer:
             return "overflow recovery already attempted in this run"
         self.overflow_attempted = True
         omitted = self.new.append_context_edit(refusal["id"], None, timestamp=anchor_ts)
-        self._append_replayed(omitted)
+        self._append_written(omitted)
         row["fired"] = self.run_compaction("overflow", True, "before_call")
         if row["fired"]:
             return None
@@ -442,7 +444,7 @@ class Replayer:
             return False
         entry, preparation = outcome.entry, outcome.preparation
         assert entry is not None and preparation is not None  # a compacted outcome carries both
-        self._append_replayed(entry)
+        self._append_written(entry)
         self.compactions.append(entry)
         summary = entry.get("summary") or ""
         self._row(kind="compaction", check=check, reason=reason, fired=True, will_retry=will_retry,
@@ -466,13 +468,18 @@ class Replayer:
         anchor_ts = self.rep.path[-1].get("timestamp") if self.rep.path else entry.get("timestamp")
         for edit in edits:
             appended = self.new.append_context_edit(edit.target_id, edit.replacement, timestamp=anchor_ts)
-            self._append_replayed(appended)
+            self._append_written(appended)
             self.edit_ids.append(appended["id"])
         self._row(kind="context_edit", check="turn", reason="strategy", fired=True, tokens_before=before,
                   tokens_after=self.rep.total_estimate, context_edits=len(edits),
                   context_window=self.model_info().context_window)
 
     # -- walk --------------------------------------------------------------------------------------
+
+    def _append_written(self, entry: dict) -> None:
+        """Track an entry the replay wrote itself (a compaction, a refusal, a context edit)."""
+        self.written[entry["type"] if entry["type"] != "message" else "refusal"] += 1
+        self.rep.append(entry)
 
     def _append_replayed(self, entry: dict) -> None:
         """Track an entry just appended to the new session."""
@@ -591,7 +598,7 @@ class Replayer:
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
             calibration_slope=self.tokens.calibration.slope, calibration=self.tokens.calibration,
-            floored_calls=self.tokens.floored_calls, left_out_ids=self.left_out,
+            floored_calls=self.tokens.floored_calls, left_out_ids=self.left_out, written_entries=dict(self.written),
             warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,
         )
 

@@ -50,6 +50,7 @@ class ReplayResult:
     calibration: Calibration = field(repr=False, default_factory=Calibration)
     floored_calls: int = 0
     left_out_ids: list[str] = field(repr=False, default_factory=list)
+    written_entries: dict[str, int] = field(repr=False, default_factory=dict)
     warnings: list[str] = field(repr=False, default_factory=list)
     strategy: str = "pi-0.87.1"
     context_edit_ids: list[str] = field(repr=False, default_factory=list)
@@ -96,6 +97,7 @@ class ReplayResult:
             "refused_requests": int(len(refused)),
             "failed_turns": int(len(turns_failed)),
             "left_out_entries": len(self.left_out_ids),
+            "written_entries": sum(self.written_entries.values()),
             "failure_reasons": _reasons(failed, turns_failed),
             "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()) if len(comp) else 0,
             "summary_calls": int(ev["summary_calls"].fillna(0).sum()) if len(ev) else 0,

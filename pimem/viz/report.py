@@ -227,6 +227,25 @@ def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
     }).sort_values(["lost_at", "kind"], kind="stable")
 
 
+def _replay_entries_text(session: Any, result: Any) -> str:
+    """What the replayed session holds: the recording's entries it kept and the ones it wrote."""
+    s = result.summary()
+    written = dict(getattr(result, "written_entries", {}) or {})
+    n_written = sum(written.values())
+    kept = len(session.entries) - n_written
+    left_out = s.get("left_out_entries", 0)
+    dropped = s["entries"] - kept - left_out
+    parts = []
+    if left_out:
+        parts.append(f"{left_out:,} of failed runs left out")
+    if dropped > 0:
+        parts.append(f"{dropped:,} recorded compactions and labels dropped")
+    what = ", ".join(f"{written.get(k, 0):,} {name}" for k, name in (
+        ("compaction", "compactions"), ("refusal", "refused requests"), ("context_edit", "context edits")))
+    return (f"{len(session.entries):,} entries: {kept:,} of the recording's {s['entries']:,}"
+            + (f" ({'; '.join(parts)})" if parts else "") + f" and {n_written:,} written by the replay ({what})")
+
+
 def drift_report_html(session_or_result: Any, title: str = "Summary drift report", *,
                       report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
                       compare_max: int = 40) -> str:
@@ -241,10 +260,7 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
     if source:
         intro.append(f"from <code>{_esc(source)}</code>")
     if result is not None:
-        recorded = result.summary()["entries"]
-        intro.append(f"— {len(session.entries):,} entries ({recorded:,} of the recording, "
-                     f"{len(session.entries) - recorded:,} written by the replay: compactions, refused requests, "
-                     f"context edits), {len(report):,} compactions on the active path.")
+        intro.append("— " + _replay_entries_text(session, result) + f"; {len(report):,} compactions on the active path.")
     else:
         intro.append(f"— {len(session.entries):,} entries, {len(report):,} compactions on the active path.")
     parts.append(f"<p>{' '.join(intro)}</p>")

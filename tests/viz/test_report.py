@@ -46,6 +46,37 @@ def test_drift_report_of_a_replay(samples_dir, tmp_path):
     assert orphans.count("<tr>") - 1 == len(result.compactions)
 
 
+def test_report_header_counts_agree_with_the_replay(samples_dir, tmp_path):
+    """After a threshold replay with refused requests: the header's counts of the recording's entries
+    kept, left out and dropped, and of the entries the replay wrote, are the replayed session's."""
+    recording = load_session(samples_dir / "auth-login-bug.jsonl")
+    with pytest.warns(Warning):
+        result = replay(recording, CompactionSettings(reserve_tokens=2000, keep_recent_tokens=3000),
+                        context_window=11000)
+    s = result.summary()
+    assert s["refused_requests"] and s["left_out_entries"]  # the case that made the counts go wrong
+    text = write_drift_report(result, tmp_path / "drift.html").read_text(encoding="utf-8")
+    header = re.search(r"entries: ([\d,]+) of the recording's ([\d,]+) \(([\d,]+) of failed runs left out; "
+                       r"([\d,]+) recorded compactions and labels dropped\) and ([\d,]+) written by the replay "
+                       r"\(([\d,]+) compactions, ([\d,]+) refused requests, ([\d,]+) context edits\); "
+                       r"([\d,]+) compactions on the active path", html.unescape(text))
+    assert header, text[:2000]
+    kept, recorded, left_out, dropped, written, compactions, refused, edits, on_path = (
+        int(g.replace(",", "")) for g in header.groups())
+    recorded_ids = {e["id"] for e in recording.get_branch()}
+    entries = result.session.entries
+    assert kept == sum(e["id"] in recorded_ids for e in entries)
+    assert recorded == len(recording.get_branch()) == s["entries"]
+    assert left_out == s["left_out_entries"]
+    assert dropped == sum(e["type"] in ("compaction", "label") and e["id"] not in {x["id"] for x in entries}
+                          for e in recording.get_branch())
+    assert compactions == on_path == s["compactions"] == sum(e["type"] == "compaction" for e in entries)
+    assert refused == s["refused_requests"] == sum(e["type"] == "message" and e["message"].get("stopReason") == "error"
+                                                   and e["id"] not in recorded_ids for e in entries)
+    assert edits == sum(e["type"] == "context_edit" for e in entries)
+    assert written == compactions + refused + edits == len(entries) - kept
+
+
 def test_drift_report_escapes_session_text(tmp_path):
     s = Session.new("/tmp/<b>", session_id="<script>x</script>", timestamp="2026-01-01T00:00:00.000Z")
     s.append_message({"role": "user", "content": "hello", "timestamp": 1}, timestamp="2026-01-01T00:00:01.000Z")
