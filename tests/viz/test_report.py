@@ -127,12 +127,21 @@ def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
 def test_study_writes_every_part(study, sample_paths):
     out, summary = study
     df = pd.read_csv(out / "sweep.csv")
-    # reserve 2048/4096 × keep 2000/6000 at window 16000, under two token sources; window 3000 leaves no
-    # room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048)
-    assert len(df) == len(sample_paths) * 4 * 2
+    # reserve 2048/4096 × keep 2000/6000 × window 16000/3000, under two token sources: window 3000
+    # leaves no room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048); at 16000 what
+    # leaves each session room for its largest step and compacts it
+    from pimem.viz.report import session_size, study_grid
+
+    grids = {str(p): study_grid(session_size(p), [2048, 4096], [2000, 6000], [16000, 3000]) for p in sample_paths}
+    assert len(df) == sum(len(g) for g, _ in grids.values()) * 2
+    for p, (g, left_out) in grids.items():
+        assert len(g) + left_out == 8
+        assert len(df[df["session"] == p]) == len(g) * 2
     assert set(df["context_window"]) == {16000}
     assert set(df["token_source"]) == set(STUDY_SOURCES)
-    assert "(settings without room or degenerate left out: 4 per session)" in summary
+    left = [lo for _, lo in grids.values()]
+    said = f"{left[0]} per session" if len(set(left)) == 1 else f"{sum(left)} in all"
+    assert f"(settings without room or degenerate left out: {said})" in summary
     assert df["error"].isna().all()
     table = pd.read_csv(out / "summary.csv")
     assert len(table) == 4 and (table["n_sessions"] == len(sample_paths)).all()
@@ -140,17 +149,23 @@ def test_study_writes_every_part(study, sample_paths):
     assert (table["compactions"] <= table["compactions_band_high"]).all()
     assert (df.loc[df["context_window"] == 16000, "compactions"] > 0).any()
     assert (out / "heatmap-w16000.png").read_bytes().startswith(PNG)
-    for p in sample_paths:
+    studied = [p for p in sample_paths if grids[str(p)][0]]
+    assert studied
+    for p in studied:
         report = (out / "reports" / f"{p.stem}.html").read_text()
         assert report.startswith("<!DOCTYPE html>")
         replayed = load_session(out / "replays" / f"{p.stem}.jsonl")
         assert len(replayed.entries) >= len(load_session(p).get_branch()) - 10
     index = (out / "index.html").read_text()
-    for link in ["sweep.csv", "heatmap-w16000.png"] + [f"reports/{p.stem}.html" for p in sample_paths]:
+    for link in ["sweep.csv", "heatmap-w16000.png"] + [f"reports/{p.stem}.html" for p in studied]:
         assert f"'{link}'" in index
         assert (out / link).exists()
     assert (out / "cache.sqlite").exists()
     assert f"{len(df)} runs (0 with errors)" in summary
+    # a session without a setting that fits says why
+    for p in sample_paths:
+        if not grids[str(p)][0]:
+            assert "no setting of the grid fits this session" in html.unescape(index)
     assert str(out / "index.html") in summary
 
 
@@ -319,19 +334,34 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
 def test_study_grids_are_derived_from_each_session(samples_dir):
     """Left out, the grid follows the session: windows hold the request overhead plus a fifth and two
     fifths of the conversation; reserve and keep are shares of the room left for it."""
-    from pimem.viz.report import DEFAULT_WINDOW_SHARES, SessionSize, session_size, study_grid
+    from pimem.viz.report import (DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES, SessionSize,
+                                  session_size, study_grid)
 
     size = session_size(samples_dir / "logslice-since-flag.jsonl")
-    assert size.estimate > 50000 and size.overhead > 0 and size.slope > 0.5
+    assert size.estimate > 50000 and size.overhead > 0 and size.slope > 0.5 and size.largest_step > 1000
     grid, left_out = study_grid(size)
-    assert left_out == 0 and len(grid) == 18
+    assert len(grid) + left_out == 18 and len(grid) >= 12
     windows = sorted({g["context_window"] for g in grid})
+    assert len(windows) == len(DEFAULT_WINDOW_SHARES)
+    least = size.room_needed(0, 0) / (1 - 0.8 * max(DEFAULT_RESERVE_SHARES) - max(DEFAULT_KEEP_SHARES))
     for w, share in zip(windows, DEFAULT_WINDOW_SHARES):
-        assert w == pytest.approx(size.overhead + share * size.slope * size.estimate, rel=0.05)
+        room = max(share * size.slope * size.estimate, least * share / min(DEFAULT_WINDOW_SHARES))
+        assert w == pytest.approx(size.overhead + room, rel=0.05)
+    runs = set()
     for g in grid:
         room = g["context_window"] - size.overhead
         assert g["reserve_tokens"] == pytest.approx(g["reserve_share"] * room, rel=0.05)
         assert g["keep_recent_tokens"] < g["context_window"] - g["reserve_tokens"]
+        # no cell is degenerate: the summary, the kept tail and two largest steps fit; the session
+        # reaches the threshold; and no two cells are the same setting
+        assert room >= 0.8 * g["reserve_tokens"] + g["keep_recent_tokens"] + 2 * size.largest_step
+        assert g["context_window"] - g["reserve_tokens"] < size.reach
+        runs.add((g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]))
+    assert len(runs) == len(grid)
+    # a session whose largest step is most of it has no such setting, and the study says why
+    small = session_size(samples_dir / "ventas-pipeline-refactor.jsonl")
+    assert small.largest_step > 0.3 * (small.reach - small.overhead)
+    assert study_grid(small) == ([], 18)
     # values given are used as they are; settings without room are left out and counted
     grid, left_out = study_grid(SessionSize(10000), reserve=[1000, 9000], window=[8000])
     assert {g["reserve_tokens"] for g in grid} == {1000} and left_out == 3
@@ -340,16 +370,22 @@ def test_study_grids_are_derived_from_each_session(samples_dir):
 
 @pytest.mark.slow
 def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_path):
-    """Sessions of 2k estimated tokens and of 60k: with the derived grids every drift report has
-    compactions, states the open-loop assumption and shows the orphan-reference rate."""
-    paths = [samples_dir / "ventas-pipeline-refactor.jsonl", samples_dir / "gpxkit-antimeridian.jsonl"]
+    """A session of 60k estimated tokens: with the derived grid its drift report has compactions,
+    states the open-loop assumption and shows the orphan-reference rate; no run fails a turn. A
+    session of 2k whose largest step is most of it has no setting, and the index says why."""
+    paths = [samples_dir / "logslice-since-flag.jsonl"]
+    tiny = samples_dir / "gpxkit-antimeridian.jsonl"
     out = tmp_path / "study"
-    summary = run_study(paths, out, workers=1, progress=False, token_sources=STUDY_SOURCES)
+    summary = run_study(paths + [tiny], out, workers=1, progress=False, token_sources=STUDY_SOURCES)
     df = pd.read_csv(out / "sweep.csv")
     assert df["error"].isna().all()
     assert set(df["window_share"]) == {0.2, 0.4}
+    assert set(df["session"]) == {str(p) for p in paths}
     assert (df.groupby("session")["context_window"].nunique() == 2).all()
+    assert (df["failed_turns"] == 0).all() and (df["compactions"] > 0).all()
+    assert (df["peak_context_tokens"] <= df["context_window"]).all()
     assert (out / "heatmap-w20pct.png").read_bytes().startswith(PNG)
+    assert "no setting of the grid fits this session" in html.unescape((out / "index.html").read_text())
     for p in paths:
         report = (out / "reports" / f"{p.stem}.html").read_text()
         assert "No compaction on the active path" not in report
