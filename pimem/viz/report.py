@@ -911,7 +911,18 @@ def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: l
     ]
     if skipped:
         parts.append(f"<p class='note'>Settings left out ({_esc(skipped)}): reserve ≥ window (no room for any "
-                     f"context) or keep ≥ window − reserve (every check compacts again).</p>")
+                     f"context); keep ≥ window − reserve (every check compacts again); less room above the "
+                     f"request overhead than the summary, the kept tail and {STEP_MULTIPLE} of the session's "
+                     f"largest steps need (turns would fail); a summary cap (0.8 × reserve) below "
+                     f"{MIN_SUMMARY_TOKENS} tokens; a threshold the session never reaches (no compaction: "
+                     f"the same run as every such setting).</p>")
+    if "refused_requests" in df.columns and len(df):
+        done = df[df["error"].isna()] if "error" in df.columns else df
+        above = int((done["peak_context_tokens"] > done["context_window"]).sum())
+        parts.append(f"<p class='note'>Requests larger than the window, refused by the provider: "
+                     f"{int(done['refused_requests'].sum()):,} in {int((done['refused_requests'] > 0).sum()):,} of "
+                     f"{len(done):,} runs; failed turns: {int(done['failed_turns'].sum()):,}; runs above their "
+                     f"window not reported as refused: {above:,}.</p>")
     parts.append("<h2>Sessions</h2>")
     rows = []
     for r in per_session:

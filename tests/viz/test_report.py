@@ -162,6 +162,12 @@ def test_study_writes_every_part(study, sample_paths):
         assert (out / link).exists()
     assert (out / "cache.sqlite").exists()
     assert f"{len(df)} runs (0 with errors)" in summary
+    # every count of the index is the sweep's: runs, refused requests, failed turns
+    assert f"({len(df)} runs, " in index
+    refused_note = (f"Requests larger than the window, refused by the provider: {int(df['refused_requests'].sum()):,} "
+                    f"in {int((df['refused_requests'] > 0).sum()):,} of {len(df):,} runs; failed turns: "
+                    f"{int(df['failed_turns'].sum()):,}; runs above their window not reported as refused: 0.")
+    assert refused_note in html.unescape(index)
     # a session without a setting that fits says why
     for p in sample_paths:
         if not grids[str(p)][0]:
