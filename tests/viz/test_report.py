@@ -118,7 +118,7 @@ STUDY_SOURCES = ("calibrated", "chars")
 @pytest.fixture(scope="module")
 def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("study")
-    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
+    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[30000, 3000],
                         workers=2, progress=False, token_sources=STUDY_SOURCES)
     return out, summary
 
@@ -127,37 +127,37 @@ def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
 def test_study_writes_every_part(study, sample_paths):
     out, summary = study
     df = pd.read_csv(out / "sweep.csv")
-    # reserve 2048/4096 × keep 2000/6000 × window 16000/3000, under two token sources: window 3000
-    # leaves no room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048); at 16000 what
+    # reserve 2048/4096 × keep 2000/6000 × window 30000/3000, under two token sources: window 3000
+    # leaves no room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048); at 30000 what
     # leaves each session room for its largest step and compacts it
     from pimem.viz.report import session_size, study_grid
 
-    grids = {str(p): study_grid(session_size(p), [2048, 4096], [2000, 6000], [16000, 3000]) for p in sample_paths}
+    grids = {str(p): study_grid(session_size(p), [2048, 4096], [2000, 6000], [30000, 3000]) for p in sample_paths}
     assert len(df) == sum(len(g) for g, _ in grids.values()) * 2
     for p, (g, left_out) in grids.items():
         assert len(g) + left_out == 8
         assert len(df[df["session"] == p]) == len(g) * 2
-    assert set(df["context_window"]) == {16000}
+    assert set(df["context_window"]) == {30000}
     assert set(df["token_source"]) == set(STUDY_SOURCES)
     left = [lo for _, lo in grids.values()]
     said = f"{left[0]} per session" if len(set(left)) == 1 else f"{sum(left)} in all"
     assert f"(settings without room or degenerate left out: {said})" in summary
     assert df["error"].isna().all()
     table = pd.read_csv(out / "summary.csv")
-    assert len(table) == 4 and (table["n_sessions"] == len(sample_paths)).all()
+    assert len(table) == 4 and (table["n_sessions"] == df["session"].nunique()).all()
     assert (table["compactions_band_low"] <= table["compactions"]).all()
     assert (table["compactions"] <= table["compactions_band_high"]).all()
-    assert (df.loc[df["context_window"] == 16000, "compactions"] > 0).any()
-    assert (out / "heatmap-w16000.png").read_bytes().startswith(PNG)
+    assert (df.loc[df["context_window"] == 30000, "compactions"] > 0).any()
+    assert (out / "heatmap-w30000.png").read_bytes().startswith(PNG)
     studied = [p for p in sample_paths if grids[str(p)][0]]
-    assert studied
+    assert len(studied) >= 2
     for p in studied:
         report = (out / "reports" / f"{p.stem}.html").read_text()
         assert report.startswith("<!DOCTYPE html>")
         replayed = load_session(out / "replays" / f"{p.stem}.jsonl")
         assert len(replayed.entries) >= len(load_session(p).get_branch()) - 10
     index = (out / "index.html").read_text()
-    for link in ["sweep.csv", "heatmap-w16000.png"] + [f"reports/{p.stem}.html" for p in studied]:
+    for link in ["sweep.csv", "heatmap-w30000.png"] + [f"reports/{p.stem}.html" for p in studied]:
         assert f"'{link}'" in index
         assert (out / link).exists()
     assert (out / "cache.sqlite").exists()
@@ -179,7 +179,7 @@ def test_study_writes_every_part(study, sample_paths):
 def test_study_rerun_resumes_from_its_results(study, sample_paths):
     out, _ = study
     before = pd.read_csv(out / "sweep.csv")
-    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
+    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[30000, 3000],
                         workers=1, progress=False, token_sources=STUDY_SOURCES)
     after = pd.read_csv(out / "sweep.csv")
     assert after["resumed"].all()
@@ -406,6 +406,9 @@ def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_pat
 def test_every_study_report_links_back_to_the_index(study, sample_paths):
     out, _ = study
     for p in sample_paths:
+        if not (out / "reports" / f"{p.stem}.html").exists():  # no setting of the grid fits it: the index says why
+            assert p.stem in (out / "index.html").read_text(encoding="utf-8")
+            continue
         report = (out / "reports" / f"{p.stem}.html").read_text(encoding="utf-8")
         links = re.findall(r"<a href='([^']*)'>&larr; back to the study index</a>", report)
         assert links == ["../index.html", "../index.html"]  # at the top and the bottom
@@ -417,7 +420,7 @@ def test_study_heatmaps_are_two_panels_wide_to_stay_readable_at_800_px(study):
     import matplotlib.image as mpimg
 
     out, _ = study
-    height, width = mpimg.imread(out / "heatmap-w16000.png").shape[:2]
+    height, width = mpimg.imread(out / "heatmap-w30000.png").shape[:2]
     # four panels in 2 × 2 at 100 dpi: about 860 px wide, so an 800 px page shows them at ≥ 85% scale
     # (in one row of four they were 1,720 px wide and shown at 45%)
     assert width <= 900 and height >= 0.7 * width, (width, height)
