@@ -289,6 +289,9 @@ def js_stringify(value: Any) -> str:
     the value fixes what orjson would write differently (see :func:`_prepare`), then orjson
     writes it; a pure-Python encoder handles what orjson refuses (lone surrogates, nesting
     deeper than 254 levels).
+
+    Args:
+        value: JSON data.
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return js_number(value)
@@ -313,7 +316,11 @@ def js_stringify_py(value: Any) -> str:
 
 
 def utf16_len(s: str) -> int:
-    """JavaScript ``s.length``: the number of UTF-16 code units."""
+    """JavaScript ``s.length``: the number of UTF-16 code units.
+
+    Args:
+        s: the string.
+    """
     if s.isascii():
         return len(s)
     return len(s.encode("utf-16-le", "surrogatepass")) >> 1
@@ -337,6 +344,11 @@ def js_slice(s: str, start: int | float = 0, end: int | float | None = None) -> 
     """JavaScript ``s.slice(start, end)`` in UTF-16 code units.
 
     Cutting through a surrogate pair leaves a lone surrogate, as JavaScript does.
+
+    Args:
+        s: the string.
+        start: the first code unit (negative: from the end).
+        end: the code unit after the last (None: the end; negative: from the end).
     """
     if s.isascii():
         n = len(s)

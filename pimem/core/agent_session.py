@@ -34,7 +34,7 @@ from pimem.core.compaction.compaction import (
     compact,
     prepare_compaction,
 )
-from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import COMPUTE_SYSTEM_MESSAGE
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
@@ -238,7 +238,7 @@ def _settings_for(settings: Any, model: ModelInfo) -> CompactionSettings:
 def run_compaction(
     session: Any,
     settings: Any,
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reason: CompactionReason,
@@ -264,6 +264,22 @@ def run_compaction(
     ``Session.append_compaction``); they must be what the session's current branch gives.
     ``compactor`` replaces :func:`~pimem.core.compaction.compaction.compact` (same arguments) for compaction
     strategies other than Pi's.
+
+    Args:
+        session: the session (changed in place).
+        settings: the compaction settings.
+        summarizer: the model that writes the summary.
+        model: the model's limits.
+        reason: ``manual``, ``threshold`` or ``overflow``.
+        hooks: extension hooks.
+        custom_instructions: instructions added to the prompt.
+        thinking_level: the session's thinking level.
+        will_retry: the request that overflowed is retried after it (an overflow compaction).
+        timestamp: the entry's time (default: now).
+        preparation: the preparation, when the caller has it.
+        path_entries: the current branch, root first, when the caller has it.
+        system_message: the branch's current system message, when the caller has it.
+        compactor: replaces :func:`compact` (same arguments).
     """
     hooks = hooks or Hooks()
     manual = reason == "manual"
@@ -365,7 +381,7 @@ class TreeOutcome:
 def run_tree_navigation(
     session: Any,
     target_id: str,
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
     *,
     model: ModelInfo | None = None,
     summarize: bool = False,
@@ -380,6 +396,19 @@ def run_tree_navigation(
 
     ``reserve_tokens`` is Pi's ``branchSummary.reserveTokens`` setting. A summarizer error
     raises :class:`RuntimeError` with Pi's message, as Pi does.
+
+    Args:
+        session: the session (changed in place).
+        target_id: the entry to move to.
+        summarizer: the model that writes the summary.
+        model: the model's limits.
+        summarize: leave a summary of the abandoned branch.
+        hooks: extension hooks.
+        custom_instructions: instructions added to (or replacing) the prompt's.
+        replace_instructions: ``custom_instructions`` replace the prompt's instead of being added.
+        label: a label for the summary entry (or the target, without one).
+        reserve_tokens: tokens left out of the window for the summary's budget.
+        timestamp: the new entries' time (default: now).
     """
     hooks = hooks or Hooks()
     old_leaf = session.leaf_id
@@ -434,7 +463,7 @@ def run_tree_navigation(
     if summarize and entries and supplied is None:
         result = generate_branch_summary(
             entries,
-            summarizer,
+            summarizer,  # type: ignore[arg-type]  # None fails where Pi fails without a model
             model=model,  # type: ignore[arg-type]
             reserve_tokens=reserve_tokens,
             custom_instructions=custom_instructions,

@@ -397,43 +397,48 @@ class ContextTracker:
         self._fo_end = max(self._fo_end, end)
         return fo
 
-    def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS, *,
-                split_turns: bool = True) -> CompactionPreparation | None:
-        """Fast twin of :func:`~pimem.core.compaction.compaction.prepare_compaction` (``path``, ``settings``),
-        from the maintained projection and sums.
+    @property
+    def turn_starts(self) -> Sequence[int]:
+        """Indices (into the projected entries) of the entries that start a turn, ascending."""
+        return self._turn_positions
 
-        ``split_turns=False`` (not Pi: a strategy's variant) never cuts inside a turn: a cut Pi
-        would put inside a turn moves back to the turn's start (the whole turn is kept), or, when
-        that leaves nothing to summarize, forward to the next turn start (the whole turn is
-        summarized); with no turn start after the cut it stays Pi's split cut.
-        """
+    def messages_before(self, index: int) -> int:
+        """How many non-system projected messages the entries before entry ``index`` hold."""
+        return self._ns_off[index]
+
+    def compaction_cut(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS
+                       ) -> tuple[int, CutPointResult] | None:
+        """Where :meth:`prepare` cuts: (index of the first entry after the previous compaction, the cut),
+        or None where it prepares nothing (the leaf is a compaction, the cut keeps every entry or falls
+        on an entry without id)."""
         if self.path and self.path[-1].get("type") == "compaction":
             return None
         sources, per_entry = self._sources, self._per_entry
         count = len(sources)
-        prev_index = 0 if count and self._types[0] == "compaction" and len(per_entry[0]) > 0 else -1
-        boundary_start = 1 if prev_index == 0 else 0
+        boundary_start = 1 if count and self._types[0] == "compaction" and len(per_entry[0]) > 0 else 0
+        cut = self._cut_point(boundary_start, count, settings.keep_recent_tokens)
+        if cut.first_kept_entry_index >= count or not js_truthy(sources[cut.first_kept_entry_index].get("id")):
+            return None
+        return boundary_start, cut
+
+    def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> CompactionPreparation | None:
+        """Fast twin of :func:`~pimem.core.compaction.compaction.prepare_compaction` (``path``, ``settings``),
+        from the maintained projection and sums."""
+        found = self.compaction_cut(settings)
+        return None if found is None else self.preparation_at(settings, *found)
+
+    def preparation_at(self, settings: CompactionSettings, boundary_start: int,
+                       cut: CutPointResult) -> CompactionPreparation | None:
+        """The rest of :meth:`prepare` for a given cut (one of :meth:`compaction_cut`, or a strategy's
+        change of it): None where the cut's entry has no id or nothing is left to summarize."""
+        sources = self._sources
+        prev_index = 0 if boundary_start == 1 else -1
         previous_summary = sources[0].get("summary") if prev_index == 0 else None
         tokens_before = self.context_estimate().tokens
-        cut = self._cut_point(boundary_start, count, settings.keep_recent_tokens)
-        first_kept_index = cut.first_kept_entry_index
-        if first_kept_index >= count:
-            return None
+        first_kept_index, is_split = cut.first_kept_entry_index, cut.is_split_turn
         first_kept_id: Any = sources[first_kept_index].get("id")
         if not js_truthy(first_kept_id):
             return None
-        is_split = cut.is_split_turn
-        if is_split and not split_turns:
-            turns = self._turn_positions
-            if cut.turn_start_index > boundary_start and self._ns_off[cut.turn_start_index] > self._ns_off[boundary_start]:
-                first_kept_index, is_split = cut.turn_start_index, False
-            else:
-                later = turns[bisect_right(turns, first_kept_index):]
-                if later:
-                    first_kept_index, is_split = later[0], False
-            first_kept_id = sources[first_kept_index].get("id")
-            if not js_truthy(first_kept_id):
-                return None
         history_end = cut.turn_start_index if is_split else first_kept_index
         ns, off = self._ns_messages, self._ns_off
         to_summarize = ns[off[boundary_start] : off[history_end]]

@@ -104,7 +104,11 @@ def _with_timestamp(msg: dict, out: dict) -> dict:
 
 
 def convert_to_llm(messages: Iterable[dict]) -> list[dict]:
-    """``convertToLlm``: agent messages to the LLM roles (system/user/assistant/toolResult)."""
+    """``convertToLlm``: agent messages to the LLM roles (system/user/assistant/toolResult).
+
+    Args:
+        messages: agent messages, in order.
+    """
     out: list[dict] = []
     append = out.append
     for m in messages:

@@ -61,7 +61,11 @@ def get_current_tools(messages: Iterable[dict]) -> list[dict]:
 
 
 def get_current_system_message(messages: Sequence[dict]) -> dict | None:
-    """pi-ai ``getCurrentSystemMessage``: every system message replayed into one."""
+    """pi-ai ``getCurrentSystemMessage``: every system message replayed into one.
+
+    Args:
+        messages: the context's messages, in order.
+    """
     content: list[str] = []
     sections: dict[str, Any] = {}
     timestamp: Any = UNDEFINED

@@ -1175,7 +1175,11 @@ def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None
 
 
 def session_entry_to_context_messages(entry: dict) -> list[dict]:
-    """``sessionEntryToContextMessages``: the context messages one entry contributes."""
+    """``sessionEntryToContextMessages``: the context messages one entry contributes.
+
+    Args:
+        entry: one session entry.
+    """
     etype = entry.get("type")
     if etype == "message":
         message = entry["message"]
@@ -1348,6 +1352,10 @@ def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = 
     """``buildSessionProjection``: projected entries (each keeps its source entry) + messages.
 
     ``source`` is a :class:`~pimem.core.session_manager.Session` or a list of entries (without the header).
+
+    Args:
+        source: a session or its entries (without the header).
+        leaf_id: the leaf to project from (default: the session's current leaf).
     """
     return _project_path(build_session_path(source, leaf_id), True)
 

@@ -266,7 +266,12 @@ def _read_settings_file(path: Path, scope: str, errors: list[SettingsFileError])
 
 
 def load_settings(agent_dir: str | os.PathLike | None = None, project_dir: str | os.PathLike | None = None) -> Settings:
-    """Load and merge ``<agent_dir>/settings.json`` and ``<project_dir>/.pi/settings.json``."""
+    """Load and merge ``<agent_dir>/settings.json`` and ``<project_dir>/.pi/settings.json``.
+
+    Args:
+        agent_dir: Pi's agent folder (its ``settings.json``).
+        project_dir: the project folder (its ``.pi/settings.json``).
+    """
     agent = Path(agent_dir).expanduser() if agent_dir is not None else default_agent_dir()
     errors: list[SettingsFileError] = []
     global_settings = _read_settings_file(agent / "settings.json", "global", errors)

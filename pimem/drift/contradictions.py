@@ -7,7 +7,8 @@ given text that hold one of the claim's names (a path's file name counts) or two
 ================= =====================================================================================
 kind              rule
 ================= =====================================================================================
-``number``        a number of the claim (with a unit, ``~20k``, a bare value of 2+ digits, ``#288``) that no
+``number``        a number of the claim (with a unit, ``~20k``, a bare value of 2+ digits, an ordinal such as
+                  ``3rd``, ``#288``) that no
                   near line holds, where a near line (a bare value: a line sharing three words) holds
                   another number in the same slot: the same unit, or the same word before or after
                   it ("Line ~918" against "line 768"); for line counts a ``wc -l`` line of the same file
@@ -15,19 +16,30 @@ kind              rule
 ``version``       a version (``0.27.5``) the given text never states, where it states one that differs in
                   one part only (``0.27.4``, ``0.28.5``)
 ``path``          a path of the claim that the given text never names, where it names the same file name
-                  in another folder, or in the same folder a file name that differs by a few letters
+                  in another folder, or in the same folder a file name that differs by a few letters or
+                  a sibling (same extension and first word: ``push_remote.go`` / ``push_common.go``)
 ``name``          a code name or a command of the claim that the given text never states, where it states
                   a name of the same length (6+) with one letter replaced or two swapped (``getModel`` for
                   ``setModel``), the same words in another order, one word turned into its opposite
-                  (``after_compact`` for ``before_compact``), or a command that starts the same way
+                  (``after_compact`` for ``before_compact``), one of three or more words replaced
+                  (``getLatestPrompt`` for ``getLastPrompt``), or a command that starts the same way; a
+                  quoted label (2-5 words) the given text never quotes, where it quotes one with one word
+                  replaced (``"Entire Checkpoints"`` for ``"Entire Sessions"``)
 ``reversal``      the claim says "A instead of / rather than / over B", "B → A", "rename / replace /
-                  change B to A", "A, not B" (``mv B A`` in a command), and a near line of the given text
-                  says it the other way round and none this way (``44 → 46`` against ``46 → 44``); A and
-                  B are the three words next to the connector
+                  change B to A", "A, not B", "not B but A" (``mv B A`` in a command), and a near line of
+                  the given text says it the other way round more firmly (on more words) than any says it
+                  this way (``44 → 46`` against ``46 → 44``); A and B are the three words next to the
+                  connector. Not directions: chains of arrows (a hierarchy), comment arrows, a read
+                  tool's line numbers ("125→"), sentences that describe a fault ("using A instead of B
+                  causes bugs"). Also: two opposite words the other way round in a line that otherwise
+                  says the same ("current branch collapsed, others expanded" against "... expanded,
+                  others collapsed")
 ``negation``      every near line (not a question) that holds 60% of the claim's words (a claim of 4+
                   words outside its paths; at least 3; 40% of the words of both together) states them
                   with the other polarity (two or more words stated plainly on one side and only after
-                  ``not``, ``no``, ``never``, ``without``... on the other); or a near line holding 60%
+                  ``not``, ``no``, ``never``, ``without``, ``dropped``, ``reverted``..., or after
+                  "instead of" / "rather than", on the other; "not only X" affirms X; a sentence that
+                  describes a fault counts on neither side); or a near line holding 60%
                   of the claim's other words (at least 3, a quarter of the words of both) has a word of the
                   opposite sense (:data:`OPPOSITES`: keep / remove, pass / fail, stay / move...). Not
                   where the claim's direction ("A, not B") is stated the same way in the given text
@@ -38,8 +50,9 @@ conversation. It reads words, not meaning: a contradiction stated in other words
 fail" against "must pass") is missed, a value that changed during the span can be called a contradiction
 when the summary gives the older one, and a name that the span uses for something else (an edited claim
 that names a real but wrong function) is not caught. Every claim it calls contradicted is also
-unfaithful. Precision and recall on the held-out half of ``datasets/labels/contradictions.jsonl``: see
-that folder's README (the rules were adjusted on the tuning half only).
+unfaithful. Precision and recall on the held-out halves of ``datasets/labels/contradictions.jsonl`` (Pi) and
+``contradictions-claude-code.jsonl``: see that folder's README (the rules were adjusted on the tuning
+halves only; about 0.79 precision and 0.26 recall pooled, most reworded negations missed).
 """
 
 from __future__ import annotations
@@ -58,7 +71,7 @@ if TYPE_CHECKING:
     from pimem.drift.faithfulness import Claim, SourceText
 
 __all__ = ["Contradiction", "CONTRADICTION_KINDS", "OPPOSITES", "find_contradiction", "load_contradiction_labels",
-           "CONTRADICTION_LABELS"]
+           "CONTRADICTION_LABELS", "label_records", "contradiction_figures"]
 
 CONTRADICTION_KINDS: tuple[str, ...] = ("number", "version", "path", "name", "negation", "reversal")
 
@@ -71,13 +84,20 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("increase", "decrease"), ("always", "never"), ("must", "may"), ("required", "optional"),
     ("internal", "external"), ("local", "remote"), ("get", "set"), ("min", "max"), ("input", "output"),
     ("start", "end"), ("old", "new"), ("light", "dark"), ("upper", "lower"), ("freeform", "fixed"),
-    ("stay", "move"), ("concise", "detailed"),
+    ("stay", "move"), ("concise", "detailed"), ("expanded", "collapsed"), ("ours", "theirs"), ("oldest", "newest"),
+    ("oldest", "latest"), ("start", "stop"), ("add", "remove"), ("succeed", "fail"), ("allow", "forbid"),
+    ("hide", "display"), ("visible", "hidden"),
 )
 # negations that turn a statement round (not actions such as "remove X", which the facts matcher also counts)
 _NOT = frozenset("""not no never don't dont doesn't doesnt didn't didnt won't wont can't cant cannot shouldn't
     shouldnt mustn't mustnt isn't isnt aren't arent wasn't wasnt weren't werent haven't havent hasn't hasnt
-    hadn't hadnt wouldn't wouldnt couldn't couldnt needn't neednt without none neither nor""".split())
+    hadn't hadnt wouldn't wouldnt couldn't couldnt needn't neednt without none neither nor dropped reverted
+    abandoned""".split())
 _POLARITY_WORD = re.compile(r"[A-Za-z0-9_$']+")
+_NOT_MERELY = frozenset("merely just only simply".split())
+_PROBLEM = re.compile(r"\b(?:bugs?|causes?|caused|wrong|broken|incorrect(?:ly)?|problems?)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_REJECTING = re.compile(r"\b(?:instead\s+of|rather\s+than)\b", re.I)
 
 
 def _polarity(text: str) -> tuple[set[str], set[str]]:
@@ -86,16 +106,23 @@ def _polarity(text: str) -> tuple[set[str], set[str]]:
     affirmed: set[str] = set()
     negated: set[str] = set()
     scope = 0
-    for w in _POLARITY_WORD.findall(text.lower()):
+    # "A instead of B" rejects B; a sentence that describes a fault ("uses A instead of B, a bug") states
+    # what went wrong, not what holds, and counts on neither side
+    decided = " ".join(_REJECTING.sub(" not ", t) for t in _SENTENCE.split(text.lower()) if not _PROBLEM.search(t))
+    words = _POLARITY_WORD.findall(decided)
+    for i, w in enumerate(words):
         if w in _NOT:
-            scope = 3
+            scope = 0 if i + 1 < len(words) and words[i + 1] in _NOT_MERELY else 3  # "not only X" affirms X
             continue
         if len(w) >= 3 and not w.isdigit():
             (negated if scope else affirmed).add(canonical_word(w))
         scope = max(0, scope - 1)
     return affirmed - negated, negated - affirmed
+_NAME_ONLY_OPPOSITES = frozenset({("get", "set")})  # opposite in code names, not in prose ("check it is set")
 _OPPOSITE: dict[str, set[str]] = {}
 for _a, _b in OPPOSITES:
+    if (_a, _b) in _NAME_ONLY_OPPOSITES:
+        continue
     _ca, _cb = canonical_word(_a), canonical_word(_b)
     if _ca != _cb:
         _OPPOSITE.setdefault(_ca, set()).add(_cb)
@@ -106,12 +133,15 @@ for _a, _b in OPPOSITES:
     _RAW_OPPOSITE.setdefault(_b, set()).add(_a)
 
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*)(?![\w]|\.\d)")
-_DIGITS = re.compile(r"(?<![\w.#/-])(\d{2,}k?)(?![\w.%/-]|\.\d)", re.I)
+_DIGITS = re.compile(r"(?<![\w.#/-])(\d{2,}k?|\d+(?:st|nd|rd|th))(?![\w.%/-]|\.\d)", re.I)
 _REF = re.compile(r"(?<![\w&])#(\d{1,6})\b")
 _WC_LINE = re.compile(r"^\s*(\d+)\s+\S")
 _CONNECTOR = re.compile(r"\b(instead of|rather than|in favou?r of|over)\b|(→|->)|,\s*(not)\b", re.I)
 _FROM_TO = re.compile(r"\b(?:renamed?|moved?|changed?|switch(?:ed)?|replaced?|corrected|updated|turned)\s+(?:the\s+)?"
                       r"(.{1,80}?)\s+(?:to|with|into|by)\s+(.{1,80})", re.I)
+_INFINITIVES = frozenset("""show use make be have include support handle accept return call read write pass take
+    work match avoid allow keep add remove fix check get set run load save find display print point reflect""".split())
+_QUOTED = re.compile(r'"([A-Za-z][^"\n]{2,60})"')
 _KEY = re.compile(r"[A-Za-z_$][\w$.-]*[\w$]|\d+(?:\.\d+)*|[A-Za-z]")
 _KEY_SKIP = frozenset("the and use using with a an to of class file section field method function".split())
 
@@ -157,7 +187,7 @@ def _number_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     near = lines.near(claim.words, _anchors(claim))
     near_text = [lines.lines[i] for i in near]
     names = [p.rsplit("/", 1)[-1] for p in claim.paths]
-    near_tokens = {t for ln in near_text for t in re.findall(r"\d+k?", ln.lower().replace(",", ""))}
+    near_tokens = {t for ln in near_text for t in re.findall(r"\d+(?:k|st|nd|rd|th)?", ln.lower().replace(",", ""))}
     for number in claim.numbers:
         if number in given.index.numbers or number.split(" ")[0].replace(",", "") in near_tokens:
             continue
@@ -205,6 +235,14 @@ def _version_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     return None
 
 
+def _sibling_name(a: str, b: str) -> bool:
+    """Two file names of one kind: the same extension and the same first word (``push_common.go`` /
+    ``push_remote.go``, ``cli_version_test.go`` / ``cli_version_metadata_test.go``)."""
+    (a_stem, _, a_ext), (b_stem, _, b_ext) = a.rpartition("."), b.rpartition(".")
+    a_words, b_words = re.split(r"[-_.]", a_stem or a_ext), re.split(r"[-_.]", b_stem or b_ext)
+    return a_ext == b_ext and len(a_words) > 1 and len(b_words) > 1 and a_words[0] == b_words[0]
+
+
 def _path_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     import difflib
 
@@ -221,9 +259,10 @@ def _path_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
             qfolder = q.rsplit("/", 1)[0] if "/" in q else ""
             if qname == name and folder and qfolder and qfolder.rsplit("/", 1)[-1] != parent:
                 return Contradiction("path", p, q, q)
-            if qname != name and folder and qfolder and qfolder.rsplit("/", 1)[-1] == parent and \
-                    difflib.SequenceMatcher(None, name, qname).ratio() >= 0.85:
-                return Contradiction("path", p, q, q)
+            if qname != name and folder and qfolder and qfolder.rsplit("/", 1)[-1] == parent:
+                ratio = difflib.SequenceMatcher(None, name, qname).ratio()
+                if ratio >= 0.85 or (ratio >= 0.7 and _sibling_name(name, qname)):
+                    return Contradiction("path", p, q, q)
     return None
 
 
@@ -245,6 +284,35 @@ def _opposite_words(a: list[str], b: list[str]) -> bool:
     return len(diff) == 1 and diff[0][1] in _RAW_OPPOSITE.get(diff[0][0], set())
 
 
+def _one_word_replaced(a: list[str], b: list[str]) -> bool:
+    """Three words or more, the same but one, which is another word of 3+ letters (``getLatestPrompt``
+    / ``getLastPrompt``, ``formatSessionLabel`` / ``formatCheckpointLabel``)."""
+    if len(a) != len(b) or len(a) < 3:
+        return False
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    return len(diff) == 1 and min(len(diff[0][0]), len(diff[0][1])) >= 3 and not diff[0][0].isdigit()
+
+
+def _quoted_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    """A quoted label of the claim ("Entire Checkpoints") that the given text never states, where it
+    quotes one of the same words but one ("Entire Sessions")."""
+    if '"' not in claim.text:
+        return None
+    for m in _QUOTED.finditer(claim.text):
+        label = m.group(1)
+        words = label.split()
+        if not 2 <= len(words) <= 5 or f'"{label.lower()}"' in given.lowered:
+            continue
+        for k, word in ((0, words[0]), (len(words) - 1, words[-1])):
+            pattern = (rf'"{re.escape(word)}(?: [^"\n]{{1,60}})?"' if k == 0 else rf'"(?:[^"\n]{{1,60}} )?{re.escape(word)}"')
+            for hit in re.finditer(pattern, given.text):
+                other = hit.group(0)[1:-1].split()
+                diff = [(x, y) for x, y in zip(words, other) if x.lower() != y.lower()]
+                if len(other) == len(words) and len(diff) == 1 and len(diff[0][1]) >= 3:
+                    return Contradiction("name", label, " ".join(other), hit.group(0))
+    return None
+
+
 def _name_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     for n in claim.identifiers:
         if len(n) < 5 or given.has_identifier(n):
@@ -259,8 +327,11 @@ def _name_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
                 continue
             other_parts = split_identifier(other)
             if (len(parts) > 1 and sorted(other_parts) == sorted(parts)) or _one_letter_apart(base, other) or \
-                    _opposite_words(parts, other_parts):
+                    _opposite_words(parts, other_parts) or _one_word_replaced(parts, other_parts):
                 return Contradiction("name", n, other, other)
+    quoted = _quoted_conflict(claim, given)
+    if quoted is not None:
+        return quoted
     for command in claim.commands:
         if command.lower() in given.folded:
             continue
@@ -287,6 +358,10 @@ def _phrase(text: str, last: bool) -> frozenset[str]:
 
 
 _CODE_NOT = re.compile(r"`([^`]+)`\s*,?\s+(?:not|instead of|rather than|over)\s+`([^`]+)`")
+_LINE_NUMBER = re.compile(r"^\s*\d+→")  # a file line as a read tool shows it ("  125→code")
+_COMMENT_ARROW = re.compile(r"(?://|#)\s*(?:→|->)")  # "// → /repo/file": an annotation, not a change
+_ARROW = re.compile(r"→|->")
+_NOT_BUT = re.compile(r"\bnot\s+(.{1,60}?)\s*,?\s+but\s+(.{1,60})", re.I)  # "not A but B"
 _MOVE = re.compile(r"\b(?:git\s+)?mv\s+(\S+)\s+(\S+)")
 Direction = tuple[frozenset[str], frozenset[str]]
 
@@ -295,12 +370,21 @@ def _directions(line: str) -> list[Direction]:
     """(preferred, rejected) word sets a line states: "A instead of B", "B → A", "rename B to A",
     "A, not B", "`A` not `B`", ``mv B A``."""
     out: list[Direction] = []
+    line = _COMMENT_ARROW.sub(" ", _LINE_NUMBER.sub("", line))
     for m in _CODE_NOT.finditer(line):
         out.append((_phrase(m.group(1), True), _phrase(m.group(2), False)))
+    chain = len(_ARROW.findall(line)) > 1  # "Branch → Sessions → Checkpoints": a hierarchy, not a change
+    not_but = [m.span() for m in _NOT_BUT.finditer(line)]
     for m in _CONNECTOR.finditer(line):
+        if (chain and m.group(2)) or (m.group(3) and any(a <= m.start(3) < b for a, b in not_but)):
+            continue
         a, b = _phrase(line[: m.start()], last=True), _phrase(line[m.end():], last=False)
         out.append((b, a) if m.group(2) else (a, b))
+    for m in _NOT_BUT.finditer(line):
+        out.append((_phrase(m.group(2), False), _phrase(m.group(1), True)))
     for m in _FROM_TO.finditer(line):
+        if m.group(2).split(" ", 1)[0].lower() in _INFINITIVES or re.search(r"\bnot\b", m.group(1), re.I):
+            continue  # "updated the title to show ...": a purpose, not a new value
         out.append((_phrase(m.group(2), last=False), _phrase(m.group(1), last=True)))
     for m in _MOVE.finditer(line):
         new, old = m.group(2).rsplit("/", 1)[-1], m.group(1).rsplit("/", 1)[-1]
@@ -308,13 +392,19 @@ def _directions(line: str) -> list[Direction]:
     return [(p - r, r - p) for p, r in out if p - r and r - p]
 
 
+def _decided_directions(line: str) -> list[Direction]:
+    """The directions of a line's sentences, except those that describe a fault ("using A instead of B
+    causes bugs"), which state what went wrong, not what was decided."""
+    return [d for sentence in _SENTENCE.split(line) if not _PROBLEM.search(sentence) for d in _directions(sentence)]
+
+
 def _overlap(claim: Direction, line: Direction) -> str:
     """``agree``, ``against`` or ``""`` for two directions."""
     (p, r), (lp, lr) = claim, line
     if p & lp and r & lr and not (p & lr or r & lp):
         return "agree"
-    if (p & lr and r & lp) or len(p & lr) >= 2:
-        return "against"
+    if (p & lr and r & lp) or (len(p & lr) >= 2 and 3 * len(p & lr) >= 2 * len(p)):
+        return "against"  # crossed, or most of what the claim prefers is what the line rejects
     return ""
 
 
@@ -322,21 +412,69 @@ def _keys_of(direction: Direction) -> list[str]:
     return sorted(direction[0] | direction[1], key=len, reverse=True)[:1]
 
 
+def _strength(claim: Direction, line: Direction, verdict: str) -> int:
+    """How many words a verdict rests on: both sides matched the same way (agree) or crossed (against)."""
+    (p, r), (lp, lr) = claim, line
+    return len(p & lp) + len(r & lr) if verdict == "agree" else len(p & lr) + len(r & lp)
+
+
 def _reversal_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     lines = given.lines
     for direction in _directions(claim.text):
         against: str | None = None
-        agree = False
+        against_strength = agree_strength = 0
         for i in lines.near(direction[0] | direction[1], (), min_words=2):
-            for other in _directions(lines.lines[i]):
+            for other in _decided_directions(lines.lines[i]):
                 verdict = _overlap(direction, other)
-                agree = agree or verdict == "agree"
-                if verdict == "against":
-                    against = against or lines.lines[i]
-        if against is not None and not agree:
+                if not verdict:
+                    continue
+                strength = _strength(direction, other, verdict)
+                if verdict == "agree":
+                    agree_strength = max(agree_strength, strength)
+                elif strength > against_strength:
+                    against, against_strength = lines.lines[i], strength
+        # the other way round, and more firmly than any line that says it this way
+        if against is not None and against_strength > agree_strength:
             p, r = direction
             return Contradiction("reversal", f"{' '.join(sorted(p))} over {' '.join(sorted(r))}",
                                  "the other way round", against[:200])
+    return None
+
+
+def _negated(text: str) -> bool:
+    return any(w in _NOT for w in _POLARITY_WORD.findall(text.lower()))
+
+
+def _sequence(text: str) -> list[str]:
+    return [canonical_word(w) for w in _POLARITY_WORD.findall(text.lower()) if len(w) >= 3]
+
+
+def _swap_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    """Two opposite words the other way round in a line that otherwise says the same ("current branch
+    collapsed, the others expanded" against "current branch expanded, others collapsed")."""
+    if _directions(claim.text) or _negated(claim.text):
+        return None  # a decision or a negation: the reversal and negation rules judge it
+    order = _sequence(claim.text)
+    first = {w: i for i, w in reversed(list(enumerate(order)))}
+    pairs = [(a, b) for a in first for b in _OPPOSITE.get(a, ()) if b in first and first[a] < first[b]]
+    if not pairs:
+        return None
+    words = frozenset(claim.words)
+    lines = given.lines
+    against: str | None = None
+    for i in lines.near(words, (), min_words=3):
+        common = words & lines.words[i]
+        if len(common) < 3 or len(common) / len(words) < 0.6 or "?" in lines.lines[i] or _negated(lines.lines[i]):
+            continue
+        seq = _sequence(lines.lines[i])
+        where = {w: j for j, w in reversed(list(enumerate(seq)))}
+        for a, b in pairs:
+            if a in where and b in where:
+                if where[a] < where[b]:
+                    return None  # stated the same way
+                against = against or lines.lines[i]
+    if against is not None:
+        return Contradiction("reversal", claim.text[:200], "the other way round", against[:200])
     return None
 
 
@@ -374,7 +512,8 @@ def _negation_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
 
 def find_contradiction(claim: Claim, given: SourceText) -> Contradiction | None:
     """The first contradiction between ``claim`` and ``given`` (see module docs), or None."""
-    for check in (_number_conflict, _version_conflict, _path_conflict, _name_conflict, _reversal_conflict):
+    for check in (_number_conflict, _version_conflict, _path_conflict, _name_conflict, _reversal_conflict,
+                  _swap_conflict):
         found = check(claim, given)
         if found is not None:
             return found
@@ -432,4 +571,63 @@ def load_contradiction_labels(path: str | Any) -> Any:
             rows.append(row)
     if not rows:
         raise LabelFormatError(f"{file}: no labelled claims")
+    return frame(rows)
+
+
+def label_records(labels: Any, shared_dir: str | Any) -> dict[str, list[Any]]:
+    """The compaction records the labelled claims refer to, by their ``session``: the real Pi sessions
+    (a file name of ``datasets/pi-mono``) and Claude Code transcripts (a path under ``datasets/``, such as
+    ``claude-code/entireio-cli/…jsonl``) of the shared folder. A label whose ``compaction_uuid`` is not the
+    id of compaction ``compaction_index`` of its file raises :class:`LabelFormatError`."""
+    import os
+
+    from pimem.drift.metaeval import compaction_records, pi_records
+    from pimem.sessions.load import load_session as load_any_session
+
+    root = os.path.join(os.fspath(shared_dir), "datasets")
+    records: dict[str, list[Any]] = dict(pi_records(os.path.join(root, "pi-mono")))
+    for session in sorted(set(labels["session"]) - set(records)):
+        file = os.path.join(root, session)
+        if not os.path.exists(file):
+            raise LabelFormatError(f"labels refer to {session}, which is not in {root}")
+        records[session] = compaction_records(load_any_session(file))
+    if "compaction_uuid" in labels:
+        for _, row in labels.iterrows():
+            uuid = row["compaction_uuid"]
+            recs = records[row["session"]]
+            index = int(row["compaction_index"])
+            if isinstance(uuid, str) and (index >= len(recs) or str(recs[index].entry.get("id")) != uuid):
+                raise LabelFormatError(f"label {row['id']}: compaction {index} of {row['session']} is not {uuid}")
+    return records
+
+
+def contradiction_figures(checked: Any, *, level: float = 0.95, seed: int = 0) -> Any:
+    """Precision and recall of "contradicted" per ``split`` of a :func:`contradiction_check` result, with
+    n, the confusion counts and a two-stage bootstrap interval over sessions and compactions
+    (:func:`pimem.drift.intervals.cluster_interval`; NaN with a note where its coverage does not support
+    ``level``)."""
+    import math
+
+    from pimem.drift.intervals import cluster_interval
+
+    rows = []
+    for split, part in checked.groupby("split", sort=True):
+        truth, predicted = part["truth"].astype(bool), part["predicted"].astype(bool)
+        sessions = list(part["session"])
+        compactions = [f"{s}#{i}" for s, i in zip(part["session"], part["compaction_index"])]
+        tp, fp = int((truth & predicted).sum()), int((~truth & predicted).sum())
+        fn, tn = int((truth & ~predicted).sum()), int((~truth & ~predicted).sum())
+        row: dict[str, Any] = {"split": split, "n": len(part), "n_contradicted": tp + fn,
+                               "n_sessions": len(set(sessions)), "n_compactions": len(set(compactions)),
+                               "tp": tp, "fp": fp, "fn": fn, "tn": tn}
+        for name, mask, values in (("precision", predicted, truth), ("recall", truth, predicted)):
+            keep = list(mask)
+            if not any(keep):
+                row.update({name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan, f"{name}_note": "none"})
+                continue
+            iv = cluster_interval([float(v) for v, k in zip(values, keep) if k],
+                                  [g for g, k in zip(sessions, keep) if k],
+                                  [c for c, k in zip(compactions, keep) if k], level=level, seed=seed)
+            row.update({name: iv.estimate, f"{name}_low": iv.low, f"{name}_high": iv.high, f"{name}_note": iv.note})
+        rows.append(row)
     return frame(rows)

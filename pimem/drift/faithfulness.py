@@ -49,7 +49,7 @@ import numpy as np
 from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
 from pimem.drift.labels import LabelFormatError
 from pimem.drift.needed import needed_later_facts
-from pimem.drift.records import message_text
+from pimem.drift.records import source_text
 from pimem.text.facts import (
     SummaryIndex,
     identifiers_in_text,
@@ -322,6 +322,10 @@ class SourceText:
         return re.sub(r"\s+", " ", self.text.replace("`", "")).lower()
 
     @cached_property
+    def lowered(self) -> str:
+        return self.text.lower()
+
+    @cached_property
     def versions(self) -> frozenset[str]:
         return frozenset(m.group(1) for m in _VERSION.finditer(self.text))
 
@@ -397,7 +401,7 @@ class SourceText:
 
 
 def _message_texts(messages: Sequence[tuple[str | None, dict]]) -> list[str]:
-    return [message_text(m) for _, m in messages]
+    return [source_text(m) for _, m in messages]
 
 
 def _sections(summary: str | None) -> list[str]:

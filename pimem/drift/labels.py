@@ -37,7 +37,7 @@ from pimem.drift.records import compaction_records
 from pimem.sessions.load import session_or_entries
 from pimem.text.sections import summarizer_text
 
-__all__ = ["LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
+__all__ = ["cohen_kappa", "LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
 
 LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kind", "text", "source_entry_id",
@@ -164,6 +164,17 @@ def precision_recall(truth: Sequence[bool], predicted: Sequence[bool]) -> dict[s
     return {"n": tp + fp + fn + tn, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
             "precision": tp / (tp + fp) if tp + fp else math.nan,
             "recall": tp / (tp + fn) if tp + fn else math.nan}
+
+
+def cohen_kappa(first: Sequence[object], second: Sequence[object]) -> float:
+    """Cohen's kappa of two labellings of the same items: (observed − chance agreement) / (1 − chance);
+    NaN when chance agreement is 1 (both passes gave every item one and the same label)."""
+    if len(first) != len(second) or not first:
+        raise ValueError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
+    n = len(first)
+    observed = sum(a == b for a, b in zip(first, second)) / n
+    chance = sum(list(first).count(c) * list(second).count(c) for c in set(first) | set(second)) / (n * n)
+    return (observed - chance) / (1 - chance) if chance < 1 else math.nan
 
 
 @dataclass

@@ -143,6 +143,14 @@ def compaction_metrics(
     ``read_files`` / ``modified_files``: the true lists (Pi's, when known); ``facts``: the span's
     facts if already extracted. Returns a flat dict with the per-compaction columns of the
     module docs (chain columns excluded).
+
+    Args:
+        summary: the summary, as text or parsed.
+        messages: the summarized span (entries, messages or ``(entry_id, message)`` pairs).
+        previous_summary: the summary this one updated, if any.
+        read_files: the true list of files read (Pi's, when known).
+        modified_files: the true list of files modified (Pi's, when known).
+        facts: the span's facts, if already extracted.
     """
     parsed = summary if isinstance(summary, SummarySections) else parse_summary(summary)
     pairs = iter_messages(messages)
@@ -399,6 +407,12 @@ def retention_by_age(
     that summary captured; ``exclude_rementioned`` drops observations where the fact appears
     again in the newer span (so only survival through rewriting counts). Columns: ``age``,
     [``kind``], ``n``, ``n_present``, ``retention``.
+
+    Args:
+        report: the drift report (one row per fact and compaction).
+        by_kind: one curve per fact kind.
+        given_captured: count only facts the first summary captured.
+        exclude_rementioned: drop observations where the fact appears again in the newer span.
     """
     p = _presence(report).copy()
     cols = ["age"] + (["kind"] if by_kind else [])
@@ -421,6 +435,10 @@ def survival_curves(report: pd.DataFrame, *, exclude_rementioned: bool = False) 
     A fact is at risk at age k if it was present at every age before k and is observed at age k
     (facts introduced late are censored). Columns: ``kind``, ``age``, ``at_risk``, ``survived``,
     ``survival``.
+
+    Args:
+        report: the drift report (one row per fact and compaction).
+        exclude_rementioned: drop observations where the fact appears again in the newer span.
     """
     p = _presence(report)
     if exclude_rementioned:

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pimem.text.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, index_of, negated_words
-from pimem.drift.records import CompactionRecord, message_text
+from pimem.drift.records import CompactionRecord, source_text
 from pimem.errors import ConfigurationError
 
 __all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "carried_later_facts",
@@ -118,8 +118,8 @@ class Trajectory:
 
     def __init__(self, messages: Sequence[tuple[str | None, dict]]) -> None:
         self.messages = list(messages)
-        self.use_texts = [message_text(m, results=False) for _, m in self.messages]
-        self.result_texts = [_result_text(message_text(m))
+        self.use_texts = [source_text(m, results=False) for _, m in self.messages]
+        self.result_texts = [_result_text(source_text(m))
                              if m.get("role") in ("toolResult", "bashExecution") else "" for _, m in self.messages]
         self.postings: dict[str, list[int]] = {}
         for i, text in enumerate(self.use_texts):
@@ -200,7 +200,7 @@ def used_later(record: CompactionRecord, facts: Sequence[Fact] | None = None) ->
 
 def kept_index(record: CompactionRecord) -> SummaryIndex:
     """Everything the kept tail shows the agent, tool results included."""
-    return index_of("\n".join(message_text(m) for _, m in record.kept))
+    return index_of("\n".join(source_text(m) for _, m in record.kept))
 
 
 def needed_later_facts(

@@ -54,8 +54,9 @@ import pandas as pd
 from pimem.drift.chat import JudgeError, ask, model_name, require_chat_model
 from pimem.text.facts import Fact, STOPWORDS, SummaryIndex, fact_present
 from pimem.drift.needed import NeededFact, needed_later_facts
-from pimem.drift.records import CompactionRecord, compaction_records, message_text
+from pimem.drift.records import CompactionRecord, compaction_records, source_text
 from pimem.text.sections import summarizer_text
+from pimem.text.messages import message_text
 from pimem.base.tables import frame
 from pimem.core.compaction.utils import serialize_conversation
 from pimem.core.messages import convert_to_llm
@@ -127,14 +128,14 @@ def _excerpt(text: str, needle: str, width: int = 220) -> str:
 def _source_text(record: CompactionRecord, fact: Fact) -> str:
     for eid, m in record.span:
         if eid == fact.entry_id:
-            return message_text(m)
+            return source_text(m)
     return ""
 
 
 def _later_text(record: CompactionRecord, entry_id: str | None) -> str:
     for eid, m in record.later:
         if eid == entry_id:
-            return message_text(m, results=False)
+            return source_text(m, results=False)
     return ""
 
 
@@ -150,10 +151,10 @@ def next_steps_reference(record: CompactionRecord, messages: int = 8, chars: int
     for _, m in record.later:
         role = m.get("role")
         if role == "user":
-            lines.append("User: " + " ".join(message_text(m).split())[:400])
+            lines.append("User: " + " ".join(source_text(m).split())[:400])
         elif role == "assistant":
             content = m["content"] if isinstance(m.get("content"), list) else []
-            text = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+            text = message_text({"content": content}, thinking=None, tool_calls=None, images=False)
             if text.strip():
                 lines.append("Assistant: " + " ".join(text.split())[:300])
             for b in content:
@@ -329,6 +330,15 @@ def probe_eval(
     (default: the judge) answers; both must be chat models that did not write the summaries.
     Columns: ``source``, ``compaction``, ``probe_type``, ``question``, ``reference``, ``answer``,
     the six dimensions, ``score`` (their mean), ``summary_coverage``, ``generated_by``, ``error``.
+
+    Args:
+        source: a session or replay result, or a :class:`pimem.drift.measures.Comparison`.
+        judge: the chat model that grades.
+        answerer: the chat model that answers (default: ``judge``).
+        probes: the probes (default: :func:`generate_probes` of the first source).
+        questioner: the chat model that writes the probes (default: none, the offline probes).
+        per_type: offline probes per type.
+        max_context_tokens: the answerer is given the newest this many tokens (4 characters each) of the kept context.
     """
     answerer = judge if answerer is None else answerer
     summaries, records, summarizers, models = _sources_of(source)

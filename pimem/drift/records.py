@@ -35,7 +35,7 @@ from pimem.core.compaction.compaction import (
     previous_file_ops,
 )
 from pimem.core.compaction.utils import add_file_ops, compute_file_lists, format_file_operations
-from pimem.core.llm import SummaryRequest
+from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
 from pimem.core.session_manager import (
     build_session_path,
@@ -46,12 +46,14 @@ from pimem.core.session_manager import (
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 from pimem.sessions.compactions import compaction_spans
+from pimem.sessions.spans import first_kept_index
 from pimem.sessions.session import Session
 from pimem.sessions.load import session_or_entries
 from pimem.text.sections import summarizer_text
+from pimem.text.messages import message_text
 
 __all__ = ["CompactionRecord", "PathMessages", "compaction_records", "resummarize", "resummarized_session",
-           "Resummarized", "message_text"]
+           "Resummarized", "source_text"]
 
 
 class PathMessages:
@@ -157,55 +159,12 @@ def compaction_records(
 # --------------------------------------------------------------------------- text views of messages
 
 
-def _json_strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _json_strings(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _json_strings(v, out)
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content
-                         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
-    return ""
-
-
-def message_text(message: dict, *, results: bool = True, thinking: bool = True) -> str:
-    """The text of one message: user / assistant text, thinking, tool-call arguments (every string
-    value, one per line), bash commands, and (with ``results``) tool results and bash output."""
-    role = message.get("role")
-    parts: list[str] = []
-    if role in ("user", "custom"):
-        parts.append(_content_text(message.get("content")))
-    elif role == "assistant":
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            elif block.get("type") == "thinking" and thinking:
-                parts.append(str(block.get("thinking", "")))
-            elif block.get("type") == "toolCall":
-                _json_strings(block.get("arguments"), parts)
-    elif role == "toolResult" and results:
-        parts.append(_content_text(message.get("content")))
-    elif role == "bashExecution":
-        parts.append(str(message.get("command", "")))
-        if results:
-            parts.append(str(message.get("output", "")))
-    elif role in ("branchSummary", "compactionSummary"):
-        parts.append(str(message.get("summary", "")))
-    return "\n".join(p for p in parts if p)
+def source_text(message: dict, *, results: bool = True, thinking: bool = True) -> str:
+    """The text of one message the measures read: user / assistant text, thinking, tool-call arguments
+    (every string value, one per line), bash commands, and (with ``results``) tool results and bash
+    output (:func:`pimem.text.messages.message_text` with these options)."""
+    return message_text(message, separator="\n", thinking="" if thinking else None, tool_calls="strings",
+                        images=False, results=results, command_prefix="")
 
 
 # --------------------------------------------------------------------------- new summaries, same spans
@@ -232,9 +191,7 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
     types, per_entry, _ = project_parts(sources, types)
     prev_index = 0 if sources and types[0] == "compaction" and per_entry[0] else -1
     start = 1 if prev_index == 0 else 0
-    cut = next((i for i in range(start, len(sources)) if sources[i].get("id") == first_kept_id), None)
-    if cut is None and compaction_id is not None and first_kept_id == compaction_id:
-        cut = len(sources)
+    cut = first_kept_index(sources, start, first_kept_id, compaction_id)
     if cut is None:
         raise EntryNotFoundError(f"first kept entry {first_kept_id!r} is not on the projected path before the compaction")
     split = cut < len(sources) and not is_turn_start_parts(types[cut], per_entry[cut])
@@ -257,7 +214,7 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
                                  previous_summary=previous_summary, file_ops=file_ops, settings=settings)
 
 
-def _ask(summarizer: Any, kind: str, prompt: str, max_tokens: int | None) -> str:
+def _ask(summarizer: Summarizer, kind: str, prompt: str, max_tokens: int | None) -> str:
     request = SummaryRequest(kind=kind, system_prompt=SUMMARIZATION_SYSTEM_PROMPT, prompt=prompt,  # type: ignore[arg-type]
                              max_tokens=max_tokens, model=str(getattr(summarizer, "model", "") or ""))
     response = summarizer.complete(request)
@@ -269,7 +226,7 @@ def _ask(summarizer: Any, kind: str, prompt: str, max_tokens: int | None) -> str
 
 def resummarize(
     session: Any,
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     max_tokens: int | Sequence[int | None] | None = None,
     settings: Any = None,
@@ -337,7 +294,7 @@ def resummarize(
     return out
 
 
-def resummarized_session(session: Any, summarizer: Any, **kwargs: Any) -> Any:
+def resummarized_session(session: Any, summarizer: Summarizer, **kwargs: Any) -> Any:
     """A copy of ``session`` whose compactions on the active path hold ``summarizer``'s summaries of
     the same spans (:func:`resummarize`; same entry ids and cut points). Write it with ``.write(path)``
     to keep another model's summaries as a recording that :func:`pimem.drift.compare_sources` reads

@@ -132,6 +132,16 @@ def resume_probe(result: Any, *, model: str | None = None, base_url: str | None 
     ``max_compactions``: probe only the first ones. Errors of a request are recorded in the
     ``error`` column (the other rows go on). ``attrs["tool_match_rate"]`` and
     ``attrs["argument_match_rate"]`` hold the rates over the rows without an error.
+
+    Args:
+        result: the replay.
+        model: the model (default: ``$PIMEM_MODEL``).
+        base_url: the server (default: ``$PIMEM_BASE_URL``).
+        api_key: the key (default: ``$PIMEM_API_KEY`` or ``$OPENAI_API_KEY``).
+        max_compactions: probe only the first ones (None: all).
+        max_tokens: the answer's token limit.
+        temperature: the sampling temperature (None: the server's).
+        timeout: seconds per request.
     """
     import openai
 

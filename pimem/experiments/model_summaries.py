@@ -26,7 +26,7 @@ import pandas as pd
 
 from pimem.base.bundled import bundled_dir
 from pimem.core.compaction.compaction import CompactionSettings
-from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.replays.engine import replay
 from pimem.sessions.samples import sample_dir
 from pimem.summarizers import local_server as localmodel
@@ -37,13 +37,12 @@ from pimem.summarizers.recorded import RecordedSummarizer
 __all__ = ["PLAN", "dataset_dir", "load_manifest", "replays_frame", "requests_frame", "recorded_summarizer",
            "replay_file", "request_digest", "record"]
 
-#: (sample, context window, reserveTokens, keepRecentTokens): two short samples under a small window and the
-#: auth story under a 16k and a 12k one.
+#: (sample, context window, reserveTokens, keepRecentTokens): the two short samples under a 3k window with a
+#: 512-token reserve, so that every request is small (under 1,500 prompt tokens) and every answer is capped at
+#: Pi's 409 tokens (256 for a turn prefix): minutes of model time on two shared cores, not hours.
 PLAN: list[tuple[str, int, int, int]] = [
-    ("gpxkit-antimeridian", 4000, 1024, 1000),
     ("ventas-pipeline-refactor", 3000, 512, 800),
-    ("auth-login-bug", 16000, 2048, 4000),
-    ("auth-login-bug", 12000, 2048, 4000),
+    ("gpxkit-antimeridian", 3000, 512, 800),
 ]
 TOKEN_SOURCE: Literal["estimate"] = "estimate"  # exactly Pi's own estimate on the replayed file: no calibration to fit
 
@@ -147,7 +146,7 @@ class _RequestLog:
 
 
 def record(out: str | os.PathLike[str] | None = None, plan: list[tuple[str, int, int, int]] | None = None, *,
-           summarizer: Any = None, progress: bool = True) -> dict[str, Any]:
+           summarizer: Summarizer | None = None, progress: bool = True) -> dict[str, Any]:
     """Replay every planned (sample, window, reserve, keep) with the local model; write files and manifest.
 
     ``summarizer`` defaults to :func:`pimem.summarizers.local.local_summarizer` on the running server,

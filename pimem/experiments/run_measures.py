@@ -34,7 +34,7 @@ import pandas as pd
 from pimem.core.session_manager import build_session_projection
 from pimem.drift.metrics import drift_report, headline
 from pimem.drift.needed import Trajectory, fact_class
-from pimem.drift.records import entry_messages, message_text
+from pimem.drift.records import entry_messages, source_text
 from pimem.errors import PimemWarning, UnknownPriceError
 from pimem.replays.cost import replay_cost
 from pimem.text.facts import SummaryIndex, extract_facts, fact_present
@@ -80,7 +80,7 @@ def masked_needed_facts(result: Any) -> pd.DataFrame:
                     candidates.append((edit, fact, hit))
         if candidates:
             context = build_session_projection(path[:j]).messages
-            index = SummaryIndex("\n".join(message_text(m) for m in context if m.get("role") != "system"))
+            index = SummaryIndex("\n".join(source_text(m) for m in context if m.get("role") != "system"))
             seen = set()
             for edit, fact, hit in candidates:
                 if fact.key in seen or fact_present(fact, index):
@@ -107,7 +107,17 @@ def run_measures(
     summarizer_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
 ) -> dict[str, Any]:
-    """Drift and cost measures of one replay, flat (the columns in the module docs)."""
+    """Drift and cost measures of one replay, flat (the columns in the module docs).
+
+    Args:
+        result: the replay.
+        drift: measure the summaries.
+        cost: price the replay.
+        prices: prices by model name, looked up before the built-in table.
+        cost_model: the priced model (default: the session's current model).
+        summarizer_model: the model that writes summaries (default: ``cost_model``).
+        cache_ttl_s: seconds a cached prefix lives (None: it never expires).
+    """
     out: dict[str, Any] = {}
     if drift:
         report = drift_report(result)

@@ -53,6 +53,7 @@ import pandas as pd
 from pimem.base.files import atomic_open, open_regular
 from pimem.base.js import js_stringify
 from pimem.core.compaction.compaction import CompactionSettings
+from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
 from pimem.experiments.run_measures import run_measures
 from pimem.replays.cost import as_price
@@ -386,7 +387,7 @@ def sweep(
     sessions: Iterable[Any],
     grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]],
     *,
-    summarizer: Any = None,
+    summarizer: Summarizer | str | None = None,
     workers: int | None = None,
     cache: str | os.PathLike | None = None,
     progress: bool = True,

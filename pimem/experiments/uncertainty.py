@@ -96,6 +96,13 @@ def token_source_bands(df: pd.DataFrame, metrics: Sequence[str] | None = None, *
     ``<metric>_band_high``. ``sources=None`` uses every source in ``df``. ``by``: the columns that
     name a setting (default :func:`setting_columns`; e.g. shares of each session's size when the
     absolute settings differ per session).
+
+    Args:
+        df: the sweep results, ``token_source`` one of the grid's axes.
+        metrics: the metrics (default: those of :data:`DEFAULT_METRICS` the sweep has).
+        sources: the token sources the band spans (None: every one in ``df``).
+        per_session: one row per setting and session, not the mean over sessions.
+        by: the columns that name a setting (default: :func:`setting_columns`).
     """
     if "token_source" not in df.columns:
         raise ConfigurationError("the sweep has no token_source column: add a token_source axis to the grid")
@@ -151,6 +158,15 @@ def bootstrap_ci(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, n_bo
 
     ``df`` should hold one token source (filter it first, or see :func:`sweep_summary`). ``by``:
     the columns that name a setting (default :func:`setting_columns`).
+
+    Args:
+        df: the sweep results, of one token source.
+        metrics: the metrics (default: those of :data:`DEFAULT_METRICS` the sweep has).
+        n_boot: bootstrap replicates.
+        confidence: the interval's level.
+        seed: the resampling seed.
+        by: the columns that name a setting (default: :func:`setting_columns`).
+        check_coverage: give an interval only where its simulated coverage reaches the level (module docs).
     """
     metrics = _metrics(df, metrics)
     if not 0 < confidence < 1:
@@ -213,7 +229,18 @@ def paired_difference(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Ma
                       n_boot: int = 2000, confidence: float = 0.95, seed: int = 0,
                       check_coverage: bool = True) -> dict[str, Any]:
     """Mean over sessions of ``metric`` at setting ``b`` minus at setting ``a`` (settings given as
-    column → value), with its paired bootstrap interval over the sessions both settings ran on."""
+    column → value), with its paired bootstrap interval over the sessions both settings ran on.
+
+    Args:
+        df: the sweep results, of one token source.
+        metric: the metric compared.
+        a: the first setting, as column → value.
+        b: the second setting, as column → value.
+        n_boot: bootstrap replicates.
+        confidence: the interval's level.
+        seed: the resampling seed.
+        check_coverage: give an interval only where its simulated coverage reaches the level (module docs).
+    """
     _metrics(df, [metric])
     ok = _ok(df)
     per = _per_session(ok, setting_columns(ok, ("token_source",)), [metric])
@@ -244,7 +271,19 @@ def sweep_summary(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, ref
                   seed: int = 0, by: Sequence[str] | None = None, check_coverage: bool = True) -> pd.DataFrame:
     """Per setting: the mean and bootstrap interval under the ``reference`` token source, and the
     band across token sources when the sweep ran several (module docs). ``by``: the columns
-    that name a setting (default :func:`setting_columns`)."""
+    that name a setting (default :func:`setting_columns`).
+
+    Args:
+        df: the sweep results.
+        metrics: the metrics (default: those of :data:`DEFAULT_METRICS` the sweep has).
+        reference: the token source of the means and intervals.
+        sources: the token sources of the band (None: every one in ``df``).
+        n_boot: bootstrap replicates.
+        confidence: the interval's level.
+        seed: the resampling seed.
+        by: the columns that name a setting (default: :func:`setting_columns`).
+        check_coverage: give an interval only where its simulated coverage reaches the level (module docs).
+    """
     metrics = _metrics(df, metrics)
     ok = _ok(df)
     if "token_source" in ok.columns and ok["token_source"].nunique() > 1:

@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from pimem.base.js import UNDEFINED, iso_now, js_string, js_truthy, loads_line
 from pimem.core.compaction.compaction import CompactionSettings, calculate_context_tokens
-from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.errors import SummarizationError
 
 PI_VERSION = "0.13.2"
@@ -258,7 +258,7 @@ def summary_request(prep: Preparation, custom_instructions: str | None = None, *
 
 def compact(
     entries: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS,
     custom_instructions: str | None = None,
     *,

@@ -46,7 +46,7 @@ from pimem.core.compaction.utils import (
     set_member,
 )
 from pimem.core.compaction.utils import serialize_message as _serialize_message_0_87_1
-from pimem.core.llm import SummaryRequest
+from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import content_text
 from pimem.core.prompts import BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT, SUMMARIZATION_SYSTEM_PROMPT
@@ -234,7 +234,7 @@ def _request(kind: str, prompt: str, reasoning: str | None, model: ModelInfo, se
 
 def compact(
     preparation: CompactionPreparation,
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     custom_instructions: str | None = None,
@@ -345,7 +345,7 @@ def build_branch_prompt(
 
 def generate_branch_summary(
     entries: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float = 16384,

@@ -201,7 +201,12 @@ _MAX_TOKENS = 1e15
 
 
 def fit_calibration(estimates: Sequence[float], recorded: Sequence[float]) -> Calibration:
-    """Fit ``recorded ≈ overhead + slope · estimate`` over the recording's requests (module docs)."""
+    """Fit ``recorded ≈ overhead + slope · estimate`` over the recording's requests (module docs).
+
+    Args:
+        estimates: Pi's estimate of each request, in order.
+        recorded: each request's recorded input tokens, in the same order.
+    """
     pairs = [(float(x), float(y)) for x, y in zip(estimates, recorded)
              if isinstance(x, (int, float)) and isinstance(y, (int, float))
              and math.isfinite(x) and math.isfinite(y) and 0 < x < _MAX_TOKENS and 0 < y < _MAX_TOKENS]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
+from pimem.core.llm import Summarizer
 from pimem.core.session_manager import Session
 from pimem.core.settings_manager import lookup_model
 from pimem.errors import ConfigurationError
@@ -33,7 +34,7 @@ class ReplayConfig:
     """
 
     settings: CompactionSettings = dataclasses.field(default_factory=CompactionSettings)
-    summarizer: Any = None
+    summarizer: Summarizer | None = None
     model: ModelInfo | None = None
     context_window: int | None = None
     leaf_id: str | None = None

@@ -131,6 +131,13 @@ def replay_cost(
     model that writes summaries (default: ``model``); ``cache_ttl_s``: a request more than this
     after the previous one reads nothing from the cache (None: the cache never expires).
     Returns the :data:`COST_COLUMNS`.
+
+    Args:
+        result: the replay.
+        model: the priced model (default: the session's current model).
+        summarizer_model: the model that writes summaries (default: ``model``).
+        prices: prices by model name, looked up before :data:`PRICES`.
+        cache_ttl_s: seconds a cached prefix lives (None: it never expires).
     """
     model = model or _session_model(result)
     price = price_for(model, prices)

@@ -22,6 +22,7 @@ from pimem.base.tables import frame
 from pimem.core.agent_session import CompactFailedEvent, run_compaction
 from pimem.core.compaction.compaction import CompactionSettings, TokenCache
 from pimem.core.context_tracker import ContextTracker
+from pimem.core.llm import Summarizer
 from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import Session, require_message_objects
 from pimem.sessions import session as sessions
@@ -58,7 +59,7 @@ def replay(
     *,
     model: Any = None,
     context_window: int | None = None,
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
     leaf_id: str | None = None,
     token_source: TokenSourceName = "calibrated",
     triggers: Trigger = "threshold",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pimem.core.agent_session import run_tree_navigation
+from pimem.core.llm import Summarizer
 from pimem.core.session_manager import build_session_projection
 from pimem.replays.config import load_recording, resolve_model, with_window
 from pimem.summarizers.registry import default_summarizer
@@ -16,7 +17,7 @@ def navigate(
     session: Any,
     target_id: str,
     summarize: bool = True,
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
     hooks: Any = None,
     *,
     model: Any = None,
@@ -57,6 +58,22 @@ def navigate(
     The source session is not modified. Returns the new ``Session``, or ``(session,
     TreeOutcome)`` with ``with_outcome`` (``cancelled``, ``aborted``, ``editor_text``,
     ``summary_entry``, ``entries_to_summarize``, ``common_ancestor_id``).
+
+    Args:
+        session: the session (or its file).
+        target_id: the entry to move to.
+        summarize: leave a summary of the abandoned branch.
+        summarizer: the model that writes it (default: the offline extractive one).
+        hooks: extension hooks (``before_tree`` may cancel, supply the summary or override options).
+        model: the model's limits (default: the session's current model).
+        context_window: overrides the model's window.
+        reserve_tokens: tokens left out of the window for the summary's budget.
+        custom_instructions: instructions added to (or replacing) the prompt's.
+        replace_instructions: ``custom_instructions`` replace the prompt's instead of being added.
+        label: a label for the summary entry (or the target, without one).
+        old_leaf_id: the leaf being left (default: the session's).
+        timestamp: the new entries' time (default: now).
+        with_outcome: also return the navigation's outcome.
     """
     original = load_recording(session)
     copied = original.copy()

@@ -46,7 +46,6 @@ that a better matcher can replace it).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
@@ -56,6 +55,7 @@ from pimem.core.session_manager import build_session_path, build_session_project
 from pimem.sessions.compactions import compaction_spans
 from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold
+from pimem.text.messages import message_text
 
 __all__ = ["orphan_references", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]
 
@@ -78,28 +78,7 @@ def _context_text(message: dict) -> str:
     """Everything the model is shown of a message: text, tool calls with all arguments, tool
     results and bash output in full, summaries (thinking is left out: providers drop it from
     earlier turns)."""
-    role = message.get("role")
-    if role in ("compactionSummary", "branchSummary"):
-        return str(message.get("summary") or "")
-    if role == "bashExecution":
-        return f"$ {message.get('command', '')}\n{message.get('output', '')}"
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content or []:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(str(block.get("text") or ""))
-        elif kind == "toolCall":
-            try:
-                args = json.dumps(block.get("arguments"), ensure_ascii=False)
-            except (TypeError, ValueError):
-                args = str(block.get("arguments"))
-            parts.append(f"{block.get('name')} {args}")
-    return "\n".join(p for p in parts if p)
+    return message_text(message, separator="\n", thinking=None, tool_calls="json", images=False)
 
 
 class _Shown:

@@ -20,6 +20,10 @@ def check_settings(settings: Any, context_window: int | float | None) -> list[st
     result is degenerate: ``keep_recent_tokens`` at or above the threshold (each compaction keeps
     at least a threshold's worth, so the next check compacts again or finds nothing to compact).
     A window of ``None`` or 0 (unknown) is not checked against.
+
+    Args:
+        settings: the :class:`~pimem.CompactionSettings` to check.
+        context_window: the model's context window in tokens (None or 0: unknown).
     """
     reserve: Any = getattr(settings, "reserve_tokens", None)
     keep: Any = getattr(settings, "keep_recent_tokens", None)

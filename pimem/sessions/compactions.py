@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from pimem.core.compaction.utils import FileOperations, compute_file_lists, extract_file_ops_from_message
 from pimem.core.session_manager import build_session_path, build_session_projection
 from pimem.sessions.load import SessionLike, session_or_entries
+from pimem.sessions.spans import first_kept_index
 
 __all__ = ["CompactionSpan", "compaction_spans"]
 
@@ -53,11 +54,10 @@ def compaction_spans(result_or_session: SessionLike | Sequence[dict], *, leaf_id
         previous = projected[prev_index].source_entry if prev_index >= 0 else None
         start = prev_index + 1
         first_kept = entry.get("firstKeptEntryId")
-        end = next((i for i in range(start, len(projected)) if projected[i].source_entry.get("id") == first_kept), None)
+        end = first_kept_index([pe.source_entry for pe in projected], start, first_kept, entry.get("id"))
         if end is None:
-            if first_kept != entry.get("id"):  # its own id: nothing kept (an imported compaction)
-                notes.append(f"firstKeptEntryId {first_kept!r} not found after the previous compaction; "
-                             "span runs to the compaction")
+            notes.append(f"firstKeptEntryId {first_kept!r} not found after the previous compaction; "
+                         "span runs to the compaction")
             end = len(projected)
         messages: list[tuple[str | None, dict]] = []
         entry_ids: list[str] = []

@@ -104,6 +104,9 @@ def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
     As Pi 0.87.1 decides it: ``$PI_CODING_AGENT_SESSION_DIR`` if set (a custom session folder),
     else ``$PI_CODING_AGENT_DIR/sessions``, else ``~/.pi/agent/sessions``. Empty variables count
     as unset; ``~`` and ``file://`` are expanded as Pi does.
+
+    Args:
+        env: the environment to read (default: ``os.environ``).
     """
     env_vars: Mapping[str, str] = os.environ if env is None else env
     session_dir = env_vars.get(ENV_SESSION_DIR)
@@ -610,6 +613,10 @@ def discover_sessions(
     mark), and files where ``buildSessionInfo`` throws on a broken entry (a ``message`` entry
     without a message object, a non-string ``session_info`` name, non-list content); here
     such entries are skipped for the columns they would feed.
+
+    Args:
+        root: the folder to walk (default: the agents' own folders).
+        workers: worker processes (default: by the files' total size).
     """
     if root is None:
         paths = default_session_files()

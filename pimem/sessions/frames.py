@@ -14,6 +14,8 @@ the derived columns instead of an exception.
 from __future__ import annotations
 
 import math
+import textwrap
+from dataclasses import dataclass
 
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -30,6 +32,7 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.messages import create_compaction_summary_message
 from pimem.core.session_manager import build_context_entries, session_entry_to_context_messages
+from pimem.sessions.spans import first_kept_index
 from pimem.text.messages import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -152,6 +155,52 @@ def _cat_col(values: Sequence[Any]) -> pd.Categorical:
     return category_array([v if isinstance(v, str) else None for v in values])
 
 
+def _plain_bool_col(values: Sequence[Any]) -> np.ndarray:
+    return np.array(values, dtype=bool)
+
+
+# A table's columns, stated once: name, dtype (one of these builders) and what it holds; the
+# table's docstring and its DataFrame's dtypes both come from the list.
+_BUILDERS: dict[str, Any] = {
+    "string": _str_col, "Int64": _int_col, "float": _float_col, "bool": _plain_bool_col, "boolean": _bool_col,
+    "category": _cat_col, "datetime64[ns, UTC]": _times, "object": lambda values: pd.Series(values, dtype=object),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: its name, its dtype and a description for the docstring."""
+
+    name: str
+    dtype: str
+    description: str = ""
+    build: Any = None  # the builder when not the dtype's (epoch milliseconds: ``ms_times``)
+
+
+def _rows(columns: Sequence[Column]) -> dict[str, Any]:
+    """An empty list per column, to append a table's rows to."""
+    return {c.name: [] for c in columns}
+
+
+def _table(columns: Sequence[Column], rows: dict[str, Any]) -> pd.DataFrame:
+    """The DataFrame of ``rows`` (a list of values per column; an array or Series is taken as it is)."""
+    return frame({c.name: rows[c.name] if isinstance(rows[c.name], (np.ndarray, pd.Series))
+                  else (c.build or _BUILDERS[c.dtype])(rows[c.name]) for c in columns})
+
+
+def _columns_doc(columns: Sequence[Column]) -> str:
+    """The ``Columns:`` paragraph of a table's docstring."""
+    parts = [f"``{c.name}`` ({c.dtype}{': ' + c.description if c.description else ''})" for c in columns]
+    return "Columns: " + ", ".join(parts) + "."
+
+
+def _document(columns: Sequence[Column], function: Any) -> None:
+    """Append the column list to ``function``'s docstring (at its indentation)."""
+    text = textwrap.fill(_columns_doc(columns), 100, initial_indent="    ", subsequent_indent="    ",
+                         break_long_words=False, break_on_hyphens=False)
+    function.__doc__ = (function.__doc__ or "").rstrip() + "\n\n" + text + "\n    "
+
+
 def _entry_lines(session: "Session") -> list[int | None]:
     """File line number (1-based) of each entry, when the session knows it."""
     lines = getattr(session, "_lines", None)  # kept by ``load_session``, None for appended entries
@@ -266,51 +315,48 @@ def _tool_names(message: dict[str, Any]) -> str | None:
 
 
 ENTRY_COLUMNS = [
-    "line", "id", "parent_id", "type", "timestamp", "depth", "child_count", "on_active_path",
-    "role", "message_chars", "est_tokens", "tool_names", "is_error", "stop_reason",
-    "input", "output", "cache_read", "cache_write", "total_tokens", "cost_total",
-    "provider", "model", "thinking_level", "first_kept_entry_id", "tokens_before", "from_id",
-    "from_hook", "summary_chars", "target_id", "custom_type", "label",
-]  # fmt: skip
+    Column("line", "Int64", "line in the file, when the session was loaded from one"),
+    Column("id", "string", "tree link"),
+    Column("parent_id", "string", "tree link"),
+    Column("type", "category", "entry type (``message``, ``compaction``, ``label``, …, unknown kept)"),
+    Column("timestamp", "datetime64[ns, UTC]", "the entry's ``timestamp``; NaT if invalid"),
+    Column("depth", "Int64", "ancestors above the entry (a root is 0; a dangling parent ends the count)"),
+    Column("child_count", "Int64", "entries whose ``parentId`` is this id"),
+    Column("on_active_path", "bool", "on ``Session.get_branch()`` (root → current leaf)"),
+    Column("role", "category", "the message role, for ``message`` entries"),
+    Column("message_chars", "Int64", "characters Pi's estimator counts (UTF-16 units) over the context messages "
+           "the entry makes (``session_entry_to_context_messages``; 0 for entries outside context, NA where Pi "
+           "would throw)"),
+    Column("est_tokens", "Int64", "``estimate_tokens`` summed over those messages"),
+    Column("tool_names", "string", "an assistant's tool calls, comma-joined; a tool result's tool"),
+    Column("is_error", "boolean", "a tool result's ``isError``"),
+    Column("stop_reason", "category", "an assistant's ``stopReason``"),
+    Column("input", "Int64", "usage of an assistant message or ``usage`` entry, as recorded"),
+    Column("output", "Int64", "usage, as recorded"),
+    Column("cache_read", "Int64", "usage, as recorded"),
+    Column("cache_write", "Int64", "usage, as recorded"),
+    Column("total_tokens", "Int64", "usage, as recorded (NA when absent)"),
+    Column("cost_total", "float", "``usage.cost.total``"),
+    Column("provider", "category", "of an assistant message, ``model_change`` or ``usage``"),
+    Column("model", "category", "of an assistant message, ``model_change`` or ``usage``"),
+    Column("thinking_level", "category", "of a ``thinking_level_change``"),
+    Column("first_kept_entry_id", "string", "of a compaction"),
+    Column("tokens_before", "Int64", "of a compaction"),
+    Column("from_id", "string", "a branch summary's ``fromId``"),
+    Column("from_hook", "boolean", "a compaction's or branch summary's ``fromHook``"),
+    Column("summary_chars", "Int64", "UTF-16 length of a compaction's or branch summary's summary"),
+    Column("target_id", "string", "a ``label``'s or ``context_edit``'s target"),
+    Column("custom_type", "category", "of ``custom`` / ``custom_message`` entries and custom messages"),
+    Column("label", "string", "the entry's current label (``Session.get_label``)"),
+]
 
 
 def entries_df(session: "Session") -> pd.DataFrame:
-    """One row per entry, in file order (the header is not an entry).
-
-    Columns:
-
-    - ``line`` (Int64): line in the file, when the session was loaded from one.
-    - ``id``, ``parent_id`` (string): tree links.
-    - ``type`` (category): entry type (``message``, ``compaction``, ``label``, …, unknown kept).
-    - ``timestamp`` (datetime64[ns, UTC]): the entry's ``timestamp``; NaT if invalid.
-    - ``depth`` (Int64): ancestors above the entry (a root is 0; a dangling parent ends the count).
-    - ``child_count`` (Int64): entries whose ``parentId`` is this id.
-    - ``on_active_path`` (bool): on ``Session.get_branch()`` (root → current leaf).
-    - ``role`` (category): the message role, for ``message`` entries.
-    - ``message_chars`` (Int64): characters Pi's estimator counts (UTF-16 units) over the
-      context messages the entry makes (``session_entry_to_context_messages``; 0 for entries
-      outside context, NA where Pi would throw).
-    - ``est_tokens`` (Int64): ``estimate_tokens`` summed over those messages.
-    - ``tool_names`` (string): an assistant's tool calls, comma-joined; a tool result's tool.
-    - ``is_error`` (boolean): a tool result's ``isError``.
-    - ``stop_reason`` (category): an assistant's ``stopReason``.
-    - ``input``, ``output``, ``cache_read``, ``cache_write``, ``total_tokens`` (Int64): usage of
-      an assistant message or ``usage`` entry, as recorded (``total_tokens`` NA when absent).
-    - ``cost_total`` (float): ``usage.cost.total``.
-    - ``provider``, ``model`` (category): of an assistant message, ``model_change`` or ``usage``.
-    - ``thinking_level`` (category): of a ``thinking_level_change``.
-    - ``first_kept_entry_id`` (string), ``tokens_before`` (Int64): of a compaction.
-    - ``from_id`` (string): a branch summary's ``fromId``.
-    - ``from_hook`` (boolean): a compaction's or branch summary's ``fromHook``.
-    - ``summary_chars`` (Int64): UTF-16 length of a compaction's or branch summary's summary.
-    - ``target_id`` (string): a ``label``'s or ``context_edit``'s target.
-    - ``custom_type`` (category): of ``custom`` / ``custom_message`` entries and custom messages.
-    - ``label`` (string): the entry's current label (``Session.get_label``).
-    """
+    """One row per entry, in file order (the header is not an entry)."""
     entries = session.entries
     tree = _Tree(session)
     n = len(entries)
-    cols: dict[str, list[Any]] = {c: [None] * n for c in ENTRY_COLUMNS}
+    cols: dict[str, list[Any]] = {c.name: [None] * n for c in ENTRY_COLUMNS}
     cols["line"] = _entry_lines(session)
     for i, e in enumerate(entries):
         eid = e.get("id")
@@ -369,42 +415,10 @@ def entries_df(session: "Session") -> pd.DataFrame:
             (cols["input"][i], cols["output"][i], cols["cache_read"][i], cols["cache_write"][i],
              cols["total_tokens"][i], cols["cost_total"][i]) = _usage_numbers(e.get("usage"))  # fmt: skip
 
-    out = frame(
-        {
-            "line": _int_col(cols["line"]),
-            "id": _str_col(cols["id"]),
-            "parent_id": _str_col(cols["parent_id"]),
-            "type": _cat_col(cols["type"]),
-            "timestamp": _times(cols["timestamp"]),
-            "depth": _int_col(cols["depth"]),
-            "child_count": _int_col(cols["child_count"]),
-            "on_active_path": np.array(cols["on_active_path"], dtype=bool),
-            "role": _cat_col(cols["role"]),
-            "message_chars": _int_col(cols["message_chars"]),
-            "est_tokens": _int_col(cols["est_tokens"]),
-            "tool_names": _str_col(cols["tool_names"]),
-            "is_error": _bool_col(cols["is_error"]),
-            "stop_reason": _cat_col(cols["stop_reason"]),
-            "input": _int_col(cols["input"]),
-            "output": _int_col(cols["output"]),
-            "cache_read": _int_col(cols["cache_read"]),
-            "cache_write": _int_col(cols["cache_write"]),
-            "total_tokens": _int_col(cols["total_tokens"]),
-            "cost_total": _float_col(cols["cost_total"]),
-            "provider": _cat_col(cols["provider"]),
-            "model": _cat_col(cols["model"]),
-            "thinking_level": _cat_col(cols["thinking_level"]),
-            "first_kept_entry_id": _str_col(cols["first_kept_entry_id"]),
-            "tokens_before": _int_col(cols["tokens_before"]),
-            "from_id": _str_col(cols["from_id"]),
-            "from_hook": _bool_col(cols["from_hook"]),
-            "summary_chars": _int_col(cols["summary_chars"]),
-            "target_id": _str_col(cols["target_id"]),
-            "custom_type": _cat_col(cols["custom_type"]),
-            "label": _str_col(cols["label"]),
-        }
-    )
-    return out
+    return _table(ENTRY_COLUMNS, cols)
+
+
+_document(ENTRY_COLUMNS, entries_df)
 
 
 # --------------------------------------------------------------------------- messages
@@ -430,32 +444,40 @@ def _block_counts(content: Any) -> tuple[int, int, int, int, int]:
     return len(content), text, thinking, calls, images
 
 
-def messages_df(session: "Session") -> pd.DataFrame:
-    """One row per ``message`` entry, in file order.
+MESSAGE_COLUMNS = [
+    Column("line", "Int64"),
+    Column("entry_id", "string"),
+    Column("parent_id", "string"),
+    Column("timestamp", "datetime64[ns, UTC]", "entry time"),
+    Column("message_timestamp", "datetime64[ns, UTC]", "the message's own epoch-ms ``timestamp``; for assistants "
+           "this is when the request started", build=ms_times),
+    Column("role", "category"),
+    Column("depth", "Int64"),
+    Column("on_active_path", "bool"),
+    Column("preview", "string", f"one line of readable text, at most {PREVIEW_WIDTH} characters"),
+    Column("chars", "Int64", "Pi's estimator over the message, NA where Pi would throw"),
+    Column("est_tokens", "Int64", "Pi's estimator over the message, NA where Pi would throw"),
+    Column("content_blocks", "Int64", "a string content counts as one text block"),
+    Column("text_blocks", "Int64"),
+    Column("thinking_blocks", "Int64"),
+    Column("tool_call_blocks", "Int64"),
+    Column("image_blocks", "Int64"),
+    Column("tool_name", "category", "of a tool result"),
+    Column("tool_call_id", "string", "of a tool result"),
+    Column("is_error", "boolean", "of a tool result"),
+    Column("stop_reason", "category", "of an assistant"),
+    Column("provider", "category", "of an assistant"),
+    Column("model", "category", "of an assistant"),
+    Column("custom_type", "category", "of a custom message"),
+    Column("error_message", "string", "an assistant's ``errorMessage``"),
+]
 
-    Columns: ``line`` (Int64), ``entry_id``, ``parent_id`` (string), ``timestamp`` (entry time,
-    datetime64[ns, UTC]), ``message_timestamp`` (the message's own epoch-ms ``timestamp`` as a
-    datetime; for assistants this is when the request started), ``role`` (category), ``depth``
-    (Int64), ``on_active_path`` (bool), ``preview`` (string: one line of readable text, at most
-    120 characters), ``chars`` and ``est_tokens`` (Int64: Pi's estimator over the message, NA
-    where Pi would throw), ``content_blocks``, ``text_blocks``, ``thinking_blocks``,
-    ``tool_call_blocks``, ``image_blocks`` (Int64; a string content counts as one text block),
-    ``tool_name``, ``tool_call_id`` (string: of a tool result), ``is_error`` (boolean: of a tool
-    result), ``stop_reason``, ``provider``, ``model`` (category: of an assistant),
-    ``custom_type`` (category: of a custom message), ``error_message`` (string: an assistant's
-    ``errorMessage``).
-    """
+
+def messages_df(session: "Session") -> pd.DataFrame:
+    """One row per ``message`` entry, in file order."""
     tree = _Tree(session)
     lines = _entry_lines(session)
-    rows: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "line", "entry_id", "parent_id", "timestamp", "message_timestamp", "role", "depth",
-            "on_active_path", "preview", "chars", "est_tokens", "content_blocks", "text_blocks",
-            "thinking_blocks", "tool_call_blocks", "image_blocks", "tool_name", "tool_call_id",
-            "is_error", "stop_reason", "provider", "model", "custom_type", "error_message",
-        )
-    }  # fmt: skip
+    rows = _rows(MESSAGE_COLUMNS)
     for i, e in enumerate(session.entries):
         if e.get("type") != "message":
             continue
@@ -496,34 +518,10 @@ def messages_df(session: "Session") -> pd.DataFrame:
         rows["model"].append(m.get("model") if is_assistant else None)
         rows["custom_type"].append(m.get("customType") if role == "custom" else None)
         rows["error_message"].append(m.get("errorMessage") if is_assistant else None)
-    return frame(
-        {
-            "line": _int_col(rows["line"]),
-            "entry_id": _str_col(rows["entry_id"]),
-            "parent_id": _str_col(rows["parent_id"]),
-            "timestamp": _times(rows["timestamp"]),
-            "message_timestamp": ms_times(rows["message_timestamp"]),
-            "role": _cat_col(rows["role"]),
-            "depth": _int_col(rows["depth"]),
-            "on_active_path": np.array(rows["on_active_path"], dtype=bool),
-            "preview": _str_col(rows["preview"]),
-            "chars": _int_col(rows["chars"]),
-            "est_tokens": _int_col(rows["est_tokens"]),
-            "content_blocks": _int_col(rows["content_blocks"]),
-            "text_blocks": _int_col(rows["text_blocks"]),
-            "thinking_blocks": _int_col(rows["thinking_blocks"]),
-            "tool_call_blocks": _int_col(rows["tool_call_blocks"]),
-            "image_blocks": _int_col(rows["image_blocks"]),
-            "tool_name": _cat_col(rows["tool_name"]),
-            "tool_call_id": _str_col(rows["tool_call_id"]),
-            "is_error": _bool_col(rows["is_error"]),
-            "stop_reason": _cat_col(rows["stop_reason"]),
-            "provider": _cat_col(rows["provider"]),
-            "model": _cat_col(rows["model"]),
-            "custom_type": _cat_col(rows["custom_type"]),
-            "error_message": _str_col(rows["error_message"]),
-        }
-    )
+    return _table(MESSAGE_COLUMNS, rows)
+
+
+_document(MESSAGE_COLUMNS, messages_df)
 
 
 # --------------------------------------------------------------------------- tool calls
@@ -628,25 +626,36 @@ class _ResultIndex:
         return candidates[min(row[lo], row[hi - (1 << level)])]
 
 
+TOOL_CALL_COLUMNS = [
+    Column("call_entry_id", "string"),
+    Column("call_index", "Int64", "position among the message's tool calls"),
+    Column("call_id", "string"),
+    Column("name", "category"),
+    Column("arguments", "object", "the dict as recorded"),
+    Column("file_path", "string", "``arguments.path``, as ``read``/``write``/``edit`` take it; named so that "
+           "corpus frames can carry the session's ``path``"),
+    Column("command", "string", "``arguments.command`` of ``bash`` calls"),
+    Column("call_timestamp", "datetime64[ns, UTC]", "the assistant entry's time, i.e. when the response finished"),
+    Column("result_entry_id", "string"),
+    Column("result_timestamp", "datetime64[ns, UTC]", "the result entry's time"),
+    Column("result_chars", "Int64", "what Pi's estimator counts of the result content, UTF-16 units, images 4800"),
+    Column("result_est_tokens", "Int64"),
+    Column("is_error", "boolean"),
+    Column("latency_s", "float", "result entry time − assistant entry time, the tool's run time"),
+    Column("since_request_s", "float", "result message ``timestamp`` − assistant message ``timestamp``, from the "
+           "start of the model request to the result"),
+    Column("model", "category"),
+    Column("on_active_path", "bool", "the calling entry"),
+    Column("result_on_active_path", "boolean"),
+]
+
+
 def tool_calls_df(session: "Session") -> pd.DataFrame:
     """One row per ``toolCall`` block of an assistant message, joined with its tool result.
 
     The result is the ``toolResult`` message with the same ``toolCallId`` that descends from
     the calling entry (the first in file order); failing that, the first with that id anywhere.
     Calls without a result keep NA in the result columns.
-
-    Columns: ``call_entry_id`` (string), ``call_index`` (Int64: position among the message's
-    tool calls), ``call_id`` (string), ``name`` (category), ``arguments`` (object: the dict as
-    recorded), ``file_path`` (string: ``arguments.path``, as ``read``/``write``/``edit`` take
-    it; named so that corpus frames can carry the session's ``path``), ``command`` (string: ``arguments.command``
-    of ``bash`` calls), ``call_timestamp`` (datetime64[ns, UTC]: the assistant entry's time, i.e.
-    when the response finished), ``result_entry_id`` (string), ``result_timestamp`` (the result
-    entry's time), ``result_chars`` (Int64: what Pi's estimator counts of the result content,
-    UTF-16 units, images 4800), ``result_est_tokens`` (Int64), ``is_error`` (boolean),
-    ``latency_s`` (float: result entry time − assistant entry time, the tool's run time),
-    ``since_request_s`` (float: result message ``timestamp`` − assistant message ``timestamp``,
-    from the start of the model request to the result), ``model`` (category), ``on_active_path``
-    (bool: the calling entry), ``result_on_active_path`` (boolean).
     """
     tree = _Tree(session)
     entries = session.entries
@@ -659,13 +668,8 @@ def tool_calls_df(session: "Session") -> pd.DataFrame:
             results.setdefault(m.get("toolCallId"), []).append(e)
     index_of_results = _ResultIndex(tree, results)
 
-    keys = (
-        "call_entry_id", "call_index", "call_id", "name", "arguments", "file_path", "command",
-        "call_timestamp", "call_message_ms", "result_entry_id", "result_timestamp",
-        "result_message_ms", "result_chars", "result_est_tokens", "is_error", "model",
-        "on_active_path", "result_on_active_path",
-    )  # fmt: skip
-    rows: dict[str, list[Any]] = {k: [] for k in keys}
+    rows = _rows(TOOL_CALL_COLUMNS)
+    rows["call_message_ms"], rows["result_message_ms"] = [], []  # for since_request_s
     for e in entries:
         if e.get("type") != "message":
             continue
@@ -711,57 +715,46 @@ def tool_calls_df(session: "Session") -> pd.DataFrame:
                 rows["result_on_active_path"].append(result.get("id") in tree.active)
             index += 1
 
-    call_ts = _times(rows["call_timestamp"])
-    result_ts = _times(rows["result_timestamp"])
-    call_ms = _float_col(rows["call_message_ms"])
-    result_ms = _float_col(rows["result_message_ms"])
-    return frame(
-        {
-            "call_entry_id": _str_col(rows["call_entry_id"]),
-            "call_index": _int_col(rows["call_index"]),
-            "call_id": _str_col(rows["call_id"]),
-            "name": _cat_col(rows["name"]),
-            "arguments": pd.Series(rows["arguments"], dtype=object),
-            "file_path": _str_col(rows["file_path"]),
-            "command": _str_col(rows["command"]),
-            "call_timestamp": call_ts,
-            "result_entry_id": _str_col(rows["result_entry_id"]),
-            "result_timestamp": result_ts,
-            "result_chars": _int_col(rows["result_chars"]),
-            "result_est_tokens": _int_col(rows["result_est_tokens"]),
-            "is_error": _bool_col(rows["is_error"]),
-            "latency_s": (result_ts - call_ts).dt.total_seconds().astype("float64"),
-            "since_request_s": (result_ms - call_ms) / 1000.0,
-            "model": _cat_col(rows["model"]),
-            "on_active_path": np.array(rows["on_active_path"], dtype=bool),
-            "result_on_active_path": _bool_col(rows["result_on_active_path"]),
-        }
-    )
+    call_ts = rows["call_timestamp"] = _times(rows["call_timestamp"])
+    result_ts = rows["result_timestamp"] = _times(rows["result_timestamp"])
+    rows["latency_s"] = (result_ts - call_ts).dt.total_seconds().astype("float64")
+    rows["since_request_s"] = (_float_col(rows["result_message_ms"]) - _float_col(rows["call_message_ms"])) / 1000.0
+    return _table(TOOL_CALL_COLUMNS, rows)
+
+
+_document(TOOL_CALL_COLUMNS, tool_calls_df)
 
 
 # --------------------------------------------------------------------------- usage
 
 
-def usage_df(session: "Session") -> pd.DataFrame:
-    """Recorded token usage over time: assistant messages with a ``usage``, and ``usage`` entries.
+USAGE_COLUMNS = [
+    Column("entry_id", "string"),
+    Column("timestamp", "datetime64[ns, UTC]"),
+    Column("kind", "category", "``assistant`` or the ``usage`` entry's ``kind``, e.g. ``cache_warm``"),
+    Column("provider", "category"),
+    Column("model", "category"),
+    Column("stop_reason", "category"),
+    Column("input", "Int64", "as recorded"),
+    Column("output", "Int64", "as recorded"),
+    Column("cache_read", "Int64", "as recorded"),
+    Column("cache_write", "Int64", "as recorded"),
+    Column("total_tokens", "Int64", "as recorded"),
+    Column("cost_total", "float"),
+    Column("context_tokens", "Int64", "Pi's ``calculateContextTokens`` — ``totalTokens`` or the sum of the four "
+           "counts; NA for ``usage`` entries"),
+    Column("valid_for_context", "bool", "Pi's ``getAssistantUsage`` accepts it — not aborted, not error, context "
+           "tokens > 0"),
+    Column("on_active_path", "bool"),
+    Column("cumulative_cost", "float", "running sum of ``cost_total`` in file order, missing costs counting 0"),
+]
 
-    In file order. Columns: ``entry_id`` (string), ``timestamp`` (datetime64[ns, UTC]), ``kind``
-    (category: ``assistant`` or the ``usage`` entry's ``kind``, e.g. ``cache_warm``),
-    ``provider``, ``model``, ``stop_reason`` (category), ``input``, ``output``, ``cache_read``,
-    ``cache_write``, ``total_tokens`` (Int64, as recorded), ``cost_total`` (float),
-    ``context_tokens`` (Int64: Pi's ``calculateContextTokens`` — ``totalTokens`` or the sum of
-    the four counts; NA for ``usage`` entries), ``valid_for_context`` (bool: Pi's
-    ``getAssistantUsage`` accepts it — not aborted, not error, context tokens > 0),
-    ``on_active_path`` (bool), ``cumulative_cost`` (float: running sum of ``cost_total`` in file
-    order, missing costs counting 0).
-    """
+
+def usage_df(session: "Session") -> pd.DataFrame:
+    """Recorded token usage over time: assistant messages with a ``usage``, and ``usage`` entries,
+    in file order."""
     tree = _Tree(session)
-    keys = (
-        "entry_id", "timestamp", "kind", "provider", "model", "stop_reason", "input", "output",
-        "cache_read", "cache_write", "total_tokens", "cost_total", "context_tokens",
-        "valid_for_context", "on_active_path",
-    )  # fmt: skip
-    rows: dict[str, list[Any]] = {k: [] for k in keys}
+    rows = _rows(USAGE_COLUMNS)
     row_kind: Any
     for e in session.entries:
         kind = e.get("type")
@@ -794,27 +787,12 @@ def usage_df(session: "Session") -> pd.DataFrame:
         rows["context_tokens"].append(context)
         rows["valid_for_context"].append(valid)
         rows["on_active_path"].append(e.get("id") in tree.active)
-    cost = _float_col(rows["cost_total"])
-    return frame(
-        {
-            "entry_id": _str_col(rows["entry_id"]),
-            "timestamp": _times(rows["timestamp"]),
-            "kind": _cat_col(rows["kind"]),
-            "provider": _cat_col(rows["provider"]),
-            "model": _cat_col(rows["model"]),
-            "stop_reason": _cat_col(rows["stop_reason"]),
-            "input": _int_col(rows["input"]),
-            "output": _int_col(rows["output"]),
-            "cache_read": _int_col(rows["cache_read"]),
-            "cache_write": _int_col(rows["cache_write"]),
-            "total_tokens": _int_col(rows["total_tokens"]),
-            "cost_total": cost,
-            "context_tokens": _int_col(rows["context_tokens"]),
-            "valid_for_context": np.array(rows["valid_for_context"], dtype=bool),
-            "on_active_path": np.array(rows["on_active_path"], dtype=bool),
-            "cumulative_cost": np.cumsum(np.nan_to_num(cost, nan=0.0)),
-        }
-    )
+    rows["cost_total"] = _float_col(rows["cost_total"])
+    rows["cumulative_cost"] = np.cumsum(np.nan_to_num(rows["cost_total"], nan=0.0))
+    return _table(USAGE_COLUMNS, rows)
+
+
+_document(USAGE_COLUMNS, usage_df)
 
 
 # --------------------------------------------------------------------------- compactions
@@ -856,8 +834,7 @@ def _compaction_span_by_walk(session: "Session", entry: dict[str, Any]) -> _Comp
     path = branch[:-1] if branch and branch[-1] is entry else [x for x in branch if x is not entry]
     context, previous = _context_entries(path)
     start = 1 if previous is not None else 0
-    first_kept = entry.get("firstKeptEntryId")
-    kept_index = next((j for j in range(start, len(context)) if context[j].get("id") == first_kept), None)
+    kept_index = first_kept_index(context, start, entry.get("firstKeptEntryId"), entry.get("id"))
     return _CompactionSpan(len(path), len(context), previous, start, kept_index)
 
 
@@ -964,34 +941,39 @@ def _compaction_spans(session: "Session") -> dict[int, _CompactionSpan]:
     return spans
 
 
+COMPACTION_COLUMNS = [
+    Column("id", "string"),
+    Column("timestamp", "datetime64[ns, UTC]"),
+    Column("first_kept_entry_id", "string"),
+    Column("first_kept_found", "bool", "that entry is in the span Pi would have cut"),
+    Column("tokens_before", "Int64"),
+    Column("summary_chars", "Int64", "UTF-16 units"),
+    Column("summary_est_tokens", "Int64", "``estimate_tokens`` of the compaction summary message"),
+    Column("read_files", "Int64", "length of ``details.readFiles``"),
+    Column("modified_files", "Int64", "length of ``details.modifiedFiles``"),
+    Column("from_hook", "boolean"),
+    Column("has_system_message", "bool"),
+    Column("on_active_path", "bool"),
+    Column("previous_compaction_id", "string", "the latest compaction on its path before it"),
+    Column("path_length", "Int64", "entries from the root to the compaction's parent"),
+    Column("entries_summarized", "Int64", "context entries before the first kept entry; NA when it is not found"),
+    Column("entries_kept", "Int64", "context entries from the first kept entry; NA when it is not found"),
+    Column("summary_input", "Int64", "the summary request's recorded usage, if any"),
+    Column("summary_output", "Int64", "the summary request's recorded usage, if any"),
+]
+
+
 def compactions_df(session: "Session") -> pd.DataFrame:
     """One row per ``compaction`` entry, in file order.
 
     The span counts replay what Pi's ``prepareCompaction`` saw: the context entries of the
     compaction's parent path (``buildContextEntries``), summarized from just after the previous
     compaction's summary up to ``firstKeptEntryId``, kept from there to the end.
-
-    Columns: ``id`` (string), ``timestamp`` (datetime64[ns, UTC]), ``first_kept_entry_id``
-    (string), ``first_kept_found`` (bool: that entry is in the span Pi would have cut), ``tokens_before`` (Int64),
-    ``summary_chars`` (Int64, UTF-16 units), ``summary_est_tokens`` (Int64: ``estimate_tokens``
-    of the compaction summary message), ``read_files``, ``modified_files`` (Int64: lengths of
-    ``details.readFiles`` / ``details.modifiedFiles``), ``from_hook`` (boolean),
-    ``has_system_message`` (bool), ``on_active_path`` (bool), ``previous_compaction_id``
-    (string: the latest compaction on its path before it), ``path_length`` (Int64: entries from
-    the root to the compaction's parent), ``entries_summarized``, ``entries_kept`` (Int64: context
-    entries before / from the first kept entry; NA when the first kept entry is not found),
-    ``summary_input``, ``summary_output`` (Int64: the summary request's recorded usage, if any).
     A compaction whose ``firstKeptEntryId`` is its own id kept nothing (Pi's projection keeps no
     entry before it; imported Claude Code and Codex compactions are such): everything is summarized.
     """
     tree = _Tree(session)
-    keys = (
-        "id", "timestamp", "first_kept_entry_id", "first_kept_found", "tokens_before",
-        "summary_chars", "summary_est_tokens", "read_files", "modified_files", "from_hook",
-        "has_system_message", "on_active_path", "previous_compaction_id", "path_length",
-        "entries_summarized", "entries_kept", "summary_input", "summary_output",
-    )  # fmt: skip
-    rows: dict[str, list[Any]] = {k: [] for k in keys}
+    rows = _rows(COMPACTION_COLUMNS)
     spans = _compaction_spans(session) if any(e.get("type") == "compaction" for e in session.entries) else {}
     for e in session.entries:
         if e.get("type") != "compaction":
@@ -1004,9 +986,9 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         if span is None:
             span = _compaction_span_by_walk(session, e)
         previous, start, kept_index = span.previous, span.start, span.kept_index
-        found = kept_index is not None
+        found = kept_index is not None and kept_index < span.context_length
         if kept_index is None and first_kept == eid and isinstance(eid, str):
-            kept_index = span.context_length  # its own id: nothing kept (an imported compaction)
+            kept_index = span.context_length  # its own id: nothing kept (as first_kept_index says)
         try:
             est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
         except (TypeError, AttributeError, ValueError):
@@ -1031,25 +1013,7 @@ def compactions_df(session: "Session") -> pd.DataFrame:
         rows["entries_kept"].append(None if kept_index is None else span.context_length - kept_index)
         rows["summary_input"].append(usage.get("input"))
         rows["summary_output"].append(usage.get("output"))
-    return frame(
-        {
-            "id": _str_col(rows["id"]),
-            "timestamp": _times(rows["timestamp"]),
-            "first_kept_entry_id": _str_col(rows["first_kept_entry_id"]),
-            "first_kept_found": np.array(rows["first_kept_found"], dtype=bool),
-            "tokens_before": _int_col(rows["tokens_before"]),
-            "summary_chars": _int_col(rows["summary_chars"]),
-            "summary_est_tokens": _int_col(rows["summary_est_tokens"]),
-            "read_files": _int_col(rows["read_files"]),
-            "modified_files": _int_col(rows["modified_files"]),
-            "from_hook": _bool_col(rows["from_hook"]),
-            "has_system_message": np.array(rows["has_system_message"], dtype=bool),
-            "on_active_path": np.array(rows["on_active_path"], dtype=bool),
-            "previous_compaction_id": _str_col(rows["previous_compaction_id"]),
-            "path_length": _int_col(rows["path_length"]),
-            "entries_summarized": _int_col(rows["entries_summarized"]),
-            "entries_kept": _int_col(rows["entries_kept"]),
-            "summary_input": _int_col(rows["summary_input"]),
-            "summary_output": _int_col(rows["summary_output"]),
-        }
-    )
+    return _table(COMPACTION_COLUMNS, rows)
+
+
+_document(COMPACTION_COLUMNS, compactions_df)

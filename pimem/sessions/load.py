@@ -34,6 +34,9 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     """``"pi"``, ``"claude-code"`` or ``"codex"`` from the file's first records (gzip'd or not).
 
     Raises :class:`SessionFormatError` naming the file when no record has a known shape.
+
+    Args:
+        path: the session file.
     """
     found = sniff_format(path)
     if found is None:

@@ -205,5 +205,9 @@ BASELINES: dict[str, type[_Baseline]] = {
 
 
 def baseline_summarizers(budget: int | None = DEFAULT_BUDGET) -> dict[str, Any]:
-    """One instance of each baseline, by display name."""
+    """One instance of each baseline, by display name.
+
+    Args:
+        budget: each answer's length in tokens (None: the request's ``max_tokens`` alone).
+    """
     return {name: cls(budget) for name, cls in BASELINES.items()}

@@ -5,21 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pimem.text.messages import message_text
+
 __all__ = ["chat_messages"]
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text":
-            parts.append(str(block.get("text") or ""))
-        elif block.get("type") == "image":
-            parts.append("[image]")
-    return "\n".join(p for p in parts if p)
+    return message_text({"content": content}, separator="\n", thinking=None, tool_calls=None)
 
 
 def chat_messages(messages: list[dict], system_text: str) -> list[dict]:

@@ -5,8 +5,8 @@ file on 127.0.0.1. ``pimem model start`` runs it as
 
 Requests are served one at a time (one slot holding the whole ``n_ctx``) and each is computed from an
 empty context (no prompt cache), so that temperature 0 gives the same answer to the same request
-whatever was asked before. Sampling defaults are llama.cpp's, with the repetition penalty of the
-llama-cpp-python server the recorded summaries were made with (1.1 over the last 64 tokens).
+whatever was asked before. Sampling defaults are llama.cpp's, with a repetition penalty of 1.1 over the
+last 64 tokens (llama-cpp-python's server default, kept from the first recordings).
 """
 
 from __future__ import annotations

@@ -60,7 +60,12 @@ def default_summarizer() -> Summarizer:
 
 
 def summarizer_from_env(cache_path: str | os.PathLike[str] | None = None, **openai_kwargs: Any) -> Summarizer:
-    """The summarizer the environment asks for, wrapped in the on-disk cache (rules in :mod:`pimem.summarizers`)."""
+    """The summarizer the environment asks for, wrapped in the on-disk cache (rules in :mod:`pimem.summarizers`).
+
+    Args:
+        cache_path: the cache file (default: ``$PIMEM_CACHE``, else the default cache).
+        openai_kwargs: options for the model client (``timeout``, ``max_retries``, …).
+    """
     base_url = os.environ.get("PIMEM_BASE_URL") or None
     if os.environ.get("OPENAI_API_KEY") or base_url:
         from pimem.summarizers.openai_compat import OpenAISummarizer  # the openai client, only when asked

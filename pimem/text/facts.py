@@ -431,6 +431,12 @@ def extract_facts(
 
     ``items``: session entries, AgentMessages or ``(entry_id, message)`` pairs, in order.
     With ``unique`` (default) only the first occurrence of each fact key is kept.
+
+    Args:
+        items: session entries, AgentMessages or ``(entry_id, message)`` pairs, in order.
+        include_thinking: read thinking blocks too.
+        unique: keep only the first occurrence of each fact key.
+        kinds: the fact kinds to extract.
     """
     wanted = set(kinds)
     unknown = wanted - set(FACT_KINDS)

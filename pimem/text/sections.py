@@ -407,6 +407,10 @@ def parse_summary(text: str, kind: str = "auto") -> SummarySections:
 
     ``kind`` is ``"compaction"``, ``"branch"`` or ``"auto"`` (branch when the text starts
     with Pi's branch preamble).
+
+    Args:
+        text: the stored summary.
+        kind: ``"compaction"``, ``"branch"`` or ``"auto"``.
     """
     if not isinstance(text, str):
         raise TypeError(f"summary must be a string, not {type(text).__name__}")

@@ -46,7 +46,7 @@ from pimem.sessions.discover import dedupe_session_paths
 from pimem.sessions.load import as_session, load_session
 from pimem.summarizers.baselines import baseline_summarizers
 from pimem.summarizers.cached import CachedSummarizer
-from pimem.summarizers.registry import default_summarizer
+from pimem.summarizers.registry import get_summarizer
 from pimem.viz import (
     estimate_vs_usage_table,
     plot_context_over_time,
@@ -396,7 +396,7 @@ _NEEDED_COLUMNS = ["compaction", "written_tokens", "n_needed", "needed_recall", 
 
 def default_sources() -> dict[str, Any]:
     """The sources a drift report sets beside a session's own summaries: extractive and the four baselines."""
-    return {"extractive": default_summarizer(), **baseline_summarizers(budget=None)}
+    return {"extractive": get_summarizer("extractive"), **baseline_summarizers(budget=None)}
 
 
 def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sources: dict[str, Any] | None = None,
@@ -764,7 +764,7 @@ def run_study(
             atomic_write_bytes(out / name, figure_png(fig))
             heatmaps.append((w, name))
 
-    summarizer = CachedSummarizer(default_summarizer(), cache_path)
+    summarizer = CachedSummarizer(get_summarizer("extractive"), cache_path)
     (out / "replays").mkdir(exist_ok=True)
     (out / "reports").mkdir(exist_ok=True)
     per_session: list[dict[str, Any]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -18,22 +19,16 @@ from pimem.core.session_manager import (
     session_entry_to_context_messages,
 )
 from tests.oracle.install import node_path, pi_dist
+from tests.support import messages
 
 TS = "2025-01-01T00:00:00.000Z"
 NODE = node_path()
 DIST = pi_dist()
 
 
-def msg(eid, parent, message, **extra):
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message, **extra}
-
-
-def user(text):
-    return {"role": "user", "content": text, "timestamp": 1}
-
-
-def assistant(text, **extra):
-    return {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 2, **extra}
+msg = functools.partial(messages.message_entry, timestamp=TS)
+user = messages.user
+assistant = functools.partial(messages.assistant, timestamp=2)
 
 
 def chain():

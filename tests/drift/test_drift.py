@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -27,6 +28,7 @@ from pimem.drift import (
     survival_curves,
 )
 from pimem.text.sections import BRANCH_SUMMARY_PREAMBLE, SPLIT_TURN_SEPARATOR
+from tests.support import messages
 
 TEMPLATE = """## Goal
 Fix the flaky parser in `src/parser.py`.
@@ -117,20 +119,17 @@ def test_parse_summary_rejects_non_text() -> None:
 # --------------------------------------------------------------------------- facts
 
 
-def _user(text: str) -> dict:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
+_user = functools.partial(messages.user, blocks=True)
 
 
 def _assistant(text: str = "", calls: list[tuple[str, dict]] = ()) -> dict:
-    content = [{"type": "text", "text": text}] if text else []
-    for i, (name, args) in enumerate(calls):
-        content.append({"type": "toolCall", "id": f"c{i}", "name": name, "arguments": args})
-    return {"role": "assistant", "content": content, "stopReason": "stop", "timestamp": 1}
+    blocks = [text] if text else []
+    blocks += [messages.tool_call(f"c{i}", name, **args) for i, (name, args) in enumerate(calls)]
+    return messages.assistant(*blocks, stopReason="stop")
 
 
 def _result(text: str, is_error: bool = False, name: str = "bash") -> dict:
-    return {"role": "toolResult", "toolCallId": "c0", "toolName": name,
-            "content": [{"type": "text", "text": text}], "isError": is_error, "timestamp": 1}
+    return messages.tool_result(text, name=name, is_error=is_error)
 
 
 def test_extract_facts_kinds_and_provenance() -> None:

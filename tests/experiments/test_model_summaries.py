@@ -65,22 +65,7 @@ def test_recorded_summarizer_reads_each_replay_with_provenance(file):
     assert all(r.history.strip() for r in rec.records)
 
 
-_REFUSED = ("recorded under the engine that let oversize requests through; the provider refuses them now; "
-            "re-record with `pimem model`")
-# The engine now writes each refused request as Pi does (an error assistant plus a context_edit), so these
-# files gain entries and the later compaction ids shift even where the requests and cut points still match.
-_REFUSALS_WRITTEN = ("recorded under the engine that let oversize requests through; the replay now writes the "
-                     "refused requests (error assistant and context_edit entries), so the file and the later "
-                     "compaction ids differ; re-record with `pimem model`")
-_STALE = {"gpxkit-antimeridian.w4000-r1024-k1000.jsonl": _REFUSED}
-
-
-def _reproduction_params() -> list:
-    return [pytest.param(f, marks=pytest.mark.xfail(strict=True, reason=_STALE.get(f, _REFUSALS_WRITTEN)))
-            for f in REPLAYS]
-
-
-@pytest.mark.parametrize("file", _reproduction_params())
+@pytest.mark.parametrize("file", REPLAYS)
 def test_replaying_with_the_recording_reproduces_requests_cut_points_and_file(file, tmp_path):
     entry = next(r for r in MANIFEST["replays"] if r["file"] == file)
     s = entry["settings"]

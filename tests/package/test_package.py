@@ -63,7 +63,21 @@ def test_every_public_error_and_warning_lives_in_errors() -> None:
 
 # The entry points of a first session (README, "A first look"): each documents every parameter.
 ENTRY_POINTS = ["load_session", "as_session", "load_sessions", "build_session_context", "prepare_compaction", "replay",
-                "sweep", "drift_report", "orphan_references"]
+                "sweep", "drift_report", "orphan_references",
+                # discovery and import, replay set-up and cost, text and measures
+                "detect_format", "default_sessions_dir", "discover_sessions", "import_claude_code", "import_codex",
+                "check_settings", "fit_calibration", "get_strategy", "register_strategy", "replay_cost",
+                "parse_summary", "extract_facts", "compaction_metrics", "baseline_summarizers",
+                "survival_curves", "retention_by_age", "summarizer_from_env", "probe_eval", "resume_probe",
+                "run_measures", "bootstrap_ci", "paired_difference", "sweep_summary", "token_source_bands", "navigate",
+                "run_compaction", "run_tree_navigation", "compact", "generate_branch_summary",
+                # Pi's functions and JavaScript's
+                "calculate_context_tokens", "compute_file_lists", "convert_to_llm", "estimate_chars", "estimate_tokens",
+                "get_current_system_message", "serialize_conversation", "session_entry_to_context_messages",
+                "build_session_projection", "estimate_context_tokens", "format_file_operations", "load_settings",
+                "prepare_branch_entries", "serialize_messages", "collect_entries_for_branch_summary",
+                "estimate_projected_context_tokens", "find_turn_start_index", "should_compact", "find_cut_point",
+                "js_stringify", "js_slice", "utf16_len"]
 
 
 def test_the_entry_points_document_every_parameter_under_args() -> None:

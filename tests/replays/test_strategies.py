@@ -302,7 +302,7 @@ def test_masked_needed_facts_on_a_real_session(real_v3_paths):
     assert m["context_needed_recall"] < 1
     # a masked needed fact is in the masked output, and not shown by the context after its edit
     from pimem.text.facts import SummaryIndex, extract_facts, fact_present
-    from pimem.drift.records import message_text
+    from pimem.drift.records import source_text
 
     path = masked.session.get_branch()
     for row in facts.itertuples():
@@ -310,5 +310,5 @@ def test_masked_needed_facts_on_a_real_session(real_v3_paths):
         fact = next(f for f in extract_facts([(row.target_id, target["message"])]) if f.value == row.value)
         pos = [i for i, e in enumerate(path) if e.get("id") == row.edit_id][0]
         ctx = build_session_projection(path[: pos + 1]).messages
-        index = SummaryIndex("\n".join(message_text(x) for x in ctx if x.get("role") != "system"))
+        index = SummaryIndex("\n".join(source_text(x) for x in ctx if x.get("role") != "system"))
         assert not fact_present(fact, index)

@@ -5,8 +5,9 @@ Skips unless ``pimem model install`` has run (weights and server package in the 
 sends the smallest history request of the committed real-model dataset, and checks the answer against
 the recording: same prompt tokens (tokenizer and chat template), a finished summary, the same answer
 when asked again (temperature 0, no prompt cache), and drift measures on the recorded compaction's span.
-The recording was made on another llama.cpp build (llama-cpp-python 0.3.36, see the manifest), whose
-kernels round differently, so the live text is not expected to equal the recorded one.
+The recording was made on this server build (see the manifest); the text is not compared with the
+recorded one, since llama.cpp picks its CPU kernels by the machine's instruction set and another CPU
+rounds differently.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pimem.sessions.samples import sample_dir
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 
-FILE = "gpxkit-antimeridian.w4000-r1024-k1000.jsonl"  # the smallest requests
+FILE = "ventas-pipeline-refactor.w3000-r512-k800.jsonl"  # the smallest requests
 
 
 def _installed() -> bool:
@@ -80,8 +81,6 @@ def _recorded_requests(file: str) -> list[tuple[SummaryRequest, dict, SummaryRes
     return out
 
 
-@pytest.mark.xfail(strict=False, reason="the recordings were made on llama-cpp-python; on the prebuilt server the prompt's "
-                   "token count can differ from the recorded one (1,740 vs 1,051 seen): re-record with `pimem model`")
 def test_real_summary_through_the_openai_client_matches_the_recording(server):
     from pimem.summarizers.local import LocalModelSummarizer
 

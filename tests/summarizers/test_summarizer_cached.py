@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.llm import SummaryRequest
 from pimem.summarizers.cached import (
     CacheCorruptError,
     CachedSummarizer,
@@ -22,30 +22,9 @@ from pimem.summarizers.cached import (
 )
 from pimem.summarizers.openai_compat import OpenAISummarizer
 from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+from tests.support.summarizers import EchoSummarizer
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class EchoSummarizer:
-    """Deterministic answers derived from the prompt; counts calls."""
-
-    model = "echo"
-
-    def __init__(self, fail_on: str | None = None) -> None:
-        self.calls = 0
-        self.fail_on = fail_on
-
-    def complete(self, request: SummaryRequest) -> SummaryResponse:
-        self.calls += 1
-        if self.fail_on and self.fail_on in request.prompt:
-            return SummaryResponse(text="", stop_reason="error", error_message="boom")
-        return SummaryResponse(text=f"summary of {request.prompt}", usage={"input": len(request.prompt), "output": 3,
-                                                                             "cacheRead": 0, "cacheWrite": 0,
-                                                                             "totalTokens": len(request.prompt) + 3,
-                                                                             "cost": {"input": 0, "output": 0,
-                                                                                      "cacheRead": 0, "cacheWrite": 0,
-                                                                                      "total": 0}},
-                               latency_s=0.01)
 
 
 def req(prompt: str = "p", **kw) -> SummaryRequest:
@@ -177,7 +156,8 @@ WRITER = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, {repo!r})
-    from tests.summarizers.test_summarizer_cached import EchoSummarizer, req
+    from tests.support.summarizers import EchoSummarizer
+    from tests.summarizers.test_summarizer_cached import req
     from pimem.summarizers.cached import CachedSummarizer
     cache = CachedSummarizer(EchoSummarizer(), {path!r})
     i = 0

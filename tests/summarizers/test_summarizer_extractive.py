@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -22,6 +23,7 @@ from pimem.summarizers.extractive import (
     parse_summary_sections,
     parse_tool_calls,
 )
+from tests.support import messages
 
 HISTORY_SECTIONS = ["## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress",
                     "### Blocked", "## Key Decisions", "## Next Steps", "## Critical Context"]
@@ -29,25 +31,14 @@ BRANCH_SECTIONS = [s for s in HISTORY_SECTIONS if s != "## Critical Context"]
 TURN_SECTIONS = ["## Original Request", "## Progress So Far", "## Context Needed to Continue"]
 
 
-def user(text):
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
-
-
-def assistant(*blocks):
-    return {"role": "assistant", "content": list(blocks), "timestamp": 1, "stopReason": "toolUse"}
-
-
-def text(t):
-    return {"type": "text", "text": t}
-
-
-def call(cid, name, **args):
-    return {"type": "toolCall", "id": cid, "name": name, "arguments": args}
+user = functools.partial(messages.user, blocks=True)
+assistant = functools.partial(messages.assistant, stopReason="toolUse")
+text = messages.text
+call = messages.tool_call
 
 
 def result(cid, name, t, is_error=False):
-    return {"role": "toolResult", "toolCallId": cid, "toolName": name, "content": [{"type": "text", "text": t}],
-            "isError": is_error, "timestamp": 1}
+    return messages.tool_result(t, call_id=cid, name=name, is_error=is_error)
 
 
 ERROR_LINE = "src/auth/session.py:42: TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'"

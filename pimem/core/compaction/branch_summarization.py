@@ -20,7 +20,7 @@ from pimem.core.compaction.utils import (
     serialize_conversation,
     set_member,
 )
-from pimem.core.llm import SummaryRequest
+from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.messages import (
     convert_to_llm,
     create_branch_summary_message,
@@ -72,7 +72,13 @@ class BranchSummaryResult:
 
 
 def collect_entries_for_branch_summary(session: Any, old_leaf_id: str | None, target_id: str) -> tuple[list[dict], str | None]:
-    """``collectEntriesForBranchSummary``: entries from the old leaf back to the common ancestor."""
+    """``collectEntriesForBranchSummary``: entries from the old leaf back to the common ancestor.
+
+    Args:
+        session: the session.
+        old_leaf_id: the leaf being left (None: none).
+        target_id: the entry being navigated to.
+    """
     if not js_truthy(old_leaf_id):
         return [], None
     old_path = {e.get("id") for e in session.get_branch(old_leaf_id)}
@@ -121,7 +127,12 @@ def get_message_from_entry(entry: dict) -> dict | None:
 
 
 def prepare_branch_entries(entries: Sequence[dict], token_budget: float = 0) -> BranchPreparation:
-    """``prepareBranchEntries``: newest-first messages within the budget, file ops from all."""
+    """``prepareBranchEntries``: newest-first messages within the budget, file ops from all.
+
+    Args:
+        entries: the abandoned branch's entries, oldest first.
+        token_budget: the tokens the messages may take (0: no limit).
+    """
     file_ops = FileOperations()
     for entry in entries:
         if entry.get("type") == "branch_summary" and not js_truthy(entry.get("fromHook")):
@@ -173,7 +184,7 @@ def branch_summary_max_tokens(model: ModelInfo) -> int:
 
 def generate_branch_summary(
     entries: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float = 16384,
@@ -181,7 +192,17 @@ def generate_branch_summary(
     replace_instructions: bool = False,
     session_id: str | None = None,
 ) -> BranchSummaryResult:
-    """``generateBranchSummary``: errors and aborts are returned, not raised, as in Pi."""
+    """``generateBranchSummary``: errors and aborts are returned, not raised, as in Pi.
+
+    Args:
+        entries: the abandoned branch's entries, oldest first.
+        summarizer: the model that writes the summary.
+        model: the model's limits (the messages' budget and the summary's tokens).
+        reserve_tokens: tokens left out of the window for the budget.
+        custom_instructions: instructions added to (or replacing) the prompt's.
+        replace_instructions: ``custom_instructions`` replace the prompt's instead of being added.
+        session_id: the request's session id (default: a new one).
+    """
     context_window = model.context_window if js_truthy(model.context_window) else 128000
     prep = prepare_branch_entries(entries, context_window - reserve_tokens)
     if not prep.messages:

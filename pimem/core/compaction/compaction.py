@@ -32,7 +32,7 @@ from pimem.core.compaction.utils import (
     serialize_conversation,
     set_member,
 )
-from pimem.core.llm import SummaryRequest, SummaryResponse
+from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import get_current_system_message
 from pimem.core.prompts import (
@@ -215,6 +215,9 @@ def estimate_chars(message: dict) -> int:
     output, system content, sections and added tools, 4800 per image.
     ``estimate_tokens(m) == ceil(estimate_chars(m) / 4)``; raises ``TypeError`` where Pi's
     function throws.
+
+    Args:
+        message: one agent message.
     """
     role = message.get("role")
     if role == "assistant":
@@ -268,7 +271,11 @@ def estimate_chars(message: dict) -> int:
 
 
 def estimate_tokens(message: dict) -> int:
-    """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts."""
+    """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts.
+
+    Args:
+        message: one agent message.
+    """
     return -(-estimate_chars(message) // 4)
 
 
@@ -278,7 +285,11 @@ def estimate_messages_tokens(messages: Iterable[dict]) -> int:
 
 
 def calculate_context_tokens(usage: dict) -> Any:
-    """``calculateContextTokens``: ``totalTokens`` or input+output+cacheRead+cacheWrite."""
+    """``calculateContextTokens``: ``totalTokens`` or input+output+cacheRead+cacheWrite.
+
+    Args:
+        usage: a Pi usage dict.
+    """
     total = usage.get("totalTokens")
     if js_truthy(total):
         # A string would make JavaScript concatenate text ("15" + 0 is "150"): read as no number
@@ -334,7 +345,12 @@ def _last_usage_info(messages: Sequence[dict]) -> tuple[dict, int] | None:
 def estimate_context_tokens(
     messages: Sequence[dict], cache: "TokenCache | None" = None
 ) -> ContextUsageEstimate:
-    """``estimateContextTokens``: last valid usage plus estimates of the messages after it."""
+    """``estimateContextTokens``: last valid usage plus estimates of the messages after it.
+
+    Args:
+        messages: the context's messages, in order.
+        cache: per-message estimates to reuse.
+    """
     est = cache.estimate if cache is not None else estimate_tokens
     info = _last_usage_info(messages)
     if info is None:
@@ -355,7 +371,13 @@ def estimate_projected_context_tokens(
     branch_entries: Sequence[dict],
     cache: "TokenCache | None" = None,
 ) -> ContextUsageEstimate:
-    """``estimateProjectedContextTokens``: usage only if no later edit/compaction invalidates it."""
+    """``estimateProjectedContextTokens``: usage only if no later edit/compaction invalidates it.
+
+    Args:
+        projection: the session's projection.
+        branch_entries: the entries of the branch, root first.
+        cache: per-message estimates to reuse.
+    """
     entries = projection.entries
     return projected_estimate_parts(
         [e.source_entry for e in entries], [e.messages for e in entries], projection.messages, branch_entries, cache
@@ -449,7 +471,13 @@ class TokenCache:
 
 
 def should_compact(context_tokens: float, context_window: float, settings: CompactionSettings) -> bool:
-    """``shouldCompact``: enabled and tokens above ``context_window - reserve_tokens``."""
+    """``shouldCompact``: enabled and tokens above ``context_window - reserve_tokens``.
+
+    Args:
+        context_tokens: the context's tokens now.
+        context_window: the model's window.
+        settings: the compaction settings.
+    """
     if not js_truthy(settings.enabled):
         return False
     return context_tokens > context_window - settings.reserve_tokens
@@ -493,7 +521,13 @@ def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: 
 
 
 def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index: int) -> int:
-    """``findTurnStartIndex``: the turn-starting entry at or before ``entry_index`` (or -1)."""
+    """``findTurnStartIndex``: the turn-starting entry at or before ``entry_index`` (or -1).
+
+    Args:
+        entries: the entries searched.
+        entry_index: where the search starts, going back.
+        start_index: the first index it may return.
+    """
     for i in range(entry_index, start_index - 1, -1):
         if is_turn_start_entry(entries[i]):
             return i
@@ -503,7 +537,14 @@ def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index
 def find_cut_point(
     entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float
 ) -> CutPointResult:
-    """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``."""
+    """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``.
+
+    Args:
+        entries: the entries to cut.
+        start_index: the first entry that may be summarized.
+        end_index: the entry after the last one.
+        keep_recent_tokens: the tokens to keep.
+    """
     cut_points = find_valid_cut_points(entries, start_index, end_index)
     if not cut_points:
         return CutPointResult(start_index, -1, False)
@@ -893,7 +934,7 @@ def summary_request(kind: str, prompt: str, max_tokens: int | None, reasoning: s
 
 def generate_summary_with_usage(
     messages: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float,
@@ -918,7 +959,7 @@ def generate_summary_with_usage(
 
 def generate_summary(
     messages: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float,
@@ -937,7 +978,7 @@ def generate_summary(
 
 def generate_turn_prefix_summary(
     messages: Sequence[dict],
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     reserve_tokens: float,
@@ -958,7 +999,7 @@ def generate_turn_prefix_summary(
     return complete_checked(summarizer, request, "Turn prefix summarization")
 
 
-def complete_checked(summarizer: Any, request: SummaryRequest, label: str) -> tuple[str, dict | None]:
+def complete_checked(summarizer: Summarizer, request: SummaryRequest, label: str) -> tuple[str, dict | None]:
     """``completeSummarization``: ask once; an error, a length stop or a tool call is a failure named with
     Pi's ``label``."""
     response = summarizer.complete(request)
@@ -972,7 +1013,7 @@ def complete_checked(summarizer: Any, request: SummaryRequest, label: str) -> tu
 
 def compact(
     preparation: CompactionPreparation,
-    summarizer: Any,
+    summarizer: Summarizer,
     *,
     model: ModelInfo,
     custom_instructions: str | None = None,
@@ -983,6 +1024,15 @@ def compact(
     """``compact``: summarize a preparation (two requests for a split turn) and add file lists.
 
     ``prompts``: the instruction texts (Pi's by default; other templates for strategy studies).
+
+    Args:
+        preparation: what to summarize (from :func:`prepare_compaction`).
+        summarizer: the model that writes the summary.
+        model: the model's limits (the summary's token budget, reasoning).
+        custom_instructions: instructions added to the prompt.
+        thinking_level: the session's thinking level (a reasoning model summarizes at it).
+        session_id: the requests' session id (default: a new one).
+        prompts: the instruction texts (Pi's by default).
     """
     p = preparation
     reserve = p.settings.reserve_tokens

@@ -111,14 +111,23 @@ def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
 
 
 def compute_file_lists(file_ops: FileOperations) -> tuple[list, list]:
-    """``computeFileLists``: (files only read, files modified), each sorted as JavaScript sorts."""
+    """``computeFileLists``: (files only read, files modified), each sorted as JavaScript sorts.
+
+    Args:
+        file_ops: the files read, written and edited.
+    """
     modified = set(file_ops.edited) | set(file_ops.written)
     read_only = js_sorted(f for f in file_ops.read if f not in modified)
     return read_only, js_sorted(modified)
 
 
 def format_file_operations(read_files: list, modified_files: list) -> str:
-    """``formatFileOperations``: the ``<read-files>`` / ``<modified-files>`` blocks."""
+    """``formatFileOperations``: the ``<read-files>`` / ``<modified-files>`` blocks.
+
+    Args:
+        read_files: the files only read.
+        modified_files: the files modified.
+    """
     sections = []
     if len(read_files) > 0:
         sections.append("<read-files>\n" + _join(read_files, "\n") + "\n</read-files>")
@@ -215,7 +224,11 @@ def serialize_message(message: dict) -> str:
 
 
 def serialize_conversation(messages: Iterable[dict]) -> str:
-    """``serializeConversation``: LLM messages as ``[User]: …`` / ``[Assistant]: …`` text."""
+    """``serializeConversation``: LLM messages as ``[User]: …`` / ``[Assistant]: …`` text.
+
+    Args:
+        messages: LLM messages, in order.
+    """
     texts = [serialize_message(m) for m in messages]
     return "\n\n".join([t for t in texts if t])
 
@@ -279,7 +292,12 @@ class SerializationCache:
 
 
 def serialize_messages(messages: Iterable[dict], cache: SerializationCache | None = None) -> str:
-    """Fast twin of :func:`serialize_conversation` of ``convert_to_llm(messages)``, reusing ``cache``'s texts if given."""
+    """Fast twin of :func:`serialize_conversation` of ``convert_to_llm(messages)``, reusing ``cache``'s texts if given.
+
+    Args:
+        messages: agent messages, in order.
+        cache: per-message texts to reuse.
+    """
     if cache is None:
         return serialize_conversation(convert_to_llm(messages))
     return cache.conversation(messages if isinstance(messages, list) else list(messages))

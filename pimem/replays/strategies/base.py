@@ -55,6 +55,7 @@ from pimem.core.compaction.compaction import (
     should_compact,
 )
 from pimem.core.context_tracker import ContextTracker
+from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError
 
 __all__ = [
@@ -135,7 +136,7 @@ class CompactionStrategy:
         """What to summarize (Pi 0.87.1's ``prepareCompaction`` on the replayed branch)."""
         return tracker.prepare(settings)
 
-    def summarize(self, preparation: CompactionPreparation, summarizer: Any, *, model: ModelInfo,
+    def summarize(self, preparation: CompactionPreparation, summarizer: Summarizer, *, model: ModelInfo,
                   custom_instructions: str | None = None, thinking_level: str | None = None,
                   session_id: str | None = None) -> CompactionResult:
         """The summary requests and the compaction result (Pi 0.87.1's ``compact`` with ``prompts``)."""
@@ -189,6 +190,10 @@ def register_strategy(name: str, factory: Callable[..., CompactionStrategy] | No
 
     Used as a decorator (``@register_strategy("masking")``) or called directly. A name taken
     by another factory is an error. A registered class's ``name`` is the name it is registered under.
+
+    Args:
+        name: the name a spec gives.
+        factory: the class or function (None: the decorator form).
     """
 
     def add(f: Callable[..., CompactionStrategy]) -> Callable[..., CompactionStrategy]:
@@ -250,7 +255,12 @@ def get_strategy(spec: str | CompactionStrategy | Mapping[str, Any] | None = Non
     """A strategy from a name or spec string (``"masking:keep_turns=5"``), a mapping
     (``{"name": "masking", "keep_turns": 5}``), or a strategy (returned as is); None is Pi 0.87.1.
     ``params`` add to (and override) the spec's parameters. Unknown names and parameters are
-    :class:`~pimem.errors.ConfigurationError` s naming the known ones."""
+    :class:`~pimem.errors.ConfigurationError` s naming the known ones.
+
+    Args:
+        spec: a name, spec string, mapping or strategy (None: Pi 0.87.1).
+        params: parameters added to (and overriding) the spec's.
+    """
     if isinstance(spec, CompactionStrategy):
         if params:
             return dataclasses.replace(spec, **params)  # type: ignore[type-var]

@@ -2,9 +2,10 @@
 masking, and a hybrid of masking and summaries.
 
 ``no-split-turn``
-    Pi 0.87.1, but a cut never falls inside a turn (:meth:`ContextTracker.prepare` with
-    ``split_turns=False``): the whole turn is kept, or, when that leaves nothing to summarize,
-    summarized. No turn-prefix request, so one summary request per compaction.
+    Pi 0.87.1, but a cut never falls inside a turn: a cut Pi would put inside a turn moves back to
+    the turn's start (the whole turn is kept), or, when that leaves nothing to summarize, forward to
+    the next turn start (the whole turn is summarized); with no turn start after the cut it stays
+    Pi's split cut. No turn-prefix request, so one summary request per compaction.
 ``from-scratch``
     Pi 0.87.1's trigger and cut, but each summary is written from the raw history (every message
     of the branch before the kept tail, the session's own context edits applied) with the initial
@@ -32,6 +33,7 @@ Pi's usage-free chars/4 estimate, as Pi would.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -40,6 +42,7 @@ from pimem.core.compaction.compaction import (
     PI_PROMPTS,
     CompactionPreparation,
     CompactionSettings,
+    CutPointResult,
     PromptTemplates,
     estimate_tokens,
 )
@@ -62,7 +65,24 @@ class NoSplitTurn(CompactionStrategy):
     prompts: PromptTemplates = PI_PROMPTS
 
     def prepare(self, tracker: ContextTracker, settings: CompactionSettings) -> CompactionPreparation | None:
-        return tracker.prepare(settings, split_turns=False)
+        found = tracker.compaction_cut(settings)
+        if found is None:
+            return None
+        start, cut = found
+        return tracker.preparation_at(settings, start, whole_turn_cut(tracker, start, cut))
+
+
+def whole_turn_cut(tracker: ContextTracker, start: int, cut: CutPointResult) -> CutPointResult:
+    """``cut`` moved out of its turn: back to the turn's start when messages after ``start`` come
+    before it, else forward to the next turn start; unchanged when it does not split a turn or no
+    turn starts after it."""
+    if not cut.is_split_turn:
+        return cut
+    if cut.turn_start_index > start and tracker.messages_before(cut.turn_start_index) > tracker.messages_before(start):
+        return CutPointResult(cut.turn_start_index, -1, False)
+    turns = tracker.turn_starts
+    later = turns[bisect_right(turns, cut.first_kept_entry_index):]
+    return CutPointResult(later[0], -1, False) if later else cut
 
 
 def _raw_history(tracker: ContextTracker, before_id: Any) -> list[dict]:

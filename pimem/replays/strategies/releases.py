@@ -39,6 +39,7 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.compaction.utils import FileOperations
 from pimem.core.context_tracker import ContextTracker
+from pimem.core.llm import Summarizer
 from pimem.releases import pi_0_13_2
 from pimem.releases import pi_1_6_0
 from pimem.errors import ConfigurationError
@@ -64,7 +65,7 @@ class Pi160(CompactionStrategy):
                 pi_1_6_0.add_nested_file_ops(prep.turn_prefix_messages, prep.file_ops)
         return prep
 
-    def summarize(self, preparation: CompactionPreparation, summarizer: Any, *, model: ModelInfo,
+    def summarize(self, preparation: CompactionPreparation, summarizer: Summarizer, *, model: ModelInfo,
                   custom_instructions: str | None = None, thinking_level: str | None = None,
                   session_id: str | None = None) -> CompactionResult:
         return pi_1_6_0.compact(preparation, summarizer, model=model, custom_instructions=custom_instructions,
@@ -117,7 +118,7 @@ class Pi0132(CompactionStrategy):
             settings=settings,
         )
 
-    def summarize(self, preparation: CompactionPreparation, summarizer: Any, *, model: ModelInfo,
+    def summarize(self, preparation: CompactionPreparation, summarizer: Summarizer, *, model: ModelInfo,
                   custom_instructions: str | None = None, thinking_level: str | None = None,
                   session_id: str | None = None) -> CompactionResult:
         p = preparation

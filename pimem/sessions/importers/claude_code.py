@@ -502,6 +502,10 @@ def import_claude_code(path: str | os.PathLike[str], *, seed: int | str | None =
 
     The session's ``source_format`` is ``"claude-code"`` and its ``import_report`` counts the
     records read, the entries written and the records skipped by reason.
+
+    Args:
+        path: the transcript file.
+        seed: seeds the ids the import makes (default: the transcript's session id).
     """
     file = os.fspath(path)
     warnings: list[SessionWarning] = []

@@ -395,7 +395,12 @@ def _lines(lines: list[int], limit: int = 8) -> str:
 
 
 def import_codex(path: str | os.PathLike[str], *, seed: int | str | None = None) -> Session:
-    """Load a Codex rollout (plain or gzip'd) as a :class:`Session` of Pi v3 entries."""
+    """Load a Codex rollout (plain or gzip'd) as a :class:`Session` of Pi v3 entries.
+
+    Args:
+        path: the rollout file.
+        seed: seeds the ids the import makes (default: the rollout's session id).
+    """
     file = os.fspath(path)
     warnings: list[SessionWarning] = []
     records = list(read_records(file, warnings))
