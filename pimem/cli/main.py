@@ -701,8 +701,15 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
+    if args.names and not args.html:
+        raise UserError("notebook names are for --html (copying takes them all)")
     if args.html:
-        pages = notebooks.render_notebooks(out, timeout=args.timeout, progress=not args.quiet)
+        known = {p.stem: p for p in notebooks.notebook_paths()}
+        unknown = [n for n in args.names if n.removesuffix(".ipynb") not in known]
+        if unknown:
+            raise UserError(f"no notebook named {', '.join(unknown)}; the notebooks: {', '.join(known)}")
+        chosen = [known[n.removesuffix(".ipynb")] for n in args.names] or None
+        pages = notebooks.render_notebooks(out, chosen, timeout=args.timeout, progress=not args.quiet)
         for page in pages:
             print(f"wrote {page}")
         return 0
@@ -889,6 +896,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "write it as a standalone HTML page with its figures, readable without Jupyter.")
     a.add_argument("-o", "--output", default="pimem-notebooks", help="folder (default: pimem-notebooks)")
     a.add_argument("--html", action="store_true", help="run the notebooks and write <name>.html pages")
+    a.add_argument("names", nargs="*", metavar="NAME", help="--html: only these notebooks (e.g. 05-branches)")
     a.add_argument("--timeout", type=_positive_int, default=900, help="--html: seconds per cell (default: 900)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     a.set_defaults(func=cmd_notebooks)

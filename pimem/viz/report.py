@@ -1,7 +1,8 @@
 """Standalone HTML reports and the main study job.
 
-* :func:`write_drift_report` — one HTML file (figures embedded as base64 PNG, tables as HTML,
-  every text escaped) describing a session's or a replay's chain of compactions.
+* :func:`write_drift_report` — one HTML file (figures embedded as base64 PNG, tables as HTML)
+  describing a session's or a replay's chain of compactions, rendered from the Jinja2 templates in
+  ``pimem/viz/templates`` with autoescaping: every text from a session is escaped.
 * :func:`run_study` — sweep sessions over a reserve × keep × window grid with the offline
   extractive summarizer (cached), write the results table, heatmaps, a replay and a drift
   report per session, and an ``index.html`` that links everything.
@@ -9,8 +10,6 @@
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import math
 import os
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import pandas as pd
+from markupsafe import Markup
 
 from pimem.errors import (
     ConfigurationError,
@@ -31,7 +31,7 @@ from pimem.errors import (
     SummarizationError,
 )
 from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output, write_table
-from pimem.base.tables import escape_lone_surrogates, format_number, frame
+from pimem.base.tables import escape_lone_surrogates, frame
 from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
 from pimem.core.session_manager import session_entry_to_context_messages
 from pimem.drift import drift_report, headline, lost_facts
@@ -56,6 +56,7 @@ from pimem.viz import (
     plot_sweep_heatmaps,
 )
 from pimem.viz.measure_plots import plot_measures, plot_recall_curve
+from pimem.viz.templating import format_cell as _fmt, render as _render
 
 if TYPE_CHECKING:
     from pimem.replays.tokens import TokenSourceName
@@ -79,35 +80,7 @@ _SUMMARY_METRICS = ("compactions", "summarization_request_tokens", "peak_context
 
 _HEATMAP_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens")
 
-_CSS = """
-*{box-sizing:border-box}
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1240px;padding:0 16px;
-color:#222;line-height:1.4}
-h1{font-size:1.6em;overflow-wrap:anywhere}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
-.table-wrap{max-width:100%;overflow-x:auto;margin:8px 0}
-.table-wrap.tall{max-height:34em;overflow-y:auto;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:13px}
-th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;vertical-align:top}
-th{background:#f4f4f4;position:sticky;top:0;font-weight:600}
-td.l,th.l{text-align:left}td{white-space:nowrap}td.w{white-space:normal;overflow-wrap:anywhere;min-width:14em;
-max-width:40em}
-img{max-width:100%;height:auto;border:1px solid #eee;margin:6px 0}
-.note{color:#666;font-size:13px}code{background:#f4f4f4;padding:0 3px;overflow-wrap:anywhere}
-"""
-
-
-# --------------------------------------------------------------------------- html helpers
-
-
-def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _href(relative_path: str) -> str:
-    """A relative file path as an attribute value: URL-quoted (``#``, ``?``, ``%``, spaces), then escaped."""
-    from urllib.parse import quote
-
-    return _esc(quote(relative_path))
+# --------------------------------------------------------------------------- figures and tables
 
 
 def figure_png(fig: Any, dpi: int = 100) -> bytes:
@@ -122,58 +95,38 @@ def figure_png(fig: Any, dpi: int = 100) -> bytes:
     return buf.getvalue()
 
 
-def _img(png: bytes, alt: str) -> str:
-    return f"<img alt='{_esc(alt)}' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>"
+@dataclass(frozen=True)
+class TableView:
+    """A DataFrame prepared for the ``table`` macro of ``templates/macros.html.j2``: the wrapper's class,
+    header cells as (name split at underscores, class), rows of (text, class) and how many rows are left out."""
+
+    wrap: str
+    head: list[tuple[list[str], str]]
+    rows: list[list[tuple[str, str]]]
+    more: int
 
 
-def _fmt(value: Any) -> str:
-    """A cell as text: numbers formatted (:func:`pimem.base.tables.format_number`), blanks for None."""
-    if value is None:
-        return ""
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_fmt(v) for v in value)
-    try:
-        if pd.isna(value):
-            return "–"
-    except (TypeError, ValueError):
-        pass
-    return format_number(value)
-
-
-def _header(name: Any) -> str:
-    """A column name, escaped, that may wrap after its underscores."""
-    return "_<wbr>".join(_esc(part) for part in str(name).split("_"))
-
-
-def _html_table(df: pd.DataFrame, max_rows: int = 200, *, tall: bool = False, blank: Sequence[str] = ()) -> str:
-    """A DataFrame as an HTML table in a scrolling wrapper; every header and cell escaped.
+def table_view(df: pd.DataFrame | None, max_rows: int = 200, *, tall: bool = False,
+               blank: Sequence[str] = ()) -> TableView | None:
+    """A DataFrame as a :class:`TableView` (None when it has no columns: shown as "(empty)").
 
     Numeric columns are right-aligned and formatted; text cells wrap. ``tall``: the wrapper
     scrolls vertically too, with the header kept in view. ``blank``: columns whose missing
     values are left empty (elsewhere they show as –).
     """
     if df is None or not len(df.columns):
-        return "<p class='note'>(empty)</p>"
+        return None
     numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
-    head = "".join(f"<th class='{'' if n else 'l'}'>{_header(c)}</th>" for c, n in zip(df.columns, numeric))
+    head = [(str(c).split("_"), "" if n else "l") for c, n in zip(df.columns, numeric)]
     empty = [c in blank for c in df.columns]
     rows = []
     for row in df.head(max_rows).itertuples(index=False):
         cells = []
         for v, n, e in zip(row, numeric, empty):
             text = "" if e and pd.isna(v) else _fmt(v)
-            kind = "" if n else ("l w" if len(text) > 32 else "l")  # long text wraps, short text stays whole
-            cells.append(f"<td class='{kind}'>{_esc(text)}</td>")
-        rows.append(f"<tr>{''.join(cells)}</tr>")
-    more = f"<p class='note'>… {len(df) - max_rows:,} more rows</p>" if len(df) > max_rows else ""
-    wrap = "table-wrap tall" if tall else "table-wrap"
-    return (f"<div class='{wrap}'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
-            f"{more}")
-
-
-def _page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>\n{body}\n</body></html>\n")
+            cells.append((text, "" if n else ("l w" if len(text) > 32 else "l")))  # long text wraps
+        rows.append(cells)
+    return TableView("table-wrap tall" if tall else "table-wrap", head, rows, max(len(df) - max_rows, 0))
 
 
 # --------------------------------------------------------------------------- drift report
@@ -251,116 +204,57 @@ def _replay_entries_text(session: Any, result: Any) -> str:
 
 def drift_report_html(session_or_result: Any, title: str = "Summary drift report", *,
                       report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
-                      compare_max: int = 40) -> str:
+                      compare_max: int = 40, index_href: str | None = None) -> str:
     """The HTML text of :func:`write_drift_report` (nothing written); ``report``: the drift
     report when already computed (:func:`pimem.drift.drift_report` of the same input)."""
     session, result = _resolve(session_or_result)
     if report is None:
         report = drift_report(result if result is not None else session)
-    parts: list[str] = []
-    source = getattr(session, "path", None)
-    intro = [f"Session <code>{_esc(session.header.get('id'))}</code>"]
-    if source:
-        intro.append(f"from <code>{_esc(source)}</code>")
-    if result is not None:
-        intro.append("— " + _replay_entries_text(session, result) + f"; {len(report):,} compactions on the active path.")
-    else:
-        intro.append(f"— {len(session.entries):,} entries, {len(report):,} compactions on the active path.")
-    parts.append(f"<p>{' '.join(intro)}</p>")
-    if result is not None:
-        s = result.summary()
-        settings = result.settings
-        parts.append("<h2>Replay</h2>")
-        parts.append(f"<p>Replayed with reserveTokens {_esc(_fmt(settings.reserve_tokens))}, keepRecentTokens "
-                     f"{_esc(_fmt(settings.keep_recent_tokens))}, context window {_esc(_fmt(result.context_window))}, "
-                     f"token source <code>{_esc(result.token_source)}</code>.</p>")
-        if s.get("refused_requests"):
-            parts.append(f"<p class='note'>{s['refused_requests']:,} request(s) larger than the window would have "
-                         f"been refused by the provider; {s.get('failed_turns', 0):,} turn(s) failed: "
-                         f"{_esc(s.get('failure_reasons') or '')}. Context sizes are over the requests the "
-                         f"provider would have answered; refused ones are marked ✕ in the figure.</p>")
-        parts.append(_html_table(frame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
-                                 .reset_index().rename(columns={"index": "measure", 0: "value"})))
-        parts.append(_img(figure_png(plot_context_over_time(result)[0]), "context over time"))
-        parts.append(_replay_notes_html(result))
-    parts.append("<h2>Headline</h2>")
-    parts.append(_html_table(_headline_table(headline(report)), blank=("min", "median", "max")))
+    subject = result if result is not None else session
+    context: dict[str, Any] = {
+        "title": title, "index_href": index_href, "session_id": session.header.get("id"),
+        "source": getattr(session, "path", None), "n_entries": len(session.entries), "n_compactions": len(report),
+        "replay": _replay_context(result) if result is not None else None, "open_loop_note": OPEN_LOOP_NOTE,
+        "headline": table_view(_headline_table(headline(report)), blank=("min", "median", "max")),
+        "tree_png": figure_png(plot_session_tree(session)[0]), "estimates_png": None,
+        "notes": report.attrs.get("notes") or [],
+    }
     if len(report):
-        parts.append("<h2>Drift across compactions</h2>")
-        parts.append("<p class='note'>Top left: share of facts (paths, identifiers, errors, commands, constraints, "
-                     "decisions) a summary captured that later summaries still hold. Top right: summary size "
-                     "against the span it summarized. Bottom: similarity of each template section to its "
-                     "previous version.</p>")
-        parts.append(_img(figure_png(plot_drift(report, arrangement="stacked")[0]), "drift curves"))
-        parts.append("<h2>Per compaction</h2>")
-        parts.append(_html_table(report[[c for c in _REPORT_COLUMNS if c in report.columns]], max_rows=1000,
-                                 tall=len(report) > 20))
         lost = _lost_facts_table(report)
-        parts.append(f"<h2>Facts lost between consecutive summaries ({len(lost):,})</h2>")
-        parts.append(_html_table(lost, max_rows=200, tall=len(lost) > 20))
-        parts.append(measures_section_html(result if result is not None else session, report, sources=sources,
-                                           compare_max=compare_max))
-    else:
-        parts.append("<p>No compaction on the active path: nothing to measure. Replay the session with a "
-                     "smaller context window (<code>pimem replay --window …</code>) to make some.</p>")
-    if len(report):
-        parts.append(_orphan_section_html(result if result is not None else session))
-    parts.append("<h2>Session tree</h2>")
-    parts.append(_img(figure_png(plot_session_tree(session)[0]), "session tree"))
-    if result is None:
-        if len(estimate_vs_usage_table(session)):
-            parts.append("<h2>Estimate vs recorded usage</h2>")
-            parts.append(_img(figure_png(plot_estimate_vs_usage(session)[0]), "estimate vs recorded usage"))
-    notes = report.attrs.get("notes") or []
-    if notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>")
-    return _page(title, "\n".join(parts))
+        context.update(
+            drift_png=figure_png(plot_drift(report, arrangement="stacked")[0]),
+            per_compaction=table_view(report[[c for c in _REPORT_COLUMNS if c in report.columns]], max_rows=1000,
+                                      tall=len(report) > 20),
+            n_lost=len(lost), lost=table_view(lost, max_rows=200, tall=len(lost) > 20),
+            measures_html=Markup(measures_section_html(subject, report, sources=sources, compare_max=compare_max)),
+            orphans=_orphans_context(subject))
+    if result is None and len(estimate_vs_usage_table(session)):
+        context["estimates_png"] = figure_png(plot_estimate_vs_usage(session)[0])
+    return _render("drift_report.html.j2", **context)
 
 
-def _open_loop_html() -> str:
-    """The open-loop assumption, stated where replay numbers are shown."""
-    return f"<p class='note'><b>What a replay cannot know.</b> {_esc(OPEN_LOOP_NOTE)}</p>"
+def _replay_context(result: Any) -> dict[str, Any]:
+    """What the report's replay section shows: the settings, the summary, the context figure, the
+    token calibration and any warning."""
+    s = result.summary()
+    settings = result.settings
+    summary = (frame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
+               .reset_index().rename(columns={"index": "measure", 0: "value"}))
+    return {"recorded": s["entries"], "entries_text": _replay_entries_text(result.session, result),
+            "reserve_tokens": settings.reserve_tokens,
+            "keep_recent_tokens": settings.keep_recent_tokens, "context_window": result.context_window,
+            "token_source": result.token_source, "refused_requests": s.get("refused_requests"),
+            "failed_turns": s.get("failed_turns", 0), "failure_reasons": s.get("failure_reasons") or "",
+            "summary": table_view(summary), "context_png": figure_png(plot_context_over_time(result)[0]),
+            "calibration": result.calibration if result.token_source == "calibrated" else None,
+            "floored_calls": result.floored_calls, "warnings": list(result.warnings)}
 
 
-def _replay_notes_html(result: Any) -> str:
-    """Under a replay's figure: the open-loop assumption, tokens_before against the plotted context,
-    the token calibration and any warning."""
-    parts = [_open_loop_html(),
-             "<p class='note'><b>tokens_before is not the plotted context.</b> The line is the context each call "
-             f"sends, counted by the <code>{_esc(result.token_source)}</code> token source; a compaction fires when "
-             "that count at a check passes the threshold. <code>tokens_before</code> (compaction rows, per-compaction "
-             "table) is what Pi writes in the file: its own estimate at preparation, which trusts the recorded usage "
-             "of the last response. After a compaction the recording did not make, that usage still describes the "
-             "recording's larger context, so <code>tokens_before</code> can be far above the line.</p>"]
-    if result.token_source == "calibrated":
-        c = result.calibration
-        parts.append(f"<p class='note'>Token calibration over {c.points:,} recorded requests: provider tokens ≈ "
-                     f"{_esc(_fmt(c.overhead))} + {c.slope:.3f} × Pi's chars/4 estimate (R² {c.r2:.3f}, median "
-                     f"relative error {c.median_relative_error:.1%}); {result.floored_calls:,} call(s) held at the "
-                     f"floor.</p>")
-    if result.warnings:
-        parts.append("<ul>" + "".join(f"<li><b>Warning:</b> {_esc(w)}</li>" for w in result.warnings) + "</ul>")
-    return "\n".join(parts)
-
-
-def _orphan_section_html(session_or_result: Any) -> str:
+def _orphans_context(session_or_result: Any) -> dict[str, Any]:
     """The orphan-reference rate per compaction (:mod:`pimem.replays.orphans`)."""
     replayed = hasattr(session_or_result, "orphan_references")
     table = session_or_result.orphan_references() if replayed else orphan_references(session_or_result)
-    rate = orphan_rate(table)
-    parts = [f"<h2>Orphan references ({_esc(_fmt(rate))} overall)</h2>"]
-    if replayed:
-        parts.append("<p class='note'>Per compaction: the facts of the summarized span that the recorded agent "
-                     "used later (before the next compaction), and how many of them the context it would have had "
-                     "— summary, kept tail, messages since — does not hold. The recorded agent could use them "
-                     "because it saw the recording's context; an agent given this replay's context could not, so "
-                     "the turns after this compaction are less likely to be what it would have done.</p>")
-    else:
-        parts.append("<p class='note'>The recording's own compactions, measured the same way: the agent did act "
-                     "on these contexts, so this is a closed-loop baseline (facts it knew or re-derived without a "
-                     "trace in its context).</p>")
-    parts.append(_html_table(table))
-    return "\n".join(parts)
+    return {"replayed": replayed, "rate": orphan_rate(table), "table": table_view(table)}
 
 
 def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
@@ -376,10 +270,8 @@ def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: s
     page that lists this report (the study's ``index.html``), at the top and the bottom.
     """
     target = Path(path)
-    page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max)
-    if index_href is not None:
-        nav = f"<p class='nav'><a href='{_href(index_href)}'>&larr; back to the study index</a></p>"
-        page = page.replace("<body>", "<body>" + nav, 1).replace("</body>", nav + "</body>", 1)
+    page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max,
+                             index_href=index_href)
     atomic_write_text(target, escape_lone_surrogates(page))  # a UTF-8 page cannot hold lone surrogates
     return target
 
@@ -404,51 +296,25 @@ def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sourc
     """The report's measures section: needed-later recall per compaction, the file lists as a pipeline
     check, the session's summaries beside other sources on the same spans, and what each measure
     rewards and how it can be gamed."""
-    parts = ["<h2>Measures grounded in the recording</h2>",
-             "<p class='note'>Content measures read only the text the summarizer wrote: the <code>&lt;read-files&gt;"
-             "</code>/<code>&lt;modified-files&gt;</code> blocks that Pi's <code>compact()</code> appends are "
-             "stripped. <b>Needed-later recall</b>: of the facts of the summarized span that the recording used "
-             "after the compaction and that the kept tail does not show, the share the summary holds — per class, "
-             "averaged with weights constraint 3, decision 3, error 2, written file 2, other names 1.</p>",
-             _html_table(report[[c for c in _NEEDED_COLUMNS if c in report.columns]]),
-             "<h3>Pipeline check: file lists</h3>",
-             "<p class='note'>The file blocks are written by Pi's pipeline from its file operations, not by the "
-             "summarizer: every summarizer gets the same. Reported apart, never as summary quality.</p>",
-             _html_table(report[[c for c in _PIPELINE_COLUMNS if c in report.columns]])]
-    n = len(report)
-    if n > compare_max:
-        parts.append(f"<p class='note'>{n} compactions: the comparison with other summary sources is left out "
-                     f"(more than {compare_max}; pass compare_max to include it).</p>")
-    else:
+    compared = None
+    if len(report) <= compare_max:
         chosen = default_sources() if sources is None else dict(sources)
         named = {"this session": "recorded", **chosen}
         records = compaction_records(session_or_result)
         matched = compare_sources(session_or_result, named, records=records)
         own = compare_sources(session_or_result, named, max_tokens=None, records=records)
-        parts.append("<h3>This session's summaries beside other summary sources</h3>")
-        parts.append("<p class='note'>Every source summarizes exactly the spans this session's compactions "
-                     "summarized (same cut points; its previous summary is its own), at the length of this "
-                     "session's summary for that compaction. The baselines are degenerate on purpose: a measure "
-                     "that ranks one of them first measures something else.</p>")
-        parts.append(_img(figure_png(plot_measures(matched.table)[0]), "measures by source"))
-        table = matched.table.reset_index().rename(columns={"index": "measure"})
-        parts.append(_html_table(table))
         errors = matched.per_compaction[matched.per_compaction["error"].notna()]
-        if len(errors):
-            parts.append("<p class='note'>Failed summaries (left out of the means):</p>"
-                         + _html_table(errors[["source", "compaction", "error"]]))
-        parts.append("<h3>Recall against summary length</h3>")
-        parts.append("<p class='note'>Each source at its own length (diamonds: the summarizers with Pi's default "
-                     "budget) and the recall of its first B tokens (lines). Longer summaries hold more; compare "
-                     "sources at the same length.</p>")
-        parts.append(_img(figure_png(plot_recall_curve(own.curve(), points=own.per_compaction)[0]),
-                          "recall against summary tokens"))
-        notes = list(dict.fromkeys(matched.notes))
-        if notes:
-            parts.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in notes) + "</ul>")
-    parts.append("<h3>What each measure rewards, and how it can be gamed</h3>")
-    parts.append(_html_table(measure_docs()))
-    return "\n".join(parts)
+        compared = {
+            "measures_png": figure_png(plot_measures(matched.table)[0]),
+            "table": table_view(matched.table.reset_index().rename(columns={"index": "measure"})),
+            "errors": table_view(errors[["source", "compaction", "error"]]) if len(errors) else None,
+            "curve_png": figure_png(plot_recall_curve(own.curve(), points=own.per_compaction)[0]),
+            "notes": list(dict.fromkeys(matched.notes)),
+        }
+    return _render("measures.html.j2", n_compactions=len(report), compare_max=compare_max, compared=compared,
+                   needed=table_view(report[[c for c in _NEEDED_COLUMNS if c in report.columns]]),
+                   pipeline=table_view(report[[c for c in _PIPELINE_COLUMNS if c in report.columns]]),
+                   docs=table_view(measure_docs()))
 
 
 # --------------------------------------------------------------------------- the study
@@ -901,73 +767,34 @@ def _grid_text(reserves: list[int] | None, keeps: list[int] | None, windows: lis
 def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: list[tuple[Any, str]],
                 grid_text: str, skipped: str, elapsed: float, *, summary: pd.DataFrame, by: list[str],
                 sources: list[str], reference: str) -> str:
-    parts = [
-        f"<p>{len(per_session)} session(s) replayed over {_esc(grid_text)} with the offline extractive "
-        f"summarizer, each setting under the token sources {_esc(', '.join(sources))} ({_runs(df)} runs, "
-        f"{elapsed:.1f} s). Figures and means use the <code>{_esc(reference)}</code> token source.</p>",
-        "<p>Files: <a href='sweep.csv'>sweep.csv</a> (one row per run), <a href='summary.csv'>summary.csv</a> "
-        "(per setting, with intervals and bands)</p>",
-        _open_loop_html(),
-    ]
-    if skipped:
-        parts.append(f"<p class='note'>Settings left out ({_esc(skipped)}): reserve ≥ window (no room for any "
-                     f"context); keep ≥ window − reserve (every check compacts again); less room above the "
-                     f"request overhead than the summary, the kept tail and {STEP_MULTIPLE} of the session's "
-                     f"largest steps need (turns would fail); a summary cap (0.8 × reserve) below "
-                     f"{MIN_SUMMARY_TOKENS} tokens; a threshold the session never reaches (no compaction: "
-                     f"the same run as every such setting).</p>")
-    if "refused_requests" in df.columns and len(df):
-        done = df[df["error"].isna()] if "error" in df.columns else df
-        above = int((done["peak_context_tokens"] > done["context_window"]).sum())
-        parts.append(f"<p class='note'>Requests larger than the window, refused by the provider: "
-                     f"{int(done['refused_requests'].sum()):,} in {int((done['refused_requests'] > 0).sum()):,} of "
-                     f"{len(done):,} runs; failed turns: {int(done['failed_turns'].sum()):,}; runs above their "
-                     f"window not reported as refused: {above:,}.</p>")
-    parts.append("<h2>Sessions</h2>")
-    rows = []
-    for r in per_session:
-        if r.get("error"):
-            rows.append(f"<tr><td class='l'>{_esc(r['name'])}</td><td class='l' colspan='10'>failed: "
-                        f"{_esc(r['error'])}</td></tr>")
-            continue
-        rows.append(
-            f"<tr><td class='l'>{_esc(r['name'])}</td><td>{_esc(_fmt(r['size']))}</td>"
-            f"<td>{_esc(_fmt(r['reserve']))} / {_esc(_fmt(r['keep']))} / {_esc(_fmt(r['window']))}</td>"
-            f"<td>{_esc(_fmt(r['compactions']))}</td><td>{_esc(_fmt(r['peak_context_tokens']))}</td>"
-            f"<td>{_esc(_fmt(r.get('refused_requests')))}</td><td>{_esc(_fmt(r.get('failed_turns')))}</td>"
-            f"<td>{_esc(_fmt(r['orphan_reference_rate']))}</td>"
-            f"<td class='l'>{_esc(r.get('warnings') or '')}</td>"
-            f"<td class='l'><a href='{_href(r['report'])}'>drift report</a></td>"
-            f"<td class='l'><a href='{_href(r['replay'])}'>replayed session</a></td></tr>")
-    parts.append("<p class='note'>Each session is replayed for its report at the setting of its own grid nearest "
-                 "the middle that compacts. Size: every message on the path (what a replay that never compacts "
-                 "would reach) in provider tokens, from the session's token calibration: the overhead each request "
-                 "carries plus the rate times Pi's chars/4 estimate.</p>")
-    parts.append("<div class='table-wrap'><table><thead><tr><th class='l'>session</th><th>size</th><th>reserve / keep / window</th>"
-                 "<th>compactions</th><th>peak context</th><th>refused requests</th><th>failed turns</th>"
-                 "<th>orphan-reference rate</th>"
-                 "<th class='l'>warnings</th><th class='l'>report</th><th class='l'>replay</th></tr></thead><tbody>"
-                 + "".join(rows) + "</tbody></table></div>")
-    if heatmaps:
-        parts.append("<h2>Trade-offs over the grid</h2>")
-        for w, name in heatmaps:
-            head = f"Context window {w:,}" if by[0] == "context_window" else f"Context window {w:.0%} of each session"
-            parts.append(f"<h3>{_esc(head)}</h3><img alt='{_esc(name)}' src='{_href(name)}'>")
-    if len(summary):
-        n = int(summary["n_sessions"].max()) if "n_sessions" in summary.columns else 0
-        parts.append("<h2>Mean over sessions, per setting</h2>")
-        parts.append(f"<p class='note'>Mean over the sessions ({_esc(reference)} tokens); in brackets the 95% "
-                     f"interval of a session-level paired bootstrap (sessions resampled with replacement, the "
-                     f"same resample for every setting){' — none with a single session' if n < 2 else ''}; in "
-                     f"braces the band across the token sources {_esc(', '.join(sources))}: the lowest and "
-                     f"highest mean any of them gives. A band wider than the interval means the token model, not "
-                     f"the sample of sessions, limits what the numbers can say.</p>")
-        parts.append(_html_table(_summary_cells(summary, by)))
+    fields = ("name", "error", "size", "reserve", "keep", "window", "compactions", "peak_context_tokens",
+              "refused_requests", "failed_turns", "orphan_reference_rate", "warnings", "report", "replay")
+    failed = None
     if "error" in df.columns and df["error"].notna().any():
-        bad = df[df["error"].notna()][[c for c in ("session", "reserve_tokens", "keep_recent_tokens",
-                                                   "context_window", "token_source", "error") if c in df.columns]]
-        parts.append("<h2>Runs that failed</h2>" + _html_table(bad))
-    return _page("pimem study", "\n".join(parts))
+        failed = table_view(df[df["error"].notna()][[c for c in ("session", "reserve_tokens", "keep_recent_tokens",
+                                                                 "context_window", "token_source", "error")
+                                                     if c in df.columns]])
+    return _render(
+        "study_index.html.j2", title="pimem study", index_href=None, open_loop_note=OPEN_LOOP_NOTE,
+        sessions=[{f: r.get(f) for f in fields} for r in per_session], grid_text=grid_text, sources=sources,
+        runs=_runs(df), elapsed=elapsed, reference=reference, skipped=skipped, refused_note=_refused_note(df),
+        step_multiple=STEP_MULTIPLE, min_summary_tokens=MIN_SUMMARY_TOKENS,
+        heatmaps=[(f"Context window {w:,}" if by[0] == "context_window" else f"Context window {w:.0%} of each session",
+                   name) for w, name in heatmaps],
+        summary=table_view(_summary_cells(summary, by)) if len(summary) else None,
+        n_sessions=int(summary["n_sessions"].max()) if len(summary) and "n_sessions" in summary.columns else 0,
+        failed=failed)
+
+
+def _refused_note(df: pd.DataFrame) -> str | None:
+    """The sweep's refused requests, failed turns and runs above their window, counted from its rows."""
+    if "refused_requests" not in df.columns or not len(df):
+        return None
+    done = df[df["error"].isna()] if "error" in df.columns else df
+    above = int((done["peak_context_tokens"] > done["context_window"]).sum())
+    return (f"Requests larger than the window, refused by the provider: {int(done['refused_requests'].sum()):,} in "
+            f"{int((done['refused_requests'] > 0).sum()):,} of {len(done):,} runs; failed turns: "
+            f"{int(done['failed_turns'].sum()):,}; runs above their window not reported as refused: {above:,}.")
 
 
 def _summary_cells(summary: pd.DataFrame, by: list[str]) -> pd.DataFrame:

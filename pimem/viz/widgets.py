@@ -16,7 +16,6 @@ without calling a model.
 
 from __future__ import annotations
 
-import html
 from typing import Any, Sequence
 
 import ipywidgets as W
@@ -41,6 +40,7 @@ from pimem.sessions.load import as_session
 from pimem.text.messages import message_preview
 from pimem.viz.data import entry_preview, projection_table
 from pimem.viz.figures import STATUS_COLORS
+from pimem.viz.templating import render
 
 __all__ = ["summary_requests", "format_request", "SessionExplorer", "CompactionPlayground", "ReplayBrowser"]
 
@@ -100,10 +100,6 @@ def _model_for(session: Any, leaf_id: str | None) -> ModelInfo:
     return info if info is not None else ModelInfo(context_window=200000, max_tokens=32000)
 
 
-def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
 def _cell(value: Any) -> str:
     return "" if value is None else format_number(value)
 
@@ -111,16 +107,9 @@ def _cell(value: Any) -> str:
 def _table(df: pd.DataFrame, colors: Sequence[str] | None = None, max_rows: int = 400) -> str:
     """A small HTML table, every cell escaped and numbers formatted, in a box that scrolls
     sideways when the table is wider than the output; an optional left colour strip per row."""
-    head = "".join(f"<th style='text-align:left;padding:1px 6px'>{_esc(c)}</th>" for c in df.columns)
-    body = []
-    for i, row in enumerate(df.head(max_rows).itertuples(index=False)):
-        strip = f"border-left:6px solid {colors[i]};" if colors is not None else ""
-        cells = "".join(f"<td style='padding:1px 6px;overflow-wrap:anywhere;{strip if j == 0 else ''}'>"
-                        f"{_esc(_cell(v))}</td>" for j, v in enumerate(row))
-        body.append(f"<tr>{cells}</tr>")
-    more = f"<div>… {len(df) - max_rows:,} more rows</div>" if len(df) > max_rows else ""
-    return (f"<div style='max-width:100%;overflow-x:auto'><table style='border-collapse:collapse;font-size:12px'>"
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}")
+    rows = [[_cell(v) for v in row] for row in df.head(max_rows).itertuples(index=False)]
+    return render("widgets.html.j2", kind="table", columns=[str(c) for c in df.columns], rows=rows,
+                  colors=list(colors) if colors is not None else None, more=max(len(df) - max_rows, 0))
 
 
 def _count(value: Any) -> str:
@@ -131,8 +120,8 @@ def _count(value: Any) -> str:
 
 
 def _kv(items: Sequence[tuple[str, Any]]) -> str:
-    rows = "".join(f"<tr><td style='padding:1px 8px'><b>{_esc(k)}</b></td><td>{_esc(v)}</td></tr>" for k, v in items)
-    return f"<table style='font-size:12px'>{rows}</table>"
+    """Name–value pairs as a small HTML table, every text escaped."""
+    return render("widgets.html.j2", kind="kv", items=[(str(k), v) for k, v in items])
 
 
 class _Explorer:

@@ -91,6 +91,8 @@ def test_the_wheel_carries_the_samples_the_model_summaries_and_the_labels(built)
         assert files == sorted(f.name for f in _source(folder).iterdir() if f.is_file()), folder
     assert "pimem/data/model-summaries/manifest.json" in names
     assert "pimem/core/prompts/NOTICE" in names and "pimem/py.typed" in names and "pimem/__main__.py" in names
+    templates = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("pimem/viz/templates/"))
+    assert templates == sorted(p.name for p in (REPO / "pimem" / "viz" / "templates").glob("*.j2")) and templates
     assert not [n for n in names if n.startswith(("tests/", "datasets/", "notebooks/")) or "generator" in n]
     assert all(n.endswith(".ipynb") for n in names if n.startswith("pimem/data/notebooks/"))
     with tarfile.open(built["sdist"]) as t:

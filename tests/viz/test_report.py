@@ -424,3 +424,51 @@ def test_study_heatmaps_are_two_panels_wide_to_stay_readable_at_800_px(study):
     # four panels in 2 × 2 at 100 dpi: about 860 px wide, so an 800 px page shows them at ≥ 85% scale
     # (in one row of four they were 1,720 px wide and shown at 45%)
     assert width <= 900 and height >= 0.7 * width, (width, height)
+
+
+def test_report_and_index_escape_markup_in_session_names_and_summaries(tmp_path) -> None:
+    """Text from a session (its id, a summary's words) and a session's name go through the
+    templates' autoescaping: ``<script>`` and ``&`` arrive as text, never as markup."""
+    from pimem.viz.report import _index_html
+
+    ts = "2026-01-01T00:00:00.000Z"
+    error = "Error: <script>alert('x')</script> & rm -rf failed"
+
+    def msg(eid, parent, message):
+        return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
+
+    entries = [
+        msg("u1", None, {"role": "user", "content": "run the tests", "timestamp": 1}),
+        msg("a1", "u1", {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
+                                                            "arguments": {"command": "npm test"}}],
+                         "stopReason": "toolUse", "timestamp": 2}),
+        msg("t1", "a1", {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "isError": True,
+                         "content": [{"type": "text", "text": error}], "timestamp": 3}),
+        msg("a2", "t1", {"role": "assistant", "content": [{"type": "text", "text": "looking"}], "timestamp": 4}),
+        {"type": "compaction", "id": "k1", "parentId": "a2", "timestamp": ts, "firstKeptEntryId": "a2",
+         "tokensBefore": 100, "summary": f"## Goal\nFix the tests\n\n## Progress\n{error}\n"},
+        msg("u2", "k1", {"role": "user", "content": "go on", "timestamp": 5}),
+        msg("a3", "u2", {"role": "assistant", "content": [{"type": "text", "text": "done"}], "timestamp": 6}),
+        {"type": "compaction", "id": "k2", "parentId": "a3", "timestamp": ts, "firstKeptEntryId": "a3",
+         "tokensBefore": 100, "summary": "## Goal\nFix the tests\n"},
+    ]
+    header = {"type": "session", "version": 3, "id": "<script>s</script>&1", "timestamp": ts, "cwd": "/p&<q>"}
+    text = write_drift_report(Session(header, entries), tmp_path / "d.html",
+                              title="<script>t</script> & co").read_text(encoding="utf-8")
+    assert "<script" not in text
+    assert "<title>&lt;script&gt;t&lt;/script&gt; &amp; co</title>" in text
+    assert "<code>&lt;script&gt;s&lt;/script&gt;&amp;1</code>" in text
+    assert error in _cells(_section(text, "Facts lost"))  # the summary's words, as text
+    assert html.escape(error, quote=False).split("'")[0] in text
+
+    name = "<script>n</script> & co"
+    row = {"name": name, "size": 10, "reserve": 1, "keep": 1, "window": 5, "compactions": 1,
+           "peak_context_tokens": 2.0, "orphan_reference_rate": 0.5, "warnings": "w & <u>",
+           "report": f"reports/{name}.html", "replay": f"replays/{name}.jsonl"}
+    page = _index_html(pd.DataFrame(), [row, {"name": name, "error": "E: <i>&"}], [], "grid & <g>", "", 0.1,
+                       summary=pd.DataFrame(), by=[], sources=["calibrated"], reference="calibrated")
+    assert "<script" not in page and "<i>" not in page and "<u>" not in page
+    assert "w &amp; &lt;u&gt;" in page
+    assert page.count(">&lt;script&gt;n&lt;/script&gt; &amp; co<") == 2  # both rows show the name as text
+    assert "href='reports/%3Cscript%3En%3C/script%3E%20%26%20co.html'" in page
+    assert "failed: E: &lt;i&gt;&amp;" in page and "grid &amp; &lt;g&gt;" in page

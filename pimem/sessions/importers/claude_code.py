@@ -36,14 +36,13 @@ Each entry carries ``source``: ``{"format": "claude-code", "uuid": …, "line": 
 from __future__ import annotations
 
 import os
-import random
 from typing import Any
 
 from pimem.base.js import js_stringify
 from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.importers.records import (
-    ImportReport, Record, as_object, as_str, file_time_iso, read_records, timestamp_ms,
+    ImportReport, Record, as_object, as_str, first_record_time, imported_session, read_records, timestamp_ms,
 )
 from pimem.sessions.session import Session
 
@@ -516,8 +515,7 @@ def import_claude_code(path: str | os.PathLike[str], *, seed: int | str | None =
     importer.run(records)
     first = next((r.data for r in records if isinstance(r.data.get("sessionId"), str)), {})
     stem = os.path.basename(file).split(".")[0]
-    first_ts = next((r.data["timestamp"] for r in records if isinstance(r.data.get("timestamp"), str)), None)
-    first_ts = first_ts or file_time_iso(file)
+    first_ts = first_record_time(records, file)
     cwd = next((r.data["cwd"] for r in records if isinstance(r.data.get("cwd"), str)), "")
     version = next((r.data["version"] for r in records if isinstance(r.data.get("version"), str)), None)
     header: dict[str, Any] = {
@@ -528,11 +526,5 @@ def import_claude_code(path: str | os.PathLike[str], *, seed: int | str | None =
         "cwd": cwd,
         "source": {"format": FORMAT, "version": version},
     }
-    for entry in importer.entries:
-        if entry.get("timestamp") is None:
-            entry["timestamp"] = first_ts
-    rng = random.Random(seed if seed is not None else header["id"])
-    session = Session(header, importer.entries, path=file, warnings=warnings, rng=rng)
-    session.source_format = FORMAT  # type: ignore[attr-defined]
-    session.import_report = importer.report  # type: ignore[attr-defined]
-    return session
+    return imported_session(file, header, importer.entries, first_time=first_ts, warnings=warnings,
+                            report=importer.report, source_format=FORMAT, seed=seed)

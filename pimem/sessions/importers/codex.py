@@ -33,7 +33,6 @@ one line); each entry carries ``source``: ``{"format": "codex", "line": …}``.
 from __future__ import annotations
 
 import os
-import random
 import re
 from typing import Any
 
@@ -42,7 +41,7 @@ import orjson
 from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.importers.records import (
-    ImportReport, Record, as_object, as_str, file_time_iso, read_records, timestamp_ms,
+    ImportReport, Record, as_object, as_str, first_record_time, imported_session, read_records, timestamp_ms,
 )
 from pimem.sessions.session import Session
 
@@ -409,8 +408,7 @@ def import_codex(path: str | os.PathLike[str], *, seed: int | str | None = None)
     importer = _Importer(file, warnings)
     importer.run(records)
     meta = importer.meta or {}
-    first_ts = next((r.data["timestamp"] for r in records if isinstance(r.data.get("timestamp"), str)), None)
-    first_ts = first_ts or file_time_iso(file)
+    first_ts = first_record_time(records, file)
     sid = meta.get("id") or meta.get("session_id") or os.path.basename(file).split(".")[0]
     header: dict[str, Any] = {
         "type": "session",
@@ -420,11 +418,5 @@ def import_codex(path: str | os.PathLike[str], *, seed: int | str | None = None)
         "cwd": as_str(meta.get("cwd"), ""),
         "source": {"format": FORMAT, "session_meta": meta},
     }
-    for entry in importer.entries:
-        if entry.get("timestamp") is None:
-            entry["timestamp"] = first_ts
-    rng = random.Random(seed if seed is not None else header["id"])
-    session = Session(header, importer.entries, path=file, warnings=warnings, rng=rng)
-    session.source_format = FORMAT  # type: ignore[attr-defined]
-    session.import_report = importer.report  # type: ignore[attr-defined]
-    return session
+    return imported_session(file, header, importer.entries, first_time=first_ts, warnings=warnings,
+                            report=importer.report, source_format=FORMAT, seed=seed)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 from dataclasses import dataclass, field
-from typing import Any, Iterator, TypeVar
+from typing import Any, Iterator, Sequence, TypeVar
 
 import orjson
 
@@ -19,8 +20,10 @@ from pimem.base.files import open_regular
 from pimem.base.js import parse_iso_ms, to_iso
 from pimem.core.session_manager import SessionWarning
 from pimem.errors import SessionFormatError
+from pimem.sessions.session import Session
 
-__all__ = ["Record", "ImportReport", "read_records", "open_transcript", "as_object", "as_str", "file_time_iso"]
+__all__ = ["Record", "ImportReport", "read_records", "open_transcript", "as_object", "as_str", "file_time_iso",
+           "first_record_time", "imported_session"]
 
 _T = TypeVar("_T")
 
@@ -178,3 +181,24 @@ def timestamp_ms(timestamp: Any) -> int | None:
             return None
         return None if ms is None else int(ms)
     return None
+
+
+def first_record_time(records: Sequence[Record], file: str) -> str:
+    """The first record's ``timestamp`` string, else the file's modification time."""
+    found = next((r.data["timestamp"] for r in records if isinstance(r.data.get("timestamp"), str)), None)
+    return found or file_time_iso(file)
+
+
+def imported_session(file: str, header: dict[str, Any], entries: list[dict[str, Any]], *, first_time: str,
+                     warnings: list[SessionWarning], report: ImportReport, source_format: str,
+                     seed: int | str | None) -> Session:
+    """The :class:`Session` an importer made: entries without a time get ``first_time``; the ids it
+    makes later are seeded with ``seed`` (default: the header's id)."""
+    for entry in entries:
+        if entry.get("timestamp") is None:
+            entry["timestamp"] = first_time
+    rng = random.Random(seed if seed is not None else header["id"])
+    session = Session(header, entries, path=file, warnings=warnings, rng=rng)
+    session.source_format = source_format  # type: ignore[attr-defined]
+    session.import_report = report  # type: ignore[attr-defined]
+    return session
