@@ -31,7 +31,7 @@ from pimem.errors import (
     SummarizationError,
 )
 from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output, write_table
-from pimem.base.tables import escape_lone_surrogates, frame
+from pimem.base.tables import escape_lone_surrogates, format_number, frame
 from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
 from pimem.core.session_manager import session_entry_to_context_messages
 from pimem.drift import drift_report, headline, lost_facts
