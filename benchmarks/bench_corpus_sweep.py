@@ -13,6 +13,11 @@ CPU time, and whether every row equals the process pool's (timing and worker col
 
     .venv/bin/python benchmarks/bench_corpus_sweep.py [--sessions 60] [--workers 2] [--dask]
         [--out benchmarks/results/corpus_sweep.json]
+
+Equality check of every row (not a timing): ``--check-rows FILE`` sweeps the source sessions themselves
+(the samples and the real sessions, unmarked) x the 20 settings and writes every row (timing and worker
+columns left out) to ``FILE`` when it does not exist, else compares them with it and fails on the first
+difference. Run it before a change and again after.
 """
 
 from __future__ import annotations
@@ -45,10 +50,7 @@ _LINKS = ("id", "parentId", "firstKeptEntryId", "targetId", "fromId")
 
 
 def sources() -> list[Session]:
-    files = sorted((ROOT / "datasets" / "sessions").glob("*.jsonl"))
-    real = ROOT.parent / "shared" / "datasets" / "pi-mono"
-    files += [p for p in (real / "before-compaction.jsonl", real / "large-session.jsonl") if p.exists()]
-    return [load_session(f) for f in files]
+    return [load_session(f) for f in source_paths()]
 
 
 def _mark_blocks(content: Any, marker: str) -> Any:
@@ -116,6 +118,62 @@ def _stable(df: Any) -> Any:
     return df[cols].sort_values(["session_index", "setting_index"]).reset_index(drop=True)
 
 
+def source_paths() -> list[Path]:
+    files = sorted((ROOT / "datasets" / "sessions").glob("*.jsonl"))
+    real = ROOT.parent / "shared" / "datasets" / "pi-mono"
+    return files + [p for p in (real / "before-compaction.jsonl", real / "large-session.jsonl") if p.exists()]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Cells equal: the same value, both missing (None or NaN), or the same text."""
+    if a is b:
+        return True
+    missing_a = a is None or (isinstance(a, float) and math.isnan(a))
+    missing_b = b is None or (isinstance(b, float) and math.isnan(b))
+    if missing_a or missing_b:
+        return missing_a and missing_b and type(a) is type(b)
+    try:
+        if a == b:
+            return type(a) is type(b) or (isinstance(a, (int, float)) and isinstance(b, (int, float)))
+    except Exception:  # noqa: BLE001 - arrays and the like: compare their text
+        pass
+    return repr(a) == repr(b)
+
+
+def check_rows(path: Path, workers: int) -> int:
+    """Write the source sessions' rows to ``path``, or compare them with the rows there."""
+    import pandas as pd
+
+    files = source_paths()
+    cpu0, t0 = _cpu_self_and_children(), time.perf_counter()
+    df = _stable(sweep(files, GRID, workers=workers, progress=False))
+    cpu, wall = _cpu_self_and_children() - cpu0, time.perf_counter() - t0
+    df["session"] = df["session"].map(lambda s: Path(s).name)
+    print(f"{len(files)} sessions x 20 settings = {len(df)} runs: CPU {cpu:.1f} s ({cpu / len(df):.3f} per run), "
+          f"wall {wall:.1f} s, {int(df['error'].notna().sum())} errors", flush=True)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        df.to_pickle(path)
+        print(f"rows written to {path}")
+        return 0
+    df.to_pickle(path.with_name(path.name + ".new"))  # to compare again without a new run
+    ref = pd.read_pickle(path)
+    if list(ref.columns) != list(df.columns) or ref.shape != df.shape:
+        print(f"columns or shape differ: {ref.shape} {list(ref.columns)} vs {df.shape} {list(df.columns)}")
+        return 1
+    bad = 0
+    for column in ref.columns:
+        for i, (a, b) in enumerate(zip(ref[column], df[column])):
+            if _same(a, b):
+                continue
+            bad += 1
+            if bad <= 20:
+                print(f"row {i} ({df['session'][i]}, setting {df['setting_index'][i]}) {column}: {a!r} != {b!r}")
+    print(f"{len(df)} rows x {len(df.columns)} columns compared with {path}: "
+          + ("all equal" if not bad else f"{bad} cells differ"))
+    return 1 if bad else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=60)
@@ -123,8 +181,11 @@ def main() -> int:
     ap.add_argument("--dask", action="store_true", help="run the same sweep on a 2-worker LocalCluster")
     ap.add_argument("--goal-sessions", type=int, default=1000)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "corpus_sweep.json"))
+    ap.add_argument("--check-rows", metavar="FILE", help="write or compare the source sessions' rows (see docs)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
+    if args.check_rows:
+        return check_rows(Path(args.check_rows), args.workers)
     out: dict[str, Any] = {"sessions": args.sessions, "settings": 20}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = build_corpus(args.sessions, Path(tmp))

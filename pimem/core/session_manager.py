@@ -1348,6 +1348,22 @@ def _project_path(path: list[dict], walked: bool = False) -> SessionProjection:
     return SessionProjection(projected, messages, thinking_level, model)
 
 
+def is_walked_path(path: Sequence[dict]) -> bool:
+    """Whether ``path`` is already the walk to its last entry, and so is every prefix of it: distinct
+    string ids, each entry the child of the one before, the first one's parent not on it."""
+    ids = [e.get("id") for e in path]
+    if not all(i.__class__ is str and i for i in ids) or len(set(ids)) != len(ids):
+        return False
+    if path and path[0].get("parentId") in set(ids):
+        return False
+    return all(path[i].get("parentId") == ids[i - 1] for i in range(1, len(path)))
+
+
+def project_walked_path(path: list[dict]) -> SessionProjection:
+    """``buildSessionProjection`` of a path for which :func:`is_walked_path` holds (no walk again)."""
+    return _project_path(path, True)
+
+
 def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionProjection:
     """``buildSessionProjection``: projected entries (each keeps its source entry) + messages.
 

@@ -224,6 +224,7 @@ def drift_report(
     *,
     leaf_id: str | None = None,
     include_thinking: bool = False,
+    spans: Sequence[CompactionSpan] | None = None,
 ) -> pd.DataFrame:
     """One row per compaction on the active path, with chain metrics (columns in module docs).
 
@@ -232,13 +233,14 @@ def drift_report(
             session file's path, or a list of entries.
         leaf_id: the leaf whose path is measured (default: the session's current leaf).
         include_thinking: count the assistant's thinking among the facts of a span.
+        spans: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.
 
     Long frames are in ``report.attrs``.
     """
 
 
     source = session_or_entries(result_or_session)
-    spans = compaction_spans(source, leaf_id=leaf_id)
+    spans = list(spans) if spans is not None else compaction_spans(source, leaf_id=leaf_id)
     records = compaction_records(source, leaf_id=leaf_id, spans=spans)
     path = build_session_path(source, leaf_id)
     first_request = _first_user_request(path)

@@ -50,7 +50,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pimem.text.facts import Fact, SummaryIndex, extract_facts, fact_present, fold, index_of, negated_words
+from pimem.text.facts import (Fact, SummaryIndex, extract_facts, fact_present, fold, index_of, joined_index,
+                              negated_words)
 from pimem.drift.records import CompactionRecord, source_text
 from pimem.errors import ConfigurationError
 
@@ -199,8 +200,8 @@ def used_later(record: CompactionRecord, facts: Sequence[Fact] | None = None) ->
 
 
 def kept_index(record: CompactionRecord) -> SummaryIndex:
-    """Everything the kept tail shows the agent, tool results included."""
-    return index_of("\n".join(source_text(m) for _, m in record.kept))
+    """Everything the kept tail shows the agent, tool results included (one index per message, shared)."""
+    return joined_index([source_text(m) for _, m in record.kept])
 
 
 def needed_later_facts(

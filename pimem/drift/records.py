@@ -39,13 +39,13 @@ from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
 from pimem.core.session_manager import (
     build_session_path,
-    build_session_projection,
+    is_walked_path,
     context_entries_and_types,
     project_parts,
     session_entry_to_context_messages,
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
-from pimem.sessions.compactions import compaction_spans
+from pimem.sessions.compactions import compaction_spans, prefix_projection
 from pimem.sessions.spans import first_kept_index
 from pimem.sessions.session import Session
 from pimem.sessions.load import session_or_entries
@@ -132,10 +132,11 @@ def compaction_records(
         first_message.append(len(shared.messages))
         shared.messages.extend((e.get("id"), m) for m in entry_messages(e))
     records: list[CompactionRecord] = []
+    walked = is_walked_path(path)
     for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):
         pos = position[id(span.entry)]
         kept: list[tuple[str | None, dict]] = []
-        for pe in build_session_projection(path[: pos + 1]).entries:
+        for pe in prefix_projection(path, pos + 1, walked).entries:
             src = pe.source_entry
             if src.get("type") == "compaction":
                 continue

@@ -16,6 +16,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -26,12 +27,28 @@ _TOKEN = re.compile(r"[a-z0-9_$]{2,}")
 
 def tokenize(text: str) -> list[str]:
     """Similarity tokens of a text (see module docs)."""
-    return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+    return list(_tokens(text))
+
+
+@lru_cache(maxsize=1 << 12)
+def _tokens(text: str) -> tuple[str, ...]:
+    # memoised: the drift report reads each summary's body and sections several times
+    return tuple(t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS)
+
+
+@lru_cache(maxsize=1 << 12)
+def _token_set(text: str) -> frozenset[str]:
+    return frozenset(_tokens(text))
+
+
+@lru_cache(maxsize=1 << 12)
+def _token_counts(text: str) -> tuple[tuple[str, int], ...]:
+    return tuple(Counter(_tokens(text)).items())
 
 
 def jaccard(a: str, b: str) -> float:
     """Token-set Jaccard similarity of two texts."""
-    sa, sb = set(tokenize(a)), set(tokenize(b))
+    sa, sb = _token_set(a), _token_set(b)
     if not sa and not sb:
         return 1.0
     return len(sa & sb) / len(sa | sb)
@@ -44,9 +61,9 @@ class TfidfSpace:
         self.vocab: dict[str, int] = {}
         df: Counter[str] = Counter()
         for doc in documents:
-            toks = set(tokenize(doc))
+            toks = _token_set(doc)
             df.update(toks)
-            for t in toks:
+            for t in sorted(toks):  # a fixed order: the same sums in every process (sets follow the hash seed)
                 self.vocab.setdefault(t, len(self.vocab))
         n = len(documents)
         self.idf = np.ones(len(self.vocab))
@@ -55,7 +72,7 @@ class TfidfSpace:
 
     def vector(self, text: str) -> np.ndarray:
         v = np.zeros(len(self.vocab))
-        for t, c in Counter(tokenize(text)).items():
+        for t, c in _token_counts(text):
             i = self.vocab.get(t)
             if i is not None:
                 v[i] = c * self.idf[i]
@@ -66,7 +83,7 @@ class TfidfSpace:
         va, vb = self.vector(a), self.vector(b)
         na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
         if na == 0 and nb == 0:
-            return 1.0 if not tokenize(a) and not tokenize(b) else 0.0
+            return 1.0 if not _tokens(a) and not _tokens(b) else 0.0
         if na == 0 or nb == 0:
             return 0.0
         return float(np.clip(va @ vb, 0.0, 1.0))

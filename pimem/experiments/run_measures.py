@@ -120,7 +120,8 @@ def run_measures(
     """
     out: dict[str, Any] = {}
     if drift:
-        report = drift_report(result)
+        spans = result.compaction_spans() if callable(getattr(result, "compaction_spans", None)) else None
+        report = drift_report(result, spans=spans)
         h = headline(report)
         recalls = report["needed_recall"] if len(report) and "needed_recall" in report else pd.Series(dtype=float)
         needed = report["n_needed"] if len(report) and "n_needed" in report else pd.Series(dtype=float)

@@ -51,8 +51,8 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from pimem.base.tables import frame
-from pimem.core.session_manager import build_session_path, build_session_projection, session_entry_to_context_messages
-from pimem.sessions.compactions import compaction_spans
+from pimem.core.session_manager import build_session_path, is_walked_path, session_entry_to_context_messages
+from pimem.sessions.compactions import CompactionSpan, compaction_spans, prefix_projection
 from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold
 from pimem.text.messages import message_text
@@ -203,7 +203,8 @@ class _PerMessage:
 _PER_MESSAGE = _PerMessage()
 
 
-def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = None, examples: int = 3) -> pd.DataFrame:
+def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = None, examples: int = 3,
+                      spans: Sequence[CompactionSpan] | None = None) -> pd.DataFrame:
     """One row per compaction on the active path: references, orphans, orphan rate (module docs).
 
     Args:
@@ -211,25 +212,28 @@ def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = N
             ``Session`` (its own compactions: the closed-loop baseline).
         leaf_id: the leaf whose path is measured (default: the session's current leaf).
         examples: how many orphaned facts ``orphan_examples`` lists (as ``kind:value``).
+        spans: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.
     """
     session = session_or_entries(result_or_session)
     path = build_session_path(session, leaf_id)
     positions = {e.get("id"): i for i, e in enumerate(path)}
-    spans = compaction_spans(session, leaf_id=leaf_id)
+    spans = list(spans) if spans is not None else compaction_spans(session, leaf_id=leaf_id)
     comp_positions = [positions[s.entry.get("id")] for s in spans]
     shown, facts_of = _PER_MESSAGE.shown, _PER_MESSAGE.facts
+    walked = is_walked_path(path)
     rows: list[dict[str, Any]] = []
     for k, span in enumerate(spans):
         start = comp_positions[k]
         end = comp_positions[k + 1] if k + 1 < len(spans) else len(path)
         span_facts = {f.key: f for _, m in span.messages for f in facts_of(m)}
-        context = [shown(m) for m in build_session_projection(path[: start + 1]).messages if m.get("role") != "system"]
+        context = [shown(m) for m in prefix_projection(path, start + 1, walked).messages
+                   if m.get("role") != "system"]
         used: set[tuple[str, str]] = set()
         orphans: list[Any] = []
         for pos in range(start + 1, end):
             entry = path[pos]
             if entry.get("type") == "context_edit":  # the projection changes: rebuild it here
-                context = [shown(m) for m in build_session_projection(path[: pos + 1]).messages
+                context = [shown(m) for m in prefix_projection(path, pos + 1, walked).messages
                            if m.get("role") != "system"]
                 continue
             messages = [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]

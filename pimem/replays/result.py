@@ -19,6 +19,7 @@ from pimem.core.session_manager import build_session_projection
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source
 from pimem.replays.orphans import orphan_rate, orphan_references
+from pimem.sessions.compactions import CompactionSpan, compaction_spans
 
 __all__ = ["ReplayResult", "EVENT_COLUMNS", "CALL_COLUMNS"]
 
@@ -56,12 +57,20 @@ class ReplayResult:
     context_edit_ids: list[str] = field(repr=False, default_factory=list)
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
     _orphans: Any = field(repr=False, default=None)
+    _spans: Any = field(repr=False, default=None)
+
+    def compaction_spans(self) -> list[CompactionSpan]:
+        """The replayed session's compactions with the spans they summarized
+        (:func:`pimem.sessions.compactions.compaction_spans`; computed once, shared by the measures)."""
+        if self._spans is None:
+            self._spans = compaction_spans(self.session)
+        return list(self._spans)
 
     def orphan_references(self) -> pd.DataFrame:
         """Per replayed compaction, the recorded agent's later uses of summarized facts that the
         replayed context did not hold (:func:`pimem.replays.orphans.orphan_references`; computed once)."""
         if self._orphans is None:
-            self._orphans = orphan_references(self)
+            self._orphans = orphan_references(self, spans=self.compaction_spans())
         return self._orphans
 
     def summary(self) -> dict[str, Any]:

@@ -11,11 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from pimem.core.compaction.utils import FileOperations, compute_file_lists, extract_file_ops_from_message
-from pimem.core.session_manager import build_session_path, build_session_projection
+from pimem.core.session_manager import (
+    SessionProjection,
+    build_session_path,
+    build_session_projection,
+    is_walked_path,
+    project_walked_path,
+)
 from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.sessions.spans import first_kept_index
 
-__all__ = ["CompactionSpan", "compaction_spans"]
+__all__ = ["CompactionSpan", "compaction_spans", "prefix_projection"]
+
+
+def prefix_projection(path: list[dict], end: int, walked: bool) -> SessionProjection:
+    """``build_session_projection(path[:end])``; ``walked``: :func:`is_walked_path` holds for ``path``,
+    so the prefix is its own walk and is projected without walking it again."""
+    return project_walked_path(path[:end]) if walked else build_session_projection(path[:end])
 
 
 @dataclass
@@ -42,11 +54,12 @@ def compaction_spans(result_or_session: SessionLike | Sequence[dict], *, leaf_id
     source = session_or_entries(result_or_session)
     path = build_session_path(source, leaf_id)
     spans: list[CompactionSpan] = []
+    walked = is_walked_path(path)
     for pos, entry in enumerate(path):
         if entry.get("type") != "compaction":
             continue
         notes: list[str] = []
-        projected = build_session_projection(path[:pos]).entries if pos else []
+        projected = prefix_projection(path, pos, walked).entries if pos else []
         prev_index = next(
             (i for i, pe in enumerate(projected) if pe.source_entry.get("type") == "compaction" and pe.messages),
             -1,

@@ -290,6 +290,12 @@ def _paths_in_short_text(text: str) -> tuple[tuple[str, int, str], ...]:
 
 
 def _find_paths(text: str) -> list[tuple[str, int, str]]:
+    tokens, bare = _path_groups(text)
+    return [*tokens, *bare]
+
+
+def _path_groups(text: str) -> tuple[tuple[tuple[str, int, str], ...], tuple[tuple[str, int, str], ...]]:
+    """(path tokens, bare file names outside them) of a text, each in text order."""
     found: list[tuple[str, int, str]] = []
     seen_spans: list[tuple[int, int]] = []
     for m in PATH_TOKEN.finditer(text):
@@ -299,17 +305,23 @@ def _find_paths(text: str) -> list[tuple[str, int, str]]:
             found.append((norm, m.start(), tok))
             seen_spans.append(m.span())
     starts = [a for a, _ in seen_spans]  # finditer's spans: increasing and disjoint
+    bare: list[tuple[str, int, str]] = []
     for m in BARE_FILE.finditer(text):
         k = bisect_right(starts, m.start()) - 1
         if k >= 0 and m.start() < seen_spans[k][1]:
             continue
         norm = normalize_path(m.group(0))
         if norm:
-            found.append((norm, m.start(), m.group(0)))
-    return found
+            bare.append((norm, m.start(), m.group(0)))
+    return tuple(found), tuple(bare)
 
 
 def identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
+    return [item for group in _identifier_groups(text) for item in group]
+
+
+def _identifier_groups(text: str) -> tuple[tuple[tuple[str, int, str], ...], ...]:
+    """The identifiers of a text: code-span names, then the matches of each pattern (each in text order)."""
     found: list[tuple[str, int, str]] = []
     pieces: list[str] = []  # the text with every code span blanked out
     last = 0
@@ -324,13 +336,16 @@ def identifiers_in_text(text: str) -> list[tuple[str, int, str]]:
         last = m.end()
     pieces.append(text[last:])
     masked = "".join(pieces)
+    groups = [tuple(found)]
     for rx in (_CALL, _DOTTED, _CAMEL, _LOWER_CAMEL):
+        matches: list[tuple[str, int, str]] = []
         for m in rx.finditer(masked):
             name = m.group(1)
             if _is_path_like(name) or len(name) < 3:
                 continue
-            found.append((name, m.start(1), m.group(0)))
-    return found
+            matches.append((name, m.start(1), m.group(0)))
+        groups.append(tuple(matches))
+    return tuple(groups)
 
 
 def numbers_in_text(text: str) -> list[tuple[str, int, str]]:
@@ -380,33 +395,72 @@ def _error_lines(text: str, is_error: bool) -> list[tuple[str, int]]:
     return lines
 
 
-def _text_facts(text: str, role: str, source: str) -> tuple[tuple[str, str, int, str], ...]:
+def _text_facts(text: str, role: str, source: str, sentences: bool = True) -> tuple[tuple[str, str, int, str], ...]:
     """(kind, value, offset, surface) of every fact of one text part, in extraction order (memoised:
-    the runs and measures of one session read the same messages again and again)."""
+    the runs and measures of one session read the same messages again and again). Without
+    ``sentences`` constraints and decisions are left out."""
     if len(text) <= _MEMO_CHARS:
-        return _text_facts_short(text, role, source)
-    return _find_text_facts(text, role, source)
+        return _text_facts_short(text, role, source, sentences)
+    return _find_text_facts(text, role, source, sentences)
 
 
-def _find_text_facts(text: str, role: str, source: str) -> tuple[tuple[str, str, int, str], ...]:
+def _find_text_facts(text: str, role: str, source: str, sentences: bool = True) -> tuple[tuple[str, str, int, str], ...]:
     out: list[tuple[str, str, int, str]] = []
-    for v, off, sur in _paths_in_text(text):
-        out.append(("path", v, off, sur))
-    for v, off, sur in identifiers_in_text(text):
-        out.append(("identifier", v, off, sur))
+    if len(text) <= _LINES_FROM or "\n" not in text:
+        for v, off, sur in _paths_in_text(text):
+            out.append(("path", v, off, sur))
+        for v, off, sur in identifiers_in_text(text):
+            out.append(("identifier", v, off, sur))
+    else:
+        out.extend(_names_by_line(text))
     prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
     for v, off, sur in numbers_in_text(prose):
         out.append(("number", v, off, sur))
-    if role == "user":
+    if role == "user" and sentences:
         for v, off, sur in _sentences(text, _CONSTRAINT):
             out.append(("constraint", v, off, sur))
-    if role == "assistant" and source == "text":
+    if role == "assistant" and source == "text" and sentences:
         for v, off, sur in _sentences(text, _DECISION):
             out.append(("decision", v, off, sur))
     return tuple(out)
 
 
 _text_facts_short = lru_cache(maxsize=1 << 13)(_find_text_facts)
+
+
+_LINES_FROM = 2000  # longer texts find their names line by line
+
+
+def _names_by_line(text: str) -> list[tuple[str, str, int, str]]:
+    """The paths and identifiers of a long text, exactly as :func:`_paths_in_text` and
+    :func:`identifiers_in_text` find them (same values, offsets and order), from memoised lines.
+
+    None of their patterns reads across a line break (a break is neither a name character nor a
+    code-span character, so it bounds a match like the ends of the text), so each pattern's matches
+    over the text are its matches over the lines, in line order. A long text that is mostly old
+    lines (an updated summary) costs only its new lines.
+    """
+    per_line = []
+    start = 0
+    for line in text.split("\n"):
+        if line:
+            per_line.append((start, _line_names(line) if len(line) <= _MEMO_CHARS else _find_line_names(line)))
+        start += len(line) + 1
+    out: list[tuple[str, str, int, str]] = []
+    for group, kind in enumerate(("path", "path", "identifier", "identifier", "identifier", "identifier",
+                                  "identifier")):
+        for at, groups in per_line:
+            out.extend((kind, v, at + off, sur) for v, off, sur in groups[group])
+    return out
+
+
+def _find_line_names(line: str) -> tuple[tuple[tuple[str, int, str], ...], ...]:
+    """One line's matches, grouped as the text-wide passes make them: path tokens, bare file names,
+    code-span names, then the matches of each identifier pattern."""
+    return (*_path_groups(line), *_identifier_groups(line))
+
+
+_line_names = lru_cache(maxsize=1 << 15)(_find_line_names)
 
 
 def _error_lines_of(text: str, is_error: bool) -> tuple[tuple[str, int], ...]:
@@ -443,13 +497,14 @@ def extract_facts(
     if unknown:
         raise ConfigurationError(f"unknown fact kinds {sorted(unknown)}; known: {list(FACT_KINDS)}")
     facts: list[Fact] = []
+    sentences = "constraint" in wanted or "decision" in wanted
 
     def add(kind: str, value: str, eid: str | None, pos: int, off: int, role: str, source: str, surface: str) -> None:
         if kind in wanted and value:
             facts.append(Fact(kind, value, eid, pos, off, role, source, surface))
 
     def from_text(text: str, eid: str | None, pos: int, role: str, source: str) -> None:
-        for kind, v, off, sur in _text_facts(text, role, source):
+        for kind, v, off, sur in _text_facts(text, role, source, sentences):
             add(kind, v, eid, pos, off, role, source, sur)
 
     for pos, (eid, msg) in enumerate(iter_messages(items)):
@@ -825,6 +880,65 @@ def index_of(text: str) -> SummaryIndex:
     while len(_INDEXES) > 1 and (len(_INDEXES) > _INDEXES_MAX or _indexed_chars > _INDEXES_MAX_CHARS):
         old, _ = _INDEXES.popitem(last=False)
         _indexed_chars -= len(old)
+    return index
+
+
+class JoinedIndex(SummaryIndex):
+    """The index of texts joined by line breaks (what a kept tail shows), made of the parts' shared
+    indexes: a part already indexed (the same message in the previous compaction's tail, or in
+    another run of the session) is not read again.
+
+    Exactly the answers of ``SummaryIndex("\\n".join(parts))``: paths, lines, words and errors are
+    per line, so they are the parts'; the folded form is the parts' folded forms joined by a space
+    (as the lines' are); identifiers, commands and numbers, whose rules may read across a line break
+    (a fenced block, a number before its unit on the next line), read the joined text.
+    """
+
+    def __init__(self, parts: Sequence[str]) -> None:
+        super().__init__("\n".join(parts))
+        self.parts = [index_of(p) for p in parts]
+
+    @cached_property
+    def folded(self) -> str:
+        return " ".join(f for f in (p.folded for p in self.parts) if f)
+
+    @cached_property
+    def raw_lines(self) -> list[str]:
+        return [ln for p in self.parts for ln in p.raw_lines]
+
+    @cached_property
+    def _polarity(self) -> list[tuple[frozenset[str], frozenset[str]]]:
+        return [pol for p in self.parts for pol in p._polarity]
+
+    @cached_property
+    def all_words(self) -> set[str]:
+        return set().union(*(p.all_words for p in self.parts))
+
+    @cached_property
+    def paths(self) -> set[str]:
+        return set().union(*(p.paths for p in self.parts))
+
+    def has_words(self, text: str, threshold: float) -> bool:
+        # a line that qualifies shares two words with its part, so the part's own check passes
+        return any(p.has_words(text, threshold) for p in self.parts)
+
+    def has_error(self, line: str) -> bool:
+        return any(p.has_error(line) for p in self.parts)
+
+
+_JOINED: OrderedDict[tuple[str, ...], JoinedIndex] = OrderedDict()
+
+
+def joined_index(parts: Sequence[str]) -> JoinedIndex:
+    """The shared :class:`JoinedIndex` of ``parts`` (the few most recent are kept)."""
+    key = tuple(parts)
+    index = _JOINED.get(key)
+    if index is None:
+        index = _JOINED[key] = JoinedIndex(parts)
+        if len(_JOINED) > 32:
+            _JOINED.popitem(last=False)
+    else:
+        _JOINED.move_to_end(key)
     return index
 
 

@@ -1,0 +1,112 @@
+"""The fast paths of fact extraction and look-up give exactly the whole-text answers.
+
+Long texts find their paths and identifiers line by line (memoised lines), a kept tail is indexed as
+its messages' indexes joined: both must equal the plain passes over the whole text, on hand-made
+edge cases (fences and numbers across a break, names at line ends) and on the real sessions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pimem.core.session_manager import build_session_path, is_walked_path
+from pimem.drift.records import source_text as message_text
+from pimem.sessions.load import load_session
+from pimem.text import facts as F
+from tests.conftest import REAL_DIR, REAL_V3
+
+EDGE_PARTS = [
+    "see `src/app.ts` and run `npm test`\nthen call parseArgs(argv) in cli/main.py",
+    "```ts\nconst x = loadConfig()\n",  # a fence opened here …
+    "closes here ```\n5\nms later the build took 12 s",  # … closed in the next part; a number over a break
+    "FooBar.baz and fooBar() and Config.load; ./scripts/setup and ../x/y.md\n\n",
+    "Error: Cannot find module 'left-pad' from 'index.js'\nnot found: tests/test_a.py",
+    "We decided to use pnpm instead of npm. Never commit the lock file.\ngit status",
+    "",
+    "README.md\npackages/ai/src/index.ts\nfoo.ts: 'bar' 'baz' error TS2304",
+]
+
+
+def _whole_names(text: str) -> list[tuple[str, str, int, str]]:
+    tokens, bare = F._path_groups(text)
+    return [("path", *x) for x in (*tokens, *bare)] + [("identifier", *x) for x in F.identifiers_in_text(text)]
+
+
+def _facts_of(texts: list[str]) -> list[F.Fact]:
+    facts = F.extract_facts([(None, {"role": "user", "content": t}) for t in texts])
+    facts += F.extract_facts([(None, {"role": "assistant", "content": [{"type": "text", "text": t}]}) for t in texts])
+    lines = [ln for t in texts for ln in t.split("\n") if ln.strip()]
+    facts += [F.Fact("error", F.fold(ln), None, 0, 0, "toolResult", "tool_result", ln) for ln in lines]
+    facts += [F.Fact("command", F.fold(c), None, 0, 0, "assistant", "bash", c)
+              for c in ("git status", "npm test", "ls", "later the")]
+    facts += [F.Fact("number", v, None, 0, 0, "user", "text", v) for v in ("5 ms", "12 s")]
+    return facts
+
+
+def _real_texts() -> list[str]:
+    texts = []
+    for name in REAL_V3:
+        path = REAL_DIR / name
+        if not path.exists():
+            pytest.skip("real sessions not available")
+        for e in load_session(path).entries:
+            if e.get("type") == "message":
+                texts.append(message_text(e["message"]))
+            elif e.get("type") == "compaction":
+                texts.append(str(e.get("summary", "")))
+    return texts
+
+
+def test_names_by_line_equal_the_whole_text_passes_on_edge_cases() -> None:
+    text = "\n".join(EDGE_PARTS * 3)
+    assert F._names_by_line(text) == _whole_names(text)
+    assert any(kind == "identifier" for kind, *_ in F._names_by_line(text))
+
+
+def test_names_by_line_equal_the_whole_text_passes_on_real_texts() -> None:
+    texts = _real_texts()
+    joined = ["\n".join(texts[i : i + 40]) for i in range(0, len(texts), 40)]
+    long = [t for t in joined + texts if len(t) > F._LINES_FROM and "\n" in t]
+    assert long
+    for t in long[::max(1, len(long) // 8)]:
+        assert F._names_by_line(t) == _whole_names(t)
+
+
+def test_long_text_facts_equal_short_text_rules() -> None:
+    text = "\n".join(EDGE_PARTS * 600)
+    assert len(text) > F._MEMO_CHARS
+    fast = F._find_text_facts(text, "assistant", "text")
+    names = [f for f in fast if f[0] in ("path", "identifier")]
+    assert names == _whole_names(text)
+    assert F._find_text_facts(text, "assistant", "text", False) == tuple(f for f in fast if f[0] != "decision")
+
+
+@pytest.mark.parametrize("real", [False, True])
+def test_joined_index_answers_as_the_index_of_the_joined_text(real: bool) -> None:
+    groups = [EDGE_PARTS, EDGE_PARTS[1:3], [], [""], EDGE_PARTS[::-1]]
+    texts = EDGE_PARTS
+    if real:
+        texts = _real_texts()
+        groups = [texts[i : i + 40] for i in range(0, len(texts), len(texts) // 3)]
+    facts = _facts_of(texts[:60])
+    assert {f.kind for f in facts} >= {"path", "identifier", "number", "error", "command", "constraint", "decision"}
+    for parts in groups:
+        joined, whole = F.JoinedIndex(parts), F.SummaryIndex("\n".join(parts))
+        assert joined.text == whole.text and joined.folded == whole.folded and joined.paths == whole.paths
+        assert [f for f in facts if F.fact_present(f, joined)] == [f for f in facts if F.fact_present(f, whole)]
+
+
+def test_joined_index_is_shared_per_parts() -> None:
+    assert F.joined_index(["a", "b"]) is F.joined_index(["a", "b"])
+    assert F.joined_index(["a", "b"]) is not F.joined_index(["a\nb"])
+
+
+def test_walked_path() -> None:
+    a = {"type": "message", "id": "a", "parentId": None}
+    b = {"type": "message", "id": "b", "parentId": "a"}
+    c = {"type": "message", "id": "c", "parentId": "b"}
+    assert is_walked_path([a, b, c]) and is_walked_path([]) and build_session_path([a, b]) == [a, b]
+    assert not is_walked_path([a, c])  # a gap: the prefix is not its own walk
+    assert not is_walked_path([{**a, "parentId": "c"}, b, c])  # a cycle back onto the path
+    assert not is_walked_path([a, b, {**c, "id": "a", "parentId": "b"}])  # a repeated id
+    assert not is_walked_path([{**a, "id": 1}])
