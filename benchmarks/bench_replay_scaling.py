@@ -112,14 +112,17 @@ def main() -> int:
     ap.add_argument("--settings", nargs="+", default=list(SETTINGS))
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--memory-run", nargs=2, default=["calibrated", "compact-32k"], metavar=("SOURCE", "SETTING"),
+                    help="the replay whose peak memory --memory traces")
+    ap.add_argument("--no-timing", action="store_true", help="only --memory")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "replay_scaling.json"))
     args = ap.parse_args()
     paths = source_paths()
-    chains = {n: build_chain(paths, n) for n in args.sizes}
+    chains = {} if args.no_timing else {n: build_chain(paths, n) for n in args.sizes}
     print(f"chains from {len(paths)} paths ({', '.join(str(len(p)) for p in paths)} entries); "
           f"load {os.getloadavg()[0]:.2f}")
     results: list[dict[str, Any]] = []
-    for setting in args.settings:
+    for setting in ([] if args.no_timing else args.settings):
         for source in args.sources:
             best: dict[int, float] = {}
             comps: dict[int, int] = {}
@@ -143,13 +146,14 @@ def main() -> int:
             chain_peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.reset_peak()
             base = tracemalloc.get_traced_memory()[0]
-            run_once(session, "calibrated", "compact-32k")
+            run_once(session, *args.memory_run)
             peak = tracemalloc.get_traced_memory()[1] - base
             tracemalloc.stop()
             del session
             print(f"memory n={n}: chain {chain_peak / 2**20:.1f} MiB, replay peak {peak / 2**20:.1f} MiB "
                   f"({peak / n / 1024:.2f} KiB per entry)", flush=True)
-            results.append({"memory_entries": n, "chain_mib": chain_peak / 2**20, "replay_peak_mib": peak / 2**20})
+            results.append({"memory_entries": n, "run": args.memory_run, "chain_mib": chain_peak / 2**20,
+                            "replay_peak_mib": peak / 2**20})
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))

@@ -880,7 +880,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "window leaves for the conversation)")
     a.add_argument("--window", type=_positive_int_list, default=None,
                    help="context windows, comma-separated (default: the per-request overhead plus 20%% and 40%% "
-                        "of each session's size, so that every session compacts)")
+                        "of each session's size, at least the room its largest step needs, so that every "
+                        "session compacts without failed turns)")
     a.add_argument("--token-source", type=_token_sources, default=["calibrated", "chars", "tiktoken"],
                    help="token sources each setting runs under; the band across them is reported "
                         "(default: calibrated,chars,tiktoken)")

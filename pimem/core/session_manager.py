@@ -467,6 +467,13 @@ class Session:
         self._children: dict[Any, list[dict]] | None = None
         self._leaf_id: str | None = None
         self._warned_cycles: set[Any] = set()
+        # entries indexed, and message entries among them without a message object (none: a
+        # context need not check its path's messages)
+        self._indexed = 0
+        self._bad_messages = 0
+        # the last path walked, and its entries' positions by id (see _memo_path)
+        self._memo: list[dict] | None = None
+        self._memo_positions: dict[str, int] | None = None
         for entry in self.entries:
             self._index(entry)
 
@@ -502,9 +509,16 @@ class Session:
         """Pi's ``_buildIndex`` step for one entry (Map.set: the last entry with an id wins)."""
         eid = entry.get("id")
         if isinstance(eid, str):
+            if eid in self._by_id:
+                self._memo = self._memo_positions = None  # paths through the old entry change
             self._by_id[eid] = entry
         self._leaf_id = eid if isinstance(eid, str) else None
-        if entry.get("type") == "label":
+        self._indexed += 1
+        etype = entry.get("type")
+        if etype == "message":
+            if entry.get("message").__class__ is not dict:
+                self._bad_messages += 1
+        elif etype == "label":
             target = entry.get("targetId")
             try:
                 if js_truthy(entry.get("label")):
@@ -694,6 +708,23 @@ class Session:
         path.reverse()
         return path
 
+    def _on_branch(self, entry_id: Any) -> bool:
+        """Whether an entry of the active branch has this id: ``get_branch`` walked from the leaf up,
+        stopping where it is found (an edit's target is normally recent)."""
+        current = self.get_entry(self._leaf_id) if self._leaf_id else None
+        visited: set[int] = set()
+        by_id = self._by_id
+        while current is not None:
+            if current.get("id") == entry_id:
+                return True
+            marker = id(current)
+            if marker in visited:  # a cycle: get_branch records it
+                return any(e.get("id") == entry_id for e in self.get_branch())
+            visited.add(marker)
+            parent = current.get("parentId")
+            current = by_id.get(parent) if isinstance(parent, str) and parent else None
+        return False
+
     def common_ancestor(self, a: str | None, b: str | None) -> str | None:
         """The deepest entry id on both the path to ``a`` and the path to ``b`` (None if none).
 
@@ -795,7 +826,7 @@ class Session:
         target = self.get_entry(target_id)
         if target is None:
             raise EntryNotFoundError(f"Entry {target_id} not found")
-        if not any(e.get("id") == target_id for e in self.get_branch()):
+        if not self._on_branch(target_id):
             raise InvalidEntryError(f"Entry {target_id} is not on the active branch")
         role = target.get("message", {}).get("role") if target.get("type") == "message" else None
         if not (target.get("type") == "custom_message" or role in ("user", "assistant", "toolResult")):
@@ -1045,6 +1076,10 @@ class SessionProjection:
 
 def _entries_and_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
     """(entries, lookup(id) -> entry | None, the default leaf id) for a Session or a list."""
+    if source.__class__ is Session:
+        # dict.get raises TypeError only for an unhashable key: _build_path looks those up with _lookup_any.
+        leaf = source._leaf_id
+        return source.entries, source._by_id.get, (NULL_LEAF if leaf is None else leaf)
     entries = getattr(source, "entries", None)
     if entries is not None and hasattr(source, "get_entry"):
         leaf = getattr(source, "leaf_id", None)
@@ -1068,7 +1103,76 @@ def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
     entries, lookup, default_leaf = _entries_and_index(source)
     if leaf_id is None:
         leaf_id = default_leaf
+    if source.__class__ is Session:
+        return _memo_path(source, leaf_id)
     return _build_path(entries, lookup, leaf_id)
+
+
+def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
+    """``_build_path`` on a session, reusing the last path it walked.
+
+    The session keeps that path and each of its entries' positions. A walk from the leaf stops at
+    the first entry found there (the same object at that position) and takes the path up to it
+    as it is: the entries above it are the same, since an entry's parent is only ever looked up
+    in the session's index and the memo is dropped when an id of the index is taken by another entry.
+    """
+    memo, positions = session._memo, session._memo_positions
+    if memo is None or leaf_id is NULL_LEAF:
+        path = _build_path(session.entries, session._by_id.get, leaf_id)
+        if path and _parent_of(path[0], session._by_id.get) is None:  # not stopped at a cycle
+            _remember(session, path)
+        return path
+    lookup = session._by_id.get
+    leaf = None
+    if js_truthy(leaf_id):
+        leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
+    if leaf is None:
+        entries = session.entries
+        if not entries:
+            return []
+        leaf = entries[-1]
+    walked: list[dict] = []
+    current = leaf
+    for _ in range(len(session.entries) + 1):
+        eid = current.get("id")
+        at = positions.get(eid) if eid.__class__ is str else None
+        if at is not None and memo[at] is current:
+            path = memo[: at + 1]
+            if walked:
+                walked.reverse()
+                path.extend(walked)
+                if at == len(memo) - 1:  # the memo's own path, longer: remember the rest
+                    for k, e in enumerate(walked, at + 1):
+                        positions[e.get("id")] = k
+                    memo.extend(walked)
+            return path
+        walked.append(current)
+        parent = current.get("parentId")
+        if parent.__class__ is str:
+            if not parent:
+                break
+            current = lookup(parent)
+        elif not js_truthy(parent):
+            break
+        else:
+            current = _lookup_any(lookup, parent)
+        if current is None:
+            break
+    else:  # longer than the session: a parentId cycle
+        return _build_path(session.entries, lookup, leaf_id)
+    walked.reverse()
+    _remember(session, walked)
+    return walked
+
+
+def _remember(session: "Session", path: list[dict]) -> None:
+    by_id = session._by_id
+    positions = {}
+    for k, e in enumerate(path):
+        eid = e.get("id")
+        if eid.__class__ is str and by_id.get(eid) is e:
+            positions[eid] = k
+    session._memo, session._memo_positions = list(path), positions
 
 
 def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict]:
@@ -1076,7 +1180,7 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
         return []
     leaf = None
     if js_truthy(leaf_id):
-        leaf = lookup(leaf_id)
+        leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
     if leaf is None:
         if not entries:
             return []
@@ -1084,23 +1188,32 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
     path = [leaf]
     append = path.append
     current = leaf
-    steps_left = len(entries)  # a longer walk can only be a parentId cycle
-    while True:
+    for _ in range(len(entries)):  # a longer walk can only be a parentId cycle
         parent = current.get("parentId")
         if parent.__class__ is str:
             if not parent:
                 break
+            current = lookup(parent)
         elif not js_truthy(parent):
             break
-        current = lookup(parent) if parent.__class__ is str else _lookup_any(lookup, parent)
+        else:
+            current = _lookup_any(lookup, parent)
         if current is None:
             break
-        steps_left -= 1
-        if steps_left < 0:
-            return _build_path_stopping_at_cycle(leaf, lookup)
         append(current)
+    else:
+        if _parent_of(current, lookup) is not None:
+            return _build_path_stopping_at_cycle(leaf, lookup)
     path.reverse()
     return path
+
+
+def _parent_of(entry: dict, lookup: Any) -> dict | None:
+    """The entry ``entry``'s parentId leads to, as the walk looks it up (None where the walk stops)."""
+    parent = entry.get("parentId")
+    if not js_truthy(parent):
+        return None
+    return _lookup_any(lookup, parent)
 
 
 def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
@@ -1174,6 +1287,41 @@ def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None
     return thinking_level, model
 
 
+def context_settings_of(
+    path: Sequence[dict], types: Sequence[Any], checked: bool = False
+) -> tuple[Any, dict | None]:
+    """:func:`get_session_context_settings` given the path's entry types: the last thinking-level
+    change and the last model source, searched from the end (the same result and the same error).
+    ``checked`` says every message entry of the path is known to hold a message object."""
+    if not checked and "message" in types:
+        if {e.get("message").__class__ for e, t in zip(path, types) if t == "message"} != _ONLY_DICT:
+            require_message_objects(path)  # raises for the first message entry without an object
+    thinking_level: Any = "off"
+    if "thinking_level_change" in types:
+        thinking_level = path[len(types) - 1 - types[::-1].index("thinking_level_change")].get("thinkingLevel")
+    for i in range(len(types) - 1, -1, -1):
+        etype = types[i]
+        if etype == "message":
+            message = path[i]["message"]
+            if message.get("role") == "assistant":
+                model_source, key = message, "model"
+                break
+        elif etype == "model_change":
+            model_source, key = path[i], "modelId"
+            break
+    else:
+        return thinking_level, None
+    model: dict = {}
+    if "provider" in model_source:
+        model["provider"] = model_source["provider"]
+    if key in model_source:
+        model["modelId"] = model_source[key]
+    return thinking_level, model
+
+
+_ONLY_DICT = frozenset((dict,))
+
+
 def session_entry_to_context_messages(entry: dict) -> list[dict]:
     """``sessionEntryToContextMessages``: the context messages one entry contributes.
 
@@ -1245,16 +1393,28 @@ def context_entries_and_types(
     context_entries = [compaction]
     first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
     start = compaction_idx
-    for i in range(compaction_idx):
-        if path[i].get("id", UNDEFINED) == first_kept:
-            start = i
-            break
+    if walked and first_kept.__class__ is str and first_kept:
+        # A walked path holds at most one entry with this id: search back from the compaction
+        # (the kept entries are the ones just before it).
+        for i in range(compaction_idx - 1, -1, -1):
+            if path[i].get("id") == first_kept:
+                start = i
+                break
+    else:
+        for i in range(compaction_idx):
+            if path[i].get("id", UNDEFINED) == first_kept:
+                start = i
+                break
+    context_types = [compaction.get("type")]
     for i in range(start, compaction_idx):
         entry = path[i]
-        if not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
+        etype = types[i]
+        if not (etype == "message" and entry["message"].get("role") == "system"):
             context_entries.append(entry)
+            context_types.append(etype)
     context_entries.extend(path[compaction_idx + 1 :])
-    return context_entries, [e.get("type") for e in context_entries]
+    context_types.extend(types[compaction_idx + 1 :])
+    return context_entries, context_types
 
 
 def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
@@ -1341,11 +1501,42 @@ def project_parts(
 
 
 def _project_path(path: list[dict], walked: bool = False) -> SessionProjection:
-    thinking_level, model = get_session_context_settings(path)
-    context_entries, types = context_entries_and_types(path, walked)
+    types = [e.get("type") for e in path]
+    thinking_level, model = context_settings_of(path, types)
+    context_entries, types = context_entries_and_types(path, walked, types)
     _, per_entry, messages = project_parts(context_entries, types)
     projected = list(map(projected_entry, zip(context_entries, per_entry)))
     return SessionProjection(projected, messages, thinking_level, model)
+
+
+def _context_of_path(path: list[dict], checked: bool = False) -> SessionContext:
+    """:func:`_project_path`'s messages and settings without the projected entries (a walked path)."""
+    types = [e.get("type") for e in path]
+    thinking_level, model = context_settings_of(path, types, checked)
+    context_entries, types = context_entries_and_types(path, True, types)
+    return SessionContext(context_messages(context_entries, types), thinking_level, model)
+
+
+def context_messages(context_entries: list[dict], types: list) -> list[dict]:
+    """The messages of :func:`project_parts` alone (without the per-entry lists)."""
+    if "context_edit" in types:
+        return project_parts(context_entries, types)[2]
+    messages: list[dict] = []
+    add = messages.append
+    to_msgs = session_entry_to_context_messages
+    first = True
+    for source, etype in zip(context_entries, types):
+        if etype == "message":
+            message = source["message"]
+            if message.get("content") is not None:
+                add(message)
+                first = False
+                continue
+        elif etype == "compaction" and not first:
+            continue
+        messages.extend(to_msgs(source))
+        first = False
+    return messages
 
 
 def is_walked_path(path: Sequence[dict]) -> bool:
@@ -1384,4 +1575,5 @@ def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = Non
         leaf_id: the leaf; ``None`` is Pi's default leaf (the last entry of a list, or the session's
             current leaf), :data:`NULL_LEAF` Pi's ``null`` leaf (an empty context).
     """
-    return build_session_projection(source, leaf_id).to_context()
+    checked = source.__class__ is Session and source._bad_messages == 0 and source._indexed == len(source.entries)
+    return _context_of_path(build_session_path(source, leaf_id), checked)

@@ -39,7 +39,7 @@ support test is lexical: a faithful paraphrase in rare words can fail it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -48,9 +48,11 @@ import numpy as np
 
 from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
 from pimem.drift.labels import LabelFormatError
+from pimem.errors import ConfigurationError
 from pimem.drift.needed import needed_later_facts
 from pimem.drift.records import source_text
 from pimem.text.facts import (
+    Fact,
     SummaryIndex,
     identifiers_in_text,
     numbers_in_text,
@@ -503,11 +505,19 @@ def faithfulness_measures(
     needed: Sequence[object] | None = None,
     others: Sequence[SourceText] = (),
     with_later: bool = True,
+    matcher: str | Callable[[Fact, str], str] = "normalized",
 ) -> dict[str, float | int]:
     """Faithfulness counts, the needed-later recall of the supported claims and the headline ``score``
-    (columns in :data:`pimem.drift.measures.MEASURES`)."""
+    (columns in :data:`pimem.drift.measures.MEASURES`).
+
+    ``matcher`` decides whether the supported claims hold a needed fact: ``"normalized"`` (the default:
+    the exact rules, then free-text facts by normalised words, :func:`pimem.drift.paraphrase.normalized_holds`),
+    ``"rules"`` (:func:`~pimem.text.facts.fact_present` only), ``"embedding"`` (normalised, then free text by
+    sentence-embedding similarity, :func:`pimem.drift.embedding.embedding_matcher`; needs ``pimem[embeddings]``)
+    or a callable ``(fact, text) -> "present" | "absent"``."""
     import math
 
+    holds = _holds(matcher)
 
     claims = summary_claims(summary)
     verdicts = check_claims(claims, given_source(record), later=later_source(record) if with_later else None,
@@ -532,8 +542,9 @@ def faithfulness_measures(
     for kind, n in kinds.items():
         row[f"contradicted_{kind}"] = n
     facts = list(needed) if needed is not None else needed_later_facts(record)  # type: ignore[arg-type]
-    index = SummaryIndex(held_text(verdicts))
-    held = [fact_present(n.fact, index) for n in facts]  # type: ignore[attr-defined]
+    text = held_text(verdicts)
+    index = SummaryIndex(text)
+    held = [holds(n.fact, text, index) for n in facts]  # type: ignore[attr-defined]
     total = sum(n.weight for n in facts)  # type: ignore[attr-defined]
     row["needed_weight"] = total
     row["recall_faithful"] = sum(n.weight for n, h in zip(facts, held) if h) / total if total else math.nan  # type: ignore[attr-defined]
@@ -541,6 +552,25 @@ def faithfulness_measures(
     row["score"] = (row["recall_faithful"] * (faith if checkable else 1.0)
                     if not math.isnan(row["recall_faithful"]) else math.nan)
     return row
+
+
+def _holds(matcher: str | Callable[[Fact, str], str]) -> Callable[[Fact, str, SummaryIndex], bool]:
+    """``(fact, text, index) -> held`` for a matcher name or callable (see :func:`faithfulness_measures`)."""
+    if matcher == "rules":
+        return lambda fact, text, index: fact_present(fact, index)
+    if matcher == "normalized":
+        from pimem.drift.paraphrase import normalized_holds
+
+        return normalized_holds
+    if matcher == "embedding":
+        from pimem.drift.embedding import embedding_matcher
+
+        matcher = embedding_matcher()
+    if callable(matcher):
+        match = matcher
+        return lambda fact, text, index: match(fact, text) == "present"
+    raise ConfigurationError(f"matcher must be 'normalized', 'rules', 'embedding' or a callable (fact, text) -> "
+                             f"'present' | 'absent'; got {matcher!r}")
 
 
 def contradiction_check(labels: Any, records: dict[str, Sequence[Any]]) -> Any:

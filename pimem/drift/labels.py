@@ -10,12 +10,15 @@ share of the reader's "present" facts the matcher finds. It does the same for th
 "used later" test of :mod:`pimem.drift.needed`.
 
 Matchers: ``"rules"`` (:func:`pimem.text.facts.fact_present`; reader facts of kinds it has no rule
-for — goal, progress, artifact — are matched as free text) or an :class:`EntailmentMatcher`,
-which asks a chat model whether the summary states the fact.
+for — goal, progress, artifact — are matched as free text), ``"normalized"``
+(:func:`pimem.drift.paraphrase.normalized_matcher`), ``"embedding"`` (:func:`pimem.drift.embedding.embedding_matcher`,
+the optional sentence-embedding model) or an :class:`EntailmentMatcher`, which asks a chat model whether the
+summary states the fact. :func:`label_split` gives each fact its half (tune / held-out).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -37,7 +40,7 @@ from pimem.drift.records import compaction_records
 from pimem.sessions.load import session_or_entries
 from pimem.text.sections import summarizer_text
 
-__all__ = ["cohen_kappa", "LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_fact", "rule_matcher", "EntailmentMatcher",
+__all__ = ["cohen_kappa", "LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_split", "label_fact", "rule_matcher", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
 
 LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kind", "text", "source_entry_id",
@@ -84,6 +87,12 @@ def load_labels(path: str | os.PathLike[str]) -> pd.DataFrame:
     if not rows:
         raise LabelFormatError(f"{path}: no labelled facts")
     return frame(rows)
+
+
+def label_split(fact_id: str) -> str:
+    """``"heldout"`` when the SHA-256 of the fact's id is odd, else ``"tune"``: the fixed halves of a labelled
+    set (the contradiction set's rule), so that a threshold chosen on one half is judged on the other."""
+    return "heldout" if int(hashlib.sha256(fact_id.encode("utf-8")).hexdigest(), 16) % 2 else "tune"
 
 
 def label_fact(row: Any) -> Fact:
@@ -216,7 +225,7 @@ def matcher_check(
 
     ``session``: the recorded session the labels were made on (its compaction ids must match).
     Columns of ``.facts``: the label fields, ``predicted`` (present / absent / contradicted, None on
-    error), ``predicted_present``, ``label_present``, ``agree``, ``error``, and — with ``used_later`` —
+    error), ``predicted_present``, ``label_present``, ``split`` (:func:`label_split`), ``agree``, ``error``, and — with ``used_later`` —
     ``auto_used_later`` against ``label_used_later``.
     """
     df = load_labels(labels) if not isinstance(labels, pd.DataFrame) else labels.copy()
@@ -225,9 +234,18 @@ def matcher_check(
     unknown = sorted(set(df["compaction_id"]) - set(records))
     if unknown:
         raise LabelFormatError(f"labels name compaction(s) {unknown} that are not on the session's active path")
-    match = rule_matcher if matcher == "rules" else matcher
+    match: Any = matcher
+    if matcher == "rules":
+        match = rule_matcher
+    elif matcher == "normalized":
+        from pimem.drift.paraphrase import normalized_matcher as match
+    elif matcher == "embedding":
+        from pimem.drift.embedding import embedding_matcher
+
+        match = embedding_matcher()
     if not callable(match):
-        raise ConfigurationError(f"matcher must be 'rules' or a callable (fact, summary) -> label; got {matcher!r}")
+        raise ConfigurationError(f"matcher must be 'rules', 'normalized', 'embedding' or a callable (fact, summary) "
+                                 f"-> label; got {matcher!r}")
     texts = {cid: summarizer_text(r.summary) for cid, r in records.items()}
     facts = [label_fact(row) for _, row in df.iterrows()]
     predicted: list[str | None] = []
@@ -246,6 +264,7 @@ def matcher_check(
     df["error"] = errors
     df["predicted_present"] = [None if p is None else p == "present" for p in predicted]
     df["label_present"] = df["label"] == "present"
+    df["split"] = [label_split(str(i)) for i in df["id"]]
     df["agree"] = [None if p is None else p == t for p, t in zip(predicted, df["label"])]
     df["label_used_later"] = df["used_later"]
     if used_later:

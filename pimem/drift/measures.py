@@ -7,7 +7,8 @@ extractive summarizer's marker rules. The file lists are reported apart, as a ch
 
 The headline is ``score`` = ``recall_faithful`` × ``faithfulness`` (:mod:`pimem.drift.faithfulness`):
 needed-later recall counted only in claims that the span or the previous summary supports and that say
-something about their names, times the share of the summary's checkable claims that are supported. Recall
+something about their names (a fact found by the exact rules or, free text, by normalised words:
+:func:`pimem.drift.paraphrase.normalized_holds`), times the share of the summary's checkable claims that are supported. Recall
 alone pays a dump of names; faithfulness alone pays saying little; their product pays neither, and an
 invented, stale, negated or altered claim costs twice (it holds no recall and lowers faithfulness). How
 the measures order rewrites of real summaries is measured by :mod:`pimem.drift.metaeval`.
@@ -63,7 +64,8 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
         "headline part",
         "needed-later recall counted only in supported, informative claims (a claim with two or more words "
         "of its own or of its lead-in besides its names), each fact weighted by its class (3/3/2/2/1), "
-        "pooled over the compaction's facts",
+        "pooled over the compaction's facts; a fact is held by the exact rules, or for free-text facts "
+        "(constraints, decisions, errors) by normalised words (stems, split code names, synonyms)",
         "keeping the needed facts in statements that are true of the span",
         "a long faithful summary: compare at matched length",
     ),
@@ -202,11 +204,14 @@ def summary_measures(
     weights: Mapping[str, float] | None = None,
     carried: Sequence[NeededFact] | None = None,
     others: Sequence[Any] = (),
+    matcher: Any = "normalized",
 ) -> dict[str, Any]:
     """The measures of :data:`MEASURES` for one summary (default: the record's stored one) of one compaction.
 
     ``others``: :class:`pimem.drift.faithfulness.SourceText` of other sessions, so that claims taken from
-    them are counted as ``claims_other_session`` rather than invented.
+    them are counted as ``claims_other_session`` rather than invented. ``matcher``: how the headline's
+    recall finds a fact in the supported claims (``"normalized"``, ``"rules"``, ``"embedding"`` or a callable;
+    :func:`pimem.drift.faithfulness.faithfulness_measures`); the old recall columns always use the rules.
     """
     stored = record.summary if summary is None else summary
     written = summarizer_text(stored)
@@ -243,7 +248,7 @@ def summary_measures(
         (parsed.read_files or []) if blocks else None, record.read_files)
     row["pipeline_modified_precision"], row["pipeline_modified_recall"] = _pr(
         (parsed.modified_files or []) if blocks else None, record.modified_files)
-    row.update(faithfulness_measures(record, stored, needed=needed, others=others))
+    row.update(faithfulness_measures(record, stored, needed=needed, others=others, matcher=matcher))
     return row
 
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from pimem.base.tables import frame
 from pimem.drift.labels import matcher_check, precision_recall, rule_matcher
-from pimem.text.facts import Fact
+from pimem.text.facts import Fact, SummaryIndex, fact_present
 from pimem.text.normalize import normal_words
 
-__all__ = ["normalized_matcher", "normalized_present", "matcher_accuracy", "FREE_TEXT_KINDS"]
+__all__ = ["normalized_matcher", "normalized_present", "normalized_holds", "matcher_accuracy", "FREE_TEXT_KINDS"]
 
 FREE_TEXT_KINDS: tuple[str, ...] = ("constraint", "decision", "error", "goal", "progress", "artifact")
 _NOT = re.compile(r"\b(?:not|no|never|don'?t|doesn'?t|didn'?t|won'?t|can'?t|cannot|without|none)\b", re.I)
@@ -54,9 +54,17 @@ def normalized_matcher(fact: Fact, summary: str) -> str:
     """``"present"`` or ``"absent"``: the rule matcher, then (free-text facts) :func:`normalized_present`."""
     if rule_matcher(fact, summary) == "present":
         return "present"
-    if fact.kind in FREE_TEXT_KINDS or fact.source == "label" and fact.kind == "decision":
+    if fact.kind in FREE_TEXT_KINDS:
         return "present" if normalized_present(fact.surface or fact.value, summary) else "absent"
     return "absent"
+
+
+def normalized_holds(fact: Fact, summary: str, index: SummaryIndex | None = None) -> bool:
+    """:func:`normalized_matcher` for facts of a span (not labelled facts), with the summary's index built
+    once by the caller: :func:`~pimem.text.facts.fact_present`, then free text by normalised words."""
+    if fact_present(fact, index if index is not None else SummaryIndex(summary)):
+        return True
+    return fact.kind in FREE_TEXT_KINDS and normalized_present(fact.surface or fact.value, summary)
 
 
 def matcher_accuracy(labels: Any, session: Any, matchers: dict[str, Any]) -> Any:

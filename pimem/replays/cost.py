@@ -12,6 +12,9 @@ caching bills it (Anthropic's ``cache_control``, which Pi sets; OpenAI's automat
   everything after that position (for a compaction: the whole conversation; the system prompt and
   tool definitions stay cached). Providers without a write premium list ``cache_write`` equal to
   ``input``;
+* **refused** — a request the provider refuses as larger than the window costs nothing and caches
+  nothing: Pi records it as an error assistant message with zero usage (``ReplayResult.calls``
+  marks it ``refused``; the next request's cached prefix is the last answered request's);
 * **output** — the recorded response's output tokens (the replay is open-loop: responses are the
   recording's);
 * **summarization** — each summary request at the summarizer model's input price (Pi sends them
@@ -142,10 +145,12 @@ def replay_cost(
     calls = result.calls
     read = write = output = 0.0
     prev_ts: float | None = None
-    for tokens, prefix, out, ts in zip(calls["context_tokens"], calls["prefix_tokens"], calls["output_tokens"],
-                                       calls["timestamp"]):
-        if not (isinstance(tokens, (int, float)) and math.isfinite(tokens)):
-            continue
+    refused = (calls["refused"].fillna(False).astype(bool).tolist() if "refused" in calls.columns
+               else [False] * len(calls))
+    for tokens, prefix, out, ts, no in zip(calls["context_tokens"], calls["prefix_tokens"], calls["output_tokens"],
+                                           calls["timestamp"], refused):
+        if no or not (isinstance(tokens, (int, float)) and math.isfinite(tokens)):
+            continue  # a refused request costs nothing (Pi records it with zero usage) and warms no cache
         hit = float(prefix) if prefix == prefix else 0.0
         if cache_ttl_s is not None and prev_ts is not None and ts == ts and ts is not None and \
                 (ts - prev_ts) / 1000.0 > cache_ttl_s:

@@ -8,6 +8,7 @@ reads. The design, the checks and what a replay cannot know: ``docs/replay.md``.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -154,6 +155,9 @@ class Replayer:
         self.refused_requests = 0
         self.failed_turns = 0
         self.refusal_kept = False  # Pi's last assistant is a refusal kept in the context (a failed retry)
+        self.failed_run = False  # a turn failed: the rest of its recorded run never happened
+        self.written: collections.Counter[str] = collections.Counter()  # entries the replay wrote, by kind
+        self.left_out: list[str] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
         self.step = 0
         self._checked_windows: set[Any] = set()
@@ -313,7 +317,7 @@ class Replayer:
                         note="refused by the provider: request larger than the window")
         anchor_ts = self.rep.path[-1].get("timestamp") if self.rep.path else None
         refusal = self.new.append_message(_refused_attempt(message, tokens, window, anchor_ts), timestamp=anchor_ts)
-        self._append_replayed(refusal)
+        self._append_written(refusal)
         if not self.settings.enabled:
             return "compaction is disabled"
         if not self.acting():
@@ -326,7 +330,7 @@ class Replayer:
             return "overflow recovery already attempted in this run"
         self.overflow_attempted = True
         omitted = self.new.append_context_edit(refusal["id"], None, timestamp=anchor_ts)
-        self._append_replayed(omitted)
+        self._append_written(omitted)
         row["fired"] = self.run_compaction("overflow", True, "before_call")
         if row["fired"]:
             return None
@@ -441,7 +445,7 @@ class Replayer:
             return False
         entry, preparation = outcome.entry, outcome.preparation
         assert entry is not None and preparation is not None  # a compacted outcome carries both
-        self._append_replayed(entry)
+        self._append_written(entry)
         self.compactions.append(entry)
         summary = entry.get("summary") or ""
         self._row(kind="compaction", check=check, reason=reason, fired=True, will_retry=will_retry,
@@ -465,13 +469,18 @@ class Replayer:
         anchor_ts = self.rep.path[-1].get("timestamp") if self.rep.path else entry.get("timestamp")
         for edit in edits:
             appended = self.new.append_context_edit(edit.target_id, edit.replacement, timestamp=anchor_ts)
-            self._append_replayed(appended)
+            self._append_written(appended)
             self.edit_ids.append(appended["id"])
         self._row(kind="context_edit", check="turn", reason="strategy", fired=True, tokens_before=before,
                   tokens_after=self.rep.total_estimate, context_edits=len(edits),
                   context_window=self.model_info().context_window)
 
     # -- walk --------------------------------------------------------------------------------------
+
+    def _append_written(self, entry: dict) -> None:
+        """Track an entry the replay wrote itself (a compaction, a refusal, a context edit)."""
+        self.written[entry["type"] if entry["type"] != "message" else "refusal"] += 1
+        self.rep.append(entry)
 
     def _append_replayed(self, entry: dict) -> None:
         """Track an entry just appended to the new session."""
@@ -513,6 +522,14 @@ class Replayer:
                 continue
             message: Any = entry.get("message") if etype == "message" else None
             role = message.get("role") if message else None
+            if self.failed_run and role in ("assistant", "toolResult"):
+                # Pi's run ended with the refusal: its answer, tool results and later calls never happened
+                self.rec.append(entry)
+                self.left_out.append(entry.get("id"))
+                self.leaf_at.append(self.new.leaf_id)
+                continue
+            if role == "user":
+                self.failed_run = False
             if role == "assistant":
                 self.apply_context_edits(entry)
                 if self.last_tool_results and self.in_run:
@@ -522,10 +539,19 @@ class Replayer:
                 tokens = self.known_tokens(self.call_tokens(message), "call")
                 self.calls.append({"step": i, "entry_id": entry.get("id"), "context_tokens": tokens,
                                    "recorded_tokens": input_tokens(message),
-                                   "prefix_tokens": self.cached_prefix(tokens),
+                                   # a refused request caches nothing: the next one reads what the last answered wrote
+                                   "prefix_tokens": self.cached_prefix(tokens) if accepted else 0.0,
                                    "output_tokens": output_tokens(message),
                                    "timestamp": timestamp_ms(message.get("timestamp", entry.get("timestamp"))),
                                    "refused": not accepted})
+                if not accepted:
+                    self.rec.append(entry)
+                    self.left_out.append(entry.get("id"))
+                    self.failed_run = True
+                    self.in_run = False
+                    self.last_tool_results = []
+                    self.leaf_at.append(self.new.leaf_id)
+                    continue
             elif role == "user":
                 if self.in_run and self.last_tool_results:
                     self.check_next_turn()  # a steering message inside the run
@@ -564,7 +590,8 @@ class Replayer:
                       f"{self.strategy.spec()} ({failed_recorded[0].get('error')}); replay the compactions of another "
                       f"Pi release with its strategy: --strategy pi-0.13.2 or pi-1.6.0")
         if self.refused_requests:
-            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, self.model_info().context_window))
+            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, len(self.left_out),
+                                       self.model_info().context_window))
         events = frame(self.events, columns=EVENT_COLUMNS)
         calls = frame(self.calls, columns=CALL_COLUMNS)
         return ReplayResult(
@@ -572,7 +599,7 @@ class Replayer:
             token_source=self.token_source, triggers=self.triggers,
             context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
             calibration_slope=self.tokens.calibration.slope, calibration=self.tokens.calibration,
-            floored_calls=self.tokens.floored_calls,
+            floored_calls=self.tokens.floored_calls, left_out_ids=self.left_out, written_entries=dict(self.written),
             warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,
         )
 
@@ -596,14 +623,14 @@ def _refusal(tokens: float, window: int) -> str:
             f"context window")
 
 
-def _refusal_warning(refused: int, failed: int, window: int) -> str:
+def _refusal_warning(refused: int, failed: int, left_out: int, window: int) -> str:
     text = (f"{refused:,} request(s) larger than the {window:,}-token context window would have been refused by "
             f"the provider")
     if not failed:
         return text + "; an overflow compaction made each fit on its retry"
     return (text + f"; {failed:,} turn(s) failed (compacting did not make the request fit; see the turn_failed "
-            f"events): after a failed turn the replay goes on with the recorded responses, which the provider "
-            f"never gave")
+            f"events): each failed run ends at its refusal, as Pi's does, so {left_out:,} recorded entries of those "
+            f"runs are left out, and the replay goes on at the next recorded prompt")
 
 
 def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:

@@ -50,6 +50,8 @@ class ReplayResult:
     calibration_slope: float = 1.0
     calibration: Calibration = field(repr=False, default_factory=Calibration)
     floored_calls: int = 0
+    left_out_ids: list[str] = field(repr=False, default_factory=list)
+    written_entries: dict[str, int] = field(repr=False, default_factory=dict)
     warnings: list[str] = field(repr=False, default_factory=list)
     strategy: str = "pi-0.87.1"
     context_edit_ids: list[str] = field(repr=False, default_factory=list)
@@ -78,7 +80,8 @@ class ReplayResult:
 
         Requests larger than the window are refused by the provider (``refused_requests``); a
         turn whose request still did not fit after Pi's overflow compaction failed
-        (``failed_turns``; ``failure_reasons`` says why, with the reasons of failed compactions).
+        (``failed_turns``; ``failure_reasons`` says why, with the reasons of failed compactions); its
+        run ends there, so the rest of the recorded run is left out (``left_out_entries``).
         Context sizes (peak, mean, total) are over the calls the provider would have answered.
         """
         ev = self.events
@@ -102,6 +105,8 @@ class ReplayResult:
             "cancelled_compactions": int(failed["note"].isin(["cancelled", "aborted"]).sum()) if len(failed) else 0,
             "refused_requests": int(len(refused)),
             "failed_turns": int(len(turns_failed)),
+            "left_out_entries": len(self.left_out_ids),
+            "written_entries": sum(self.written_entries.values()),
             "failure_reasons": _reasons(failed, turns_failed),
             "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()) if len(comp) else 0,
             "summary_calls": int(ev["summary_calls"].fillna(0).sum()) if len(ev) else 0,

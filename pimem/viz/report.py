@@ -31,7 +31,7 @@ from pimem.errors import (
     SummarizationError,
 )
 from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output, write_table
-from pimem.base.tables import escape_lone_surrogates, frame
+from pimem.base.tables import escape_lone_surrogates, format_number, frame
 from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
 from pimem.core.session_manager import session_entry_to_context_messages
 from pimem.drift import drift_report, headline, lost_facts
@@ -71,6 +71,9 @@ __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "
 DEFAULT_WINDOW_SHARES = (0.2, 0.4)
 DEFAULT_RESERVE_SHARES = (0.05, 0.1, 0.2)
 DEFAULT_KEEP_SHARES = (0.05, 0.1, 0.2)
+SUMMARY_SHARE = 0.8  # Pi caps a summary at 0.8 × reserveTokens
+STEP_MULTIPLE = 2  # the room a turn in progress needs, in the session's largest steps
+MIN_SUMMARY_TOKENS = 256  # a reserve whose cap is below this leaves no room for a summary
 STUDY_TOKEN_SOURCES = ("calibrated", "chars", "tiktoken")
 _SUMMARY_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens",
                     "orphan_reference_rate")
@@ -180,6 +183,25 @@ def _lost_facts_table(report: pd.DataFrame) -> pd.DataFrame:
     }).sort_values(["lost_at", "kind"], kind="stable")
 
 
+def _replay_entries_text(session: Any, result: Any) -> str:
+    """What the replayed session holds: the recording's entries it kept and the ones it wrote."""
+    s = result.summary()
+    written = dict(getattr(result, "written_entries", {}) or {})
+    n_written = sum(written.values())
+    kept = len(session.entries) - n_written
+    left_out = s.get("left_out_entries", 0)
+    dropped = s["entries"] - kept - left_out
+    parts = []
+    if left_out:
+        parts.append(f"{left_out:,} of failed runs left out")
+    if dropped > 0:
+        parts.append(f"{dropped:,} recorded compactions and labels dropped")
+    what = ", ".join(f"{written.get(k, 0):,} {name}" for k, name in (
+        ("compaction", "compactions"), ("refusal", "refused requests"), ("context_edit", "context edits")))
+    return (f"{len(session.entries):,} entries: {kept:,} of the recording's {s['entries']:,}"
+            + (f" ({'; '.join(parts)})" if parts else "") + f" and {n_written:,} written by the replay ({what})")
+
+
 def drift_report_html(session_or_result: Any, title: str = "Summary drift report", *,
                       report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
                       compare_max: int = 40, index_href: str | None = None) -> str:
@@ -218,7 +240,8 @@ def _replay_context(result: Any) -> dict[str, Any]:
     settings = result.settings
     summary = (frame([{k: v for k, v in s.items() if not isinstance(v, (dict, list))}]).T
                .reset_index().rename(columns={"index": "measure", 0: "value"}))
-    return {"recorded": s["entries"], "reserve_tokens": settings.reserve_tokens,
+    return {"recorded": s["entries"], "entries_text": _replay_entries_text(result.session, result),
+            "reserve_tokens": settings.reserve_tokens,
             "keep_recent_tokens": settings.keep_recent_tokens, "context_window": result.context_window,
             "token_source": result.token_source, "refused_requests": s.get("refused_requests"),
             "failed_turns": s.get("failed_turns", 0), "failure_reasons": s.get("failure_reasons") or "",
@@ -335,6 +358,20 @@ class SessionSize:
     estimate: int
     overhead: float = 0.0
     slope: float = 1.0
+    largest_step: float = 0.0  # the most one request adds, in provider tokens (a prompt or tool results, the reply)
+    recorded_peak: float = 0.0  # the largest request the recording made, in provider tokens
+
+    @property
+    def reach(self) -> float:
+        """The largest context a replay that never compacts would send (estimate or recorded usage)."""
+        return max(self.tokens, self.recorded_peak)
+
+    def room_needed(self, reserve: float, keep: float) -> float:
+        """The least room above the overhead in which no turn fails: after a compaction a request holds
+        the summary (at most :data:`SUMMARY_SHARE` of ``reserve``, Pi's cap), the kept tail (about
+        ``keep``, more where the cut point moves on to the next turn) and the turn in progress:
+        :data:`STEP_MULTIPLE` times the session's largest step, in provider tokens."""
+        return SUMMARY_SHARE * reserve + keep + STEP_MULTIPLE * self.largest_step
 
     @property
     def tokens(self) -> float:
@@ -351,16 +388,40 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     branch = session.get_branch()
     total = 0
     system = 0
+    step = largest = 0
     for entry in branch:
         if entry.get("type") == "compaction":
             continue
         for message in session_entry_to_context_messages(entry):
             if message.get("role") == "system":
                 system = estimate_tokens(message)  # only the current system message is sent
-            else:
-                total += estimate_tokens(message)
+                continue
+            tokens = estimate_tokens(message)
+            total += tokens
+            step += tokens
+            if message.get("role") == "assistant":  # a reply closes the step it answers
+                largest = max(largest, step)
+                step = 0
     calibration = calibrate_recording(branch)
-    return SessionSize(total + system, calibration.overhead, calibration.slope)
+    # the largest growth of the recorded usage from one call to the next (when a step is larger in
+    # provider tokens than its estimate says: images, thinking)
+    grown = peak = 0.0
+    previous = None
+    for entry in branch:
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if entry.get("type") == "compaction":
+            previous = None
+        if not message or message.get("role") != "assistant" or not isinstance(message.get("usage"), dict):
+            continue
+        usage = message["usage"]
+        tokens = sum(usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite", "output")
+                     if isinstance(usage.get(k), (int, float)))
+        if tokens and previous:
+            grown = max(grown, tokens - previous)
+        peak = max(peak, tokens - (usage.get("output") or 0 if isinstance(usage.get("output"), (int, float)) else 0))
+        previous = tokens or previous
+    step_tokens = max(calibration.slope * max(largest, step), grown)
+    return SessionSize(total + system, calibration.overhead, calibration.slope, step_tokens, peak)
 
 
 def _nice(value: float, least: int = 100) -> int:
@@ -381,19 +442,28 @@ def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, ke
     tokens (``overhead + share · slope · estimate``), and reserve and keep are
     :data:`DEFAULT_RESERVE_SHARES` / :data:`DEFAULT_KEEP_SHARES` of what each window leaves for the
     conversation (``window − overhead``), all rounded to two significant digits (windows at least
-    100, reserve and keep at least 10). So every session compacts, whatever its size. Each
+    100, reserve and keep at least 10). The smallest derived window leaves at least the room in
+    which its largest reserve and keep still hold the session's largest step
+    (:meth:`SessionSize.room_needed`), the others that room in proportion to their share. Each
     setting carries ``window_share``, ``reserve_share`` and ``keep_share`` (NaN for a dimension
     given as values). Left out (and counted): settings that leave no room (reserve ≥ window), that
     are degenerate for the session (keep ≥ window − reserve, or the overhead every request carries
     plus keep reaching window − reserve: every check compacts again; a window not above the
-    overhead), and a setting two shares round to that is already in the grid: no two cells are the
-    same run.
+    overhead; room below :meth:`SessionSize.room_needed`: turns would fail; a reserve whose
+    summary cap, ``SUMMARY_SHARE · reserve``, is below :data:`MIN_SUMMARY_TOKENS`; a threshold the
+    session never reaches: no compaction, the same run as every such cell), and a setting two
+    shares round to that is already in the grid: no two cells are the same run.
     """
     nan = float("nan")
     if not isinstance(size, SessionSize):
         size = SessionSize(int(size))
+    r_shares, k_shares = DEFAULT_RESERVE_SHARES, DEFAULT_KEEP_SHARES
+    # the least room in which the largest derived reserve and keep leave the largest step room too
+    least_room = max(size.room_needed(0, 0) / (1 - SUMMARY_SHARE * max(r_shares) - max(k_shares)),
+                     MIN_SUMMARY_TOKENS / SUMMARY_SHARE / max(r_shares))
     windows = ([(w, nan) for w in window] if window is not None
-               else [(_nice(size.overhead + share * size.slope * size.estimate), share)
+               else [(_nice(size.overhead + max(share * size.slope * size.estimate,
+                                                least_room * share / min(DEFAULT_WINDOW_SHARES))), share)
                      for share in DEFAULT_WINDOW_SHARES])
     settings: list[dict[str, Any]] = []
     seen: set[tuple[int, int, int]] = set()
@@ -401,13 +471,16 @@ def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, ke
     for w, w_share in windows:
         room = w - size.overhead if w > size.overhead else w  # what the window leaves for the conversation
         reserves = [(r, nan) for r in reserve] if reserve is not None else [
-            (_nice(room * share, 10), share) for share in DEFAULT_RESERVE_SHARES]
+            (_nice(room * share, 10), share) for share in r_shares]
         keeps = [(k, nan) for k in keep] if keep is not None else [
-            (_nice(room * share, 10), share) for share in DEFAULT_KEEP_SHARES]
+            (_nice(room * share, 10), share) for share in k_shares]
         for r, r_share in reserves:
             for k, k_share in keeps:
-                degenerate = r >= w or k >= w - r or (size.overhead and (
+                degenerate = (r >= w or k >= w - r or (size.overhead and (
                     w <= size.overhead or size.overhead + k >= w - r))
+                    or room < size.room_needed(r, k)  # turns would fail: no room for the largest step
+                    or SUMMARY_SHARE * r < MIN_SUMMARY_TOKENS  # no room for a summary
+                    or w - r >= size.reach)  # never compacts: every such cell is the same run
                 if degenerate or (r, k, w) in seen:
                     left_out += 1
                     continue
@@ -415,6 +488,15 @@ def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, ke
                 settings.append({"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w,
                                  "window_share": w_share, "reserve_share": r_share, "keep_share": k_share})
     return settings, left_out
+
+
+def _no_setting_text(size: SessionSize) -> str:
+    """Why no setting of a session's grid is left: the room its largest step needs against the session."""
+    return (f"no setting of the grid fits this session: a window in which it compacts (below "
+            f"{format_number(size.reach)} tokens) leaves too little room above its overhead of "
+            f"{format_number(size.overhead)} tokens for its largest step ({format_number(size.largest_step)} tokens; "
+            f"{STEP_MULTIPLE} of them, the kept tail and the summary must fit after a compaction), so every "
+            f"compacting setting would fail turns")
 
 
 def _report_setting(rows: pd.DataFrame, grid: list[dict[str, Any]]) -> dict[str, Any]:
@@ -562,7 +644,7 @@ def run_study(
             row: dict[str, Any] = {"name": name, "path": str(p), "size": round(sizes[str(p)].tokens)}
             try:
                 if not grids[str(p)]:
-                    raise ConfigurationError("no setting of the grid fits this session")
+                    raise ConfigurationError(_no_setting_text(sizes[str(p)]))
                 runs = calibrated[calibrated["session"] == str(p)] if len(calibrated) else calibrated
                 chosen = _report_setting(runs, grids[str(p)])
                 mr, mk, mw = chosen["reserve_tokens"], chosen["keep_recent_tokens"], chosen["context_window"]
@@ -695,12 +777,24 @@ def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: l
     return _render(
         "study_index.html.j2", title="pimem study", index_href=None, open_loop_note=OPEN_LOOP_NOTE,
         sessions=[{f: r.get(f) for f in fields} for r in per_session], grid_text=grid_text, sources=sources,
-        runs=_runs(df), elapsed=elapsed, reference=reference, skipped=skipped,
+        runs=_runs(df), elapsed=elapsed, reference=reference, skipped=skipped, refused_note=_refused_note(df),
+        step_multiple=STEP_MULTIPLE, min_summary_tokens=MIN_SUMMARY_TOKENS,
         heatmaps=[(f"Context window {w:,}" if by[0] == "context_window" else f"Context window {w:.0%} of each session",
                    name) for w, name in heatmaps],
         summary=table_view(_summary_cells(summary, by)) if len(summary) else None,
         n_sessions=int(summary["n_sessions"].max()) if len(summary) and "n_sessions" in summary.columns else 0,
         failed=failed)
+
+
+def _refused_note(df: pd.DataFrame) -> str | None:
+    """The sweep's refused requests, failed turns and runs above their window, counted from its rows."""
+    if "refused_requests" not in df.columns or not len(df):
+        return None
+    done = df[df["error"].isna()] if "error" in df.columns else df
+    above = int((done["peak_context_tokens"] > done["context_window"]).sum())
+    return (f"Requests larger than the window, refused by the provider: {int(done['refused_requests'].sum()):,} in "
+            f"{int((done['refused_requests'] > 0).sum()):,} of {len(done):,} runs; failed turns: "
+            f"{int(done['failed_turns'].sum()):,}; runs above their window not reported as refused: {above:,}.")
 
 
 def _summary_cells(summary: pd.DataFrame, by: list[str]) -> pd.DataFrame:

@@ -186,3 +186,28 @@ def test_write_is_atomic_and_refuses_source(tmp_path: Path) -> None:
 def test_repr_and_len() -> None:
     s = small_tree()
     assert len(s) == 6 and "entries=6" in repr(s) and "leaf='e'" in repr(s)
+
+
+def test_context_edit_target_must_be_on_the_active_branch() -> None:
+    s = small_tree()  # the leaf is e: r - a - b - d - e
+    from pimem.errors import InvalidEntryError
+
+    for target in ("r", "a", "b", "d", "e"):
+        assert s.append_context_edit(target, None)["targetId"] == target
+    s.branch("c")
+    with pytest.raises(InvalidEntryError, match="Entry d is not on the active branch"):
+        s.append_context_edit("d", None)
+    assert s.append_context_edit("a", {"content": "short"})["replacement"] == {
+        "content": [{"type": "text", "text": "short"}]}
+
+
+def test_context_edit_on_a_parent_cycle_stops_and_records_it() -> None:
+    # a and b are each other's parent; c (the leaf) hangs below b; z is a root elsewhere
+    s = Session({"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/"},
+                [msg_entry("z", None), msg_entry("a", "b"), msg_entry("b", "a"), msg_entry("c", "b")])
+    from pimem.errors import InvalidEntryError
+
+    assert s.append_context_edit("a", None)["targetId"] == "a"
+    with pytest.raises(InvalidEntryError, match="Entry z is not on the active branch"):
+        s.branch("c") or s.append_context_edit("z", None)
+    assert any("cycle" in w.reason for w in s.warnings)

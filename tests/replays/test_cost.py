@@ -154,3 +154,33 @@ def test_a_session_whose_model_has_no_price_runs_with_an_empty_cost_and_a_warnin
     runs = sweep([path], {"reserve_tokens": [1000], "keep_recent_tokens": [500]}, workers=1, progress=False,
                  cost_model="mystery-1")
     assert runs["error"].str.contains("no price for model 'mystery-1'").all()
+
+
+def test_a_refused_request_costs_nothing(sample_paths):
+    """Pi records a request the provider refused as an error message with zero usage: no input, no
+    output, nothing written to the cache; the next request reads what the last answered one wrote."""
+    checked = 0
+    for path in sample_paths:
+        result = _replay(path, settings=CompactionSettings(reserve_tokens=500, keep_recent_tokens=800),
+                         window=3500, token_source="chars")
+        calls = result.calls.reset_index(drop=True)
+        refused = calls[calls["refused"]]
+        if not len(refused):
+            continue
+        zero_usage = [e["message"]["usage"] for e in result.session.entries if e.get("type") == "message"
+                      and e["message"].get("stopReason") == "error"]
+        assert zero_usage and all(u["input"] == u["output"] == u["totalTokens"] == 0 for u in zero_usage)
+        assert (refused["prefix_tokens"] == 0).all()
+        answered = calls[~calls["refused"]]
+        cost = replay_cost(result, model="claude-sonnet-4-5", cache_ttl_s=None)
+        assert cost["output_tokens"] == pytest.approx(answered["output_tokens"].sum())
+        assert cost["output_tokens"] < calls["output_tokens"].sum()
+        assert cost["cache_read_tokens"] + cost["cache_write_tokens"] == pytest.approx(answered["context_tokens"].sum())
+        # an answered request after a refused one reads at most what the previous answered request sent
+        for i in refused.index:
+            later = answered[answered.index > i]
+            earlier = answered[answered.index < i]
+            if len(later) and len(earlier):
+                assert later["prefix_tokens"].iloc[0] <= earlier["context_tokens"].iloc[-1] + 1e-6
+        checked += 1
+    assert checked

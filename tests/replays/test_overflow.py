@@ -9,6 +9,7 @@ import pytest
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.errors import ReplayWarning
 from pimem.replays.engine import replay
+from pimem.sessions.load import load_session
 
 
 def _replay(session, window, **kw):
@@ -66,7 +67,7 @@ def test_disabled_compaction_fails_the_turn(sample_paths):
 def test_a_turn_fails_after_one_retry(sample_paths):
     # keep ≈ the window: compacting cannot make the request fit, the retry is refused again
     for path in sample_paths:
-        result, _ = _replay(path, 3000, keep=2900, reserve=50, token_source="chars")
+        result, _ = _replay(path, 4000, keep=3900, reserve=1500, token_source="chars")
         ev = result.events
         failed = ev[ev["kind"] == "turn_failed"]
         if (failed["note"] == "overflow recovery already attempted in this run").any():
@@ -75,3 +76,36 @@ def test_a_turn_fails_after_one_retry(sample_paths):
                 result.summary()["failure_reasons"]
             return
     pytest.fail("no sample failed after its retry")
+
+
+def test_a_failed_turn_ends_its_run(sample_paths):
+    """Pi's run ends at the refusal: the recorded answer and the rest of its run (tool results, later
+    calls) never happened, so the replay leaves them out and goes on at the next recorded prompt."""
+    checked = 0
+    for path in sample_paths:
+        result, caught = _replay(path, 3000, enabled=False, token_source="chars")
+        refused = result.calls[result.calls["refused"]]
+        if not len(refused):
+            continue
+        recorded = load_session(path).get_branch()
+        ids = [e["id"] for e in recorded]
+        replayed = {e["id"] for e in result.session.entries}
+        left_out = set(result.left_out_ids)
+        assert not left_out & replayed
+        for entry_id in refused["entry_id"]:
+            i = ids.index(entry_id)
+            assert entry_id in left_out
+            # everything up to the next user message is left out; that message is replayed
+            j = i + 1
+            while j < len(recorded) and (recorded[j].get("message") or {}).get("role") != "user":
+                if (recorded[j].get("message") or {}).get("role") in ("assistant", "toolResult"):
+                    assert recorded[j]["id"] in left_out
+                j += 1
+            if j < len(recorded):
+                assert recorded[j]["id"] in replayed
+        # one failed turn per run: no request of a failed run is sent again
+        assert result.summary()["failed_turns"] == len(refused)
+        assert result.summary()["left_out_entries"] == len(left_out) > len(refused) - 1
+        assert any(f"{len(left_out):,} recorded entries of those runs are left out" in w for w in caught)
+        checked += 1
+    assert checked

@@ -53,6 +53,16 @@ def _recorded_path(result):
     return [e for e in result.session.get_branch() if not _written_by_replay(e)]
 
 
+def _kept(result, session):
+    """The recorded path without compactions and without the runs that failed in the replay (Pi's
+    run ends at a refusal: nothing after it until the next prompt happened)."""
+    left_out = set(result.left_out_ids)
+    for e in session.get_branch():
+        if e["id"] in left_out:
+            assert e["message"]["role"] in ("assistant", "toolResult")
+    return [e for e in _path_without_compactions(session) if e["id"] not in left_out]
+
+
 def test_replay_keeps_every_recorded_entry_in_order_with_its_id(real_session):
     result = replay(real_session, SMALL, context_window=60000)
     replayed = [e for e in result.session.get_branch() if e.get("type") != "compaction"]
@@ -125,7 +135,10 @@ def test_triggers_none_measures_without_compacting(real_session):
     assert result.compactions == []
     assert result.events.should_compact.astype(bool).any()
     assert not result.events.fired.astype(bool).any()
-    assert [e["id"] for e in _recorded_path(result)] == [e["id"] for e in _path_without_compactions(real_session)]
+    assert [e["id"] for e in _recorded_path(result)] == [e["id"] for e in _kept(result, real_session)]
+    refused = result.calls[result.calls.refused]
+    assert set(refused.entry_id) <= set(result.left_out_ids)  # every failed run starts at its refused call
+    assert result.summary()["left_out_entries"] == len(result.left_out_ids) >= len(refused) > 0
 
 
 def test_calibrated_equals_recorded_usage_when_nothing_changed(real_session):
@@ -233,7 +246,7 @@ def test_failing_summarizer_records_compact_failed_and_continues(real_session):
     assert overflow.error.str.startswith("Context overflow recovery failed").all()
     assert "backend down" in failed.error.iloc[0]
     assert result.compactions == []
-    assert len(_recorded_path(result)) == len(_path_without_compactions(real_session))
+    assert [e["id"] for e in _recorded_path(result)] == [e["id"] for e in _kept(result, real_session)]
     with pytest.raises(RuntimeError, match="backend down"):
         replay(real_session, SMALL, context_window=60000, summarizer=_Failing(), stop_on_error=True)
 

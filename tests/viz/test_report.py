@@ -46,6 +46,37 @@ def test_drift_report_of_a_replay(samples_dir, tmp_path):
     assert orphans.count("<tr>") - 1 == len(result.compactions)
 
 
+def test_report_header_counts_agree_with_the_replay(samples_dir, tmp_path):
+    """After a threshold replay with refused requests: the header's counts of the recording's entries
+    kept, left out and dropped, and of the entries the replay wrote, are the replayed session's."""
+    recording = load_session(samples_dir / "auth-login-bug.jsonl")
+    with pytest.warns(Warning):
+        result = replay(recording, CompactionSettings(reserve_tokens=2000, keep_recent_tokens=3000),
+                        context_window=11000)
+    s = result.summary()
+    assert s["refused_requests"] and s["left_out_entries"]  # the case that made the counts go wrong
+    text = write_drift_report(result, tmp_path / "drift.html").read_text(encoding="utf-8")
+    header = re.search(r"entries: ([\d,]+) of the recording's ([\d,]+) \(([\d,]+) of failed runs left out; "
+                       r"([\d,]+) recorded compactions and labels dropped\) and ([\d,]+) written by the replay "
+                       r"\(([\d,]+) compactions, ([\d,]+) refused requests, ([\d,]+) context edits\); "
+                       r"([\d,]+) compactions on the active path", html.unescape(text))
+    assert header, text[:2000]
+    kept, recorded, left_out, dropped, written, compactions, refused, edits, on_path = (
+        int(g.replace(",", "")) for g in header.groups())
+    recorded_ids = {e["id"] for e in recording.get_branch()}
+    entries = result.session.entries
+    assert kept == sum(e["id"] in recorded_ids for e in entries)
+    assert recorded == len(recording.get_branch()) == s["entries"]
+    assert left_out == s["left_out_entries"]
+    assert dropped == sum(e["type"] in ("compaction", "label") and e["id"] not in {x["id"] for x in entries}
+                          for e in recording.get_branch())
+    assert compactions == on_path == s["compactions"] == sum(e["type"] == "compaction" for e in entries)
+    assert refused == s["refused_requests"] == sum(e["type"] == "message" and e["message"].get("stopReason") == "error"
+                                                   and e["id"] not in recorded_ids for e in entries)
+    assert edits == sum(e["type"] == "context_edit" for e in entries)
+    assert written == compactions + refused + edits == len(entries) - kept
+
+
 def test_drift_report_escapes_session_text(tmp_path):
     s = Session.new("/tmp/<b>", session_id="<script>x</script>", timestamp="2026-01-01T00:00:00.000Z")
     s.append_message({"role": "user", "content": "hello", "timestamp": 1}, timestamp="2026-01-01T00:00:01.000Z")
@@ -87,7 +118,7 @@ STUDY_SOURCES = ("calibrated", "chars")
 @pytest.fixture(scope="module")
 def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("study")
-    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
+    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[30000, 3000],
                         workers=2, progress=False, token_sources=STUDY_SOURCES)
     return out, summary
 
@@ -96,30 +127,51 @@ def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
 def test_study_writes_every_part(study, sample_paths):
     out, summary = study
     df = pd.read_csv(out / "sweep.csv")
-    # reserve 2048/4096 × keep 2000/6000 at window 16000, under two token sources; window 3000 leaves no
-    # room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048)
-    assert len(df) == len(sample_paths) * 4 * 2
-    assert set(df["context_window"]) == {16000}
+    # reserve 2048/4096 × keep 2000/6000 × window 30000/3000, under two token sources: window 3000
+    # leaves no room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048); at 30000 what
+    # leaves each session room for its largest step and compacts it
+    from pimem.viz.report import session_size, study_grid
+
+    grids = {str(p): study_grid(session_size(p), [2048, 4096], [2000, 6000], [30000, 3000]) for p in sample_paths}
+    assert len(df) == sum(len(g) for g, _ in grids.values()) * 2
+    for p, (g, left_out) in grids.items():
+        assert len(g) + left_out == 8
+        assert len(df[df["session"] == p]) == len(g) * 2
+    assert set(df["context_window"]) == {30000}
     assert set(df["token_source"]) == set(STUDY_SOURCES)
-    assert "(settings without room or degenerate left out: 4 per session)" in summary
+    left = [lo for _, lo in grids.values()]
+    said = f"{left[0]} per session" if len(set(left)) == 1 else f"{sum(left)} in all"
+    assert f"(settings without room or degenerate left out: {said})" in summary
     assert df["error"].isna().all()
     table = pd.read_csv(out / "summary.csv")
-    assert len(table) == 4 and (table["n_sessions"] == len(sample_paths)).all()
+    assert len(table) == 4 and (table["n_sessions"] == df["session"].nunique()).all()
     assert (table["compactions_band_low"] <= table["compactions"]).all()
     assert (table["compactions"] <= table["compactions_band_high"]).all()
-    assert (df.loc[df["context_window"] == 16000, "compactions"] > 0).any()
-    assert (out / "heatmap-w16000.png").read_bytes().startswith(PNG)
-    for p in sample_paths:
+    assert (df.loc[df["context_window"] == 30000, "compactions"] > 0).any()
+    assert (out / "heatmap-w30000.png").read_bytes().startswith(PNG)
+    studied = [p for p in sample_paths if grids[str(p)][0]]
+    assert len(studied) >= 2
+    for p in studied:
         report = (out / "reports" / f"{p.stem}.html").read_text()
         assert report.startswith("<!DOCTYPE html>")
         replayed = load_session(out / "replays" / f"{p.stem}.jsonl")
         assert len(replayed.entries) >= len(load_session(p).get_branch()) - 10
     index = (out / "index.html").read_text()
-    for link in ["sweep.csv", "heatmap-w16000.png"] + [f"reports/{p.stem}.html" for p in sample_paths]:
+    for link in ["sweep.csv", "heatmap-w30000.png"] + [f"reports/{p.stem}.html" for p in studied]:
         assert f"'{link}'" in index
         assert (out / link).exists()
     assert (out / "cache.sqlite").exists()
     assert f"{len(df)} runs (0 with errors)" in summary
+    # every count of the index is the sweep's: runs, refused requests, failed turns
+    assert f"({len(df)} runs, " in index
+    refused_note = (f"Requests larger than the window, refused by the provider: {int(df['refused_requests'].sum()):,} "
+                    f"in {int((df['refused_requests'] > 0).sum()):,} of {len(df):,} runs; failed turns: "
+                    f"{int(df['failed_turns'].sum()):,}; runs above their window not reported as refused: 0.")
+    assert refused_note in html.unescape(index)
+    # a session without a setting that fits says why
+    for p in sample_paths:
+        if not grids[str(p)][0]:
+            assert "no setting of the grid fits this session" in html.unescape(index)
     assert str(out / "index.html") in summary
 
 
@@ -127,7 +179,7 @@ def test_study_writes_every_part(study, sample_paths):
 def test_study_rerun_resumes_from_its_results(study, sample_paths):
     out, _ = study
     before = pd.read_csv(out / "sweep.csv")
-    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[16000, 3000],
+    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[30000, 3000],
                         workers=1, progress=False, token_sources=STUDY_SOURCES)
     after = pd.read_csv(out / "sweep.csv")
     assert after["resumed"].all()
@@ -288,19 +340,34 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
 def test_study_grids_are_derived_from_each_session(samples_dir):
     """Left out, the grid follows the session: windows hold the request overhead plus a fifth and two
     fifths of the conversation; reserve and keep are shares of the room left for it."""
-    from pimem.viz.report import DEFAULT_WINDOW_SHARES, SessionSize, session_size, study_grid
+    from pimem.viz.report import (DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES, SessionSize,
+                                  session_size, study_grid)
 
     size = session_size(samples_dir / "logslice-since-flag.jsonl")
-    assert size.estimate > 50000 and size.overhead > 0 and size.slope > 0.5
+    assert size.estimate > 50000 and size.overhead > 0 and size.slope > 0.5 and size.largest_step > 1000
     grid, left_out = study_grid(size)
-    assert left_out == 0 and len(grid) == 18
+    assert len(grid) + left_out == 18 and len(grid) >= 12
     windows = sorted({g["context_window"] for g in grid})
+    assert len(windows) == len(DEFAULT_WINDOW_SHARES)
+    least = size.room_needed(0, 0) / (1 - 0.8 * max(DEFAULT_RESERVE_SHARES) - max(DEFAULT_KEEP_SHARES))
     for w, share in zip(windows, DEFAULT_WINDOW_SHARES):
-        assert w == pytest.approx(size.overhead + share * size.slope * size.estimate, rel=0.05)
+        room = max(share * size.slope * size.estimate, least * share / min(DEFAULT_WINDOW_SHARES))
+        assert w == pytest.approx(size.overhead + room, rel=0.05)
+    runs = set()
     for g in grid:
         room = g["context_window"] - size.overhead
         assert g["reserve_tokens"] == pytest.approx(g["reserve_share"] * room, rel=0.05)
         assert g["keep_recent_tokens"] < g["context_window"] - g["reserve_tokens"]
+        # no cell is degenerate: the summary, the kept tail and two largest steps fit; the session
+        # reaches the threshold; and no two cells are the same setting
+        assert room >= 0.8 * g["reserve_tokens"] + g["keep_recent_tokens"] + 2 * size.largest_step
+        assert g["context_window"] - g["reserve_tokens"] < size.reach
+        runs.add((g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]))
+    assert len(runs) == len(grid)
+    # a session whose largest step is most of it has no such setting, and the study says why
+    small = session_size(samples_dir / "ventas-pipeline-refactor.jsonl")
+    assert small.largest_step > 0.3 * (small.reach - small.overhead)
+    assert study_grid(small) == ([], 18)
     # values given are used as they are; settings without room are left out and counted
     grid, left_out = study_grid(SessionSize(10000), reserve=[1000, 9000], window=[8000])
     assert {g["reserve_tokens"] for g in grid} == {1000} and left_out == 3
@@ -309,16 +376,22 @@ def test_study_grids_are_derived_from_each_session(samples_dir):
 
 @pytest.mark.slow
 def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_path):
-    """Sessions of 2k estimated tokens and of 60k: with the derived grids every drift report has
-    compactions, states the open-loop assumption and shows the orphan-reference rate."""
-    paths = [samples_dir / "ventas-pipeline-refactor.jsonl", samples_dir / "gpxkit-antimeridian.jsonl"]
+    """A session of 60k estimated tokens: with the derived grid its drift report has compactions,
+    states the open-loop assumption and shows the orphan-reference rate; no run fails a turn. A
+    session of 2k whose largest step is most of it has no setting, and the index says why."""
+    paths = [samples_dir / "logslice-since-flag.jsonl"]
+    tiny = samples_dir / "gpxkit-antimeridian.jsonl"
     out = tmp_path / "study"
-    summary = run_study(paths, out, workers=1, progress=False, token_sources=STUDY_SOURCES)
+    summary = run_study(paths + [tiny], out, workers=1, progress=False, token_sources=STUDY_SOURCES)
     df = pd.read_csv(out / "sweep.csv")
     assert df["error"].isna().all()
     assert set(df["window_share"]) == {0.2, 0.4}
+    assert set(df["session"]) == {str(p) for p in paths}
     assert (df.groupby("session")["context_window"].nunique() == 2).all()
+    assert (df["failed_turns"] == 0).all() and (df["compactions"] > 0).all()
+    assert (df["peak_context_tokens"] <= df["context_window"]).all()
     assert (out / "heatmap-w20pct.png").read_bytes().startswith(PNG)
+    assert "no setting of the grid fits this session" in html.unescape((out / "index.html").read_text())
     for p in paths:
         report = (out / "reports" / f"{p.stem}.html").read_text()
         assert "No compaction on the active path" not in report
@@ -333,6 +406,9 @@ def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_pat
 def test_every_study_report_links_back_to_the_index(study, sample_paths):
     out, _ = study
     for p in sample_paths:
+        if not (out / "reports" / f"{p.stem}.html").exists():  # no setting of the grid fits it: the index says why
+            assert p.stem in (out / "index.html").read_text(encoding="utf-8")
+            continue
         report = (out / "reports" / f"{p.stem}.html").read_text(encoding="utf-8")
         links = re.findall(r"<a href='([^']*)'>&larr; back to the study index</a>", report)
         assert links == ["../index.html", "../index.html"]  # at the top and the bottom
@@ -344,7 +420,7 @@ def test_study_heatmaps_are_two_panels_wide_to_stay_readable_at_800_px(study):
     import matplotlib.image as mpimg
 
     out, _ = study
-    height, width = mpimg.imread(out / "heatmap-w16000.png").shape[:2]
+    height, width = mpimg.imread(out / "heatmap-w30000.png").shape[:2]
     # four panels in 2 × 2 at 100 dpi: about 860 px wide, so an 800 px page shows them at ≥ 85% scale
     # (in one row of four they were 1,720 px wide and shown at 45%)
     assert width <= 900 and height >= 0.7 * width, (width, height)

@@ -511,13 +511,65 @@ def is_turn_start_entry(entry: dict) -> bool:
 def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: int) -> list[int]:
     """``findValidCutPoints``: indices of context-visible user-like or assistant entries."""
     out = []
+    add = out.append
+    roles = _CUT_POINT_ROLES
     for i in range(start_index, end_index):
         entry = entries[i]
-        if entry.get("type") == "compaction":
+        etype = entry.get("type")
+        if etype == "message":
+            message = entry.get("message")
+            if message.__class__ is dict:  # its one context message has the same role
+                if message.get("role") in roles:
+                    add(i)
+                continue
+        elif etype == "compaction":
             continue
-        if any(m.get("role") in _CUT_POINT_ROLES for m in session_entry_to_context_messages(entry)):
-            out.append(i)
+        for m in session_entry_to_context_messages(entry):
+            if m.get("role") in roles:
+                add(i)
+                break
     return out
+
+
+_DICT = frozenset((dict,))
+
+
+def _next_cut_point(entries: Sequence[dict], start: int, end: int) -> int:
+    """The first index of :func:`find_valid_cut_points` ``(entries, start, end)``, or -1."""
+    roles = _CUT_POINT_ROLES
+    for i in range(start, end):
+        entry = entries[i]
+        etype = entry.get("type")
+        if etype == "message":
+            message = entry.get("message")
+            if message.__class__ is dict:  # its one context message has the same role
+                if message.get("role") in roles:
+                    return i
+                continue
+        elif etype == "compaction":
+            continue
+        for m in session_entry_to_context_messages(entry):
+            if m.get("role") in roles:
+                return i
+    return -1
+
+
+def _entry_tokens(entry: dict) -> int:
+    """The estimated tokens of an entry's context messages (Pi's reduce in ``findCutPoint``)."""
+    if entry.get("type") == "message":
+        message = entry.get("message")
+        if message.__class__ is dict and message.get("content") is not None:
+            return estimate_tokens(message)
+    tokens = 0
+    for m in session_entry_to_context_messages(entry):
+        tokens += estimate_tokens(m)
+    return tokens
+
+
+def _has_context_messages(entry: dict) -> bool:
+    if entry.get("type") == "message" and entry.get("message").__class__ is dict:
+        return True
+    return len(session_entry_to_context_messages(entry)) > 0
 
 
 def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index: int) -> int:
@@ -545,24 +597,34 @@ def find_cut_point(
         end_index: the entry after the last one.
         keep_recent_tokens: the tokens to keep.
     """
-    cut_points = find_valid_cut_points(entries, start_index, end_index)
-    if not cut_points:
+    # cutPoints[0], cutPoints.find(c >= i) and cutPoints.at(-1) are found by scanning, without the
+    # list, where every message entry of the range has a message object (Pi reads each one's role).
+    if {e.get("message").__class__ for e in entries[start_index:end_index] if e.get("type") == "message"} - _DICT:
+        find_valid_cut_points(entries, start_index, end_index)  # raises where Pi throws
+    first_cut = _next_cut_point(entries, start_index, end_index)
+    if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     accumulated = 0
-    cut_index = cut_points[0]
+    cut_index = first_cut
     for i in range(end_index - 1, start_index - 1, -1):
-        tokens = 0
-        for m in session_entry_to_context_messages(entries[i]):
-            tokens += estimate_tokens(m)
+        entry = entries[i]
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if message.__class__ is dict and message.get("content") is not None:
+            tokens = estimate_tokens(message)
+        else:
+            tokens = _entry_tokens(entry)
         if tokens == 0:
             continue
         accumulated += tokens
         if accumulated >= keep_recent_tokens:
-            cut_index = next((c for c in cut_points if c >= i), cut_points[-1])
+            cut_index = _next_cut_point(entries, i, end_index)
+            if cut_index < 0:  # the last cut point of the range
+                cut_index = next(c for c in range(end_index - 1, start_index - 1, -1)
+                                 if _next_cut_point(entries, c, c + 1) == c)
             break
     while cut_index > start_index:
         prev = entries[cut_index - 1]
-        if prev.get("type") == "compaction" or len(session_entry_to_context_messages(prev)) > 0:
+        if prev.get("type") == "compaction" or _has_context_messages(prev):
             break
         cut_index -= 1
     cut_entry = entries[cut_index]
@@ -803,6 +865,28 @@ def prepare_parts(
     )
 
 
+_ONLY_STR = frozenset((str,))
+
+
+def chain_path(entries: Sequence[dict]) -> list[dict] | None:
+    """``build_session_path(entries)`` when the entries are already that path, else None.
+
+    They are when their ids are distinct non-empty strings, each entry's parentId is the id of the
+    one before, and the first entry's parentId names none of them: the walk from the last entry
+    then visits every entry, in order. Checked in a few passes that run in C.
+    """
+    ids = [e.get("id") for e in entries]
+    if not ids or set(map(type, ids)) != _ONLY_STR or not all(ids):
+        return None
+    parents = [e.get("parentId") for e in entries]
+    if parents[1:] != ids[:-1]:
+        return None
+    id_set = set(ids)
+    if len(id_set) != len(ids) or (parents[0].__class__ is str and parents[0] in id_set):
+        return None
+    return list(entries)
+
+
 def prepare_compaction(
     path_entries: Sequence[dict],
     settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS,
@@ -818,13 +902,17 @@ def prepare_compaction(
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
-    path = build_session_path(path_entries)
+    path = chain_path(path_entries)
+    if path is None:
+        path = build_session_path(path_entries)
+        same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
+    else:
+        same = True
     path_types = [e.get("type") for e in path]
     sources, types = context_entries_and_types(path, True, path_types)
     types, per_entry, messages = project_parts(sources, types)
     # Usually the entries given are the path itself: then their types are known already
     # and their truthy ids are distinct.
-    same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
     tokens_before = projected_estimate_parts(
         sources, per_entry, messages, path_entries, cache, path_types if same else None, same
     ).tokens
