@@ -307,9 +307,10 @@ def test_reports_fit_the_browser_width(big_html, study, tmp_path) -> None:
         assert row["scroll"] <= row["inner"] and row["over"] == [], row
 
 
-def test_lost_facts_are_shown_as_written(tmp_path) -> None:
+def _one_failed_test_session(error: str, progress: str, header: dict | None = None) -> Session:
+    """A bash call failing with ``error``, then two compactions: the first summary's Progress holds
+    ``progress``, the second drops it (so the report lists what was lost)."""
     ts = "2026-01-01T00:00:00.000Z"
-    error = "Error: Cannot find module 'FooBar' from src/Main.ts"
 
     def msg(eid, parent, message):
         return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
@@ -323,13 +324,19 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
                          "content": [{"type": "text", "text": error}], "timestamp": 3}),
         msg("a2", "t1", {"role": "assistant", "content": [{"type": "text", "text": "looking"}], "timestamp": 4}),
         {"type": "compaction", "id": "k1", "parentId": "a2", "timestamp": ts, "firstKeptEntryId": "a2",
-         "tokensBefore": 100, "summary": f"## Goal\nFix the tests\n\n## Progress\n{error}\nCall loadConfig next\n"},
+         "tokensBefore": 100, "summary": f"## Goal\nFix the tests\n\n## Progress\n{progress}\n"},
         msg("u2", "k1", {"role": "user", "content": "go on", "timestamp": 5}),
         msg("a3", "u2", {"role": "assistant", "content": [{"type": "text", "text": "done"}], "timestamp": 6}),
         {"type": "compaction", "id": "k2", "parentId": "a3", "timestamp": ts, "firstKeptEntryId": "a3",
          "tokensBefore": 100, "summary": "## Goal\nFix the tests\n"},
     ]
-    session = Session({"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"}, entries)
+    header = header or {"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"}
+    return Session(header, entries)
+
+
+def test_lost_facts_are_shown_as_written(tmp_path) -> None:
+    error = "Error: Cannot find module 'FooBar' from src/Main.ts"
+    session = _one_failed_test_session(error, f"{error}\nCall loadConfig next")
     text = write_drift_report(session, tmp_path / "d.html").read_text(encoding="utf-8")
     lost = _cells(_section(text, "Facts lost"))
     assert error in lost  # as written, not lower-cased
@@ -431,29 +438,10 @@ def test_report_and_index_escape_markup_in_session_names_and_summaries(tmp_path)
     templates' autoescaping: ``<script>`` and ``&`` arrive as text, never as markup."""
     from pimem.viz.report import _index_html
 
-    ts = "2026-01-01T00:00:00.000Z"
     error = "Error: <script>alert('x')</script> & rm -rf failed"
-
-    def msg(eid, parent, message):
-        return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
-
-    entries = [
-        msg("u1", None, {"role": "user", "content": "run the tests", "timestamp": 1}),
-        msg("a1", "u1", {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
-                                                            "arguments": {"command": "npm test"}}],
-                         "stopReason": "toolUse", "timestamp": 2}),
-        msg("t1", "a1", {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "isError": True,
-                         "content": [{"type": "text", "text": error}], "timestamp": 3}),
-        msg("a2", "t1", {"role": "assistant", "content": [{"type": "text", "text": "looking"}], "timestamp": 4}),
-        {"type": "compaction", "id": "k1", "parentId": "a2", "timestamp": ts, "firstKeptEntryId": "a2",
-         "tokensBefore": 100, "summary": f"## Goal\nFix the tests\n\n## Progress\n{error}\n"},
-        msg("u2", "k1", {"role": "user", "content": "go on", "timestamp": 5}),
-        msg("a3", "u2", {"role": "assistant", "content": [{"type": "text", "text": "done"}], "timestamp": 6}),
-        {"type": "compaction", "id": "k2", "parentId": "a3", "timestamp": ts, "firstKeptEntryId": "a3",
-         "tokensBefore": 100, "summary": "## Goal\nFix the tests\n"},
-    ]
-    header = {"type": "session", "version": 3, "id": "<script>s</script>&1", "timestamp": ts, "cwd": "/p&<q>"}
-    text = write_drift_report(Session(header, entries), tmp_path / "d.html",
+    header = {"type": "session", "version": 3, "id": "<script>s</script>&1", "timestamp": "2026-01-01T00:00:00.000Z",
+              "cwd": "/p&<q>"}
+    text = write_drift_report(_one_failed_test_session(error, error, header), tmp_path / "d.html",
                               title="<script>t</script> & co").read_text(encoding="utf-8")
     assert "<script" not in text
     assert "<title>&lt;script&gt;t&lt;/script&gt; &amp; co</title>" in text
