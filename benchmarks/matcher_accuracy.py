@@ -4,7 +4,7 @@ Run (the embedding rows need the extra: ``scripts/embedding-test`` builds its ve
 
     PIMEM_SHARED_DIR=../shared ~/.cache/pimem/embeddings-venv/bin/python benchmarks/matcher_accuracy.py [--tune]
 
-Matchers: ``rules`` (:func:`pimem.drift.labels.rule_matcher`), ``normalized``
+Matchers: ``rules`` (:func:`pimem.drift.paraphrase.rule_matcher`), ``normalized``
 (:func:`pimem.drift.paraphrase.normalized_matcher`), ``embedding`` (normalised, then free text by
 all-MiniLM-L6-v2 similarity) and ``embedding only`` (every fact by similarity), on the 232 facts of
 ``datasets/labels/before-compaction.facts.jsonl`` split by :func:`pimem.drift.labels.label_split`. Subsets: all
@@ -72,7 +72,7 @@ def main() -> None:
         table = pd.DataFrame(rows)
         print(markdown(table[table["matcher"] == name]), flush=True)
     if args.tune and embeddings_available():
-        from pimem.drift.embedding import tuned_thresholds
+        from pimem.drift.labels import tuned_thresholds
 
         print("thresholds chosen on the tuning half:", tuned_thresholds(labels, session))
 

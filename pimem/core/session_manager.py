@@ -1117,7 +1117,7 @@ def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
     in the session's index and the memo is dropped when an id of the index is taken by another entry.
     """
     memo, positions = session._memo, session._memo_positions
-    if memo is None or leaf_id is NULL_LEAF:
+    if memo is None or positions is None or leaf_id is NULL_LEAF:
         path = _build_path(session.entries, session._by_id.get, leaf_id)
         if path and _parent_of(path[0], session._by_id.get) is None:  # not stopped at a cycle
             _remember(session, path)
@@ -1132,7 +1132,7 @@ def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
             return []
         leaf = entries[-1]
     walked: list[dict] = []
-    current = leaf
+    current: Any = leaf
     for _ in range(len(session.entries) + 1):
         eid = current.get("id")
         at = positions.get(eid) if eid.__class__ is str else None
@@ -1143,7 +1143,7 @@ def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
                 path.extend(walked)
                 if at == len(memo) - 1:  # the memo's own path, longer: remember the rest
                     for k, e in enumerate(walked, at + 1):
-                        positions[e.get("id")] = k
+                        positions[e.get("id")] = k  # type: ignore[index]  # an id-less entry is never looked up
                     memo.extend(walked)
             return path
         walked.append(current)

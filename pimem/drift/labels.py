@@ -36,11 +36,15 @@ from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, numbers_in_text, fa
 from pimem.errors import ConfigurationError, LabelFormatError
 from pimem.base.tables import frame
 from pimem.drift.needed import used_later as auto_used
+from pimem.drift.embedding import EmbeddingModel, embedding_matcher, load_embedding_model, max_similarity, tune_threshold
+from pimem.drift.intervals import cluster_interval
+from pimem.drift.metaeval import pi_records
+from pimem.drift.paraphrase import FREE_TEXT_KINDS, normalized_matcher, rule_matcher
 from pimem.drift.records import compaction_records
-from pimem.sessions.load import session_or_entries
+from pimem.sessions.load import load_session as load_any_session, session_or_entries
 from pimem.text.sections import summarizer_text
 
-__all__ = ["cohen_kappa", "LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_split", "label_fact", "rule_matcher", "EntailmentMatcher",
+__all__ = ["cohen_kappa", "LABEL_FIELDS", "LabelFormatError", "labels_dir", "load_labels", "label_split", "label_fact", "rule_matcher", "matcher_accuracy", "tuned_thresholds", "label_records", "contradiction_figures", "EntailmentMatcher",
            "MatcherCheck", "matcher_check", "precision_recall"]
 
 LABEL_FIELDS: tuple[str, ...] = ("id", "compaction_id", "compaction_index", "kind", "text", "source_entry_id",
@@ -119,17 +123,6 @@ def label_fact(row: Any) -> Fact:
         else:
             value = fold(text)
     return Fact(kind, str(value), row.get("source_entry_id"), -1, 0, "user", "label", text)
-
-
-def rule_matcher(fact: Fact, summary: str) -> str:
-    """``"present"`` or ``"absent"`` by :func:`~pimem.text.facts.fact_present` (a number reader fact
-    counts when any number of its text is present)."""
-    index = SummaryIndex(summary)
-    if fact.kind == "number" and fact.source == "label":
-        numbers = [v for v, _, _ in numbers_in_text(fact.surface)]
-        if numbers:
-            return "present" if any(v in index.numbers for v in numbers) else "absent"
-    return "present" if fact_present(fact, index) else "absent"
 
 
 ENTAILMENT_SYSTEM = (
@@ -238,10 +231,8 @@ def matcher_check(
     if matcher == "rules":
         match = rule_matcher
     elif matcher == "normalized":
-        from pimem.drift.paraphrase import normalized_matcher as match
+        match = normalized_matcher
     elif matcher == "embedding":
-        from pimem.drift.embedding import embedding_matcher
-
         match = embedding_matcher()
     if not callable(match):
         raise ConfigurationError(f"matcher must be 'rules', 'normalized', 'embedding' or a callable (fact, summary) "
@@ -283,3 +274,88 @@ def matcher_check(
     else:
         df["auto_used_later"] = None
     return MatcherCheck(df)
+
+
+def matcher_accuracy(labels: Any, session: Any, matchers: dict[str, Any]) -> Any:
+    """Precision and recall of "present" for each named matcher on a labelled-facts set
+    (:func:`pimem.drift.labels.matcher_check`), over all facts and over the free-text ones: one row per
+    matcher and subset, with n, TP, FP, FN, TN."""
+    rows = []
+    for name, matcher in matchers.items():
+        facts = matcher_check(labels, session, matcher, used_later=False).facts
+        facts = facts[facts["predicted_present"].notna()]
+        free = facts[facts["kind"].isin(FREE_TEXT_KINDS)]
+        for subset, part in (("all", facts), ("free text", free)):
+            rows.append({"matcher": name, "facts": subset,
+                         **precision_recall(list(part["label_present"].astype(bool)),
+                                            list(part["predicted_present"].astype(bool)))})
+    return frame(rows)
+
+
+def tuned_thresholds(labels: Any, session: Any, *, split: str = "tune",
+                     model: EmbeddingModel | None = None) -> dict[str, float]:
+    """The thresholds :func:`pimem.drift.embedding.tune_threshold` picks on one half of a labelled-facts set (see
+    :func:`label_split`): ``"rules"`` for the default matcher (facts the normalised matcher
+    finds count as found, names it misses stay missed), ``"embedding"`` for similarity alone."""
+    session = session_or_entries(session)
+    texts = {r.entry.get("id"): summarizer_text(r.summary) for r in compaction_records(session)}
+    facts = matcher_check(labels, session, "normalized", used_later=False).facts
+    rows = [row for _, row in facts[facts["split"] == split].iterrows()]
+    model = model or load_embedding_model()
+    label_facts = [label_fact(row) for row in rows]
+    sims = [max_similarity([(f.surface or f.value)], texts[row["compaction_id"]], model)[0] for f, row in zip(label_facts, rows)]
+    truth = [bool(row["label_present"]) for row in rows]
+    found = [bool(row["predicted_present"]) for row in rows]
+    free = [f.kind in FREE_TEXT_KINDS for f in label_facts]
+    return {"rules": tune_threshold([s if k else -1.0 for s, k in zip(sims, free)], truth, decided=found),
+            "embedding": tune_threshold(sims, truth)}
+
+
+def label_records(labels: Any, shared_dir: str | Any) -> dict[str, list[Any]]:
+    """The compaction records the labelled claims refer to, by their ``session``: the real Pi sessions
+    (a file name of ``datasets/pi-mono``) and Claude Code transcripts (a path under ``datasets/``, such as
+    ``claude-code/entireio-cli/…jsonl``) of the shared folder. A label whose ``compaction_uuid`` is not the
+    id of compaction ``compaction_index`` of its file raises :class:`LabelFormatError`."""
+    root = os.path.join(os.fspath(shared_dir), "datasets")
+    records: dict[str, list[Any]] = dict(pi_records(os.path.join(root, "pi-mono")))
+    for session in sorted(set(labels["session"]) - set(records)):
+        file = os.path.join(root, session)
+        if not os.path.exists(file):
+            raise LabelFormatError(f"labels refer to {session}, which is not in {root}")
+        records[session] = compaction_records(load_any_session(file))
+    if "compaction_uuid" in labels:
+        for _, row in labels.iterrows():
+            uuid = row["compaction_uuid"]
+            recs = records[row["session"]]
+            index = int(row["compaction_index"])
+            if isinstance(uuid, str) and (index >= len(recs) or str(recs[index].entry.get("id")) != uuid):
+                raise LabelFormatError(f"label {row['id']}: compaction {index} of {row['session']} is not {uuid}")
+    return records
+
+
+def contradiction_figures(checked: Any, *, level: float = 0.95, seed: int = 0) -> Any:
+    """Precision and recall of "contradicted" per ``split`` of a :func:`pimem.drift.faithfulness.contradiction_check` result, with
+    n, the confusion counts and a two-stage bootstrap interval over sessions and compactions
+    (:func:`pimem.drift.intervals.cluster_interval`; NaN with a note where its coverage does not support
+    ``level``)."""
+    rows = []
+    for split, part in checked.groupby("split", sort=True):
+        truth, predicted = part["truth"].astype(bool), part["predicted"].astype(bool)
+        sessions = list(part["session"])
+        compactions = [f"{s}#{i}" for s, i in zip(part["session"], part["compaction_index"])]
+        tp, fp = int((truth & predicted).sum()), int((~truth & predicted).sum())
+        fn, tn = int((truth & ~predicted).sum()), int((~truth & ~predicted).sum())
+        row: dict[str, Any] = {"split": split, "n": len(part), "n_contradicted": tp + fn,
+                               "n_sessions": len(set(sessions)), "n_compactions": len(set(compactions)),
+                               "tp": tp, "fp": fp, "fn": fn, "tn": tn}
+        for name, mask, values in (("precision", predicted, truth), ("recall", truth, predicted)):
+            keep = list(mask)
+            if not any(keep):
+                row.update({name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan, f"{name}_note": "none"})
+                continue
+            iv = cluster_interval([float(v) for v, k in zip(values, keep) if k],
+                                  [g for g, k in zip(sessions, keep) if k],
+                                  [c for c, k in zip(compactions, keep) if k], level=level, seed=seed)
+            row.update({name: iv.estimate, f"{name}_low": iv.low, f"{name}_high": iv.high, f"{name}_note": iv.note})
+        rows.append(row)
+    return frame(rows)

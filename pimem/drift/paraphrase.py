@@ -1,6 +1,6 @@
 """Matchers that tolerate paraphrase: "the summary holds this fact" in other words.
 
-:func:`normalized_matcher` is the rule matcher (:func:`pimem.drift.labels.rule_matcher`) with one more way
+:func:`normalized_matcher` is the rule matcher (:func:`rule_matcher`) with one more way
 for a free-text fact (constraint, decision, error, goal, progress, artifact) to be present: some line of
 the summary holds at least half of the fact's words after :func:`pimem.text.normalize.normal_words`
 (stems, code names split, synonym groups), at least two of them, with the same polarity. Names (paths,
@@ -11,7 +11,7 @@ What it rewards and how it fails: a summary that says the same thing in common o
 "created", "directory" for "folder", "get rid of" against "eliminate" only through "remove") is credited;
 rarer wording is still missed, and synonym groups merge words that are not always interchangeable, so
 some lines that share topic words but say something else are credited too. Its precision and recall on
-the labelled facts are in ``benchmarks/README.md`` beside the rule matcher's (:func:`matcher_accuracy`).
+the labelled facts are in ``benchmarks/README.md`` beside the rule matcher's (:func:`pimem.drift.labels.matcher_accuracy`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pimem.base.tables import frame
-from pimem.drift.labels import matcher_check, precision_recall, rule_matcher
-from pimem.text.facts import Fact, SummaryIndex, fact_present
+from pimem.text.facts import Fact, SummaryIndex, fact_present, numbers_in_text
 from pimem.text.normalize import normal_words
 
-__all__ = ["normalized_matcher", "normalized_present", "normalized_holds", "matcher_accuracy", "FREE_TEXT_KINDS"]
+__all__ = ["rule_matcher", "normalized_matcher", "normalized_present", "normalized_holds", "FREE_TEXT_KINDS"]
 
 FREE_TEXT_KINDS: tuple[str, ...] = ("constraint", "decision", "error", "goal", "progress", "artifact")
 _NOT = re.compile(r"\b(?:not|no|never|don'?t|doesn'?t|didn'?t|won'?t|can'?t|cannot|without|none)\b", re.I)
@@ -32,6 +30,17 @@ _NOT = re.compile(r"\b(?:not|no|never|don'?t|doesn'?t|didn'?t|won'?t|can'?t|cann
 
 def _negated(text: str) -> bool:
     return bool(_NOT.search(text))
+
+
+def rule_matcher(fact: Fact, summary: str) -> str:
+    """``"present"`` or ``"absent"`` by :func:`~pimem.text.facts.fact_present` (a number reader fact
+    counts when any number of its text is present)."""
+    index = SummaryIndex(summary)
+    if fact.kind == "number" and fact.source == "label":
+        numbers = [v for v, _, _ in numbers_in_text(fact.surface)]
+        if numbers:
+            return "present" if any(v in index.numbers for v in numbers) else "absent"
+    return "present" if fact_present(fact, index) else "absent"
 
 
 def normalized_present(text: str, summary: str, threshold: float = 0.5) -> bool:
@@ -65,19 +74,3 @@ def normalized_holds(fact: Fact, summary: str, index: SummaryIndex | None = None
     if fact_present(fact, index if index is not None else SummaryIndex(summary)):
         return True
     return fact.kind in FREE_TEXT_KINDS and normalized_present(fact.surface or fact.value, summary)
-
-
-def matcher_accuracy(labels: Any, session: Any, matchers: dict[str, Any]) -> Any:
-    """Precision and recall of "present" for each named matcher on a labelled-facts set
-    (:func:`pimem.drift.labels.matcher_check`), over all facts and over the free-text ones: one row per
-    matcher and subset, with n, TP, FP, FN, TN."""
-    rows = []
-    for name, matcher in matchers.items():
-        facts = matcher_check(labels, session, matcher, used_later=False).facts
-        facts = facts[facts["predicted_present"].notna()]
-        free = facts[facts["kind"].isin(FREE_TEXT_KINDS)]
-        for subset, part in (("all", facts), ("free text", free)):
-            rows.append({"matcher": name, "facts": subset,
-                         **precision_recall(list(part["label_present"].astype(bool)),
-                                            list(part["predicted_present"].astype(bool)))})
-    return frame(rows)

@@ -157,7 +157,7 @@ class Replayer:
         self.refusal_kept = False  # Pi's last assistant is a refusal kept in the context (a failed retry)
         self.failed_run = False  # a turn failed: the rest of its recorded run never happened
         self.written: collections.Counter[str] = collections.Counter()  # entries the replay wrote, by kind
-        self.left_out: list[str] = []  # ids of the recorded entries of failed runs left out of the replayed session
+        self.left_out: list[Any] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
         self.step = 0
         self._checked_windows: set[Any] = set()

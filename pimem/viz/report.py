@@ -408,12 +408,12 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     grown = peak = 0.0
     previous = None
     for entry in branch:
-        message = entry.get("message") if entry.get("type") == "message" else None
+        answer = entry.get("message") if entry.get("type") == "message" else None
         if entry.get("type") == "compaction":
             previous = None
-        if not message or message.get("role") != "assistant" or not isinstance(message.get("usage"), dict):
+        if not answer or answer.get("role") != "assistant" or not isinstance(answer.get("usage"), dict):
             continue
-        usage = message["usage"]
+        usage = answer["usage"]
         tokens = sum(usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite", "output")
                      if isinstance(usage.get(k), (int, float)))
         if tokens and previous:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pimem.drift.contradictions import contradiction_figures, find_contradiction, load_contradiction_labels
+from pimem.drift.contradictions import find_contradiction, load_contradiction_labels
+from pimem.drift.labels import contradiction_figures
 from pimem.drift.faithfulness import contradiction_check
 from pimem.drift.faithfulness import SourceText, parse_claim
 from pimem.drift.labels import LabelFormatError, precision_recall
@@ -136,7 +137,7 @@ def test_the_claude_code_set_is_well_formed():
 
 
 def _checked(labels):
-    from pimem.drift.contradictions import label_records
+    from pimem.drift.labels import label_records
     from pimem.drift.faithfulness import given_source
 
     records = label_records(labels, SHARED_DIR)
@@ -192,7 +193,7 @@ def test_pooled_held_out_figures_and_their_interval(checked, checked_cc):
 def test_a_label_pointing_at_another_compaction_is_refused(tmp_path):
     if not CC_DIR.exists():
         pytest.skip("real Claude Code transcripts not available (../shared/datasets/claude-code)")
-    from pimem.drift.contradictions import label_records
+    from pimem.drift.labels import label_records
 
     df = load_contradiction_labels(CC_LABELS).head(1).copy()
     df["compaction_uuid"] = "00000000-0000-0000-0000-000000000000"

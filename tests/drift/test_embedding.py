@@ -121,7 +121,7 @@ def _pr(facts):
 
 @pytest.mark.embeddings
 def test_the_thresholds_are_the_tuning_halfs_best(model, checked):
-    from pimem.drift.embedding import tuned_thresholds
+    from pimem.drift.labels import tuned_thresholds
 
     facts = checked["normalized"]
     assert (facts["split"] == "tune").sum() == 120 and (facts["split"] == "heldout").sum() == 112

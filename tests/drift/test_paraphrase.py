@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pimem.drift.labels import label_fact, rule_matcher
-from pimem.drift.paraphrase import matcher_accuracy, normalized_matcher, normalized_present
+from pimem.drift.labels import label_fact, matcher_accuracy
+from pimem.drift.paraphrase import rule_matcher
+from pimem.drift.paraphrase import normalized_matcher, normalized_present
 from tests.conftest import REAL_DIR
 
 LABELS = Path(__file__).resolve().parents[2] / "datasets" / "labels" / "before-compaction.facts.jsonl"

@@ -510,7 +510,7 @@ def is_turn_start_entry(entry: dict) -> bool:
 
 def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: int) -> list[int]:
     """``findValidCutPoints``: indices of context-visible user-like or assistant entries."""
-    out = []
+    out: list[int] = []
     add = out.append
     roles = _CUT_POINT_ROLES
     for i in range(start_index, end_index):
