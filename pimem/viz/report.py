@@ -577,8 +577,10 @@ def run_study(
     skipped = (f"{left_out_by_session[0]} per session" if len(set(left_out_by_session)) == 1
                else f"{sum(left_out_by_session)} in all") if any(left_out_by_session) else ""
     if not any(grids.values()):
-        raise ConfigurationError("every setting leaves no room in its window (reserve ≥ window, or keep ≥ "
-                                 "window − reserve): no setting to run")
+        raise ConfigurationError("no setting is left to run: each leaves no room in its window (reserve ≥ window, "
+                                 "or keep ≥ window − reserve), too little room above the tokens every request "
+                                 "carries for the session's largest step (turns would fail), or a threshold the "
+                                 "session never reaches (the same run as no compaction)")
     out = Path(out_dir)
     for folder in (out, out / "replays", out / "reports"):
         mark_output(folder)  # every file in them is pimem's: never read back as sessions

@@ -331,7 +331,7 @@ def test_study_rerun_inside_the_sessions_folder_sees_the_same_sessions(tmp_path:
     if hasattr(os, "mkfifo"):
         make_fifo(root / "pipe.jsonl")
     argv = ["study", str(root), "-o", str(root / "study"), "--reserve", "2000", "--keep", "1000",
-            "--window", "12000", "--token-source", "calibrated", "--workers", "1", "-q"]
+            "--window", "24000", "--token-source", "calibrated", "--workers", "1", "-q"]
     runs = []
     for _ in range(2):
         code, text, err = run(argv, capsys)

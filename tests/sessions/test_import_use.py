@@ -99,10 +99,12 @@ def test_replay_and_sweep_run_on_an_imported_session(tmp_path: Path) -> None:
 
     from pimem.core.compaction.compaction import CompactionSettings
 
-    settings = CompactionSettings(reserve_tokens=200, keep_recent_tokens=100)
-    result = replay(CLAUDE, settings, context_window=1200, seed=3)  # a path: recognised and imported
+    # just above the 1,171 calibrated tokens every request carries: compactions, and no turn fails
+    settings = CompactionSettings(reserve_tokens=100, keep_recent_tokens=50)
+    result = replay(CLAUDE, settings, context_window=1300, seed=3)  # a path: recognised and imported
     made = [e for e in result.session.entries if e.get("type") == "compaction"]
     assert made and all(e["summary"] for e in made)
+    assert result.summary()["failed_turns"] == 0
     written = result.session.write(tmp_path / "replayed.jsonl")
     assert not load_pi_session(written).warnings
     grid = {"context_window": [1200, 4000], "reserve_tokens": [200], "keep_recent_tokens": [100]}

@@ -555,7 +555,7 @@ def _next_cut_point(entries: Sequence[dict], start: int, end: int) -> int:
 
 
 def _entry_tokens(entry: dict) -> int:
-    """The estimated tokens of an entry's context messages (Pi's reduce in ``findCutPoint``)."""
+    """The estimated tokens of an entry's context messages (the sum the cut-point walk adds up)."""
     if entry.get("type") == "message":
         message = entry.get("message")
         if message.__class__ is dict and message.get("content") is not None:
