@@ -547,9 +547,10 @@ def test_compaction_spans_match_the_slow_reference_on_a_replay_with_many_compact
     from pimem.core.compaction.compaction import CompactionSettings
 
     settings = CompactionSettings(reserve_tokens=2048, keep_recent_tokens=2000)
-    s = pimem.replay(load_session(real_dir / "before-compaction.jsonl"), settings, context_window=12000).session
+    # a window that holds the session's largest steps: few turns fail, so the run goes on compacting
+    s = pimem.replay(load_session(real_dir / "before-compaction.jsonl"), settings, context_window=20000).session
     fast = frames.compactions_df(s)
-    assert len(fast) >= 50
+    assert len(fast) >= 30
     pd.testing.assert_frame_equal(fast, slow_compactions_df(s))
 
 

@@ -120,7 +120,7 @@ def _real(real_dir) -> Inputs:
     large = load_session(real_dir / "large-session.jsonl")
     dense = replay(large, CompactionSettings(reserve_tokens=2000, keep_recent_tokens=2000), context_window=8000,
                    token_source="estimate")
-    assert len(dense.compactions) > 150
+    assert len(dense.compactions) > 60  # a failed turn ends its recorded run, so fewer than one per turn
     study = replay(large, CompactionSettings(reserve_tokens=4096, keep_recent_tokens=4000), context_window=16000)
     report = drift_report(study)
     assert len(report) > 15
