@@ -4,6 +4,7 @@ change in the pipeline that alters what is sent to the model, or where it cuts, 
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -95,8 +96,9 @@ def _without_usage(path: Path) -> list[str]:
     return lines
 
 
-def test_extractive_summaries_would_not_reproduce_the_recording():
-    """The reproduction check can fail: other summaries change later requests."""
+def test_extractive_summaries_would_not_reproduce_the_recording(tmp_path):
+    """The reproduction check can fail: other summaries give another file (and other later requests
+    wherever a request carries the previous summary)."""
     entry = max(MANIFEST["replays"], key=lambda r: len(r["requests"]))
     s = entry["settings"]
     seen: list[str] = []
@@ -108,12 +110,17 @@ def test_extractive_summaries_would_not_reproduce_the_recording():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        replay(sample_dir() / f"{entry['sample']}.jsonl",
-               CompactionSettings(reserve_tokens=s["reserve_tokens"], keep_recent_tokens=s["keep_recent_tokens"]),
-               context_window=s["context_window"], summarizer=Logging(), token_source=s["token_source"], seed=0)
+        result = replay(sample_dir() / f"{entry['sample']}.jsonl",
+                        CompactionSettings(reserve_tokens=s["reserve_tokens"], keep_recent_tokens=s["keep_recent_tokens"]),
+                        context_window=s["context_window"], summarizer=Logging(), token_source=s["token_source"],
+                        seed=0)
     recorded = [r["request_sha256"] for r in entry["requests"]]
     assert seen[0] == recorded[0]  # the first request has no previous summary: the same
-    assert seen != recorded
+    out = result.write(tmp_path / entry["file"])
+    assert _without_usage(Path(out)) != _without_usage(DATASET / entry["file"])
+    assert [c["summary"] for c in result.compactions] != [
+        r["summary"] for r in map(json.loads, (DATASET / entry["file"]).read_text(encoding="utf-8").splitlines())
+        if r.get("type") == "compaction"]
 
 
 def test_replays_and_requests_frames():
