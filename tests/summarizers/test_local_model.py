@@ -108,8 +108,10 @@ def test_real_summary_through_the_openai_client_matches_the_recording(server):
     record = next(r for r in compaction_records(session) if r.entry.get("id") == answer.extra["recorded_entry_id"])
     live = summary_measures(record, response.text)
     recorded = summary_measures(record, answer.text)
-    assert live["written_tokens"] > 0 and live["n_needed"] == recorded["n_needed"] > 0
-    assert 0 <= live["needed_recall_all"] <= 1 and 0 <= live["fact_recall"] <= 1
+    assert live["written_tokens"] > 0 and live["n_needed"] == recorded["n_needed"]
+    assert 0 <= live["fact_recall"] <= 1  # the span has facts to find (NaN would fail)
+    if recorded["n_needed"]:  # this short sample's first compaction may need nothing later
+        assert 0 <= live["needed_recall_all"] <= 1
     assert live["conformance"] > 0  # the model writes Pi's template headings
 
 
