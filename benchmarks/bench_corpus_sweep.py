@@ -40,11 +40,9 @@ sys.path.insert(0, str(ROOT))
 from pimem.core.session_manager import Session, load_session  # noqa: E402
 from pimem.experiments.sweep import sweep  # noqa: E402
 
-GRID = {
-    "reserve_tokens": [8192, 16384],
-    "keep_recent_tokens": [5000, 10000, 20000, 30000, 40000],
-    "context_window": [64000, 128000],
-}  # 2 x 5 x 2 = 20 settings, as bench_sweep.py
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_sweep import GRID  # noqa: E402  (2 x 5 x 2 = 20 settings)
+
 VOLATILE = ("elapsed_s", "worker_pid", "resumed", "traceback")
 _LINKS = ("id", "parentId", "firstKeptEntryId", "targetId", "fromId")
 
