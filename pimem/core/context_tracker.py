@@ -78,6 +78,12 @@ class ContextTracker:
     not be changed after it has been appended; call :meth:`reset` to start over.
     Every message is estimated when appended, so a message Pi could not estimate raises
     here even where a single ``prepare_compaction`` would not have reached it.
+
+    Args:
+        path_entries: the path to start from, root first (``session.get_branch()``).
+        cache: per-message token estimates to share (default: a new :class:`TokenCache`).
+        serialization_cache: per-message serialized texts to share (default: a new one).
+        counter: a per-message measure summed over the projected messages (:attr:`counted_total`).
     """
 
     def __init__(

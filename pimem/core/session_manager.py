@@ -130,7 +130,14 @@ COMPUTE_SYSTEM_MESSAGE: Any = _ComputeSystemMessage()
 
 @dataclass
 class SessionWarning:
-    """Something Pi would skip or mishandle, recorded while the session still loads."""
+    """Something Pi would skip or mishandle, recorded while the session still loads.
+
+    Args:
+        line: the line of the file (1-based), or None when no line applies.
+        reason: what is wrong and what was done about it.
+        entry_id: the id of the entry concerned, if any.
+        file: the file's path, if read from one.
+    """
 
     line: int | None
     reason: str
@@ -1018,7 +1025,13 @@ NULL_LEAF: Any = _NullLeaf()
 
 @dataclass
 class SessionContext:
-    """``buildSessionContext``'s result: the messages plus thinking level and model."""
+    """``buildSessionContext``'s result: the messages plus thinking level and model.
+
+    Args:
+        messages: the context's messages, in order.
+        thinking_level: the last thinking-level change's level (``"off"`` without one).
+        model: ``{"provider", "modelId"}`` of the last assistant message or model change, or None.
+    """
 
     messages: list[dict]
     thinking_level: Any = "off"

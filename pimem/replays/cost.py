@@ -45,7 +45,14 @@ __all__ = ["Price", "PRICES", "price_for", "replay_cost", "recorded_cost", "COST
 
 @dataclass(frozen=True)
 class Price:
-    """US dollars per million tokens."""
+    """US dollars per million tokens.
+
+    Args:
+        input: per million uncached input tokens.
+        output: per million output tokens.
+        cache_read: per million input tokens read from the prompt cache.
+        cache_write: per million input tokens written to the prompt cache.
+    """
 
     input: float
     output: float

@@ -37,7 +37,26 @@ EVENT_COLUMNS = [
 
 @dataclass
 class ReplayResult:
-    """What a replay produced: the new session, one event row per check and per compaction."""
+    """What a replay produced: the new session, one event row per check and per compaction.
+
+    Args:
+        session: the replayed session (a :class:`~pimem.Session`).
+        events: one row per check, compaction, failure and context edit (:data:`EVENT_COLUMNS`).
+        compactions: the compaction entries the replay wrote, in order.
+        settings: the :class:`~pimem.CompactionSettings` replayed under.
+        token_source: how request tokens were counted (``"calibrated"``, ``"estimate"``, …).
+        triggers: what made the replay compact (``"threshold"``, ``"recorded"`` or ``"none"``).
+        context_window: the model's context window replayed with.
+        calls: one row per replayed assistant call (:data:`CALL_COLUMNS`).
+        calibration_slope: the calibration's provider tokens per estimated token.
+        calibration: the token calibration fitted on the recording.
+        floored_calls: the calls whose simulated tokens the calibration's floor raised.
+        left_out_ids: the ids of recorded entries left out after a failed turn ended its run.
+        written_entries: entries the replay wrote itself, by kind (``compaction``, ``refusal``, ``context_edit``).
+        warnings: what the replay warned about.
+        strategy: the compaction strategy's spec (``"pi-0.87.1"`` by default).
+        context_edit_ids: the ids of the context edits the strategy wrote.
+    """
 
     session: Any
     events: pd.DataFrame

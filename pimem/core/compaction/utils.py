@@ -50,7 +50,13 @@ TOOL_RESULT_MAX_CHARS = 2000
 
 @dataclass
 class FileOperations:
-    """Pi's ``FileOperations``: paths read, written and edited (as sets)."""
+    """Pi's ``FileOperations``: paths read, written and edited (as sets).
+
+    Args:
+        read: the paths read.
+        written: the paths written.
+        edited: the paths edited.
+    """
 
     read: set = field(default_factory=set)
     written: set = field(default_factory=set)
