@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence, cast
 
 import orjson
 
 from pimem.base import files as io
 from pimem.base.files import atomic_write_bytes
+from pimem.base.types import AgentMessage
 from pimem.base.js import (
     UNDEFINED,
     iso_now,
@@ -1033,7 +1034,7 @@ class SessionContext:
         model: ``{"provider", "modelId"}`` of the last assistant message or model change, or None.
     """
 
-    messages: list[dict]
+    messages: list[AgentMessage]
     thinking_level: Any = "off"
     model: dict | None = None
 
@@ -1084,7 +1085,7 @@ class SessionProjection:
     model: dict | None = None
 
     def to_context(self) -> SessionContext:
-        return SessionContext(self.messages, self.thinking_level, self.model)
+        return SessionContext(cast("list[AgentMessage]", self.messages), self.thinking_level, self.model)
 
 
 def _entries_and_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
@@ -1527,7 +1528,8 @@ def _context_of_path(path: list[dict], checked: bool = False) -> SessionContext:
     types = [e.get("type") for e in path]
     thinking_level, model = context_settings_of(path, types, checked)
     context_entries, types = context_entries_and_types(path, True, types)
-    return SessionContext(context_messages(context_entries, types), thinking_level, model)
+    messages = cast("list[AgentMessage]", context_messages(context_entries, types))
+    return SessionContext(messages, thinking_level, model)
 
 
 def context_messages(context_entries: list[dict], types: list) -> list[dict]:
