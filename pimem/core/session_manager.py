@@ -23,7 +23,6 @@ import orjson
 
 from pimem.base import files as io
 from pimem.base.files import atomic_write_bytes
-from pimem.base.types import AgentMessage
 from pimem.base.js import (
     UNDEFINED,
     iso_now,
@@ -33,6 +32,14 @@ from pimem.base.js import (
     loads_line,
     parse_iso_ms,
     to_iso,
+)
+from pimem.base.types import (
+    AgentMessage,
+    BranchSummaryEntry,
+    CompactionEntry,
+    ContextEditEntry,
+    SessionHeader,
+    SessionMessageEntry,
 )
 from pimem.core.messages import (
     create_branch_summary_message,
@@ -460,7 +467,7 @@ class Session:
         rng: random.Random | None = None,
         _lines: list[int | None] | None = None,
     ) -> None:
-        self.header: dict = header
+        self.header: SessionHeader = cast(SessionHeader, header)
         self.entries: list[dict] = list(entries)
         self.path: str | None = os.fspath(path) if path is not None else None
         # the source as an absolute path, so that write() still recognises it after os.chdir
@@ -806,7 +813,7 @@ class Session:
             return to_iso(timestamp)
         return str(timestamp)
 
-    def append_message(self, message: dict, timestamp: str | int | float | None = None) -> dict:
+    def append_message(self, message: dict, timestamp: str | int | float | None = None) -> SessionMessageEntry:
         """Append a ``message`` entry after the leaf (Pi's ``appendMessage``)."""
         entry = {
             "type": "message",
@@ -815,11 +822,11 @@ class Session:
             "timestamp": self._timestamp(timestamp),
             "message": message,
         }
-        return self.append_entry(entry)
+        return cast(SessionMessageEntry, self.append_entry(entry))
 
     def append_context_edit(
         self, target_id: str, replacement: dict | None, timestamp: str | int | float | None = None
-    ) -> dict:
+    ) -> ContextEditEntry:
         """Append a ``context_edit`` entry after the leaf, as Pi's ``appendContextEdit`` does.
 
         ``replacement`` is ``None`` (omit the target from the context) or ``{"content": str |
@@ -849,7 +856,7 @@ class Session:
             "targetId": target_id,
             "replacement": replacement,
         }
-        return self.append_entry(entry)
+        return cast(ContextEditEntry, self.append_entry(entry))
 
     def append_compaction(
         self,
@@ -857,7 +864,7 @@ class Session:
         from_hook: bool | None = False,
         timestamp: str | int | float | None = None,
         system_message: dict | None | Any = COMPUTE_SYSTEM_MESSAGE,
-    ) -> dict:
+    ) -> CompactionEntry:
         """Append a compaction entry exactly as Pi's ``appendCompaction`` builds it.
 
         ``result`` is a ``CompactionResult`` (attributes) or a Pi-shaped dict. ``None`` for
@@ -894,7 +901,7 @@ class Session:
             stamped["timestamp"] = parse_iso_ms(ts)
             entry["systemMessage"] = stamped
         _drop_undefined(entry, ("summary", "tokensBefore"))
-        return self.append_entry(entry)
+        return cast(CompactionEntry, self.append_entry(entry))
 
     def branch_with_summary(
         self,
@@ -903,7 +910,7 @@ class Session:
         timestamp: str | int | float | None = None,
         *,
         from_hook: bool | None = False,
-    ) -> dict:
+    ) -> BranchSummaryEntry:
         """Move the leaf to ``target_id`` and append a branch summary there (Pi's ``branchWithSummary``).
 
         ``result`` is a ``BranchSummaryResult`` (details become ``{readFiles, modifiedFiles}``
@@ -938,7 +945,7 @@ class Session:
         if from_hook is not None:
             entry["fromHook"] = from_hook
         _drop_undefined(entry, ("summary",))
-        return self.append_entry(entry)
+        return cast(BranchSummaryEntry, self.append_entry(entry))
 
     # -- writing ------------------------------------------------------------------------------
 
