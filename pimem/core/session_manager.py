@@ -38,6 +38,7 @@ from pimem.base.types import (
     BranchSummaryEntry,
     CompactionEntry,
     ContextEditEntry,
+    SessionEntry,
     SessionHeader,
     SessionMessageEntry,
 )
@@ -792,19 +793,20 @@ class Session:
         """A fresh 8-hex entry id from this session's rng (Pi's ``generateId``)."""
         return _random_id(self.rng, self._by_id)
 
-    def append_entry(self, entry: dict) -> dict:
+    def append_entry(self, entry: SessionEntry | dict[str, Any]) -> dict:
         """Append a complete entry dict, index it and move the leaf to it."""
-        eid = entry.get("id") if isinstance(entry, dict) else None
+        row = cast(dict, entry)  # stored as given: the session's entries are plain dicts
+        eid = row.get("id") if isinstance(row, dict) else None
         if not isinstance(eid, str):
             raise InvalidEntryError("entry needs a string id")
         if eid in self._by_id:
             raise InvalidEntryError(f"duplicate entry id {eid!r}")
-        self.entries.append(entry)
+        self.entries.append(row)
         self._lines.append(None)
-        self._index(entry)
+        self._index(row)
         if self._children is not None:
-            self._children.setdefault(entry.get("parentId", UNDEFINED), []).append(entry)
-        return entry
+            self._children.setdefault(row.get("parentId", UNDEFINED), []).append(row)
+        return row
 
     def _timestamp(self, timestamp: str | int | float | None) -> str:
         if timestamp is None:

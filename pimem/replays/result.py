@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 import pandas as pd
 
@@ -36,9 +36,8 @@ EVENT_COLUMNS = [
 ]
 
 
-class ReplaySummary(TypedDict):
-    """What :meth:`ReplayResult.summary` returns (a sweep's row holds the same keys); the
-    ``calibration_*`` fit keys besides ``calibration_slope`` only for a calibrated token source."""
+class _ReplayFigures(TypedDict):
+    """The keys of every :class:`ReplaySummary`."""
 
     entries: int
     assistant_calls: int
@@ -67,12 +66,6 @@ class ReplaySummary(TypedDict):
     final_context_tokens: float
     context_window: int
     calibration_slope: float
-    calibration_overhead: NotRequired[float]
-    calibration_floor_ratio: NotRequired[float]
-    calibration_points: NotRequired[int]
-    calibration_r2: NotRequired[float]
-    calibration_median_relative_error: NotRequired[float]
-    calibration_warning: NotRequired[str | None]
     floored_calls: int
     references_checked: int
     orphans: int
@@ -81,6 +74,18 @@ class ReplaySummary(TypedDict):
     triggers: str
     strategy: str
     warnings: str | None
+
+
+class ReplaySummary(_ReplayFigures, total=False):
+    """What :meth:`ReplayResult.summary` returns (a sweep's row holds the same keys); the fit's
+    ``calibration_*`` keys below only for a calibrated token source."""
+
+    calibration_overhead: float
+    calibration_floor_ratio: float
+    calibration_points: int
+    calibration_r2: float
+    calibration_median_relative_error: float
+    calibration_warning: str | None
 
 
 @dataclass
