@@ -25,7 +25,8 @@ Usage dicts (``SummaryResponse.usage``, ``CompactionResult.usage``) stay ``dict`
 summarizer builds its own, often with fields of its provider.
 
 pimem's own rows have their TypedDicts beside the code that makes them
-(:class:`pimem.replays.result.ReplaySummary`, what ``ReplayResult.summary()`` returns).
+(:class:`pimem.replays.result.ReplaySummary`, what ``ReplayResult.summary()`` returns;
+:class:`pimem.replays.cost.ReplayCost`, what :func:`pimem.replay_cost` returns).
 """
 
 
