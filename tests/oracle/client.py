@@ -87,7 +87,7 @@ def digest_list(values: Iterable[Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# The canned summary answer (mirror of cannedReply in driver.mjs)
+# The canned summary answer (mirror of cannedReply in shared.mjs)
 # ------------------------------------------------------------------------------------------
 def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
