@@ -19,13 +19,6 @@ from pimem.summarizers.local import STOP_SEQUENCES, LocalModelSummarizer
 from tests.support.fake_openai_server import FakeOpenAIServer, Reply
 
 
-@pytest.fixture
-def model_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("PIMEM_MODEL_DIR", str(tmp_path / "model"))
-    (tmp_path / "model").mkdir()
-    return tmp_path / "model"
-
-
 def test_verify_names_missing_wrong_size_and_wrong_digest(model_dir, monkeypatch):
     with pytest.raises(localmodel.ModelError, match="not found"):
         localmodel.verify()
