@@ -16,6 +16,7 @@ from itertools import accumulate
 from typing import Any, Callable, Sequence
 
 from pimem.base.js import UNDEFINED, js_truthy
+from pimem.base.types import SystemMessage
 from pimem.core.compaction.compaction import (
     DEFAULT_COMPACTION_SETTINGS,
     CompactionPreparation,
@@ -547,7 +548,7 @@ class ContextTracker:
         """The ``context_edit`` entries of the projection by target id (the latest per target)."""
         return dict(self._edits)
 
-    def current_system_message(self) -> dict | None:
+    def current_system_message(self) -> SystemMessage | None:
         """``getCurrentSystemMessage(projection.messages)``."""
         return get_current_system_message(self._system) if self._system else None
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -14,22 +13,6 @@ from pimem.replays.calibration import MIN_POINTS, SLOPE_RANGE, Calibration, fit_
 from pimem.core.agent_session import Hooks
 from pimem.core.compaction.compaction import CompactionResult, CompactionSettings, get_assistant_usage
 from pimem.errors import ReplayWarning
-
-
-def _load(path: Path):
-    from pimem.core.session_manager import load_session
-
-    return load_session(path)
-
-
-@pytest.fixture(scope="module")
-def large_session(real_v3_paths):
-    return _load(real_v3_paths[1])
-
-
-@pytest.fixture(scope="module")
-def before_compaction(real_v3_paths):
-    return _load(real_v3_paths[0])
 
 
 # ------------------------------------------------------------------------------------ the fit

@@ -21,7 +21,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
@@ -252,7 +252,7 @@ def _ceil4(chars: int) -> int:
     return -(-chars // 4)
 
 
-def estimate_chars(message: dict) -> int:
+def estimate_chars(message: Mapping[str, Any]) -> int:
     """The characters (UTF-16 code units) :func:`estimate_tokens` counts for one message.
 
     Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
@@ -314,7 +314,7 @@ def estimate_chars(message: dict) -> int:
     return 0
 
 
-def estimate_tokens(message: dict) -> int:
+def estimate_tokens(message: Mapping[str, Any]) -> int:
     """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts.
 
     Args:
@@ -323,7 +323,7 @@ def estimate_tokens(message: dict) -> int:
     return -(-estimate_chars(message) // 4)
 
 
-def estimate_messages_tokens(messages: Iterable[dict]) -> int:
+def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
     """Sum of :func:`estimate_tokens` over messages (Pi's ``estimateMessagesTokens``)."""
     return sum(estimate_tokens(m) for m in messages)
 
@@ -345,7 +345,7 @@ def calculate_context_tokens(usage: dict) -> Any:
     return parts[0] + parts[1] + parts[2] + parts[3]
 
 
-def get_assistant_usage(message: dict) -> dict | None:
+def get_assistant_usage(message: Mapping[str, Any]) -> dict | None:
     """``getAssistantUsage``: valid usage of an assistant message (not aborted/error/zero)."""
     if message.get("role") == "assistant" and "usage" in message:
         stop = message.get("stopReason")
@@ -383,7 +383,7 @@ class ContextUsageEstimate:
     last_usage_index: int | None
 
 
-def _last_usage_info(messages: Sequence[dict]) -> tuple[dict, int] | None:
+def _last_usage_info(messages: Sequence[Mapping[str, Any]]) -> tuple[dict, int] | None:
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if m.get("role") == "assistant":
@@ -394,7 +394,7 @@ def _last_usage_info(messages: Sequence[dict]) -> tuple[dict, int] | None:
 
 
 def estimate_context_tokens(
-    messages: Sequence[dict], cache: "TokenCache | None" = None
+    messages: Sequence[Mapping[str, Any]], cache: "TokenCache | None" = None
 ) -> ContextUsageEstimate:
     """``estimateContextTokens``: last valid usage plus estimates of the messages after it.
 
@@ -502,11 +502,11 @@ class TokenCache:
     __slots__ = ("_memo", "hits", "misses")
 
     def __init__(self) -> None:
-        self._memo: dict[int, tuple[dict, int]] = {}
+        self._memo: dict[int, tuple[Mapping[str, Any], int]] = {}
         self.hits = 0
         self.misses = 0
 
-    def estimate(self, message: dict) -> int:
+    def estimate(self, message: Mapping[str, Any]) -> int:
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
