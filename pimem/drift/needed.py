@@ -158,9 +158,14 @@ class Trajectory:
         return sorted(found)
 
     def mentioned(self, fact: Fact, index: SummaryIndex) -> bool:
-        if fact.kind == "error":
-            return index.has_error(fact.surface or fact.value) or index.has_words(fact.value, 0.7)
-        return fact_present(fact, index)
+        if fact.kind != "error":
+            return fact_present(fact, index)
+        key = ("mentioned error", fact.value, fact.surface or fact.value)  # memoised beside fact_present's
+        hit = index.answers.get(key)
+        if hit is None:
+            hit = index.answers[key] = (index.has_error(fact.surface or fact.value)
+                                        or index.has_words(fact.value, 0.7))
+        return hit
 
     def first_use(self, fact: Fact, start: int = 0, end: int | None = None) -> tuple[str | None, str] | None:
         """(entry id, how) of the first message in ``[start, end)`` that uses the fact, or None."""
@@ -227,9 +232,19 @@ def needed_later_facts(
 
 
 def _needed(record: CompactionRecord, w: dict[str, float], span_facts: list[Fact]) -> list[NeededFact]:
+    # the facts not shown by the kept tail that the later trajectory uses, the first use by key. The
+    # kept tail (long) is searched only for the facts of a key that is used at all (few).
+    trajectory, start, end = _trajectory(record)
+    hits = [trajectory.first_use(f, start, end) for f in span_facts]
+    used_keys = {f.key for f, hit in zip(span_facts, hits) if hit is not None}
     kept = kept_index(record)
-    candidates = [f for f in span_facts if not fact_present(f, kept)]
-    used = used_later(record, candidates)
+    used: dict[tuple[str, str], tuple[str | None, str]] = {}
+    candidates = []
+    for f, hit in zip(span_facts, hits):
+        if f.key in used_keys and not fact_present(f, kept):
+            candidates.append(f)
+            if hit is not None:
+                used[f.key] = hit
     out: list[NeededFact] = []
     for f in candidates:
         hit = used.get(f.key)
