@@ -642,17 +642,6 @@ class SummaryIndex:
         return {}
 
     @cached_property
-    def runs(self) -> frozenset[str]:
-        """Every maximal run of name characters (``[\\w$]``) of the text's lines, as written, without
-        emphasis and quotes, lower-cased and folded (memoised per line). A string found whole (no name
-        character on either side) has all its runs among them, a string found anywhere its inner
-        runs (:func:`_inner_runs`): a cheap test that look-ups of a long text need before searching it."""
-        runs: set[str] = set()
-        for line in set(self.text.split("\n")):
-            runs |= _line_runs_short(line) if len(line) <= _MEMO_CHARS else _line_runs(line)
-        return frozenset(runs)
-
-    @cached_property
     def folded(self) -> str:
         # fold(text) is its lines folded and joined by one space (empty ones left out): folding
         # reads no further than a line's own characters, and the break is whitespace
@@ -765,8 +754,7 @@ class SummaryIndex:
         name = name.strip()
         if name.endswith("()"):
             name = name[:-2]
-        if not name or not _runs_of(name) <= self.runs or name not in self.plain:
-            # every rule below finds the name whole, so its runs are runs of the text
+        if not name or name not in self.plain:
             return False
         if not _PLAIN_WORD.fullmatch(name):
             return _whole_name_in(self.plain, name)
@@ -796,14 +784,10 @@ class SummaryIndex:
                     return True
         return False
 
-    def could_state(self, names: frozenset[str]) -> bool:
-        """Two or more names, each of whose runs is a run of the text (a necessary test of :meth:`has_error`)."""
-        return len(names) >= 2 and all(_runs_of(n) <= self.runs for n in names)
-
     def has_error(self, line: str) -> bool:
         """The error's quoted names (two or more, case folded) all stated on one line of the text."""
         names = _error_names(line)
-        if not self.could_state(names) or not all(n in self.lower for n in names):
+        if len(names) < 2 or not all(n in self.lower for n in names):
             return False
         for low in self._lower_lines:
             if all(_occurs_in(low, n, _NAME_CHARS, _NAME_CHARS) for n in names):
@@ -811,41 +795,14 @@ class SummaryIndex:
         return False
 
 
-_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
-_NAME_RUN = re.compile(r"[\w$]+")
-_EMPHASIS_QUOTES = re.compile(r"[*\"“”‘’]")
-
-
-def _line_runs(line: str) -> frozenset[str]:
-    """The runs of name characters of one line as written, without emphasis and quotes, lower-cased
-    and folded (see :attr:`SummaryIndex.runs`)."""
-    runs = set(_NAME_RUN.findall(line))
-    for form in (_EMPHASIS_QUOTES.sub("", line), line.lower(), fold(line)):
-        runs.update(_NAME_RUN.findall(form))
-    return frozenset(runs)
-
-
-_line_runs_short = lru_cache(maxsize=1 << 15)(_line_runs)
-
-
-@lru_cache(maxsize=1 << 15)
-def _runs_of(text: str) -> frozenset[str]:
-    """The runs of name characters of a string."""
-    return frozenset(_NAME_RUN.findall(text))
-
-
-@lru_cache(maxsize=1 << 15)
-def _inner_runs(text: str) -> frozenset[str]:
-    """The runs of name characters of ``text`` that touch neither of its ends: bounded by other
-    characters in ``text`` itself, so runs of any text ``text`` occurs in."""
-    return frozenset(m.group(0) for m in _NAME_RUN.finditer(text) if m.start() > 0 and m.end() < len(text))
-
-
 @lru_cache(maxsize=1 << 15)
 def _error_names(line: str) -> frozenset[str]:
     """The quoted names of an error line (three characters or more), lower-cased."""
     names = {next(g for g in m.groups() if g) for m in _QUOTED_NAME.finditer(line)}
     return frozenset(n.lower() for n in names if len(n) >= 3)
+
+
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
 _EXT_AT = re.compile(rf"\.(?:{_EXT_RX})\b")
 # characters that end a name on either side: the regex classes [\w$/-] and [\w$] (\w is str.isalnum or _)
 _NAME_PATH_CHARS = frozenset("_$/-")
@@ -972,18 +929,12 @@ class JoinedIndex(SummaryIndex):
     def paths(self) -> set[str]:
         return set().union(*(p.paths for p in self.parts))
 
-    @cached_property
-    def runs(self) -> frozenset[str]:
-        return frozenset().union(*(p.runs for p in self.parts))  # a run never holds a line break
-
     def has_words(self, text: str, threshold: float) -> bool:
         # a line that qualifies shares two words with its part, so the part's own check passes
-        if len(negated_words(text)[0] & self.all_words) < 2:
-            return False
         return any(p.has_words(text, threshold) for p in self.parts)
 
     def has_error(self, line: str) -> bool:
-        return self.could_state(_error_names(line)) and any(p.has_error(line) for p in self.parts)
+        return any(p.has_error(line) for p in self.parts)
 
 
 _JOINED: OrderedDict[tuple[str, ...], JoinedIndex] = OrderedDict()
@@ -1030,11 +981,11 @@ def _holds(index: SummaryIndex, kind: str, value: str, surface: str) -> bool:
         v = fold(value)
         if " " not in v:  # a one-word command counts only as code
             return v in index.folded_code_spans
-        return _inner_runs(v) <= index.runs and v in index.folded
+        return v in index.folded
     if kind == "number":
         return value in index.numbers
     v = fold(value)
-    if v and _inner_runs(v) <= index.runs and v in index.folded:
+    if v and v in index.folded:
         return True
     if kind == "error" and index.has_error(surface):
         return True
