@@ -22,7 +22,7 @@ from pimem.core.session_manager import (
 from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.sessions.spans import first_kept_index
 
-__all__ = ["CompactionSpan", "compaction_spans", "prefix_projection"]
+__all__ = ["CompactionSpan", "compaction_spans", "prefix_projection", "projection_after"]
 
 
 def _kept_start(path: list[dict], compaction_index: int) -> int:
@@ -65,10 +65,20 @@ class CompactionSpan:
     read_files: list[str]
     modified_files: list[str]
     notes: list[str] = field(default_factory=list)
+    after: SessionProjection | None = field(default=None, repr=False, compare=False)
 
     @property
     def summary(self) -> str:
         return str(self.entry.get("summary", ""))
+
+
+def projection_after(span: CompactionSpan, path: list[dict], position: int, walked: bool) -> SessionProjection:
+    """The projection right after the span's compaction (``path[position]``), as
+    ``prefix_projection(path, position + 1, walked)``; kept on the span, since it depends only on the
+    compaction and the entries before it (the measures of one replay read it several times)."""
+    if span.after is None:
+        span.after = prefix_projection(path, position + 1, walked)
+    return span.after
 
 
 def compaction_spans(result_or_session: SessionLike | Sequence[dict], *, leaf_id: str | None = None) -> list[CompactionSpan]:
