@@ -26,7 +26,11 @@ summarizer builds its own, often with fields of its provider.
 
 pimem's own rows have their TypedDicts beside the code that makes them
 (:class:`pimem.replays.result.ReplaySummary`, what ``ReplayResult.summary()`` returns;
-:class:`pimem.replays.cost.ReplayCost`, what :func:`pimem.replay_cost` returns).
+:class:`pimem.replays.cost.ReplayCost`, what :func:`pimem.replay_cost` returns;
+:class:`pimem.experiments.uncertainty.PairedDifference`, what :func:`pimem.paired_difference`
+returns). The rows of :func:`pimem.run_measures` (its keys follow the measures asked for) and
+:func:`pimem.compaction_metrics` (keys made per fact kind and from the conformance report) stay
+``dict[str, Any]``.
 """
 
 

@@ -301,6 +301,93 @@ class ContextTracker:
         self._message_count = len(self.projection.messages)
         return True
 
+    def _edit_from_previous(self) -> bool:
+        """The projection after a ``context_edit`` appended to a chain, from the previous one: the
+        state :meth:`_rebuild` gives, with the entries from the edited one on accounted again and
+        the ones before it copied. False, with nothing changed, where the target is not a plain
+        string id; the caller rebuilds then."""
+        path, e = self.path, len(self.path) - 1
+        edit = path[e]
+        target = edit.get("targetId", UNDEFINED)
+        if target.__class__ is not str:
+            return False
+        sources, count, c = self._sources, len(self._sources), self._latest_compaction
+        tail = count - (e - c - 1) if c >= 0 else 0  # the previous projection ends with path[c + 1 : e]
+        i = self._first_index.get(target, -1)
+        p = count  # the first entry whose messages change (none: only the edit is added)
+        if i == e:
+            return False
+        if i > c:
+            p = count - (e - i)
+        elif i == c >= 0:
+            p = 0
+        elif i >= 0 and tail > 1:
+            index = self._first_index
+            p = bisect_left(sources, i, 1, tail, key=lambda s: index[s["id"]])
+        if p < count and sources[p] is not path[i]:
+            if i > c or i == c:
+                return False
+            p = count  # a kept entry left out (a system message entry) or one before the kept ones
+        if 0 < p < count and self._types[p] == "compaction":
+            p = count  # a compaction after the first entry projects no messages, edited or not
+        edited = project_context_entry(path[i], edit) if p < count else None  # raises as a rebuild does
+        old_per_entry, old_types, old_entries = self._per_entry, self._types, self.projection.entries
+        old_messages, old_counted, old_usage_pos = self.projection.messages, self._counted, self._usage_entry_pos
+        later = sum(map(len, old_per_entry[p:]))
+        kept_messages = len(old_messages) - later
+        est = self.cache.estimate
+        # the sums of the entries before p
+        later_system = [m for pos in self._system_positions[bisect_left(self._system_positions, p):]
+                        for m in old_per_entry[pos] if m.get("role") == "system"]
+        later_tokens = self._cum[-1] - self._cum[p]
+        self._non_system -= later_tokens - sum(map(est, later_system))
+        self._system = self._system[: len(self._system) - len(later_system)]
+        self._system_positions = self._system_positions[: bisect_left(self._system_positions, p)]
+        self._total = self._cum[p]
+        if self.counter is not None:
+            self._counted = old_counted[:p]
+            self.counted_total -= sum(old_counted[p:])
+        if old_usage_pos < p:
+            self._trailing -= later_tokens
+        else:
+            self._usage, self._usage_index, self._usage_entry_pos, self._trailing = None, None, -1, self._total
+            offset = kept_messages
+            for r in range(p - 1, -1, -1):
+                messages = old_per_entry[r]
+                offset -= len(messages)
+                for j in range(len(messages) - 1, -1, -1):
+                    m = messages[j]
+                    usage = get_assistant_usage(m) if m.get("role") == "assistant" else None
+                    if usage is not None:
+                        self._usage, self._usage_index, self._usage_entry_pos = usage, offset + j, r
+                        self._trailing = sum(map(est, messages[j + 1 :])) + self._cum[p] - self._cum[r + 1]
+                        break
+                if self._usage is not None:
+                    break
+        self._message_count = kept_messages
+        self._entry_tokens = self._entry_tokens[:p]
+        self._cum = self._cum[: p + 1]
+        self._ns_messages = self._ns_messages[: self._ns_off[p]]
+        self._ns_off = self._ns_off[: p + 1]
+        self._cut_positions = self._cut_positions[: bisect_left(self._cut_positions, p)]
+        self._turn_positions = self._turn_positions[: bisect_left(self._turn_positions, p)]
+        self._fo_start, self._fo_end, self._fo = -1, -1, FileOperations()
+        self._edits = {**self._edits, target: edit}
+        thinking_level, model = self._settings
+        self.projection = SessionProjection(old_entries[:p], old_messages[:kept_messages], thinking_level, model)
+        self._sources, self._types, self._per_entry = sources[:p], old_types[:p], old_per_entry[:p]
+        for pos in range(p, count + 1):
+            source = sources[pos] if pos < count else edit
+            messages = edited if pos == p and edited is not None else old_per_entry[pos] if pos < count else []
+            self._sources.append(source)
+            self._types.append(old_types[pos] if pos < count else "context_edit")
+            self._per_entry.append(messages)
+            self.projection.entries.append(old_entries[pos] if pos < count and messages is old_per_entry[pos]
+                                           else projected_entry((source, messages)))
+            self.projection.messages.extend(messages)
+            self._account(pos)
+        return True
+
     def _account(self, pos: int) -> None:
         """Add projected entry ``pos`` (already in the lists) to the sums and positions."""
         est = self.cache.estimate
@@ -374,6 +461,8 @@ class ContextTracker:
                 previous_compaction, self._latest_compaction = self._latest_compaction, index
                 if self._chain and self._compact_from_kept(previous_compaction):
                     return
+            elif self._chain and self._edit_from_previous():
+                return
             self._rebuild()
             return
         proj = self.projection

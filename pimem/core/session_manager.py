@@ -460,7 +460,7 @@ class Session:
 
     def __init__(
         self,
-        header: dict,
+        header: SessionHeader | dict[str, Any],
         entries: Iterable[dict],
         path: str | os.PathLike[str] | None = None,
         warnings: list[SessionWarning] | None = None,

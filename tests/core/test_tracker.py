@@ -293,3 +293,27 @@ def test_tracker_compaction_from_kept_entries_on_generated_trees(tree: Any) -> N
     parents = {e.get("parentId") for e in entries}
     for tip in [e for e in entries if e.get("id") not in parents]:
         _compare_compactions(build_session_path(entries, tip["id"]), [])
+
+
+def test_tracker_context_edit_from_previous_projection_equals_a_rebuild(monkeypatch: pytest.MonkeyPatch,
+                                                                        sample_paths: list) -> None:
+    """After a ``context_edit`` the entries before the edited one are copied from the previous
+    projection: the state is the one a rebuild from the path gives (random paths with edits of
+    every kind of entry, before and after compactions)."""
+    calls: list[bool] = []
+    original = ContextTracker._edit_from_previous
+
+    def counted(self: ContextTracker) -> bool:
+        calls.append(original(self))
+        return calls[-1]
+
+    monkeypatch.setattr(ContextTracker, "_edit_from_previous", counted)
+    rng = random.Random(23)
+    for _ in range(80):
+        path = build_session_path(random_tree(rng, 120))
+        grown = ContextTracker(counter=len)
+        for i, entry in enumerate(path):
+            grown.append(entry)
+            if entry.get("type") == "context_edit":
+                assert _state(grown) == _state(ContextTracker(path[: i + 1], counter=len)), f"edit at {i}"
+    assert sum(calls) > len(calls) / 2
