@@ -16,7 +16,7 @@ from pimem.drift.probes import ANSWER_SYSTEM_PROMPT, JUDGE_SYSTEM_PROMPT, PROBE_
 from pimem.summarizers import CachedSummarizer, OpenAISummarizer
 from pimem.summarizers.baselines import EmptyTemplateSummarizer
 from pimem.summarizers.extractive import ExtractiveSummarizer
-from tests.support.fake_openai_server import Reply
+from tests.support.fake_openai_server import Reply, openai_summarizer
 from tests.support.drift_chain import build_needed_chain
 from tests.drift.test_drift import build_chain
 
@@ -52,7 +52,7 @@ def server(server):
 
 
 def chat(server, model="judge-model") -> OpenAISummarizer:
-    return OpenAISummarizer(model, base_url=server.base_url, api_key="k", backoff_base=0.001, timeout=5.0)
+    return openai_summarizer(server, model)
 
 
 def test_offline_probes_are_specific_and_grounded_after_the_compaction() -> None:
