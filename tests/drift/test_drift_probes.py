@@ -153,10 +153,8 @@ def test_model_written_questions(server) -> None:
         generate_probes(chain.entries, questioner=chat(server, model="questioner"))
 
 
-def test_probes_on_real_session(real_v3_paths) -> None:
-    from pimem.core.session_manager import load_session
-
-    session = load_session(real_v3_paths[0])
+def test_probes_on_real_session(before_compaction) -> None:
+    session = before_compaction
     probes = generate_probes(session)
     assert {p.compaction for p in probes} == {0, 1}
     for index in (0, 1):
