@@ -7,7 +7,9 @@ any length reads like one long session. Every message is a new dict (its content
 estimates are computed for every message, as in a real session of that length.
 
 For each token source and setting, every size is replayed (extractive summarizer) and timed in CPU
-seconds (``time.process_time``), sizes interleaved, best of ``--rounds``. The exponent is the
+seconds (``time.process_time``), sizes interleaved, best of ``--rounds``; each replay starts without the
+walks and estimates a process keeps of the recordings it replayed (``forget_recordings``), as a
+single replay does. The exponent is the
 least-squares slope of log(seconds) against log(entries) over all sizes (1 is linear); the
 compactions' own exponent is printed beside it (a chain's later repetitions may compact more often
 than its first one). ``--big N`` replays one chain of ``N`` entries for each of ``--big-runs``
@@ -42,6 +44,7 @@ from pimem.base.js import parse_iso_ms, to_iso  # noqa: E402
 from pimem.core.compaction.compaction import CompactionSettings  # noqa: E402
 from pimem.core.session_manager import Session, load_session  # noqa: E402
 from pimem.replays.engine import replay  # noqa: E402
+from pimem.replays.recording import forget_recordings  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "datasets" / "pi-mono"
 
@@ -104,6 +107,7 @@ def fit_exponent(sizes: list[int], seconds: list[float]) -> float:
 
 def run_once(session: Session, source: str, setting: str) -> tuple[float, int]:
     spec = SETTINGS[setting]
+    forget_recordings()  # every replay walks its recording afresh, as a single replay does
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.process_time()
