@@ -32,6 +32,7 @@ __all__ = [
     "js_stringify",
     "js_number",
     "js_stringify_py",
+    "js_stringify_length",
     "UNDEFINED",
     "utf16_len",
     "js_slice",
@@ -301,6 +302,24 @@ def js_stringify(value: Any) -> str:
         out: list[str] = []
         _encode(value, out)
         return "".join(out)
+
+
+def js_stringify_length(value: Any) -> int:
+    """``JSON.stringify(value).length`` (UTF-16 code units) for JSON data, without building the string
+    where orjson's bytes are ASCII (their length then is the text's).
+
+    Args:
+        value: JSON data.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return len(js_number(value))
+    try:
+        data = orjson.dumps(_prepare(value))
+    except (TypeError, RecursionError):
+        return utf16_len(js_stringify(value))
+    if data.isascii():
+        return len(data)
+    return utf16_len(data.decode("utf-8"))
 
 
 def js_stringify_py(value: Any) -> str:

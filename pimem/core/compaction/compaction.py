@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify, js_truthy, utf16_len
+from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify_length, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
     FileOperations,
     add_file_ops,
@@ -237,9 +237,7 @@ def estimate_chars(message: dict) -> int:
             elif btype == "toolCall":
                 if "arguments" not in block:
                     raise JavaScriptTypeError("toolCall block has no arguments")
-                chars += _js_length(block.get("name"), "toolCall name") + utf16_len(
-                    js_stringify(block["arguments"])
-                )
+                chars += _js_length(block.get("name"), "toolCall name") + js_stringify_length(block["arguments"])
                 continue
             else:
                 continue
@@ -265,7 +263,7 @@ def estimate_chars(message: dict) -> int:
                     chars += _js_length(section, "system section")
         tools = message.get("toolsAdded")
         if js_truthy(tools):
-            chars += utf16_len(js_stringify(tools))
+            chars += js_stringify_length(tools)
         return chars
     return 0
 
@@ -599,18 +597,23 @@ def find_cut_point(
     """
     # cutPoints[0], cutPoints.find(c >= i) and cutPoints.at(-1) are found by scanning, without the
     # list, where every message entry of the range has a message object (Pi reads each one's role).
-    if {e.get("message").__class__ for e in entries[start_index:end_index] if e.get("type") == "message"} - _DICT:
+    try:
+        checked = {e["message"].__class__ for e in entries[start_index:end_index] if e["type"] == "message"} <= _DICT
+    except (KeyError, TypeError):  # an entry without a type or a message: the full scan decides
+        checked = False
+    if not checked:
         find_valid_cut_points(entries, start_index, end_index)  # raises where Pi throws
     first_cut = _next_cut_point(entries, start_index, end_index)
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     accumulated = 0
     cut_index = first_cut
+    chars = estimate_chars
     for i in range(end_index - 1, start_index - 1, -1):
         entry = entries[i]
         message = entry.get("message") if entry.get("type") == "message" else None
         if message.__class__ is dict and message.get("content") is not None:
-            tokens = estimate_tokens(message)
+            tokens = -(-chars(message) // 4)
         else:
             tokens = _entry_tokens(entry)
         if tokens == 0:

@@ -81,11 +81,8 @@ def extract_file_ops_from_message(message: dict, file_ops: FileOperations) -> No
 def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
     """Fast twin of :func:`extract_file_ops_from_message` over many messages, in one loop (the pipeline's hot path)."""
     read, written, edited = file_ops.read, file_ops.written, file_ops.edited
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        content = message.get("content")
-        if not isinstance(content, list):
+    for content in [m.get("content") for m in messages if m.get("role") == "assistant"]:
+        if content.__class__ is not list and not isinstance(content, list):
             continue
         for block in content:
             if block.__class__ is not dict:
