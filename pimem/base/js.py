@@ -314,12 +314,22 @@ def js_stringify_length(value: Any) -> int:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return len(js_number(value))
     try:
-        data = orjson.dumps(_prepare(value))
+        data = orjson.dumps(value)
+        # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
+        # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
+        marked = data.translate(_VALUE_STARTS)
+        if b":0" in marked or b":n" in marked or b':"0' in marked:
+            data = orjson.dumps(_prepare(value))
     except (TypeError, RecursionError):
         return utf16_len(js_stringify(value))
     if data.isascii():
         return len(data)
     return utf16_len(data.decode("utf-8"))
+
+
+# orjson's compact output with ``: , [ {`` as ``:`` and digits and ``-`` as ``0``: a number then shows as
+# ``:0``, a null as ``:n``, a key led by a digit as ``:"0`` (a string holding such text only takes the exact way)
+_VALUE_STARTS = bytes.maketrans(b":,[{0123456789-", b"::::00000000000")
 
 
 def js_stringify_py(value: Any) -> str:

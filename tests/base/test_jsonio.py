@@ -21,6 +21,7 @@ from pimem.base.js import (
     js_string,
     js_slice,
     js_stringify,
+    js_stringify_length,
     js_stringify_py,
     js_to_number,
     loads_line,
@@ -414,6 +415,24 @@ def test_orjson_number_tokens_are_repaired() -> None:
     assert orjson.dumps([1.0, -0.0, 1e16, 1e-6]).decode() != "[1,0,10000000000000000,0.000001]"
     assert js_stringify([1.0, -0.0, 1e16, 1e-6]) == "[1,0,10000000000000000,0.000001]"
     assert js_stringify({"t": "x:1.0,", "n": 1.0}) == '{"t":"x:1.0,","n":1}'
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(JSON_VALUES)
+def test_stringify_length_is_the_length_of_the_text(value: Any) -> None:
+    assert js_stringify_length(value) == utf16_len(js_stringify(value))
+
+
+def test_stringify_length_takes_the_exact_way_for_numbers_nulls_and_digit_keys() -> None:
+    cases: list[Any] = [
+        {"a": 1.0}, [1e16], {"b": [2, -0.0]}, {"n": float("nan")}, [float("inf")], {"1": "x", "a": "y"},
+        {"a": {"b": 10**20}}, ["\ud800"], {"t": "é😀"}, {"x": None}, [[], {}], "plain", None, True, 1.5, 10**17,
+        {"a": "b:1", "c": "[2", "d": ",-3"}, [{"name": "read", "parameters": {"type": "object"}}],
+    ]
+    for value in cases:
+        assert js_stringify_length(value) == utf16_len(js_stringify(value)), value
+    assert js_stringify_length({"1": "x", "a": "y"}) == len('{"1":"x","a":"y"}')
+    assert js_stringify_length({"a": 1.0}) == len('{"a":1}')
 
 
 def test_undefined_drops_key() -> None:
