@@ -314,12 +314,16 @@ def js_stringify_length(value: Any) -> int:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return len(js_number(value))
     try:
-        data = orjson.dumps(value)
         # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
         # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
-        marked = data.translate(_VALUE_STARTS)
-        if b":0" in marked or b":n" in marked or b':"0' in marked:
+        # (Below 512 bytes the check costs more than the pass.)
+        data = orjson.dumps(value)
+        if len(data) < 512:
             data = orjson.dumps(_prepare(value))
+        else:
+            marked = data.translate(_VALUE_STARTS)
+            if b":0" in marked or b":n" in marked or b':"0' in marked:
+                data = orjson.dumps(_prepare(value))
     except (TypeError, RecursionError):
         return utf16_len(js_stringify(value))
     if data.isascii():

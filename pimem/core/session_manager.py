@@ -1492,14 +1492,22 @@ def _context_entries_from_path(path: list[dict], walked: bool = False) -> list[d
 
 
 def context_entries_and_types(
-    path: list[dict], walked: bool = False, path_types: list | None = None
+    path: list[dict], walked: bool = False, path_types: list | None = None, path_ids: list | None = None
 ) -> tuple[list[dict], list]:
-    """(``buildContextEntries`` on a path, the entries' types); ``path_types`` are the path's."""
+    """(``buildContextEntries`` on a path, the entries' types); ``path_types`` are the path's, ``path_ids``
+    its ids where they are known to be distinct strings."""
     types = [e.get("type") for e in path] if path_types is None else path_types
     if "compaction" not in types:
         return path, types
     compaction_idx = len(types) - 1 - types[::-1].index("compaction")
     compaction = path[compaction_idx]
+    if path_ids is not None:
+        first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
+        try:
+            start = path_ids.index(first_kept, 0, compaction_idx)
+        except ValueError:
+            start = compaction_idx
+        return _context_from(path, types, compaction_idx, start)
     if not walked:
         # Pi looks the compaction up by id: the first entry carrying that id.
         cid = compaction.get("id")
@@ -1532,6 +1540,20 @@ def context_entries_and_types(
     context_entries.extend(path[compaction_idx + 1 :])
     context_types.extend(types[compaction_idx + 1 :])
     return context_entries, context_types
+
+
+def _context_from(path: list[dict], types: list, compaction_idx: int, start: int) -> tuple[list[dict], list]:
+    """The context entries of a path whose latest compaction is at ``compaction_idx`` and first kept
+    entry at ``start``: the compaction, the kept entries but system messages, everything after."""
+    kept = path[start:compaction_idx]
+    kept_types = types[start:compaction_idx]
+    if "message" in kept_types:
+        keep = [t != "message" or e["message"].get("role") != "system" for e, t in zip(kept, kept_types)]
+        if not all(keep):
+            kept = [e for e, k in zip(kept, keep) if k]
+            kept_types = [t for t, k in zip(kept_types, keep) if k]
+    return ([path[compaction_idx], *kept, *path[compaction_idx + 1 :]],
+            [types[compaction_idx], *kept_types, *types[compaction_idx + 1 :]])
 
 
 def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
@@ -1597,23 +1619,24 @@ def project_parts(
             messages.extend(msgs)
         return types, per_entry, messages
     to_msgs = session_entry_to_context_messages
-    index = 0
-    for source, etype in zip(context_entries, types):
+    if context_entries:  # the first entry: a compaction here brings its summary
+        msgs = to_msgs(context_entries[0])
+        add_entry(msgs)
+        messages.extend(msgs)
+    for source, etype in zip(context_entries[1:], types[1:]):
         if etype == "message":
             message = source["message"]
             if message.get("content") is not None:  # nearly all: the message itself
                 add_entry([message])
                 add(message)
-                index += 1
                 continue
             msgs = to_msgs(source)
-        elif etype == "compaction" and index > 0:
+        elif etype == "compaction":
             msgs = []
         else:
             msgs = to_msgs(source)
         add_entry(msgs)
         messages.extend(msgs)
-        index += 1
     return types, per_entry, messages
 
 

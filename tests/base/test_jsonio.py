@@ -421,6 +421,8 @@ def test_orjson_number_tokens_are_repaired() -> None:
 @given(JSON_VALUES)
 def test_stringify_length_is_the_length_of_the_text(value: Any) -> None:
     assert js_stringify_length(value) == utf16_len(js_stringify(value))
+    padded = [value, "x" * 600]
+    assert js_stringify_length(padded) == utf16_len(js_stringify(padded))
 
 
 def test_stringify_length_takes_the_exact_way_for_numbers_nulls_and_digit_keys() -> None:
@@ -429,8 +431,9 @@ def test_stringify_length_takes_the_exact_way_for_numbers_nulls_and_digit_keys()
         {"a": {"b": 10**20}}, ["\ud800"], {"t": "é😀"}, {"x": None}, [[], {}], "plain", None, True, 1.5, 10**17,
         {"a": "b:1", "c": "[2", "d": ",-3"}, [{"name": "read", "parameters": {"type": "object"}}],
     ]
-    for value in cases:
-        assert js_stringify_length(value) == utf16_len(js_stringify(value)), value
+    for case in cases:
+        for value in (case, [case, "x" * 600], {"pad": "é" * 600, "v": case}):  # small, and past the check's size
+            assert js_stringify_length(value) == utf16_len(js_stringify(value)), value
     assert js_stringify_length({"1": "x", "a": "y"}) == len('{"1":"x","a":"y"}')
     assert js_stringify_length({"a": 1.0}) == len('{"a":1}')
 

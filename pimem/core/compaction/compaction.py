@@ -23,6 +23,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+import orjson
+
 from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify_length, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
     FileOperations,
@@ -204,6 +206,25 @@ def _text_and_image_chars(content: Any) -> int:
     return chars
 
 
+_DIGITS = frozenset("0123456789")
+
+
+def _arguments_chars(args: Any) -> int:
+    """``JSON.stringify(args).length``; for an object of strings under keys not led by a digit (what tool
+    calls mostly carry) orjson's text is JavaScript's as it is, so no pass over the values is needed."""
+    if args.__class__ is dict:
+        for key, value in args.items():
+            if value.__class__ is not str or key.__class__ is not str or key[:1] in _DIGITS:
+                break
+        else:
+            try:
+                data = orjson.dumps(args)
+            except TypeError:  # lone surrogates: the exact way
+                return js_stringify_length(args)
+            return len(data) if data.isascii() else utf16_len(data.decode("utf-8"))
+    return js_stringify_length(args)
+
+
 def _ceil4(chars: int) -> int:
     return -(-chars // 4)
 
@@ -237,7 +258,11 @@ def estimate_chars(message: dict) -> int:
             elif btype == "toolCall":
                 if "arguments" not in block:
                     raise JavaScriptTypeError("toolCall block has no arguments")
-                chars += _js_length(block.get("name"), "toolCall name") + js_stringify_length(block["arguments"])
+                name = block.get("name")
+                if name.__class__ is str and name.isascii():
+                    chars += len(name) + _arguments_chars(block["arguments"])
+                else:
+                    chars += _js_length(name, "toolCall name") + _arguments_chars(block["arguments"])
                 continue
             else:
                 continue
@@ -868,9 +893,6 @@ def prepare_parts(
     )
 
 
-_ONLY_STR = frozenset((str,))
-
-
 def chain_path(entries: Sequence[dict]) -> list[dict] | None:
     """``build_session_path(entries)`` when the entries are already that path, else None.
 
@@ -878,16 +900,25 @@ def chain_path(entries: Sequence[dict]) -> list[dict] | None:
     one before, and the first entry's parentId names none of them: the walk from the last entry
     then visits every entry, in order. Checked in a few passes that run in C.
     """
-    ids = [e.get("id") for e in entries]
-    if not ids or set(map(type, ids)) != _ONLY_STR or not all(ids):
+    chain = chain_ids_and_types(entries)
+    return list(entries) if chain is not None else None
+
+
+def chain_ids_and_types(entries: Sequence[dict]) -> tuple[list[str], list[Any]] | None:
+    """(ids, types) of ``entries`` when :func:`chain_path` takes them as the path, else None."""
+    try:
+        ids = [e["id"] for e in entries]
+        parents = [e["parentId"] for e in entries]
+        types = [e["type"] for e in entries]
+        "".join(ids)  # raises unless every id is a string
+    except (KeyError, TypeError):  # a field missing, an id of another type: not recognised as a chain
         return None
-    parents = [e.get("parentId") for e in entries]
-    if parents[1:] != ids[:-1]:
+    if not ids or parents[1:] != ids[:-1]:
         return None
     id_set = set(ids)
-    if len(id_set) != len(ids) or (parents[0].__class__ is str and parents[0] in id_set):
+    if len(id_set) != len(ids) or "" in id_set or (parents[0].__class__ is str and parents[0] in id_set):
         return None
-    return list(entries)
+    return ids, types
 
 
 def prepare_compaction(
@@ -905,14 +936,17 @@ def prepare_compaction(
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
-    path = chain_path(path_entries)
-    if path is None:
+    chain = chain_ids_and_types(path_entries)
+    if chain is None:
         path = build_session_path(path_entries)
         same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
+        path_types = [e.get("type") for e in path]
+        path_ids = None
     else:
+        path = path_entries if path_entries.__class__ is list else list(path_entries)
         same = True
-    path_types = [e.get("type") for e in path]
-    sources, types = context_entries_and_types(path, True, path_types)
+        path_ids, path_types = chain
+    sources, types = context_entries_and_types(path, True, path_types, path_ids)
     types, per_entry, messages = project_parts(sources, types)
     # Usually the entries given are the path itself: then their types are known already
     # and their truthy ids are distinct.

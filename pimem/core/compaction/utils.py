@@ -85,26 +85,26 @@ def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
         if content.__class__ is not list and not isinstance(content, list):
             continue
         for block in content:
-            if block.__class__ is not dict:
-                if not isinstance(block, dict):
-                    continue
+            if block.__class__ is not dict and not isinstance(block, dict):
+                continue
             if block.get("type") != "toolCall":
                 continue
-            if "arguments" not in block or "name" not in block:
-                continue
-            args = block["arguments"]
-            if not isinstance(args, dict) or not args:
-                continue  # also covers JavaScript's falsy arguments
-            path = args.get("path")
-            if not isinstance(path, str) or not path:
-                continue
-            name = block["name"]
+            # Only these names add a path: the other checks matter for them alone.
+            name = block.get("name")
             if name == "read":
-                read.add(path)
-            elif name == "write":
-                written.add(path)
+                target = read
             elif name == "edit":
-                edited.add(path)
+                target = edited
+            elif name == "write":
+                target = written
+            else:
+                continue
+            args = block.get("arguments")
+            if not isinstance(args, dict):
+                continue  # also covers a missing or falsy arguments
+            path = args.get("path")
+            if isinstance(path, str) and path:
+                target.add(path)
 
 
 def compute_file_lists(file_ops: FileOperations) -> tuple[list, list]:
