@@ -22,6 +22,9 @@ import json
 import math
 import re
 import time
+from datetime import datetime as _datetime
+from datetime import timedelta as _timedelta
+from datetime import timezone as _timezone
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, missing from the stubs
 from typing import Any, Iterable
 
@@ -435,6 +438,11 @@ def _local_offset_ms(utc_guess_ms: int) -> int:
         return 0
 
 
+_TO_ISO_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+_EPOCH = _datetime(1970, 1, 1, tzinfo=_timezone.utc)
+_ONE_MS = _timedelta(milliseconds=1)
+
+
 def parse_iso_ms(s: Any) -> int | None:
     """``new Date(s).getTime()`` for ISO 8601 strings; ``None`` where JavaScript gives NaN.
 
@@ -447,6 +455,17 @@ def parse_iso_ms(s: Any) -> int | None:
     """
     if not isinstance(s, str):
         return None
+    if len(s) == 24 and s[23] == "Z" and s.isascii() and _TO_ISO_FORM.fullmatch(s) is not None:
+        # ``toISOString``'s own form (what Pi writes): where it names a real UTC time, that time
+        try:
+            return (_datetime.fromisoformat(s[:23] + "+00:00") - _EPOCH) // _ONE_MS
+        except ValueError:  # year 0, day past the month's end, hour 24: the full rules
+            pass
+    return _parse_date_text(s)
+
+
+def _parse_date_text(s: str) -> int | None:
+    """:func:`parse_iso_ms` by the full rules (every form, the legacy parser's too)."""
     m = _ISO_RE.match(s)
     if m is None:
         return _legacy_parse_ms(s)

@@ -452,6 +452,23 @@ def test_fast_path_equals_reference_on_real_sessions(real_v3_paths: list[Path]) 
             assert js_stringify(value) == js_stringify_py(value) == line.decode("utf-8")
 
 
+def test_iso_form_shortcut_agrees_with_the_full_rules() -> None:
+    import random
+
+    from pimem.base.js import _parse_date_text
+
+    rng = random.Random(3)
+    texts = ["2026-01-28T11:43:42.555Z", "0000-01-01T00:00:00.000Z", "2024-02-29T23:59:59.999Z",
+             "2023-02-29T00:00:00.000Z", "2026-01-01T24:00:00.000Z", "2026-13-01T00:00:00.000Z",
+             "2026-01-01T00:60:00.000Z", "2026-01-01T00:00:60.000Z", "1969-12-31T23:59:59.999Z"]
+    for _ in range(3000):
+        year = rng.choice([rng.randrange(0, 10000), rng.randrange(1960, 2040)])
+        texts.append(f"{year:04d}-{rng.randrange(0, 14):02d}-{rng.randrange(0, 33):02d}T{rng.randrange(0, 26):02d}:"
+                     f"{rng.randrange(0, 62):02d}:{rng.randrange(0, 62):02d}.{rng.randrange(0, 1000):03d}Z")
+    for text in texts:
+        assert parse_iso_ms(text) == _parse_date_text(text), text
+
+
 def test_js_number_examples() -> None:
     assert [js_number(x) for x in (1.0, -0.0, 1e21, 1e-7, 0.000001, 2**53 + 1)] == [
         "1", "0", "1e+21", "1e-7", "0.000001", "9007199254740992"]

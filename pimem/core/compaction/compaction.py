@@ -271,8 +271,15 @@ def estimate_chars(message: dict) -> int:
             else:
                 chars += _js_length(value, btype + " block")
         return chars
-    if role == "user" or role == "toolResult" or role == "custom":
-        return _text_and_image_chars(message.get("content"))
+    if role == "toolResult" or role == "user" or role == "custom":
+        content = message.get("content")
+        if content.__class__ is list and len(content) == 1:  # mostly one text block
+            block = content[0]
+            if block.__class__ is dict and block.get("type") == "text":
+                text = block.get("text")
+                if text.__class__ is str:
+                    return len(text) if text.isascii() else utf16_len(text)
+        return _text_and_image_chars(content)
     if role == "bashExecution":
         return _js_length(message.get("command"), "bash command") + _js_length(
             message.get("output"), "bash output"
