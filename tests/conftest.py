@@ -1,5 +1,7 @@
-"""Shared test fixtures: where the bundled samples and the real Pi sessions live, the sample session most
-tests replay (``auth``) and a local OpenAI-compatible server (``server``)."""
+"""Shared test fixtures: where the bundled samples and the real Pi sessions live, the sessions tests
+replay (the samples ``auth`` and ``ventas``, the real ``before_compaction`` and ``large_session``), a
+local OpenAI-compatible server (``server``), an empty local-model folder (``model_dir``) and
+``close_figures``."""
 
 from __future__ import annotations
 
@@ -60,6 +62,47 @@ def auth(samples_dir: Path) -> Any:
     from pimem.sessions.load import load_session
 
     return load_session(samples_dir / "auth-login-bug.jsonl")
+
+
+@pytest.fixture(scope="module")
+def ventas(samples_dir: Path) -> Any:
+    """The bundled ``ventas-pipeline-refactor`` session, loaded once per test module (tests must not change it)."""
+    from pimem.core.session_manager import load_session
+
+    return load_session(samples_dir / "ventas-pipeline-refactor.jsonl")
+
+
+@pytest.fixture(scope="module")
+def before_compaction(real_v3_paths: list[Path]) -> Any:
+    """The real ``before-compaction.jsonl`` (two recorded compactions), loaded once per test module."""
+    from pimem.core.session_manager import load_session
+
+    return load_session(real_v3_paths[0])
+
+
+@pytest.fixture(scope="module")
+def large_session(real_v3_paths: list[Path]) -> Any:
+    """The real ``large-session.jsonl`` (no recorded compaction), loaded once per test module."""
+    from pimem.core.session_manager import load_session
+
+    return load_session(real_v3_paths[1])
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty folder as the local model's home (``PIMEM_MODEL_DIR``)."""
+    monkeypatch.setenv("PIMEM_MODEL_DIR", str(tmp_path / "model"))
+    (tmp_path / "model").mkdir()
+    return tmp_path / "model"
+
+
+@pytest.fixture
+def close_figures() -> Iterator[None]:
+    """Closes every matplotlib figure the test left open (``pytest.mark.usefixtures("close_figures")``)."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 @pytest.fixture

@@ -5,6 +5,32 @@ these types say which keys Pi writes, after ``core/session-manager.d.ts``, ``cor
 and pi-ai's ``types.d.ts``. A session read from disk may hold anything: pimem checks what it
 relies on while loading (see :func:`pimem.load_session`), so the types describe well-formed input,
 not a guarantee about every file.
+
+Where they appear: :func:`pimem.convert_to_llm` returns :data:`Message` s,
+:attr:`pimem.SessionContext.messages` (:func:`pimem.build_session_context`) holds
+:data:`AgentMessage` s, :func:`pimem.get_current_system_message` returns a :class:`SystemMessage`,
+``Session.header`` is a :class:`SessionHeader`, ``Session.append_message`` / ``append_context_edit``
+/ ``append_compaction`` / ``branch_with_summary`` return the entry they wrote and
+``Session.append_entry`` takes any :data:`SessionEntry`. The functions that only read a message
+(:func:`pimem.estimate_tokens`, :func:`pimem.serialize_conversation`, ``message_text``, …) take
+``Mapping[str, Any]``, which a TypedDict and a plain dict both are.
+
+What stays ``dict``: ``Session.entries``, ``get_entry`` and ``get_branch`` (and so the entry lists
+of the pipeline: paths, projections, the context tracker, the replay engine), and the messages of
+``session_entry_to_context_messages`` and ``SessionProjection``. Their code reads fields of entries
+of every type alike (``entry.get("message")``), and mypy types ``.get`` of a key that some members of a
+TypedDict union lack as ``object``: each reader, a user's included, would have to narrow by
+``type`` first, and the internals that take or mutate ``dict`` would all have to change with them.
+Usage dicts (``SummaryResponse.usage``, ``CompactionResult.usage``) stay ``dict`` too: every
+summarizer builds its own, often with fields of its provider.
+
+pimem's own rows have their TypedDicts beside the code that makes them
+(:class:`pimem.replays.result.ReplaySummary`, what ``ReplayResult.summary()`` returns;
+:class:`pimem.replays.cost.ReplayCost`, what :func:`pimem.replay_cost` returns;
+:class:`pimem.experiments.uncertainty.PairedDifference`, what :func:`pimem.paired_difference`
+returns). The rows of :func:`pimem.run_measures` (its keys follow the measures asked for) and
+:func:`pimem.compaction_metrics` (keys made per fact kind and from the conformance report) stay
+``dict[str, Any]``.
 """
 
 
@@ -16,7 +42,7 @@ __all__ = [
     "CustomMessage", "BranchSummaryMessage", "CompactionSummaryMessage", "AgentMessage", "Message",
     "SessionHeader", "SessionMessageEntry", "ThinkingLevelChangeEntry", "ModelChangeEntry", "UsageEntry",
     "CompactionEntry", "BranchSummaryEntry", "CustomEntry", "CustomMessageEntry", "ContextEditEntry",
-    "LabelEntry", "SessionInfoEntry", "SessionEntry", "FileEntry",
+    "LabelEntry", "SessionInfoEntry", "SessionEntry",
 ]
 
 # -- content blocks (pi-ai) ------------------------------------------------------------------------
@@ -259,6 +285,3 @@ SessionEntry = Union[
     BranchSummaryEntry, CustomEntry, CustomMessageEntry, ContextEditEntry, LabelEntry, SessionInfoEntry,
 ]
 """One line of a session file after the header."""
-
-FileEntry = Union[SessionHeader, SessionEntry]
-"""Any line of a session file."""

@@ -11,7 +11,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pimem import __version__
 from pimem.base.files import mark_output_file, write_table
@@ -462,7 +462,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     return 0
 
 
-def _preview(message: dict, width: int) -> str:
+def _preview(message: Mapping[str, Any], width: int) -> str:
     return message_preview(message, width)
 
 

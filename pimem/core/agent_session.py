@@ -120,7 +120,16 @@ class TreeHookResult:
 
 @dataclass
 class Hooks:
-    """Lists of hook callables; ``errors`` collects exceptions raised by handlers."""
+    """Lists of hook callables; ``errors`` collects exceptions raised by handlers.
+
+    Args:
+        before_compact: called with a ``BeforeCompactEvent``; may return :class:`Cancel` or a
+            :class:`CompactionResult` (or ``{"compaction": ...}``) to use instead of a summary.
+        compact_failed: called with a ``CompactFailedEvent`` when a compaction fails or is cancelled.
+        before_tree: called with a ``BeforeTreeEvent``; may return :class:`Cancel`, a summary text,
+            a :class:`BranchSummaryResult` or a ``TreeHookResult``.
+        errors: ``(hook name, exception)`` for each handler that raised (the handler is then skipped).
+    """
 
     before_compact: list[Callable[[BeforeCompactEvent], Any]] = field(default_factory=list)
     compact_failed: list[Callable[[CompactFailedEvent], Any]] = field(default_factory=list)

@@ -12,9 +12,11 @@ on every prefix of the samples, the real sessions and generated trees); the repl
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import Any, Callable, Sequence
 
 from pimem.base.js import UNDEFINED, js_truthy
+from pimem.base.types import SystemMessage
 from pimem.core.compaction.compaction import (
     DEFAULT_COMPACTION_SETTINGS,
     CompactionPreparation,
@@ -77,6 +79,12 @@ class ContextTracker:
     not be changed after it has been appended; call :meth:`reset` to start over.
     Every message is estimated when appended, so a message Pi could not estimate raises
     here even where a single ``prepare_compaction`` would not have reached it.
+
+    Args:
+        path_entries: the path to start from, root first (``session.get_branch()``).
+        cache: per-message token estimates to share (default: a new :class:`TokenCache`).
+        serialization_cache: per-message serialized texts to share (default: a new one).
+        counter: a per-message measure summed over the projected messages (:attr:`counted_total`).
     """
 
     def __init__(
@@ -160,18 +168,27 @@ class ContextTracker:
             types, per_entry, messages = project_parts(sources, types)
         else:
             thinking_level, model, sources, types, per_entry, messages = "off", None, [], [], [], []
+        self._start(sources, list(types), per_entry, messages, thinking_level, model)
+        for pos in range(len(sources)):
+            self._account(pos)
+
+    def _start(self, sources: list[dict], types: list[Any], per_entry: list[list[dict]], messages: list[dict],
+               thinking_level: Any, model: dict | None) -> None:
+        """A new projection of ``sources`` with empty sums (:meth:`_account` adds each entry)."""
         self.projection = SessionProjection(
             list(map(projected_entry, zip(sources, per_entry))), messages, thinking_level, model
         )
         self._edits = {s.get("targetId", UNDEFINED): s for s, t in zip(sources, types) if t == "context_edit"}
         # Parallel lists over projected entries.
         self._sources: list[dict] = sources
-        self._types: list[Any] = list(types)
+        self._types: list[Any] = types
         self._per_entry: list[list[dict]] = per_entry
         self._entry_tokens: list[int] = []
         self._cum: list[int] = [0]  # _cum[k]: tokens of entries [0, k)
+        self._counted: list[int] = []  # the counter's total per entry (with a counter)
         self._ns_messages: list[dict] = []  # non-system messages, in order
         self._ns_off: list[int] = [0]  # _ns_off[k]: non-system messages of entries [0, k)
+        self._system_positions: list[int] = []  # entries holding a system message
         self._cut_positions: list[int] = []
         self._turn_positions: list[int] = []
         # Running sums for the context estimate.
@@ -188,8 +205,188 @@ class ContextTracker:
         self._fo_start = -1
         self._fo_end = -1
         self._fo = FileOperations()
-        for pos in range(len(sources)):
+
+    def _compact_from_kept(self, previous_compaction: int) -> bool:
+        """The projection after a compaction appended to a chain, from the previous projection's
+        entries it keeps: the state :meth:`_rebuild` gives, by list copies (no estimate,
+        projection or account of a kept entry). False, with nothing changed, where the kept
+        entries do not all project the same in the previous projection: they reach before it,
+        hold a system message entry, or lose a ``context_edit``; the caller rebuilds then."""
+        path, c = self.path, len(self.path) - 1
+        compaction = path[c]
+        first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
+        start = min(self._first_index.get(first_kept, c) if first_kept.__class__ is str else c, c)
+        sources, count = self._sources, len(self._sources)
+        # The previous projection: [its compaction, its kept entries], then path[previous + 1 : c].
+        tail = count - (c - previous_compaction - 1) if previous_compaction >= 0 else 0
+        if start > previous_compaction:
+            q, inserted = count - (c - start), None
+            if q < tail or (q < count and sources[q] is not path[start]):
+                return False
+        else:
+            # The kept entries reach back over the previous compaction: it stays, with no messages.
+            previous = sources[0]
+            kept_from = previous.get("firstKeptEntryId", UNDEFINED)
+            kept_from = min(self._first_index.get(kept_from, previous_compaction)
+                            if kept_from.__class__ is str else previous_compaction, previous_compaction)
+            if start < kept_from or previous is not path[previous_compaction] or tail < 1:
+                return False
+            index = self._first_index
+            q = bisect_left(sources, start, 1, tail, key=lambda e: index[e["id"]])
+            inserted = previous
+        if self._system_positions and self._system_positions[-1] >= q:
+            return False  # a system message entry among the kept ones: the compaction leaves it out
+        kept_to = tail if inserted is not None else count  # kept entries before the inserted one
+        edits: dict[Any, dict] = {}
+        if self._edits:
+            first_index = self._first_index
+            edits = {s.get("targetId", UNDEFINED): s
+                     for s, t in zip(sources[q:], self._types[q:]) if t == "context_edit"}
+            for target, edit in self._edits.items():
+                if edits.get(target) is not edit and start <= first_index.get(target, -1) < c:
+                    return False  # a kept entry loses its edit: its messages change
+            for target in edits:
+                i = first_index.get(target, -1)
+                if i == c or (start <= i and path[i].get("type") == "message"
+                              and path[i]["message"].get("role") == "system"):
+                    return False  # an edit of the compaction, or of a system message entry it leaves out
+        old_types, old_per_entry, old_tokens, old_counted = self._types, self._per_entry, self._entry_tokens, self._counted
+        old_entries, old_messages, old_ns = self.projection.entries, self.projection.messages, self._ns_messages
+        old_usage, old_usage_pos, old_usage_index = self._usage, self._usage_entry_pos, self._usage_index
+        old_trailing, old_cuts, old_turns = self._trailing, self._cut_positions, self._turn_positions
+        kept_ns = self._ns_off[q]
+        kept_tokens = self._cum[-1] - self._cum[q]
+        thinking_level, model = self._settings
+        head = session_entry_to_context_messages(compaction)
+        self._start([compaction], ["compaction"], [head], list(head), thinking_level, model)
+        self._account(0)
+        self._edits = edits
+
+        def kept(values: list, empty: Any) -> list:
+            """``values`` of the kept entries, with ``empty`` at the previous compaction when it stays."""
+            if inserted is None:
+                return values[q:]
+            return [*values[q:kept_to], empty, *values[kept_to:]]
+
+        kept_per_entry = kept(old_per_entry, [])
+        self._sources.extend(kept(sources, inserted))
+        self._types.extend(kept(old_types, "compaction"))
+        self._per_entry.extend(kept_per_entry)
+        self._entry_tokens.extend(kept(old_tokens, 0))
+        self._cum = [0, *accumulate(self._entry_tokens)]
+        if self.counter is not None:
+            self._counted.extend(kept(old_counted, 0))
+            self.counted_total = sum(self._counted)
+        dropped_messages = len(old_messages) - sum(map(len, kept_per_entry))
+        self.projection.entries.extend(kept(old_entries, projected_entry((inserted, []))))
+        self.projection.messages.extend(old_messages[dropped_messages:])
+        # no system message among the kept entries: all their messages count as non-system
+        self._ns_messages.extend(old_ns[kept_ns:])
+        self._ns_off = [0, *accumulate(map(len, kept_per_entry), initial=self._ns_off[1])]
+
+        def moved(p: int) -> int:
+            return p - q + 1 + (inserted is not None and p >= kept_to)
+
+        self._cut_positions.extend(map(moved, old_cuts[bisect_left(old_cuts, q):]))
+        self._turn_positions.extend(map(moved, old_turns[bisect_left(old_turns, q):]))
+        self._total += kept_tokens
+        self._non_system += kept_tokens
+        if old_usage_pos >= q:
+            assert old_usage_index is not None
+            self._usage, self._usage_entry_pos = old_usage, moved(old_usage_pos)
+            self._usage_index = old_usage_index - dropped_messages + len(head)
+            self._trailing = old_trailing
+        else:
+            self._trailing += kept_tokens
+        self._message_count = len(self.projection.messages)
+        return True
+
+    def _edit_from_previous(self) -> bool:
+        """The projection after a ``context_edit`` appended to a chain, from the previous one: the
+        state :meth:`_rebuild` gives, with the entries from the edited one on accounted again and
+        the ones before it copied. False, with nothing changed, where the target is not a plain
+        string id; the caller rebuilds then."""
+        path, e = self.path, len(self.path) - 1
+        edit = path[e]
+        target = edit.get("targetId", UNDEFINED)
+        if target.__class__ is not str:
+            return False
+        sources, count, c = self._sources, len(self._sources), self._latest_compaction
+        tail = count - (e - c - 1) if c >= 0 else 0  # the previous projection ends with path[c + 1 : e]
+        i = self._first_index.get(target, -1)
+        p = count  # the first entry whose messages change (none: only the edit is added)
+        if i == e:
+            return False
+        if i > c:
+            p = count - (e - i)
+        elif i == c >= 0:
+            p = 0
+        elif i >= 0 and tail > 1:
+            index = self._first_index
+            p = bisect_left(sources, i, 1, tail, key=lambda s: index[s["id"]])
+        if p < count and sources[p] is not path[i]:
+            if i > c or i == c:
+                return False
+            p = count  # a kept entry left out (a system message entry) or one before the kept ones
+        if 0 < p < count and self._types[p] == "compaction":
+            p = count  # a compaction after the first entry projects no messages, edited or not
+        edited = project_context_entry(path[i], edit) if p < count else None  # raises as a rebuild does
+        old_per_entry, old_types, old_entries = self._per_entry, self._types, self.projection.entries
+        old_messages, old_counted, old_usage_pos = self.projection.messages, self._counted, self._usage_entry_pos
+        later = sum(map(len, old_per_entry[p:]))
+        kept_messages = len(old_messages) - later
+        est = self.cache.estimate
+        # the sums of the entries before p
+        later_system = [m for pos in self._system_positions[bisect_left(self._system_positions, p):]
+                        for m in old_per_entry[pos] if m.get("role") == "system"]
+        later_tokens = self._cum[-1] - self._cum[p]
+        self._non_system -= later_tokens - sum(map(est, later_system))
+        self._system = self._system[: len(self._system) - len(later_system)]
+        self._system_positions = self._system_positions[: bisect_left(self._system_positions, p)]
+        self._total = self._cum[p]
+        if self.counter is not None:
+            self._counted = old_counted[:p]
+            self.counted_total -= sum(old_counted[p:])
+        if old_usage_pos < p:
+            self._trailing -= later_tokens
+        else:
+            self._usage, self._usage_index, self._usage_entry_pos, self._trailing = None, None, -1, self._total
+            offset = kept_messages
+            for r in range(p - 1, -1, -1):
+                messages = old_per_entry[r]
+                offset -= len(messages)
+                for j in range(len(messages) - 1, -1, -1):
+                    m = messages[j]
+                    usage = get_assistant_usage(m) if m.get("role") == "assistant" else None
+                    if usage is not None:
+                        self._usage, self._usage_index, self._usage_entry_pos = usage, offset + j, r
+                        self._trailing = sum(map(est, messages[j + 1 :])) + self._cum[p] - self._cum[r + 1]
+                        break
+                if self._usage is not None:
+                    break
+        self._message_count = kept_messages
+        self._entry_tokens = self._entry_tokens[:p]
+        self._cum = self._cum[: p + 1]
+        self._ns_messages = self._ns_messages[: self._ns_off[p]]
+        self._ns_off = self._ns_off[: p + 1]
+        self._cut_positions = self._cut_positions[: bisect_left(self._cut_positions, p)]
+        self._turn_positions = self._turn_positions[: bisect_left(self._turn_positions, p)]
+        self._fo_start, self._fo_end, self._fo = -1, -1, FileOperations()
+        self._edits = {**self._edits, target: edit}
+        thinking_level, model = self._settings
+        self.projection = SessionProjection(old_entries[:p], old_messages[:kept_messages], thinking_level, model)
+        self._sources, self._types, self._per_entry = sources[:p], old_types[:p], old_per_entry[:p]
+        for pos in range(p, count + 1):
+            source = sources[pos] if pos < count else edit
+            messages = edited if pos == p and edited is not None else old_per_entry[pos] if pos < count else []
+            self._sources.append(source)
+            self._types.append(old_types[pos] if pos < count else "context_edit")
+            self._per_entry.append(messages)
+            self.projection.entries.append(old_entries[pos] if pos < count and messages is old_per_entry[pos]
+                                           else projected_entry((source, messages)))
+            self.projection.messages.extend(messages)
             self._account(pos)
+        return True
 
     def _account(self, pos: int) -> None:
         """Add projected entry ``pos`` (already in the lists) to the sums and positions."""
@@ -204,6 +401,8 @@ class ContextTracker:
             role = m.get("role")
             if role == "system":
                 self._system.append(m)
+                if not self._system_positions or self._system_positions[-1] != pos:
+                    self._system_positions.append(pos)
             else:
                 self._non_system += t
                 self._ns_messages.append(m)
@@ -217,7 +416,9 @@ class ContextTracker:
                 self._trailing += t
         self._total += entry_tokens
         if self.counter is not None:
-            self.counted_total += sum(map(self.counter, messages))
+            counted = sum(map(self.counter, messages))
+            self._counted.append(counted)
+            self.counted_total += counted
         self._message_count = offset + len(messages)
         self._entry_tokens.append(entry_tokens)
         self._cum.append(self._cum[-1] + entry_tokens)
@@ -257,7 +458,11 @@ class ContextTracker:
         if etype in ("compaction", "context_edit"):
             self._latest_invalidating = index
             if etype == "compaction":
-                self._latest_compaction = index
+                previous_compaction, self._latest_compaction = self._latest_compaction, index
+                if self._chain and self._compact_from_kept(previous_compaction):
+                    return
+            elif self._chain and self._edit_from_previous():
+                return
             self._rebuild()
             return
         proj = self.projection
@@ -343,7 +548,7 @@ class ContextTracker:
         """The ``context_edit`` entries of the projection by target id (the latest per target)."""
         return dict(self._edits)
 
-    def current_system_message(self) -> dict | None:
+    def current_system_message(self) -> SystemMessage | None:
         """``getCurrentSystemMessage(projection.messages)``."""
         return get_current_system_message(self._system) if self._system else None
 

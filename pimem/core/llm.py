@@ -18,11 +18,17 @@ SummaryKind = Literal["history", "turn_prefix", "branch"]
 class SummaryRequest:
     """What Pi sends to the model for one summary.
 
-    ``prompt`` is the text of the single user message; ``max_tokens`` is None when
-    unbounded; ``reasoning`` is the thinking level for reasoning models, else None.
-    ``session_id`` is the fresh routing id Pi sends; it never affects the answer.
-    ``sample`` is not Pi's: the index of a repeated draw of the same request (a model at
-    temperature > 0 answers differently each time; caches keep one answer per index).
+    Args:
+        kind: ``"history"``, ``"turn_prefix"`` or ``"branch"``.
+        system_prompt: the system prompt.
+        prompt: the text of the single user message.
+        max_tokens: the most tokens the answer may take (None: unbounded).
+        reasoning: the thinking level for reasoning models, else None.
+        cache_retention: Pi's prompt-cache retention (summaries send ``"none"``).
+        session_id: the fresh routing id Pi sends; it never affects the answer.
+        model: the model's id.
+        sample: not Pi's: the index of a repeated draw of the same request (a model at
+            temperature > 0 answers differently each time; caches keep one answer per index).
     """
 
     kind: SummaryKind
@@ -52,8 +58,14 @@ class SummaryRequest:
 class SummaryResponse:
     """A model's answer in Pi's terms.
 
-    ``stop_reason`` is Pi's (``"stop"``, ``"length"``, ``"toolUse"``, ``"error"``,
-    ``"aborted"``); ``usage`` is a Pi usage dict or None.
+    Args:
+        text: the answer's text.
+        usage: a Pi usage dict, or None when not reported.
+        stop_reason: Pi's (``"stop"``, ``"length"``, ``"toolUse"``, ``"error"``, ``"aborted"``).
+        error_message: why the answer is not a summary (an error, a cut-off or a tool call), or None.
+        called_tool: whether the model answered with a tool call.
+        latency_s: the seconds the answer took, if measured.
+        extra: what the summarizer adds about itself (not Pi's; e.g. ``{"summarizer": "extractive"}``).
     """
 
     text: str
@@ -69,4 +81,10 @@ class SummaryResponse:
 class Summarizer(Protocol):
     """Anything that can answer a :class:`SummaryRequest`."""
 
-    def complete(self, request: SummaryRequest) -> SummaryResponse: ...
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        """Answer one request.
+
+        Args:
+            request: what Pi sends to the model.
+        """
+        ...

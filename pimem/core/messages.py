@@ -8,9 +8,10 @@ absent key, so ``js_stringify`` of a result prints what ``JSON.stringify`` print
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, cast
 
 from pimem.base.js import UNDEFINED, date_ms, js_string, js_truthy
+from pimem.base.types import Message
 
 __all__ = [
     "COMPACTION_SUMMARY_PREFIX",
@@ -35,7 +36,7 @@ BRANCH_SUMMARY_PREFIX = (
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 
-def bash_execution_to_text(msg: dict) -> str:
+def bash_execution_to_text(msg: Mapping[str, Any]) -> str:
     """``bashExecutionToText``: a bash execution rendered as user text."""
     text = f"Ran `{js_string(msg.get('command', UNDEFINED))}`\n"
     output = msg.get("output", UNDEFINED)
@@ -96,20 +97,20 @@ def create_custom_message(
     return msg
 
 
-def _with_timestamp(msg: dict, out: dict) -> dict:
+def _with_timestamp(msg: Mapping[str, Any], out: dict) -> dict:
     ts = msg.get("timestamp", UNDEFINED)
     if ts is not UNDEFINED:
         out["timestamp"] = ts
     return out
 
 
-def convert_to_llm(messages: Iterable[dict]) -> list[dict]:
+def convert_to_llm(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
     """``convertToLlm``: agent messages to the LLM roles (system/user/assistant/toolResult).
 
     Args:
         messages: agent messages, in order.
     """
-    out: list[dict] = []
+    out: list[Mapping[str, Any]] = []
     append = out.append
     for m in messages:
         role = m.get("role")
@@ -142,7 +143,7 @@ def convert_to_llm(messages: Iterable[dict]) -> list[dict]:
             )
             append(_with_timestamp(m, {"role": "user", "content": [{"type": "text", "text": text}]}))
         # any other role is dropped, as in Pi
-    return out
+    return cast("list[Message]", out)
 
 
 # ---------------------------------------------------------------------------

@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence, cast
 
 from pimem.base.js import UNDEFINED, js_entries, js_prop, js_string
+from pimem.base.types import SystemMessage
 from pimem.errors import JavaScriptTypeError
 
 __all__ = [
@@ -47,7 +48,7 @@ def get_system_message_text(message: dict) -> str:
     return "\n\n".join(p for p in parts if len(p) > 0)
 
 
-def get_current_tools(messages: Iterable[dict]) -> list[dict]:
+def get_current_tools(messages: Iterable[Mapping[str, Any]]) -> list[dict]:
     """pi-ai ``getCurrentTools``: tools after applying every system message's deltas."""
     tools: dict[Any, dict] = {}
     for message in messages:
@@ -60,7 +61,7 @@ def get_current_tools(messages: Iterable[dict]) -> list[dict]:
     return list(tools.values())
 
 
-def get_current_system_message(messages: Sequence[dict]) -> dict | None:
+def get_current_system_message(messages: Sequence[Mapping[str, Any]]) -> SystemMessage | None:
     """pi-ai ``getCurrentSystemMessage``: every system message replayed into one.
 
     Args:
@@ -95,7 +96,7 @@ def get_current_system_message(messages: Sequence[dict]) -> dict | None:
     if tools:
         out["toolsAdded"] = tools
     out["timestamp"] = 0 if (timestamp is UNDEFINED or timestamp is None) else timestamp
-    return out
+    return cast(SystemMessage, out)
 
 
 def normalize_context(

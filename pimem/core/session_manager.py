@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence, cast
 
 import orjson
 
@@ -32,6 +32,15 @@ from pimem.base.js import (
     loads_line,
     parse_iso_ms,
     to_iso,
+)
+from pimem.base.types import (
+    AgentMessage,
+    BranchSummaryEntry,
+    CompactionEntry,
+    ContextEditEntry,
+    SessionEntry,
+    SessionHeader,
+    SessionMessageEntry,
 )
 from pimem.core.messages import (
     create_branch_summary_message,
@@ -130,7 +139,14 @@ COMPUTE_SYSTEM_MESSAGE: Any = _ComputeSystemMessage()
 
 @dataclass
 class SessionWarning:
-    """Something Pi would skip or mishandle, recorded while the session still loads."""
+    """Something Pi would skip or mishandle, recorded while the session still loads.
+
+    Args:
+        line: the line of the file (1-based), or None when no line applies.
+        reason: what is wrong and what was done about it.
+        entry_id: the id of the entry concerned, if any.
+        file: the file's path, if read from one.
+    """
 
     line: int | None
     reason: str
@@ -444,7 +460,7 @@ class Session:
 
     def __init__(
         self,
-        header: dict,
+        header: SessionHeader | dict[str, Any],
         entries: Iterable[dict],
         path: str | os.PathLike[str] | None = None,
         warnings: list[SessionWarning] | None = None,
@@ -452,7 +468,7 @@ class Session:
         rng: random.Random | None = None,
         _lines: list[int | None] | None = None,
     ) -> None:
-        self.header: dict = header
+        self.header: SessionHeader = cast(SessionHeader, header)
         self.entries: list[dict] = list(entries)
         self.path: str | None = os.fspath(path) if path is not None else None
         # the source as an absolute path, so that write() still recognises it after os.chdir
@@ -798,19 +814,20 @@ class Session:
         """A fresh 8-hex entry id from this session's rng (Pi's ``generateId``)."""
         return _random_id(self.rng, self._by_id)
 
-    def append_entry(self, entry: dict) -> dict:
+    def append_entry(self, entry: SessionEntry | dict[str, Any]) -> dict:
         """Append a complete entry dict, index it and move the leaf to it."""
-        eid = entry.get("id") if isinstance(entry, dict) else None
+        row = cast(dict, entry)  # stored as given: the session's entries are plain dicts
+        eid = row.get("id") if isinstance(row, dict) else None
         if not isinstance(eid, str):
             raise InvalidEntryError("entry needs a string id")
         if eid in self._by_id:
             raise InvalidEntryError(f"duplicate entry id {eid!r}")
-        self.entries.append(entry)
+        self.entries.append(row)
         self._lines.append(None)
-        self._index(entry)
+        self._index(row)
         if self._children is not None:
-            self._children.setdefault(entry.get("parentId", UNDEFINED), []).append(entry)
-        return entry
+            self._children.setdefault(row.get("parentId", UNDEFINED), []).append(row)
+        return row
 
     def _timestamp(self, timestamp: str | int | float | None) -> str:
         if timestamp is None:
@@ -819,7 +836,7 @@ class Session:
             return to_iso(timestamp)
         return str(timestamp)
 
-    def append_message(self, message: dict, timestamp: str | int | float | None = None) -> dict:
+    def append_message(self, message: dict, timestamp: str | int | float | None = None) -> SessionMessageEntry:
         """Append a ``message`` entry after the leaf (Pi's ``appendMessage``)."""
         entry = {
             "type": "message",
@@ -828,11 +845,11 @@ class Session:
             "timestamp": self._timestamp(timestamp),
             "message": message,
         }
-        return self.append_entry(entry)
+        return cast(SessionMessageEntry, self.append_entry(entry))
 
     def append_context_edit(
         self, target_id: str, replacement: dict | None, timestamp: str | int | float | None = None
-    ) -> dict:
+    ) -> ContextEditEntry:
         """Append a ``context_edit`` entry after the leaf, as Pi's ``appendContextEdit`` does.
 
         ``replacement`` is ``None`` (omit the target from the context) or ``{"content": str |
@@ -862,7 +879,7 @@ class Session:
             "targetId": target_id,
             "replacement": replacement,
         }
-        return self.append_entry(entry)
+        return cast(ContextEditEntry, self.append_entry(entry))
 
     def append_compaction(
         self,
@@ -870,7 +887,7 @@ class Session:
         from_hook: bool | None = False,
         timestamp: str | int | float | None = None,
         system_message: dict | None | Any = COMPUTE_SYSTEM_MESSAGE,
-    ) -> dict:
+    ) -> CompactionEntry:
         """Append a compaction entry exactly as Pi's ``appendCompaction`` builds it.
 
         ``result`` is a ``CompactionResult`` (attributes) or a Pi-shaped dict. ``None`` for
@@ -907,7 +924,7 @@ class Session:
             stamped["timestamp"] = parse_iso_ms(ts)
             entry["systemMessage"] = stamped
         _drop_undefined(entry, ("summary", "tokensBefore"))
-        return self.append_entry(entry)
+        return cast(CompactionEntry, self.append_entry(entry))
 
     def branch_with_summary(
         self,
@@ -916,7 +933,7 @@ class Session:
         timestamp: str | int | float | None = None,
         *,
         from_hook: bool | None = False,
-    ) -> dict:
+    ) -> BranchSummaryEntry:
         """Move the leaf to ``target_id`` and append a branch summary there (Pi's ``branchWithSummary``).
 
         ``result`` is a ``BranchSummaryResult`` (details become ``{readFiles, modifiedFiles}``
@@ -951,7 +968,7 @@ class Session:
         if from_hook is not None:
             entry["fromHook"] = from_hook
         _drop_undefined(entry, ("summary",))
-        return self.append_entry(entry)
+        return cast(BranchSummaryEntry, self.append_entry(entry))
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -1039,9 +1056,15 @@ NULL_LEAF: Any = _NullLeaf()
 
 @dataclass
 class SessionContext:
-    """``buildSessionContext``'s result: the messages plus thinking level and model."""
+    """``buildSessionContext``'s result: the messages plus thinking level and model.
 
-    messages: list[dict]
+    Args:
+        messages: the context's messages, in order.
+        thinking_level: the last thinking-level change's level (``"off"`` without one).
+        model: ``{"provider", "modelId"}`` of the last assistant message or model change, or None.
+    """
+
+    messages: list[AgentMessage]
     thinking_level: Any = "off"
     model: dict | None = None
 
@@ -1092,7 +1115,7 @@ class SessionProjection:
     model: dict | None = None
 
     def to_context(self) -> SessionContext:
-        return SessionContext(self.messages, self.thinking_level, self.model)
+        return SessionContext(cast("list[AgentMessage]", self.messages), self.thinking_level, self.model)
 
 
 def _entries_and_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
@@ -1656,7 +1679,8 @@ def _context_of_path(path: list[dict], checked: bool = False, types: list | None
         types = [e.get("type") for e in path]
     thinking_level, model = context_settings_of(path, types, checked)
     context_entries, types = context_entries_and_types(path, True, types)
-    return SessionContext(context_messages(context_entries, types), thinking_level, model)
+    messages = cast("list[AgentMessage]", context_messages(context_entries, types))
+    return SessionContext(messages, thinking_level, model)
 
 
 def context_messages(context_entries: list[dict], types: list) -> list[dict]:

@@ -135,7 +135,15 @@ def lookup_model(provider: str | None, model_id: str | None, table: Mapping[str,
 
 @dataclass
 class Settings:
-    """Merged Pi settings (``data`` is the merged JSON) plus the model table."""
+    """Merged Pi settings (``data`` is the merged JSON) plus the model table.
+
+    Args:
+        data: the merged settings JSON (the project's values over the global ones).
+        global_settings: the global settings file's JSON.
+        project_settings: the project settings file's JSON.
+        errors: the settings files that could not be read (each also warned).
+        models: ``"provider/id"`` → (context window, max output tokens, reasoning); default: Pi 0.87.1's.
+    """
 
     data: dict[str, Any] = field(default_factory=dict)
     global_settings: dict[str, Any] = field(default_factory=dict)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -82,7 +82,7 @@ def _first_action(message: dict) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _declared_tools(system: dict | None, path: list[dict]) -> list[dict]:
+def _declared_tools(system: Mapping[str, Any] | None, path: list[dict]) -> list[dict]:
     """OpenAI tool declarations: the session's own, else inferred from its recorded calls."""
     declared = (system or {}).get("toolsAdded") or []
     if declared:
@@ -104,7 +104,7 @@ def _declared_tools(system: dict | None, path: list[dict]) -> list[dict]:
         for name, keys in sorted(seen.items())]
 
 
-def _system_text(system: dict | None, cwd: str) -> str:
+def _system_text(system: Mapping[str, Any] | None, cwd: str) -> str:
     if system is None:
         return _DEFAULT_SYSTEM.format(cwd=cwd or "the project folder")
     parts = [str(system.get("content") or "")]

@@ -285,7 +285,7 @@ def _run_one(task: dict[str, Any]) -> dict[str, Any]:
             seed=setting.get("seed", 0), leaf_id=setting.get("leaf_id"), sample=setting.get("sample") or 0,
             strategy=setting.get("strategy"),
         )
-        summary = result.summary()
+        summary: dict[str, Any] = dict(result.summary())
         summary.pop("token_source", None)
         summary.pop("triggers", None)
         row.update(summary)

@@ -37,7 +37,7 @@ session (an orphan-reference rate without references) is left out of that sessio
 from __future__ import annotations
 
 import warnings
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -46,7 +46,7 @@ from pimem.drift.intervals import interval_supported
 from pimem.errors import ConfigurationError, PimemWarning
 
 __all__ = ["token_source_bands", "bootstrap_ci", "paired_difference", "sweep_summary", "setting_columns",
-           "BAND_SOURCES", "DEFAULT_METRICS"]
+           "PairedDifference", "BAND_SOURCES", "DEFAULT_METRICS"]
 
 BAND_SOURCES = ("calibrated", "chars", "tiktoken")
 DEFAULT_METRICS = ("compactions", "context_edits", "summarization_request_tokens", "peak_context_tokens",
@@ -225,9 +225,25 @@ def _select(per: pd.DataFrame, setting: Mapping[str, Any], metric: str) -> pd.Se
     return part.groupby("session")[metric].mean()
 
 
+class _Difference(TypedDict):
+    metric: str
+    n_sessions: int
+    difference: float
+    ci_low: float
+    ci_high: float
+
+
+class PairedDifference(_Difference, total=False):
+    """What :func:`paired_difference` returns: the metric, the sessions both settings ran on, the
+    mean difference and its interval (NaN where none is given), and the interval's simulated
+    coverage when two or more sessions ran both settings."""
+
+    interval_coverage: float
+
+
 def paired_difference(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, Any], *,
                       n_boot: int = 2000, confidence: float = 0.95, seed: int = 0,
-                      check_coverage: bool = True) -> dict[str, Any]:
+                      check_coverage: bool = True) -> PairedDifference:
     """Mean over sessions of ``metric`` at setting ``b`` minus at setting ``a`` (settings given as
     column → value), with its paired bootstrap interval over the sessions both settings ran on.
 
@@ -247,7 +263,7 @@ def paired_difference(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Ma
     da, db = _select(per, a, metric), _select(per, b, metric)
     both = da.index.intersection(db.index)
     diffs = (db.loc[both] - da.loc[both]).to_numpy(dtype=float)
-    result = {"metric": metric, "n_sessions": int(len(diffs)),
+    result: PairedDifference = {"metric": metric, "n_sessions": int(len(diffs)),
               "difference": float(np.mean(diffs)) if len(diffs) else float("nan"),
               "ci_low": float("nan"), "ci_high": float("nan")}
     if len(diffs) < 2:

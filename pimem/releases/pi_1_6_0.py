@@ -16,7 +16,7 @@ Pi 1.6.0 keeps 0.87.1's projection, token estimates, cut rules (``find_cut_point
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pimem.base.js import UNDEFINED, js_slice, js_string, js_truthy, utf16_len
 from pimem.core.compaction import branch_summarization as _branch
@@ -109,7 +109,7 @@ def truncate_for_summary(text: str, max_chars: int) -> str:
     return f"{slice_head(text, max_chars)}\n\n[... {length - max_chars} more characters truncated]"
 
 
-def serialize_message(message: dict) -> str:
+def serialize_message(message: Mapping[str, Any]) -> str:
     """The text :func:`serialize_conversation` makes of one LLM message ("" for none)."""
     role = message.get("role")
     if role == "toolResult":
@@ -126,7 +126,7 @@ def serialize_message(message: dict) -> str:
     return _serialize_message_0_87_1(message)
 
 
-def serialize_conversation(messages: Sequence[dict]) -> str:
+def serialize_conversation(messages: Sequence[Mapping[str, Any]]) -> str:
     """``serializeConversation``: ``[User]: …`` / ``[Assistant]: …`` text, without thinking."""
     return "\n\n".join([t for t in map(serialize_message, messages) if t])
 

@@ -79,7 +79,20 @@ _FLOOR_QUANTILE = 0.05
 
 @dataclass(frozen=True)
 class Calibration:
-    """A fitted ``recorded_input ≈ overhead + slope · estimate`` (see the module docs)."""
+    """A fitted ``recorded_input ≈ overhead + slope · estimate`` (see the module docs).
+
+    Args:
+        overhead: the provider tokens every request carries that no estimate sees (≥ 0).
+        slope: provider tokens per estimated token (within :data:`SLOPE_RANGE`).
+        floor_ratio: the lowest plausible rate: no simulated request falls below
+            ``overhead + floor_ratio · estimate``.
+        points: the assistant messages with usage the fit used.
+        outliers: the points dropped as outliers before the final fit.
+        r2: the fit's R² on the token scale (nan without a fit).
+        median_relative_error: the median ``|residual| / recorded`` (nan without a fit).
+        unconstrained_overhead: the overhead of the fit without the constraints (nan without a fit).
+        unconstrained_slope: the slope of the fit without the constraints (nan without a fit).
+    """
 
     overhead: float = 0.0
     slope: float = 1.0

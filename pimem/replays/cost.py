@@ -33,19 +33,26 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict, cast
 
 import pandas as pd
 
 from pimem.core.session_manager import build_session_projection
 from pimem.errors import ConfigurationError, UnknownPriceError
 
-__all__ = ["Price", "PRICES", "price_for", "replay_cost", "recorded_cost", "COST_COLUMNS"]
+__all__ = ["Price", "PRICES", "price_for", "replay_cost", "recorded_cost", "ReplayCost", "COST_COLUMNS"]
 
 
 @dataclass(frozen=True)
 class Price:
-    """US dollars per million tokens."""
+    """US dollars per million tokens.
+
+    Args:
+        input: per million uncached input tokens.
+        output: per million output tokens.
+        cache_read: per million input tokens read from the prompt cache.
+        cache_write: per million input tokens written to the prompt cache.
+    """
 
     input: float
     output: float
@@ -71,11 +78,24 @@ PRICES: dict[str, Price] = {
     "free": Price(0.0, 0.0, 0.0, 0.0),  # a local model
 }
 
-COST_COLUMNS = [
-    "cost_model", "cache_read_tokens", "cache_write_tokens", "input_tokens", "output_tokens",
-    "cost_cache_read", "cost_cache_write", "cost_input", "cost_output", "cost_summarization", "cost_total",
-    "cache_hit_rate",
-]
+class ReplayCost(TypedDict):
+    """What :func:`replay_cost` returns: token counts, then US dollars."""
+
+    cost_model: str
+    cache_read_tokens: float
+    cache_write_tokens: float
+    input_tokens: float
+    output_tokens: float
+    cost_cache_read: float
+    cost_cache_write: float
+    cost_input: float
+    cost_output: float
+    cost_summarization: float
+    cost_total: float
+    cache_hit_rate: float
+
+
+COST_COLUMNS = list(ReplayCost.__annotations__)
 
 _DATE = re.compile(r"-(20\d{6}|\d{4}-\d{2}-\d{2}|latest)$")
 
@@ -124,7 +144,7 @@ def replay_cost(
     summarizer_model: str | None = None,
     prices: Mapping[str, Any] | None = None,
     cache_ttl_s: float | None = 300.0,
-) -> dict[str, Any]:
+) -> ReplayCost:
     """The cost of a replay (:class:`~pimem.replays.engine.ReplayResult`) in US dollars, with its token counts.
 
     ``model``: the priced model (default: the session's current model); ``summarizer_model``: the
@@ -172,7 +192,7 @@ def replay_cost(
         "cost_summarization": (s_in * sprice.input + s_out * sprice.output) * m,
     }
     total_prompt = read + write
-    return {
+    return cast(ReplayCost, {
         "cost_model": model,
         "cache_read_tokens": read,
         "cache_write_tokens": write,
@@ -181,7 +201,7 @@ def replay_cost(
         **costs,
         "cost_total": sum(costs.values()),
         "cache_hit_rate": read / total_prompt if total_prompt else math.nan,
-    }
+    })
 
 
 def recorded_cost(session: Any, prices: Mapping[str, Any] | None = None) -> pd.DataFrame:

@@ -135,13 +135,14 @@ class Replayer:
         self.release = recorded_release(self.path) if config.triggers == "recorded" and config.strategy is None else None
         self.strategy = get_strategy(self.release or config.strategy)
         self.new, self.rng = _seeded_session(original, config.seed)
-        # The recording's projection and the replay's, kept incrementally; estimates by message
-        # identity are shared (the replayed entries hold the recorded message objects).
+        # The recording's context (walked once by the token source that reads it) and the replay's
+        # projection, kept incrementally; estimates by message identity are shared (the replayed
+        # entries hold the recorded message objects).
         est_cache = TokenCache()
         self.tokens = make_token_source(config.token_source)
         require_message_objects(self.path)  # a clear error, before any walk reads a message
         self.tokens.start(self.path, est_cache)
-        self.rec = RecordedPath(cache=est_cache)
+        self.rec: RecordedPath = self.tokens.recording()
         self.rep = ContextTracker(cache=est_cache, counter=self.tokens.counter())
         self.warnings: list[str] = []
         self.events: list[dict] = []

@@ -11,7 +11,7 @@ from pimem.core.context_tracker import ContextTracker
 from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
-           "calibrate_recording", "recorded_release"]
+           "calibrate_recording", "walk_recording", "recorded_release"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -51,8 +51,8 @@ def timestamp_ms(value: Any) -> float | None:
     return parse_iso_ms(value) if isinstance(value, str) else None
 
 
-class RecordedPath(ContextTracker):
-    """The recording's own projection along its path (the path's root may name a lost parent)."""
+class _RecordingTracker(ContextTracker):
+    """A tracker of the recording's own projection (the path's root may name a lost parent)."""
 
     def append(self, entry: dict) -> None:
         if self.path:
@@ -61,19 +61,56 @@ class RecordedPath(ContextTracker):
             self.reset([entry])
 
 
-def calibrate_recording(path: Sequence[dict], cache: TokenCache | None = None) -> Calibration:
-    """The recording's ``recorded_input ≈ overhead + r · E_rec`` (see :mod:`pimem.replays.calibration`)."""
-    recorded = RecordedPath(cache=cache)
+class RecordedPath:
+    """The recording's own context along its path, step by step, as the calibrated source reads it.
+
+    ``usage_free_estimate()`` is Pi's usage-free estimate of the recorded entries before the
+    current step (:func:`walk_recording`, read at assistant steps); ``append(entry)`` moves on
+    to the next step. The walk is made once, before the replay, so the replay keeps no second
+    projection of the recording.
+    """
+
+    __slots__ = ("_estimates", "_step")
+
+    def __init__(self, estimates: Sequence[float] = ()) -> None:
+        self._estimates = estimates
+        self._step = 0
+
+    def append(self, entry: dict) -> None:
+        self._step += 1
+
+    def usage_free_estimate(self) -> float:
+        if self._step >= len(self._estimates):
+            raise IndexError(f"no recorded estimate at step {self._step} (the recording was not walked)")
+        return self._estimates[self._step]
+
+
+def walk_recording(path: Sequence[dict], cache: TokenCache | None = None) -> tuple[list[float], Calibration]:
+    """One walk of the recording: the usage-free estimate of the recorded context before each
+    assistant step (NaN at the other steps) and the calibration fitted over them
+    (``recorded_input ≈ overhead + r · E_rec``, :mod:`pimem.replays.calibration`)."""
+    recorded = _RecordingTracker(cache=cache)
+    estimates: list[float] = []
     xs: list[float] = []
     ys: list[float] = []
+    nan = float("nan")
     for entry in path:
         if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
             message = entry["message"]
+            estimate = recorded.usage_free_estimate()
+            estimates.append(estimate)
             if get_assistant_usage(message) is not None:
-                xs.append(recorded.usage_free_estimate())
+                xs.append(estimate)
                 ys.append(input_tokens(message))
+        else:
+            estimates.append(nan)
         recorded.append(entry)
-    return fit_calibration(xs, ys)
+    return estimates, fit_calibration(xs, ys)
+
+
+def calibrate_recording(path: Sequence[dict], cache: TokenCache | None = None) -> Calibration:
+    """The recording's ``recorded_input ≈ overhead + r · E_rec`` (see :mod:`pimem.replays.calibration`)."""
+    return walk_recording(path, cache)[1]
 
 
 def recorded_release(path: Sequence[dict]) -> str | None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import pandas as pd
 
+from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
 from pimem.core.session_manager import build_session_projection
@@ -21,7 +22,7 @@ from pimem.replays.tokens import get_token_source
 from pimem.replays.orphans import orphan_rate, orphan_references
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
 
-__all__ = ["ReplayResult", "EVENT_COLUMNS", "CALL_COLUMNS"]
+__all__ = ["ReplayResult", "ReplaySummary", "EVENT_COLUMNS", "CALL_COLUMNS"]
 
 CALL_COLUMNS = ["step", "entry_id", "context_tokens", "recorded_tokens", "prefix_tokens", "output_tokens", "timestamp",
                 "refused"]
@@ -35,9 +36,80 @@ EVENT_COLUMNS = [
 ]
 
 
+class _ReplayFigures(TypedDict):
+    """The keys of every :class:`ReplaySummary`."""
+
+    entries: int
+    assistant_calls: int
+    checks: int
+    compactions: int
+    context_edits: int
+    threshold_compactions: int
+    overflow_compactions: int
+    manual_compactions: int
+    failed_compactions: int
+    cancelled_compactions: int
+    refused_requests: int
+    failed_turns: int
+    left_out_entries: int
+    written_entries: int
+    failure_reasons: str | None
+    split_turns: int
+    summary_calls: int
+    summarization_request_tokens: float
+    summarization_response_tokens: float
+    summary_tokens: float
+    peak_context_tokens: float
+    mean_context_tokens: float
+    total_context_tokens_sent: float
+    tokens_resent_per_call: float
+    final_context_tokens: float
+    context_window: int
+    calibration_slope: float
+    floored_calls: int
+    references_checked: int
+    orphans: int
+    orphan_reference_rate: float
+    token_source: str
+    triggers: str
+    strategy: str
+    warnings: str | None
+
+
+class ReplaySummary(_ReplayFigures, total=False):
+    """What :meth:`ReplayResult.summary` returns (a sweep's row holds the same keys); the fit's
+    ``calibration_*`` keys below only for a calibrated token source."""
+
+    calibration_overhead: float
+    calibration_floor_ratio: float
+    calibration_points: int
+    calibration_r2: float
+    calibration_median_relative_error: float
+    calibration_warning: str | None
+
+
 @dataclass
 class ReplayResult:
-    """What a replay produced: the new session, one event row per check and per compaction."""
+    """What a replay produced: the new session, one event row per check and per compaction.
+
+    Args:
+        session: the replayed session (a :class:`~pimem.Session`).
+        events: one row per check, compaction, failure and context edit (:data:`EVENT_COLUMNS`).
+        compactions: the compaction entries the replay wrote, in order.
+        settings: the :class:`~pimem.CompactionSettings` replayed under.
+        token_source: how request tokens were counted (``"calibrated"``, ``"estimate"``, …).
+        triggers: what made the replay compact (``"threshold"``, ``"recorded"`` or ``"none"``).
+        context_window: the model's context window replayed with.
+        calls: one row per replayed assistant call (:data:`CALL_COLUMNS`).
+        calibration_slope: the calibration's provider tokens per estimated token.
+        calibration: the token calibration fitted on the recording.
+        floored_calls: the calls whose simulated tokens the calibration's floor raised.
+        left_out_ids: the ids of recorded entries left out after a failed turn ended its run.
+        written_entries: entries the replay wrote itself, by kind (``compaction``, ``refusal``, ``context_edit``).
+        warnings: what the replay warned about.
+        strategy: the compaction strategy's spec (``"pi-0.87.1"`` by default).
+        context_edit_ids: the ids of the context edits the strategy wrote.
+    """
 
     session: Any
     events: pd.DataFrame
@@ -73,7 +145,7 @@ class ReplayResult:
             self._orphans = orphan_references(self, spans=self.compaction_spans())
         return self._orphans
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ReplaySummary:
         """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
         calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
         see :mod:`pimem.replays.orphans`).
@@ -92,7 +164,7 @@ class ReplayResult:
         turns_failed = ev[ev["kind"] == "turn_failed"] if len(ev) else ev
         ctx = self.accepted_calls()["context_tokens"] if len(self.calls) else pd.Series(dtype=float)
         by_reason = comp["reason"].value_counts().to_dict() if len(comp) else {}
-        return {
+        return cast(ReplaySummary, {
             "entries": len(self._leaf_at),
             "assistant_calls": int(len(self.calls)),
             "checks": int(len(checks)),
@@ -130,7 +202,7 @@ class ReplayResult:
             "triggers": self.triggers,
             "strategy": self.strategy,
             "warnings": "; ".join(self.warnings) or None,
-        }
+        })
 
     def accepted_calls(self) -> pd.DataFrame:
         """The calls the provider would have answered (a refused request whose turn failed is left out)."""
@@ -143,7 +215,7 @@ class ReplayResult:
         msgs = build_session_projection(self.session).messages
         return sum(estimate_tokens(m) for m in msgs)
 
-    def context_at(self, step: int, *, llm: bool = True) -> list[dict]:
+    def context_at(self, step: int, *, llm: bool = True) -> list[Message] | list[AgentMessage]:
         """The projected messages at ``step`` (after recorded entry ``step`` was replayed).
 
         ``llm=True`` gives what the model is sent (``convert_to_llm``); else the agent messages.
@@ -154,7 +226,7 @@ class ReplayResult:
         if leaf is None:
             return []
         messages = build_session_projection(self.session, leaf).messages
-        return convert_to_llm(messages) if llm else messages
+        return convert_to_llm(messages) if llm else cast("list[AgentMessage]", messages)
 
     def write(self, path: str | Path) -> Path:
         """Write the replayed session (JSONL) atomically; returns the path."""

@@ -23,7 +23,7 @@ from pimem.core.compaction.compaction import TokenCache, get_assistant_usage
 from pimem.core.context_tracker import ContextTracker
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import Calibration
-from pimem.replays.recording import calibrate_recording, input_tokens, timestamp_ms, usage_tokens
+from pimem.replays.recording import RecordedPath, input_tokens, timestamp_ms, usage_tokens, walk_recording
 from pimem.text.tokenizers import TiktokenCounter
 
 __all__ = ["TokenSource", "EstimateTokens", "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
@@ -35,7 +35,7 @@ TokenSourceName = Literal["estimate", "calibrated", "chars", "tiktoken"]
 class TokenSource:
     """How a replay counts: the base reads Pi's formulas with the recorded usage (``"estimate"``).
 
-    ``rec`` is the recording's own projection (:class:`RecordedPath`), ``rep`` the replay's
+    ``rec`` is the recording's own context along the path (:class:`RecordedPath`), ``rep`` the replay's
     (a :class:`~pimem.core.context_tracker.ContextTracker`), both at the entry being replayed.
     """
 
@@ -52,6 +52,10 @@ class TokenSource:
 
     def start(self, path: Sequence[dict], cache: TokenCache) -> None:
         """Prepare for a replay of ``path`` (the calibrated source fits its calibration here)."""
+
+    def recording(self) -> RecordedPath:
+        """The recording's context along the path, as this source reads it (the base reads none)."""
+        return RecordedPath()
 
     def counter(self) -> Any:
         """The per-message counter the replay's tracker keeps a total of (None: none)."""
@@ -70,7 +74,7 @@ class TokenSource:
         """The usage total Pi's formulas read for ``message``."""
         return usage_tokens(message)
 
-    def record_call(self, message: dict, rec: ContextTracker, rep: ContextTracker) -> None:
+    def record_call(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> None:
         """Note the replayed call of ``message`` before it is appended (its usage as the replay sees it)."""
 
     def next_turn_tokens(self, rep: ContextTracker) -> float:
@@ -98,7 +102,7 @@ class TokenSource:
             return tokens, None
         return direct, None
 
-    def call_tokens(self, message: dict, rec: ContextTracker, rep: ContextTracker) -> float:
+    def call_tokens(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> float:
         """The size of the request the recorded response ``message`` answers, in the replayed context."""
         return rep.context_estimate(self.usage).tokens
 
@@ -123,9 +127,13 @@ class CalibratedTokens(TokenSource):
     def __init__(self) -> None:
         super().__init__()
         self.simulated: dict[int, float] = {}  # id(message) -> simulated usage total
+        self.recorded_estimates: list[float] = []  # E_rec before each step of the path
 
     def start(self, path: Sequence[dict], cache: TokenCache) -> None:
-        self.calibration = calibrate_recording(path, cache)
+        self.recorded_estimates, self.calibration = walk_recording(path, cache)
+
+    def recording(self) -> RecordedPath:
+        return RecordedPath(self.recorded_estimates)
 
     @property
     def overhead(self) -> float:
@@ -138,18 +146,18 @@ class CalibratedTokens(TokenSource):
         sim = self.simulated.get(id(message))
         return sim if sim is not None else usage_tokens(message)
 
-    def simulate_input(self, message: dict, rec: ContextTracker, rep: ContextTracker) -> tuple[float, bool]:
+    def simulate_input(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> tuple[float, bool]:
         """The calibrated request size for ``message`` in the replayed context, and whether it was floored."""
         return self.calibration.simulate(input_tokens(message), rec.usage_free_estimate(), rep.usage_free_estimate())
 
-    def record_call(self, message: dict, rec: ContextTracker, rep: ContextTracker) -> None:
+    def record_call(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> None:
         if get_assistant_usage(message) is None:
             return
         simulated_input, floored = self.simulate_input(message, rec, rep)
         self.floored_calls += floored
         self.simulated[id(message)] = usage_tokens(message) - input_tokens(message) + simulated_input
 
-    def call_tokens(self, message: dict, rec: ContextTracker, rep: ContextTracker) -> float:
+    def call_tokens(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> float:
         if get_assistant_usage(message) is not None:
             return self.simulate_input(message, rec, rep)[0]
         # no recorded usage to shift (an errored or aborted call): the fit's own model of the request,
@@ -173,7 +181,7 @@ class CharsTokens(TokenSource):
     def check_tokens(self, rep: ContextTracker, message: dict, compaction: dict | None) -> tuple[float, str | None]:
         return self.count(rep), None
 
-    def call_tokens(self, message: dict, rec: ContextTracker, rep: ContextTracker) -> float:
+    def call_tokens(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> float:
         return self.count(rep)
 
 

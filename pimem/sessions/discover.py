@@ -677,6 +677,11 @@ class Corpus:
     ``error_type``, ``message``). Iterating yields the sessions. The ``*_df`` methods concatenate
     the per-session frames of ``pimem.sessions.frames`` and add ``session_id``, ``path`` and
     ``source_format`` (categoricals) as the first three columns.
+
+    Args:
+        sessions: the loaded sessions, in path order.
+        errors: one row per file that failed to load (``path``, ``error_type``, ``message``);
+            default: none.
     """
 
     def __init__(self, sessions: Sequence["Session"], errors: pd.DataFrame | None = None) -> None:

@@ -22,7 +22,17 @@ __all__ = ["Session"]
 
 class Session(core.Session):
     """A Pi session (:class:`pimem.core.session_manager.Session`) with a text tree, an HTML view
-    and DataFrame views (:mod:`pimem.sessions.frames`)."""
+    and DataFrame views (:mod:`pimem.sessions.frames`).
+
+    Load one with :func:`pimem.load_session`; the constructor takes what a file holds.
+
+    Args:
+        header: the header line (``{"type": "session", ...}``).
+        entries: the entries after the header, in file order.
+        path: the file the session was read from (writing never overwrites it).
+        warnings: what loading recorded.
+        rng: the random source of new entry ids (seed it for reproducible ids).
+    """
 
     # -- display ------------------------------------------------------------------------------
 

@@ -108,7 +108,12 @@ class _Baseline:
 
 
 class EmptyTemplateSummarizer(_Baseline):
-    """Pi's template, every section ``(none)``."""
+    """Pi's template, every section ``(none)``.
+
+    Args:
+        budget: the most tokens of an answer (UTF-16 chars / 4, as Pi estimates), the request's
+            ``max_tokens`` capping it too; None: the request's cap only.
+    """
 
     model = "baseline-empty-template"
 
@@ -122,7 +127,12 @@ class EmptyTemplateSummarizer(_Baseline):
 
 
 class HeadTruncationSummarizer(_Baseline):
-    """The first ``budget`` tokens of previous summary + conversation."""
+    """The first ``budget`` tokens of previous summary + conversation.
+
+    Args:
+        budget: the most tokens of an answer (UTF-16 chars / 4, as Pi estimates), the request's
+            ``max_tokens`` capping it too; None: the request's cap only.
+    """
 
     model = "baseline-head-truncation"
 
@@ -134,7 +144,12 @@ class HeadTruncationSummarizer(_Baseline):
 
 
 class TailTruncationSummarizer(_Baseline):
-    """The last ``budget`` tokens of previous summary + conversation."""
+    """The last ``budget`` tokens of previous summary + conversation.
+
+    Args:
+        budget: the most tokens of an answer (UTF-16 chars / 4, as Pi estimates), the request's
+            ``max_tokens`` capping it too; None: the request's cap only.
+    """
 
     model = "baseline-tail-truncation"
 
@@ -168,7 +183,12 @@ def _messages_from_parts(parts: list[Any]) -> list[dict]:
 
 
 class FactDumpSummarizer(_Baseline):
-    """Every extracted fact, one line each, no prose, no order of importance."""
+    """Every extracted fact, one line each, no prose, no order of importance.
+
+    Args:
+        budget: the most tokens of an answer (UTF-16 chars / 4, as Pi estimates), the request's
+            ``max_tokens`` capping it too; None: the request's cap only.
+    """
 
     model = "baseline-fact-dump"
 

@@ -165,7 +165,16 @@ def _digest(key: str, text: str, usage: str | None, stop_reason: str, error: str
 
 
 class CachedSummarizer:
-    """Answers from the on-disk cache when it can, from ``inner`` otherwise (see module docstring)."""
+    """Answers from the on-disk cache when it can, from ``inner`` otherwise (see module docstring).
+
+    Args:
+        inner: the summarizer asked on a miss (its identity is part of every key).
+        path: the SQLite file (default: :func:`default_cache_path`).
+        cache_failures: cache every answer, not only successful ones.
+        rebuild: move a corrupt file aside (or drop a corrupt row) and ask again, instead of raising
+            :class:`CacheCorruptError`.
+        busy_timeout_s: seconds to wait while other processes hold the file locked.
+    """
 
     def __init__(self, inner: Any, path: str | os.PathLike[str] | None = None, *, cache_failures: bool = False,
                  rebuild: bool = False, busy_timeout_s: float = 60.0) -> None:

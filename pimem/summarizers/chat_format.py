@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from pimem.text.messages import message_text
 
@@ -14,7 +14,7 @@ def _text(content: Any) -> str:
     return message_text({"content": content}, separator="\n", thinking=None, tool_calls=None)
 
 
-def chat_messages(messages: list[dict], system_text: str) -> list[dict]:
+def chat_messages(messages: Sequence[Mapping[str, Any]], system_text: str) -> list[dict]:
     """Pi's LLM messages as OpenAI chat messages (tool calls and results paired by id)."""
     out: list[dict] = [{"role": "system", "content": system_text}]
     open_calls: set[str] = set()

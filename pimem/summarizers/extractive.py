@@ -736,7 +736,12 @@ _LIMITS = {"goal": 8, "constraints": 12, "done": 40, "in_progress": 6, "blocked"
 
 
 class ExtractiveSummarizer:
-    """Offline, deterministic summarizer that fills Pi's templates (rules in the module docstring)."""
+    """Offline, deterministic summarizer that fills Pi's templates (rules in the module docstring).
+
+    Args:
+        max_identifiers: the most identifiers listed under the critical context.
+        max_errors: the most error lines listed (the latest ones).
+    """
 
     model = "extractive"
 

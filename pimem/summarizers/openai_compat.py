@@ -297,7 +297,32 @@ def _retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
 
 
 class OpenAISummarizer:
-    """A summarizer backed by a chat-completions endpoint (see the module docstring for the mapping)."""
+    """A summarizer backed by a chat-completions endpoint (see the module docstring for the mapping).
+
+    Args:
+        model: the model's name at the endpoint.
+        base_url: the endpoint (default: ``OPENAI_BASE_URL``, else OpenAI's); credentials in it are kept secret.
+        api_key: the key (default: the first of ``key_env`` that is set; a placeholder without one).
+        timeout: seconds without any data before an attempt fails (default: ``PIMEM_TIMEOUT``, else 120).
+        max_retries: retries of a retryable failure (default: ``PIMEM_RETRIES``, else 4).
+        deadline: seconds for the whole request, retries included; None: no deadline; ``"env"``:
+            ``PIMEM_DEADLINE``, else 600.
+        max_response_bytes: a longer answer is refused.
+        breaker_threshold: failed requests in a row that open the circuit breaker.
+        breaker_cooldown: seconds the open breaker fails requests at once.
+        backoff_base: the first retry's wait bound in seconds (doubled each attempt, full jitter).
+        backoff_max: the longest wait between retries.
+        max_retry_after: the longest server-requested (``Retry-After``) wait honoured.
+        use_max_completion_tokens: send ``max_completion_tokens`` instead of ``max_tokens``
+            (None: for OpenAI reasoning models only).
+        reasoning_map: Pi thinking level → ``reasoning_effort`` (default: :data:`DEFAULT_REASONING_MAP`).
+        extra_body: fields added to every request body.
+        headers: headers added to every request.
+        temperature: the sampling temperature (None: the server's default).
+        key_env: the environment variables read for the key, in order.
+        url_env: the environment variables the base URL's credentials are read again from after
+            unpickling (default: ``OPENAI_BASE_URL`` when ``base_url`` is not given).
+    """
 
     def __init__(
         self,
@@ -629,6 +654,13 @@ class AsyncOpenAISummarizer(OpenAISummarizer):
     ``await acomplete(request)`` answers one request; ``complete_many(requests)`` answers many
     concurrently and returns responses in input order (``await acomplete_many`` from a running
     loop). ``complete`` works synchronously too, for use wherever a plain summarizer is expected.
+
+    Args:
+        model: the model's name at the endpoint.
+        base_url: the endpoint (as for :class:`OpenAISummarizer`).
+        api_key: the key (as for :class:`OpenAISummarizer`).
+        concurrency: the most requests in flight at once (at least 1).
+        kwargs: the other options of :class:`OpenAISummarizer`.
     """
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,

@@ -113,7 +113,13 @@ def _norm(summary: str | None) -> str | None:
 
 
 class RecordedSummarizer:
-    """Answers with a recorded session's own summaries (rules in the module docstring)."""
+    """Answers with a recorded session's own summaries (rules in the module docstring).
+
+    Args:
+        session: the recorded session (anything :func:`pimem.as_session` takes).
+        match: ``"auto"`` (by content, then in file order), ``"content"`` or ``"order"``.
+        provenance: who wrote the recorded summaries (model, weights, parameters); part of ``identity()``.
+    """
 
     def __init__(self, session: Any, *, match: Literal["auto", "content", "order"] = "auto",
                  provenance: dict[str, Any] | None = None) -> None:

@@ -146,10 +146,16 @@ STOPWORDS = frozenset(
 class Fact:
     """One checkable fact: ``kind``, normalized ``value``, where it came from.
 
-    ``entry_id`` is the source session entry (None for bare messages), ``position`` the index of
-    the message in the input sequence, ``offset`` the character offset in the part it came from,
-    ``role`` the message role and ``source`` the part (``text``, ``tool_call``, ``tool_result``,
-    ``bash``, ``thinking``).
+    Args:
+        kind: one of :data:`FACT_KINDS` (``path``, ``identifier``, ``error``, ``command``, ``number``,
+            ``constraint``, ``decision``).
+        value: the normalized value (what a summary is checked for).
+        entry_id: the source session entry (None for bare messages).
+        position: the index of the message in the input sequence.
+        offset: the character offset in the part it came from.
+        role: the message's role.
+        source: the part it came from (``text``, ``tool_call``, ``tool_result``, ``bash``, ``thinking``).
+        surface: the text as it appeared, before normalization.
     """
 
     kind: str

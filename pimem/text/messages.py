@@ -9,7 +9,7 @@ Pi throws); the readers here never throw on odd input.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 __all__ = ["message_text", "message_preview", "text_blocks", "ToolCallStyle"]
 
@@ -45,7 +45,7 @@ def _tool_call(block: dict[str, Any], style: ToolCallStyle, parts: list[str]) ->
         _json_strings(block.get("arguments"), parts)
 
 
-def message_text(message: dict[str, Any], *, separator: str = " ", thinking: str | None = "(thinking) ",
+def message_text(message: Mapping[str, Any], *, separator: str = " ", thinking: str | None = "(thinking) ",
                  tool_calls: ToolCallStyle = "brief", images: bool = True, results: bool = True,
                  command_prefix: str = "$ ") -> str:
     """The readable text of a message of any role: text blocks, thinking, tool calls, images,
@@ -98,7 +98,7 @@ def text_blocks(content: Any) -> str:
     return message_text({"content": content}, separator="\n", thinking=None, tool_calls=None, images=False)
 
 
-def message_preview(message: dict[str, Any], width: int = 80) -> str:
+def message_preview(message: Mapping[str, Any], width: int = 80) -> str:
     """One line of at most ``width`` characters."""
     text = " ".join(message_text(message).split())
     if width and len(text) > width:

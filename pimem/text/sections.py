@@ -209,7 +209,27 @@ class Conformance:
 
 @dataclass
 class SummarySections:
-    """A parsed summary: template sections, split-turn part, file blocks and conformance."""
+    """A parsed summary: template sections, split-turn part, file blocks and conformance.
+
+    Args:
+        text: the summary as given.
+        kind: ``"compaction"`` or ``"branch"``.
+        body: the history part: without the branch preamble, the file blocks and the split-turn part.
+        title: the body's level-1 heading when it names no section, else None.
+        headings: every heading found in the body, in order.
+        sections: template section key → its text (sub-headings included).
+        extra_sections: the text under headings that name no template section, by title.
+        preamble: whether the text starts with Pi's branch-summary preamble.
+        turn_context: the split-turn part, or None.
+        turn_sections: the split-turn part's sections, by key.
+        read_files: the ``<read-files>`` block's paths (None without the block).
+        modified_files: the ``<modified-files>`` block's paths (None without the block).
+        conformance: how the body follows its template.
+        turn_conformance: how the split-turn part follows its template (None without one).
+        notes: what else is odd (no preamble on a branch summary, Pi's "No prior history." placeholder).
+        own_sections: section key → the text under its heading before any sub-heading.
+        turn_own_sections: the same for the split-turn part.
+    """
 
     text: str
     kind: str  # "compaction" | "branch"

@@ -7,7 +7,7 @@ message as the model is sent it, memoized, for the replay's ``token_source="tikt
 
 from __future__ import annotations
 
-from typing import Any, Sequence, overload
+from typing import Any, Mapping, Sequence, overload
 
 from pimem.base.js import js_stringify
 from pimem.core.messages import convert_to_llm
@@ -44,7 +44,7 @@ def count_tiktoken_tokens(texts: str | Sequence[str], encoding: str = "cl100k_ba
     return [len(t) for t in enc.encode_batch(list(texts), disallowed_special=())]
 
 
-def tokenizer_text(message: dict) -> tuple[str, int]:
+def tokenizer_text(message: Mapping[str, Any]) -> tuple[str, int]:
     """The text a tokenizer sees in one LLM message, and its images as tokens (1200 each: Pi's 4800 chars / 4)."""
     images = 0
     parts: list[str] = []
@@ -80,7 +80,8 @@ class TiktokenCounter:
         if hit is not None and hit[0] is message:
             return hit[1]
         tokens = 0
-        for llm in convert_to_llm([message]) or [message]:
+        llm_messages: Sequence[Mapping[str, Any]] = convert_to_llm([message])
+        for llm in llm_messages or [message]:
             text, image_tokens = tokenizer_text(llm)
             tokens += count_tiktoken_tokens(text, self.encoding) + image_tokens
         self._memo[id(message)] = (message, tokens)

@@ -263,11 +263,17 @@ def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: s
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.
 
     Figures are embedded as base64 PNG; the file is written atomically. Returns the path.
-    ``report``: the drift report when already computed. ``sources``: summary sources to set
-    beside the session's own summaries (default: the extractive summarizer and the four
-    degenerate baselines, at the recorded summaries' length); the comparison is left out, with a
-    note, when the chain has more than ``compare_max`` compactions. ``index_href``: a link back to the
-    page that lists this report (the study's ``index.html``), at the top and the bottom.
+
+    Args:
+        session_or_result: a ``Session``, a ``ReplayResult`` or a session file's path.
+        path: the HTML file to write.
+        title: the page's title.
+        report: the drift report when already computed (:func:`pimem.drift_report` of the same input).
+        sources: summary sources to set beside the session's own summaries (default: the extractive
+            summarizer and the four degenerate baselines, at the recorded summaries' length).
+        compare_max: the comparison is left out, with a note, when the chain has more compactions.
+        index_href: a link back to the page that lists this report (the study's ``index.html``),
+            at the top and the bottom.
     """
     target = Path(path)
     page = drift_report_html(session_or_result, title=title, report=report, sources=sources, compare_max=compare_max,
@@ -542,6 +548,16 @@ def run_study(
     ``cache.sqlite`` (the summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished runs:
     an interrupted study resumes). Summaries come from the offline extractive summarizer.
     Returns a short text summary.
+
+    Args:
+        paths: the session files.
+        out_dir: the folder to write into (made if missing; a study never overwrites a session file).
+        reserve: the ``reserve_tokens`` values (default: derived per session).
+        keep: the ``keep_recent_tokens`` values (default: derived per session).
+        window: the context windows (default: derived per session).
+        workers: processes to run in (as for :func:`pimem.sweep`).
+        progress: show a progress bar.
+        token_sources: the token sources every setting runs under (default: calibrated, chars, tiktoken).
     """
     start = time.perf_counter()
     session_paths = [Path(p) for p in paths]

@@ -33,6 +33,7 @@ from pimem.errors import (
 from pimem.summarizers.cached import CachedSummarizer
 from pimem.experiments.sweep import sweep
 from tests.support.special_files import make_fifo, unreadable  # noqa: F401 - unreadable is a fixture
+from tests.support.summarizers import EchoSummarizer
 
 GRID = {"reserve_tokens": [4096], "keep_recent_tokens": [4000], "context_window": [32000]}
 
@@ -164,18 +165,6 @@ def test_symlink_loop_is_left_out(tmp_path: Path, sample_paths: list[Path]) -> N
 # ------------------------------------------------------------------------------------ the cache
 
 
-class _Echo:
-    model = "echo"
-
-    def identity(self):
-        return {"class": "Echo"}
-
-    def complete(self, request):
-        from pimem.core.llm import SummaryResponse
-
-        return SummaryResponse(text=f"summary of {request.prompt}", usage=None, stop_reason="stop")
-
-
 def _request(prompt: str):
     from pimem.core.llm import SummaryRequest
 
@@ -185,19 +174,19 @@ def _request(prompt: str):
 
 def test_locked_cache_is_unavailable_not_corrupt_and_never_moved_aside(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
-    CachedSummarizer(_Echo(), path).complete(_request("kept"))
+    CachedSummarizer(EchoSummarizer(), path).complete(_request("kept"))
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process in the middle of a long write
     try:
         for rebuild in (False, True):
             with pytest.raises(CacheUnavailableError, match="locked") as info:
-                CachedSummarizer(_Echo(), path, busy_timeout_s=0.05, rebuild=rebuild).connect()
+                CachedSummarizer(EchoSummarizer(), path, busy_timeout_s=0.05, rebuild=rebuild).connect()
             assert not isinstance(info.value, CacheCorruptError)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     assert sorted(p.name for p in tmp_path.iterdir() if "corrupt" in p.name) == []
-    again = CachedSummarizer(_Echo(), path)
+    again = CachedSummarizer(EchoSummarizer(), path)
     assert again.lookup(_request("kept")).text == "summary of kept"
 
 
@@ -205,15 +194,15 @@ def test_garbage_is_still_corrupt_and_rebuilt(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(CacheCorruptError, match="not a readable pimem cache"):
-        CachedSummarizer(_Echo(), path).connect()
-    CachedSummarizer(_Echo(), path, rebuild=True).connect()
+        CachedSummarizer(EchoSummarizer(), path).connect()
+    CachedSummarizer(EchoSummarizer(), path, rebuild=True).connect()
     assert any("corrupt" in p.name for p in tmp_path.iterdir())
 
 
 def _open_at_once(path: str, barrier, queue) -> None:
     barrier.wait()
     try:
-        cache = CachedSummarizer(_Echo(), path)
+        cache = CachedSummarizer(EchoSummarizer(), path)
         cache.complete(_request(f"p{os.getpid() % 3}"))
         queue.put("ok")
     except Exception as exc:  # noqa: BLE001 - reported to the parent

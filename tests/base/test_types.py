@@ -1,5 +1,6 @@
 """The TypedDicts in pimem.base.types describe what Pi writes: every entry and message of the samples
-and of the real sessions has the required keys of its type, with values of the declared kinds."""
+and of the real sessions has the required keys of its type, with values of the declared kinds. Each
+of them is named by a public signature (none is left unused)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,51 @@ def test_the_checker_sees_a_wrong_entry() -> None:
     bad = {"type": "compaction", "id": "a", "parentId": None, "timestamp": "x", "summary": 3}
     found = _problems(bad, t.CompactionEntry, "bad")
     assert any("firstKeptEntryId" in p for p in found) and any("summary=3" in p for p in found)
+
+
+def _hints(obj: Any) -> list[Any]:
+    try:
+        return list(typing.get_type_hints(obj).values())
+    except Exception:  # noqa: BLE001 - a name imported for type checking only (pandas): nothing of ours
+        return []
+
+
+def _reachable_typeddicts() -> set[type]:
+    """The TypedDicts named, directly or inside another type, by a signature or field of the facade."""
+    import inspect
+
+    import pimem
+
+    todo: list[Any] = []
+    for name in pimem.__all__:
+        obj = getattr(pimem, name)
+        if inspect.isfunction(obj):
+            todo += _hints(obj)
+        elif inspect.isclass(obj):
+            todo += _hints(obj) + [h for _, f in inspect.getmembers(obj, inspect.isfunction) for h in _hints(f)]
+    seen: dict[int, Any] = {}  # holds each hint, so that no id is reused
+    found: set[type] = set()
+    while todo:
+        hint = todo.pop()
+        if id(hint) in seen:
+            continue
+        seen[id(hint)] = hint
+        if isinstance(hint, type) and typing.is_typeddict(hint):
+            found.add(hint)
+            todo += _hints(hint)
+        todo += list(get_args(hint))
+    return found
+
+
+def test_every_typeddict_is_named_by_a_public_signature() -> None:
+    declared = {getattr(t, n) for n in t.__all__ if typing.is_typeddict(getattr(t, n))}
+    assert {c.__name__ for c in declared - _reachable_typeddicts()} == set()
+
+
+def test_the_pipeline_returns_the_types() -> None:
+    import pimem
+
+    assert typing.get_type_hints(pimem.convert_to_llm)["return"] == list[t.Message]
+    assert typing.get_type_hints(pimem.SessionContext)["messages"] == list[t.AgentMessage]
+    assert typing.get_type_hints(pimem.get_current_system_message)["return"] == t.SystemMessage | None
+    assert typing.get_type_hints(pimem.Session.append_compaction)["return"] is t.CompactionEntry

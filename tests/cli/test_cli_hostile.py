@@ -105,16 +105,15 @@ def test_a_window_of_0_is_refused_like_any_window_without_room(tmp_path, capsys,
 
 
 @pytest.fixture
-def failing_model(monkeypatch):
-    from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+def failing_model(server, monkeypatch):
+    from tests.support.fake_openai_server import Reply
 
-    with FakeOpenAIServer() as server:
-        server.responder = None
-        server.script(*[Reply(status=400, error_message="model refuses")] * 200)
-        monkeypatch.setenv("PIMEM_BASE_URL", server.base_url)
-        monkeypatch.setenv("PIMEM_MODEL", "m")
-        monkeypatch.setenv("PIMEM_RETRIES", "0")
-        yield server
+    server.responder = None
+    server.script(*[Reply(status=400, error_message="model refuses")] * 200)
+    monkeypatch.setenv("PIMEM_BASE_URL", server.base_url)
+    monkeypatch.setenv("PIMEM_MODEL", "m")
+    monkeypatch.setenv("PIMEM_RETRIES", "0")
+    return server
 
 
 def test_a_replay_whose_every_compaction_fails_exits_1(tmp_path, capsys, failing_model, monkeypatch):

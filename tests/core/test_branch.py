@@ -8,20 +8,10 @@ from pimem.core.compaction.branch_summarization import (
     prepare_branch_entries,
 )
 from pimem.core.compaction.compaction import ModelInfo
-from pimem.core.llm import SummaryResponse
 from pimem.core.session_manager import Session
+from tests.support.summarizers import FixedSummarizer
 
 TS = "2025-01-01T00:00:00.000Z"
-
-
-class Canned:
-    def __init__(self, **kw):
-        self.kw, self.requests = kw, []
-
-    def complete(self, request):
-        self.requests.append(request)
-        return SummaryResponse(text="BRANCH", stop_reason=self.kw.get("stop_reason", "stop"),
-                               error_message=self.kw.get("error_message"), called_tool=self.kw.get("called_tool", False))
 
 
 def tree() -> Session:
@@ -64,19 +54,19 @@ def test_budget_keeps_newest_and_summary_under_ninety_percent():
 def test_generate_branch_summary_preamble_files_and_errors():
     s, root = tree()
     entries, _ = collect_entries_for_branch_summary(s, s.leaf_id, root)
-    summarizer = Canned()
+    summarizer = FixedSummarizer("BRANCH")
     res = generate_branch_summary(entries, summarizer, model=ModelInfo(0, 2000, True))
     req = summarizer.requests[0]
     assert req.kind == "branch" and req.max_tokens == 2000 and req.reasoning is None
     assert res.summary.startswith("The user explored a different conversation branch before returning here.\n"
                                   "Summary of that exploration:\n\nBRANCH\n\n<modified-files>\n/src/a.py\n</modified-files>")
     assert res.modified_files == ["/src/a.py"] and res.read_files == []
-    assert generate_branch_summary([], Canned(), model=ModelInfo()).summary == "No content to summarize"
-    err = generate_branch_summary(entries, Canned(stop_reason="error", error_message="x"), model=ModelInfo())
+    assert generate_branch_summary([], FixedSummarizer(), model=ModelInfo()).summary == "No content to summarize"
+    err = generate_branch_summary(entries, FixedSummarizer(stop_reason="error", error_message="x"), model=ModelInfo())
     assert err.error == "Branch summarization failed: x" and err.summary is None
-    assert generate_branch_summary(entries, Canned(stop_reason="aborted"), model=ModelInfo()).aborted
-    assert generate_branch_summary(entries, Canned(called_tool=True), model=ModelInfo()).error == (
+    assert generate_branch_summary(entries, FixedSummarizer(stop_reason="aborted"), model=ModelInfo()).aborted
+    assert generate_branch_summary(entries, FixedSummarizer(called_tool=True), model=ModelInfo()).error == (
         "Branch summarization attempted to call a tool")
-    custom = Canned()
+    custom = FixedSummarizer()
     generate_branch_summary(entries, custom, model=ModelInfo(), custom_instructions="ONLY THIS", replace_instructions=True)
     assert custom.requests[0].prompt.endswith("</conversation>\n\nONLY THIS") and custom.requests[0].max_tokens == 4096

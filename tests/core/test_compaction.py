@@ -22,9 +22,9 @@ from pimem.core.compaction.utils import (
     serialize_conversation,
 )
 from pimem.core.context_tracker import ContextTracker
-from pimem.core.llm import SummaryResponse
 from pimem.core.session_manager import build_session_path
 from tests.core.test_context import run_node
+from tests.support.summarizers import FixedSummarizer
 
 TS = "2025-01-01T00:00:00.000Z"
 
@@ -45,18 +45,6 @@ def tool_turn(prefix, parent, n_tools=2, size=400):
         last = f"{prefix}r{i}"
     out.append(entry(f"{prefix}z", last, {"role": "assistant", "content": [{"type": "text", "text": "z" * size}]}))
     return out
-
-
-class Canned:
-    def __init__(self, **kw):
-        self.kw = kw
-        self.requests = []
-
-    def complete(self, request):
-        self.requests.append(request)
-        return SummaryResponse(text=self.kw.get("text", "SUMMARY"), usage=self.kw.get("usage"),
-                               stop_reason=self.kw.get("stop_reason", "stop"),
-                               error_message=self.kw.get("error_message"), called_tool=self.kw.get("called_tool", False))
 
 
 def test_cut_never_lands_on_a_tool_result():
@@ -99,8 +87,8 @@ def test_prepare_after_compaction_uses_kept_range_and_details():
 def test_compact_requests_and_split_join():
     entries = tool_turn("A", None) + tool_turn("B", "Az")
     prep = prepare_compaction(entries, CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150))
-    s = Canned(usage={"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 3,
-                      "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}})
+    s = FixedSummarizer(usage={"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 3,
+                               "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}})
     res = compact(prep, s, model=ModelInfo(200000, 300, True, "p", "m"), thinking_level="high",
                   custom_instructions="focus")
     kinds = [r.kind for r in s.requests]
@@ -112,7 +100,7 @@ def test_compact_requests_and_split_join():
     assert s.requests[1].prompt.startswith("# Conversation\n[User]: ")
     assert res.summary.startswith("SUMMARY\n\n---\n\n**Turn Context (split turn):**\n\nSUMMARY\n\n<read-files>\n")
     assert res.usage["totalTokens"] == 6 and res.details["modifiedFiles"] == []
-    s2 = Canned()
+    s2 = FixedSummarizer()
     compact(prep, s2, model=ModelInfo(0, 0, False))
     assert s2.requests[0].max_tokens == 800 and s2.requests[0].reasoning is None
 
@@ -127,7 +115,7 @@ def test_summarization_failures(kw, message):
     prep = prepare_compaction(tool_turn("A", None) + tool_turn("B", "Az"), CompactionSettings(keep_recent_tokens=410))
     assert not prep.is_split_turn
     with pytest.raises(SummarizationError) as err:
-        compact(prep, Canned(**kw), model=ModelInfo(1000, 100, False))
+        compact(prep, FixedSummarizer(**kw), model=ModelInfo(1000, 100, False))
     assert str(err.value) == message
 
 
@@ -250,7 +238,7 @@ def _mine(entries, leaf, keep, reserve):
     prep = prepare_compaction(path, CompactionSettings(True, reserve, keep))
     if prep is None:
         return None
-    s = Canned(text="S")
+    s = FixedSummarizer(text="S")
     res = compact(prep, s, model=ModelInfo(100000, 1000, True, "p", "m"), thinking_level="low")
     return {
         "firstKeptEntryId": prep.first_kept_entry_id, "isSplitTurn": prep.is_split_turn,

@@ -233,3 +233,87 @@ def test_serialization_cache_reuses_the_last_conversation_exactly() -> None:
     assert serialize_messages(other, cache) == _serialized(other)
     assert serialize_messages([empty, empty], cache) == ""
     assert serialize_messages([empty, empty] + msgs[:3], cache) == _serialized(msgs[:3])
+
+
+def _state(tracker: ContextTracker) -> dict[str, Any]:
+    """Everything a tracker holds about its projection (messages compared by value)."""
+    proj = tracker.projection
+    return {
+        "entries": [(e.source_entry.get("id"), e.messages) for e in proj.entries],
+        "messages": proj.messages, "settings": (proj.thinking_level, proj.model),
+        "sources": [id(s) for s in tracker._sources], "types": tracker._types, "per_entry": tracker._per_entry,
+        "edits": list(tracker._edits.items()), "tokens": tracker._entry_tokens, "cum": tracker._cum,
+        "counted": (tracker._counted, tracker.counted_total), "ns": tracker._ns_messages, "ns_off": tracker._ns_off,
+        "system": (tracker._system, tracker._system_positions), "cuts": tracker._cut_positions,
+        "turns": tracker._turn_positions, "sums": (tracker._total, tracker._non_system, tracker._trailing),
+        "usage": (tracker._usage, tracker._usage_index, tracker._usage_entry_pos, tracker._message_count),
+    }
+
+
+def _compare_compactions(path: list[dict], calls: list[bool]) -> None:
+    """At every compaction of ``path``, the grown tracker's state equals a rebuilt one's."""
+    grown = ContextTracker(counter=len)
+    for i, entry in enumerate(path):
+        grown.append(entry)
+        if entry.get("type") == "compaction":
+            assert _state(grown) == _state(ContextTracker(path[: i + 1], counter=len)), f"compaction at {i}"
+
+
+def test_tracker_compaction_from_kept_entries_equals_a_rebuild(monkeypatch: pytest.MonkeyPatch,
+                                                                sample_paths: list) -> None:
+    """After a compaction the projection is made from the kept entries of the previous one: the
+    state is the one a rebuild from the path gives (random paths with compactions, context edits
+    and system messages; the samples), and that way is taken for most compactions."""
+    calls: list[bool] = []
+    original = ContextTracker._compact_from_kept
+
+    def counted(self: ContextTracker, previous: int) -> bool:
+        calls.append(original(self, previous))
+        return calls[-1]
+
+    monkeypatch.setattr(ContextTracker, "_compact_from_kept", counted)
+    rng = random.Random(17)
+    for _ in range(80):
+        _compare_compactions(build_session_path(random_tree(rng, 120)), calls)
+    for p in sample_paths:
+        session = load_session(p)
+        for leaf in session.leaves():
+            _compare_compactions(session.get_branch(leaf.get("id") if isinstance(leaf, dict) else leaf), calls)
+    assert sum(calls) > len(calls) / 2 and not all(calls)
+
+
+@pytest.mark.slow
+@seed(7)
+@settings(max_examples=300, deadline=None, database=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(tree=session_trees())
+def test_tracker_compaction_from_kept_entries_on_generated_trees(tree: Any) -> None:
+    """Hypothesis trees: at every compaction of every tip, the state equals a rebuild's."""
+    _header, entries = tree
+    parents = {e.get("parentId") for e in entries}
+    for tip in [e for e in entries if e.get("id") not in parents]:
+        _compare_compactions(build_session_path(entries, tip["id"]), [])
+
+
+def test_tracker_context_edit_from_previous_projection_equals_a_rebuild(monkeypatch: pytest.MonkeyPatch,
+                                                                        sample_paths: list) -> None:
+    """After a ``context_edit`` the entries before the edited one are copied from the previous
+    projection: the state is the one a rebuild from the path gives (random paths with edits of
+    every kind of entry, before and after compactions)."""
+    calls: list[bool] = []
+    original = ContextTracker._edit_from_previous
+
+    def counted(self: ContextTracker) -> bool:
+        calls.append(original(self))
+        return calls[-1]
+
+    monkeypatch.setattr(ContextTracker, "_edit_from_previous", counted)
+    rng = random.Random(23)
+    for _ in range(80):
+        path = build_session_path(random_tree(rng, 120))
+        grown = ContextTracker(counter=len)
+        for i, entry in enumerate(path):
+            grown.append(entry)
+            if entry.get("type") == "context_edit":
+                assert _state(grown) == _state(ContextTracker(path[: i + 1], counter=len)), f"edit at {i}"
+    assert sum(calls) > len(calls) / 2

@@ -14,7 +14,7 @@ from pimem.drift.labels import ENTAILMENT_SYSTEM, LabelFormatError, precision_re
 from pimem.summarizers import OpenAISummarizer
 from pimem.summarizers.extractive import ExtractiveSummarizer
 from tests.support.drift_chain import build_needed_chain
-from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+from tests.support.fake_openai_server import Reply
 
 LABELS = Path(__file__).resolve().parents[2] / "datasets" / "labels" / "before-compaction.facts.jsonl"
 
@@ -98,19 +98,19 @@ def entailment_responder(body: dict) -> str:
     return "PRESENT" if words and sum(w in summary for w in words) / len(words) >= 0.5 else "ABSENT"
 
 
-def test_entailment_matcher_over_http(fixture) -> None:
+def test_entailment_matcher_over_http(fixture, server) -> None:
     chain, path = fixture
-    with FakeOpenAIServer(responder=entailment_responder) as server:
-        model = OpenAISummarizer("judge", base_url=server.base_url, api_key="k", backoff_base=0.001, timeout=5.0)
-        check = matcher_check(path, chain.entries, EntailmentMatcher(model))
-        assert server.hits == 7
-        facts = check.facts.set_index("id")
-        assert facts.loc["t-005", "predicted"] == "contradicted" and facts.loc["t-005", "agree"]
-        assert check.errors.empty
-        server.script(*[Reply(content="maybe?")] * 7)
-        broken = matcher_check(path, chain.entries, EntailmentMatcher(model), used_later=False)
-        assert len(broken.errors) == 7 and broken.facts["predicted"].isna().all()
-        assert broken.table()["n"].iloc[-1] == 0  # no verdicts, nothing scored
+    server.responder = entailment_responder
+    model = OpenAISummarizer("judge", base_url=server.base_url, api_key="k", backoff_base=0.001, timeout=5.0)
+    check = matcher_check(path, chain.entries, EntailmentMatcher(model))
+    assert server.hits == 7
+    facts = check.facts.set_index("id")
+    assert facts.loc["t-005", "predicted"] == "contradicted" and facts.loc["t-005", "agree"]
+    assert check.errors.empty
+    server.script(*[Reply(content="maybe?")] * 7)
+    broken = matcher_check(path, chain.entries, EntailmentMatcher(model), used_later=False)
+    assert len(broken.errors) == 7 and broken.facts["predicted"].isna().all()
+    assert broken.table()["n"].iloc[-1] == 0  # no verdicts, nothing scored
     with pytest.raises(NotAChatModelError):
         EntailmentMatcher(ExtractiveSummarizer())
 

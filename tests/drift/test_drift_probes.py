@@ -16,7 +16,7 @@ from pimem.drift.probes import ANSWER_SYSTEM_PROMPT, JUDGE_SYSTEM_PROMPT, PROBE_
 from pimem.summarizers import CachedSummarizer, OpenAISummarizer
 from pimem.summarizers.baselines import EmptyTemplateSummarizer
 from pimem.summarizers.extractive import ExtractiveSummarizer
-from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+from tests.support.fake_openai_server import Reply
 from tests.support.drift_chain import build_needed_chain
 from tests.drift.test_drift import build_chain
 
@@ -45,9 +45,10 @@ def grader(body: dict) -> str:
 
 
 @pytest.fixture
-def server():
-    with FakeOpenAIServer(responder=grader) as s:
-        yield s
+def server(server):
+    """The shared fake server, answering as ``grader``."""
+    server.responder = grader
+    return server
 
 
 def chat(server, model="judge-model") -> OpenAISummarizer:

@@ -10,7 +10,7 @@ from pimem.replays.engine import replay
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.errors import PimemWarning
 from pimem.drift.resume_probe import main_argument, resume_probe
-from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+from tests.support.fake_openai_server import Reply
 
 
 @pytest.fixture(scope="module")
@@ -31,18 +31,17 @@ def _recorded_next(result, compaction):
     return next(e for e in path[i + 1:] if e.get("type") == "message" and e["message"]["role"] == "assistant")
 
 
-def test_the_model_answers_from_the_replayed_context(replayed):
+def test_the_model_answers_from_the_replayed_context(replayed, server):
     first = _recorded_next(replayed, replayed.compactions[0])["message"]
     block = next(b for b in first["content"] if b.get("type") == "toolCall")
-    with FakeOpenAIServer() as server:
-        server.script(
-            Reply(tool_calls=[_call(block["name"], **block["arguments"])]),  # as recorded
-            Reply(tool_calls=[_call("bash", command="ls -la")]),  # something else
-            Reply(status=400, error_message="bad request"),  # a failed request
-        )
-        table = resume_probe(replayed, model="probe-model", base_url=server.base_url, api_key="k",
-                             max_compactions=3)
-        bodies = server.bodies()
+    server.script(
+        Reply(tool_calls=[_call(block["name"], **block["arguments"])]),  # as recorded
+        Reply(tool_calls=[_call("bash", command="ls -la")]),  # something else
+        Reply(status=400, error_message="bad request"),  # a failed request
+    )
+    table = resume_probe(replayed, model="probe-model", base_url=server.base_url, api_key="k",
+                         max_compactions=3)
+    bodies = server.bodies()
     assert len(table) == 3 and server.hits == 3
     assert table.loc[0, "tool_match"] and table.loc[0, "argument_match"]
     assert table.loc[0, "recorded_tool"] == block["name"]
@@ -79,11 +78,10 @@ def test_without_a_model_the_probe_is_skipped_with_a_message(replayed, monkeypat
     assert len(table) == 0 and "PIMEM_BASE_URL" in table.attrs["skipped"]
 
 
-def test_the_model_can_come_from_the_environment(replayed, monkeypatch):
-    with FakeOpenAIServer() as server:
-        monkeypatch.setenv("PIMEM_BASE_URL", server.base_url)
-        monkeypatch.setenv("PIMEM_MODEL", "env-model")
-        table = resume_probe(replayed, max_compactions=1)  # the default answer is text: no tool
-        assert server.bodies()[0]["model"] == "env-model"
+def test_the_model_can_come_from_the_environment(replayed, monkeypatch, server):
+    monkeypatch.setenv("PIMEM_BASE_URL", server.base_url)
+    monkeypatch.setenv("PIMEM_MODEL", "env-model")
+    table = resume_probe(replayed, max_compactions=1)  # the default answer is text: no tool
+    assert server.bodies()[0]["model"] == "env-model"
     assert table.loc[0, "predicted_tool"] is None and table.loc[0, "answer"].startswith("## Goal")
     assert table.loc[0, "tool_match"] == (table.loc[0, "recorded_tool"] is None)

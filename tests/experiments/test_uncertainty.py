@@ -10,7 +10,13 @@ import pandas as pd
 import pytest
 
 from pimem.errors import ConfigurationError, PimemWarning
-from pimem.experiments.uncertainty import bootstrap_ci, paired_difference, sweep_summary, token_source_bands
+from pimem.experiments.uncertainty import (
+    PairedDifference,
+    bootstrap_ci,
+    paired_difference,
+    sweep_summary,
+    token_source_bands,
+)
 
 
 def _frame(values: dict[tuple[int, str], list[float]], sources=("calibrated",)) -> pd.DataFrame:
@@ -137,3 +143,15 @@ def test_strategy_and_summarizer_axes_name_settings():
     both = pd.concat([df.assign(strategy="pi-0.87.1"), df.assign(strategy="other", compactions=df.compactions * 3)])
     ci = bootstrap_ci(both, ["compactions"], n_boot=100).set_index("strategy")
     assert ci.loc["pi-0.87.1", "compactions"] == 1.5 and ci.loc["other", "compactions"] == 4.5
+
+
+def test_the_difference_has_the_keys_of_its_typeddict():
+    every = PairedDifference.__required_keys__ | PairedDifference.__optional_keys__
+    many = {(2048, "calibrated"): [float(v) for v in range(40)], (4096, "calibrated"): [v + 1.0 for v in range(40)]}
+    diff = paired_difference(_frame(many), "compactions", {"reserve_tokens": 2048}, {"reserve_tokens": 4096},
+                             n_boot=200)
+    assert set(diff) == every and diff["ci_low"] == pytest.approx(1.0) and diff["n_sessions"] == 40
+    one = {(2048, "calibrated"): [1.0], (4096, "calibrated"): [2.0]}
+    with pytest.warns(PimemWarning, match="no interval"):
+        diff = paired_difference(_frame(one), "compactions", {"reserve_tokens": 2048}, {"reserve_tokens": 4096})
+    assert set(diff) == PairedDifference.__required_keys__ and diff["difference"] == 1.0

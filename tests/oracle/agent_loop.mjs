@@ -12,35 +12,18 @@
 // The result lists what happened, in order: {"kind": "accepted" | "refused", "tokens"},
 // {"kind": "compaction", "reason", "willRetry"}, {"kind": "compact_failed", "reason", "errorMessage"},
 // and the session's entries (the recording a replay can start from).
-import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { cannedReply, createOracleSession, runBatch, zeroCost } from "./shared.mjs";
 
 const [distDir, requestPath, resultPath] = process.argv.slice(2);
 const load = (rel) => import(pathToFileURL(join(distDir, rel)).href);
 const idx = await load("index.js");
 const { estimateTokens } = await load("core/compaction/compaction.js");
 
-const sha256 = (text) => createHash("sha256").update(text, "utf8").digest("hex");
-const zeroCost = () => ({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 });
 const SUMMARY_SYSTEM = "You are a context summarization assistant.";
-
-function modelFrom(m) {
-    return {
-        id: "oracle-model",
-        name: "oracle-model",
-        api: "openai-completions",
-        provider: "openai",
-        baseUrl: "http://127.0.0.1:9",
-        reasoning: false,
-        input: ["text"],
-        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-        contextWindow: m.contextWindow,
-        maxTokens: m.maxTokens ?? 32000,
-    };
-}
 
 function assistant(content, usage, stopReason, errorMessage) {
     return {
@@ -76,9 +59,7 @@ function cannedModel(state, log, manager) {
         if (system?.role === "system" && systemText.startsWith(SUMMARY_SYSTEM)) {
             const prompt = user.content.map((b) => b.text).join("");
             const kind = prompt.startsWith("# Conversation\n") ? "turn_prefix" : "history";
-            const output = 100 + (kind === "turn_prefix" ? 1 : 0);
-            const usage = { input: prompt.length, output, cacheRead: 0, cacheWrite: 0, totalTokens: prompt.length + output };
-            const reply = assistant([{ type: "text", text: `SUMMARY:${sha256(prompt).slice(0, 16)}` }], usage, "stop");
+            const reply = cannedReply(kind, prompt);
             return { result: async () => reply };
         }
         // the projected context of the request, as the replay's "chars" token source counts it
@@ -107,24 +88,11 @@ async function agentRun(req, workDir) {
     writeFileSync(join(agentDir, "auth.json"), JSON.stringify({ openai: { type: "api_key", key: "canned" } }));
     for (const [name, text] of Object.entries(req.files ?? {})) writeFileSync(join(agentDir, name), text);
     const manager = idx.SessionManager.inMemory(agentDir);
-    const settingsManager = idx.SettingsManager.inMemory({ retry: { enabled: false }, compaction: req.settings });
-    const resourceLoader = new idx.DefaultResourceLoader({
-        cwd: agentDir,
+    const session = await createOracleSession(idx, {
         agentDir,
-        settingsManager,
-        noExtensions: true,
-        noSkills: true,
-        noPromptTemplates: true,
-        noThemes: true,
-    });
-    await resourceLoader.reload();
-    const { session } = await idx.createAgentSession({
-        cwd: agentDir,
-        agentDir,
-        sessionManager: manager,
-        settingsManager,
-        resourceLoader,
-        model: modelFrom(req.model),
+        manager,
+        settings: { compaction: req.settings },
+        model: { ...req.model, provider: "openai" }, // the provider auth.json has a key for
     });
     const log = [];
     const state = { replies: [], calls: 0 };
@@ -146,23 +114,9 @@ async function agentRun(req, workDir) {
     return { log, header, entries };
 }
 
-async function main() {
-    const { requests } = JSON.parse(readFileSync(requestPath, "utf8"));
-    const workDir = mkdtempSync(join(tmpdir(), "pimem-agent-loop-"));
-    const results = [];
-    try {
-        for (const req of requests) {
-            try {
-                if (req.op !== "agent_run") throw new Error(`unknown op: ${req.op}`);
-                results.push({ ok: true, result: await agentRun(req, workDir) });
-            } catch (err) {
-                results.push({ ok: false, error: String(err?.stack ?? err) });
-            }
-        }
-    } finally {
-        rmSync(workDir, { recursive: true, force: true });
-    }
-    writeFileSync(resultPath, JSON.stringify({ results }), "utf8");
+const workDir = mkdtempSync(join(tmpdir(), "pimem-agent-loop-"));
+try {
+    await runBatch({ agent_run: (req) => agentRun(req, workDir) }, requestPath, resultPath);
+} finally {
+    rmSync(workDir, { recursive: true, force: true });
 }
-
-await main();

@@ -1,8 +1,8 @@
 """Python side of the oracle: run batches of requests through Pi's code in one Node process.
 
 Also the digests both sides agree on (``digest_value``/``digest_list``) and the canned summary
-answer the driver's recording stream function gives (``canned_response``), so a pimem
-summarizer can answer exactly as the oracle does.
+answer the driver's recording stream function gives (``canned_text``, ``canned_usage``), from
+which ``tests.support.summarizers.OracleSummarizer`` answers exactly as the oracle does.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -87,7 +87,7 @@ def digest_list(values: Iterable[Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# The canned summary answer (mirror of cannedReply in driver.mjs)
+# The canned summary answer (mirror of cannedReply in shared.mjs)
 # ------------------------------------------------------------------------------------------
 def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
@@ -129,41 +129,6 @@ class Failure:
         if self.error_message is not None:
             d["errorMessage"] = self.error_message
         return d
-
-
-@dataclass
-class CannedSummarizer:
-    """A pimem summarizer answering exactly like the oracle's recording stream function."""
-
-    fail: Failure | None = None
-    requests: list[Any] = field(default_factory=list)
-
-    def complete(self, request: Any) -> Any:
-        from pimem.core.llm import SummaryResponse
-
-        self.requests.append(request)
-        text = canned_text(request.prompt)
-        stop = "stop"
-        error = None
-        called_tool = False
-        f = self.fail
-        if f is not None and (f.kind is None or f.kind == request.kind):
-            if f.stop_reason:
-                stop = f.stop_reason
-            error = f.error_message
-            if f.tool_call:
-                called_tool = True
-                if not f.stop_reason:
-                    stop = "toolUse"
-            if f.empty_text:
-                text = ""
-        return SummaryResponse(
-            text=text,
-            usage=canned_usage(request.kind, request.prompt),
-            stop_reason=stop,
-            error_message=error,
-            called_tool=called_tool,
-        )
 
 
 # ------------------------------------------------------------------------------------------

@@ -6,11 +6,11 @@
 // One process handles a whole batch. Session files are never written: every load works on
 // a private temporary copy. Strings travel as JSON; JSON.stringify escapes lone surrogates,
 // so they survive both ways.
-import { createHash } from "node:crypto";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { cannedReply, createOracleSession, modelFrom, runBatch, sha256 } from "./shared.mjs";
 
 const [distDir, requestPath, resultPath] = process.argv.slice(2);
 if (!distDir || !requestPath) {
@@ -50,7 +50,6 @@ function privateCopy(path) {
     return target;
 }
 
-const sha256 = (text) => createHash("sha256").update(text, "utf8").digest("hex");
 /** Either the value itself or the sha256 of its JSON.stringify text (undefined counts as null). */
 function emit(value, hash) {
     if (!hash) return value === undefined ? null : value;
@@ -161,46 +160,6 @@ function fileOpsJson(fileOps) {
 // ---------------------------------------------------------------------------------------------
 // Summaries: a stream function that records each request and answers deterministically.
 // ---------------------------------------------------------------------------------------------
-function zeroCost() {
-    return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 };
-}
-/** The canned answer for a request: text "SUMMARY:" + sha256(prompt)[:16], usage from sizes. */
-function cannedReply(kind, prompt, fail) {
-    const input = prompt.length;
-    const output = 100 + (kind === "turn_prefix" ? 1 : 0);
-    const usage = {
-        input,
-        output,
-        cacheRead: 0,
-        cacheWrite: 0,
-        totalTokens: input + output,
-        cost: zeroCost(),
-    };
-    const content = [{ type: "text", text: `SUMMARY:${sha256(prompt).slice(0, 16)}` }];
-    let stopReason = "stop";
-    let errorMessage;
-    if (fail && (fail.kind === undefined || fail.kind === null || fail.kind === kind)) {
-        if (fail.stopReason) stopReason = fail.stopReason;
-        if (fail.errorMessage !== undefined) errorMessage = fail.errorMessage;
-        if (fail.toolCall) {
-            content.push({ type: "toolCall", id: "call_1", name: "read", arguments: { path: "x" } });
-            if (!fail.stopReason) stopReason = "toolUse";
-        }
-        if (fail.emptyText) content.splice(0, 1);
-    }
-    return {
-        role: "assistant",
-        content,
-        api: "openai-completions",
-        provider: "oracle",
-        model: "oracle-model",
-        usage,
-        stopReason,
-        ...(errorMessage !== undefined ? { errorMessage } : {}),
-        timestamp: 0,
-    };
-}
-
 function recordingStream(requests, defaultKind, fail) {
     return async (model, context, options) => {
         const [system, user, ...rest] = context.messages;
@@ -224,22 +183,6 @@ function recordingStream(requests, defaultKind, fail) {
         });
         const reply = cannedReply(kind, prompt, fail);
         return { result: async () => reply };
-    };
-}
-
-function modelFrom(m) {
-    const model = m ?? {};
-    return {
-        id: model.id ?? "oracle-model",
-        name: model.id ?? "oracle-model",
-        api: "openai-completions",
-        provider: model.provider ?? "oracle",
-        baseUrl: "http://127.0.0.1:9",
-        reasoning: model.reasoning ?? false,
-        input: ["text"],
-        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-        contextWindow: model.contextWindow ?? 200000,
-        maxTokens: model.maxTokens ?? 32000,
     };
 }
 
@@ -549,12 +492,6 @@ const ops = {
             const manager = idx.SessionManager.inMemory(header.cwd ?? "/", undefined, fileEntries);
             if (c.oldLeafId) manager.branch(c.oldLeafId);
             const initialCount = manager.getEntries().length;
-            const settingsManager = idx.SettingsManager.inMemory({
-                retry: { enabled: false },
-                ...(c.reserveTokens !== undefined && c.reserveTokens !== null
-                    ? { branchSummary: { reserveTokens: c.reserveTokens } }
-                    : {}),
-            });
             const hookEvents = [];
             const factories = [];
             if (c.hook !== undefined) {
@@ -575,24 +512,15 @@ const ops = {
                     });
                 });
             }
-            const resourceLoader = new idx.DefaultResourceLoader({
-                cwd: agentDir,
+            const session = await createOracleSession(idx, {
                 agentDir,
-                settingsManager,
-                noExtensions: true,
-                noSkills: true,
-                noPromptTemplates: true,
-                noThemes: true,
+                manager,
+                settings:
+                    c.reserveTokens !== undefined && c.reserveTokens !== null
+                        ? { branchSummary: { reserveTokens: c.reserveTokens } }
+                        : {},
+                model: c.model,
                 extensionFactories: factories,
-            });
-            await resourceLoader.reload();
-            const { session } = await idx.createAgentSession({
-                cwd: agentDir,
-                agentDir,
-                sessionManager: manager,
-                settingsManager,
-                resourceLoader,
-                model: modelFrom(c.model),
             });
             const setupEntries = manager.getEntries().slice(initialCount);
             const oldLeafId = manager.getLeafId();
@@ -682,29 +610,8 @@ const ops = {
     },
 };
 
-async function main() {
-    const text = requestPath === "-" ? readFileSync(0, "utf8") : readFileSync(requestPath, "utf8");
-    const { requests } = JSON.parse(text);
-    const results = [];
-    for (const req of requests) {
-        const op = ops[req.op];
-        if (!op) {
-            results.push({ ok: false, error: `unknown op: ${req.op}` });
-            continue;
-        }
-        try {
-            results.push({ ok: true, result: await op(req) });
-        } catch (err) {
-            results.push({ ok: false, error: String(err?.stack ?? err) });
-        }
-    }
-    const payload = JSON.stringify({ results });
-    if (resultPath) writeFileSync(resultPath, payload, "utf8");
-    else process.stdout.write(payload);
-}
-
 try {
-    await main();
+    await runBatch(ops, requestPath, resultPath);
 } finally {
     rmSync(workDir, { recursive: true, force: true });
 }

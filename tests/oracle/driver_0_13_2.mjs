@@ -5,11 +5,11 @@
 // Same protocol as driver.mjs. Pi 0.13.2 calls pi-ai's complete() directly, so a module hook
 // hands compaction.js a stand-in pi-ai whose complete() records the request and answers with
 // canned text. Date.now() is 0 (the messages Pi makes up carry it as their timestamp).
-import { createHash } from "node:crypto";
 import { register } from "node:module";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { runBatch, sha256 } from "./shared.mjs";
 
 const [distDir, requestPath, resultPath] = process.argv.slice(2);
 if (!distDir || !requestPath) {
@@ -31,7 +31,6 @@ Date.now = () => 0;
 const compaction = await import(pathToFileURL(join(distDir, "compaction.js")).href);
 const sm = await import(pathToFileURL(join(distDir, "session-manager.js")).href);
 
-const sha256 = (text) => createHash("sha256").update(text, "utf8").digest("hex");
 const digest = (value) => sha256(value === undefined ? "null" : JSON.stringify(value));
 const listDigest = (list) => sha256(list.map(digest).join(","));
 
@@ -146,21 +145,4 @@ const ops = {
     },
 };
 
-const text = requestPath === "-" ? readFileSync(0, "utf8") : readFileSync(requestPath, "utf8");
-const { requests } = JSON.parse(text);
-const results = [];
-for (const req of requests) {
-    const op = ops[req.op];
-    if (!op) {
-        results.push({ ok: false, error: `unknown op: ${req.op}` });
-        continue;
-    }
-    try {
-        results.push({ ok: true, result: await op(req) });
-    } catch (err) {
-        results.push({ ok: false, error: String(err?.stack ?? err) });
-    }
-}
-const payload = JSON.stringify({ results });
-if (resultPath) writeFileSync(resultPath, payload, "utf8");
-else process.stdout.write(payload);
+await runBatch(ops, requestPath, resultPath);

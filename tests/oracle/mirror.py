@@ -15,12 +15,12 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from tests.oracle.client import (
-    CannedSummarizer,
     Failure,
     ListDigester,
     digest_value,
     js_stringify,
 )
+from tests.support.summarizers import OracleSummarizer
 
 _UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -401,7 +401,7 @@ class Mirror:
             prep = prepare_compaction(path, settings)
             if prep is None:
                 return ({"leafId": leaf, "prepared": False})
-            summarizer = CannedSummarizer(fail=self._fail(req.get("fail")))
+            summarizer = OracleSummarizer(fail=self._fail(req.get("fail")))
             result = error = None
             try:
                 r = compact(
@@ -463,7 +463,7 @@ class Mirror:
             summary = None
             requests: list[dict[str, Any]] = []
             if req.get("summarize", True) is not False:
-                summarizer = CannedSummarizer(fail=self._fail(req.get("fail")))
+                summarizer = OracleSummarizer(fail=self._fail(req.get("fail")))
                 r = generate_branch_summary(
                     entries,
                     summarizer,

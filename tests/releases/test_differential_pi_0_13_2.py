@@ -22,14 +22,14 @@ import pytest
 
 from pimem.base.js import UNDEFINED, js_stringify
 from pimem.core.compaction.compaction import CompactionSettings
-from pimem.core.llm import SummaryResponse
 from pimem.releases import pi_0_13_2 as pi
 from tests.conftest import REAL_DIR, REAL_V1, SAMPLES_DIR
 from tests.oracle import goldens as golden_store
-from tests.oracle.client import ListDigester, digest_value
+from tests.oracle.client import ListDigester
 from tests.oracle.plans import canonical_digest, file_digest, first_difference, request_key
 from tests.oracle.plugin import RELEASE_COUNTS
 from tests.core.test_differential_property import draw_trees
+from tests.support.summarizers import Oracle0132Summarizer
 
 RELEASE = "0.13.2"
 COUNTS = RELEASE_COUNTS[RELEASE]
@@ -121,26 +121,6 @@ def requests_for(path: Path, entry_count: int, kind: str) -> list[dict[str, Any]
     return reqs
 
 
-class CannedSummarizer:
-    """Answers like the driver's recording ``complete()``: "SUMMARY:" + digest, then a second
-    text block; Pi 0.13.2 joins the text blocks with newlines."""
-
-    def __init__(self, fail: dict[str, Any] | None) -> None:
-        self.fail = fail or {}
-        self.requests: list[Any] = []
-
-    def complete(self, request: Any) -> SummaryResponse:
-        self.requests.append(request)
-        if self.fail.get("throws"):
-            raise RuntimeError(self.fail["throws"])
-        blocks = self.fail.get("blocks") or [
-            {"type": "text", "text": "SUMMARY:" + digest_value(list(request.messages))[:16]},
-            {"type": "text", "text": "second block"},
-        ]
-        text = "\n".join(b["text"] for b in blocks if b.get("type") == "text")
-        return SummaryResponse(text=text, stop_reason=self.fail.get("stopReason", "stop"))
-
-
 class Mirror:
     def __init__(self) -> None:
         self.digest_list = ListDigester()
@@ -203,7 +183,7 @@ class Mirror:
                                       keep_recent_tokens=d["keepRecentTokens"])
         out = []
         for end in self._ends(all_, req["ends"]):
-            summarizer = CannedSummarizer(req.get("fail"))
+            summarizer = Oracle0132Summarizer(req.get("fail"))
             entry = error = None
             try:
                 entry = pi.compact(all_[:end], summarizer, settings, req.get("customInstructions"),

@@ -17,21 +17,11 @@ from pimem.releases import pi_0_13_2
 from pimem.releases import pi_1_6_0
 from pimem.summarizers.extractive import ExtractiveSummarizer, split_request
 from tests.conftest import REPO_ROOT
-from tests.oracle.client import CannedSummarizer
+from tests.support.summarizers import OracleSummarizer, RecordingSummarizer
 
 SETTINGS = CompactionSettings(reserve_tokens=4096, keep_recent_tokens=4000)
 WINDOW = 24000
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "pi-1.6.0"
-
-
-class _Recorder:
-    def __init__(self):
-        self.inner = ExtractiveSummarizer()
-        self.requests = []
-
-    def complete(self, request):
-        self.requests.append(request)
-        return self.inner.complete(request)
 
 
 def _replay(session, strategy, summarizer=None):
@@ -63,7 +53,7 @@ def test_pi_1_6_0_prepares_and_summarizes_like_its_functions():
     assert vars(mine.file_ops) == vars(ref.file_ops)
     assert "src/dates/index.ts" in mine.file_ops.written and "src/dates/parse.ts" in mine.file_ops.edited
     model = ModelInfo(context_window=200_000, max_tokens=32_000)
-    a, b = CannedSummarizer(), CannedSummarizer()
+    a, b = OracleSummarizer(), OracleSummarizer()
     result = strategy.summarize(mine, a, model=model, custom_instructions="focus", thinking_level="high")
     assert result.summary == pi_1_6_0.compact(ref, b, model=model, custom_instructions="focus",
                                               thinking_level="high").summary
@@ -95,7 +85,7 @@ def test_pi_0_13_2_with_recorded_sizes_reproduces_the_real_compactions(real_v3_p
 @pytest.mark.parametrize("strategy", ["pi-1.6.0", "pi-0.13.2", "pi-0.13.2:sizes=recorded"])
 def test_replays_compact_with_each_release(samples_dir, strategy):
     session = load_session(samples_dir / "logslice-since-flag.jsonl")
-    recorder = _Recorder()
+    recorder = RecordingSummarizer()
     result = _replay(session, strategy, recorder)
     assert result.strategy == strategy and result.compactions
     assert all(e["summary"] for e in result.compactions)

@@ -4,32 +4,15 @@ from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 
 import pytest
 
 from pimem.replays.engine import replay
-from pimem.replays.recording import RecordedPath, calibrate_recording, input_tokens
+from pimem.replays.recording import calibrate_recording, input_tokens, walk_recording
 from pimem.replays.calibration import MIN_POINTS, SLOPE_RANGE, Calibration, fit_calibration
 from pimem.core.agent_session import Hooks
 from pimem.core.compaction.compaction import CompactionResult, CompactionSettings, get_assistant_usage
 from pimem.errors import ReplayWarning
-
-
-def _load(path: Path):
-    from pimem.core.session_manager import load_session
-
-    return load_session(path)
-
-
-@pytest.fixture(scope="module")
-def large_session(real_v3_paths):
-    return _load(real_v3_paths[1])
-
-
-@pytest.fixture(scope="module")
-def before_compaction(real_v3_paths):
-    return _load(real_v3_paths[0])
 
 
 # ------------------------------------------------------------------------------------ the fit
@@ -203,13 +186,11 @@ def test_the_removal_rule_predicts_the_recordings_own_drop(before_compaction):
     first request after it from the two estimates alone. Within 10% of what the provider counted
     (+8.5% and −3.1% here)."""
     branch = before_compaction.get_branch()
-    cal = calibrate_recording(branch)
-    tracker = RecordedPath()
+    estimates, cal = walk_recording(branch)
     points = []  # (index on the path, E_rec, recorded input)
     for i, entry in enumerate(branch):
         if entry["type"] == "message" and get_assistant_usage(entry["message"]) is not None:
-            points.append((i, tracker.usage_free_estimate(), input_tokens(entry["message"])))
-        tracker.append(entry)
+            points.append((i, estimates[i], input_tokens(entry["message"])))
     for i, entry in enumerate(branch):
         if entry["type"] != "compaction":
             continue

@@ -12,7 +12,7 @@ import pytest
 from pimem.replays.engine import replay
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.session_manager import load_session
-from pimem.replays.cost import PRICES, Price, price_for, recorded_cost, replay_cost
+from pimem.replays.cost import COST_COLUMNS, PRICES, Price, ReplayCost, price_for, recorded_cost, replay_cost
 from pimem.errors import ConfigurationError
 
 SETTINGS = CompactionSettings(reserve_tokens=4096, keep_recent_tokens=4000)
@@ -184,3 +184,10 @@ def test_a_refused_request_costs_nothing(sample_paths):
                 assert later["prefix_tokens"].iloc[0] <= earlier["context_tokens"].iloc[-1] + 1e-6
         checked += 1
     assert checked
+
+
+def test_the_cost_has_the_keys_and_kinds_of_its_typeddict(auth):
+    cost = replay_cost(_replay(auth))
+    assert list(cost) == list(ReplayCost.__annotations__) == COST_COLUMNS
+    assert isinstance(cost["cost_model"], str) and cost["cost_model"]
+    assert {k: type(v) for k, v in cost.items() if k != "cost_model" and type(v) is not float} == {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import random
 
-import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.replays.orphans import OPEN_LOOP_NOTE, fact_in_context, orphan_rate, orphan_references
@@ -103,13 +102,6 @@ def test_fact_in_context_agrees_with_fact_present():
             assert fact_in_context(fact, [message]) == expected
             found += expected
     assert found > 20
-
-
-@pytest.fixture(scope="module")
-def before_compaction(real_v3_paths):
-    from pimem.core.session_manager import load_session
-
-    return load_session(real_v3_paths[0])
 
 
 def test_the_recordings_own_compactions_are_a_closed_loop(before_compaction):

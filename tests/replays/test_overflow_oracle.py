@@ -24,8 +24,9 @@ import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.replays.engine import replay
-from tests.oracle.client import CannedSummarizer, Oracle, OracleUnavailable
+from tests.oracle.client import Oracle, OracleUnavailable
 from tests.oracle.plugin import COUNTS, oracle_required
+from tests.support.summarizers import OracleSummarizer
 
 pytestmark = pytest.mark.oracle
 
@@ -124,7 +125,7 @@ def test_overflow_sequence_matches_pi(agent_oracle: Oracle, tmp_path: Path, name
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = replay(recording, CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep),
-                        context_window=window, token_source="chars", summarizer=CannedSummarizer())
+                        context_window=window, token_source="chars", summarizer=OracleSummarizer())
     ours = _replay_log(result)
     assert any(e["kind"] == "refused" for e in pi)  # every scenario overflows
     assert ours == pi

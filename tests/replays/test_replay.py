@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
@@ -14,26 +13,10 @@ from pimem.core.compaction.compaction import (
     ModelInfo,
     estimate_tokens,
 )
-from pimem.core.llm import SummaryResponse
-from pimem.core.session_manager import build_session_projection
+from pimem.core.session_manager import build_session_projection, load_session
+from tests.support.summarizers import FixedSummarizer
 
 SMALL = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=6000)
-
-
-def _load(path: Path):
-    from pimem.core.session_manager import load_session
-
-    return load_session(path)
-
-
-@pytest.fixture(scope="module")
-def real_session(real_v3_paths):
-    return _load(real_v3_paths[1])  # large-session.jsonl: no recorded compactions
-
-
-@pytest.fixture(scope="module")
-def before_compaction(real_v3_paths):
-    return _load(real_v3_paths[0])
 
 
 def _path_without_compactions(session):
@@ -63,10 +46,10 @@ def _kept(result, session):
     return [e for e in _path_without_compactions(session) if e["id"] not in left_out]
 
 
-def test_replay_keeps_every_recorded_entry_in_order_with_its_id(real_session):
-    result = replay(real_session, SMALL, context_window=60000)
+def test_replay_keeps_every_recorded_entry_in_order_with_its_id(large_session):
+    result = replay(large_session, SMALL, context_window=60000)
     replayed = [e for e in result.session.get_branch() if e.get("type") != "compaction"]
-    recorded = _path_without_compactions(real_session)
+    recorded = _path_without_compactions(large_session)
     assert [e["id"] for e in replayed] == [e["id"] for e in recorded]
     for new, old in zip(replayed, recorded):
         assert {k: v for k, v in new.items() if k != "parentId"} == {k: v for k, v in old.items() if k != "parentId"}
@@ -77,9 +60,9 @@ def test_replay_keeps_every_recorded_entry_in_order_with_its_id(real_session):
     assert list(result.events.columns) == EVENT_COLUMNS
 
 
-def test_threshold_compactions_fire_where_should_compact_says(real_session):
+def test_threshold_compactions_fire_where_should_compact_says(large_session):
     window = 60000
-    result = replay(real_session, SMALL, context_window=window, token_source="estimate")
+    result = replay(large_session, SMALL, context_window=window, token_source="estimate")
     ev = result.events
     checks = ev[(ev.kind == "check") & (ev.reason == "threshold")]
     assert len(result.compactions) > 0
@@ -102,11 +85,11 @@ def test_threshold_compactions_fire_where_should_compact_says(real_session):
         assert row.summary_tokens == math.ceil(len(entry["summary"].encode("utf-16-le")) // 2 / 4)
 
 
-def test_next_turn_checks_read_pis_projected_estimate(real_session):
+def test_next_turn_checks_read_pis_projected_estimate(large_session):
     """In "estimate" mode a next_turn check reads exactly estimateProjectedContextTokens."""
     from pimem.core.compaction.compaction import estimate_projected_context_tokens
 
-    result = replay(real_session, SMALL, context_window=60000, token_source="estimate")
+    result = replay(large_session, SMALL, context_window=60000, token_source="estimate")
     ev = result.events
     rows = ev[(ev.kind == "check") & (ev.check == "next_turn")]
     assert len(rows) > 50
@@ -116,8 +99,8 @@ def test_next_turn_checks_read_pis_projected_estimate(real_session):
         assert row.context_tokens == estimate_projected_context_tokens(projection, branch).tokens
 
 
-def test_agent_end_checks_read_the_direct_usage(real_session):
-    result = replay(real_session, SMALL, context_window=400000, triggers="none", token_source="estimate")
+def test_agent_end_checks_read_the_direct_usage(large_session):
+    result = replay(large_session, SMALL, context_window=400000, triggers="none", token_source="estimate")
     ev = result.events
     rows = ev[(ev.kind == "check") & (ev.check == "agent_end") & ev.note.isna()]
     assert len(rows) > 10
@@ -130,21 +113,21 @@ def test_agent_end_checks_read_the_direct_usage(real_session):
             assert row.context_tokens == calculate_context_tokens(msg["usage"])
 
 
-def test_triggers_none_measures_without_compacting(real_session):
-    result = replay(real_session, SMALL, context_window=30000, triggers="none")
+def test_triggers_none_measures_without_compacting(large_session):
+    result = replay(large_session, SMALL, context_window=30000, triggers="none")
     assert result.compactions == []
     assert result.events.should_compact.astype(bool).any()
     assert not result.events.fired.astype(bool).any()
-    assert [e["id"] for e in _recorded_path(result)] == [e["id"] for e in _kept(result, real_session)]
+    assert [e["id"] for e in _recorded_path(result)] == [e["id"] for e in _kept(result, large_session)]
     refused = result.calls[result.calls.refused]
     assert set(refused.entry_id) <= set(result.left_out_ids)  # every failed run starts at its refused call
     assert result.summary()["left_out_entries"] == len(result.left_out_ids) >= len(refused) > 0
 
 
-def test_calibrated_equals_recorded_usage_when_nothing_changed(real_session):
+def test_calibrated_equals_recorded_usage_when_nothing_changed(large_session):
     """Without compactions on either side, simulated usage is the recorded usage."""
-    cal = replay(real_session, SMALL, context_window=400000, triggers="none", token_source="calibrated")
-    est = replay(real_session, SMALL, context_window=400000, triggers="none", token_source="estimate")
+    cal = replay(large_session, SMALL, context_window=400000, triggers="none", token_source="calibrated")
+    est = replay(large_session, SMALL, context_window=400000, triggers="none", token_source="estimate")
     a = cal.events[cal.events.kind == "check"].context_tokens.tolist()
     b = est.events[est.events.kind == "check"].context_tokens.tolist()
     assert a == b
@@ -185,10 +168,10 @@ def test_calibrated_shifts_usage_by_what_the_replay_added(before_compaction):
     assert checked >= 2
 
 
-def test_replay_is_reproducible_byte_for_byte(real_session, tmp_path):
-    a = replay(real_session, SMALL, context_window=60000, seed=7)
-    b = replay(real_session, SMALL, context_window=60000, seed=7)
-    c = replay(real_session, SMALL, context_window=60000, seed=8)
+def test_replay_is_reproducible_byte_for_byte(large_session, tmp_path):
+    a = replay(large_session, SMALL, context_window=60000, seed=7)
+    b = replay(large_session, SMALL, context_window=60000, seed=7)
+    c = replay(large_session, SMALL, context_window=60000, seed=8)
     pa, pb, pc = a.write(tmp_path / "a.jsonl"), b.write(tmp_path / "b.jsonl"), c.write(tmp_path / "c.jsonl")
     assert pa.read_bytes() == pb.read_bytes()
     assert pa.read_bytes() != pc.read_bytes()  # another header id and compaction ids
@@ -198,8 +181,8 @@ def test_replay_is_reproducible_byte_for_byte(real_session, tmp_path):
         assert entry["timestamp"] == a.session.get_entry(entry["parentId"])["timestamp"]
 
 
-def test_context_at_is_the_projection_at_each_step(real_session):
-    result = replay(real_session, SMALL, context_window=60000)
+def test_context_at_is_the_projection_at_each_step(large_session):
+    result = replay(large_session, SMALL, context_window=60000)
     from pimem.core.messages import convert_to_llm
 
     first = result.compactions[0]
@@ -210,8 +193,8 @@ def test_context_at_is_the_projection_at_each_step(real_session):
     assert "<summary>" not in str(result.context_at(0))
 
 
-def test_summary_figures(real_session):
-    result = replay(real_session, SMALL, context_window=60000)
+def test_summary_figures(large_session):
+    result = replay(large_session, SMALL, context_window=60000)
     s = result.summary()
     assert s["compactions"] == len(result.compactions) > 0
     assert s["threshold_compactions"] + s["overflow_compactions"] == s["compactions"]
@@ -221,24 +204,15 @@ def test_summary_figures(real_session):
         1 for e in result.session.entries if e["type"] == "message" and e["message"]["role"] == "assistant")
 
 
-class _Failing:
-    model = "failing"
-
-    def __init__(self):
-        self.calls = 0
-
-    def complete(self, request):
-        from pimem.core.llm import SummaryResponse
-
-        self.calls += 1
-        return SummaryResponse(text="", stop_reason="error", error_message="backend down")
+def _failing() -> FixedSummarizer:
+    return FixedSummarizer("", stop_reason="error", error_message="backend down")
 
 
-def test_failing_summarizer_records_compact_failed_and_continues(real_session):
-    summarizer = _Failing()
-    result = replay(real_session, SMALL, context_window=60000, summarizer=summarizer)
+def test_failing_summarizer_records_compact_failed_and_continues(large_session):
+    summarizer = _failing()
+    result = replay(large_session, SMALL, context_window=60000, summarizer=summarizer)
     failed = result.events[result.events.kind == "compact_failed"]
-    assert len(failed) >= 2 and summarizer.calls >= 2
+    assert len(failed) >= 2 and len(summarizer.requests) >= 2
     threshold = failed[failed.reason == "threshold"]
     overflow = failed[failed.reason == "overflow"]
     assert len(threshold) > 0
@@ -246,12 +220,12 @@ def test_failing_summarizer_records_compact_failed_and_continues(real_session):
     assert overflow.error.str.startswith("Context overflow recovery failed").all()
     assert "backend down" in failed.error.iloc[0]
     assert result.compactions == []
-    assert [e["id"] for e in _recorded_path(result)] == [e["id"] for e in _kept(result, real_session)]
+    assert [e["id"] for e in _recorded_path(result)] == [e["id"] for e in _kept(result, large_session)]
     with pytest.raises(RuntimeError, match="backend down"):
-        replay(real_session, SMALL, context_window=60000, summarizer=_Failing(), stop_on_error=True)
+        replay(large_session, SMALL, context_window=60000, summarizer=_failing(), stop_on_error=True)
 
 
-def test_hooks_cancel_and_custom_summary(real_session):
+def test_hooks_cancel_and_custom_summary(large_session):
     from pimem.core.agent_session import Cancel, Hooks
 
     seen = []
@@ -266,7 +240,7 @@ def test_hooks_cancel_and_custom_summary(real_session):
                                 tokens_before=prep.tokens_before, details={"note": "hook"})
 
     hooks = Hooks(before_compact=[before], compact_failed=[failures.append])
-    result = replay(real_session, SMALL, context_window=60000, hooks=hooks)
+    result = replay(large_session, SMALL, context_window=60000, hooks=hooks)
     ev = result.events
     cancelled = ev[(ev.kind == "compact_failed") & (ev.note == "cancelled")]
     assert len(cancelled) == 1 and len(failures) == 1 and failures[0].aborted
@@ -372,11 +346,11 @@ def test_recorded_triggers_compact_where_the_recording_did(before_compaction):
         assert "turn_prefix" in row.error
 
 
-def test_model_defaults_from_the_session(real_session):
+def test_model_defaults_from_the_session(large_session):
     info = ModelInfo(context_window=50000, max_tokens=8000, reasoning=False)
-    a = replay(real_session, SMALL, model=info)
+    a = replay(large_session, SMALL, model=info)
     assert a.context_window == 50000
-    b = replay(real_session, SMALL, model=info, context_window=70000)
+    b = replay(large_session, SMALL, model=info, context_window=70000)
     assert b.context_window == 70000
     assert set(b.events.context_window.dropna()) == {70000}
     assert set(a.events.threshold.dropna()) == {50000 - SMALL.reserve_tokens}
@@ -387,38 +361,32 @@ def test_model_limits_come_from_the_model_table():
     from pimem.core.settings_manager import lookup_model
     from pimem.sessions.samples import sample_session_paths
 
-    session = _load(next(p for p in sample_session_paths() if p.name == "auth-login-bug.jsonl"))
-    requests = []
-
-    class Recording:
-        def complete(self, request):
-            requests.append(request)
-            return SummaryResponse(text="## Goal\nx", stop_reason="stop")
-
+    session = load_session(next(p for p in sample_session_paths() if p.name == "auth-login-bug.jsonl"))
+    summarizer = FixedSummarizer("## Goal\nx")
     table = lookup_model("anthropic", "claude-sonnet-4-5")
     settings = CompactionSettings(reserve_tokens=90_000, keep_recent_tokens=2000)
-    result = replay(session, settings, summarizer=Recording(), context_window=100_000, token_source="chars")
+    result = replay(session, settings, summarizer=summarizer, context_window=100_000, token_source="chars")
     assert result.context_window == 100_000
-    assert requests, "the replay should have compacted"
-    assert {r.max_tokens for r in requests if r.kind == "history"} == {min(72_000, table.max_tokens)}
+    assert summarizer.requests, "the replay should have compacted"
+    assert {r.max_tokens for r in summarizer.requests if r.kind == "history"} == {min(72_000, table.max_tokens)}
     assert table.max_tokens != 32_000  # the fallback model's cap, which would hide a lookup failure
 
 
-def test_bad_arguments_are_clear_errors(real_session):
+def test_bad_arguments_are_clear_errors(large_session):
     with pytest.raises(ValueError, match="token_source"):
-        replay(real_session, SMALL, token_source="bogus")
+        replay(large_session, SMALL, token_source="bogus")
     with pytest.raises(ValueError, match="triggers"):
-        replay(real_session, SMALL, triggers="sometimes")
+        replay(large_session, SMALL, triggers="sometimes")
 
 
-def test_skipped_compactions_are_where_prepare_finds_nothing(real_session):
+def test_skipped_compactions_are_where_prepare_finds_nothing(large_session):
     """A check that fires with nothing to compact is skipped exactly where Pi's
     ``prepareCompaction`` on the replayed branch returns None (and every compaction had a
     preparation)."""
     from pimem.core.compaction.compaction import prepare_compaction
 
     settings = CompactionSettings(reserve_tokens=8192, keep_recent_tokens=40000)
-    result = replay(real_session, settings, context_window=64000, token_source="estimate")
+    result = replay(large_session, settings, context_window=64000, token_source="estimate")
     ev = result.events
     skipped = ev[ev.kind == "compact_skipped"]
     compactions = ev[ev.kind == "compaction"]

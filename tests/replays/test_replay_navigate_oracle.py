@@ -4,7 +4,7 @@ The oracle builds a real ``AgentSession`` (``createAgentSession`` over an in-mem
 ``SessionManager`` holding the session file) whose stream function is the recording one with
 the canned answer, optionally with an inline extension answering ``session_before_tree``, and
 calls ``navigateTree``. pimem navigates a copy of the same session with the
-``CannedSummarizer`` (the same answer) and the equivalent hooks. Compared: the entries appended
+``OracleSummarizer`` (the same answer) and the equivalent hooks. Compared: the entries appended
 (byte for byte through ``JSON.stringify``, new ids and timestamps aside), the leaf, the labels,
 the editor text, cancel flags, the summary request (prompt, system prompt, max tokens,
 reasoning), what the hook saw, and errors.
@@ -21,7 +21,8 @@ from pimem.base.js import js_stringify
 from pimem.replays.navigate import navigate
 from pimem.core.agent_session import Hooks, TreeHookResult
 from pimem.core.compaction.compaction import ModelInfo
-from tests.oracle.client import CannedSummarizer, Failure
+from tests.oracle.client import Failure
+from tests.support.summarizers import OracleSummarizer
 from tests.oracle.plugin import COUNTS
 
 pytestmark = pytest.mark.oracle
@@ -137,7 +138,7 @@ def _run_pimem(path: Path, case: dict, theirs: dict) -> dict[str, Any]:
     model = ModelInfo(context_window=m.get("contextWindow", 200000), max_tokens=m.get("maxTokens", 32000),
                       reasoning=False, provider="oracle", id="oracle-model")
     fail = case.get("fail")
-    summarizer = CannedSummarizer(fail=Failure(kind=fail.get("kind"), stop_reason=fail.get("stopReason"),
+    summarizer = OracleSummarizer(fail=Failure(kind=fail.get("kind"), stop_reason=fail.get("stopReason"),
                                                error_message=fail.get("errorMessage")) if fail else None)
     seen: list[dict] = []
     hooks = _hooks_for(case["hook"], seen) if "hook" in case else None

@@ -14,6 +14,7 @@ from pimem.core.session_manager import build_session_projection, load_session
 from pimem.errors import ConfigurationError
 from pimem.replays.strategies import CompactionStrategy, Pi0871, get_strategy, register_strategy, strategy_names
 from pimem.replays.strategies.reference import DEFAULT_PLACEHOLDER
+from tests.support.summarizers import RecordingSummarizer
 
 SETTINGS = CompactionSettings(reserve_tokens=4096, keep_recent_tokens=4000)
 WINDOW = 24000
@@ -29,21 +30,6 @@ def _replay(session, strategy=None, **kw):
         warnings.simplefilter("ignore")
         return replay(session, kw.pop("settings", SETTINGS), context_window=kw.pop("window", WINDOW),
                       strategy=strategy, **kw)
-
-
-class _Recorder:
-    """The extractive summarizer, keeping every request."""
-
-    def __init__(self):
-        from pimem.summarizers.extractive import ExtractiveSummarizer
-
-        self.inner = ExtractiveSummarizer()
-        self.requests = []
-        self.model = ""
-
-    def complete(self, request):
-        self.requests.append(request)
-        return self.inner.complete(request)
 
 
 # -- protocol and registry ---------------------------------------------------------------------
@@ -118,7 +104,7 @@ def test_a_registered_strategy_drives_the_replay(logslice):
 
 def test_prompt_templates_reach_the_requests(logslice):
     mine = PromptTemplates(system="SYS", initial="INITIAL-X", update="UPDATE-X", turn_prefix="PREFIX-X")
-    rec = _Recorder()
+    rec = RecordingSummarizer()
     result = _replay(logslice, Pi0871(prompts=mine), summarizer=rec)
     assert len(result.compactions) >= 2
     kinds = {r.kind for r in rec.requests}
@@ -154,7 +140,7 @@ def test_no_split_turn_never_cuts_inside_a_turn(sample_paths):
 
 
 def test_from_scratch_summarizes_the_raw_history(logslice):
-    rec = _Recorder()
+    rec = RecordingSummarizer()
     result = _replay(logslice, "from-scratch", summarizer=rec)
     history = [r for r in rec.requests if r.kind == "history"]
     assert len(result.compactions) >= 2 and len(history) >= 2
@@ -166,15 +152,15 @@ def test_from_scratch_summarizes_the_raw_history(logslice):
     assert all(text[:60] in r.prompt for r in history)
     # requests grow: the last one holds at least as much conversation as the first
     assert len(history[-1].prompt) > len(history[0].prompt)
-    pi_rec = _Recorder()
+    pi_rec = RecordingSummarizer()
     _replay(logslice, summarizer=pi_rec)
     assert any("<previous-summary>" in r.prompt for r in pi_rec.requests)
 
 
 def test_from_scratch_history_budget_drops_the_head(logslice):
-    rec = _Recorder()
+    rec = RecordingSummarizer()
     _replay(logslice, "from-scratch:max_history_tokens=3000", summarizer=rec)
-    full = _Recorder()
+    full = RecordingSummarizer()
     _replay(logslice, "from-scratch", summarizer=full)
     later = [r for r in rec.requests if r.kind == "history"][1:]
     assert later and all(len(a.prompt) < len(b.prompt) for a, b in

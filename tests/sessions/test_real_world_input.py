@@ -87,17 +87,15 @@ def test_cli_prints_lone_surrogates_as_escapes(surrogate_file: Path, capsys: pyt
     assert "after \\udc00" in capsys.readouterr().out  # the leaf's context: JSON.stringify's escape
 
 
-def test_openai_request_body_is_json_stringify_bytes() -> None:
+def test_openai_request_body_is_json_stringify_bytes(server) -> None:
     from pimem.core.llm import SummaryRequest
     from pimem.summarizers.openai_compat import OpenAISummarizer
-    from tests.support.fake_openai_server import FakeOpenAIServer
 
     prompt = "hi \ud800 there 😀 \"q\""
     request = SummaryRequest(kind="history", system_prompt="sys", prompt=prompt, max_tokens=100, reasoning=None,
                              session_id=None, model="m")
-    with FakeOpenAIServer() as server:
-        resp = OpenAISummarizer("m", base_url=server.base_url, api_key="k", timeout=5.0).complete(request)
-        raw = server.requests[0].raw
+    resp = OpenAISummarizer("m", base_url=server.base_url, api_key="k", timeout=5.0).complete(request)
+    raw = server.requests[0].raw
     assert resp.stop_reason == "stop", resp.error_message
     expected = {"model": "m", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": prompt}],
                 "max_tokens": 100}

@@ -16,14 +16,7 @@ from pimem.cli.main import main
 from pimem.core.llm import SummaryRequest
 from pimem.errors import ConfigurationError, PimemError
 from pimem.summarizers.local import STOP_SEQUENCES, LocalModelSummarizer
-from tests.support.fake_openai_server import FakeOpenAIServer, Reply
-
-
-@pytest.fixture
-def model_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("PIMEM_MODEL_DIR", str(tmp_path / "model"))
-    (tmp_path / "model").mkdir()
-    return tmp_path / "model"
+from tests.support.fake_openai_server import Reply
 
 
 def test_verify_names_missing_wrong_size_and_wrong_digest(model_dir, monkeypatch):
@@ -137,27 +130,24 @@ def test_identity_names_the_weights_not_the_port():
     assert LocalModelSummarizer("http://127.0.0.1:9/v1", max_tokens_cap=512).identity() != a
 
 
-def test_a_prompt_beyond_the_context_is_a_clear_error():
+def test_a_prompt_beyond_the_context_is_a_clear_error(server):
     message = "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens"
-    with FakeOpenAIServer() as server:
-        server.script(Reply(status=400, error_message=message))
-        s = LocalModelSummarizer(server.base_url)
-        response = s.complete(_request())
-        assert server.requests[0].body["max_tokens"] == 1024 and server.requests[0].body["stop"]
+    server.script(Reply(status=400, error_message=message))
+    s = LocalModelSummarizer(server.base_url)
+    response = s.complete(_request())
+    assert server.requests[0].body["max_tokens"] == 1024 and server.requests[0].body["stop"]
     assert response.stop_reason == "error"
     assert "does not fit the local model's context" in response.error_message and "32768" in response.error_message
 
 
-def test_llama_servers_context_error_is_named_too():
+def test_llama_servers_context_error_is_named_too(server):
     message = "the request exceeds the available context size, try increasing it"
-    with FakeOpenAIServer() as server:
-        server.script(Reply(status=400, error_message=message))
-        response = LocalModelSummarizer(server.base_url).complete(_request())
+    server.script(Reply(status=400, error_message=message))
+    response = LocalModelSummarizer(server.base_url).complete(_request())
     assert response.stop_reason == "error" and "does not fit the local model's context" in response.error_message
 
 
-def test_a_runaway_answer_cut_by_the_cap_is_a_failed_summary():
-    with FakeOpenAIServer() as server:
-        server.script(Reply(content="again " * 50, finish_reason="length"))
-        response = LocalModelSummarizer(server.base_url).complete(_request())
+def test_a_runaway_answer_cut_by_the_cap_is_a_failed_summary(server):
+    server.script(Reply(content="again " * 50, finish_reason="length"))
+    response = LocalModelSummarizer(server.base_url).complete(_request())
     assert response.stop_reason == "length"

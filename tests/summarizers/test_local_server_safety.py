@@ -22,13 +22,6 @@ SLEEPER = "import time\nprint('ready', flush=True)\nwhile True: time.sleep(1)"
 
 
 @pytest.fixture
-def model_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("PIMEM_MODEL_DIR", str(tmp_path / "model"))
-    (tmp_path / "model").mkdir()
-    return tmp_path / "model"
-
-
-@pytest.fixture
 def signals(monkeypatch):
     """Every os.kill call, none delivered (as if the target did not exist)."""
     sent: list[tuple[int, int]] = []

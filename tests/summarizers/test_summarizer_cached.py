@@ -21,7 +21,7 @@ from pimem.summarizers.cached import (
     default_cache_path,
 )
 from pimem.summarizers.openai_compat import OpenAISummarizer
-from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+from tests.support.fake_openai_server import Reply
 from tests.support.summarizers import EchoSummarizer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -243,15 +243,14 @@ def test_corrupted_pages_are_detected(tmp_path):
         CachedSummarizer(EchoSummarizer(), path).complete(req("prompt 5 " + "y" * 300))
 
 
-def test_key_never_written_to_the_cache_file(tmp_path):
+def test_key_never_written_to_the_cache_file(tmp_path, server):
     secret = "sk-never-on-disk-9876543210"
-    with FakeOpenAIServer() as server:
-        server.script(Reply(content="a real answer"))
-        inner = OpenAISummarizer("m", base_url=server.base_url, api_key=secret)
-        cache = CachedSummarizer(inner, tmp_path / "c.sqlite")
-        cache.complete(req("a"))
-        assert cache.complete(req("a")).text == "a real answer" and server.hits == 1
-        assert secret not in repr(cache)
+    server.script(Reply(content="a real answer"))
+    inner = OpenAISummarizer("m", base_url=server.base_url, api_key=secret)
+    cache = CachedSummarizer(inner, tmp_path / "c.sqlite")
+    cache.complete(req("a"))
+    assert cache.complete(req("a")).text == "a real answer" and server.hits == 1
+    assert secret not in repr(cache)
     cache.close()
     for f in tmp_path.iterdir():
         assert secret.encode() not in f.read_bytes()
@@ -276,7 +275,7 @@ def test_draw_zero_keeps_the_key_it_had_before_draws_were_numbered():
     assert replace(request, sample=2).cache_key_fields()["sample"] == 2
 
 
-def test_repeated_draws_at_temperature_are_distinct_and_cached(tmp_path):
+def test_repeated_draws_at_temperature_are_distinct_and_cached(tmp_path, server):
     """A model at temperature 0.8 behind the cache (real HTTP, real client): each draw index of a
     replay gets its own answer, and a draw asked again comes from the cache."""
     from pimem.replays.engine import replay
@@ -290,26 +289,26 @@ def test_repeated_draws_at_temperature_are_distinct_and_cached(tmp_path):
 
     path = next(p for p in sample_session_paths() if p.name == "auth-login-bug.jsonl")
     settings = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000)
-    with FakeOpenAIServer(responder=random_model) as server:
-        model = OpenAISummarizer("sampled-model", base_url=server.base_url, api_key="k", temperature=0.8,
-                                 backoff_base=0.001, timeout=5.0)
-        cache = CachedSummarizer(model, tmp_path / "draws.sqlite")
+    server.responder = random_model
+    model = OpenAISummarizer("sampled-model", base_url=server.base_url, api_key="k", temperature=0.8,
+                             backoff_base=0.001, timeout=5.0)
+    cache = CachedSummarizer(model, tmp_path / "draws.sqlite")
 
-        def summaries(sample):
-            result = replay(path, settings, context_window=16000, summarizer=cache, sample=sample,
-                            token_source="chars")
-            return [c["summary"] for c in result.compactions]
+    def summaries(sample):
+        result = replay(path, settings, context_window=16000, summarizer=cache, sample=sample,
+                        token_source="chars")
+        return [c["summary"] for c in result.compactions]
 
-        first = summaries(0)
-        assert first and all("Draw" in s for s in first)
-        hits = server.hits
-        second = summaries(1)
-        assert server.hits > hits
-        assert len(second) == len(first) and second[0] != first[0]  # another draw, not the cached one
-        hits = server.hits
-        assert summaries(1) == second and summaries(0) == first  # both draws come from the cache
-        assert server.hits == hits
-        assert all(body.get("temperature") == 0.8 for body in server.bodies())
+    first = summaries(0)
+    assert first and all("Draw" in s for s in first)
+    hits = server.hits
+    second = summaries(1)
+    assert server.hits > hits
+    assert len(second) == len(first) and second[0] != first[0]  # another draw, not the cached one
+    hits = server.hits
+    assert summaries(1) == second and summaries(0) == first  # both draws come from the cache
+    assert server.hits == hits
+    assert all(body.get("temperature") == 0.8 for body in server.bodies())
     exported = cache.export()
     assert set(exported["sample"]) == {0, 1}
     with pytest.raises(ValueError, match="sample must be a non-negative integer"):

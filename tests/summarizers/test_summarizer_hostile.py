@@ -68,17 +68,16 @@ def test_url_credentials_never_leave_memory(tmp_path, monkeypatch, caplog):
         assert "s3cret-pw" not in text and "alice:" not in text and "sk-test-0123456789abcdef" not in text
 
 
-def test_the_client_still_sends_the_url_credentials(monkeypatch):
+def test_the_client_still_sends_the_url_credentials(monkeypatch, server):
     from pimem.summarizers.openai_compat import OpenAISummarizer
-    from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+    from tests.support.fake_openai_server import Reply
 
-    with FakeOpenAIServer() as server:
-        server.script(Reply(content="a summary"))
-        url = server.base_url.replace("http://", "http://alice:pw@")
-        response = OpenAISummarizer("m", url, api_key="k").complete(SummaryRequest("history", "s", "p", 10))
-        assert response.stop_reason == "stop", response.error_message
-        # as before: the HTTP client turns the URL's user:password into Basic authentication
-        assert server.requests[0].headers.get("authorization") == "Basic " + base64.b64encode(b"alice:pw").decode()
+    server.script(Reply(content="a summary"))
+    url = server.base_url.replace("http://", "http://alice:pw@")
+    response = OpenAISummarizer("m", url, api_key="k").complete(SummaryRequest("history", "s", "p", 10))
+    assert response.stop_reason == "stop", response.error_message
+    # as before: the HTTP client turns the URL's user:password into Basic authentication
+    assert server.requests[0].headers.get("authorization") == "Basic " + base64.b64encode(b"alice:pw").decode()
 
 
 @pytest.mark.parametrize("secret", ["ab", "host", "p", "//", "x-1"])

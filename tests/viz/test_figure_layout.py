@@ -77,10 +77,7 @@ def _big_comparison(sources: int = 12, budgets: int = 40, compactions: int = 500
     return table, grid
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
 def _sweep(sessions: list[Session], reserve: list[int], keep: list[int]) -> pd.DataFrame:

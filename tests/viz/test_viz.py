@@ -35,15 +35,7 @@ from pimem.drift import drift_report, retention_by_age, section_similarity  # no
 WINDOW, RESERVE, KEEP = 16000, 4000, 4000
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
-@pytest.fixture(scope="module")
-def ventas(samples_dir) -> Session:
-    return load_session(samples_dir / "ventas-pipeline-refactor.jsonl")
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
 @pytest.fixture(scope="module")

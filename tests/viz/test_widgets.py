@@ -27,11 +27,6 @@ from pimem.viz.widgets import (
 )
 
 
-@pytest.fixture(scope="module")
-def ventas(samples_dir) -> Session:
-    return load_session(samples_dir / "ventas-pipeline-refactor.jsonl")
-
-
 def _kv(html_text: str, key: str) -> str:
     m = re.search(r"<b>" + re.escape(key) + r"</b></td><td>(.*?)</td>", html_text)
     assert m, f"{key!r} not in {html_text[:300]}"

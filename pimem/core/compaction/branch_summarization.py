@@ -47,7 +47,13 @@ __all__ = [
 
 @dataclass
 class BranchPreparation:
-    """What :func:`prepare_branch_entries` returns."""
+    """What :func:`prepare_branch_entries` returns.
+
+    Args:
+        messages: the messages within the budget, oldest first.
+        file_ops: the files read and changed in all the entries (not only those within the budget).
+        total_tokens: the estimated tokens of ``messages``.
+    """
 
     messages: list[dict]
     file_ops: FileOperations
@@ -56,7 +62,17 @@ class BranchPreparation:
 
 @dataclass
 class BranchSummaryResult:
-    """What :func:`generate_branch_summary` returns: a summary, or an error, or aborted."""
+    """What :func:`generate_branch_summary` returns: a summary, or an error, or aborted.
+
+    Args:
+        summary: the summary text (preamble and file lists included), or None.
+        usage: the request's usage, if reported.
+        read_files: the files read and not changed.
+        modified_files: the files written or edited.
+        error: why the summary failed, or None.
+        aborted: whether the request was aborted.
+        details: ``{"readFiles": ..., "modifiedFiles": ...}`` (built from the file lists when not given).
+    """
 
     summary: str | None = None
     usage: dict | None = None

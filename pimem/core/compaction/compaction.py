@@ -21,7 +21,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 
@@ -91,7 +91,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CompactionSettings:
-    """Pi's ``CompactionSettings`` (defaults: enabled, reserve 16384, keep recent 20000)."""
+    """Pi's ``CompactionSettings`` (defaults: enabled, reserve 16384, keep recent 20000).
+
+    Args:
+        enabled: whether the context compacts on its own (read as JavaScript reads it: truthy).
+        reserve_tokens: tokens kept free below the window; compaction starts above
+            ``context_window - reserve_tokens``.
+        keep_recent_tokens: about how many tokens of recent context a compaction keeps.
+    """
 
     enabled: Any = True
     reserve_tokens: int = 16384
@@ -110,7 +117,15 @@ DEFAULT_COMPACTION_SETTINGS = CompactionSettings()
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What the pipeline needs to know about a model (Pi's ``Model`` fields)."""
+    """What the pipeline needs to know about a model (Pi's ``Model`` fields).
+
+    Args:
+        context_window: the model's context window in tokens (0: unknown).
+        max_tokens: the most tokens the model writes in one response (0: unknown).
+        reasoning: whether the model reasons (summaries are then requested at the session's thinking level).
+        provider: the provider's name (with ``id``, selects a model's own compaction settings).
+        id: the model's id (sent with each summary request).
+    """
 
     context_window: int = 0
     max_tokens: int = 0
@@ -121,7 +136,13 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class CutPointResult:
-    """What :func:`find_cut_point` returns."""
+    """What :func:`find_cut_point` returns.
+
+    Args:
+        first_kept_entry_index: the index of the first entry kept.
+        turn_start_index: the index of the entry that starts the turn cut in two (-1: no split).
+        is_split_turn: whether the cut falls inside a turn.
+    """
 
     first_kept_entry_index: int
     turn_start_index: int
@@ -130,7 +151,18 @@ class CutPointResult:
 
 @dataclass
 class CompactionPreparation:
-    """What :func:`prepare_compaction` returns."""
+    """What :func:`prepare_compaction` returns.
+
+    Args:
+        first_kept_entry_id: the id of the first entry kept after the compaction.
+        messages_to_summarize: the messages the history summary covers, oldest first.
+        turn_prefix_messages: the first part of a split turn (summarized on its own); empty if none.
+        is_split_turn: whether the cut falls inside a turn.
+        tokens_before: the context's tokens before compacting (Pi's estimate).
+        previous_summary: the summary of the compaction at the start of the path, if any.
+        file_ops: the files read and changed in the summarized messages (and the previous summary's).
+        settings: the settings the preparation was made with.
+    """
 
     first_kept_entry_id: str
     messages_to_summarize: list[dict]
@@ -146,10 +178,14 @@ class CompactionPreparation:
 class PromptTemplates:
     """The instruction texts of a compaction's summary requests (default: Pi 0.87.1's).
 
-    ``system``: the system prompt of every request; ``initial``: the history instructions
-    without a previous summary; ``update``: with one (the request then carries
-    ``<previous-summary>``); ``turn_prefix``: a split turn's prefix. The conversation framing
-    (``<conversation>`` tags, ``# Conversation`` / ``# Instructions``) stays Pi's.
+    The conversation framing (``<conversation>`` tags, ``# Conversation`` / ``# Instructions``)
+    stays Pi's.
+
+    Args:
+        system: the system prompt of every request.
+        initial: the history instructions when there is no previous summary.
+        update: the history instructions with one (the request then carries ``<previous-summary>``).
+        turn_prefix: the instructions for a split turn's prefix.
     """
 
     system: str = SUMMARIZATION_SYSTEM_PROMPT
@@ -163,7 +199,15 @@ PI_PROMPTS = PromptTemplates()
 
 @dataclass
 class CompactionResult:
-    """What :func:`compact` returns (what a CompactionEntry is made of)."""
+    """What :func:`compact` returns (what a CompactionEntry is made of).
+
+    Args:
+        summary: the summary text, file lists appended.
+        first_kept_entry_id: the id of the first entry kept.
+        tokens_before: the context's tokens before compacting.
+        usage: the summary requests' usage (both added up for a split turn), if reported.
+        details: ``{"readFiles": [...], "modifiedFiles": [...]}``.
+    """
 
     summary: str
     first_kept_entry_id: str | None
@@ -229,7 +273,7 @@ def _ceil4(chars: int) -> int:
     return -(-chars // 4)
 
 
-def estimate_chars(message: dict) -> int:
+def estimate_chars(message: Mapping[str, Any]) -> int:
     """The characters (UTF-16 code units) :func:`estimate_tokens` counts for one message.
 
     Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
@@ -300,7 +344,7 @@ def estimate_chars(message: dict) -> int:
     return 0
 
 
-def estimate_tokens(message: dict) -> int:
+def estimate_tokens(message: Mapping[str, Any]) -> int:
     """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts.
 
     Args:
@@ -309,7 +353,7 @@ def estimate_tokens(message: dict) -> int:
     return -(-estimate_chars(message) // 4)
 
 
-def estimate_messages_tokens(messages: Iterable[dict]) -> int:
+def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
     """Sum of :func:`estimate_tokens` over messages (Pi's ``estimateMessagesTokens``)."""
     return sum(estimate_tokens(m) for m in messages)
 
@@ -331,7 +375,7 @@ def calculate_context_tokens(usage: dict) -> Any:
     return parts[0] + parts[1] + parts[2] + parts[3]
 
 
-def get_assistant_usage(message: dict) -> dict | None:
+def get_assistant_usage(message: Mapping[str, Any]) -> dict | None:
     """``getAssistantUsage``: valid usage of an assistant message (not aborted/error/zero)."""
     if message.get("role") == "assistant" and "usage" in message:
         stop = message.get("stopReason")
@@ -354,7 +398,14 @@ def get_last_assistant_usage(entries: Sequence[dict]) -> dict | None:
 
 @dataclass(frozen=True)
 class ContextUsageEstimate:
-    """What :func:`estimate_context_tokens` returns."""
+    """What :func:`estimate_context_tokens` returns.
+
+    Args:
+        tokens: the context's tokens: ``usage_tokens + trailing_tokens``.
+        usage_tokens: the tokens of the last assistant usage (0 without one).
+        trailing_tokens: the estimated tokens of the messages after that usage.
+        last_usage_index: the index of the message with that usage (None without one).
+    """
 
     tokens: Any
     usage_tokens: Any
@@ -362,7 +413,7 @@ class ContextUsageEstimate:
     last_usage_index: int | None
 
 
-def _last_usage_info(messages: Sequence[dict]) -> tuple[dict, int] | None:
+def _last_usage_info(messages: Sequence[Mapping[str, Any]]) -> tuple[dict, int] | None:
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if m.get("role") == "assistant":
@@ -373,7 +424,7 @@ def _last_usage_info(messages: Sequence[dict]) -> tuple[dict, int] | None:
 
 
 def estimate_context_tokens(
-    messages: Sequence[dict], cache: "TokenCache | None" = None
+    messages: Sequence[Mapping[str, Any]], cache: "TokenCache | None" = None
 ) -> ContextUsageEstimate:
     """``estimateContextTokens``: last valid usage plus estimates of the messages after it.
 
@@ -481,11 +532,11 @@ class TokenCache:
     __slots__ = ("_memo", "hits", "misses")
 
     def __init__(self) -> None:
-        self._memo: dict[int, tuple[dict, int]] = {}
+        self._memo: dict[int, tuple[Mapping[str, Any], int]] = {}
         self.hits = 0
         self.misses = 0
 
-    def estimate(self, message: dict) -> int:
+    def estimate(self, message: Mapping[str, Any]) -> int:
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]

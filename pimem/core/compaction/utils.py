@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import orjson
 
@@ -50,7 +50,13 @@ TOOL_RESULT_MAX_CHARS = 2000
 
 @dataclass
 class FileOperations:
-    """Pi's ``FileOperations``: paths read, written and edited (as sets)."""
+    """Pi's ``FileOperations``: paths read, written and edited (as sets).
+
+    Args:
+        read: the paths read.
+        written: the paths written.
+        edited: the paths edited.
+    """
 
     read: set = field(default_factory=set)
     written: set = field(default_factory=set)
@@ -174,7 +180,7 @@ def _arguments_text(args: Any) -> str:
     return ", ".join([f"{k}={js_stringify(v)}" for k, v in js_entries(args)])
 
 
-def serialize_message(message: dict) -> str:
+def serialize_message(message: Mapping[str, Any]) -> str:
     """The text :func:`serialize_conversation` makes of one LLM message ("" for none).
 
     ``serialize_conversation(ms) == "\n\n".join(t for t in map(serialize_message, ms) if t)``.
@@ -220,7 +226,7 @@ def serialize_message(message: dict) -> str:
     return ""
 
 
-def serialize_conversation(messages: Iterable[dict]) -> str:
+def serialize_conversation(messages: Iterable[Mapping[str, Any]]) -> str:
     """``serializeConversation``: LLM messages as ``[User]: …`` / ``[Assistant]: …`` text.
 
     Args:

@@ -61,8 +61,13 @@ class Record:
 class ImportReport:
     """What an importer read and what it made of it.
 
-    ``records_in``: source records per kind; ``entries_out``: Pi entries written per kind;
-    ``skipped``: source records not imported, per reason, each with the line numbers.
+    Args:
+        source_format: the source's format (``"claude-code"``, ``"codex"``).
+        path: the source file.
+        records_in: source records per kind.
+        entries_out: Pi entries written per kind.
+        skipped: source records not imported, per reason, each with the line numbers.
+        imported: source records imported, per kind.
     """
 
     source_format: str
