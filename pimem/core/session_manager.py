@@ -1185,17 +1185,9 @@ def _run_path(session: "Session", leaf_id: Any) -> tuple[list[dict], list] | Non
         if total > len(entries):
             return None  # a parentId cycle: the walk that stops at it
         parent = entries[start].get("parentId")
-        if parent.__class__ is str:
-            if not parent:
-                break
-            at = positions.get(parent)
-        elif not js_truthy(parent):
-            break
-        else:
-            try:
-                at = positions.get(parent)
-            except TypeError:
-                break
+        if not isinstance(parent, str) or not parent:
+            break  # the index has string keys only: any other parentId finds nothing
+        at = positions.get(parent)
         if at is None:
             break
     if len(pieces) == 2:
