@@ -136,6 +136,7 @@ def compaction_metrics(
     read_files: Sequence[str] | None = None,
     modified_files: Sequence[str] | None = None,
     facts: Sequence[Fact] | None = None,
+    previous_parsed: SummarySections | None = None,
 ) -> dict[str, Any]:
     """Metrics of one summary against the span it summarized.
 
@@ -151,6 +152,7 @@ def compaction_metrics(
         read_files: the true list of files read (Pi's, when known).
         modified_files: the true list of files modified (Pi's, when known).
         facts: the span's facts, if already extracted.
+        previous_parsed: ``parse_summary(previous_summary)``, if already parsed.
     """
     parsed = summary if isinstance(summary, SummarySections) else parse_summary(summary)
     pairs = iter_messages(messages)
@@ -199,7 +201,7 @@ def compaction_metrics(
         prev_stated = summary_facts(summarizer_text(previous_summary))
         kept = [fact_present(f, index) for f in prev_stated]
         row["prev_summary_retention"] = _ratio(sum(kept), len(kept))
-        prev_body = parse_summary(previous_summary).body
+        prev_body = (previous_parsed or parse_summary(previous_summary)).body
         space = TfidfSpace([prev_body, parsed.body])
         row["sim_prev_jaccard"] = jaccard(prev_body, parsed.body)
         row["sim_prev_cosine"] = space.cosine(prev_body, parsed.body)
@@ -287,6 +289,7 @@ def drift_report(
                 read_files=span.read_files,
                 modified_files=span.modified_files,
                 facts=facts,
+                previous_parsed=parsed[span.index - 1] if span.index > 0 else None,
             )
         )
         index = index_of(summ.written_text)

@@ -44,8 +44,10 @@ by the trajectory, not by those rules.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -122,11 +124,14 @@ class Trajectory:
         self.use_texts = [source_text(m, results=False) for _, m in self.messages]
         self.result_texts = [_result_text(source_text(m))
                              if m.get("role") in ("toolResult", "bashExecution") else "" for _, m in self.messages]
-        self.postings: dict[str, list[int]] = {}
+        self.postings: dict[str, list[int]] = {}  # token -> the messages using it, in increasing order
         for i, text in enumerate(self.use_texts):
             for t in _tokens(text):
                 self.postings.setdefault(t, []).append(i)
         self._indexes: dict[int, SummaryIndex] = {}
+        # the tool outputs joined by line breaks (a folded text holds none), with each one's offset
+        self.results_joined = "\n".join(self.result_texts)
+        self.result_offsets = list(itertools.accumulate((len(t) + 1 for t in self.result_texts[:-1]), initial=0))
 
     def _index(self, i: int) -> SummaryIndex:
         index = self._indexes.get(i)
@@ -139,9 +144,8 @@ class Trajectory:
             words = _tokens(" ".join(negated_words(fact.surface or fact.value)[0]))
             counts: dict[int, int] = {}
             for w in words:
-                for i in self.postings.get(w, ()):
-                    if start <= i < end:
-                        counts[i] = counts.get(i, 0) + 1
+                for i in _within(self.postings.get(w, ()), start, end):
+                    counts[i] = counts.get(i, 0) + 1
             return sorted(i for i, n in counts.items() if n >= 2)
         if fact.kind == "path":
             anchor = _tokens(fact.value.rsplit("/", 1)[-1])
@@ -152,15 +156,20 @@ class Trajectory:
         if not anchor:
             return list(range(start, end))
         lists = sorted((self.postings.get(t, []) for t in anchor), key=len)
-        found = set(i for i in lists[0] if start <= i < end)
+        found = _within(lists[0], start, end)
         for other in lists[1:]:
-            found &= set(other)
-        return sorted(found)
+            found = [i for i in found if _contains(other, i)]
+        return found
 
     def mentioned(self, fact: Fact, index: SummaryIndex) -> bool:
-        if fact.kind == "error":
-            return index.has_error(fact.surface or fact.value) or index.has_words(fact.value, 0.7)
-        return fact_present(fact, index)
+        if fact.kind != "error":
+            return fact_present(fact, index)
+        key = ("mentioned error", fact.value, fact.surface or fact.value)  # memoised beside fact_present's
+        hit = index.answers.get(key)
+        if hit is None:
+            hit = index.answers[key] = (index.has_error(fact.surface or fact.value)
+                                        or index.has_words(fact.value, 0.7))
+        return hit
 
     def first_use(self, fact: Fact, start: int = 0, end: int | None = None) -> tuple[str | None, str] | None:
         """(entry id, how) of the first message in ``[start, end)`` that uses the fact, or None."""
@@ -170,11 +179,24 @@ class Trajectory:
                 return self.messages[i][0], "mentioned"
         if fact.kind == "error" and _SPECIFIC.search(fact.surface or fact.value):
             key = _error_key(fact.surface or fact.value)
-            if len(key) >= 12:
-                for i in range(start, end):
-                    if key in self.result_texts[i]:
-                        return self.messages[i][0], "recurred"
+            if len(key) >= 12 and start < end:
+                # the first tool output from ``start`` on holding the key (it holds no line break)
+                at = self.results_joined.find(key, self.result_offsets[start])
+                i = bisect_right(self.result_offsets, at) - 1
+                if at >= 0 and i < end:
+                    return self.messages[i][0], "recurred"
         return None
+
+
+def _within(sorted_ids: Sequence[int], start: int, end: int) -> Sequence[int]:
+    """The ids in ``[start, end)`` of an increasing sequence."""
+    return sorted_ids[bisect_left(sorted_ids, start):bisect_left(sorted_ids, end)]
+
+
+def _contains(sorted_ids: Sequence[int], i: int) -> bool:
+    """Whether an increasing sequence holds ``i``."""
+    k = bisect_left(sorted_ids, i)
+    return k < len(sorted_ids) and sorted_ids[k] == i
 
 
 def _trajectory(record: CompactionRecord) -> tuple[Trajectory, int, int]:
@@ -227,9 +249,19 @@ def needed_later_facts(
 
 
 def _needed(record: CompactionRecord, w: dict[str, float], span_facts: list[Fact]) -> list[NeededFact]:
+    # the facts not shown by the kept tail that the later trajectory uses, the first use by key. The
+    # kept tail (long) is searched only for the facts of a key that is used at all (few).
+    trajectory, start, end = _trajectory(record)
+    hits = [trajectory.first_use(f, start, end) for f in span_facts]
+    used_keys = {f.key for f, hit in zip(span_facts, hits) if hit is not None}
     kept = kept_index(record)
-    candidates = [f for f in span_facts if not fact_present(f, kept)]
-    used = used_later(record, candidates)
+    used: dict[tuple[str, str], tuple[str | None, str]] = {}
+    candidates = []
+    for f, hit in zip(span_facts, hits):
+        if f.key in used_keys and not fact_present(f, kept):
+            candidates.append(f)
+            if hit is not None:
+                used[f.key] = hit
     out: list[NeededFact] = []
     for f in candidates:
         hit = used.get(f.key)

@@ -45,7 +45,7 @@ from pimem.core.session_manager import (
     session_entry_to_context_messages,
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
-from pimem.sessions.compactions import compaction_spans, prefix_projection
+from pimem.sessions.compactions import compaction_spans, projection_after
 from pimem.sessions.spans import first_kept_index
 from pimem.sessions.session import Session
 from pimem.sessions.load import session_or_entries
@@ -136,7 +136,7 @@ def compaction_records(
     for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):
         pos = position[id(span.entry)]
         kept: list[tuple[str | None, dict]] = []
-        for pe in prefix_projection(path, pos + 1, walked).entries:
+        for pe in projection_after(span, path, pos, walked).entries:
             src = pe.source_entry
             if src.get("type") == "compaction":
                 continue

@@ -84,9 +84,9 @@ class Calibration:
     Args:
         overhead: the provider tokens every request carries that no estimate sees (≥ 0).
         slope: provider tokens per estimated token (within :data:`SLOPE_RANGE`).
-        floor_ratio: the lowest plausible rate: no simulated request falls below
-            ``overhead + floor_ratio · estimate``.
-        points: the assistant messages with usage the fit used.
+        floor_ratio: the lowest plausible rate: a simulated request is raised to at least
+            ``overhead + floor_ratio · estimate`` (never above its recorded size).
+        points: the assistant messages with usage (outliers included).
         outliers: the points dropped as outliers before the final fit.
         r2: the fit's R² on the token scale (nan without a fit).
         median_relative_error: the median ``|residual| / recorded`` (nan without a fit).

@@ -52,7 +52,7 @@ import pandas as pd
 
 from pimem.base.tables import frame
 from pimem.core.session_manager import build_session_path, is_walked_path, session_entry_to_context_messages
-from pimem.sessions.compactions import CompactionSpan, compaction_spans, prefix_projection
+from pimem.sessions.compactions import CompactionSpan, compaction_spans, prefix_projection, projection_after
 from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold
 from pimem.text.messages import message_text
@@ -226,7 +226,7 @@ def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = N
         start = comp_positions[k]
         end = comp_positions[k + 1] if k + 1 < len(spans) else len(path)
         span_facts = {f.key: f for _, m in span.messages for f in facts_of(m)}
-        context = [shown(m) for m in prefix_projection(path, start + 1, walked).messages
+        context = [shown(m) for m in projection_after(span, path, start, walked).messages
                    if m.get("role") != "system"]
         used: set[tuple[str, str]] = set()
         orphans: list[Any] = []

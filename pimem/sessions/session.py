@@ -29,7 +29,7 @@ class Session(core.Session):
     Args:
         header: the header line (``{"type": "session", ...}``).
         entries: the entries after the header, in file order.
-        path: the file the session was read from (writing never overwrites it).
+        path: the file the session was read from (``write`` overwrites it only with ``overwrite_source=True``).
         warnings: what loading recorded.
         rng: the random source of new entry ids (seed it for reproducible ids).
     """

@@ -642,11 +642,14 @@ def _parsed_sections(summary: str) -> dict[str, tuple[str, ...]]:
     return {name: tuple(_dedupe(sections[name])) for name in _SECTION_NAMES}
 
 
-def _mentions(item: str) -> set[str]:
+@functools.lru_cache(maxsize=1 << 14)
+def _mentions(item: str) -> frozenset[str]:
+    """Backticked names, paths and file names an item mentions (memoised: an update meets the
+    previous summary's items again)."""
     found = {m.group(1) for m in _BACKTICK.finditer(item)}
     found |= {m.group(0) for m in _PATH_IN_TEXT.finditer(item)}
     found |= {m.group(0) for m in BARE_FILE.finditer(item)}
-    return {f.strip("'") for f in found if len(f) >= 3}
+    return frozenset(f.strip("'") for f in found if len(f) >= 3)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -885,24 +888,33 @@ _CODE_LIST = re.compile(r"`[^`]*`(?:, `[^`]*`)*")
 _CODE_ITEM = re.compile(r"`([^`]*)`")
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _code_list(item: str) -> tuple[str, tuple[str, ...] | None]:
+    """``Label: `a`, `b``` as (label, its values); (label, None) for any other item (memoised)."""
+    label, _, rest = item.partition(": ")
+    if label in _LIST_LABELS and _CODE_LIST.fullmatch(rest):
+        return label, tuple(m.group(1) for m in _CODE_ITEM.finditer(rest))
+    return label, None
+
+
 def _merge_critical(old: list[str], new: list[str]) -> list[str]:
     """Merge Critical Context items; ``Label: `a`, `b``` lists with the same label are united."""
     merged: list[str] = []
     lists: dict[str, list[str]] = {}
     known: dict[str, set[str]] = {}
     for item in old + new:
-        label, _, rest = item.partition(": ")
-        if label in _LIST_LABELS and _CODE_LIST.fullmatch(rest):
+        label, listed = _code_list(item)
+        if listed is not None:
             values = lists.get(label)
             if values is None:
                 values = lists[label] = []
                 known[label] = set()
                 merged.append(label)  # placeholder, filled below
             seen = known[label]
-            for m in _CODE_ITEM.finditer(rest):
-                if m.group(1) not in seen:
-                    seen.add(m.group(1))
-                    values.append(m.group(1))
+            for value in listed:
+                if value not in seen:
+                    seen.add(value)
+                    values.append(value)
         else:
             merged.append(item)
     out = []

@@ -107,8 +107,8 @@ _UNITS = {
     "file": "files", "files": "files", "char": "chars", "chars": "chars",
     "character": "chars", "characters": "chars", "%": "%", "percent": "%", "px": "px", "x": "x",
 }
-_NUMBER = re.compile(
-    r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?("
+_NUMBER = re.compile(  # (?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?), written to start with a digit (found faster)
+    r"(\d(?<![\w.,]\d)(?:\d{0,2}(?:,\d{3})+|\d*(?:\.\d+)?))\s?("
     + "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
     + r")(?![\w])",
     re.I,
@@ -643,6 +643,11 @@ class SummaryIndex:
         self.text = text
 
     @cached_property
+    def answers(self) -> dict[tuple[str, str, str], bool]:
+        """:func:`fact_present`'s answers so far, by (kind, value, surface)."""
+        return {}
+
+    @cached_property
     def folded(self) -> str:
         # fold(text) is its lines folded and joined by one space (empty ones left out): folding
         # reads no further than a line's own characters, and the break is whitespace
@@ -787,14 +792,20 @@ class SummaryIndex:
 
     def has_error(self, line: str) -> bool:
         """The error's quoted names (two or more, case folded) all stated on one line of the text."""
-        names = {next(g for g in m.groups() if g) for m in _QUOTED_NAME.finditer(line)}
-        names = {n.lower() for n in names if len(n) >= 3}
+        names = _error_names(line)
         if len(names) < 2 or not all(n in self.lower for n in names):
             return False
         for low in self._lower_lines:
             if all(_occurs_in(low, n, _NAME_CHARS, _NAME_CHARS) for n in names):
                 return True
         return False
+
+
+@lru_cache(maxsize=1 << 15)
+def _error_names(line: str) -> frozenset[str]:
+    """The quoted names of an error line (three characters or more), lower-cased."""
+    names = {next(g for g in m.groups() if g) for m in _QUOTED_NAME.finditer(line)}
+    return frozenset(n.lower() for n in names if len(n) >= 3)
 
 
 _PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
@@ -952,11 +963,22 @@ def fact_present(fact: Fact | tuple[str, str], summary: str | SummaryIndex) -> b
     """Whether a summary (text or :class:`SummaryIndex`) still holds a fact (rules in module docs).
 
     Pass the text the summarizer wrote (:func:`pimem.text.sections.summarizer_text`): file blocks
-    that ``compact()`` appends would otherwise count for any summarizer.
+    that ``compact()`` appends would otherwise count for any summarizer. The answer is memoised on
+    the index (it depends only on the text and the fact's kind, value and surface).
     """
     index = summary if isinstance(summary, SummaryIndex) else index_of(summary)
     kind, value = (fact.kind, fact.value) if isinstance(fact, Fact) else fact
     surface = fact.surface if isinstance(fact, Fact) and fact.surface else value
+    answers = index.answers
+    key = (kind, value, surface)
+    held = answers.get(key)
+    if held is None:
+        held = answers[key] = _holds(index, kind, value, surface)
+    return held
+
+
+def _holds(index: SummaryIndex, kind: str, value: str, surface: str) -> bool:
+    """:func:`fact_present` without the memo."""
     if kind == "path":
         return index.has_path(value)
     if kind == "identifier":

@@ -70,7 +70,8 @@ def _must_document(obj: object) -> list[tuple[str, object, list[str]]] | None:
     function: its parameters, in its docstring. A dataclass: its constructor fields, in the class
     docstring. Another class: its ``__init__`` parameters, in the class docstring. A protocol (never
     constructed): each public method's parameters, in the method's docstring. Names starting with
-    ``_`` are private and left out; a callable without parameters needs no ``Args:`` section.
+    ``_`` are private and left out; ``*args`` / ``**kwargs`` are documented by name, without stars;
+    a callable without parameters needs no ``Args:`` section.
     Not checked, by kind: exceptions and warnings (constructed with a message, documented in
     ``pimem.errors``), modules, constants and type aliases (neither function nor class).
     """
