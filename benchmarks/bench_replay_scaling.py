@@ -8,12 +8,17 @@ estimates are computed for every message, as in a real session of that length.
 
 For each token source and setting, every size is replayed (extractive summarizer) and timed in CPU
 seconds (``time.process_time``), sizes interleaved, best of ``--rounds``. The exponent is the
-least-squares slope of log(seconds) against log(entries) over all sizes (1 is linear). ``--memory``
-also reports the peak traced memory (``tracemalloc``) of the chain and of one replay per size.
+least-squares slope of log(seconds) against log(entries) over all sizes (1 is linear); the
+compactions' own exponent is printed beside it (a chain's later repetitions may compact more often
+than its first one). ``--big N`` replays one chain of ``N`` entries for each of ``--big-runs``
+(``SOURCE:SETTING``). ``--memory`` replays ``--memory-run`` once per size (and the big chain) in a
+fresh process each and reports its peak RSS (``ru_maxrss``) after building the chain and after the
+replay, with the exponent of the replay's part against entries.
 
     .venv/bin/python benchmarks/bench_replay_scaling.py [--sizes 1000 5000 20000 50000]
         [--sources estimate calibrated chars tiktoken] [--settings compact-32k compact-64k off]
-        [--rounds 1] [--memory] [--out benchmarks/results/replay_scaling.json]
+        [--rounds 1] [--big 500000 --big-runs calibrated:off calibrated:compact-64k] [--memory]
+        [--no-timing] [--out benchmarks/results/replay_scaling.json]
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import argparse
 import json
 import math
 import os
+import resource
+import subprocess
 import sys
 import time
 import warnings
@@ -105,23 +112,53 @@ def run_once(session: Session, source: str, setting: str) -> tuple[float, int]:
     return elapsed, len(result.compactions)
 
 
+def child(n: int, source: str, setting: str) -> dict[str, Any]:
+    """One replay of an ``n``-entry chain in this process: its CPU seconds and peak RSS (MiB)."""
+    paths = source_paths()
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    session = build_chain(paths, n)
+    del paths
+    chain_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    seconds, compactions = run_once(session, source, setting)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"entries": n, "source": source, "setting": setting, "seconds": round(seconds, 3),
+            "compactions": compactions, "base_rss_mib": round(base_rss, 1), "chain_rss_mib": round(chain_rss, 1),
+            "peak_rss_mib": round(peak, 1)}
+
+
+def in_child(n: int, source: str, setting: str) -> dict[str, Any]:
+    """:func:`child` in a fresh Python process (its peak RSS is its own)."""
+    out = subprocess.run([sys.executable, __file__, "--child", str(n), source, setting], check=True,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000, 50000])
     ap.add_argument("--sources", nargs="+", default=["estimate", "calibrated", "chars", "tiktoken"])
     ap.add_argument("--settings", nargs="+", default=list(SETTINGS))
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--big", type=int, default=0, help="also replay one chain of this many entries")
+    ap.add_argument("--big-runs", nargs="+", default=["calibrated:off", "calibrated:compact-64k"],
+                    metavar="SOURCE:SETTING")
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--memory-run", nargs=2, default=["calibrated", "compact-32k"], metavar=("SOURCE", "SETTING"),
-                    help="the replay whose peak memory --memory traces")
-    ap.add_argument("--no-timing", action="store_true", help="only --memory")
+                    help="the replay whose peak RSS --memory measures")
+    ap.add_argument("--no-timing", action="store_true", help="no timing table (only --big and --memory)")
+    ap.add_argument("--child", nargs=3, metavar=("N", "SOURCE", "SETTING"), help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "replay_scaling.json"))
     args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(int(args.child[0]), args.child[1], args.child[2])))
+        return 0
     paths = source_paths()
     chains = {} if args.no_timing else {n: build_chain(paths, n) for n in args.sizes}
     print(f"chains from {len(paths)} paths ({', '.join(str(len(p)) for p in paths)} entries); "
           f"load {os.getloadavg()[0]:.2f}")
     results: list[dict[str, Any]] = []
+    if not args.no_timing:
+        print("CPU seconds per replay (compactions); exponent of seconds (of compactions) against entries")
     for setting in ([] if args.no_timing else args.settings):
         for source in args.sources:
             best: dict[int, float] = {}
@@ -132,31 +169,51 @@ def main() -> int:
                     best[n] = min(best.get(n, t), t)
                     comps[n] = k
             exp = fit_exponent(args.sizes, [best[n] for n in args.sizes])
+            comp_exp = (fit_exponent(args.sizes, [comps[n] for n in args.sizes])
+                        if all(comps[n] for n in args.sizes) else float("nan"))
             row = {"setting": setting, "source": source, "seconds": {str(n): round(best[n], 3) for n in args.sizes},
-                   "compactions": {str(n): comps[n] for n in args.sizes}, "exponent": round(exp, 3)}
+                   "compactions": {str(n): comps[n] for n in args.sizes}, "exponent": round(exp, 3),
+                   "compactions_exponent": None if comp_exp != comp_exp else round(comp_exp, 3),
+                   "load": round(os.getloadavg()[0], 2)}
             results.append(row)
             cells = "  ".join(f"{n}: {best[n]:.2f}s ({comps[n]})" for n in args.sizes)
-            print(f"{setting:12s} {source:10s} {cells}  exponent {exp:.2f}  load {os.getloadavg()[0]:.2f}", flush=True)
+            comp_text = f" ({comp_exp:.2f})" if comp_exp == comp_exp else ""
+            print(f"{setting:12s} {source:10s} {cells}  exponent {exp:.2f}{comp_text}  load {os.getloadavg()[0]:.2f}",
+                  flush=True)
+    chains.clear()
+    big: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in (args.big_runs if args.big else []):
+        source, _, setting = run.partition(":")
+        row = in_child(args.big, source, setting)
+        big[(source, setting)] = row
+        results.append({"big": True, **row, "load": round(os.getloadavg()[0], 2)})
+        print(f"{args.big:,} entries {setting} {source}: {row['seconds']:.1f} CPU-s ({row['compactions']} "
+              f"compactions), peak RSS {row['peak_rss_mib']:.0f} MiB (chain {row['chain_rss_mib']:.0f})  "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
     if args.memory:
-        import tracemalloc
-
-        for n in args.sizes:
-            tracemalloc.start()
-            session = build_chain(paths, n)
-            chain_peak = tracemalloc.get_traced_memory()[1]
-            tracemalloc.reset_peak()
-            base = tracemalloc.get_traced_memory()[0]
-            run_once(session, *args.memory_run)
-            peak = tracemalloc.get_traced_memory()[1] - base
-            tracemalloc.stop()
-            del session
-            print(f"memory n={n}: chain {chain_peak / 2**20:.1f} MiB, replay peak {peak / 2**20:.1f} MiB "
-                  f"({peak / n / 1024:.2f} KiB per entry)", flush=True)
-            results.append({"memory_entries": n, "run": args.memory_run, "chain_mib": chain_peak / 2**20,
-                            "replay_peak_mib": peak / 2**20})
+        source, setting = args.memory_run
+        sizes = list(args.sizes)
+        rows = [in_child(n, source, setting) for n in sizes]
+        if args.big:
+            rows.append(big.get((source, setting)) or in_child(args.big, source, setting))
+            sizes.append(args.big)
+        print(f"peak RSS, {setting} {source}, one process per size (base: the interpreter, imports and source paths):")
+        for row in rows:
+            grown = row["peak_rss_mib"] - row["base_rss_mib"]
+            print(f"  {row['entries']:>8,} entries: base {row['base_rss_mib']:6.1f} MiB, chain +"
+                  f"{row['chain_rss_mib'] - row['base_rss_mib']:6.1f} MiB, peak {row['peak_rss_mib']:7.1f} MiB "
+                  f"(+{grown:6.1f} MiB, {grown * 1024 / row['entries']:.2f} KiB per entry)", flush=True)
+            results.append({"memory": True, **row})
+        grown = [max(r["peak_rss_mib"] - r["base_rss_mib"], 1e-3) for r in rows]
+        exp = fit_exponent([r["entries"] for r in rows], grown)
+        print(f"  exponent of the peak above the base against entries: {exp:.2f}")
+        results.append({"memory_exponent": round(exp, 3), "run": [source, setting],
+                        "entries": [r["entries"] for r in rows]})
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1))
+    os.replace(tmp, out)
     return 0
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from pimem.base.js import utf16_len
 from pimem.base.tables import frame
 from pimem.core.agent_session import CompactFailedEvent, run_compaction
-from pimem.core.compaction.compaction import CompactionSettings, TokenCache
+from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.context_tracker import ContextTracker
 from pimem.core.llm import Summarizer
 from pimem.core.pi_ai import is_context_overflow
@@ -32,6 +32,7 @@ from pimem.replays.navigate import navigate
 from pimem.replays.recording import (
     RecordedPath,
     recorded_release,
+    recording_token_cache,
     has_tool_calls,
     input_tokens,
     output_tokens,
@@ -138,9 +139,9 @@ class Replayer:
         # The recording's context (walked once by the token source that reads it) and the replay's
         # projection, kept incrementally; estimates by message identity are shared (the replayed
         # entries hold the recorded message objects).
-        est_cache = TokenCache()
         self.tokens = make_token_source(config.token_source)
         require_message_objects(self.path)  # a clear error, before any walk reads a message
+        est_cache = recording_token_cache(self.path)
         self.tokens.start(self.path, est_cache)
         self.rec: RecordedPath = self.tokens.recording()
         self.rep = ContextTracker(cache=est_cache, counter=self.tokens.counter())

@@ -3,6 +3,9 @@ recording's own projection along its path, and the token calibration fitted over
 
 from __future__ import annotations
 
+import collections
+import operator
+import threading
 from typing import Any, Sequence
 
 from pimem.base.js import parse_iso_ms
@@ -11,7 +14,7 @@ from pimem.core.context_tracker import ContextTracker
 from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
-           "calibrate_recording", "walk_recording", "recorded_release"]
+           "calibrate_recording", "walk_recording", "recording_token_cache", "recorded_release"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -85,10 +88,55 @@ class RecordedPath:
         return self._estimates[self._step]
 
 
+class _Walk:
+    """What a process keeps of one recorded path across its replays (:func:`walk_recording`)."""
+
+    __slots__ = ("path", "cache", "result")
+
+    def __init__(self, path: Sequence[dict], cache: TokenCache) -> None:
+        self.path = list(path)  # holds the entries, so that their ids are not reused while kept
+        self.cache = cache
+        self.result: tuple[list[float], Calibration] | None = None
+
+
+_WALKS: "collections.OrderedDict[tuple[int, int, int], _Walk]" = collections.OrderedDict()
+_MAX_WALKS = 4
+_WALKS_LOCK = threading.Lock()
+
+
+def _walk_of(path: Sequence[dict], cache: TokenCache | None = None) -> _Walk:
+    """The kept walk of ``path`` (the same entry objects in the same order), made when missing."""
+    key = (len(path), id(path[0]), id(path[-1])) if path else (0, 0, 0)
+    with _WALKS_LOCK:  # the threads of one worker may replay at once
+        walk = _WALKS.get(key)
+        if walk is not None and all(map(operator.is_, walk.path, path)):
+            _WALKS.move_to_end(key)
+            return walk
+        walk = _Walk(path, cache if cache is not None else TokenCache())
+        _WALKS[key] = walk
+        while len(_WALKS) > _MAX_WALKS:
+            _WALKS.popitem(last=False)
+        return walk
+
+
+def recording_token_cache(path: Sequence[dict]) -> TokenCache:
+    """The per-message estimates of ``path``'s replays, shared by the replays of one path in a process
+    (a sweep replays one session under many settings). Entries must not change after they are read."""
+    return _walk_of(path).cache
+
+
 def walk_recording(path: Sequence[dict], cache: TokenCache | None = None) -> tuple[list[float], Calibration]:
     """One walk of the recording: the usage-free estimate of the recorded context before each
     assistant step (NaN at the other steps) and the calibration fitted over them
-    (``recorded_input ≈ overhead + r · E_rec``, :mod:`pimem.replays.calibration`)."""
+    (``recorded_input ≈ overhead + r · E_rec``, :mod:`pimem.replays.calibration`). Made once per path
+    in a process and kept (for the last few paths): the replays of one session share it."""
+    walk = _walk_of(path, cache)
+    if walk.result is None:
+        walk.result = _walk(path, cache if cache is not None else walk.cache)
+    return walk.result
+
+
+def _walk(path: Sequence[dict], cache: TokenCache) -> tuple[list[float], Calibration]:
     recorded = _RecordingTracker(cache=cache)
     estimates: list[float] = []
     xs: list[float] = []

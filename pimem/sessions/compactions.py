@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from pimem.base.js import UNDEFINED
 from pimem.core.compaction.utils import FileOperations, compute_file_lists, extract_file_ops_from_message
 from pimem.core.session_manager import (
     SessionProjection,
@@ -22,6 +23,28 @@ from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.sessions.spans import first_kept_index
 
 __all__ = ["CompactionSpan", "compaction_spans", "prefix_projection", "projection_after"]
+
+
+def _kept_start(path: list[dict], compaction_index: int) -> int:
+    """Where ``buildContextEntries`` starts the kept entries of the compaction at ``compaction_index``
+    of a walked path (the entry named ``firstKeptEntryId``, searched back; else the compaction)."""
+    first_kept = path[compaction_index].get("firstKeptEntryId", UNDEFINED)
+    if first_kept.__class__ is str and first_kept:
+        for i in range(compaction_index - 1, -1, -1):
+            if path[i].get("id") == first_kept:
+                return i
+    return compaction_index
+
+
+def _prefix_entries(path: list[dict], end: int, previous_compaction: int, bad_message: int) -> list:
+    """``prefix_projection(path, end, True).entries`` from the latest compaction before ``end`` (at
+    ``previous_compaction``, -1 for none) on: the entries before its kept ones do not change the
+    projected entries. ``bad_message``: the first message entry without a message object, where the
+    whole prefix is projected (and raises as it does)."""
+    start = _kept_start(path, previous_compaction) if previous_compaction >= 0 else 0
+    if bad_message < end:
+        start = 0
+    return project_walked_path(path[start:end]).entries
 
 
 def prefix_projection(path: list[dict], end: int, walked: bool) -> SessionProjection:
@@ -65,11 +88,20 @@ def compaction_spans(result_or_session: SessionLike | Sequence[dict], *, leaf_id
     path = build_session_path(source, leaf_id)
     spans: list[CompactionSpan] = []
     walked = is_walked_path(path)
+    bad_message = next((i for i, e in enumerate(path)
+                        if e.get("type") == "message" and e.get("message").__class__ is not dict), len(path))
+    latest = -1  # the latest compaction before ``pos``
     for pos, entry in enumerate(path):
         if entry.get("type") != "compaction":
             continue
         notes: list[str] = []
-        projected = prefix_projection(path, pos, walked).entries if pos else []
+        if not pos:
+            projected = []
+        elif walked:
+            projected = _prefix_entries(path, pos, latest, bad_message)
+        else:
+            projected = prefix_projection(path, pos, walked).entries
+        latest = pos
         prev_index = next(
             (i for i, pe in enumerate(projected) if pe.source_entry.get("type") == "compaction" and pe.messages),
             -1,

@@ -273,9 +273,15 @@ def parse_conversation(text: str) -> list[ParsedPart]:
             role, body = "User", chunk
         part = ParsedPart(role=role, text=body)
         if role == "Assistant tool calls":
-            part.calls = parse_tool_calls(body)
+            part.calls = [ToolCall(name=name, args=args) for name, args in _tool_calls(body)]
         parts.append(part)
     return parts
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _tool_calls(text: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """:func:`parse_tool_calls` as (name, arguments) pairs, memoised (the calls are made fresh)."""
+    return tuple((call.name, call.args) for call in parse_tool_calls(text))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -430,6 +436,56 @@ class _Facts:
     last_assistant: str = ""
 
 
+# What one part's text says, whatever the conversation around it: memoised, since the runs of one
+# session (and consecutive summaries of one run) summarize the same messages again.
+
+
+@functools.lru_cache(maxsize=1 << 13)
+def _user_part(text: str) -> tuple:
+    """A user part: ("summary", inner text), ("command", command, output), or ("text", the request or
+    None, its constraints, its identifier candidates in order)."""
+    if text.startswith(_COMPACTION_PREFIX) or text.startswith(_BRANCH_PREFIX):
+        inner = text.split("<summary>\n", 1)[-1]
+        return "summary", inner.rsplit("</summary>", 1)[0].rstrip("\n")
+    m = re.match(r"Ran `(.*?)`\n", text, re.DOTALL)
+    if m:
+        return "command", m.group(1), text[m.end() :]
+    collapsed = _collapse(text)
+    request = None
+    if collapsed and (len(collapsed.split()) >= 3 or not _ACK.match(collapsed)) and len(collapsed.split()) >= 2:
+        request = _first_sentences(text)
+    constraints = tuple(_shorten(_collapse(sent), 200) for sent in _sentences(text)
+                        if _CONSTRAINT.search(sent) and 3 <= len(sent.split()) <= 60)
+    idents = tuple([m2.group(1) for m2 in _BACKTICK.finditer(text)] + [m2.group(0) for m2 in _PATH_IN_TEXT.finditer(text)])
+    return "text", request, constraints, idents
+
+
+@functools.lru_cache(maxsize=1 << 13)
+def _assistant_part(text: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """An assistant part: its prose, its decisions and its identifier candidates in order."""
+    prose = _prose(text)
+    sents = _sentences(prose)
+    decisions = []
+    for k, sent in enumerate(sents):
+        if _DECISION.search(sent) and 4 <= len(sent.split()) <= 70:
+            following = sents[k + 1] if k + 1 < len(sents) else ""
+            decisions.append(_format_decision(_collapse(sent).rstrip(":"), _collapse(following)))
+    idents = [m2.group(1) for m2 in _BACKTICK.finditer(text)] + [m2.group(1) + "()" for m2 in _CALL_NAME.finditer(text)]
+    return prose, tuple(decisions), tuple(idents)
+
+
+@functools.lru_cache(maxsize=1 << 13)
+def _result_errors(tool: str, text: str) -> tuple[str, ...]:
+    """:func:`result_errors`, memoised."""
+    return tuple(result_errors(tool, text))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _unmatched_errors(text: str) -> tuple[str, ...]:
+    """:func:`_error_lines` of a tool result without a call, memoised."""
+    return tuple(_error_lines(text))
+
+
 def _gather(parts: list[ParsedPart]) -> _Facts:
     facts = _Facts()
     pending: list[ToolCall] = []
@@ -448,39 +504,26 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
 
     for pos, part in enumerate(parts):
         if part.role == "User":
-            text = part.text
-            if text.startswith(_COMPACTION_PREFIX) or text.startswith(_BRANCH_PREFIX):
-                inner = text.split("<summary>\n", 1)[-1]
-                inner = inner.rsplit("</summary>", 1)[0].rstrip("\n")
-                facts.embedded_summaries.append(inner)
+            read = _user_part(part.text)
+            if read[0] == "summary":
+                facts.embedded_summaries.append(read[1])
                 continue
-            m = re.match(r"Ran `(.*?)`\n", text, re.DOTALL)
-            if m:
-                user_commands.append((m.group(1), text[m.end() :], pos))
+            if read[0] == "command":
+                user_commands.append((read[1], read[2], pos))
                 continue
-            collapsed = _collapse(text)
-            if collapsed and (len(collapsed.split()) >= 3 or not _ACK.match(collapsed)) and len(collapsed.split()) >= 2:
-                facts.requests.append(_first_sentences(text))
+            _, request, constraints, idents = read
+            if request is not None:
+                facts.requests.append(request)
                 facts.request_positions.append(pos)
-            for sent in _sentences(text):
-                if _CONSTRAINT.search(sent) and 3 <= len(sent.split()) <= 60:
-                    facts.constraints.append(_shorten(_collapse(sent), 200))
-            for m2 in _BACKTICK.finditer(text):
-                note_ident(m2.group(1), pos)
-            for m2 in _PATH_IN_TEXT.finditer(text):
-                note_ident(m2.group(0), pos)
+            facts.constraints.extend(constraints)
+            for name in idents:
+                note_ident(name, pos)
         elif part.role == "Assistant":
-            prose = _prose(part.text)
+            prose, decisions, idents = _assistant_part(part.text)
             assistant_texts.append((pos, prose))
-            sents = _sentences(prose)
-            for k, sent in enumerate(sents):
-                if _DECISION.search(sent) and 4 <= len(sent.split()) <= 70:
-                    following = sents[k + 1] if k + 1 < len(sents) else ""
-                    facts.decisions.append(_format_decision(_collapse(sent).rstrip(":"), _collapse(following)))
-            for m2 in _BACKTICK.finditer(part.text):
-                note_ident(m2.group(1), pos)
-            for m2 in _CALL_NAME.finditer(part.text):
-                note_ident(m2.group(1) + "()", pos)
+            facts.decisions.extend(decisions)
+            for name in idents:
+                note_ident(name, pos)
         elif part.role == "Assistant tool calls":
             for call in part.calls:
                 call.position = pos
@@ -490,9 +533,9 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
             if pending:
                 call = pending.pop(0)
                 call.result = part.text
-                call.error_lines = result_errors(call.name.lower(), part.text)
+                call.error_lines = list(_result_errors(call.name.lower(), part.text))
             else:
-                facts.errors.extend(_error_lines(part.text))
+                facts.errors.extend(_unmatched_errors(part.text))
 
     # Successes and failures, in order, with resolution of earlier failures.
     open_failures: list[tuple[str, str, int]] = []  # (key, bullet text, position)
@@ -642,11 +685,14 @@ def _parsed_sections(summary: str) -> dict[str, tuple[str, ...]]:
     return {name: tuple(_dedupe(sections[name])) for name in _SECTION_NAMES}
 
 
-def _mentions(item: str) -> set[str]:
+@functools.lru_cache(maxsize=1 << 14)
+def _mentions(item: str) -> frozenset[str]:
+    """Backticked names, paths and file names an item mentions (memoised: an update meets the
+    previous summary's items again)."""
     found = {m.group(1) for m in _BACKTICK.finditer(item)}
     found |= {m.group(0) for m in _PATH_IN_TEXT.finditer(item)}
     found |= {m.group(0) for m in BARE_FILE.finditer(item)}
-    return {f.strip("'") for f in found if len(f) >= 3}
+    return frozenset(f.strip("'") for f in found if len(f) >= 3)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -885,24 +931,33 @@ _CODE_LIST = re.compile(r"`[^`]*`(?:, `[^`]*`)*")
 _CODE_ITEM = re.compile(r"`([^`]*)`")
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _code_list(item: str) -> tuple[str, tuple[str, ...] | None]:
+    """``Label: `a`, `b``` as (label, its values); (label, None) for any other item (memoised)."""
+    label, _, rest = item.partition(": ")
+    if label in _LIST_LABELS and _CODE_LIST.fullmatch(rest):
+        return label, tuple(m.group(1) for m in _CODE_ITEM.finditer(rest))
+    return label, None
+
+
 def _merge_critical(old: list[str], new: list[str]) -> list[str]:
     """Merge Critical Context items; ``Label: `a`, `b``` lists with the same label are united."""
     merged: list[str] = []
     lists: dict[str, list[str]] = {}
     known: dict[str, set[str]] = {}
     for item in old + new:
-        label, _, rest = item.partition(": ")
-        if label in _LIST_LABELS and _CODE_LIST.fullmatch(rest):
+        label, listed = _code_list(item)
+        if listed is not None:
             values = lists.get(label)
             if values is None:
                 values = lists[label] = []
                 known[label] = set()
                 merged.append(label)  # placeholder, filled below
             seen = known[label]
-            for m in _CODE_ITEM.finditer(rest):
-                if m.group(1) not in seen:
-                    seen.add(m.group(1))
-                    values.append(m.group(1))
+            for value in listed:
+                if value not in seen:
+                    seen.add(value)
+                    values.append(value)
         else:
             merged.append(item)
     out = []

@@ -24,26 +24,24 @@ from pimem.core.compaction.utils import (
 from pimem.core.context_tracker import ContextTracker
 from pimem.core.session_manager import build_session_path
 from tests.core.test_context import run_node
+from tests.support.messages import message_entry
 from tests.support.summarizers import FixedSummarizer
 
 TS = "2025-01-01T00:00:00.000Z"
 
 
-def entry(eid, parent, message):
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message}
-
-
 def tool_turn(prefix, parent, n_tools=2, size=400):
     """user -> (assistant toolCall -> toolResult) * n -> assistant text."""
-    out = [entry(f"{prefix}u", parent, {"role": "user", "content": "u" * size})]
+    out = [message_entry(f"{prefix}u", parent, {"role": "user", "content": "u" * size})]
     last = f"{prefix}u"
     for i in range(n_tools):
-        out.append(entry(f"{prefix}a{i}", last, {"role": "assistant", "content": [
+        out.append(message_entry(f"{prefix}a{i}", last, {"role": "assistant", "content": [
             {"type": "toolCall", "id": f"t{i}", "name": "read", "arguments": {"path": f"/f{prefix}{i}"}}]}))
-        out.append(entry(f"{prefix}r{i}", f"{prefix}a{i}", {"role": "toolResult", "toolCallId": f"t{i}",
+        out.append(message_entry(f"{prefix}r{i}", f"{prefix}a{i}", {"role": "toolResult", "toolCallId": f"t{i}",
                                                              "toolName": "read", "content": [{"type": "text", "text": "r" * size}]}))
         last = f"{prefix}r{i}"
-    out.append(entry(f"{prefix}z", last, {"role": "assistant", "content": [{"type": "text", "text": "z" * size}]}))
+    out.append(message_entry(f"{prefix}z", last,
+                             {"role": "assistant", "content": [{"type": "text", "text": "z" * size}]}))
     return out
 
 

@@ -8,7 +8,6 @@ A fixed set of trees with Pi's results is committed as goldens, checked without 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from tests.oracle.plans import (
     BRANCH_VARIANTS,
     COMPACT_VARIANTS,
     first_difference,
-    request_key,
 )
 from tests.oracle.plans import settings as compaction_settings
 from tests.oracle.plugin import COUNTS
@@ -134,18 +132,7 @@ def write_generated_goldens(oracle: Any) -> Path:
         }
         for req, res in zip(reqs, results):
             payload["requests"].append({**req, "path": Path(req["path"]).name, "result": normalize(req["op"], res)})
-    target = golden_store.golden_path(GOLDEN_NAME, "generated")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    import gzip
-    import tempfile as _tf
-
-    data = json.dumps(payload, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode("ascii")
-    fd, tmpname = _tf.mkstemp(dir=target.parent, prefix=".golden")
-    with os.fdopen(fd, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, compresslevel=9) as gz:
-        gz.write(data)
-    os.chmod(tmpname, 0o644)
-    os.replace(tmpname, target)
-    return target
+    return golden_store.write_goldens(GOLDEN_NAME, "generated", payload)
 
 
 def test_generated_goldens(tmp_path: Path) -> None:
@@ -154,16 +141,6 @@ def test_generated_goldens(tmp_path: Path) -> None:
     if store is None:
         pytest.fail("no generated-tree goldens; run `python -m tests.oracle.make_goldens --generated`", pytrace=False)
     assert store["pi_version"] == PI_VERSION
-    for name, text in store["trees"].items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    mirror = Mirror()
-    problems = []
-    for item in store["requests"]:
-        req = {k: v for k, v in item.items() if k != "result"}
-        req["path"] = str(tmp_path / item["path"])
-        mine = mirror.run(req)
-        COUNTS[f"golden generated {req['op']} cases"] += len(mine) if isinstance(mine, list) else 1
-        if mine != item["result"]:
-            problems.append(f"{item['path']} {req['op']} {request_key(req)}: {first_difference(mine, item['result'])}")
+    problems = golden_store.generated_tree_problems(store, tmp_path, Mirror(), COUNTS)
     assert len(store["trees"]) == GOLDEN_TREES
     assert not problems, f"{len(problems)} differences from the goldens:\n" + "\n".join(problems[:15])

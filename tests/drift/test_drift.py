@@ -415,10 +415,10 @@ def _lost_facts_by_definition(report: pd.DataFrame) -> list[dict]:
             if present.get((k, kind, a)) is True and present.get((k, kind, b)) is False]
 
 
-def test_lost_facts_follow_their_definition_on_long_chains(samples_dir):
+def test_lost_facts_follow_their_definition_on_long_chains(auth):
     from tests.support.big_inputs import big_report
 
-    recorded = drift_report(pimem.load_session(samples_dir / "auth-login-bug.jsonl"))
+    recorded = drift_report(auth)
     for report in (recorded, big_report(compactions=80)):
         expected = _lost_facts_by_definition(report)
         assert len(expected) > 2

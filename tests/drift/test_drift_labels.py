@@ -11,10 +11,9 @@ import pytest
 
 from pimem.drift import EntailmentMatcher, NotAChatModelError, load_labels, matcher_check
 from pimem.drift.labels import ENTAILMENT_SYSTEM, LabelFormatError, precision_recall
-from pimem.summarizers import OpenAISummarizer
 from pimem.summarizers.extractive import ExtractiveSummarizer
 from tests.support.drift_chain import build_needed_chain
-from tests.support.fake_openai_server import Reply
+from tests.support.fake_openai_server import Reply, openai_summarizer
 
 LABELS = Path(__file__).resolve().parents[2] / "datasets" / "labels" / "before-compaction.facts.jsonl"
 
@@ -101,7 +100,7 @@ def entailment_responder(body: dict) -> str:
 def test_entailment_matcher_over_http(fixture, server) -> None:
     chain, path = fixture
     server.responder = entailment_responder
-    model = OpenAISummarizer("judge", base_url=server.base_url, api_key="k", backoff_base=0.001, timeout=5.0)
+    model = openai_summarizer(server, "judge")
     check = matcher_check(path, chain.entries, EntailmentMatcher(model))
     assert server.hits == 7
     facts = check.facts.set_index("id")

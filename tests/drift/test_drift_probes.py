@@ -16,7 +16,7 @@ from pimem.drift.probes import ANSWER_SYSTEM_PROMPT, JUDGE_SYSTEM_PROMPT, PROBE_
 from pimem.summarizers import CachedSummarizer, OpenAISummarizer
 from pimem.summarizers.baselines import EmptyTemplateSummarizer
 from pimem.summarizers.extractive import ExtractiveSummarizer
-from tests.support.fake_openai_server import Reply
+from tests.support.fake_openai_server import Reply, openai_summarizer
 from tests.support.drift_chain import build_needed_chain
 from tests.drift.test_drift import build_chain
 
@@ -52,7 +52,7 @@ def server(server):
 
 
 def chat(server, model="judge-model") -> OpenAISummarizer:
-    return OpenAISummarizer(model, base_url=server.base_url, api_key="k", backoff_base=0.001, timeout=5.0)
+    return openai_summarizer(server, model)
 
 
 def test_offline_probes_are_specific_and_grounded_after_the_compaction() -> None:
@@ -153,10 +153,8 @@ def test_model_written_questions(server) -> None:
         generate_probes(chain.entries, questioner=chat(server, model="questioner"))
 
 
-def test_probes_on_real_session(real_v3_paths) -> None:
-    from pimem.core.session_manager import load_session
-
-    session = load_session(real_v3_paths[0])
+def test_probes_on_real_session(before_compaction) -> None:
+    session = before_compaction
     probes = generate_probes(session)
     assert {p.compaction for p in probes} == {0, 1}
     for index in (0, 1):

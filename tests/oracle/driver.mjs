@@ -153,6 +153,24 @@ async function guardMapAsync(items, key, fn) {
     return out;
 }
 
+/**
+ * For every leaf of the request: `fn(preparation)` per settings under `key` (null where
+ * prepareCompaction finds nothing to compact), as {leafId, [key]: [...]}.
+ */
+function perPreparation(req, key, fn) {
+    const s = getSession(req.path);
+    return guardMap(resolveLeaves(s, req.leaves), "leafId", (leafId) => {
+        const path = pathFor(s, leafId);
+        return {
+            leafId,
+            [key]: req.settings.map((settings) => {
+                const prep = prepareCompaction(path, settings);
+                return prep ? fn(prep) : null;
+            }),
+        };
+    });
+}
+
 function fileOpsJson(fileOps) {
     return { read: [...fileOps.read], written: [...fileOps.written], edited: [...fileOps.edited] };
 }
@@ -326,35 +344,23 @@ const ops = {
 
     /** prepareCompaction(path entries, settings) per leaf and settings. */
     prepare(req) {
-        const s = getSession(req.path);
         const hash = req.hash ?? false;
-        return guardMap(resolveLeaves(s, req.leaves), "leafId", (leafId) => {
-            const path = pathFor(s, leafId);
+        return perPreparation(req, "preparations", (prep) => {
+            const j = preparationJson(prep);
             return {
-                leafId,
-                preparations: req.settings.map((settings) => {
-                    const prep = prepareCompaction(path, settings);
-                    if (!prep) return null;
-                    const j = preparationJson(prep);
-                    return {
-                        ...j,
-                        settings: undefined,
-                        previousSummary: hash ? emit(j.previousSummary, true) : j.previousSummary,
-                        messagesToSummarize: emitList(j.messagesToSummarize, hash),
-                        turnPrefixMessages: emitList(j.turnPrefixMessages, hash),
-                        counts: [j.messagesToSummarize.length, j.turnPrefixMessages.length],
-                        ...(req.serialize
-                            ? {
-                                  serialized: emit(serializeConversation(convertToLlm(prep.messagesToSummarize)), hash),
-                                  serializedTurnPrefix: emit(
-                                      serializeConversation(convertToLlm(prep.turnPrefixMessages)),
-                                      hash,
-                                  ),
-                                  fileLists: computeFileLists(prep.fileOps),
-                              }
-                            : {}),
-                    };
-                }),
+                ...j,
+                settings: undefined,
+                previousSummary: hash ? emit(j.previousSummary, true) : j.previousSummary,
+                messagesToSummarize: emitList(j.messagesToSummarize, hash),
+                turnPrefixMessages: emitList(j.turnPrefixMessages, hash),
+                counts: [j.messagesToSummarize.length, j.turnPrefixMessages.length],
+                ...(req.serialize
+                    ? {
+                          serialized: emit(serializeConversation(convertToLlm(prep.messagesToSummarize)), hash),
+                          serializedTurnPrefix: emit(serializeConversation(convertToLlm(prep.turnPrefixMessages)), hash),
+                          fileLists: computeFileLists(prep.fileOps),
+                      }
+                    : {}),
             };
         });
     },
@@ -362,22 +368,11 @@ const ops = {
     /** serializeConversation(convertToLlm(messagesToSummarize)) per leaf and settings, or inline. */
     serialize(req) {
         if (req.messages) return serializeConversation(convertToLlm(req.messages));
-        const s = getSession(req.path);
         const hash = req.hash ?? false;
-        return guardMap(resolveLeaves(s, req.leaves), "leafId", (leafId) => {
-            const path = pathFor(s, leafId);
-            return {
-                leafId,
-                texts: req.settings.map((settings) => {
-                    const prep = prepareCompaction(path, settings);
-                    if (!prep) return null;
-                    return [
-                        emit(serializeConversation(convertToLlm(prep.messagesToSummarize)), hash),
-                        emit(serializeConversation(convertToLlm(prep.turnPrefixMessages)), hash),
-                    ];
-                }),
-            };
-        });
+        return perPreparation(req, "texts", (prep) => [
+            emit(serializeConversation(convertToLlm(prep.messagesToSummarize)), hash),
+            emit(serializeConversation(convertToLlm(prep.turnPrefixMessages)), hash),
+        ]);
     },
 
     /** File list helpers over inline file ops. */

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.oracle.install import PI_VERSION
-from tests.oracle.plans import file_digest
+from tests.oracle.plans import file_digest, first_difference, request_key
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "goldens"
 
@@ -28,9 +28,8 @@ def golden_path(session_path: Path | str, kind: str, release: str | None = None)
     return base / kind / (Path(session_path).stem + ".json.gz")
 
 
-def write_goldens(session_path: Path | str, kind: str, payload: dict[str, Any], release: str | None = None) -> Path:
-    """Write atomically (temp file + rename)."""
-    target = golden_path(session_path, kind, release)
+def write_json_gz(target: Path, payload: dict[str, Any]) -> Path:
+    """``payload`` as sorted ASCII JSON in gzip, reproducibly, written atomically (temp file + rename)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(payload, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode("ascii")
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".golden")
@@ -43,12 +42,21 @@ def write_goldens(session_path: Path | str, kind: str, payload: dict[str, Any], 
     return target
 
 
-def read_goldens(session_path: Path | str, kind: str, release: str | None = None) -> dict[str, Any] | None:
-    target = golden_path(session_path, kind, release)
+def read_json_gz(target: Path) -> dict[str, Any] | None:
+    """What :func:`write_json_gz` wrote, or None when there is no such file."""
     if not target.exists():
         return None
     with gzip.open(target, "rb") as fh:
         return json.loads(fh.read().decode("ascii"))
+
+
+def write_goldens(session_path: Path | str, kind: str, payload: dict[str, Any], release: str | None = None) -> Path:
+    """Write atomically (temp file + rename)."""
+    return write_json_gz(golden_path(session_path, kind, release), payload)
+
+
+def read_goldens(session_path: Path | str, kind: str, release: str | None = None) -> dict[str, Any] | None:
+    return read_json_gz(golden_path(session_path, kind, release))
 
 
 def load_session_goldens(session_path: Path | str, kind: str, release: str | None = None) -> dict[str, Any]:
@@ -63,3 +71,19 @@ def load_session_goldens(session_path: Path | str, kind: str, release: str | Non
     if store.get("pi_version") != (release or PI_VERSION):
         pytest.fail(f"goldens for {Path(session_path).name} were made with Pi {store.get('pi_version')}; {regen}", pytrace=False)
     return store
+
+
+def generated_tree_problems(store: dict[str, Any], folder: Path, mirror: Any, counts: Any) -> list[str]:
+    """Write the stored generated trees into ``folder`` and compare ``mirror``'s answer to every stored
+    request with Pi's stored result (counted in ``counts``): one line per difference."""
+    for name, text in store["trees"].items():
+        (folder / name).write_text(text, encoding="utf-8")
+    problems = []
+    for item in store["requests"]:
+        req = {k: v for k, v in item.items() if k != "result"}
+        req["path"] = str(folder / item["path"])
+        mine = mirror.run(req)
+        counts[f"golden generated {req['op']} cases"] += len(mine) if isinstance(mine, list) else 1
+        if mine != item["result"]:
+            problems.append(f"{item['path']} {req['op']} {request_key(req)}: {first_difference(mine, item['result'])}")
+    return problems

@@ -23,6 +23,7 @@ import pytest
 
 from pimem.base.js import parse_iso_ms
 from tests.oracle.odd_inputs import DATES_GOLDEN, GOLDENS, TIME_ZONES, date_strings, node_dates
+from tests.oracle.plugin import release_oracle
 
 SESSIONS_GOLDEN = GOLDENS / "sessions.json"
 TS = "2026-03-01T09:00:00.000Z"
@@ -230,17 +231,6 @@ def _throw_messages(value: Any) -> list[str]:
     return []
 
 
-def _oracle(release: str) -> Any:
-    from tests.oracle.client import Oracle, OracleUnavailable
-
-    try:
-        if release == "0.87.1":
-            return Oracle()
-        return Oracle(release=release, driver="driver_0_13_2.mjs" if release == "0.13.2" else None)
-    except OracleUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 def make_session_goldens() -> Path:
     import tempfile
 
@@ -248,7 +238,7 @@ def make_session_goldens() -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         for release in RELEASES:
             reqs = _requests(release, Path(tmp))
-            results = _oracle(release).run_batch([r for _, r in reqs])
+            results = release_oracle(release).run_batch([r for _, r in reqs])
             payload[release] = [{"case": name, "op": r["op"], "result": _comparable(release, r["op"], res)}
                                 for (name, r), res in zip(reqs, results)]
     SESSIONS_GOLDEN.write_text(json.dumps(payload, ensure_ascii=True, indent=0, sort_keys=True) + "\n")
@@ -279,7 +269,7 @@ def test_odd_sessions_match_the_goldens(release, tmp_path):
 @pytest.mark.oracle
 @pytest.mark.parametrize("release", RELEASES)
 def test_odd_sessions_match_the_release(release, tmp_path):
-    oracle = _oracle(release)
+    oracle = release_oracle(release)
     reqs = _requests(release, tmp_path)
     theirs = [_comparable(release, r["op"], res) for (_, r), res in zip(reqs, oracle.run_batch([r for _, r in reqs]))]
     problems = _check(release, theirs, tmp_path)

@@ -271,17 +271,7 @@ def test_generated_goldens_pi_1_6_0(tmp_path: Path) -> None:
     assert store["pi_version"] == RELEASE
     assert len(store["trees"]) == GOLDEN_TREES
     assert sum('"nestedCalls":{"calls":[{' in t for t in store["trees"].values()) > GOLDEN_TREES // 6
-    for name, text in store["trees"].items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    mirror = Mirror(RELEASE)
-    problems = []
-    for item in store["requests"]:
-        req = {k: v for k, v in item.items() if k != "result"}
-        req["path"] = str(tmp_path / item["path"])
-        mine = mirror.run(req)
-        COUNTS[f"golden generated {req['op']} cases"] += len(mine) if isinstance(mine, list) else 1
-        if mine != item["result"]:
-            problems.append(f"{item['path']} {req['op']}: {first_difference(mine, item['result'])}")
+    problems = golden_store.generated_tree_problems(store, tmp_path, Mirror(RELEASE), COUNTS)
     assert not problems, f"{len(problems)} differences from the goldens:\n" + "\n".join(problems[:15])
 
 

@@ -63,10 +63,10 @@ def test_pi_1_6_0_prepares_and_summarizes_like_its_functions():
     assert "<modified-files>\nsrc/dates/index.ts\nsrc/dates/parse.ts\ntest/dates.test.ts" in result.summary
 
 
-def test_pi_0_13_2_with_recorded_sizes_reproduces_the_real_compactions(real_v3_paths):
+def test_pi_0_13_2_with_recorded_sizes_reproduces_the_real_compactions(before_compaction):
     """The strategy on the v3 branch of before-compaction: with the recorded usage it cuts exactly
     where Pi 0.13.2 did (the recorded firstKeptEntryId and tokensBefore of both compactions)."""
-    session = load_session(real_v3_paths[0])
+    session = before_compaction
     branch = session.get_branch()
     strategy = get_strategy("pi-0.13.2:sizes=recorded")
     positions = [i for i, e in enumerate(branch) if e["type"] == "compaction"]

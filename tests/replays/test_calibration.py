@@ -200,3 +200,15 @@ def test_the_removal_rule_predicts_the_recordings_own_drop(before_compaction):
         assert not floored
         assert abs(predicted / y_after - 1) < 0.10
         assert not math.isclose(predicted, y_after)  # a prediction, not the recorded value
+
+
+def test_the_walk_of_a_recording_is_shared_by_the_replays_of_its_path(before_compaction):
+    """A path of the same entry objects reuses the walk (a sweep replays one session many times);
+    a path of other entry objects, even equal ones, is walked again; the result is the same."""
+    first = walk_recording(before_compaction.get_branch())
+    assert walk_recording(before_compaction.get_branch()) is first
+    copied = [dict(e) for e in before_compaction.get_branch()]
+    again = walk_recording(copied)
+    assert again is not first
+    assert again[1] == first[1]
+    assert [e for e in again[0] if e == e] == [e for e in first[0] if e == e]

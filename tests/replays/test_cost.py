@@ -45,13 +45,13 @@ def test_table_reproduces_pis_recorded_costs(sample_paths, real_v3_paths):
     assert (rows["cost"] - rows["recorded_cost"]).abs().max() < 1e-9
 
 
-def test_prefix_cache_model_follows_the_recording(real_v3_paths):
+def test_prefix_cache_model_follows_the_recording(before_compaction):
     """Replaying before-compaction.jsonl where it compacted, with its own summaries, the modelled
     prompt cache reads per request match the recorded ones on most requests, and the total cost
     is within 10% of what Pi recorded (the recording has cache misses no model can know)."""
     from pimem.summarizers.recorded import RecordedSummarizer
 
-    session = load_session([p for p in real_v3_paths if p.name == "before-compaction.jsonl"][0])
+    session = before_compaction
     result = _replay(session, settings=CompactionSettings(), window=None, triggers="recorded",
                      summarizer=RecordedSummarizer(session), strategy="no-split-turn")
     assert len(result.compactions) == 2

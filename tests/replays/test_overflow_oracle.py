@@ -24,8 +24,8 @@ import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.replays.engine import replay
-from tests.oracle.client import Oracle, OracleUnavailable
-from tests.oracle.plugin import COUNTS, oracle_required
+from tests.oracle.client import Oracle
+from tests.oracle.plugin import COUNTS
 from tests.support.summarizers import OracleSummarizer
 
 pytestmark = pytest.mark.oracle
@@ -61,16 +61,6 @@ SCENARIOS: dict[str, tuple[list[dict[str, Any]], int, int, int]] = {
 }
 BIG_FILE = {"big.txt": "\n".join(f"line {i}: " + "z" * 60 for i in range(80))}
 FILES = {"tool-result": BIG_FILE, "failed-tool-run": BIG_FILE}
-
-
-@pytest.fixture(scope="module")
-def agent_oracle() -> Oracle:
-    try:
-        return Oracle(driver="agent_loop.mjs")
-    except OracleUnavailable as exc:
-        if oracle_required():
-            pytest.fail(f"PIMEM_REQUIRE_ORACLE=1 but the oracle is missing: {exc}", pytrace=False)
-        pytest.skip(str(exc))
 
 
 def _pi_run(oracle: Oracle, name: str, window: int) -> dict[str, Any]:

@@ -276,10 +276,10 @@ def test_run_measures_columns(logslice):
     assert hybrid["n_needed"] >= 0 and hybrid["cost_total"] > 0
 
 
-def test_masked_needed_facts_on_a_real_session(real_v3_paths):
+def test_masked_needed_facts_on_a_real_session(large_session):
     from pimem.experiments.run_measures import masked_needed_facts, run_measures
 
-    session = load_session([p for p in real_v3_paths if p.name == "large-session.jsonl"][0])
+    session = large_session
     masked = _replay(session, "masking", settings=CompactionSettings(), window=100_000)
     facts = masked_needed_facts(masked)
     facts = masked_needed_facts(masked)

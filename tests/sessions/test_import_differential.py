@@ -11,10 +11,7 @@ imported file's bytes, so a change to an importer shows up as "regenerate".
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import SHARED_DIR
+from tests.oracle.goldens import read_json_gz, write_json_gz
 from tests.oracle.install import PI_VERSION
 
 pytestmark = pytest.mark.slow
@@ -59,25 +57,14 @@ class Imported:
     """One source file imported, written as a Pi file and measured on pimem's side."""
 
     def __init__(self, source: Path, out_dir: Path) -> None:
-        from pimem.core.session_manager import build_session_projection
-        from pimem.core.session_manager import load_session as load_pi_session
         from pimem.sessions.load import load_session
-        from tests.oracle.client import ListDigester, digest_value
 
         self.source = source
         self.label = label(source)
         session = load_session(source)
         self.report = session.import_report
-        self.path = session.write(out_dir / (self.label.replace("/", "__") + ".jsonl"))
-        self.sha256 = _sha256(self.path.read_bytes())
         self.source_sha256 = _sha256(source.read_bytes())
-        back = load_pi_session(self.path)
-        self.reload_warnings = [str(w) for w in back.warnings]
-        digest = ListDigester()
-        self.header = digest_value(back.header)
-        self.entries = digest(back.entries)
-        self.leaf_id = back.leaf_id
-        self.name = back.name
+        back, digest = self._written(session, out_dir)
         self.types: dict[str, int] = {}
         for e in back.entries:
             key = f"message:{e['message'].get('role')}" if e.get("type") == "message" else e.get("type")
@@ -90,7 +77,30 @@ class Imported:
                 after.extend(c["id"] for c in back.get_children(e["id"])[:1])
         self.compactions = sum(1 for e in back.entries if e.get("type") == "compaction")
         self.points = list(dict.fromkeys(leaves + after))
-        self.projections = {p: digest(build_session_projection(back, p).messages) for p in self.points}
+        self.projections = self._projections(back, digest)
+
+    def _written(self, session: Any, out_dir: Path) -> tuple[Any, Any]:
+        """Write ``session`` as a Pi file and read it back as Pi would: its digests, leaf and name; the
+        session read back and the digester (it caches the digests of the entries)."""
+        from pimem.core.session_manager import load_session as load_pi_session
+        from tests.oracle.client import ListDigester, digest_value
+
+        self.path = session.write(out_dir / (self.label.replace("/", "__") + ".jsonl"))
+        self.sha256 = _sha256(self.path.read_bytes())
+        back = load_pi_session(self.path)
+        self.reload_warnings = [str(w) for w in back.warnings]
+        digest = ListDigester()
+        self.header = digest_value(back.header)
+        self.entries = digest(back.entries)
+        self.leaf_id = back.leaf_id
+        self.name = back.name
+        return back, digest
+
+    def _projections(self, back: Any, digest: Any) -> dict[str, str]:
+        """The digest of pimem's projection at every point."""
+        from pimem.core.session_manager import build_session_projection
+
+        return {p: digest(build_session_projection(back, p).messages) for p in self.points}
 
     def requests(self) -> list[dict[str, Any]]:
         path = str(self.path)
@@ -141,28 +151,17 @@ class Replayed(Imported):
     """A replay of an imported session (Pi's compaction on another agent's session), written."""
 
     def __init__(self, imported: Imported, out_dir: Path) -> None:  # noqa: D107
-        from pimem.core.session_manager import build_session_projection
-        from pimem.core.session_manager import load_session as load_pi_session
         from pimem.replays.engine import replay
-        from tests.oracle.client import ListDigester, digest_value
 
         self.source = imported.source
         self.label = "replay/" + imported.label
         result = replay(imported.path, context_window=replay_window(imported.path), seed=1)
-        self.path = result.session.write(out_dir / (self.label.replace("/", "__") + ".jsonl"))
-        self.sha256 = _sha256(self.path.read_bytes())
         self.source_sha256 = imported.source_sha256
-        back = load_pi_session(self.path)
-        self.reload_warnings = [str(w) for w in back.warnings]
-        digest = ListDigester()
-        self.header = digest_value(back.header)
-        self.entries = digest(back.entries)
-        self.leaf_id = back.leaf_id
-        self.name = back.name
+        back, digest = self._written(result.session, out_dir)
         self.types = {}
         self.compactions = sum(1 for e in back.entries if e.get("type") == "compaction")
         self.points = [back.leaf_id] + [e["id"] for e in back.entries if e.get("type") == "compaction"]
-        self.projections = {p: digest(build_session_projection(back, p).messages) for p in self.points}
+        self.projections = self._projections(back, digest)
         self.report = None
 
 
@@ -245,11 +244,7 @@ def test_imports_agree_with_pi_goldens(items: list[Imported]) -> None:
 
 
 def _read_golden(source: Path) -> dict[str, Any] | None:
-    target = golden_path(source)
-    if not target.exists():
-        return None
-    with gzip.open(target, "rb") as fh:
-        return json.loads(fh.read().decode("ascii"))
+    return read_json_gz(golden_path(source))
 
 
 def write_goldens() -> None:
@@ -270,14 +265,7 @@ def write_goldens() -> None:
                 "source_sha256": group[0].source_sha256,
                 "items": {item.label: results[item.label] for item in group},
             }
-            data = json.dumps(payload, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode("ascii")
-            target = golden_path(source)
-            fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".golden")
-            with os.fdopen(fd, "wb") as fh:
-                with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, compresslevel=9) as gz:
-                    gz.write(data)
-            os.chmod(tmp_name, 0o644)
-            os.replace(tmp_name, target)
+            target = write_json_gz(golden_path(source), payload)
             print(target.name, len(group), file=sys.stderr)
 
 

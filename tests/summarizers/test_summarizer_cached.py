@@ -21,7 +21,7 @@ from pimem.summarizers.cached import (
     default_cache_path,
 )
 from pimem.summarizers.openai_compat import OpenAISummarizer
-from tests.support.fake_openai_server import Reply
+from tests.support.fake_openai_server import Reply, openai_summarizer
 from tests.support.summarizers import EchoSummarizer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -290,8 +290,7 @@ def test_repeated_draws_at_temperature_are_distinct_and_cached(tmp_path, server)
     path = next(p for p in sample_session_paths() if p.name == "auth-login-bug.jsonl")
     settings = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000)
     server.responder = random_model
-    model = OpenAISummarizer("sampled-model", base_url=server.base_url, api_key="k", temperature=0.8,
-                             backoff_base=0.001, timeout=5.0)
+    model = openai_summarizer(server, "sampled-model", temperature=0.8)
     cache = CachedSummarizer(model, tmp_path / "draws.sqlite")
 
     def summaries(sample):

@@ -19,7 +19,7 @@ from pimem.core.llm import SummaryRequest
 from pimem.errors import ConfigurationError
 from pimem.summarizers import DEFAULT_DEADLINE, client_options_from_env, summarizer_from_env
 from pimem.summarizers.openai_compat import OpenAISummarizer
-from tests.support.fake_openai_server import Reply
+from tests.support.fake_openai_server import Reply, openai_summarizer
 
 
 def make_request(prompt: str = "hi") -> SummaryRequest:
@@ -27,18 +27,12 @@ def make_request(prompt: str = "hi") -> SummaryRequest:
                           reasoning=None, session_id="r", model="m")
 
 
-def summarizer(server, **kw) -> OpenAISummarizer:
-    kw.setdefault("backoff_base", 0.001)
-    kw.setdefault("timeout", 5.0)
-    return OpenAISummarizer("local-model", base_url=server.base_url, api_key="sk-test", **kw)
-
-
 @pytest.mark.parametrize("part", ["headers", "body"])
 def test_trickling_server_is_cut_off_by_the_deadline(server, part):
     # one byte every 50 ms: every read arrives well within the 5 s read timeout, so only the deadline
     # for the whole request can stop it; the full answer (~700 bytes) would take over 30 s
     server.script(*[Reply(content="a summary", trickle=part) for _ in range(5)])
-    resp = summarizer(server, deadline=0.5, max_retries=3).complete(make_request())
+    resp = openai_summarizer(server, deadline=0.5, max_retries=3).complete(make_request())
     assert resp.stop_reason == "error" and "deadline" in resp.error_message and resp.text == ""
     assert server.hits == 1  # the deadline covers the retries too: never asked again
 
@@ -47,14 +41,14 @@ def test_a_trickled_answer_within_the_deadline_is_used(server):
     server.script(Reply(raw_body=b'{"choices": [{"index": 0, "finish_reason": "stop", '
                                  b'"message": {"role": "assistant", "content": "ok"}}]}',
                         trickle="body", trickle_every=0.001))
-    resp = summarizer(server, deadline=60).complete(make_request())
+    resp = openai_summarizer(server, deadline=60).complete(make_request())
     assert resp.stop_reason == "stop" and resp.text == "ok"
 
 
 def test_an_html_page_with_status_200_says_so(server):
     server.script(Reply(raw_body=b"<!DOCTYPE html><html><body>Welcome to nginx!</body></html>",
                         content_type="text/html"))
-    resp = summarizer(server).complete(make_request())
+    resp = openai_summarizer(server).complete(make_request())
     assert resp.stop_reason == "error"
     assert "HTML page" in resp.error_message and "/v1" in resp.error_message and "Welcome to nginx" in resp.error_message
     assert server.hits == 1
@@ -62,20 +56,20 @@ def test_an_html_page_with_status_200_says_so(server):
 
 def test_a_body_that_is_not_json_says_so(server):
     server.script(Reply(raw_body=b"OK", content_type="text/plain"))
-    resp = summarizer(server).complete(make_request())
+    resp = openai_summarizer(server).complete(make_request())
     assert resp.stop_reason == "error" and "not JSON" in resp.error_message and "'OK'" in resp.error_message
 
 
 def test_an_oversized_answer_is_refused(server):
     big = b'{"choices": [{"message": {"role": "assistant", "content": "' + b"x" * (1 << 20) + b'"}}]}'
     server.script(Reply(raw_body=big))
-    resp = summarizer(server, max_response_bytes=64 * 1024).complete(make_request())
+    resp = openai_summarizer(server, max_response_bytes=64 * 1024).complete(make_request())
     assert resp.stop_reason == "error" and "longer than 65536 bytes" in resp.error_message
 
 
 def test_circuit_breaker_stops_asking_a_failing_server(server):
     server.script(*[Reply(status=500) for _ in range(100)])
-    s = summarizer(server, max_retries=1, breaker_threshold=3, breaker_cooldown=3600)
+    s = openai_summarizer(server, max_retries=1, breaker_threshold=3, breaker_cooldown=3600)
     responses = [s.complete(make_request(f"p{i}")) for i in range(10)]
     assert server.hits == 3 * 2  # three requests, each tried twice; then no more
     assert all(r.stop_reason == "error" for r in responses)
@@ -85,7 +79,7 @@ def test_circuit_breaker_stops_asking_a_failing_server(server):
 
 def test_circuit_half_opens_after_the_cooldown_and_a_success_closes_it(server):
     server.script(Reply(status=500), Reply(status=500), Reply(content="back"), Reply(status=500))
-    s = summarizer(server, max_retries=0, breaker_threshold=2, breaker_cooldown=0)
+    s = openai_summarizer(server, max_retries=0, breaker_threshold=2, breaker_cooldown=0)
     assert [s.complete(make_request()).stop_reason for _ in range(2)] == ["error", "error"]
     assert s.complete(make_request()).text == "back"  # the cooldown is over: one request let through
     assert s.complete(make_request()).stop_reason == "error"  # one failure after a success: still closed
@@ -95,7 +89,7 @@ def test_circuit_half_opens_after_the_cooldown_and_a_success_closes_it(server):
 
 def test_only_failures_in_a_row_open_the_circuit(server):
     server.script(Reply(status=500), Reply(content="fine"), Reply(status=500), Reply(content="fine"))
-    s = summarizer(server, max_retries=0, breaker_threshold=2, breaker_cooldown=3600)
+    s = openai_summarizer(server, max_retries=0, breaker_threshold=2, breaker_cooldown=3600)
     assert [s.complete(make_request()).stop_reason for _ in range(4)] == ["error", "stop", "error", "stop"]
     assert server.hits == 4
 

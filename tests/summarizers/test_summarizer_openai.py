@@ -14,9 +14,9 @@ from pimem.summarizers.openai_compat import (
     OpenAISummarizer,
     map_usage,
 )
-from tests.support.fake_openai_server import Reply
+from tests.support.fake_openai_server import API_KEY as SECRET
+from tests.support.fake_openai_server import Reply, openai_summarizer
 
-SECRET = "sk-test-SECRETKEY-0123456789abcdefXYZ"
 
 
 def make_request(**kw) -> SummaryRequest:
@@ -26,17 +26,11 @@ def make_request(**kw) -> SummaryRequest:
     return SummaryRequest(**base)
 
 
-def summarizer(server, model="local-model", **kw) -> OpenAISummarizer:
-    kw.setdefault("backoff_base", 0.001)
-    kw.setdefault("timeout", 5.0)
-    return OpenAISummarizer(model, base_url=server.base_url, api_key=SECRET, **kw)
-
-
 def test_normal_answer_maps_request_and_usage(server):
     server.script(Reply(content="## Goal\n- done", usage={"prompt_tokens": 120, "completion_tokens": 30,
                                                          "total_tokens": 150,
                                                          "prompt_tokens_details": {"cached_tokens": 20}}))
-    resp = summarizer(server).complete(make_request())
+    resp = openai_summarizer(server).complete(make_request())
     assert resp.stop_reason == "stop" and resp.text == "## Goal\n- done" and not resp.called_tool
     assert resp.usage == {"input": 100, "output": 30, "cacheRead": 20, "cacheWrite": 0, "reasoning": 0,
                           "totalTokens": 150, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0,
@@ -69,7 +63,7 @@ def test_normal_answer_maps_request_and_usage(server):
 )
 def test_reasoning_requests(server, model, level, override, field, effort):
     server.script(Reply(content="summary", reasoning="thinking about it"))
-    s = summarizer(server, model=model, use_max_completion_tokens=override)
+    s = openai_summarizer(server, model=model, use_max_completion_tokens=override)
     resp = s.complete(make_request(reasoning=level, max_tokens=777))
     assert resp.text == "summary" and resp.extra["reasoning"] == "thinking about it"
     body = server.requests[0].body
@@ -82,34 +76,34 @@ def test_reasoning_requests(server, model, level, override, field, effort):
 def test_429_retry_after_is_honoured(server):
     server.script(Reply(status=429, headers={"Retry-After": "0"}), Reply(status=429, headers={"retry-after-ms": "5"}),
                   Reply(content="after the limit"))
-    resp = summarizer(server, backoff_base=60.0).complete(make_request())  # backoff would be huge: headers win
+    resp = openai_summarizer(server, backoff_base=60.0).complete(make_request())  # backoff would be huge: headers win
     assert resp.text == "after the limit" and resp.stop_reason == "stop"
     assert server.hits == 3 and resp.extra["attempts"] == 3
 
 
 def test_500_then_success(server):
     server.script(Reply(status=500), Reply(status=503), Reply(content="recovered"))
-    resp = summarizer(server).complete(make_request())
+    resp = openai_summarizer(server).complete(make_request())
     assert resp.text == "recovered" and server.hits == 3
 
 
 def test_retries_are_bounded(server):
     server.script(*[Reply(status=500) for _ in range(10)])
-    resp = summarizer(server, max_retries=2).complete(make_request())
+    resp = openai_summarizer(server, max_retries=2).complete(make_request())
     assert resp.stop_reason == "error" and "HTTP 500" in resp.error_message
     assert server.hits == 3
 
 
 def test_client_errors_are_not_retried(server):
     server.script(Reply(status=400, error_message="bad model"))
-    resp = summarizer(server).complete(make_request())
+    resp = openai_summarizer(server).complete(make_request())
     assert resp.stop_reason == "error" and "400" in resp.error_message and server.hits == 1
 
 
 def test_timeout_then_success(server):
     release = threading.Event()
     server.script(Reply(content="too late", hold=release), Reply(content="in time"))
-    resp = summarizer(server, timeout=0.3, max_retries=1).complete(make_request())
+    resp = openai_summarizer(server, timeout=0.3, max_retries=1).complete(make_request())
     release.set()
     assert resp.text == "in time" and server.hits == 2
 
@@ -117,14 +111,14 @@ def test_timeout_then_success(server):
 def test_timeout_fails_when_retries_exhausted(server):
     release = threading.Event()
     server.script(Reply(content="too late", hold=release))
-    resp = summarizer(server, timeout=0.2, max_retries=0).complete(make_request())
+    resp = openai_summarizer(server, timeout=0.2, max_retries=0).complete(make_request())
     release.set()
     assert resp.stop_reason == "error" and "timed out" in resp.error_message
 
 
 def test_length_stop_is_a_failure(server):
     server.script(Reply(content="## Goal\n- partial", finish_reason="length"))
-    resp = summarizer(server).complete(make_request())
+    resp = openai_summarizer(server).complete(make_request())
     assert resp.stop_reason == "length" and resp.text == "## Goal\n- partial" and resp.error_message
 
 
@@ -132,20 +126,20 @@ def test_tool_call_answer_is_a_failure(server):
     server.script(Reply(tool_calls=[{"id": "call_1", "type": "function",
                                      "function": {"name": "read", "arguments": "{\"path\": \"a.py\"}"}}],
                         finish_reason="tool_calls"))
-    resp = summarizer(server).complete(make_request())
+    resp = openai_summarizer(server).complete(make_request())
     assert resp.called_tool and resp.stop_reason == "toolUse"
 
 
 def test_empty_answer_is_a_failure(server):
     server.script(Reply(content="   "))
-    resp = summarizer(server).complete(make_request())
+    resp = openai_summarizer(server).complete(make_request())
     assert resp.stop_reason == "error" and "empty" in resp.error_message
 
 
 @pytest.mark.parametrize("raw", [b"this is not json{", b'{"unexpected": true}', b'{"choices": []}'])
 def test_malformed_bodies_give_clear_errors(server, raw):
     server.script(Reply(raw_body=raw))
-    resp = summarizer(server, max_retries=0).complete(make_request())
+    resp = openai_summarizer(server, max_retries=0).complete(make_request())
     assert resp.stop_reason == "error" and resp.error_message
     assert resp.text == ""
 
@@ -153,7 +147,7 @@ def test_malformed_bodies_give_clear_errors(server, raw):
 def test_key_never_in_errors_logs_repr_or_identity(server, caplog):
     server.script(Reply(status=500, error_message=f"upstream rejected key {SECRET}"),
                   Reply(status=401, error_message=f"Incorrect API key provided: {SECRET}"))
-    s = summarizer(server)
+    s = openai_summarizer(server)
     with caplog.at_level(logging.DEBUG):
         resp = s.complete(make_request())
     assert resp.stop_reason == "error"

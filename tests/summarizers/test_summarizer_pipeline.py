@@ -119,8 +119,8 @@ def test_full_compaction_with_recorded_summaries(sample_paths):
         pytest.skip("no sample session holds a compaction")
 
 
-def test_recorded_matches_by_previous_summary_on_the_real_session(real_v3_paths):
-    session = load_session(real_v3_paths[0])
+def test_recorded_matches_by_previous_summary_on_the_real_session(before_compaction):
+    session = before_compaction
     compactions = [e for e in session.entries if e["type"] == "compaction"]
     assert len(compactions) == 2
     recorded = RecordedSummarizer(session)

@@ -250,3 +250,17 @@ class FakeOpenAIServer:
             with self.cond:
                 self.in_flight -= 1
                 self.cond.notify_all()
+
+
+API_KEY = "sk-test-SECRETKEY-0123456789abcdefXYZ"  # distinctive: a test can look for it in what pimem prints
+
+
+def openai_summarizer(server: FakeOpenAIServer, model: str = "local-model", **options: Any) -> Any:
+    """pimem's OpenAI-compatible summarizer asking ``server`` with :data:`API_KEY`; it retries fast
+    (1 ms backoff) and times out after 5 s unless ``options`` say otherwise."""
+    from pimem.summarizers.openai_compat import OpenAISummarizer
+
+    options.setdefault("api_key", API_KEY)
+    options.setdefault("backoff_base", 0.001)
+    options.setdefault("timeout", 5.0)
+    return OpenAISummarizer(model, base_url=server.base_url, **options)
