@@ -18,7 +18,9 @@ whole run and is warmed on every call first (``--warm`` seconds of each), so its
 round times every call once in Node and once in Python (``process.cpuUsage`` / ``time.process_time``,
 each call repeated to fill about ``--target`` seconds), the side going first alternating by round.
 The figure is the median per-call CPU time over ``--rounds`` rounds, the ratio pimem ÷ Pi of the
-medians (below 1: pimem is faster). Before timing, each call's outputs are compared (contexts,
+medians (below 1: pimem is faster). Each timed call does all of its work: the context calls start by
+clearing what the session remembers between calls (``Session.clear_caches``: the last path walked), so a
+repeated call does not find the path it walked the time before; Pi's side has no such memo. Before timing, each call's outputs are compared (contexts,
 estimates, cut points, preparations as JSON text); the run fails unless they are identical.
 
     .venv/bin/python benchmarks/bench_single_calls.py [file.jsonl ...] [--rounds 7] [--target 0.05]
@@ -195,6 +197,7 @@ class Input:
 
 
 def _contexts(inp: Input, ids: list[str]) -> list:
+    inp.session.clear_caches()  # each call starts as on a fresh session: no path left from the last one
     out = []
     for leaf in ids:
         ctx = build_session_context(inp.session, leaf)

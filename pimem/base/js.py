@@ -22,6 +22,9 @@ import json
 import math
 import re
 import time
+from datetime import datetime as _datetime
+from datetime import timedelta as _timedelta
+from datetime import timezone as _timezone
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, missing from the stubs
 from typing import Any, Iterable
 
@@ -32,6 +35,7 @@ __all__ = [
     "js_stringify",
     "js_number",
     "js_stringify_py",
+    "js_stringify_length",
     "UNDEFINED",
     "utf16_len",
     "js_slice",
@@ -303,6 +307,38 @@ def js_stringify(value: Any) -> str:
         return "".join(out)
 
 
+def js_stringify_length(value: Any) -> int:
+    """``JSON.stringify(value).length`` (UTF-16 code units) for JSON data, without building the string
+    where orjson's bytes are ASCII (their length then is the text's).
+
+    Args:
+        value: JSON data.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return len(js_number(value))
+    try:
+        # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
+        # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
+        # (Below 512 bytes the check costs more than the pass.)
+        data = orjson.dumps(value)
+        if len(data) < 512:
+            data = orjson.dumps(_prepare(value))
+        else:
+            marked = data.translate(_VALUE_STARTS)
+            if b":0" in marked or b":n" in marked or b':"0' in marked:
+                data = orjson.dumps(_prepare(value))
+    except (TypeError, RecursionError):
+        return utf16_len(js_stringify(value))
+    if data.isascii():
+        return len(data)
+    return utf16_len(data.decode("utf-8"))
+
+
+# orjson's compact output with ``: , [ {`` as ``:`` and digits and ``-`` as ``0``: a number then shows as
+# ``:0``, a null as ``:n``, a key led by a digit as ``:"0`` (a string holding such text only takes the exact way)
+_VALUE_STARTS = bytes.maketrans(b":,[{0123456789-", b"::::00000000000")
+
+
 def js_stringify_py(value: Any) -> str:
     """Pure-Python ``JSON.stringify`` (reference implementation of :func:`js_stringify`)."""
     out: list[str] = []
@@ -402,6 +438,11 @@ def _local_offset_ms(utc_guess_ms: int) -> int:
         return 0
 
 
+_TO_ISO_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+_EPOCH = _datetime(1970, 1, 1, tzinfo=_timezone.utc)
+_ONE_MS = _timedelta(milliseconds=1)
+
+
 def parse_iso_ms(s: Any) -> int | None:
     """``new Date(s).getTime()`` for ISO 8601 strings; ``None`` where JavaScript gives NaN.
 
@@ -414,6 +455,17 @@ def parse_iso_ms(s: Any) -> int | None:
     """
     if not isinstance(s, str):
         return None
+    if len(s) == 24 and s[23] == "Z" and s.isascii() and _TO_ISO_FORM.fullmatch(s) is not None:
+        # ``toISOString``'s own form (what Pi writes): where it names a real UTC time, that time
+        try:
+            return (_datetime.fromisoformat(s[:23] + "+00:00") - _EPOCH) // _ONE_MS
+        except ValueError:  # year 0, day past the month's end, hour 24: the full rules
+            pass
+    return _parse_date_text(s)
+
+
+def _parse_date_text(s: str) -> int | None:
+    """:func:`parse_iso_ms` by the full rules (every form, the legacy parser's too)."""
     m = _ISO_RE.match(s)
     if m is None:
         return _legacy_parse_ms(s)

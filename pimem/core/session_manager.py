@@ -490,8 +490,19 @@ class Session:
         # the last path walked, and its entries' positions by id (see _memo_path)
         self._memo: list[dict] | None = None
         self._memo_positions: dict[str, int] | None = None
+        # per position: the entry's type, and where the run of entries each the child of the one
+        # before that ends there starts; positions of the indexed entries by id (see _run_path)
+        self._types: list[Any] = []
+        self._run_start: list[int] = []
+        self._positions: dict[str, int] = {}
+        self._runs_valid = True
         for entry in self.entries:
             self._index(entry)
+
+    def clear_caches(self) -> None:
+        """Forget what the session remembers between calls (the last path walked), as a freshly loaded
+        session starts; results never depend on it."""
+        self._memo = self._memo_positions = None
 
     # -- construction ------------------------------------------------------------------------
 
@@ -524,13 +535,23 @@ class Session:
     def _index(self, entry: dict) -> None:
         """Pi's ``_buildIndex`` step for one entry (Map.set: the last entry with an id wins)."""
         eid = entry.get("id")
+        position = self._indexed
         if isinstance(eid, str):
             if eid in self._by_id:
                 self._memo = self._memo_positions = None  # paths through the old entry change
+                self._runs_valid = False
             self._by_id[eid] = entry
+            self._positions[eid] = position
         self._leaf_id = eid if isinstance(eid, str) else None
         self._indexed += 1
         etype = entry.get("type")
+        self._types.append(etype)
+        parent = entry.get("parentId")
+        if (position and parent.__class__ is str and parent
+                and self._by_id.get(parent) is self.entries[position - 1]):
+            self._run_start.append(self._run_start[position - 1])
+        else:
+            self._run_start.append(position)
         if etype == "message":
             if entry.get("message").__class__ is not dict:
                 self._bad_messages += 1
@@ -1127,8 +1148,56 @@ def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
     if leaf_id is None:
         leaf_id = default_leaf
     if source.__class__ is Session:
-        return _memo_path(source, leaf_id)
+        found = _run_path(source, leaf_id)
+        return found[0] if found is not None else _memo_path(source, leaf_id)
     return _build_path(entries, lookup, leaf_id)
+
+
+def _run_path(session: "Session", leaf_id: Any) -> tuple[list[dict], list] | None:
+    """(``_build_path`` on a session, the path's entry types) from the session's runs, or None where
+    they cannot answer (an id taken again, entries added without indexing, a parentId cycle).
+
+    Within a run each entry's parentId finds the entry before it in the index, so the walk through
+    a run is a slice of the entries; between runs it looks up the position of the parent.
+    """
+    entries = session.entries
+    if not session._runs_valid or session._indexed != len(entries):
+        return None
+    if leaf_id is NULL_LEAF or not entries:
+        return [], []
+    positions = session._positions
+    at = None
+    if js_truthy(leaf_id):
+        try:
+            at = positions.get(leaf_id)
+        except TypeError:  # an unhashable leaf id finds nothing
+            pass
+    if at is None:
+        at = len(entries) - 1
+    run_start, types = session._run_start, session._types
+    pieces = []
+    total = 0
+    while True:
+        start = run_start[at]
+        pieces.append(start)
+        pieces.append(at + 1)
+        total += at + 1 - start
+        if total > len(entries):
+            return None  # a parentId cycle: the walk that stops at it
+        parent = entries[start].get("parentId")
+        if not isinstance(parent, str) or not parent:
+            break  # the index has string keys only: any other parentId finds nothing
+        at = positions.get(parent)
+        if at is None:
+            break
+    if len(pieces) == 2:
+        return entries[pieces[0]:pieces[1]], types[pieces[0]:pieces[1]]
+    path: list[dict] = []
+    path_types: list = []
+    for k in range(len(pieces) - 2, -1, -2):
+        path.extend(entries[pieces[k]:pieces[k + 1]])
+        path_types.extend(types[pieces[k]:pieces[k + 1]])
+    return path, path_types
 
 
 def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
@@ -1141,10 +1210,7 @@ def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
     """
     memo, positions = session._memo, session._memo_positions
     if memo is None or positions is None or leaf_id is NULL_LEAF:
-        path = _build_path(session.entries, session._by_id.get, leaf_id)
-        if path and _parent_of(path[0], session._by_id.get) is None:  # not stopped at a cycle
-            _remember(session, path)
-        return path
+        return _walk_remembering(session, leaf_id)
     lookup = session._by_id.get
     leaf = None
     if js_truthy(leaf_id):
@@ -1186,6 +1252,49 @@ def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
     walked.reverse()
     _remember(session, walked)
     return walked
+
+
+def _walk_remembering(session: "Session", leaf_id: Any) -> list[dict]:
+    """``_build_path`` on a session with no path remembered; remembers the path walked.
+
+    Each entry above the leaf is found in the session's index by its child's parentId, so that
+    key is its id and the index holds it: the positions come from the keys looked up.
+    """
+    if leaf_id is NULL_LEAF:
+        return []
+    entries = session.entries
+    by_id = session._by_id
+    lookup = by_id.get
+    leaf = None
+    if js_truthy(leaf_id):
+        leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
+    if leaf is None:
+        if not entries:
+            return []
+        leaf = entries[-1]
+    path = [leaf]
+    keys: list[str] = []
+    add, add_key = path.append, keys.append
+    current: Any = leaf
+    for _ in range(len(entries)):
+        parent = current.get("parentId")
+        if parent.__class__ is not str or not parent:
+            break  # the index has string keys only: any other parentId ends the walk
+        current = lookup(parent)
+        if current is None:
+            break
+        add(current)
+        add_key(parent)
+    else:  # as long as the session: a parentId cycle (the walk stops at it and is not remembered)
+        return _build_path(entries, lookup, leaf_id)
+    path.reverse()
+    keys.reverse()
+    positions = dict(zip(keys, range(len(keys))))
+    eid = leaf.get("id")
+    if eid.__class__ is str and by_id.get(eid) is leaf:
+        positions[eid] = len(keys)
+    session._memo, session._memo_positions = list(path), positions
+    return path
 
 
 def _remember(session: "Session", path: list[dict]) -> None:
@@ -1398,14 +1507,22 @@ def _context_entries_from_path(path: list[dict], walked: bool = False) -> list[d
 
 
 def context_entries_and_types(
-    path: list[dict], walked: bool = False, path_types: list | None = None
+    path: list[dict], walked: bool = False, path_types: list | None = None, path_ids: list | None = None
 ) -> tuple[list[dict], list]:
-    """(``buildContextEntries`` on a path, the entries' types); ``path_types`` are the path's."""
+    """(``buildContextEntries`` on a path, the entries' types); ``path_types`` are the path's, ``path_ids``
+    its ids where they are known to be distinct strings."""
     types = [e.get("type") for e in path] if path_types is None else path_types
     if "compaction" not in types:
         return path, types
     compaction_idx = len(types) - 1 - types[::-1].index("compaction")
     compaction = path[compaction_idx]
+    if path_ids is not None:
+        first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
+        try:
+            start = path_ids.index(first_kept, 0, compaction_idx)
+        except ValueError:
+            start = compaction_idx
+        return _context_from(path, types, compaction_idx, start)
     if not walked:
         # Pi looks the compaction up by id: the first entry carrying that id.
         cid = compaction.get("id")
@@ -1438,6 +1555,20 @@ def context_entries_and_types(
     context_entries.extend(path[compaction_idx + 1 :])
     context_types.extend(types[compaction_idx + 1 :])
     return context_entries, context_types
+
+
+def _context_from(path: list[dict], types: list, compaction_idx: int, start: int) -> tuple[list[dict], list]:
+    """The context entries of a path whose latest compaction is at ``compaction_idx`` and first kept
+    entry at ``start``: the compaction, the kept entries but system messages, everything after."""
+    kept = path[start:compaction_idx]
+    kept_types = types[start:compaction_idx]
+    if "message" in kept_types:
+        keep = [t != "message" or e["message"].get("role") != "system" for e, t in zip(kept, kept_types)]
+        if not all(keep):
+            kept = [e for e, k in zip(kept, keep) if k]
+            kept_types = [t for t, k in zip(kept_types, keep) if k]
+    return ([path[compaction_idx], *kept, *path[compaction_idx + 1 :]],
+            [types[compaction_idx], *kept_types, *types[compaction_idx + 1 :]])
 
 
 def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
@@ -1494,32 +1625,42 @@ def project_parts(
         for entry, etype in zip(context_entries, types):
             if etype == "context_edit":
                 edits[entry.get("targetId", UNDEFINED)] = entry
+        get_edit = edits.get
         for index, source in enumerate(context_entries):
-            if index > 0 and types[index] == "compaction":
+            etype = types[index]
+            if index > 0 and etype == "compaction":
                 msgs: list[dict] = []
             else:
-                msgs = project_context_entry(source, edits.get(source.get("id", UNDEFINED)))
+                edit = get_edit(source.get("id", UNDEFINED))
+                if edit is None and etype == "message":
+                    message = source["message"]
+                    if message.get("content") is not None:  # not edited: the message itself
+                        add_entry([message])
+                        add(message)
+                        continue
+                msgs = project_context_entry(source, edit)
             add_entry(msgs)
             messages.extend(msgs)
         return types, per_entry, messages
     to_msgs = session_entry_to_context_messages
-    index = 0
-    for source, etype in zip(context_entries, types):
+    if context_entries:  # the first entry: a compaction here brings its summary
+        msgs = to_msgs(context_entries[0])
+        add_entry(msgs)
+        messages.extend(msgs)
+    for source, etype in zip(context_entries[1:], types[1:]):
         if etype == "message":
             message = source["message"]
             if message.get("content") is not None:  # nearly all: the message itself
                 add_entry([message])
                 add(message)
-                index += 1
                 continue
             msgs = to_msgs(source)
-        elif etype == "compaction" and index > 0:
+        elif etype == "compaction":
             msgs = []
         else:
             msgs = to_msgs(source)
         add_entry(msgs)
         messages.extend(msgs)
-        index += 1
     return types, per_entry, messages
 
 
@@ -1532,9 +1673,11 @@ def _project_path(path: list[dict], walked: bool = False) -> SessionProjection:
     return SessionProjection(projected, messages, thinking_level, model)
 
 
-def _context_of_path(path: list[dict], checked: bool = False) -> SessionContext:
-    """:func:`_project_path`'s messages and settings without the projected entries (a walked path)."""
-    types = [e.get("type") for e in path]
+def _context_of_path(path: list[dict], checked: bool = False, types: list | None = None) -> SessionContext:
+    """:func:`_project_path`'s messages and settings without the projected entries (a walked path);
+    ``types`` are the path's entry types if known."""
+    if types is None:
+        types = [e.get("type") for e in path]
     thinking_level, model = context_settings_of(path, types, checked)
     context_entries, types = context_entries_and_types(path, True, types)
     messages = cast("list[AgentMessage]", context_messages(context_entries, types))
@@ -1599,5 +1742,11 @@ def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = Non
         leaf_id: the leaf; ``None`` is Pi's default leaf (the last entry of a list, or the session's
             current leaf), :data:`NULL_LEAF` Pi's ``null`` leaf (an empty context).
     """
+    if source.__class__ is Session:
+        if leaf_id is None:
+            leaf_id = NULL_LEAF if source._leaf_id is None else source._leaf_id
+        found = _run_path(source, leaf_id)
+        if found is not None:
+            return _context_of_path(found[0], source._bad_messages == 0, found[1])
     checked = source.__class__ is Session and source._bad_messages == 0 and source._indexed == len(source.entries)
     return _context_of_path(build_session_path(source, leaf_id), checked)

@@ -96,6 +96,7 @@ from pimem.text.facts import (
     index_of,
     extract_facts,
     fact_present,
+    facts_present,
     iter_messages,
     summary_facts,
 )
@@ -191,7 +192,7 @@ def compaction_metrics(
     row["file_mention_recall"] = (
         sum(index.has_path(p) for p in all_true) / len(all_true) if all_true else math.nan
     )
-    present = [fact_present(f, index) for f in span_facts]
+    present = facts_present(span_facts, index)
     row["n_facts"] = len(span_facts)
     row["fact_recall"] = _ratio(sum(present), len(span_facts))
     for kind in FACT_KINDS:
@@ -199,7 +200,7 @@ def compaction_metrics(
         row[f"recall_{kind}"] = _ratio(sum(flags), len(flags))
     if previous_summary:
         prev_stated = summary_facts(summarizer_text(previous_summary))
-        kept = [fact_present(f, index) for f in prev_stated]
+        kept = facts_present(prev_stated, index)
         row["prev_summary_retention"] = _ratio(sum(kept), len(kept))
         prev_body = (previous_parsed or parse_summary(previous_summary)).body
         space = TfidfSpace([prev_body, parsed.body])
@@ -303,8 +304,7 @@ def drift_report(
         items = section_items(summ)
         row["content_sections"] = sum(bool(items[k]) for k in _CONTENT_SECTIONS) / len(_CONTENT_SECTIONS)
         held: set[tuple[str, str]] = set()
-        for key, f in fact_by_key.items():
-            p = fact_present(f, index)
+        for (key, f), p in zip(fact_by_key.items(), facts_present(list(fact_by_key.values()), index)):
             if p:
                 held.add(key)
             presence_rows.append(

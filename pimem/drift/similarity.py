@@ -12,6 +12,7 @@ Tokens: lower-cased runs of letters, digits, ``_`` and ``$`` of length ≥ 2, st
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -32,8 +33,16 @@ def tokenize(text: str) -> list[str]:
 
 @lru_cache(maxsize=1 << 12)
 def _tokens(text: str) -> tuple[str, ...]:
-    # memoised: the drift report reads each summary's body and sections several times
-    return tuple(t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS)
+    # memoised: the drift report reads each summary's body and sections several times; a token
+    # never crosses a line break, so they are the lines' tokens (summaries repeat their lines)
+    if "\n" not in text:
+        return _line_tokens(text)
+    return tuple(itertools.chain.from_iterable(map(_line_tokens, text.split("\n"))))
+
+
+@lru_cache(maxsize=1 << 14)
+def _line_tokens(line: str) -> tuple[str, ...]:
+    return tuple(t for t in _TOKEN.findall(line.lower()) if t not in STOPWORDS)
 
 
 @lru_cache(maxsize=1 << 12)

@@ -651,7 +651,18 @@ class SummaryIndex:
     def folded(self) -> str:
         # fold(text) is its lines folded and joined by one space (empty ones left out): folding
         # reads no further than a line's own characters, and the break is whitespace
-        return " ".join(f for f in map(fold, self.text.split("\n")) if f)
+        return " ".join(f for f in map(_fold_line, self.text.split("\n")) if f)
+
+    @cached_property
+    def name_runs(self) -> frozenset[str]:
+        """The runs of name characters (``[\\w$]``) of the text as written and without emphasis and
+        quotes (:attr:`plain`); none crosses a line break, so they are the lines' (memoised)."""
+        return frozenset().union(*map(_line_name_runs, set(self.text.split("\n"))))
+
+    @cached_property
+    def folded_runs(self) -> frozenset[str]:
+        """The runs of name characters of :attr:`folded` (the lines' folded forms')."""
+        return frozenset().union(*(_runs_in(_fold_line(line)) for line in set(self.text.split("\n"))))
 
     @cached_property
     def plain(self) -> str:
@@ -799,6 +810,26 @@ class SummaryIndex:
             if all(_occurs_in(low, n, _NAME_CHARS, _NAME_CHARS) for n in names):
                 return True
         return False
+
+
+_NAME_RUN = re.compile(r"[\w$]+")
+
+
+def _fold_line(line: str) -> str:
+    """``fold(line)``, memoised up to long lines (summaries repeat their lines from one to the next)."""
+    return _fold_short_line(line) if len(line) <= _MEMO_CHARS else _fold(line)
+
+
+_fold_short_line = lru_cache(maxsize=1 << 14)(_fold)
+
+
+@lru_cache(maxsize=1 << 14)
+def _runs_in(text: str) -> frozenset[str]:
+    return frozenset(_NAME_RUN.findall(text))
+
+
+def _line_name_runs(line: str) -> frozenset[str]:
+    return _runs_in(line) | _runs_in(re.sub(r"[*\"“”‘’]", "", line))
 
 
 @lru_cache(maxsize=1 << 15)
@@ -975,6 +1006,47 @@ def fact_present(fact: Fact | tuple[str, str], summary: str | SummaryIndex) -> b
     if held is None:
         held = answers[key] = _holds(index, kind, value, surface)
     return held
+
+
+def facts_present(facts: Sequence[Fact], summary: str | SummaryIndex) -> list[bool]:
+    """``[fact_present(f, summary) for f in facts]``, for many facts against one text: a fact whose
+    necessary name (:func:`_probe`) the text does not hold is absent without a search."""
+    index = summary if isinstance(summary, SummaryIndex) else index_of(summary)
+    out = []
+    for f in facts:
+        probe = _probe(f.kind, f.value)
+        if probe is not None and probe[1] not in getattr(index, probe[0]):
+            out.append(False)
+        else:
+            out.append(fact_present(f, index))
+    return out
+
+
+@lru_cache(maxsize=1 << 15)
+def _probe(kind: str, value: str) -> tuple[str, str] | None:
+    """(the index's set, a member of it) that :func:`fact_present` needs to answer True, or None.
+
+    A path needs its last segment among the last segments of the text's paths, a number its value;
+    an identifier is found whole, so each of its runs of name characters is a run of the text; a
+    command of one word must be a code span, a longer one occurs in the folded text, where every run
+    it holds that touches neither of its ends is a run too.
+    """
+    if kind == "path":
+        return "_paths_by_last", value.split("/")[-1]
+    if kind == "number":
+        return "numbers", value
+    if kind == "identifier":
+        name = value.strip()
+        name = name[:-2] if name.endswith("()") else name
+        runs = _NAME_RUN.findall(name)
+        return ("name_runs", runs[0]) if runs else None
+    if kind == "command":
+        v = fold(value)
+        if " " not in v:
+            return "folded_code_spans", v
+        inner = [m.group(0) for m in _NAME_RUN.finditer(v) if m.start() > 0 and m.end() < len(v)]
+        return ("folded_runs", inner[0]) if inner else None
+    return None
 
 
 def _holds(index: SummaryIndex, kind: str, value: str, surface: str) -> bool:

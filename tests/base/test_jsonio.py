@@ -21,6 +21,7 @@ from pimem.base.js import (
     js_string,
     js_slice,
     js_stringify,
+    js_stringify_length,
     js_stringify_py,
     js_to_number,
     loads_line,
@@ -416,6 +417,27 @@ def test_orjson_number_tokens_are_repaired() -> None:
     assert js_stringify({"t": "x:1.0,", "n": 1.0}) == '{"t":"x:1.0,","n":1}'
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(JSON_VALUES)
+def test_stringify_length_is_the_length_of_the_text(value: Any) -> None:
+    assert js_stringify_length(value) == utf16_len(js_stringify(value))
+    padded = [value, "x" * 600]
+    assert js_stringify_length(padded) == utf16_len(js_stringify(padded))
+
+
+def test_stringify_length_takes_the_exact_way_for_numbers_nulls_and_digit_keys() -> None:
+    cases: list[Any] = [
+        {"a": 1.0}, [1e16], {"b": [2, -0.0]}, {"n": float("nan")}, [float("inf")], {"1": "x", "a": "y"},
+        {"a": {"b": 10**20}}, ["\ud800"], {"t": "é😀"}, {"x": None}, [[], {}], "plain", None, True, 1.5, 10**17,
+        {"a": "b:1", "c": "[2", "d": ",-3"}, [{"name": "read", "parameters": {"type": "object"}}],
+    ]
+    for case in cases:
+        for value in (case, [case, "x" * 600], {"pad": "é" * 600, "v": case}):  # small, and past the check's size
+            assert js_stringify_length(value) == utf16_len(js_stringify(value)), value
+    assert js_stringify_length({"1": "x", "a": "y"}) == len('{"1":"x","a":"y"}')
+    assert js_stringify_length({"a": 1.0}) == len('{"a":1}')
+
+
 def test_undefined_drops_key() -> None:
     from pimem.base.js import UNDEFINED
 
@@ -428,6 +450,23 @@ def test_fast_path_equals_reference_on_real_sessions(real_v3_paths: list[Path]) 
         for line in path.read_bytes().splitlines():
             value = orjson.loads(line)
             assert js_stringify(value) == js_stringify_py(value) == line.decode("utf-8")
+
+
+def test_iso_form_shortcut_agrees_with_the_full_rules() -> None:
+    import random
+
+    from pimem.base.js import _parse_date_text
+
+    rng = random.Random(3)
+    texts = ["2026-01-28T11:43:42.555Z", "0000-01-01T00:00:00.000Z", "2024-02-29T23:59:59.999Z",
+             "2023-02-29T00:00:00.000Z", "2026-01-01T24:00:00.000Z", "2026-13-01T00:00:00.000Z",
+             "2026-01-01T00:60:00.000Z", "2026-01-01T00:00:60.000Z", "1969-12-31T23:59:59.999Z"]
+    for _ in range(3000):
+        year = rng.choice([rng.randrange(0, 10000), rng.randrange(1960, 2040)])
+        texts.append(f"{year:04d}-{rng.randrange(0, 14):02d}-{rng.randrange(0, 33):02d}T{rng.randrange(0, 26):02d}:"
+                     f"{rng.randrange(0, 62):02d}:{rng.randrange(0, 62):02d}.{rng.randrange(0, 1000):03d}Z")
+    for text in texts:
+        assert parse_iso_ms(text) == _parse_date_text(text), text
 
 
 def test_js_number_examples() -> None:

@@ -26,3 +26,13 @@ def test_cosines_are_the_same_under_every_hash_seed() -> None:
         outputs.add(done.stdout)
     assert len(outputs) == 1
     assert "1.0" in outputs.pop()
+
+
+def test_tokens_of_a_text_are_its_lines_tokens() -> None:
+    import re
+
+    from pimem.drift import similarity as S
+    from pimem.text.facts import STOPWORDS
+
+    for text in ["", "\n", "Foo BAR_baz\nthe $x 12 ab\n\nΣΑΣ end", "a\nb", "one line only"]:
+        assert S._tokens(text) == tuple(t for t in re.findall(r"[a-z0-9_$]{2,}", text.lower()) if t not in STOPWORDS)

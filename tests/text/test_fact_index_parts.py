@@ -110,3 +110,32 @@ def test_walked_path() -> None:
     assert not is_walked_path([{**a, "parentId": "c"}, b, c])  # a cycle back onto the path
     assert not is_walked_path([a, b, {**c, "id": "a", "parentId": "b"}])  # a repeated id
     assert not is_walked_path([{**a, "id": 1}])
+
+
+@pytest.mark.parametrize("real", [False, True])
+def test_facts_present_answers_as_a_fresh_search_of_each_fact(real: bool) -> None:
+    texts = _real_texts() if real else EDGE_PARTS
+    facts = _facts_of(texts[:40])[:: 4 if real else 1]
+    facts += [F.Fact("identifier", n, None, 0, 0, "assistant", "text", n)
+              for n in ("loadConfig", "x", "FooBar.baz", "fooBar()", "run", "`odd name`", "()")]
+    summaries = ["\n".join(texts[i : i + 25]) for i in range(0, min(len(texts), 100), 25)] + ["", "\n\n"]
+    summaries.append("```\n" + "\n".join(EDGE_PARTS) + "\nrun the **loadConfig** step")
+    for text in summaries:
+        plain = F.SummaryIndex(text)
+        fresh = [F._holds(plain, f.kind, f.value, f.surface or f.value) for f in facts]  # no memo, no probe
+        for index in (F.SummaryIndex(text), F.JoinedIndex(text.split("\n"))):
+            assert F.facts_present(facts, index) == fresh
+            assert [F.fact_present(f, index) for f in facts] == fresh  # memoised the second time
+    assert any(F.facts_present(facts, summaries[0])) and not all(F.facts_present(facts, summaries[0]))
+
+
+def test_number_pattern_finds_what_the_lookbehind_first_pattern_finds() -> None:
+    import re
+
+    units = "|".join(sorted((re.escape(u) for u in F._UNITS), key=len, reverse=True))
+    plain = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?(" + units + r")(?![\w])", re.I)
+    cases = ["1,000ms", "a1,000 ms", ".5 s", "5.5.5 s", "1,00 s", "12,345,678 tokens", "x 3\nms", "1,2345 s",
+             "99% 100 % 5x", "v2 3 MB", "٣ ms 3 ms"]
+    for text in cases + _real_texts()[::7]:
+        assert [(m.span(), m.groups()) for m in F._NUMBER.finditer(text)] == \
+            [(m.span(), m.groups()) for m in plain.finditer(text)]

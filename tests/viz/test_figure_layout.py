@@ -87,10 +87,9 @@ def _sweep(sessions: list[Session], reserve: list[int], keep: list[int]) -> pd.D
                             "token_source": ["estimate"]}, workers=1, progress=False)
 
 
-def _empty(samples_dir) -> Inputs:
+def _empty(ventas: Session) -> Inputs:
     one = Session.new("/tmp/p", session_id="one", timestamp="2026-01-01T00:00:00.000Z")
     one.append_message({"role": "user", "content": "hello", "timestamp": 1}, timestamp="2026-01-01T00:00:01.000Z")
-    ventas = load_session(samples_dir / "ventas-pipeline-refactor.jsonl")
     no_compaction = replay(ventas, CompactionSettings(reserve_tokens=1000, keep_recent_tokens=1000),
                            context_window=1_000_000)
     assert len(no_compaction.compactions) == 0
@@ -100,9 +99,7 @@ def _empty(samples_dir) -> Inputs:
     return Inputs(one, one, no_compaction, None, empty, empty, sweep, [1000], *_comparison(ventas))
 
 
-def _small(samples_dir) -> Inputs:
-    auth = load_session(samples_dir / "auth-login-bug.jsonl")
-    ventas = load_session(samples_dir / "ventas-pipeline-refactor.jsonl")
+def _small(auth: Session, ventas: Session) -> Inputs:
     result = replay(auth, CompactionSettings(reserve_tokens=4000, keep_recent_tokens=4000), context_window=16000)
     recorded = drift_report(auth)
     assert len(result.compactions) >= 3 and len(recorded) == 3
@@ -111,10 +108,8 @@ def _small(samples_dir) -> Inputs:
                   *_comparison(auth))
 
 
-def _real(real_dir) -> Inputs:
+def _real(before: Session, large: Session) -> Inputs:
     """Replays and reports of the real sessions (the session figures are checked on their own)."""
-    before = load_session(real_dir / "before-compaction.jsonl")
-    large = load_session(real_dir / "large-session.jsonl")
     dense = replay(large, CompactionSettings(reserve_tokens=2000, keep_recent_tokens=2000), context_window=8000,
                    token_source="estimate")
     assert len(dense.compactions) > 60  # a failed turn ends its recorded run, so fewer than one per turn
@@ -126,8 +121,8 @@ def _real(real_dir) -> Inputs:
 
 
 @pytest.fixture(scope="module")
-def small(samples_dir) -> Inputs:
-    return _small(samples_dir)
+def small(auth, ventas) -> Inputs:
+    return _small(auth, ventas)
 
 
 @pytest.fixture(scope="module")
@@ -181,24 +176,22 @@ def test_every_figure_function_is_checked() -> None:
         assert "ax" in params or "axes" in params or name == "plot_compared", name
 
 
-def test_layout_with_nothing_to_show(samples_dir) -> None:
-    _check(_empty(samples_dir), list(FIGURES))
+def test_layout_with_nothing_to_show(ventas) -> None:
+    _check(_empty(ventas), list(FIGURES))
 
 
 def test_layout_on_the_samples(small: Inputs) -> None:
     _check(small, list(FIGURES))
 
 
-def test_layout_on_the_real_sessions(real_dir) -> None:
-    before = load_session(real_dir / "before-compaction.jsonl")
-    large = load_session(real_dir / "large-session.jsonl")
-    _check(Inputs(before, large, None, None, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
+def test_layout_on_the_real_sessions(before_compaction, large_session) -> None:
+    _check(Inputs(before_compaction, large_session, None, None, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
                   [1000 * k for k in range(1, 41)]), SESSION_FIGURES)
 
 
 @pytest.mark.slow
-def test_layout_on_real_replays_and_reports(real_dir) -> None:
-    _check(_real(real_dir), [name for name in FIGURES if name not in SESSION_FIGURES])
+def test_layout_on_real_replays_and_reports(before_compaction, large_session) -> None:
+    _check(_real(before_compaction, large_session), [name for name in FIGURES if name not in SESSION_FIGURES])
 
 
 @pytest.mark.slow

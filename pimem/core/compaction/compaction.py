@@ -23,7 +23,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify, js_truthy, utf16_len
+import orjson
+
+from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify_length, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
     FileOperations,
     add_file_ops,
@@ -248,6 +250,25 @@ def _text_and_image_chars(content: Any) -> int:
     return chars
 
 
+_DIGITS = frozenset("0123456789")
+
+
+def _arguments_chars(args: Any) -> int:
+    """``JSON.stringify(args).length``; for an object of strings under keys not led by a digit (what tool
+    calls mostly carry) orjson's text is JavaScript's as it is, so no pass over the values is needed."""
+    if args.__class__ is dict:
+        for key, value in args.items():
+            if value.__class__ is not str or key.__class__ is not str or key[:1] in _DIGITS:
+                break
+        else:
+            try:
+                data = orjson.dumps(args)
+            except TypeError:  # lone surrogates: the exact way
+                return js_stringify_length(args)
+            return len(data) if data.isascii() else utf16_len(data.decode("utf-8"))
+    return js_stringify_length(args)
+
+
 def _ceil4(chars: int) -> int:
     return -(-chars // 4)
 
@@ -281,9 +302,11 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
             elif btype == "toolCall":
                 if "arguments" not in block:
                     raise JavaScriptTypeError("toolCall block has no arguments")
-                chars += _js_length(block.get("name"), "toolCall name") + utf16_len(
-                    js_stringify(block["arguments"])
-                )
+                name = block.get("name")
+                if name.__class__ is str and name.isascii():
+                    chars += len(name) + _arguments_chars(block["arguments"])
+                else:
+                    chars += _js_length(name, "toolCall name") + _arguments_chars(block["arguments"])
                 continue
             else:
                 continue
@@ -292,8 +315,15 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
             else:
                 chars += _js_length(value, btype + " block")
         return chars
-    if role == "user" or role == "toolResult" or role == "custom":
-        return _text_and_image_chars(message.get("content"))
+    if role == "toolResult" or role == "user" or role == "custom":
+        content = message.get("content")
+        if content.__class__ is list and len(content) == 1:  # mostly one text block
+            block = content[0]
+            if block.__class__ is dict and block.get("type") == "text":
+                text = block.get("text")
+                if text.__class__ is str:
+                    return len(text) if text.isascii() else utf16_len(text)
+        return _text_and_image_chars(content)
     if role == "bashExecution":
         return _js_length(message.get("command"), "bash command") + _js_length(
             message.get("output"), "bash output"
@@ -309,7 +339,7 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
                     chars += _js_length(section, "system section")
         tools = message.get("toolsAdded")
         if js_truthy(tools):
-            chars += utf16_len(js_stringify(tools))
+            chars += js_stringify_length(tools)
         return chars
     return 0
 
@@ -650,18 +680,23 @@ def find_cut_point(
     """
     # cutPoints[0], cutPoints.find(c >= i) and cutPoints.at(-1) are found by scanning, without the
     # list, where every message entry of the range has a message object (Pi reads each one's role).
-    if {e.get("message").__class__ for e in entries[start_index:end_index] if e.get("type") == "message"} - _DICT:
+    try:
+        checked = {e["message"].__class__ for e in entries[start_index:end_index] if e["type"] == "message"} <= _DICT
+    except (KeyError, TypeError):  # an entry without a type or a message: the full scan decides
+        checked = False
+    if not checked:
         find_valid_cut_points(entries, start_index, end_index)  # raises where Pi throws
     first_cut = _next_cut_point(entries, start_index, end_index)
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     accumulated = 0
     cut_index = first_cut
+    chars = estimate_chars
     for i in range(end_index - 1, start_index - 1, -1):
         entry = entries[i]
         message = entry.get("message") if entry.get("type") == "message" else None
         if message.__class__ is dict and message.get("content") is not None:
-            tokens = estimate_tokens(message)
+            tokens = -(-chars(message) // 4)
         else:
             tokens = _entry_tokens(entry)
         if tokens == 0:
@@ -916,9 +951,6 @@ def prepare_parts(
     )
 
 
-_ONLY_STR = frozenset((str,))
-
-
 def chain_path(entries: Sequence[dict]) -> list[dict] | None:
     """``build_session_path(entries)`` when the entries are already that path, else None.
 
@@ -926,16 +958,25 @@ def chain_path(entries: Sequence[dict]) -> list[dict] | None:
     one before, and the first entry's parentId names none of them: the walk from the last entry
     then visits every entry, in order. Checked in a few passes that run in C.
     """
-    ids = [e.get("id") for e in entries]
-    if not ids or set(map(type, ids)) != _ONLY_STR or not all(ids):
+    chain = chain_ids_and_types(entries)
+    return list(entries) if chain is not None else None
+
+
+def chain_ids_and_types(entries: Sequence[dict]) -> tuple[list[str], list[Any]] | None:
+    """(ids, types) of ``entries`` when :func:`chain_path` takes them as the path, else None."""
+    try:
+        ids = [e["id"] for e in entries]
+        parents = [e["parentId"] for e in entries]
+        types = [e["type"] for e in entries]
+        "".join(ids)  # raises unless every id is a string
+    except (KeyError, TypeError):  # a field missing, an id of another type: not recognised as a chain
         return None
-    parents = [e.get("parentId") for e in entries]
-    if parents[1:] != ids[:-1]:
+    if not ids or parents[1:] != ids[:-1]:
         return None
     id_set = set(ids)
-    if len(id_set) != len(ids) or (parents[0].__class__ is str and parents[0] in id_set):
+    if len(id_set) != len(ids) or "" in id_set or (parents[0].__class__ is str and parents[0] in id_set):
         return None
-    return list(entries)
+    return ids, types
 
 
 def prepare_compaction(
@@ -953,14 +994,17 @@ def prepare_compaction(
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
-    path = chain_path(path_entries)
-    if path is None:
+    chain = chain_ids_and_types(path_entries)
+    if chain is None:
         path = build_session_path(path_entries)
         same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
+        path_types = [e.get("type") for e in path]
+        path_ids = None
     else:
+        path = path_entries if path_entries.__class__ is list else list(path_entries)
         same = True
-    path_types = [e.get("type") for e in path]
-    sources, types = context_entries_and_types(path, True, path_types)
+        path_ids, path_types = chain
+    sources, types = context_entries_and_types(path, True, path_types, path_ids)
     types, per_entry, messages = project_parts(sources, types)
     # Usually the entries given are the path itself: then their types are known already
     # and their truthy ids are distinct.

@@ -87,33 +87,30 @@ def extract_file_ops_from_message(message: dict, file_ops: FileOperations) -> No
 def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
     """Fast twin of :func:`extract_file_ops_from_message` over many messages, in one loop (the pipeline's hot path)."""
     read, written, edited = file_ops.read, file_ops.written, file_ops.edited
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        content = message.get("content")
-        if not isinstance(content, list):
+    for content in [m.get("content") for m in messages if m.get("role") == "assistant"]:
+        if content.__class__ is not list and not isinstance(content, list):
             continue
         for block in content:
-            if block.__class__ is not dict:
-                if not isinstance(block, dict):
-                    continue
+            if block.__class__ is not dict and not isinstance(block, dict):
+                continue
             if block.get("type") != "toolCall":
                 continue
-            if "arguments" not in block or "name" not in block:
-                continue
-            args = block["arguments"]
-            if not isinstance(args, dict) or not args:
-                continue  # also covers JavaScript's falsy arguments
-            path = args.get("path")
-            if not isinstance(path, str) or not path:
-                continue
-            name = block["name"]
+            # Only these names add a path: the other checks matter for them alone.
+            name = block.get("name")
             if name == "read":
-                read.add(path)
-            elif name == "write":
-                written.add(path)
+                target = read
             elif name == "edit":
-                edited.add(path)
+                target = edited
+            elif name == "write":
+                target = written
+            else:
+                continue
+            args = block.get("arguments")
+            if not isinstance(args, dict):
+                continue  # also covers a missing or falsy arguments
+            path = args.get("path")
+            if isinstance(path, str) and path:
+                target.add(path)
 
 
 def compute_file_lists(file_ops: FileOperations) -> tuple[list, list]:
