@@ -7,12 +7,14 @@ any length reads like one long session. Every message is a new dict (its content
 estimates are computed for every message, as in a real session of that length.
 
 For each token source and setting, every size is replayed (extractive summarizer) and timed in CPU
-seconds (``time.process_time``), sizes interleaved, best of ``--rounds``. The exponent is the
+seconds (``time.process_time``), sizes interleaved, best of ``--rounds``; each replay starts without the
+walks and estimates a process keeps of the recordings it replayed (``forget_recordings``), as a
+single replay does. The exponent is the
 least-squares slope of log(seconds) against log(entries) over all sizes (1 is linear); the
 compactions' own exponent is printed beside it (a chain's later repetitions may compact more often
 than its first one). ``--big N`` replays one chain of ``N`` entries for each of ``--big-runs``
 (``SOURCE:SETTING``). ``--memory`` replays ``--memory-run`` once per size (and the big chain) in a
-fresh process each and reports its peak RSS (``ru_maxrss``) after building the chain and after the
+fresh process each and reports its peak RSS (``VmHWM``) after building the chain and after the
 replay, with the exponent of the replay's part against entries.
 
     .venv/bin/python benchmarks/bench_replay_scaling.py [--sizes 1000 5000 20000 50000]
@@ -42,6 +44,7 @@ from pimem.base.js import parse_iso_ms, to_iso  # noqa: E402
 from pimem.core.compaction.compaction import CompactionSettings  # noqa: E402
 from pimem.core.session_manager import Session, load_session  # noqa: E402
 from pimem.replays.engine import replay  # noqa: E402
+from pimem.replays.recording import forget_recordings  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "datasets" / "pi-mono"
 
@@ -104,6 +107,7 @@ def fit_exponent(sizes: list[int], seconds: list[float]) -> float:
 
 def run_once(session: Session, source: str, setting: str) -> tuple[float, int]:
     spec = SETTINGS[setting]
+    forget_recordings()  # every replay walks its recording afresh, as a single replay does
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.process_time()
@@ -112,15 +116,27 @@ def run_once(session: Session, source: str, setting: str) -> tuple[float, int]:
     return elapsed, len(result.compactions)
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident set (``VmHWM``; ``ru_maxrss`` where there is no ``/proc``, which
+    after a fork can carry the parent's peak)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(n: int, source: str, setting: str) -> dict[str, Any]:
     """One replay of an ``n``-entry chain in this process: its CPU seconds and peak RSS (MiB)."""
     paths = source_paths()
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base_rss = peak_rss_mib()
     session = build_chain(paths, n)
     del paths
-    chain_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    chain_rss = peak_rss_mib()
     seconds, compactions = run_once(session, source, setting)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     return {"entries": n, "source": source, "setting": setting, "seconds": round(seconds, 3),
             "compactions": compactions, "base_rss_mib": round(base_rss, 1), "chain_rss_mib": round(chain_rss, 1),
             "peak_rss_mib": round(peak, 1)}

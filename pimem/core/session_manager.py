@@ -1625,11 +1625,20 @@ def project_parts(
         for entry, etype in zip(context_entries, types):
             if etype == "context_edit":
                 edits[entry.get("targetId", UNDEFINED)] = entry
+        get_edit = edits.get
         for index, source in enumerate(context_entries):
-            if index > 0 and types[index] == "compaction":
+            etype = types[index]
+            if index > 0 and etype == "compaction":
                 msgs: list[dict] = []
             else:
-                msgs = project_context_entry(source, edits.get(source.get("id", UNDEFINED)))
+                edit = get_edit(source.get("id", UNDEFINED))
+                if edit is None and etype == "message":
+                    message = source["message"]
+                    if message.get("content") is not None:  # not edited: the message itself
+                        add_entry([message])
+                        add(message)
+                        continue
+                msgs = project_context_entry(source, edit)
             add_entry(msgs)
             messages.extend(msgs)
         return types, per_entry, messages

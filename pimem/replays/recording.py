@@ -14,7 +14,7 @@ from pimem.core.context_tracker import ContextTracker
 from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
-           "calibrate_recording", "walk_recording", "recording_token_cache", "recorded_release"]
+           "calibrate_recording", "walk_recording", "recording_token_cache", "forget_recordings", "recorded_release"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -117,6 +117,12 @@ def _walk_of(path: Sequence[dict], cache: TokenCache | None = None) -> _Walk:
         while len(_WALKS) > _MAX_WALKS:
             _WALKS.popitem(last=False)
         return walk
+
+
+def forget_recordings() -> None:
+    """Drop the kept walks and estimates (the next replay of any path walks it again)."""
+    with _WALKS_LOCK:
+        _WALKS.clear()
 
 
 def recording_token_cache(path: Sequence[dict]) -> TokenCache:
