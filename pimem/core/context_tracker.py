@@ -447,7 +447,10 @@ class ContextTracker:
             self._chain = False
         self._first_index.setdefault(eid, index)
         etype = entry.get("type")
-        if self._chain and (etype == "message" or etype == "thinking_level_change" or etype == "model_change"):
+        # only an assistant message or a model change names a model (and a non-object message raises)
+        names_model = etype == "model_change" or (etype == "message" and (
+            entry.get("message").__class__ is not dict or entry["message"].get("role") == "assistant"))
+        if self._chain and (names_model or etype == "thinking_level_change"):
             thinking_level, model = self._settings
             if etype == "thinking_level_change":
                 thinking_level = entry.get("thinkingLevel")
@@ -476,7 +479,7 @@ class ContextTracker:
         self._account(len(self._sources) - 1)
         if etype == "thinking_level_change":
             proj.thinking_level = entry.get("thinkingLevel")
-        elif etype == "model_change" or etype == "message":
+        elif names_model:
             _, model = get_session_context_settings((entry,))
             if model is not None:
                 proj.model = model
