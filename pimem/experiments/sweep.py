@@ -58,6 +58,7 @@ from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarn
 from pimem.experiments.run_measures import run_measures
 from pimem.replays.cost import as_price
 from pimem.replays.engine import replay
+from pimem.replays.recording import shared_recordings
 from pimem.replays.strategies.base import get_strategy
 from pimem.sessions.load import load_session
 from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
@@ -279,12 +280,14 @@ def _run_one(task: dict[str, Any]) -> dict[str, Any]:
         summarizer, counter = _make_summarizer(base, task["cache"])
         defaults = CompactionSettings()
         settings = CompactionSettings(**{k: setting.get(k, getattr(defaults, k)) for k in _COMPACTION_KEYS})
-        result = replay(
-            session, settings, summarizer=summarizer, context_window=setting.get("context_window"),
-            token_source=setting.get("token_source", "calibrated"), triggers=setting.get("triggers", "threshold"),
-            seed=setting.get("seed", 0), leaf_id=setting.get("leaf_id"), sample=setting.get("sample") or 0,
-            strategy=setting.get("strategy"),
-        )
+        with shared_recordings():  # the runs of one session walk its recording once
+            result = replay(
+                session, settings, summarizer=summarizer, context_window=setting.get("context_window"),
+                token_source=setting.get("token_source", "calibrated"),
+                triggers=setting.get("triggers", "threshold"),
+                seed=setting.get("seed", 0), leaf_id=setting.get("leaf_id"), sample=setting.get("sample") or 0,
+                strategy=setting.get("strategy"),
+            )
         summary: dict[str, Any] = dict(result.summary())
         summary.pop("token_source", None)
         summary.pop("triggers", None)

@@ -4,9 +4,11 @@ recording's own projection along its path, and the token calibration fitted over
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import operator
 import threading
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from pimem.base.js import parse_iso_ms
 from pimem.core.compaction.compaction import TokenCache, calculate_context_tokens, get_assistant_usage
@@ -14,7 +16,7 @@ from pimem.core.context_tracker import ContextTracker
 from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
-           "calibrate_recording", "walk_recording", "recording_token_cache", "forget_recordings", "recorded_release"]
+           "calibrate_recording", "walk_recording", "recording_token_cache", "shared_recordings", "forget_recordings", "recorded_release"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -104,8 +106,27 @@ _MAX_WALKS = 4
 _WALKS_LOCK = threading.Lock()
 
 
+_SHARING: contextvars.ContextVar[bool] = contextvars.ContextVar("pimem_shared_recordings", default=False)
+
+
+@contextlib.contextmanager
+def shared_recordings() -> Iterator[None]:
+    """Within this block, replays of the same recorded path (the same entry objects in the same
+    order) share its walk and per-message estimates: a sweep replays one session under many
+    settings. Outside it every replay walks its recording afresh, so that a message edited in place
+    between two replays is estimated again. Entries must not change inside the block."""
+    token = _SHARING.set(True)
+    try:
+        yield
+    finally:
+        _SHARING.reset(token)
+
+
 def _walk_of(path: Sequence[dict], cache: TokenCache | None = None) -> _Walk:
-    """The kept walk of ``path`` (the same entry objects in the same order), made when missing."""
+    """The kept walk of ``path`` (the same entry objects in the same order), made when missing;
+    a fresh one, not kept, outside :func:`shared_recordings`."""
+    if not _SHARING.get():
+        return _Walk(path, cache if cache is not None else TokenCache())
     key = (len(path), id(path[0]), id(path[-1])) if path else (0, 0, 0)
     with _WALKS_LOCK:  # the threads of one worker may replay at once
         walk = _WALKS.get(key)
@@ -126,16 +147,16 @@ def forget_recordings() -> None:
 
 
 def recording_token_cache(path: Sequence[dict]) -> TokenCache:
-    """The per-message estimates of ``path``'s replays, shared by the replays of one path in a process
-    (a sweep replays one session under many settings). Entries must not change after they are read."""
+    """The per-message estimates of ``path``'s replays, shared by the replays of one path within
+    :func:`shared_recordings` (a sweep replays one session under many settings), fresh otherwise."""
     return _walk_of(path).cache
 
 
 def walk_recording(path: Sequence[dict], cache: TokenCache | None = None) -> tuple[list[float], Calibration]:
     """One walk of the recording: the usage-free estimate of the recorded context before each
     assistant step (NaN at the other steps) and the calibration fitted over them
-    (``recorded_input ≈ overhead + r · E_rec``, :mod:`pimem.replays.calibration`). Made once per path
-    in a process and kept (for the last few paths): the replays of one session share it."""
+    (``recorded_input ≈ overhead + r · E_rec``, :mod:`pimem.replays.calibration`). Within
+    :func:`shared_recordings`, made once per path and kept (for the last few paths)."""
     walk = _walk_of(path, cache)
     if walk.result is None:
         walk.result = _walk(path, cache if cache is not None else walk.cache)

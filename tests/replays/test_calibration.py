@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from pimem.replays.engine import replay
-from pimem.replays.recording import calibrate_recording, input_tokens, walk_recording
+from pimem.replays.recording import calibrate_recording, input_tokens, shared_recordings, walk_recording
 from pimem.replays.calibration import MIN_POINTS, SLOPE_RANGE, Calibration, fit_calibration
 from pimem.core.agent_session import Hooks
 from pimem.core.compaction.compaction import CompactionResult, CompactionSettings, get_assistant_usage
@@ -203,12 +203,31 @@ def test_the_removal_rule_predicts_the_recordings_own_drop(before_compaction):
 
 
 def test_the_walk_of_a_recording_is_shared_by_the_replays_of_its_path(before_compaction):
-    """A path of the same entry objects reuses the walk (a sweep replays one session many times);
-    a path of other entry objects, even equal ones, is walked again; the result is the same."""
-    first = walk_recording(before_compaction.get_branch())
-    assert walk_recording(before_compaction.get_branch()) is first
-    copied = [dict(e) for e in before_compaction.get_branch()]
-    again = walk_recording(copied)
+    """Within ``shared_recordings`` a path of the same entry objects reuses the walk (a sweep replays
+    one session many times); a path of other entry objects, even equal ones, is walked again; the
+    result is the same."""
+    with shared_recordings():
+        first = walk_recording(before_compaction.get_branch())
+        assert walk_recording(before_compaction.get_branch()) is first
+        copied = [dict(e) for e in before_compaction.get_branch()]
+        again = walk_recording(copied)
     assert again is not first
     assert again[1] == first[1]
     assert [e for e in again[0] if e == e] == [e for e in first[0] if e == e]
+
+
+def test_outside_shared_recordings_a_message_edited_in_place_is_estimated_again(before_compaction):
+    """A researcher may edit a loaded message and replay again: outside a sweep nothing is kept."""
+    path = before_compaction.get_branch()
+    first = walk_recording(path)
+    assert walk_recording(path) is not first
+    step = next(i for i in range(len(path) - 1, 0, -1)
+                if path[i]["type"] == "message" and path[i]["message"]["role"] == "assistant")
+    user = next(e for e in reversed(path[:step]) if e["type"] == "message" and e["message"]["role"] == "user")
+    saved = user["message"]["content"]
+    try:
+        user["message"]["content"] = [{"type": "text", "text": "x" * 40_000}]
+        edited = walk_recording(path)
+    finally:
+        user["message"]["content"] = saved
+    assert edited[0][step] >= first[0][step] + 9_000  # 40,000 characters ≈ 10,000 tokens more
