@@ -139,7 +139,7 @@ class Trajectory:
             index = self._indexes[i] = index_of(self.use_texts[i])
         return index
 
-    def _candidates(self, fact: Fact, start: int, end: int) -> list[int]:
+    def _candidates(self, fact: Fact, start: int, end: int) -> Sequence[int]:
         if fact.kind in ("constraint", "decision", "error"):
             words = _tokens(" ".join(negated_words(fact.surface or fact.value)[0]))
             counts: dict[int, int] = {}
