@@ -1260,18 +1260,12 @@ def _walk_remembering(session: "Session", leaf_id: Any) -> list[dict]:
     Each entry above the leaf is found in the session's index by its child's parentId, so that
     key is its id and the index holds it: the positions come from the keys looked up.
     """
-    if leaf_id is NULL_LEAF:
-        return []
     entries = session.entries
     by_id = session._by_id
     lookup = by_id.get
-    leaf = None
-    if js_truthy(leaf_id):
-        leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
+    leaf = _start_entry(entries, lookup, leaf_id)
     if leaf is None:
-        if not entries:
-            return []
-        leaf = entries[-1]
+        return []
     path = [leaf]
     keys: list[str] = []
     add, add_key = path.append, keys.append
@@ -1307,16 +1301,23 @@ def _remember(session: "Session", path: list[dict]) -> None:
     session._memo, session._memo_positions = list(path), positions
 
 
-def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict]:
+def _start_entry(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> dict | None:
+    """The entry a path walk starts from: the leaf's, else the last entry; None for the null leaf or
+    an empty session."""
     if leaf_id is NULL_LEAF:
-        return []
+        return None
     leaf = None
     if js_truthy(leaf_id):
         leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
-    if leaf is None:
-        if not entries:
-            return []
+    if leaf is None and entries:
         leaf = entries[-1]
+    return leaf
+
+
+def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict]:
+    leaf = _start_entry(entries, lookup, leaf_id)
+    if leaf is None:
+        return []
     path = [leaf]
     append = path.append
     current = leaf
