@@ -1320,7 +1320,7 @@ def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict
         return []
     path = [leaf]
     append = path.append
-    current = leaf
+    current: Any = leaf
     for _ in range(len(entries)):  # a longer walk can only be a parentId cycle
         parent = current.get("parentId")
         if parent.__class__ is str:
