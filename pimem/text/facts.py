@@ -603,6 +603,14 @@ def _stems_of(text: str) -> set[str]:
     return {_stem(w) for w in _POLARITY_WORD.findall(text) if len(w) >= 3}
 
 
+def _line_stems(line: str) -> frozenset[str]:
+    """``_stems_of(line.lower())`` (the words of one line of a text)."""
+    return frozenset(_stems_of(line.lower()))
+
+
+_line_stems_short = lru_cache(maxsize=1 << 15)(_line_stems)
+
+
 def negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """(content words, those of them every occurrence of which follows a negation within 3 words).
 
@@ -690,7 +698,9 @@ class SummaryIndex:
 
     @cached_property
     def all_words(self) -> set[str]:
-        return _stems_of(self.lower)
+        # ``_stems_of(self.lower)``: no word crosses a line break, so they are the lines' (memoised)
+        return set().union(*(_line_stems_short(ln) if len(ln) <= _MEMO_CHARS else _line_stems(ln)
+                             for ln in set(self.text.split("\n"))))
 
     @cached_property
     def code_spans(self) -> set[str]:
@@ -786,19 +796,21 @@ class SummaryIndex:
         words, negated = negated_words(text)
         if not words or len(words & self.all_words) < 2:
             return False
-        postings = self._line_postings
-        counts: dict[int, int] = {}
-        for w in words:
-            for i in postings.get(w, ()):
-                counts[i] = counts.get(i, 0) + 1
         n = len(words)
+        # the fewest shared words a line needs (at least 2, a share of ``threshold``)
+        need = next((k for k in range(2, n + 1) if k / n >= threshold), None)
+        if need is None:
+            return False
+        # a line holding ``need`` of the ``n`` words holds one of any ``n - need + 1`` of them: only
+        # the lines of the words on the fewest lines are read
+        postings = self._line_postings
+        rare = sorted((postings.get(w, ()) for w in words), key=len)[: n - need + 1]
         polarity = self._polarity
-        for i, shared in counts.items():
-            if shared >= 2 and shared / n >= threshold:
-                line, line_negated = polarity[i]
-                common = words & line
-                if (negated & common) == (line_negated & common):
-                    return True
+        for i in set().union(*rare):
+            line, line_negated = polarity[i]
+            common = words & line
+            if len(common) >= need and (negated & common) == (line_negated & common):
+                return True
         return False
 
     def has_error(self, line: str) -> bool:
