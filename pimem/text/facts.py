@@ -566,9 +566,28 @@ def extract_facts(
 
 
 def summary_facts(text: str, kinds: Sequence[str] = ("path", "identifier", "number")) -> list[Fact]:
-    """Facts stated by a summary itself (its text read as assistant prose)."""
-    msg = {"role": "assistant", "content": [{"type": "text", "text": text}]}
-    return extract_facts([msg], kinds=kinds)
+    """Facts stated by a summary itself (its text read as assistant prose): ``extract_facts`` of one
+    assistant message holding the text (memoised per text)."""
+    return list(_summary_facts(text, tuple(kinds)))
+
+
+@lru_cache(maxsize=256)
+def _summary_facts(text: str, kinds: tuple[str, ...]) -> tuple[Fact, ...]:
+    wanted = set(kinds)
+    unknown = wanted - set(FACT_KINDS)
+    if unknown:
+        raise ConfigurationError(f"unknown fact kinds {sorted(unknown)}; known: {list(FACT_KINDS)}")
+    sentences = "constraint" in wanted or "decision" in wanted
+    seen: set[tuple[str, str]] = set()
+    out: list[Fact] = []
+    for kind, value, off, surface in _text_facts(text, "assistant", "text", sentences):
+        if kind not in wanted or not value:
+            continue
+        key = (kind, value if kind == "path" else fold(value))  # Fact.key, before the fact is made
+        if key not in seen:  # the first of each key, as extract_facts keeps it
+            seen.add(key)
+            out.append(Fact(kind, value, None, 0, off, "assistant", "text", surface))
+    return tuple(out)
 
 
 def facts_frame(facts: Sequence[Fact]) -> pd.DataFrame:
@@ -665,7 +684,8 @@ class SummaryIndex:
     def name_runs(self) -> frozenset[str]:
         """The runs of name characters (``[\\w$]``) of the text as written and without emphasis and
         quotes (:attr:`plain`); none crosses a line break, so they are the lines' (memoised)."""
-        return frozenset().union(*map(_line_name_runs, set(self.text.split("\n"))))
+        return frozenset().union(*(_line_name_runs_short(ln) if len(ln) <= _MEMO_CHARS else _line_name_runs(ln)
+                                   for ln in set(self.text.split("\n"))))
 
     @cached_property
     def folded_runs(self) -> frozenset[str]:
@@ -674,7 +694,9 @@ class SummaryIndex:
 
     @cached_property
     def plain(self) -> str:
-        return re.sub(r"[*\"“”‘’]", "", self.text)  # emphasis and quotes off, case kept
+        # emphasis and quotes off, case kept; none of them is a line break, so line by line (memoised)
+        return "\n".join(_plain_line(ln) if len(ln) <= _MEMO_CHARS else _PLAIN_OFF.sub("", ln)
+                         for ln in self.text.split("\n"))
 
     @cached_property
     def lower(self) -> str:
@@ -841,7 +863,17 @@ def _runs_in(text: str) -> frozenset[str]:
 
 
 def _line_name_runs(line: str) -> frozenset[str]:
-    return _runs_in(line) | _runs_in(re.sub(r"[*\"“”‘’]", "", line))
+    """The runs of name characters of one line as written and without emphasis and quotes."""
+    return _runs_in(line) | _runs_in(_PLAIN_OFF.sub("", line))
+
+
+_line_name_runs_short = lru_cache(maxsize=1 << 15)(_line_name_runs)
+_PLAIN_OFF = re.compile(r"[*\"“”‘’]")
+
+
+@lru_cache(maxsize=1 << 15)
+def _plain_line(line: str) -> str:
+    return _PLAIN_OFF.sub("", line)
 
 
 @lru_cache(maxsize=1 << 15)
