@@ -138,7 +138,8 @@ class Trajectory:
             for t in _tokens(text):
                 self.postings.setdefault(t, []).append(i)
         self._indexes: dict[int, SummaryIndex] = {}
-        self._all_candidates: dict[tuple[str, str, str], Sequence[int]] = {}
+        # per fact (kind, value, surface): the messages that may mention it, and whether each one does
+        self._mentions: dict[tuple[str, str, str], tuple[Sequence[int], list[bool | None]]] = {}
         # the tool outputs joined by line breaks (a folded text holds none), with each one's offset
         self.results_joined = "\n".join(self.result_texts)
         self.result_offsets = list(itertools.accumulate((len(t) + 1 for t in self.result_texts[:-1]), initial=0))
@@ -149,14 +150,29 @@ class Trajectory:
             index = self._indexes[i] = index_of(self.use_texts[i])
         return index
 
-    def _candidates(self, fact: Fact, start: int, end: int) -> Sequence[int]:
-        """The messages in ``[start, end)`` that may use the fact: those of the whole trajectory
-        (found once per fact: which messages qualify does not depend on the range), in the range."""
+    def _first_mention(self, fact: Fact, start: int, end: int) -> int | None:
+        """The first message in ``[start, end)`` that mentions the fact, or None.
+
+        The messages that may mention it are found once per fact over the whole trajectory (which
+        ones qualify does not depend on the range), and whether each one does is kept beside them:
+        the compactions of one replay, and the replays of one recording, ask again from other starts.
+        """
         key = (fact.kind, fact.value, fact.surface)
-        found = self._all_candidates.get(key)
-        if found is None:
-            found = self._all_candidates[key] = self._find_candidates(fact, 0, len(self.messages))
-        return _within(found, start, end)
+        known = self._mentions.get(key)
+        if known is None:
+            found = self._find_candidates(fact, 0, len(self.messages))
+            known = self._mentions[key] = (found, [None] * len(found))
+        found, flags = known
+        for j in range(bisect_left(found, start), len(found)):
+            i = found[j]
+            if i >= end:
+                break
+            hit = flags[j]
+            if hit is None:
+                hit = flags[j] = self.mentioned(fact, self._index(i))
+            if hit:
+                return i
+        return None
 
     def _find_candidates(self, fact: Fact, start: int, end: int) -> Sequence[int]:
         if fact.kind in ("constraint", "decision", "error"):
@@ -193,9 +209,9 @@ class Trajectory:
     def first_use(self, fact: Fact, start: int = 0, end: int | None = None) -> tuple[str | None, str] | None:
         """(entry id, how) of the first message in ``[start, end)`` that uses the fact, or None."""
         end = len(self.messages) if end is None else end
-        for i in self._candidates(fact, start, end):
-            if self.mentioned(fact, self._index(i)):
-                return self.messages[i][0], "mentioned"
+        i = self._first_mention(fact, start, end)
+        if i is not None:
+            return self.messages[i][0], "mentioned"
         if fact.kind == "error" and _SPECIFIC.search(fact.surface or fact.value):
             key = _error_key(fact.surface or fact.value)
             if len(key) >= 12 and start < end:

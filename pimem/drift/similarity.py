@@ -69,11 +69,13 @@ class TfidfSpace:
     def __init__(self, documents: Sequence[str]) -> None:
         self.vocab: dict[str, int] = {}
         df: Counter[str] = Counter()
+        vocab = self.vocab
         for doc in documents:
             toks = _token_set(doc)
             df.update(toks)
-            for t in sorted(toks):  # a fixed order: the same sums in every process (sets follow the hash seed)
-                self.vocab.setdefault(t, len(self.vocab))
+            # in sorted order: the same sums in every process (sets follow the hash seed)
+            new = sorted(toks.difference(vocab))
+            vocab.update(zip(new, range(len(vocab), len(vocab) + len(new))))
         n = len(documents)
         self.idf = np.array([math.log((1 + n) / (1 + df[t])) + 1.0 for t in self.vocab], dtype=float)
         self._units: dict[str, tuple[np.ndarray, float]] = {}
