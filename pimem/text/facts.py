@@ -694,9 +694,7 @@ class SummaryIndex:
 
     @cached_property
     def plain(self) -> str:
-        # emphasis and quotes off, case kept; none of them is a line break, so line by line (memoised)
-        return "\n".join(_plain_line(ln) if len(ln) <= _MEMO_CHARS else _PLAIN_OFF.sub("", ln)
-                         for ln in self.text.split("\n"))
+        return _PLAIN_OFF.sub("", self.text)  # emphasis and quotes off, case kept
 
     @cached_property
     def lower(self) -> str:
@@ -870,10 +868,6 @@ def _line_name_runs(line: str) -> frozenset[str]:
 _line_name_runs_short = lru_cache(maxsize=1 << 15)(_line_name_runs)
 _PLAIN_OFF = re.compile(r"[*\"“”‘’]")
 
-
-@lru_cache(maxsize=1 << 15)
-def _plain_line(line: str) -> str:
-    return _PLAIN_OFF.sub("", line)
 
 
 @lru_cache(maxsize=1 << 15)
