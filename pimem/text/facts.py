@@ -178,7 +178,9 @@ class Fact:
 
 def fold(text: str) -> str:
     """Lower-case, drop backticks / quotes / emphasis, collapse whitespace."""
-    return _fold_short(text) if len(text) <= 400 else _fold(text)
+    if len(text) <= 400:
+        return _fold_short(text)
+    return _fold_long(text) if len(text) <= _MEMO_CHARS else _fold(text)
 
 
 def _fold(text: str) -> str:
@@ -188,6 +190,7 @@ def _fold(text: str) -> str:
 
 
 _fold_short = lru_cache(maxsize=1 << 15)(_fold)  # fact values and lines come back again and again
+_fold_long = lru_cache(maxsize=1 << 11)(_fold)  # and messages, in the runs of one recording
 
 
 def content_words(text: str) -> set[str]:
@@ -760,9 +763,14 @@ class SummaryIndex:
     def _line_postings(self) -> dict[str, list[int]]:
         """Content word → the lines (of :attr:`raw_lines`) holding it."""
         postings: dict[str, list[int]] = {}
+        get = postings.get
         for i, (words, _) in enumerate(self._polarity):
             for w in words:
-                postings.setdefault(w, []).append(i)
+                lines = get(w)
+                if lines is None:
+                    postings[w] = [i]
+                else:
+                    lines.append(i)
         return postings
 
     @cached_property
@@ -1050,13 +1058,19 @@ def facts_present(facts: Sequence[Fact], summary: str | SummaryIndex) -> list[bo
     """``[fact_present(f, summary) for f in facts]``, for many facts against one text: a fact whose
     necessary name (:func:`_probe`) the text does not hold is absent without a search."""
     index = summary if isinstance(summary, SummaryIndex) else index_of(summary)
+    answers = index.answers
     out = []
     for f in facts:
-        probe = _probe(f.kind, f.value)
-        if probe is not None and probe[1] not in getattr(index, probe[0]):
-            out.append(False)
-        else:
-            out.append(fact_present(f, index))
+        kind, value = f.kind, f.value
+        key = (kind, value, f.surface or value)  # fact_present's memo, read here
+        held = answers.get(key)
+        if held is None:
+            probe = _probe(kind, value)
+            if probe is not None and probe[1] not in getattr(index, probe[0]):
+                held = False  # what _holds would answer (it needs the probed name)
+            else:
+                held = answers[key] = _holds(index, kind, value, key[2])
+        out.append(held)
     return out
 
 
