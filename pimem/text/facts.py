@@ -982,10 +982,11 @@ class JoinedIndex(SummaryIndex):
     indexes: a part already indexed (the same message in the previous compaction's tail, or in
     another run of the session) is not read again.
 
-    Exactly the answers of ``SummaryIndex("\\n".join(parts))``: paths, lines, words and errors are
-    per line, so they are the parts'; the folded form is the parts' folded forms joined by a space
-    (as the lines' are); identifiers, commands and numbers, whose rules may read across a line break
-    (a fenced block, a number before its unit on the next line), read the joined text.
+    Exactly the answers of ``SummaryIndex("\\n".join(parts))``: paths, lines, words, errors, name
+    runs and code spans are per line, so they are the parts'; the folded form is the parts' folded
+    forms joined by a space (as the lines' are), the plain form theirs joined by a line break; the
+    fenced blocks and numbers, whose rules may read across a line break (a fence, a number before its
+    unit on the next line), read the joined text.
     """
 
     def __init__(self, parts: Sequence[str]) -> None:
@@ -1011,6 +1012,22 @@ class JoinedIndex(SummaryIndex):
     @cached_property
     def paths(self) -> set[str]:
         return set().union(*(p.paths for p in self.parts))
+
+    @cached_property
+    def name_runs(self) -> frozenset[str]:
+        return frozenset().union(*(p.name_runs for p in self.parts))  # the lines' runs
+
+    @cached_property
+    def folded_runs(self) -> frozenset[str]:
+        return frozenset().union(*(p.folded_runs for p in self.parts))
+
+    @cached_property
+    def code_spans(self) -> set[str]:
+        return set().union(*(p.code_spans for p in self.parts))  # a code span holds no line break
+
+    @cached_property
+    def plain(self) -> str:
+        return "\n".join(p.plain for p in self.parts)  # characters dropped one by one, never a break
 
     def has_words(self, text: str, threshold: float) -> bool:
         # a line that qualifies shares two words with its part, so the part's own check passes
