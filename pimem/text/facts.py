@@ -822,7 +822,7 @@ class SummaryIndex:
     def has_words(self, text: str, threshold: float) -> bool:
         """Some line covers ``threshold`` of the text's content words (at least 2) with the same polarity."""
         words, negated = negated_words(text)
-        if not words:
+        if not words or len(words & self.all_words) < 2:  # the text's lines are read only past this
             return False
         n = len(words)
         # the fewest shared words a line needs (at least 2, a share of ``threshold``)
@@ -835,8 +835,6 @@ class SummaryIndex:
                 common = words & line
                 if len(common) >= need and (negated & common) == (line_negated & common):
                     return True
-            return False
-        if len(words & self.all_words) < 2:
             return False
         # a line holding ``need`` of the ``n`` words holds one of any ``n - need + 1`` of them: only
         # the lines of the words on the fewest lines are read
