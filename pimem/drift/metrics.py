@@ -257,7 +257,11 @@ def drift_report(
     span_keys: list[set[tuple[str, str]]] = []
     rows: list[dict] = []
     section_rows: list[dict] = []
-    presence_rows: list[dict] = []
+    presence_columns = ["key", "kind", "compaction", "introduced_at", "age", "present", "in_span"]
+    presence: dict[str, list[Any]] = {c: [] for c in presence_columns}  # one row per fact and compaction
+    fact_names: list[str] = []  # of the facts seen so far, in the order first seen
+    fact_kinds: list[str] = []
+    fact_introduced: list[int] = []
     notes: list[str] = []
     held_prev: set[tuple[str, str]] = set()
     first_goal: str | None = None
@@ -269,6 +273,9 @@ def drift_report(
         for f in new:
             introduced[f.key] = span.index
             fact_by_key[f.key] = f
+            fact_names.append(f"{f.kind}:{f.key[1]}")
+            fact_kinds.append(f.kind)
+            fact_introduced.append(span.index)
             fact_rows.append(
                 {"key": f"{f.kind}:{f.key[1]}", "kind": f.kind, "value": f.value, "surface": f.surface,
                  "entry_id": f.entry_id, "role": f.role, "source": f.source, "introduced_at": span.index}
@@ -304,14 +311,17 @@ def drift_report(
         items = section_items(summ)
         row["content_sections"] = sum(bool(items[k]) for k in _CONTENT_SECTIONS) / len(_CONTENT_SECTIONS)
         held: set[tuple[str, str]] = set()
-        for (key, f), p in zip(fact_by_key.items(), facts_present(list(fact_by_key.values()), index)):
+        present = facts_present(list(fact_by_key.values()), index)
+        for key, p in zip(fact_by_key, present):
             if p:
                 held.add(key)
-            presence_rows.append(
-                {"key": f"{f.kind}:{key[1]}", "kind": f.kind, "compaction": span.index,
-                 "introduced_at": introduced[key], "age": span.index - introduced[key],
-                 "present": p, "in_span": key in keys}
-            )
+            presence["in_span"].append(key in keys)
+        presence["key"].extend(fact_names)
+        presence["kind"].extend(fact_kinds)
+        presence["compaction"].extend([span.index] * len(present))
+        presence["introduced_at"].extend(fact_introduced)
+        presence["age"].extend(span.index - at for at in fact_introduced)
+        presence["present"].extend(present)
         row["n_new_facts"] = len(new)
         row["new_fact_recall"] = _ratio(sum(f.key in held for f in new), len(new))
         row["n_seen"] = len(fact_by_key)
@@ -350,9 +360,8 @@ def drift_report(
     report.attrs["facts"] = frame(
         fact_rows, columns=["key", "kind", "value", "surface", "entry_id", "role", "source", "introduced_at"]
     )
-    report.attrs["presence"] = frame(
-        presence_rows, columns=["key", "kind", "compaction", "introduced_at", "age", "present", "in_span"]
-    )
+    report.attrs["presence"] = (frame(presence, columns=presence_columns) if presence["key"]
+                                else frame([], columns=presence_columns))
     report.attrs["sections"] = frame(
         section_rows,
         columns=["compaction", "section", "present", "present_prev", "tokens", "jaccard_prev", "cosine_prev"],

@@ -47,7 +47,9 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import threading
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -115,20 +117,29 @@ def _result_text(text: str) -> str:
     return fold(_LINE_COL.sub("", text))
 
 
+def _texts(messages: Sequence[tuple[str | None, dict]]) -> tuple[list[str], list[str | None]]:
+    """What each message uses (text, thinking, tool arguments) and its tool output (None if it has none)."""
+    use = [source_text(m, results=False) for _, m in messages]
+    results = [source_text(m) if m.get("role") in ("toolResult", "bashExecution") else None for _, m in messages]
+    return use, results
+
+
 class Trajectory:
     """Messages as look-up structures: what each one uses (text, thinking, tool arguments) with a
     token index to find candidates fast, and tool output (for errors that come back)."""
 
-    def __init__(self, messages: Sequence[tuple[str | None, dict]]) -> None:
+    def __init__(self, messages: Sequence[tuple[str | None, dict]],
+                 texts: tuple[list[str], list[str | None]] | None = None) -> None:
         self.messages = list(messages)
-        self.use_texts = [source_text(m, results=False) for _, m in self.messages]
-        self.result_texts = [_result_text(source_text(m))
-                             if m.get("role") in ("toolResult", "bashExecution") else "" for _, m in self.messages]
+        self.use_texts, self._results = texts if texts is not None else _texts(self.messages)
+        self.result_texts = ["" if t is None else _result_text(t) for t in self._results]
         self.postings: dict[str, list[int]] = {}  # token -> the messages using it, in increasing order
         for i, text in enumerate(self.use_texts):
             for t in _tokens(text):
                 self.postings.setdefault(t, []).append(i)
         self._indexes: dict[int, SummaryIndex] = {}
+        # per fact (kind, value, surface): the messages that may mention it, and whether each one does
+        self._mentions: dict[tuple[str, str, str], tuple[Sequence[int], list[bool | None]]] = {}
         # the tool outputs joined by line breaks (a folded text holds none), with each one's offset
         self.results_joined = "\n".join(self.result_texts)
         self.result_offsets = list(itertools.accumulate((len(t) + 1 for t in self.result_texts[:-1]), initial=0))
@@ -139,7 +150,31 @@ class Trajectory:
             index = self._indexes[i] = index_of(self.use_texts[i])
         return index
 
-    def _candidates(self, fact: Fact, start: int, end: int) -> Sequence[int]:
+    def _first_mention(self, fact: Fact, start: int, end: int) -> int | None:
+        """The first message in ``[start, end)`` that mentions the fact, or None.
+
+        The messages that may mention it are found once per fact over the whole trajectory (which
+        ones qualify does not depend on the range), and whether each one does is kept beside them:
+        the compactions of one replay, and the replays of one recording, ask again from other starts.
+        """
+        key = (fact.kind, fact.value, fact.surface)
+        known = self._mentions.get(key)
+        if known is None:
+            found = self._find_candidates(fact, 0, len(self.messages))
+            known = self._mentions[key] = (found, [None] * len(found))
+        found, flags = known
+        for j in range(bisect_left(found, start), len(found)):
+            i = found[j]
+            if i >= end:
+                break
+            hit = flags[j]
+            if hit is None:
+                hit = flags[j] = self.mentioned(fact, self._index(i))
+            if hit:
+                return i
+        return None
+
+    def _find_candidates(self, fact: Fact, start: int, end: int) -> Sequence[int]:
         if fact.kind in ("constraint", "decision", "error"):
             words = _tokens(" ".join(negated_words(fact.surface or fact.value)[0]))
             counts: dict[int, int] = {}
@@ -174,9 +209,9 @@ class Trajectory:
     def first_use(self, fact: Fact, start: int = 0, end: int | None = None) -> tuple[str | None, str] | None:
         """(entry id, how) of the first message in ``[start, end)`` that uses the fact, or None."""
         end = len(self.messages) if end is None else end
-        for i in self._candidates(fact, start, end):
-            if self.mentioned(fact, self._index(i)):
-                return self.messages[i][0], "mentioned"
+        i = self._first_mention(fact, start, end)
+        if i is not None:
+            return self.messages[i][0], "mentioned"
         if fact.kind == "error" and _SPECIFIC.search(fact.surface or fact.value):
             key = _error_key(fact.surface or fact.value)
             if len(key) >= 12 and start < end:
@@ -199,13 +234,40 @@ def _contains(sorted_ids: Sequence[int], i: int) -> bool:
     return k < len(sorted_ids) and sorted_ids[k] == i
 
 
+_SHARED: OrderedDict[tuple[str | None, ...], Trajectory] = OrderedDict()
+_SHARED_MAX = 4
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_trajectory(messages: Sequence[tuple[str | None, dict]]) -> Trajectory:
+    """The :class:`Trajectory` of ``messages``, shared with the last few built: the replays of one
+    recording under other settings have the same messages on their paths (a compaction entry adds
+    none), so their trajectory is built once. Shared only when the entry ids and every text it reads
+    are the same (a message edited in place gets a trajectory of its own)."""
+    texts = _texts(messages)
+    key = tuple(eid for eid, _ in messages)
+    with _SHARED_LOCK:
+        trajectory = _SHARED.get(key)
+        if trajectory is not None and trajectory.use_texts == texts[0] and trajectory._results == texts[1]:
+            _SHARED.move_to_end(key)
+            return trajectory
+    trajectory = Trajectory(messages, texts)
+    with _SHARED_LOCK:
+        _SHARED[key] = trajectory
+        _SHARED.move_to_end(key)
+        while len(_SHARED) > _SHARED_MAX:
+            _SHARED.popitem(last=False)
+    return trajectory
+
+
 def _trajectory(record: CompactionRecord) -> tuple[Trajectory, int, int]:
-    """The trajectory of the record's path (built once per path) and the record's later range in it."""
+    """The trajectory of the record's path (built once per path, shared by the paths of the same
+    messages) and the record's later range in it."""
     if record.path is None:
         return Trajectory(record.later), 0, len(record.later)
     trajectory = record.path.cache.get("trajectory")
     if trajectory is None:
-        trajectory = record.path.cache["trajectory"] = Trajectory(record.path.messages)
+        trajectory = record.path.cache["trajectory"] = shared_trajectory(record.path.messages)
     return trajectory, record.later_start, record.later_start + len(record.later)
 
 

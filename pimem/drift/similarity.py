@@ -69,28 +69,43 @@ class TfidfSpace:
     def __init__(self, documents: Sequence[str]) -> None:
         self.vocab: dict[str, int] = {}
         df: Counter[str] = Counter()
+        vocab = self.vocab
         for doc in documents:
             toks = _token_set(doc)
             df.update(toks)
-            for t in sorted(toks):  # a fixed order: the same sums in every process (sets follow the hash seed)
-                self.vocab.setdefault(t, len(self.vocab))
+            # in sorted order: the same sums in every process (sets follow the hash seed)
+            new = sorted(toks.difference(vocab))
+            vocab.update(zip(new, range(len(vocab), len(vocab) + len(new))))
         n = len(documents)
-        self.idf = np.ones(len(self.vocab))
-        for t, i in self.vocab.items():
-            self.idf[i] = math.log((1 + n) / (1 + df[t])) + 1.0
+        self.idf = np.array([math.log((1 + n) / (1 + df[t])) + 1.0 for t in self.vocab], dtype=float)
+        self._units: dict[str, tuple[np.ndarray, float]] = {}
+
+    def _unit(self, text: str) -> tuple[np.ndarray, float]:
+        """The L2-normalised vector of a text and its norm (memoised: the report compares the same
+        texts again and again). The vector is dense over the vocabulary, its sums as they always were."""
+        hit = self._units.get(text)
+        if hit is not None:
+            return hit
+        v = np.zeros(len(self.vocab))
+        vocab = self.vocab
+        found = [(i, c) for t, c in _token_counts(text) if (i := vocab.get(t)) is not None]
+        if found:
+            at = np.fromiter((i for i, _ in found), dtype=np.intp, count=len(found))
+            counts = np.fromiter((c for _, c in found), dtype=float, count=len(found))
+            v[at] = counts * self.idf[at]  # each cell the product c · idf, as one by one
+        norm = float(np.linalg.norm(v))
+        if norm > 0:
+            v = v / norm
+        hit = self._units[text] = (v, float(np.linalg.norm(v)))
+        return hit
 
     def vector(self, text: str) -> np.ndarray:
-        v = np.zeros(len(self.vocab))
-        for t, c in _token_counts(text):
-            i = self.vocab.get(t)
-            if i is not None:
-                v[i] = c * self.idf[i]
-        norm = float(np.linalg.norm(v))
-        return v / norm if norm > 0 else v
+        """The L2-normalised TF-IDF vector of a text (zeros when it has no token of the vocabulary)."""
+        return self._unit(text)[0].copy()
 
     def cosine(self, a: str, b: str) -> float:
-        va, vb = self.vector(a), self.vector(b)
-        na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
+        """The cosine of two texts' vectors (see module docs for the empty cases)."""
+        (va, na), (vb, nb) = self._unit(a), self._unit(b)
         if na == 0 and nb == 0:
             return 1.0 if not _tokens(a) and not _tokens(b) else 0.0
         if na == 0 or nb == 0:

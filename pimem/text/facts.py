@@ -566,9 +566,28 @@ def extract_facts(
 
 
 def summary_facts(text: str, kinds: Sequence[str] = ("path", "identifier", "number")) -> list[Fact]:
-    """Facts stated by a summary itself (its text read as assistant prose)."""
-    msg = {"role": "assistant", "content": [{"type": "text", "text": text}]}
-    return extract_facts([msg], kinds=kinds)
+    """Facts stated by a summary itself (its text read as assistant prose): ``extract_facts`` of one
+    assistant message holding the text (memoised per text)."""
+    return list(_summary_facts(text, tuple(kinds)))
+
+
+@lru_cache(maxsize=256)
+def _summary_facts(text: str, kinds: tuple[str, ...]) -> tuple[Fact, ...]:
+    wanted = set(kinds)
+    unknown = wanted - set(FACT_KINDS)
+    if unknown:
+        raise ConfigurationError(f"unknown fact kinds {sorted(unknown)}; known: {list(FACT_KINDS)}")
+    sentences = "constraint" in wanted or "decision" in wanted
+    seen: set[tuple[str, str]] = set()
+    out: list[Fact] = []
+    for kind, value, off, surface in _text_facts(text, "assistant", "text", sentences):
+        if kind not in wanted or not value:
+            continue
+        key = (kind, value if kind == "path" else fold(value))  # Fact.key, before the fact is made
+        if key not in seen:  # the first of each key, as extract_facts keeps it
+            seen.add(key)
+            out.append(Fact(kind, value, None, 0, off, "assistant", "text", surface))
+    return tuple(out)
 
 
 def facts_frame(facts: Sequence[Fact]) -> pd.DataFrame:
@@ -601,6 +620,14 @@ def _stem(word: str) -> str:
 def _stems_of(text: str) -> set[str]:
     """Every word of a text as :func:`negated_words` would count it (a superset check, no polarity)."""
     return {_stem(w) for w in _POLARITY_WORD.findall(text) if len(w) >= 3}
+
+
+def _line_stems(line: str) -> frozenset[str]:
+    """``_stems_of(line.lower())`` (the words of one line of a text)."""
+    return frozenset(_stems_of(line.lower()))
+
+
+_line_stems_short = lru_cache(maxsize=1 << 15)(_line_stems)
 
 
 def negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -657,7 +684,8 @@ class SummaryIndex:
     def name_runs(self) -> frozenset[str]:
         """The runs of name characters (``[\\w$]``) of the text as written and without emphasis and
         quotes (:attr:`plain`); none crosses a line break, so they are the lines' (memoised)."""
-        return frozenset().union(*map(_line_name_runs, set(self.text.split("\n"))))
+        return frozenset().union(*(_line_name_runs_short(ln) if len(ln) <= _MEMO_CHARS else _line_name_runs(ln)
+                                   for ln in set(self.text.split("\n"))))
 
     @cached_property
     def folded_runs(self) -> frozenset[str]:
@@ -666,7 +694,9 @@ class SummaryIndex:
 
     @cached_property
     def plain(self) -> str:
-        return re.sub(r"[*\"“”‘’]", "", self.text)  # emphasis and quotes off, case kept
+        # emphasis and quotes off, case kept; none of them is a line break, so line by line (memoised)
+        return "\n".join(_plain_line(ln) if len(ln) <= _MEMO_CHARS else _PLAIN_OFF.sub("", ln)
+                         for ln in self.text.split("\n"))
 
     @cached_property
     def lower(self) -> str:
@@ -690,7 +720,9 @@ class SummaryIndex:
 
     @cached_property
     def all_words(self) -> set[str]:
-        return _stems_of(self.lower)
+        # ``_stems_of(self.lower)``: no word crosses a line break, so they are the lines' (memoised)
+        return set().union(*(_line_stems_short(ln) if len(ln) <= _MEMO_CHARS else _line_stems(ln)
+                             for ln in set(self.text.split("\n"))))
 
     @cached_property
     def code_spans(self) -> set[str]:
@@ -786,19 +818,21 @@ class SummaryIndex:
         words, negated = negated_words(text)
         if not words or len(words & self.all_words) < 2:
             return False
-        postings = self._line_postings
-        counts: dict[int, int] = {}
-        for w in words:
-            for i in postings.get(w, ()):
-                counts[i] = counts.get(i, 0) + 1
         n = len(words)
+        # the fewest shared words a line needs (at least 2, a share of ``threshold``)
+        need = next((k for k in range(2, n + 1) if k / n >= threshold), None)
+        if need is None:
+            return False
+        # a line holding ``need`` of the ``n`` words holds one of any ``n - need + 1`` of them: only
+        # the lines of the words on the fewest lines are read
+        postings = self._line_postings
+        rare = sorted((postings.get(w, ()) for w in words), key=len)[: n - need + 1]
         polarity = self._polarity
-        for i, shared in counts.items():
-            if shared >= 2 and shared / n >= threshold:
-                line, line_negated = polarity[i]
-                common = words & line
-                if (negated & common) == (line_negated & common):
-                    return True
+        for i in set().union(*rare):
+            line, line_negated = polarity[i]
+            common = words & line
+            if len(common) >= need and (negated & common) == (line_negated & common):
+                return True
         return False
 
     def has_error(self, line: str) -> bool:
@@ -829,7 +863,17 @@ def _runs_in(text: str) -> frozenset[str]:
 
 
 def _line_name_runs(line: str) -> frozenset[str]:
-    return _runs_in(line) | _runs_in(re.sub(r"[*\"“”‘’]", "", line))
+    """The runs of name characters of one line as written and without emphasis and quotes."""
+    return _runs_in(line) | _runs_in(_PLAIN_OFF.sub("", line))
+
+
+_line_name_runs_short = lru_cache(maxsize=1 << 15)(_line_name_runs)
+_PLAIN_OFF = re.compile(r"[*\"“”‘’]")
+
+
+@lru_cache(maxsize=1 << 15)
+def _plain_line(line: str) -> str:
+    return _PLAIN_OFF.sub("", line)
 
 
 @lru_cache(maxsize=1 << 15)

@@ -43,6 +43,7 @@ stored summary without Pi's file blocks) is the only text the drift measures sco
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 from pimem.errors import ConfigurationError
@@ -118,8 +119,10 @@ def normalize_text(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+@lru_cache(maxsize=1 << 12)
 def normalize_title(title: str) -> str:
-    """Fold a heading title for matching (see module docs)."""
+    """Fold a heading title for matching (see module docs; memoised: the template's own titles are
+    folded again for every heading)."""
     t = title.strip()
     t = re.sub(r"[*_`]+", "", t)
     t = _NUMBERING.sub("", t)
@@ -402,7 +405,7 @@ def _parse_block(
     none_sections = [
         k
         for k in order
-        if any(_NONE.match(re.sub(r"^[-*+]\s*", "", ln.strip())) for ln in own_text[k].split("\n") if ln.strip())
+        if any(_is_none_line(ln) for ln in own_text[k].split("\n") if ln.strip())
     ]
     missing = [k for k in keys if k not in sections]
     conf = Conformance(
@@ -420,6 +423,12 @@ def _parse_block(
         score=(len(keys) - len(missing)) / len(keys) if keys else 1.0,
     )
     return title, headings, sections, extra, conf, {k: v.strip("\n") for k, v in own_text.items()}
+
+
+@lru_cache(maxsize=1 << 14)
+def _is_none_line(line: str) -> bool:
+    """A line that says a section holds nothing (``- (none)``, ``N/A``...)."""
+    return bool(_NONE.match(re.sub(r"^[-*+]\s*", "", line.strip())))
 
 
 def parse_summary(text: str, kind: str = "auto") -> SummarySections:
@@ -513,17 +522,20 @@ _ITEM_MARK = re.compile(r"^(?:[-*+]\s+)?(?:\[[ xX]\]\s+)?(?:\d+[.)]\s+)?")
 
 
 def _items(text: str) -> list[str]:
-    out: list[str] = []
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("```") or (_TABLE_RULE.match(stripped) and "-" in stripped):
-            continue
-        atx = _atx(line)
-        item = atx[1].strip() if atx else _ITEM_MARK.sub("", stripped, count=1).strip()
-        if not item or _NONE.match(item) or _PLACEHOLDER.match(item):
-            continue
-        out.append(item)
-    return out
+    return [item for item in map(_line_item, text.split("\n")) if item is not None]
+
+
+@lru_cache(maxsize=1 << 15)
+def _line_item(line: str) -> str | None:
+    """The item one line of a section holds, or None (memoised: summaries repeat their lines)."""
+    stripped = line.strip()
+    if not stripped or stripped.startswith("```") or (_TABLE_RULE.match(stripped) and "-" in stripped):
+        return None
+    atx = _atx(line)
+    item = atx[1].strip() if atx else _ITEM_MARK.sub("", stripped, count=1).strip()
+    if not item or _NONE.match(item) or _PLACEHOLDER.match(item):
+        return None
+    return item
 
 
 def section_items(summary: str | SummarySections) -> dict[str, list[str]]:
