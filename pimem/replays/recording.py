@@ -31,10 +31,10 @@ def input_tokens(message: dict) -> float:
     usage = message.get("usage")
     if not isinstance(usage, dict):
         return 0
-    parts = [usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite")]
-    if any(type(p) not in (int, float) for p in parts):
+    a, b, c = usage.get("input") or 0, usage.get("cacheRead") or 0, usage.get("cacheWrite") or 0
+    if type(a) not in (int, float) or type(b) not in (int, float) or type(c) not in (int, float):
         return float("nan")
-    return parts[0] + parts[1] + parts[2]
+    return a + b + c
 
 
 def output_tokens(message: dict) -> float:
