@@ -285,7 +285,17 @@ def used_later(record: CompactionRecord, facts: Sequence[Fact] | None = None) ->
 
 def kept_index(record: CompactionRecord) -> SummaryIndex:
     """Everything the kept tail shows the agent, tool results included (one index per message, shared)."""
-    return joined_index([source_text(m) for _, m in record.kept])
+    if record.path is None:
+        return joined_index([source_text(m) for _, m in record.kept])
+    # the kept tails of a path's compactions overlap: each message's text is read once per path
+    texts: dict[int, tuple[dict, str]] = record.path.cache.setdefault("source_texts", {})
+    parts = []
+    for _, m in record.kept:
+        known = texts.get(id(m))
+        if known is None or known[0] is not m:
+            known = texts[id(m)] = (m, source_text(m))
+        parts.append(known[1])
+    return joined_index(parts)
 
 
 def needed_later_facts(

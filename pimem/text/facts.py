@@ -178,7 +178,9 @@ class Fact:
 
 def fold(text: str) -> str:
     """Lower-case, drop backticks / quotes / emphasis, collapse whitespace."""
-    return _fold_short(text) if len(text) <= 400 else _fold(text)
+    if len(text) <= 400:
+        return _fold_short(text)
+    return _fold_long(text) if len(text) <= _MEMO_CHARS else _fold(text)
 
 
 def _fold(text: str) -> str:
@@ -188,6 +190,7 @@ def _fold(text: str) -> str:
 
 
 _fold_short = lru_cache(maxsize=1 << 15)(_fold)  # fact values and lines come back again and again
+_fold_long = lru_cache(maxsize=1 << 11)(_fold)  # and messages, in the runs of one recording
 
 
 def content_words(text: str) -> set[str]:
@@ -694,9 +697,7 @@ class SummaryIndex:
 
     @cached_property
     def plain(self) -> str:
-        # emphasis and quotes off, case kept; none of them is a line break, so line by line (memoised)
-        return "\n".join(_plain_line(ln) if len(ln) <= _MEMO_CHARS else _PLAIN_OFF.sub("", ln)
-                         for ln in self.text.split("\n"))
+        return _PLAIN_OFF.sub("", self.text)  # emphasis and quotes off, case kept
 
     @cached_property
     def lower(self) -> str:
@@ -762,9 +763,14 @@ class SummaryIndex:
     def _line_postings(self) -> dict[str, list[int]]:
         """Content word → the lines (of :attr:`raw_lines`) holding it."""
         postings: dict[str, list[int]] = {}
+        get = postings.get
         for i, (words, _) in enumerate(self._polarity):
             for w in words:
-                postings.setdefault(w, []).append(i)
+                lines = get(w)
+                if lines is None:
+                    postings[w] = [i]
+                else:
+                    lines.append(i)
         return postings
 
     @cached_property
@@ -871,10 +877,6 @@ _line_name_runs_short = lru_cache(maxsize=1 << 15)(_line_name_runs)
 _PLAIN_OFF = re.compile(r"[*\"“”‘’]")
 
 
-@lru_cache(maxsize=1 << 15)
-def _plain_line(line: str) -> str:
-    return _PLAIN_OFF.sub("", line)
-
 
 @lru_cache(maxsize=1 << 15)
 def _error_names(line: str) -> frozenset[str]:
@@ -980,10 +982,11 @@ class JoinedIndex(SummaryIndex):
     indexes: a part already indexed (the same message in the previous compaction's tail, or in
     another run of the session) is not read again.
 
-    Exactly the answers of ``SummaryIndex("\\n".join(parts))``: paths, lines, words and errors are
-    per line, so they are the parts'; the folded form is the parts' folded forms joined by a space
-    (as the lines' are); identifiers, commands and numbers, whose rules may read across a line break
-    (a fenced block, a number before its unit on the next line), read the joined text.
+    Exactly the answers of ``SummaryIndex("\\n".join(parts))``: paths, lines, words, errors, name
+    runs and code spans are per line, so they are the parts'; the folded form is the parts' folded
+    forms joined by a space (as the lines' are), the plain form theirs joined by a line break; the
+    fenced blocks and numbers, whose rules may read across a line break (a fence, a number before its
+    unit on the next line), read the joined text.
     """
 
     def __init__(self, parts: Sequence[str]) -> None:
@@ -1009,6 +1012,22 @@ class JoinedIndex(SummaryIndex):
     @cached_property
     def paths(self) -> set[str]:
         return set().union(*(p.paths for p in self.parts))
+
+    @cached_property
+    def name_runs(self) -> frozenset[str]:
+        return frozenset().union(*(p.name_runs for p in self.parts))  # the lines' runs
+
+    @cached_property
+    def folded_runs(self) -> frozenset[str]:
+        return frozenset().union(*(p.folded_runs for p in self.parts))
+
+    @cached_property
+    def code_spans(self) -> set[str]:
+        return set().union(*(p.code_spans for p in self.parts))  # a code span holds no line break
+
+    @cached_property
+    def plain(self) -> str:
+        return "\n".join(p.plain for p in self.parts)  # characters dropped one by one, never a break
 
     def has_words(self, text: str, threshold: float) -> bool:
         # a line that qualifies shares two words with its part, so the part's own check passes
@@ -1056,13 +1075,19 @@ def facts_present(facts: Sequence[Fact], summary: str | SummaryIndex) -> list[bo
     """``[fact_present(f, summary) for f in facts]``, for many facts against one text: a fact whose
     necessary name (:func:`_probe`) the text does not hold is absent without a search."""
     index = summary if isinstance(summary, SummaryIndex) else index_of(summary)
+    answers = index.answers
     out = []
     for f in facts:
-        probe = _probe(f.kind, f.value)
-        if probe is not None and probe[1] not in getattr(index, probe[0]):
-            out.append(False)
-        else:
-            out.append(fact_present(f, index))
+        kind, value = f.kind, f.value
+        key = (kind, value, f.surface or value)  # fact_present's memo, read here
+        held = answers.get(key)
+        if held is None:
+            probe = _probe(kind, value)
+            if probe is not None and probe[1] not in getattr(index, probe[0]):
+                held = False  # what _holds would answer (it needs the probed name)
+            else:
+                held = answers[key] = _holds(index, kind, value, key[2])
+        out.append(held)
     return out
 
 

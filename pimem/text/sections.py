@@ -131,6 +131,7 @@ def normalize_title(title: str) -> str:
     return t.rstrip(":").strip()
 
 
+@lru_cache(maxsize=1 << 12)
 def _match_title(norm: str, keys: tuple[str, ...]) -> tuple[str | None, bool]:
     """Return (canonical key, exact) for a normalized title, or (None, False)."""
     titles = {**SECTION_TITLES, **TURN_SECTION_TITLES}
@@ -284,6 +285,7 @@ def _split_file_blocks(text: str) -> tuple[str, list[str] | None, list[str] | No
     return text.rstrip(), lists["read"], lists["modified"]
 
 
+@lru_cache(maxsize=1 << 15)
 def _atx(line: str) -> tuple[int, str] | None:
     """(level, title) of a Markdown ``#`` heading, or None.
 
@@ -335,15 +337,18 @@ def _find_headings(lines: list[str], keys: tuple[str, ...]) -> list[Heading]:
 
 
 def _content_is_empty(text: str) -> bool:
-    for line in text.split("\n"):
-        s = line.strip()
-        if not s or _atx(line) or _BOLD_LINE.match(line):
-            continue
-        s = re.sub(r"^(?:[-*+]|\d+[.)])\s*", "", s)
-        s = re.sub(r"^\[[ xX]?\]\s*", "", s).strip()
-        if s and not _PLACEHOLDER.match(s):
-            return False
-    return True
+    return not any(map(_line_has_content, text.split("\n")))
+
+
+@lru_cache(maxsize=1 << 15)
+def _line_has_content(line: str) -> bool:
+    """A line of a section that is neither blank, a heading, nor an empty item or placeholder."""
+    s = line.strip()
+    if not s or _atx(line) or _BOLD_LINE.match(line):
+        return False
+    s = re.sub(r"^(?:[-*+]|\d+[.)])\s*", "", s)
+    s = re.sub(r"^\[[ xX]?\]\s*", "", s).strip()
+    return bool(s and not _PLACEHOLDER.match(s))
 
 
 def _enclosed_by_section(headings: list[Heading], idx: int) -> bool:
