@@ -822,18 +822,26 @@ class SummaryIndex:
     def has_words(self, text: str, threshold: float) -> bool:
         """Some line covers ``threshold`` of the text's content words (at least 2) with the same polarity."""
         words, negated = negated_words(text)
-        if not words or len(words & self.all_words) < 2:
+        if not words:
             return False
         n = len(words)
         # the fewest shared words a line needs (at least 2, a share of ``threshold``)
         need = next((k for k in range(2, n + 1) if k / n >= threshold), None)
         if need is None:
             return False
+        polarity = self._polarity
+        if len(polarity) <= _SCAN_LINES:  # a short text (a message): every line, no postings to build
+            for line, line_negated in polarity:
+                common = words & line
+                if len(common) >= need and (negated & common) == (line_negated & common):
+                    return True
+            return False
+        if len(words & self.all_words) < 2:
+            return False
         # a line holding ``need`` of the ``n`` words holds one of any ``n - need + 1`` of them: only
         # the lines of the words on the fewest lines are read
         postings = self._line_postings
         rare = sorted((postings.get(w, ()) for w in words), key=len)[: n - need + 1]
-        polarity = self._polarity
         for i in set().union(*rare):
             line, line_negated = polarity[i]
             common = words & line
@@ -853,6 +861,7 @@ class SummaryIndex:
 
 
 _NAME_RUN = re.compile(r"[\w$]+")
+_SCAN_LINES = 16  # texts of up to this many lines are matched line by line, without word postings
 
 
 def _fold_line(line: str) -> str:
