@@ -52,7 +52,13 @@ import pandas as pd
 
 from pimem.base.tables import frame
 from pimem.core.session_manager import build_session_path, is_walked_path, session_entry_to_context_messages
-from pimem.sessions.compactions import CompactionSpan, compaction_spans, prefix_projection, projection_after
+from pimem.sessions.compactions import (
+    CompactionSpan,
+    compaction_spans,
+    messages_after_compaction,
+    prefix_projection,
+    projection_after,
+)
 from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold
 from pimem.text.messages import message_text
@@ -230,12 +236,18 @@ def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = N
                    if m.get("role") != "system"]
         used: set[tuple[str, str]] = set()
         orphans: list[Any] = []
+        # the prefix to ``pos`` can be projected from the compaction's kept entries on
+        tail_only = walked and span.settings_entries is not None and path[start] is span.entry
         for pos in range(start + 1, end):
             entry = path[pos]
-            if entry.get("type") == "context_edit":  # the projection changes: rebuild it here
-                context = [shown(m) for m in prefix_projection(path, pos + 1, walked).messages
-                           if m.get("role") != "system"]
+            etype = entry.get("type")
+            if etype == "context_edit":  # the projection changes: rebuild it here
+                projected = (messages_after_compaction(path, pos + 1, start) if tail_only
+                             else prefix_projection(path, pos + 1, walked).messages)
+                context = [shown(m) for m in projected if m.get("role") != "system"]
                 continue
+            if etype == "message" and entry.get("message").__class__ is not dict:
+                tail_only = False
             messages = [m for m in session_entry_to_context_messages(entry) if m.get("role") != "system"]
             for message in messages:
                 if message.get("role") == "assistant" and span_facts:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import itertools
 import operator
 import threading
 from typing import Any, Iterator, Sequence
@@ -30,10 +31,10 @@ def input_tokens(message: dict) -> float:
     usage = message.get("usage")
     if not isinstance(usage, dict):
         return 0
-    parts = [usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite")]
-    if any(type(p) not in (int, float) for p in parts):
+    a, b, c = usage.get("input") or 0, usage.get("cacheRead") or 0, usage.get("cacheWrite") or 0
+    if type(a) not in (int, float) or type(b) not in (int, float) or type(c) not in (int, float):
         return float("nan")
-    return parts[0] + parts[1] + parts[2]
+    return a + b + c
 
 
 def output_tokens(message: dict) -> float:
@@ -163,23 +164,74 @@ def walk_recording(path: Sequence[dict], cache: TokenCache | None = None) -> tup
     return walk.result
 
 
+# Entry types that add no message to the projection and leave the other entries' messages as they are.
+_PROJECTED_TYPES = frozenset(("message", "custom_message", "branch_summary", "compaction", "context_edit"))
+# Roles whose message Pi projects as a copy when it has no content.
+_REBUILT_ROLES = frozenset(("user", "assistant", "toolResult"))
+
+
+def _plain_prefix(path: Sequence[dict]) -> int:
+    """How many leading entries of ``path`` form a chain (distinct string ids, each the child of the
+    one before, the root's parent not among them) in which every entry either adds its own
+    non-system message object to the projection, as it is, or adds no message at all. Along such a
+    prefix the projection is every message in order, and Pi's usage-free estimate is their sum."""
+    ids: set[str] = set()
+    previous: Any = None
+    for i, entry in enumerate(path):
+        eid = entry.get("id")
+        if eid.__class__ is not str or not eid or eid in ids or (i and entry.get("parentId") != previous):
+            return i
+        etype = entry.get("type")
+        if etype in _PROJECTED_TYPES:  # only a message entry, holding its own message as it is
+            message = entry.get("message")
+            if etype != "message" or not isinstance(message, dict):
+                return i
+            role = message.get("role")
+            if role == "system" or (role in _REBUILT_ROLES and message.get("content") is None):
+                return i
+        ids.add(eid)
+        previous = eid
+    if path and path[0].get("parentId") in ids:
+        return 0
+    return len(path)
+
+
 def _walk(path: Sequence[dict], cache: TokenCache) -> tuple[list[float], Calibration]:
-    recorded = _RecordingTracker(cache=cache)
     estimates: list[float] = []
     xs: list[float] = []
     ys: list[float] = []
     nan = float("nan")
-    for entry in path:
-        if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
-            message = entry["message"]
-            estimate = recorded.usage_free_estimate()
-            estimates.append(estimate)
+    # Along the plain prefix the estimate is a running sum (no tracker needed); from its end on
+    # the tracker, started from the prefix, walks the rest.
+    plain = _plain_prefix(path)
+    est = cache.estimate
+    running = 0
+    for entry in itertools.islice(path, plain):
+        if entry.get("type") != "message":
+            estimates.append(nan)
+            continue
+        message = entry["message"]
+        if message.get("role") == "assistant":
+            estimates.append(running)
             if get_assistant_usage(message) is not None:
-                xs.append(estimate)
+                xs.append(running)
                 ys.append(input_tokens(message))
         else:
             estimates.append(nan)
-        recorded.append(entry)
+        running += est(message)
+    if plain < len(path):
+        recorded = _RecordingTracker(path[:plain], cache=cache)
+        for entry in itertools.islice(path, plain, None):
+            if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
+                message = entry["message"]
+                estimate = recorded.usage_free_estimate()
+                estimates.append(estimate)
+                if get_assistant_usage(message) is not None:
+                    xs.append(estimate)
+                    ys.append(input_tokens(message))
+            else:
+                estimates.append(nan)
+            recorded.append(entry)
     return estimates, fit_calibration(xs, ys)
 
 

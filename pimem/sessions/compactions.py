@@ -16,13 +16,14 @@ from pimem.core.session_manager import (
     SessionProjection,
     build_session_path,
     build_session_projection,
+    context_settings_of,
     is_walked_path,
     project_walked_path,
 )
 from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.sessions.spans import first_kept_index
 
-__all__ = ["CompactionSpan", "compaction_spans", "prefix_projection", "projection_after"]
+__all__ = ["CompactionSpan", "compaction_spans", "messages_after_compaction", "prefix_projection", "projection_after"]
 
 
 def _kept_start(path: list[dict], compaction_index: int) -> int:
@@ -53,6 +54,14 @@ def prefix_projection(path: list[dict], end: int, walked: bool) -> SessionProjec
     return project_walked_path(path[:end]) if walked else build_session_projection(path[:end])
 
 
+def messages_after_compaction(path: list[dict], end: int, compaction: int) -> list[dict]:
+    """``prefix_projection(path, end, True).messages`` for a walked path whose latest compaction
+    before ``end`` is at ``compaction``, every message entry before ``end`` holding a message
+    object: projected from the compaction's kept entries on (the entries before them change
+    neither the context entries nor their messages)."""
+    return project_walked_path(path[_kept_start(path, compaction):end]).messages
+
+
 @dataclass
 class CompactionSpan:
     """One compaction on the path with the messages it summarized."""
@@ -66,6 +75,10 @@ class CompactionSpan:
     modified_files: list[str]
     notes: list[str] = field(default_factory=list)
     after: SessionProjection | None = field(default=None, repr=False, compare=False)
+    # on a walked path whose message entries before the compaction hold message objects: the entries
+    # deciding the context settings there (the last thinking-level change, the last assistant message
+    # or model change, in path order); None where unknown
+    settings_entries: list[dict] | None = field(default=None, repr=False, compare=False)
 
     @property
     def summary(self) -> str:
@@ -77,7 +90,16 @@ def projection_after(span: CompactionSpan, path: list[dict], position: int, walk
     ``prefix_projection(path, position + 1, walked)``; kept on the span, since it depends only on the
     compaction and the entries before it (the measures of one replay read it several times)."""
     if span.after is None:
-        span.after = prefix_projection(path, position + 1, walked)
+        deciding = span.settings_entries
+        if walked and deciding is not None and path[position] is span.entry:
+            # the prefix is the walk to the compaction: from its kept entries on, the projection is
+            # the same, and the settings are those of the entries that decide them
+            projection = project_walked_path(path[_kept_start(path, position):position + 1])
+            projection.thinking_level, projection.model = context_settings_of(
+                deciding, [e.get("type") for e in deciding], True)
+            span.after = projection
+        else:
+            span.after = prefix_projection(path, position + 1, walked)
     return span.after
 
 
@@ -91,8 +113,17 @@ def compaction_spans(result_or_session: SessionLike | Sequence[dict], *, leaf_id
     bad_message = next((i for i, e in enumerate(path)
                         if e.get("type") == "message" and e.get("message").__class__ is not dict), len(path))
     latest = -1  # the latest compaction before ``pos``
+    thinking = model = -1  # the latest thinking-level change and model source before ``pos``
     for pos, entry in enumerate(path):
-        if entry.get("type") != "compaction":
+        etype = entry.get("type")
+        if etype != "compaction":
+            if etype == "message":
+                if pos < bad_message and entry["message"].get("role") == "assistant":
+                    model = pos
+            elif etype == "model_change":
+                model = pos
+            elif etype == "thinking_level_change":
+                thinking = pos
             continue
         notes: list[str] = []
         if not pos:
@@ -134,7 +165,9 @@ def compaction_spans(result_or_session: SessionLike | Sequence[dict], *, leaf_id
         for _, m in messages:
             extract_file_ops_from_message(m, ops)
         read_files, modified_files = compute_file_lists(ops)
-        spans.append(
-            CompactionSpan(len(spans), entry, messages, entry_ids, previous, list(read_files), list(modified_files), notes)
-        )
+        span = CompactionSpan(len(spans), entry, messages, entry_ids, previous, list(read_files), list(modified_files),
+                              notes)
+        if walked and pos < bad_message:
+            span.settings_entries = [path[i] for i in sorted({thinking, model}) if i >= 0]
+        spans.append(span)
     return spans

@@ -496,11 +496,11 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
     ident_first: dict[str, int] = {}
 
     def note_ident(name: str, pos: int) -> None:
-        name = name.strip()
-        if len(name) < 3 or len(name) > 80 or "\n" in name or not _CODE_LIKE.search(name) or name.count(" ") > 2:
+        kept = _identifier(name)
+        if kept is None:
             return
-        ident_counter[name] += 1
-        ident_first.setdefault(name, pos)
+        ident_counter[kept] += 1
+        ident_first.setdefault(kept, pos)
 
     for pos, part in enumerate(parts):
         if part.role == "User":
@@ -571,14 +571,15 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
             if path not in facts.read:
                 facts.read.append(path)
         elif command:
-            facts.commands.append(_shorten(_collapse(command), 160))
-            if _VERIFY_CMD.search(command):
-                facts.done.append(f"Ran {_code(_shorten(_collapse(command), 160))} successfully")
+            shown = _command_line(command)
+            facts.commands.append(shown)
+            if _verifies(command):
+                facts.done.append(f"Ran {_code(shown)} successfully")
                 facts.done_keys.append(f"cmd:{_command_head(command)}")
     for command, output, pos in user_commands:
         errs = result_errors("user-command", output)
         key = f"cmd:{_command_head(command)}"
-        facts.commands.append(_shorten(_collapse(command), 160))
+        facts.commands.append(_command_line(command))
         if errs:
             facts.errors.extend(errs)
             open_failures.append((key, f"user ran {_code(_shorten(command, 120))}: {errs[0]}", pos))
@@ -587,8 +588,8 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
             facts.succeeded_keys.add(key)
             _resolve(facts, open_failures, key)
             open_failures = [f for f in open_failures if f[0] != key]
-            if _VERIFY_CMD.search(command):
-                facts.done.append(f"User ran {_code(_shorten(_collapse(command), 160))} successfully")
+            if _verifies(command):
+                facts.done.append(f"User ran {_code(_command_line(command))} successfully")
                 facts.done_keys.append(key)
     for path in facts.modified:
         verb = "Wrote" if path in written and edits_per_path[path] == 1 else "Edited"
@@ -613,14 +614,7 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
     for _, bullet, _ in open_failures:
         facts.next_steps.append("Fix " + bullet)
     for _, text in assistant_texts[-2:]:
-        for line in text.splitlines():
-            stripped = line.strip()
-            if re.match(r"^(\d+[.)]|[-*])\s+", stripped) and _FORWARD.search(text):
-                facts.next_steps.append(_shorten(_collapse(re.sub(r"^(\d+[.)]|[-*])\s+", "", stripped)), 200))
-        for sent in _sentences(text):
-            if (_FORWARD.search(sent) and not _DECISION.search(sent) and 4 <= len(sent.split()) <= 50
-                    and not sent.endswith("?")):
-                facts.next_steps.append(_shorten(_collapse(sent), 200))
+        facts.next_steps.extend(_forward_statements(text))
     if not facts.next_steps and facts.requests:
         facts.next_steps.append("Continue: " + facts.requests[-1])
 
@@ -630,6 +624,47 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
         setattr(facts, name, _dedupe(getattr(facts, name)))
     facts.next_steps = facts.next_steps[:8]
     return facts
+
+
+@functools.lru_cache(maxsize=1 << 13)
+def _identifier(name: str) -> str | None:
+    """``name`` stripped when it reads as an identifier worth listing, else None (memoised)."""
+    name = name.strip()
+    if len(name) < 3 or len(name) > 80 or "\n" in name or not _CODE_LIKE.search(name) or name.count(" ") > 2:
+        return None
+    return name
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _command_line(command: str) -> str:
+    """A command as listed: white space collapsed, at most 160 characters (memoised)."""
+    return _shorten(_collapse(command), 160)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _verifies(command: str) -> bool:
+    """Whether a command runs a verification (tests, checks, builds, commits; memoised)."""
+    return _VERIFY_CMD.search(command) is not None
+
+
+_LIST_MARKER = re.compile(r"^(\d+[.)]|[-*])\s+")
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _forward_statements(text: str) -> tuple[str, ...]:
+    """Next-step candidates of one assistant prose text: its list lines when the text looks forward,
+    then its forward-looking sentences (memoised: consecutive summaries meet the same texts)."""
+    out: list[str] = []
+    if _FORWARD.search(text):
+        for line in text.splitlines():
+            stripped = line.strip()
+            if _LIST_MARKER.match(stripped):
+                out.append(_shorten(_collapse(_LIST_MARKER.sub("", stripped)), 200))
+    for sent in _sentences(text):
+        if (_FORWARD.search(sent) and not _DECISION.search(sent) and 4 <= len(sent.split()) <= 50
+                and not sent.endswith("?")):
+            out.append(_shorten(_collapse(sent), 200))
+    return tuple(out)
 
 
 def _resolve(facts: _Facts, open_failures: list[tuple[str, str, int]], key: str) -> None:
@@ -726,47 +761,59 @@ class _Section:
         return f"{self.heading}\n{body}"
 
 
-def _render(sections: list[_Section], preface: str = "") -> str:
+def _join_rendered(sections: list[_Section], rendered: list[str]) -> str:
+    """The template text of ``sections`` from each section's rendering (``rendered[i]`` of ``sections[i]``)."""
     out: list[str] = []
     progress_open = False
-    for sec in sections:
+    for sec, text in zip(sections, rendered):
         if sec.heading.startswith("### ") and not progress_open:
             out.append("## Progress")
             progress_open = True
-        out.append(sec.render())
+        out.append(text)
     text = "\n\n".join(out)
     # "## Progress" heading sits directly above its first subsection
-    text = text.replace("## Progress\n\n### ", "## Progress\n### ")
-    return preface + text
+    return text.replace("## Progress\n\n### ", "## Progress\n### ")
 
 
 def _fit(sections: list[_Section], trim_order: list[int], max_tokens: int | None) -> tuple[str, bool]:
-    """Render within ``max_tokens`` (Pi's estimate), trimming by priority. Returns (text, fitted)."""
-    text = _render(sections)
+    """Render within ``max_tokens`` (Pi's estimate), trimming by priority. Returns (text, fitted).
+
+    Each section is rendered again only when its items change (the others' renderings are kept)."""
+    rendered = [sec.render() for sec in sections]
+    text = _join_rendered(sections, rendered)
     if max_tokens is None or estimate_text_tokens(text) <= max_tokens:
         return text, True
+
+    def fits() -> bool:
+        nonlocal text
+        text = _join_rendered(sections, rendered)
+        return estimate_text_tokens(text) <= max_tokens
+
     # 1. drop items, lowest-priority section first, oldest (or last) first; keep one item each.
     for idx in trim_order:
         sec = sections[idx]
-        while len(sec.items) > 1 and estimate_text_tokens(_render(sections)) > max_tokens:
+        while len(sec.items) > 1 and not fits():
             sec.items.pop(0 if sec.keep_newest else -1)
             sec.omitted += 1
-        if estimate_text_tokens(_render(sections)) <= max_tokens:
-            return _render(sections), True
+            rendered[idx] = sec.render()
+        if fits():
+            return text, True
     # 2. shorten the remaining items.
     for limit in (160, 100, 60, 30):
         for idx in trim_order:
             sec = sections[idx]
             sec.items = [_shorten(item, limit) for item in sec.items]
-        if estimate_text_tokens(_render(sections)) <= max_tokens:
-            return _render(sections), True
+            rendered[idx] = sec.render()
+        if fits():
+            return text, True
     # 3. drop the last items and the omission notes.
     for idx in trim_order:
         sections[idx].items = []
         sections[idx].omitted = 0
-        if estimate_text_tokens(_render(sections)) <= max_tokens:
-            return _render(sections), True
-    text = _render(sections)
+        rendered[idx] = sections[idx].render()
+        if fits():
+            return text, True
+    text = _join_rendered(sections, rendered)
     # Even the bare template does not fit: cut as a model would at its token cap.
     budget_chars = max(0, max_tokens * 4)
     cut = text.encode("utf-16-le", "surrogatepass")[: budget_chars * 2].decode("utf-16-le", errors="ignore")
@@ -963,7 +1010,8 @@ def _merge_critical(old: list[str], new: list[str]) -> list[str]:
     out = []
     for item in merged:
         if item in lists:
-            out.append(f"{item}: " + ", ".join(_code(v) for v in lists[item]))
+            # the values were read between backticks, so they hold none: ``_code(v)`` is `v` quoted
+            out.append(f"{item}: `" + "`, `".join(lists[item]) + "`")
         else:
             out.append(item)
     return out

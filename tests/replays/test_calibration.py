@@ -231,3 +231,66 @@ def test_outside_shared_recordings_a_message_edited_in_place_is_estimated_again(
     finally:
         user["message"]["content"] = saved
     assert edited[0][step] >= first[0][step] + 9_000  # 40,000 characters ≈ 10,000 tokens more
+
+
+def _tracked_estimates(path: list[dict]) -> list[float]:
+    """The recording's usage-free estimate before each assistant step, from a tracker fed entry by entry."""
+    from pimem.core.context_tracker import ContextTracker
+
+    tracker: ContextTracker | None = None
+    out: list[float] = []
+    for entry in path:
+        is_assistant = entry.get("type") == "message" and entry["message"].get("role") == "assistant"
+        out.append(tracker.usage_free_estimate() if is_assistant and tracker is not None
+                   else 0 if is_assistant else math.nan)
+        if tracker is None:
+            tracker = ContextTracker([entry])
+        else:
+            tracker.append(entry)
+    return out
+
+
+def _same_estimates(a: list[float], b: list[float]) -> bool:
+    return len(a) == len(b) and all((math.isnan(x) and math.isnan(y)) if x != x else x == y for x, y in zip(a, b))
+
+
+def test_the_walk_equals_a_tracker_fed_entry_by_entry(sample_paths):
+    from pimem.core.session_manager import load_session
+
+    for file in sample_paths:
+        path = load_session(file).get_branch()
+        assert _same_estimates(walk_recording(path)[0], _tracked_estimates(path)), file.name
+
+
+def test_the_walk_past_its_plain_start_equals_a_tracker():
+    """Entries that end the running sum (a system message, a message without content, a compaction, a
+    repeated id) are walked by the tracker from there on, with the same estimates."""
+    def msg(i: int, parent: str | None, role: str, **extra: object) -> dict:
+        message = {"role": role, "content": [{"type": "text", "text": f"message {i} " * (i + 3)}], "timestamp": i}
+        message.update(extra)
+        return {"type": "message", "id": f"e{i}", "parentId": parent, "timestamp": f"2026-01-01T00:00:{i:02d}Z",
+                "message": message}
+
+    def chain(*specs: tuple) -> list[dict]:
+        out: list[dict] = []
+        for i, (role, extra) in enumerate(specs):
+            out.append(msg(i, out[-1]["id"] if out else None, role, **extra))
+        return out
+
+    usage = {"input": 50, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 55,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    done = {"usage": usage, "stopReason": "stop"}
+    cases = [
+        chain(("user", {}), ("assistant", done), ("system", {}), ("user", {}), ("assistant", done)),
+        chain(("user", {}), ("assistant", done), ("user", {"content": None}), ("assistant", done)),
+        chain(("user", {}), ("bashExecution", {"content": None, "command": "ls", "output": "a"}),
+              ("assistant", done)),
+    ]
+    compacted = chain(("user", {}), ("assistant", done), ("user", {}), ("assistant", done), ("user", {}),
+                      ("assistant", done))
+    compaction = {"type": "compaction", "id": "c1", "parentId": compacted[3]["id"], "timestamp": "2026-01-01T00:00:30Z",
+                  "summary": "the summary", "firstKeptEntryId": compacted[2]["id"], "tokensBefore": 100}
+    compacted[4]["parentId"] = "c1"
+    cases.append(compacted[:4] + [compaction] + compacted[4:])
+    for path in cases:
+        assert _same_estimates(walk_recording(path)[0], _tracked_estimates(path))

@@ -365,13 +365,17 @@ def calculate_context_tokens(usage: dict) -> Any:
         usage: a Pi usage dict.
     """
     total = usage.get("totalTokens")
+    kind = total.__class__
+    if (kind is int or kind is float) and total == total and total != 0:
+        return total  # a truthy number (the common case, as below)
     if js_truthy(total):
         # A string would make JavaScript concatenate text ("15" + 0 is "150"): read as no number
         # (the loader records a warning for such usage fields).
         return total if type(total) in (int, float) else float("nan")
-    parts: list[Any] = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
-    if any(type(p) not in (int, float) for p in parts):
-        return float("nan")  # undefined + number is NaN in JavaScript
+    parts: list[Any] = [usage.get("input"), usage.get("output"), usage.get("cacheRead"), usage.get("cacheWrite")]
+    for p in parts:
+        if type(p) not in (int, float):
+            return float("nan")  # undefined + number is NaN in JavaScript
     return parts[0] + parts[1] + parts[2] + parts[3]
 
 
