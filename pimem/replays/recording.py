@@ -201,6 +201,13 @@ def _walk(path: Sequence[dict], cache: TokenCache) -> tuple[list[float], Calibra
     xs: list[float] = []
     ys: list[float] = []
     nan = float("nan")
+
+    def assistant_step(message: dict, estimate: float) -> None:
+        estimates.append(estimate)
+        if get_assistant_usage(message) is not None:
+            xs.append(estimate)
+            ys.append(input_tokens(message))
+
     # Along the plain prefix the estimate is a running sum (no tracker needed); from its end on
     # the tracker, started from the prefix, walks the rest.
     plain = _plain_prefix(path)
@@ -212,10 +219,7 @@ def _walk(path: Sequence[dict], cache: TokenCache) -> tuple[list[float], Calibra
             continue
         message = entry["message"]
         if message.get("role") == "assistant":
-            estimates.append(running)
-            if get_assistant_usage(message) is not None:
-                xs.append(running)
-                ys.append(input_tokens(message))
+            assistant_step(message, running)
         else:
             estimates.append(nan)
         running += est(message)
@@ -223,12 +227,7 @@ def _walk(path: Sequence[dict], cache: TokenCache) -> tuple[list[float], Calibra
         recorded = _RecordingTracker(path[:plain], cache=cache)
         for entry in itertools.islice(path, plain, None):
             if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
-                message = entry["message"]
-                estimate = recorded.usage_free_estimate()
-                estimates.append(estimate)
-                if get_assistant_usage(message) is not None:
-                    xs.append(estimate)
-                    ys.append(input_tokens(message))
+                assistant_step(entry["message"], recorded.usage_free_estimate())
             else:
                 estimates.append(nan)
             recorded.append(entry)
