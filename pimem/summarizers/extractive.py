@@ -1010,8 +1010,7 @@ def _merge_critical(old: list[str], new: list[str]) -> list[str]:
     out = []
     for item in merged:
         if item in lists:
-            # the values were read between backticks, so they hold none: ``_code(v)`` is `v` quoted
-            out.append(f"{item}: `" + "`, `".join(lists[item]) + "`")
+            out.append(f"{item}: " + ", ".join(_code(v) for v in lists[item]))
         else:
             out.append(item)
     return out

@@ -576,21 +576,7 @@ def summary_facts(text: str, kinds: Sequence[str] = ("path", "identifier", "numb
 
 @lru_cache(maxsize=256)
 def _summary_facts(text: str, kinds: tuple[str, ...]) -> tuple[Fact, ...]:
-    wanted = set(kinds)
-    unknown = wanted - set(FACT_KINDS)
-    if unknown:
-        raise ConfigurationError(f"unknown fact kinds {sorted(unknown)}; known: {list(FACT_KINDS)}")
-    sentences = "constraint" in wanted or "decision" in wanted
-    seen: set[tuple[str, str]] = set()
-    out: list[Fact] = []
-    for kind, value, off, surface in _text_facts(text, "assistant", "text", sentences):
-        if kind not in wanted or not value:
-            continue
-        key = (kind, value if kind == "path" else fold(value))  # Fact.key, before the fact is made
-        if key not in seen:  # the first of each key, as extract_facts keeps it
-            seen.add(key)
-            out.append(Fact(kind, value, None, 0, off, "assistant", "text", surface))
-    return tuple(out)
+    return tuple(extract_facts([{"role": "assistant", "content": [{"type": "text", "text": text}]}], kinds=kinds))
 
 
 def facts_frame(facts: Sequence[Fact]) -> pd.DataFrame:
@@ -882,7 +868,6 @@ def _line_name_runs(line: str) -> frozenset[str]:
 
 _line_name_runs_short = lru_cache(maxsize=1 << 15)(_line_name_runs)
 _PLAIN_OFF = re.compile(r"[*\"“”‘’]")
-
 
 
 @lru_cache(maxsize=1 << 15)
