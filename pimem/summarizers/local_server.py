@@ -302,10 +302,17 @@ def _pid_listens_on(pid: int, port: int) -> bool | None:
     if not inodes:
         return None if not Path("/proc/net/tcp").exists() else False
     try:
-        links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
         return None
-    return any(f"socket:[{inode}]" in links for inode in inodes)
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                return True
+        except OSError:  # closed since the listing (a starting process opens and closes files)
+            continue
+    return False
 
 
 def _port_in_use(port: int) -> bool:

@@ -115,3 +115,33 @@ def test_an_answer_from_another_process_is_not_a_start(model_dir):
             alive.kill()
             alive.wait()
     assert localmodel._pid_listens_on(os.getpid(), port) is False
+
+
+def test_a_descriptor_closed_while_listed_does_not_hide_the_answer(monkeypatch):
+    """A starting process opens and closes files while its descriptors are read: one that vanished
+    between the listing and its link is skipped, not taken for "cannot tell"."""
+    readlink = os.readlink
+    vanished: list[str] = []
+
+    def flaky(path: str) -> str:
+        link = readlink(path)
+        if not vanished and not link.startswith("socket:"):
+            vanished.append(path)
+            raise FileNotFoundError(path)
+        return link
+
+    monkeypatch.setattr(os, "readlink", flaky)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert localmodel._pid_listens_on(os.getpid(), port) is True
+        vanished.clear()
+        alive = subprocess.Popen([sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE)
+        try:
+            assert alive.stdout.readline() == b"ready\n"
+            assert localmodel._pid_listens_on(alive.pid, port) is False
+        finally:
+            alive.kill()
+            alive.wait()
+    assert vanished  # the vanished descriptor was met
