@@ -52,8 +52,20 @@ function streamOf(message) {
     };
 }
 
+/** Wait for the clock's next millisecond. Pi tells an answer from before a compaction by comparing
+ * millisecond timestamps (the message's ``timestamp`` <= the compaction entry's), so an instant
+ * answer stamped in the millisecond of the compaction written just before its request would read
+ * as older than that compaction, at random. A real model takes longer than a millisecond. */
+function nextMillisecond() {
+    const asked = Date.now();
+    while (Date.now() <= asked) {
+        // spin: at most one millisecond
+    }
+}
+
 function cannedModel(state, log, manager) {
     return async (model, context) => {
+        nextMillisecond();
         const [system, user] = context.messages;
         const systemText = typeof system?.content === "string" ? system.content : "";
         if (system?.role === "system" && systemText.startsWith(SUMMARY_SYSTEM)) {
