@@ -459,7 +459,9 @@ def _names_by_line(text: str) -> list[tuple[str, str, int, str]]:
     for group, kind in enumerate(("path", "path", "identifier", "identifier", "identifier", "identifier",
                                   "identifier")):
         for at, groups in per_line:
-            out.extend((kind, v, at + off, sur) for v, off, sur in groups[group])
+            found = groups[group]
+            if found:  # most lines name nothing of most groups
+                out.extend([(kind, v, at + off, sur) for v, off, sur in found])
     return out
 
 
@@ -473,14 +475,19 @@ _line_names = lru_cache(maxsize=1 << 15)(_find_line_names)
 
 
 def _error_lines_of(text: str, is_error: bool) -> tuple[tuple[str, int], ...]:
+    """``_error_lines`` memoised: a tool output without an error is read to its end, and the runs of one
+    recording read the same outputs again (long ones in a smaller memo)."""
     if len(text) <= _MEMO_CHARS:
         return _error_lines_short(text, is_error)
+    return _error_lines_long(text, is_error)
+
+
+def _error_lines_tuple(text: str, is_error: bool) -> tuple[tuple[str, int], ...]:
     return tuple(_error_lines(text, is_error))
 
 
-@lru_cache(maxsize=1 << 13)
-def _error_lines_short(text: str, is_error: bool) -> tuple[tuple[str, int], ...]:
-    return tuple(_error_lines(text, is_error))
+_error_lines_short = lru_cache(maxsize=1 << 13)(_error_lines_tuple)
+_error_lines_long = lru_cache(maxsize=1 << 7)(_error_lines_tuple)
 
 
 def extract_facts(
@@ -555,7 +562,7 @@ def extract_facts(
                 add("command", fold(c), eid, pos, 0, role, "bash", c)
             code = msg.get("exitCode")
             failed = code not in (0, None) and not msg.get("cancelled")
-            for line, off in _error_lines(str(msg.get("output", "")), failed):
+            for line, off in _error_lines_of(str(msg.get("output", "")), failed):
                 add("error", fold(line), eid, pos, off, role, "bash", line)
     if unique:
         seen: set[tuple[str, str]] = set()
@@ -631,21 +638,36 @@ def negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    words = _POLARITY_WORD.findall(text.lower())
     affirmed: set[str] = set()
     seen: set[str] = set()
     scope = 0
-    for w in words:
+    content = _CONTENT_STEM
+    for w in _POLARITY_WORD.findall(text.lower()):
         if w in _NEGATION:
             scope = 3
             continue
-        stem = _stem(w)
-        if len(w) >= 3 and w not in STOPWORDS:
+        stem = content.get(w)
+        if stem is None:
+            stem = _content_stem(w)
+        if stem:
             seen.add(stem)
-            if scope == 0:
+            if not scope:
                 affirmed.add(stem)
-        scope = max(0, scope - 1)
+        if scope:
+            scope -= 1
     return frozenset(seen), frozenset(seen - affirmed)
+
+
+_CONTENT_STEM: dict[str, str] = {}  # word -> its stem if a content word, else ""
+
+
+def _content_stem(word: str) -> str:
+    """The stem :func:`negated_words` counts for ``word`` ("" for a short or stop word), memoised."""
+    stem = _stem(word) if len(word) >= 3 and word not in STOPWORDS else ""
+    if len(_CONTENT_STEM) > 1 << 17:
+        _CONTENT_STEM.clear()
+    _CONTENT_STEM[word] = stem
+    return stem
 
 
 _negated_words_short = lru_cache(maxsize=1 << 15)(_negated_words)
