@@ -7,7 +7,8 @@
 * :func:`compaction_metrics` — one summary against its span.
 * :func:`drift_report` — one row per compaction of a chain, with tidy views
   :func:`retention_by_age`, :func:`survival_curves`, :func:`section_similarity`,
-  :func:`lost_facts` and :func:`headline`.
+  :func:`lost_facts` and :func:`headline`; :func:`chain_headline` — the headline's recall,
+  retention and compression numbers without the rest of the report (what a sweep row reads).
 * :func:`compaction_records` — each compaction with its span, kept tail and what the recording
   did afterwards; :func:`needed_later_facts` and :func:`summary_measures` — the measures grounded
   in that trajectory; :func:`compare_sources` — measures × summary sources on the same spans;
@@ -41,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "summary_facts": "pimem.text.facts",
     # chain metrics
     "CompactionSpan": "pimem.sessions.compactions",
+    "chain_headline": "pimem.drift.metrics",
     "compaction_metrics": "pimem.drift.metrics",
     "compaction_spans": "pimem.sessions.compactions",
     "drift_report": "pimem.drift.metrics",

@@ -488,6 +488,67 @@ def section_similarity(report: pd.DataFrame) -> pd.DataFrame:
     return s
 
 
+def chain_headline(
+    result_or_session: Any,
+    *,
+    leaf_id: str | None = None,
+    include_thinking: bool = False,
+    spans: Sequence[CompactionSpan] | None = None,
+) -> dict[str, Any]:
+    """What a sweep row reads of :func:`drift_report` and :func:`headline`, without the rest.
+
+    The report's ``needed_recall``, ``n_needed``, ``fact_recall`` and ``compression_ratio`` columns
+    (as lists) and the headline's ``compactions``, ``mean_needed_recall``, ``mean_fact_recall`` and
+    ``retention_after_1``, equal to theirs. Of the presence of every fact seen in every summary it
+    checks only what retention after one rewrite needs: each summary's new facts that it holds,
+    in the next summary. Arguments as :func:`drift_report`.
+    """
+    source = session_or_entries(result_or_session)
+    spans = list(spans) if spans is not None else compaction_spans(source, leaf_id=leaf_id)
+    records = compaction_records(source, leaf_id=leaf_id, spans=spans)
+    needed_recall: list[float] = []
+    n_needed: list[int] = []
+    fact_recall: list[float] = []
+    compression: list[float] = []
+    introduced: set[tuple[str, str]] = set()
+    captured: list[Fact] = []  # the previous summary's new facts that it held
+    at_risk = kept = 0
+    for span in spans:
+        summ = parse_summary(span.summary)
+        facts = extract_facts(span.messages, include_thinking=include_thinking)
+        index = index_of(summ.written_text)
+        present = facts_present(facts, index)
+        fact_recall.append(_ratio(sum(present), len(facts)))
+        compression.append(_ratio(_tokens(m for _, m in iter_messages(span.messages)),
+                                  _summary_tokens(summ.text)))
+        needed = needed_later_facts(records[span.index], facts=facts)
+        needed_recall.append(weighted_recall(needed, [fact_present(n.fact, index) for n in needed]))
+        n_needed.append(len(needed))
+        if captured:
+            held = facts_present(captured, index)
+            at_risk, kept = at_risk + len(held), kept + sum(held)
+        new: dict[tuple[str, str], tuple[Fact, bool]] = {}  # the report keeps a key's last fact
+        for f, p in zip(facts, present):
+            if f.key not in introduced:
+                new[f.key] = (f, p)
+        introduced.update(new)
+        captured = [f for f, p in new.values() if p]
+
+    def mean(values: list[float]) -> float:
+        return float(np.nanmean(values)) if any(v == v for v in values) else math.nan
+
+    return {
+        "compactions": len(spans),
+        "needed_recall": needed_recall,
+        "n_needed": n_needed,
+        "mean_needed_recall": mean(needed_recall),
+        "fact_recall": fact_recall,
+        "mean_fact_recall": mean(fact_recall),
+        "retention_after_1": kept / at_risk if at_risk else math.nan,
+        "compression_ratio": compression,
+    }
+
+
 def headline(report: pd.DataFrame) -> dict[str, Any]:
     """The headline numbers of a report: mean needed-later recall (the content measure to quote),
     mean fact recall (unweighted, length-sensitive), retention after 1/2/3 rewrites, compression

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from pimem.core.session_manager import build_session_projection
-from pimem.drift.metrics import drift_report, headline
+from pimem.drift.metrics import chain_headline
 from pimem.drift.needed import Trajectory, fact_class
 from pimem.drift.records import entry_messages, source_text
 from pimem.errors import PimemWarning, UnknownPriceError
@@ -121,16 +121,14 @@ def run_measures(
     out: dict[str, Any] = {}
     if drift:
         spans = result.compaction_spans() if callable(getattr(result, "compaction_spans", None)) else None
-        report = drift_report(result, spans=spans)
-        h = headline(report)
-        recalls = report["needed_recall"] if len(report) and "needed_recall" in report else pd.Series(dtype=float)
-        needed = report["n_needed"] if len(report) and "n_needed" in report else pd.Series(dtype=float)
+        h = chain_headline(result, spans=spans)
+        recalls, needed = h["needed_recall"], h["n_needed"]
         masked = len(masked_needed_facts(result))
         weighted = sum(r * n for r, n in zip(recalls, needed) if r == r and n)
         total = sum(n for r, n in zip(recalls, needed) if r == r and n) + masked
         out.update({
             "needed_recall": h["mean_needed_recall"],
-            "n_needed": int(needed.sum()) if len(needed) else 0,
+            "n_needed": sum(needed),
             "fact_recall": h["mean_fact_recall"],
             "retention_after_1": h["retention_after_1"],
             "compression_ratio": _mean(h["compression_ratio"]),
