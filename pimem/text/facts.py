@@ -183,10 +183,16 @@ def fold(text: str) -> str:
     return _fold_long(text) if len(text) <= _MEMO_CHARS else _fold(text)
 
 
+_LONE_APOSTROPHE = re.compile(r"'(?:(?<!\w')|(?!\w))")  # one not between two word characters
+
+
 def _fold(text: str) -> str:
-    t = re.sub(r"[`*\"“”‘’]|(?<!\w)'|'(?!\w)", "", text)
-    t = re.sub(r"\s+", " ", t)
-    return t.strip().lower()
+    if "'" in text:  # judged by its neighbours before the other marks go
+        text = _LONE_APOSTROPHE.sub("", text)
+    for mark in "`*\"“”‘’":
+        if mark in text:
+            text = text.replace(mark, "")
+    return " ".join(text.split()).lower()  # split() and \s agree on whitespace
 
 
 _fold_short = lru_cache(maxsize=1 << 15)(_fold)  # fact values and lines come back again and again

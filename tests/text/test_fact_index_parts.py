@@ -139,3 +139,33 @@ def test_number_pattern_finds_what_the_lookbehind_first_pattern_finds() -> None:
     for text in cases + _real_texts()[::7]:
         assert [(m.span(), m.groups()) for m in F._NUMBER.finditer(text)] == \
             [(m.span(), m.groups()) for m in plain.finditer(text)]
+
+
+def _fold_by_its_definition(text: str) -> str:
+    """fold as documented: marks and lone apostrophes dropped, whitespace runs to one space, lower case."""
+    import re
+
+    t = re.sub(r"[`*\"“”‘’]|(?<!\w)'|'(?!\w)", "", text)
+    return re.sub(r"\s+", " ", t).strip().lower()
+
+
+_FOLD_ALPHABET = "ab1_ '\"`*“”‘’\t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000é-.$İß"
+
+
+def test_fold_is_its_definition_on_generated_and_real_text() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=3000, deadline=None, derandomize=True)
+    @given(st.text(alphabet=_FOLD_ALPHABET, max_size=16) | st.text(max_size=40))
+    def check(text: str) -> None:
+        assert F._fold(text) == _fold_by_its_definition(text)
+
+    check()
+    every_space = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+    edge = f"x{every_space}'a' b'c 'd* `e`{every_space}“f’ g''h '"
+    assert F._fold(edge) == _fold_by_its_definition(edge) == "x a b'c d e f gh"
+    for path in (REAL_DIR / name for name in REAL_V3):
+        if path.exists():
+            text = path.read_text(encoding="utf-8")
+            assert F._fold(text) == _fold_by_its_definition(text)
