@@ -603,6 +603,7 @@ class Replayer:
             calibration_slope=self.tokens.calibration.slope, calibration=self.tokens.calibration,
             floored_calls=self.tokens.floored_calls, left_out_ids=self.left_out, written_entries=dict(self.written),
             warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,
+            _event_rows=self.events, _call_rows=self.calls,
         )
 
 

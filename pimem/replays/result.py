@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
+import numpy as np
 import pandas as pd
 
 from pimem.base.types import AgentMessage, Message
@@ -130,6 +131,8 @@ class ReplayResult:
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
     _orphans: Any = field(repr=False, default=None)
     _spans: Any = field(repr=False, default=None)
+    _event_rows: list[dict] | None = field(repr=False, default=None)  # the tables' rows, as the replay made them
+    _call_rows: list[dict] | None = field(repr=False, default=None)
 
     def compaction_spans(self) -> list[CompactionSpan]:
         """The replayed session's compactions with the spans they summarized
@@ -156,39 +159,41 @@ class ReplayResult:
         run ends there, so the rest of the recorded run is left out (``left_out_entries``).
         Context sizes (peak, mean, total) are over the calls the provider would have answered.
         """
-        ev = self.events
-        comp = ev[ev["kind"] == "compaction"] if len(ev) else ev
-        failed = ev[ev["kind"] == "compact_failed"] if len(ev) else ev
-        checks = ev[ev["kind"] == "check"] if len(ev) else ev
-        refused = ev[(ev["kind"] == "check") & (ev["check"] == "before_call")] if len(ev) else ev
-        turns_failed = ev[ev["kind"] == "turn_failed"] if len(ev) else ev
-        ctx = self.accepted_calls()["context_tokens"] if len(self.calls) else pd.Series(dtype=float)
-        by_reason = comp["reason"].value_counts().to_dict() if len(comp) else {}
+        ev = _rows(self.events, self._event_rows)
+        comp = [r for r in ev if r.get("kind") == "compaction"]
+        failed = [r for r in ev if r.get("kind") == "compact_failed"]
+        turns_failed = [r for r in ev if r.get("kind") == "turn_failed"]
+        checks = [r for r in ev if r.get("kind") == "check"]
+        calls = _rows(self.calls, self._call_rows)
+        ctx = _numbers(c.get("context_tokens") for c in calls if not _flag(c.get("refused")))
+        answered = int((~np.isnan(ctx)).sum())  # a column's max, mean and sum skip what is missing
+        sent = float(np.nansum(ctx)) if answered else 0.0
+        reasons = [r.get("reason") for r in comp]
         return cast(ReplaySummary, {
             "entries": len(self._leaf_at),
-            "assistant_calls": int(len(self.calls)),
-            "checks": int(len(checks)),
-            "compactions": int(len(comp)),
-            "context_edits": int(ev["context_edits"].fillna(0).sum()) if len(ev) else 0,
-            "threshold_compactions": int(by_reason.get("threshold", 0)),
-            "overflow_compactions": int(by_reason.get("overflow", 0)),
-            "manual_compactions": int(by_reason.get("manual", 0)),
-            "failed_compactions": int((failed["note"] == "failed").sum()) if len(failed) else 0,
-            "cancelled_compactions": int(failed["note"].isin(["cancelled", "aborted"]).sum()) if len(failed) else 0,
-            "refused_requests": int(len(refused)),
-            "failed_turns": int(len(turns_failed)),
+            "assistant_calls": len(calls),
+            "checks": len(checks),
+            "compactions": len(comp),
+            "context_edits": int(_total(ev, "context_edits")),
+            "threshold_compactions": reasons.count("threshold"),
+            "overflow_compactions": reasons.count("overflow"),
+            "manual_compactions": reasons.count("manual"),
+            "failed_compactions": sum(r.get("note") == "failed" for r in failed),
+            "cancelled_compactions": sum(r.get("note") in ("cancelled", "aborted") for r in failed),
+            "refused_requests": sum(r.get("check") == "before_call" for r in checks),
+            "failed_turns": len(turns_failed),
             "left_out_entries": len(self.left_out_ids),
             "written_entries": sum(self.written_entries.values()),
             "failure_reasons": _reasons(failed, turns_failed),
-            "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()) if len(comp) else 0,
-            "summary_calls": int(ev["summary_calls"].fillna(0).sum()) if len(ev) else 0,
-            "summarization_request_tokens": float(ev["request_tokens"].fillna(0).sum()) if len(ev) else 0.0,
-            "summarization_response_tokens": float(ev["response_tokens"].fillna(0).sum()) if len(ev) else 0.0,
-            "summary_tokens": float(comp["summary_tokens"].fillna(0).sum()) if len(comp) else 0.0,
-            "peak_context_tokens": float(ctx.max()) if len(ctx) else 0.0,
-            "mean_context_tokens": float(ctx.mean()) if len(ctx) else 0.0,
-            "total_context_tokens_sent": float(ctx.sum()) if len(ctx) else 0.0,
-            "tokens_resent_per_call": float(ctx.mean()) if len(ctx) else 0.0,
+            "split_turns": sum(_flag(r.get("split_turn")) for r in comp),
+            "summary_calls": int(_total(ev, "summary_calls")),
+            "summarization_request_tokens": _total(ev, "request_tokens"),
+            "summarization_response_tokens": _total(ev, "response_tokens"),
+            "summary_tokens": _total(comp, "summary_tokens"),
+            "peak_context_tokens": float(np.nanmax(ctx)) if answered else 0.0,
+            "mean_context_tokens": sent / answered if answered else 0.0,
+            "total_context_tokens_sent": sent,
+            "tokens_resent_per_call": sent / answered if answered else 0.0,
             "final_context_tokens": float(self.final_context_tokens()),
             "context_window": self.context_window,
             "calibration_slope": self.calibration_slope,
@@ -234,11 +239,34 @@ class ReplayResult:
         return Path(path)
 
 
-def _reasons(failed: pd.DataFrame, turns_failed: pd.DataFrame) -> str | None:
+def _rows(table: pd.DataFrame, rows: list[dict] | None) -> list[dict]:
+    """The rows of a result's table: as the replay made them while the table still has as many."""
+    return rows if rows is not None and len(rows) == len(table) else table.to_dict("records")
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _flag(value: Any) -> bool:
+    """A cell as a column's ``fillna(False).astype(bool)`` reads it."""
+    return False if _missing(value) else bool(value)
+
+
+def _numbers(values: Any) -> np.ndarray:
+    return np.array(list(values), dtype=float)  # None is NaN
+
+
+def _total(rows: list[dict], key: str) -> float:
+    """A column's ``fillna(0).sum()``, summed as pandas sums it (numpy's pairwise sum of the column)."""
+    return float(np.nansum(_numbers(r.get(key) for r in rows))) if rows else 0.0
+
+
+def _reasons(failed: list[dict], turns_failed: list[dict]) -> str | None:
     """Why compactions and turns failed, each reason once with its count (None: nothing failed)."""
     reasons: dict[str, int] = {}
-    for text in list(failed["error"].dropna() if len(failed) else []) + [
-            f"turn failed: {note}" for note in (turns_failed["note"].dropna() if len(turns_failed) else [])]:
+    for text in [r["error"] for r in failed if not _missing(r.get("error"))] + [
+            f"turn failed: {r['note']}" for r in turns_failed if not _missing(r.get("note"))]:
         reasons[str(text)] = reasons.get(str(text), 0) + 1
     if not reasons:
         return None

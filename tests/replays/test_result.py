@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import typing
+import warnings
 
+import pandas as pd
 import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
@@ -32,3 +34,74 @@ def test_the_summary_is_described_by_its_typeddict(token_source: str) -> None:
     wrong = {k: v for k, v in summary.items() if not isinstance(v, _kinds_of(hints[k]))}
     assert wrong == {}
     assert summary["compactions"] > 0  # the replay compacted: the figures are not all defaults
+
+
+def _table_figures(result) -> dict:
+    """The summary's table figures as column operations on ``result.events`` and ``result.calls``."""
+    ev, calls = result.events, result.calls
+    comp, failed = ev[ev["kind"] == "compaction"], ev[ev["kind"] == "compact_failed"]
+    turns_failed = ev[ev["kind"] == "turn_failed"]
+    ctx = calls[~calls["refused"].fillna(False).astype(bool)]["context_tokens"] if len(calls) else pd.Series(
+        dtype=float)
+    reasons = comp["reason"].value_counts().to_dict()
+    errors = list(failed["error"].dropna()) + [f"turn failed: {n}" for n in turns_failed["note"].dropna()]
+    return {
+        "assistant_calls": len(calls),
+        "checks": int((ev["kind"] == "check").sum()),
+        "compactions": len(comp),
+        "context_edits": int(ev["context_edits"].fillna(0).sum()),
+        "threshold_compactions": int(reasons.get("threshold", 0)),
+        "overflow_compactions": int(reasons.get("overflow", 0)),
+        "failed_compactions": int((failed["note"] == "failed").sum()),
+        "cancelled_compactions": int(failed["note"].isin(["cancelled", "aborted"]).sum()),
+        "refused_requests": int(((ev["kind"] == "check") & (ev["check"] == "before_call")).sum()),
+        "failed_turns": len(turns_failed),
+        "reasons": sorted(set(map(str, errors))),
+        "split_turns": int(comp["split_turn"].fillna(False).astype(bool).sum()),
+        "summary_calls": int(ev["summary_calls"].fillna(0).sum()),
+        "summarization_request_tokens": float(ev["request_tokens"].fillna(0).sum()),
+        "summarization_response_tokens": float(ev["response_tokens"].fillna(0).sum()),
+        "summary_tokens": float(comp["summary_tokens"].fillna(0).sum()),
+        "peak_context_tokens": float(ctx.max()) if len(ctx) else 0.0,
+        "mean_context_tokens": float(ctx.mean()) if len(ctx) else 0.0,
+        "total_context_tokens_sent": float(ctx.sum()) if len(ctx) else 0.0,
+    }
+
+
+def _summary_figures(summary) -> dict:
+    reasons = summary["failure_reasons"]
+    parts = [] if reasons is None else [p.split(" × ", 1)[-1] for p in reasons.split("; ")]
+    figures = {k: summary[k] for k in (
+        "assistant_calls", "checks", "compactions", "context_edits", "threshold_compactions", "overflow_compactions",
+        "failed_compactions", "cancelled_compactions", "refused_requests", "failed_turns", "split_turns",
+        "summary_calls", "summarization_request_tokens", "summarization_response_tokens", "summary_tokens",
+        "peak_context_tokens", "mean_context_tokens", "total_context_tokens_sent")}
+    figures["reasons"] = sorted(set(parts))
+    return figures
+
+
+@pytest.mark.parametrize("case", ["compacting", "refused", "disabled", "failed-retry", "masking"])
+def test_the_summary_reads_the_tables_as_their_columns_say(case: str) -> None:
+    """The summary counts from the rows the replay made; the same figures as column operations on the
+    tables, on replays that compact, refuse requests, fail turns and mask tool output, and again
+    after the table was edited (then the table is read)."""
+    settings = {"compacting": dict(reserve_tokens=2000, keep_recent_tokens=2000),
+                "refused": dict(reserve_tokens=500, keep_recent_tokens=800),
+                "disabled": dict(reserve_tokens=500, keep_recent_tokens=800, enabled=False),
+                "failed-retry": dict(reserve_tokens=1500, keep_recent_tokens=3900),
+                "masking": dict(reserve_tokens=2000, keep_recent_tokens=2000)}[case]
+    window = {"compacting": 8000, "refused": 4000, "disabled": 3000, "failed-retry": 4000, "masking": 8000}[case]
+    seen = []
+    for path in sample_session_paths():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = replay(path, CompactionSettings(**settings), context_window=window, token_source="chars",
+                            strategy="masking:keep_turns=2" if case == "masking" else None)
+        assert _summary_figures(result.summary()) == _table_figures(result)
+        seen.append(_table_figures(result))
+        if len(result.events) > 1:  # an edited table is what the summary reads
+            result.events = result.events.iloc[1:].reset_index(drop=True)
+            assert _summary_figures(result.summary()) == _table_figures(result)
+    key = {"compacting": "compactions", "refused": "refused_requests", "disabled": "failed_turns",
+           "failed-retry": "failed_compactions", "masking": "context_edits"}[case]
+    assert any(f[key] for f in seen)  # the case did happen
