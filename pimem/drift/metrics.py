@@ -101,7 +101,8 @@ from pimem.text.facts import (
     summary_facts,
 )
 from pimem.text.messages import text_blocks
-from pimem.text.sections import COMPACTION_SECTIONS, SummarySections, parse_summary, section_items, summarizer_text
+from pimem.text.sections import (COMPACTION_SECTIONS, SummarySections, parse_summary, parsed_summary, section_items,
+                                 summarizer_text)
 
 
 _CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
@@ -514,7 +515,7 @@ def chain_headline(
     captured: list[Fact] = []  # the previous summary's new facts that it held
     at_risk = kept = 0
     for span in spans:
-        summ = parse_summary(span.summary)
+        summ = parsed_summary(span.summary)
         facts = extract_facts(span.messages, include_thinking=include_thinking)
         index = index_of(summ.written_text)
         present = facts_present(facts, index)

@@ -506,6 +506,23 @@ def parse_summary(text: str, kind: str = "auto") -> SummarySections:
 _ANY_FILE_BLOCK = re.compile(r"(?<!\n)\n*<(read-files|modified-files)>\n?.*?</\1>[ \t]*", re.S)
 
 
+def parsed_summary(text: str, kind: str = "auto") -> SummarySections:
+    """:func:`parse_summary`, memoised for readers that only read the result (it is shared: do not
+    change it). The summarizer that reads its previous summary and the measures that read every
+    summary of a run meet the same texts."""
+    if not isinstance(text, str):
+        return parse_summary(text, kind)  # its error
+    if kind == "auto":  # resolved first, so that both spellings share a parse
+        head = normalize_text(text[: 2 * len(BRANCH_SUMMARY_PREAMBLE)])  # CRLF at most halves it
+        kind = "branch" if head.startswith(BRANCH_SUMMARY_PREAMBLE.rstrip("\n")) else "compaction"
+    return _parsed_summary(text, kind)
+
+
+@lru_cache(maxsize=256)
+def _parsed_summary(text: str, kind: str) -> SummarySections:
+    return parse_summary(text, kind)
+
+
 def summarizer_text(summary: str) -> str:
     """The text a summarizer wrote: a stored summary without ``<read-files>``/``<modified-files>`` blocks.
 
@@ -554,7 +571,7 @@ def section_items(summary: str | SummarySections) -> dict[str, list[str]]:
     drift measures, so both read a summary the same way.
     """
     # a string is read with every compaction section (a branch summary may carry Critical Context too)
-    parsed = summary if isinstance(summary, SummarySections) else parse_summary(summary, kind="compaction")
+    parsed = summary if isinstance(summary, SummarySections) else parsed_summary(summary, kind="compaction")
     out: dict[str, list[str]] = {k: [] for k in ITEM_KEYS}
     for key, text in parsed.sections.items():
         out[key] = _items(parsed.own_sections.get(key, "") if key == "progress" else text)

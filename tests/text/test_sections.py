@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pimem.text.sections import BRANCH_SUMMARY_PREAMBLE, SPLIT_TURN_SEPARATOR, parse_summary, section_items, summarizer_text
+from pimem.text.sections import (BRANCH_SUMMARY_PREAMBLE, SPLIT_TURN_SEPARATOR, parse_summary, parsed_summary,
+                                 section_items, summarizer_text)
 from pimem.summarizers.extractive import parse_summary_sections
 
 FREE_FORM = """# Context Checkpoint: Refactoring
@@ -83,3 +84,20 @@ def test_summarizer_text_drops_every_file_block() -> None:
     assert parsed.written_text == "## Goal\n- a" and parsed.read_files == ["x.py"]
     with pytest.raises(TypeError):
         summarizer_text(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["auto", "compaction", "branch"])
+def test_the_memoised_parse_is_the_parse(kind):
+    """``parsed_summary`` gives what ``parse_summary`` gives, for either kind and for the branch
+    preamble however its line breaks are written, and the same object the second time."""
+    texts = [FREE_FORM, FREE_FORM.replace("\n", "\r\n"), BRANCH_SUMMARY_PREAMBLE + FREE_FORM,
+             (BRANCH_SUMMARY_PREAMBLE + FREE_FORM).replace("\n", "\r\n"), BRANCH_SUMMARY_PREAMBLE.rstrip("\n"),
+             BRANCH_SUMMARY_PREAMBLE.rstrip("\n").replace("\n", "\r") + "\r\rGoal", "", "\r",
+             "## Goal\nx" + SPLIT_TURN_SEPARATOR + "**Original Request:**\ny"]
+    for text in texts:
+        assert parsed_summary(text, kind) == parse_summary(text, kind), repr(text[:60])
+        assert parsed_summary(text, kind) is parsed_summary(text, kind)
+    assert parsed_summary(BRANCH_SUMMARY_PREAMBLE + "x").kind == "branch"
+    assert parsed_summary(FREE_FORM).kind == "compaction"
+    with pytest.raises(TypeError, match="must be a string"):
+        parsed_summary(None, kind)  # type: ignore[arg-type]
