@@ -193,7 +193,7 @@ def _load_ref(ref: Any, key: str) -> Any:
         return ref
     hit = _LOADED.get(key)
     if hit is None:
-        if len(_LOADED) > 16:
+        if len(_LOADED) > 4:
             _LOADED.clear()
         hit = load_session(ref)
         _LOADED[key] = hit

@@ -174,35 +174,58 @@ def fact_in_context(fact: Any, context: Sequence[Any]) -> bool:
     return False
 
 
+class _Recent:
+    """A memo of two generations: when the newer one holds ``limit`` entries it becomes the older
+    one and the older one is let go; an entry found in the older one moves to the newer. What a
+    sweep reads again (the session under way) stays, what it will not (sessions swept before) goes."""
+
+    __slots__ = ("limit", "new", "old")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.new: dict[Any, Any] = {}
+        self.old: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        hit = self.new.get(key)
+        if hit is None:
+            hit = self.old.get(key)
+            if hit is not None:
+                self.put(key, hit)
+        return hit
+
+    def put(self, key: Any, value: Any) -> None:
+        if len(self.new) >= self.limit:
+            self.old, self.new = self.new, {}
+        self.new[key] = value
+
+
 class _PerMessage:
     """Work done once per message object and kept across calls (runs of a sweep replay the same
-    loaded messages): its shown form and its facts. Holds the messages, so ids stay unique;
-    emptied when it grows past ``limit`` entries."""
+    loaded messages): its shown form and its facts. Holds the messages, so ids stay unique; keeps
+    about the last ``limit`` to ``2 * limit`` messages used (a session's runs use a few thousand)."""
 
-    def __init__(self, limit: int = 50_000) -> None:
-        self.limit = limit
-        self._shown: dict[int, _Shown] = {}
-        self._facts: dict[int, tuple[dict, list[Any]]] = {}
+    def __init__(self, limit: int = 8_000) -> None:
+        self._shown = _Recent(limit)
+        self._facts = _Recent(limit)
 
     def shown(self, message: dict) -> _Shown:
         summary = message.get("role") in ("compactionSummary", "branchSummary")
         key: Any = ("summary", message.get("role"), str(message.get("summary") or "")) if summary else id(message)
         hit = self._shown.get(key)
         if hit is None or (not summary and hit.message is not message):
-            if len(self._shown) > self.limit:
-                self._shown.clear()
-            hit = self._shown[key] = _Shown(message)  # a projection makes a new summary message each time
+            hit = _Shown(message)  # a projection makes a new summary message each time
+            self._shown.put(key, hit)
         return hit
 
     def facts(self, message: dict) -> list[Any]:
         """The facts of the kinds an assistant turn can state (a tool result states none)."""
         hit = self._facts.get(id(message))
         if hit is None or hit[0] is not message:
-            if len(self._facts) > self.limit:
-                self._facts.clear()
             found = [] if message.get("role") == "toolResult" else extract_facts([(None, message)],
                                                                                   kinds=_REFERENCE_KINDS)
-            hit = self._facts[id(message)] = (message, found)
+            hit = (message, found)
+            self._facts.put(id(message), hit)
         return hit[1]
 
 

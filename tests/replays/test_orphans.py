@@ -128,3 +128,34 @@ def test_a_replay_reports_its_orphan_rate(before_compaction):
     assert 0.05 < s["orphan_reference_rate"] < 0.5
     assert s["orphan_reference_rate"] == table.orphans.sum() / table.references.sum()
     assert "open-loop" in OPEN_LOOP_NOTE
+
+
+def test_the_per_message_memo_keeps_the_recent_and_lets_the_rest_go():
+    """Two generations of ``limit`` entries: what is read again stays, the rest is let go."""
+    from pimem.replays.orphans import _Recent
+
+    memo = _Recent(3)
+    for k in range(10):
+        memo.put(k, str(k))
+        assert memo.get(0) == "0"  # read again after every put: it stays
+        assert len(memo.new) <= 3 and len(memo.old) <= 3
+    assert memo.get(1) is None and memo.get(2) is None  # never read again: let go
+    assert [memo.get(k) for k in (8, 9)] == ["8", "9"]
+
+
+def test_orphans_do_not_depend_on_what_the_memo_still_holds(monkeypatch):
+    """With a memo of two messages per generation (let go all the time) the table is the same."""
+    from pimem.core.session_manager import load_session
+    from pimem.replays import orphans
+    from pimem.replays.engine import replay
+    from pimem.sessions.samples import sample_session_paths
+
+    session = load_session(next(p for p in sample_session_paths() if p.name == "logslice-since-flag.jsonl"))
+    result = replay(session, CompactionSettings(reserve_tokens=2000, keep_recent_tokens=2000), context_window=16000)
+    assert len(result.compactions) >= 2
+    wide = orphan_references(result)
+    monkeypatch.setattr(orphans, "_PER_MESSAGE", orphans._PerMessage(limit=2))
+    narrow = orphan_references(result)
+    assert wide.references.sum() > 0
+    assert narrow.equals(wide)
+    assert len(orphans._PER_MESSAGE._shown.new) <= 2 and len(orphans._PER_MESSAGE._facts.old) <= 2
