@@ -7,8 +7,8 @@ so no two sessions share a text: nothing a process memoises for one session is f
 The sessions are written to a temporary folder and swept from their paths, as a user would.
 
 Reported: CPU seconds of the whole sweep (this process and its workers, ``getrusage``), per run, wall
-time, the projection to ``--goal-sessions`` x 20 settings on 2 cores (CPU-s per run x runs / 2), and,
-with ``--dask``, the same runs on a ``dask.distributed`` LocalCluster with 2 worker processes, their
+time, the largest worker's peak resident memory, the projection to ``--goal-sessions`` x 20 settings
+on 2 cores (CPU-s per run x runs / 2), and, with ``--dask``, the same runs on a ``dask.distributed`` LocalCluster with 2 worker processes, their
 CPU time, and whether every row equals the process pool's (timing and worker columns left out).
 
     .venv/bin/python benchmarks/bench_corpus_sweep.py [--sessions 60] [--workers 2] [--dask]
@@ -199,13 +199,16 @@ def main() -> int:
         per_run = cpu / runs
         goal_runs = args.goal_sessions * 20
         projected = per_run * goal_runs / 2
+        worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the largest worker's, MiB
         out.update({"runs": runs, "workers": args.workers, "wall_s": wall, "cpu_s": cpu, "cpu_s_per_run": per_run,
+                    "peak_worker_rss_mib": worker_rss,
                     "mean_run_elapsed_s": float(df["elapsed_s"].mean()), "errors": len(errors),
                     "compactions": int(df["compactions"].sum()),
                     "projected_goal_wall_s_on_2_cores": projected, "goal_runs": goal_runs})
         print(f"process pool ({args.workers} workers): wall {wall:.1f} s, CPU {cpu:.1f} s, {per_run:.3f} CPU-s per run "
               f"(median run {df['elapsed_s'].median():.3f} s wall, max {df['elapsed_s'].max():.2f} s), "
-              f"{int(df['compactions'].sum())} compactions, {len(errors)} errors; load {os.getloadavg()[0]:.2f}")
+              f"{int(df['compactions'].sum())} compactions, {len(errors)} errors; peak worker RSS {worker_rss:.0f} MiB; "
+              f"load {os.getloadavg()[0]:.2f}")
         print(f"projected {args.goal_sessions} sessions x 20 settings on 2 cores: {projected / 60:.1f} min "
               f"({goal_runs} runs x {per_run:.3f} CPU-s / 2)", flush=True)
         slow = df.sort_values("elapsed_s", ascending=False).head(5)
