@@ -8,8 +8,9 @@ The sessions are written to a temporary folder and swept from their paths, as a 
 
 Reported: CPU seconds of the whole sweep (this process and its workers, ``getrusage``), per run, wall
 time, the largest worker's peak resident memory, the projection to ``--goal-sessions`` x 20 settings
-on 2 cores (CPU-s per run x runs / 2), and, with ``--dask``, the same runs on a ``dask.distributed`` LocalCluster with 2 worker processes, their
-CPU time, and whether every row equals the process pool's (timing and worker columns left out).
+on 2 cores (CPU-s per run x runs / 2), and, with ``--dask``, the same runs on a ``dask.distributed``
+LocalCluster with 2 worker processes, their CPU time, and whether every row equals the process
+pool's (timing and worker columns left out).
 
     .venv/bin/python benchmarks/bench_corpus_sweep.py [--sessions 60] [--workers 2] [--dask]
         [--out benchmarks/results/corpus_sweep.json]
