@@ -15,6 +15,16 @@ pool's (timing and worker columns left out).
     .venv/bin/python benchmarks/bench_corpus_sweep.py [--sessions 60] [--workers 2] [--dask]
         [--out benchmarks/results/corpus_sweep.json]
 
+Side by side with other code: ``--against REF`` (a git commit or a checkout's folder) sweeps the same
+marked corpus through this checkout and through ``REF`` in two processes started together (one
+process each, so each has a core), ``--rounds`` times, and reports each side's CPU seconds and the
+ratio this / ``REF``, and whether every row of the first round is the same on both sides (it fails
+when not). Both sides share the machine at the same moments, so the ratio holds where the
+machine's speed drifts between runs and absolute figures do not. A commit is checked out into a
+temporary worktree and removed after.
+
+    .venv/bin/python benchmarks/bench_corpus_sweep.py --against 1b4f142 [--sessions 48] [--rounds 2]
+
 Equality check of every row (not a timing): ``--check-rows FILE`` sweeps the source sessions themselves
 (the samples and the real sessions, unmarked) x the 20 settings and writes every row (timing and worker
 columns left out) to ``FILE`` when it does not exist, else compares them with it and fails on the first
@@ -156,7 +166,11 @@ def check_rows(path: Path, workers: int) -> int:
         print(f"rows written to {path}")
         return 0
     df.to_pickle(path.with_name(path.name + ".new"))  # to compare again without a new run
-    ref = pd.read_pickle(path)
+    return 1 if _differences(pd.read_pickle(path), df, str(path)) else 0
+
+
+def _differences(ref: Any, df: Any, name: str) -> int:
+    """The cells of ``df`` that differ from ``ref`` (printing the first 20), or 1 for another shape."""
     if list(ref.columns) != list(df.columns) or ref.shape != df.shape:
         print(f"columns or shape differ: {ref.shape} {list(ref.columns)} vs {df.shape} {list(df.columns)}")
         return 1
@@ -168,9 +182,79 @@ def check_rows(path: Path, workers: int) -> int:
             bad += 1
             if bad <= 20:
                 print(f"row {i} ({df['session'][i]}, setting {df['setting_index'][i]}) {column}: {a!r} != {b!r}")
-    print(f"{len(df)} rows x {len(df.columns)} columns compared with {path}: "
+    print(f"{len(df)} rows x {len(df.columns)} columns compared with {name}: "
           + ("all equal" if not bad else f"{bad} cells differ"))
-    return 1 if bad else 0
+    return bad
+
+
+# One side of ``--against``: the sweep of a folder's sessions with the pimem of ``root`` (run as
+# ``python -c``, so that the other checkout's package is the one imported).
+_SIDE = """
+import json, resource, sys, time, warnings
+from pathlib import Path
+root, folder, grid, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+sys.path.insert(0, root)
+warnings.simplefilter("ignore")
+from pimem.experiments.sweep import sweep
+c0 = time.process_time()
+df = sweep(sorted(Path(folder).glob("*.jsonl")), grid, workers=1, progress=False)
+cpu = time.process_time() - c0
+df.to_pickle(rows)
+print(json.dumps({"root": root, "cpu_s": cpu, "runs": len(df),
+                  "errors": int(df["error"].notna().sum()), "compactions": int(df["compactions"].sum()),
+                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def side_by_side(against: str, sessions: int, rounds: int) -> dict[str, Any]:
+    """``--against``: this checkout and ``against`` sweep the same corpus at the same time (see docs)."""
+    import shutil
+    import statistics
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        other = Path(against)
+        if not other.is_dir():  # a commit: check it out beside this one
+            other = Path(tmp) / "against"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(other), against],
+                           check=True)
+        folder = Path(tmp) / "corpus"
+        folder.mkdir()
+        try:
+            build_corpus(sessions, folder)
+            print(f"{sessions} marked sessions x 20 settings, this checkout against {against}, "
+                  f"{rounds} round(s), one process each; load {os.getloadavg()[0]:.2f}", flush=True)
+            ratios, out_rounds = [], []
+            for k in range(rounds):
+                sides = [ROOT, other] if k % 2 == 0 else [other, ROOT]  # which starts first alternates
+                rows = {str(r): Path(tmp) / f"rows-{i}.pkl" for i, r in enumerate(sides)}
+                procs = {str(r): subprocess.Popen([sys.executable, "-c", _SIDE, str(r), str(folder), json.dumps(GRID),
+                                                   str(rows[str(r)])], stdout=subprocess.PIPE, text=True)
+                         for r in sides}
+                printed = {r: p.communicate()[0] for r, p in procs.items()}
+                for r, p in procs.items():
+                    if p.returncode:
+                        raise RuntimeError(f"the sweep with the pimem of {r} failed (exit {p.returncode})")
+                got = {r: json.loads(text.strip().splitlines()[-1]) for r, text in printed.items()}
+                mine, theirs = got[str(ROOT)], got[str(other)]
+                if k == 0:  # the same rows on both sides (timing and worker columns left out)
+                    import pandas as pd
+
+                    equal = not _differences(*(_stable(pd.read_pickle(rows[str(r)])) for r in (other, ROOT)),
+                                             f"the rows of {against}")
+                ratios.append(mine["cpu_s"] / theirs["cpu_s"])
+                out_rounds.append({"this": mine, "against": theirs})
+                print(f"round {k + 1}: this {mine['cpu_s']:.1f} CPU-s ({mine['runs']} runs, {mine['errors']} errors, "
+                      f"peak RSS {mine['peak_rss_mib']:.0f} MiB), {against} {theirs['cpu_s']:.1f} CPU-s "
+                      f"({theirs['runs']} runs, {theirs['errors']} errors, peak RSS {theirs['peak_rss_mib']:.0f} MiB): "
+                      f"ratio {ratios[-1]:.3f}; load {os.getloadavg()[0]:.2f}", flush=True)
+            print(f"median ratio this / {against}: {statistics.median(ratios):.3f} over {rounds} round(s)")
+            return {"against": against, "sessions": sessions, "rounds": out_rounds, "ratios": ratios,
+                    "median_ratio": statistics.median(ratios), "rows_equal": equal}
+        finally:
+            if other != Path(against):
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False)
+                shutil.rmtree(other, ignore_errors=True)
 
 
 def main() -> int:
@@ -181,10 +265,18 @@ def main() -> int:
     ap.add_argument("--goal-sessions", type=int, default=1000)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "corpus_sweep.json"))
     ap.add_argument("--check-rows", metavar="FILE", help="write or compare the source sessions' rows (see docs)")
+    ap.add_argument("--against", metavar="REF", help="a commit or checkout to sweep side by side with (see docs)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of --against")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     if args.check_rows:
         return check_rows(Path(args.check_rows), args.workers)
+    if args.against:
+        result = side_by_side(args.against, args.sessions, args.rounds)
+        path = Path(args.out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1))
+        return 0 if result["rows_equal"] else 1
     out: dict[str, Any] = {"sessions": args.sessions, "settings": 20}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = build_corpus(args.sessions, Path(tmp))
