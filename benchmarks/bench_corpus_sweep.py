@@ -246,8 +246,9 @@ def side_by_side(against: str, sessions: int, rounds: int) -> dict[str, Any]:
                 out_rounds.append({"this": mine, "against": theirs})
                 print(f"round {k + 1}: this {mine['cpu_s']:.1f} CPU-s ({mine['runs']} runs, {mine['errors']} errors, "
                       f"peak RSS {mine['peak_rss_mib']:.0f} MiB), {against} {theirs['cpu_s']:.1f} CPU-s "
-                      f"({theirs['runs']} runs, {theirs['errors']} errors, peak RSS {theirs['peak_rss_mib']:.0f} MiB): "
-                      f"ratio {ratios[-1]:.3f}; load {os.getloadavg()[0]:.2f}", flush=True)
+                      f"({theirs['runs']} runs, {theirs['errors']} errors, "
+                      f"peak RSS {theirs['peak_rss_mib']:.0f} MiB): ratio {ratios[-1]:.3f}; "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)
             print(f"median ratio this / {against}: {statistics.median(ratios):.3f} over {rounds} round(s)")
             return {"against": against, "sessions": sessions, "rounds": out_rounds, "ratios": ratios,
                     "median_ratio": statistics.median(ratios), "rows_equal": equal}
@@ -263,7 +264,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dask", action="store_true", help="run the same sweep on a 2-worker LocalCluster")
     ap.add_argument("--goal-sessions", type=int, default=1000)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "corpus_sweep.json"))
+    ap.add_argument("--out", help="the JSON file of the results (default: benchmarks/results/corpus_sweep.json, "
+                                  "with --against corpus_sweep_against.json)")
     ap.add_argument("--check-rows", metavar="FILE", help="write or compare the source sessions' rows (see docs)")
     ap.add_argument("--against", metavar="REF", help="a commit or checkout to sweep side by side with (see docs)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of --against")
@@ -273,7 +275,7 @@ def main() -> int:
         return check_rows(Path(args.check_rows), args.workers)
     if args.against:
         result = side_by_side(args.against, args.sessions, args.rounds)
-        path = Path(args.out)
+        path = Path(args.out or ROOT / "benchmarks" / "results" / "corpus_sweep_against.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1))
         return 0 if result["rows_equal"] else 1
@@ -327,7 +329,7 @@ def main() -> int:
                         "dask_cpu_ratio": dcpu / cpu if cpu else math.nan})
             print(f"dask LocalCluster (2 worker processes): wall {dwall:.1f} s, worker CPU {dcpu:.1f} s "
                   f"({dcpu / cpu:.2f}x the process pool), rows equal: {equal}", flush=True)
-    path = Path(args.out)
+    path = Path(args.out or ROOT / "benchmarks" / "results" / "corpus_sweep.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))
     return 0
