@@ -54,6 +54,7 @@ from pimem.experiments.sweep import sweep  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_sweep import GRID  # noqa: E402  (2 x 5 x 2 = 20 settings)
 
+RESULTS = ROOT / "benchmarks" / "results"
 VOLATILE = ("elapsed_s", "worker_pid", "resumed", "traceback")
 _LINKS = ("id", "parentId", "firstKeptEntryId", "targetId", "fromId")
 
@@ -208,10 +209,13 @@ print(json.dumps({"root": root, "cpu_s": cpu, "runs": len(df),
 
 def side_by_side(against: str, sessions: int, rounds: int) -> dict[str, Any]:
     """``--against``: this checkout and ``against`` sweep the same corpus at the same time (see docs)."""
-    import shutil
     import statistics
     import subprocess
 
+    import pandas as pd
+
+    if rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
     with tempfile.TemporaryDirectory() as tmp:
         other = Path(against)
         if not other.is_dir():  # a commit: check it out beside this one
@@ -238,8 +242,6 @@ def side_by_side(against: str, sessions: int, rounds: int) -> dict[str, Any]:
                 got = {r: json.loads(text.strip().splitlines()[-1]) for r, text in printed.items()}
                 mine, theirs = got[str(ROOT)], got[str(other)]
                 if k == 0:  # the same rows on both sides (timing and worker columns left out)
-                    import pandas as pd
-
                     equal = not _differences(*(_stable(pd.read_pickle(rows[str(r)])) for r in (other, ROOT)),
                                              f"the rows of {against}")
                 ratios.append(mine["cpu_s"] / theirs["cpu_s"])
@@ -252,10 +254,9 @@ def side_by_side(against: str, sessions: int, rounds: int) -> dict[str, Any]:
             print(f"median ratio this / {against}: {statistics.median(ratios):.3f} over {rounds} round(s)")
             return {"against": against, "sessions": sessions, "rounds": out_rounds, "ratios": ratios,
                     "median_ratio": statistics.median(ratios), "rows_equal": equal}
-        finally:
+        finally:  # the temporary folder goes with the block; git forgets the worktree here
             if other != Path(against):
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False)
-                shutil.rmtree(other, ignore_errors=True)
 
 
 def main() -> int:
@@ -275,7 +276,7 @@ def main() -> int:
         return check_rows(Path(args.check_rows), args.workers)
     if args.against:
         result = side_by_side(args.against, args.sessions, args.rounds)
-        path = Path(args.out or ROOT / "benchmarks" / "results" / "corpus_sweep_against.json")
+        path = Path(args.out or RESULTS / "corpus_sweep_against.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1))
         return 0 if result["rows_equal"] else 1
@@ -329,7 +330,7 @@ def main() -> int:
                         "dask_cpu_ratio": dcpu / cpu if cpu else math.nan})
             print(f"dask LocalCluster (2 worker processes): wall {dwall:.1f} s, worker CPU {dcpu:.1f} s "
                   f"({dcpu / cpu:.2f}x the process pool), rows equal: {equal}", flush=True)
-    path = Path(args.out or ROOT / "benchmarks" / "results" / "corpus_sweep.json")
+    path = Path(args.out or RESULTS / "corpus_sweep.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))
     return 0
