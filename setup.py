@@ -1,10 +1,12 @@
 """Build step: wheels carry the bundled data (``datasets/sessions``, ``datasets/model-summaries``,
-``datasets/labels``) and the notebooks as package data under ``pimem/data/``. Everything else is in ``pyproject.toml``."""
+``datasets/labels``) and the notebooks as package data under ``pimem/data/``, and the compiled fast path of
+the token estimate (``pimem.core.compaction.compiled_estimate``; optional: without a C compiler pimem runs its
+pure-Python port alone). Everything else is in ``pyproject.toml``."""
 
 from pathlib import Path
 import shutil
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 BUNDLED = ("sessions", "model-summaries", "labels", "notebooks")  # pimem.base.bundled.BUNDLED
@@ -26,4 +28,9 @@ class build_py_with_data(build_py):
             shutil.copytree(source, target, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
 
 
-setup(cmdclass={"build_py": build_py_with_data})
+ESTIMATE = Extension(
+    "pimem.core.compaction.compiled_estimate", ["pimem/core/compaction/compiled_estimate.c"], optional=True,
+    extra_compile_args=["-O2"],
+)
+
+setup(cmdclass={"build_py": build_py_with_data}, ext_modules=[ESTIMATE])

@@ -56,7 +56,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     src.mkdir()
     for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "pimem", src / "pimem", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "data"))
+    shutil.copytree(REPO / "pimem", src / "pimem", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "data"))
     for name in BUNDLED:
         shutil.copytree(_source(name), src / _source(name).relative_to(REPO),
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -108,9 +108,12 @@ def test_installed_pimem_finds_its_data_inside_the_environment(venv, tmp_path) -
     code = ("import json, pimem; from pimem.experiments import model_summaries; "
             "print(json.dumps({'pimem': pimem.__file__, 'samples': str(pimem.sample_dir()), "
             "'n': len(pimem.sample_session_paths()), 'summaries': str(model_summaries.dataset_dir()), "
-            "'replays': len(model_summaries.replays_frame()), 'labels': str(pimem.labels_dir())}))")
+            "'replays': len(model_summaries.replays_frame()), 'labels': str(pimem.labels_dir()), "
+            "'compiled': c.COMPILED_ESTIMATE, 'extension': c._COMPILED.__file__}))")
+    code = "from pimem.core.compaction import compaction as c; " + code
     out = json.loads(_run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path).stdout)
-    for key in ("pimem", "samples", "summaries", "labels"):
+    assert out["compiled"] is True  # the sdist carries the extension's source and the wheel its build
+    for key in ("pimem", "samples", "summaries", "labels", "extension"):
         assert Path(out[key]).resolve().is_relative_to(venv.resolve()), (key, out[key])
     assert Path(out["samples"]).parts[-2:] == ("data", "sessions")
     assert out["n"] == len(list(_source("sessions").glob("*.jsonl"))) and out["replays"] == len(

@@ -6,6 +6,10 @@ where ``estimate_chars`` counts JavaScript string lengths (UTF-16 code units),
 ``estimate_context_tokens`` trusts the last valid assistant usage and estimates what follows;
 ``estimate_projected_context_tokens`` distrusts usage captured before a later ``context_edit``
 or compaction. :class:`TokenCache` memoizes per-message estimates by object identity.
+Where the package was built with its C extension (``compiled_estimate``, see :data:`COMPILED_ESTIMATE`), the
+estimate of plain JSON messages is computed there; ``estimate_chars_py``, the pure-Python port, decides
+every other case and is the reference the extension is tested against. ``PIMEM_PURE_PYTHON=1`` in the
+environment turns the extension off.
 
 Cut points, preparation and the summary requests are ports of Pi's functions; the LLM call
 goes through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). These pure
@@ -26,6 +30,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import orjson
 
 from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify_length, js_truthy, utf16_len
+try:  # the C extension, where the package was built with it (see COMPILED_ESTIMATE)
+    from pimem.core.compaction import compiled_estimate as _built
+except ImportError:
+    _built = None  # type: ignore[assignment]
 from pimem.core.compaction.utils import (
     FileOperations,
     add_file_ops,
@@ -223,6 +231,24 @@ class CompactionResult:
 ESTIMATED_IMAGE_CHARS = 4800
 
 
+_COMPILED: Any = _built  # None where not built, or turned off by PIMEM_PURE_PYTHON
+if os.environ.get("PIMEM_PURE_PYTHON", "") not in ("", "0"):
+    _COMPILED = None
+COMPILED_ESTIMATE: bool = _COMPILED is not None
+"""Whether the compiled estimate is in use (it answers -1 where the Python port must decide)."""
+_fast_chars: Callable[[Any], int] | None = _COMPILED.chars if _COMPILED is not None else None
+_fast_tokens: Callable[[Any], int] | None = _COMPILED.tokens if _COMPILED is not None else None
+_fast_entries_checked: Callable[[Any, int, int], bool | None] | None = (
+    _COMPILED.message_entries_checked if _COMPILED is not None else None
+)
+_fast_tokens_back: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None = (
+    _COMPILED.tokens_back if _COMPILED is not None else None
+)
+_fast_parts_tokens_back: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None = (
+    _COMPILED.parts_tokens_back if _COMPILED is not None else None
+)
+
+
 def _js_length(value: Any, what: str) -> int:
     if isinstance(value, str):
         return len(value) if value.isascii() else utf16_len(value)
@@ -279,7 +305,21 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
     Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
     output, system content, sections and added tools, 4800 per image.
     ``estimate_tokens(m) == ceil(estimate_chars(m) / 4)``; raises ``TypeError`` where Pi's
-    function throws.
+    function throws. The compiled estimate answers for plain JSON data, :func:`estimate_chars_py`
+    for the rest.
+
+    Args:
+        message: one agent message.
+    """
+    if _fast_chars is not None:
+        chars = _fast_chars(message)
+        if chars >= 0:
+            return chars
+    return estimate_chars_py(message)
+
+
+def estimate_chars_py(message: Mapping[str, Any]) -> int:
+    """:func:`estimate_chars` in pure Python: the reference port, which the compiled estimate is tested against.
 
     Args:
         message: one agent message.
@@ -350,7 +390,11 @@ def estimate_tokens(message: Mapping[str, Any]) -> int:
     Args:
         message: one agent message.
     """
-    return -(-estimate_chars(message) // 4)
+    if _fast_tokens is not None:
+        tokens = _fast_tokens(message)
+        if tokens >= 0:
+            return tokens
+    return -(-estimate_chars_py(message) // 4)
 
 
 def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
@@ -684,10 +728,13 @@ def find_cut_point(
     """
     # cutPoints[0], cutPoints.find(c >= i) and cutPoints.at(-1) are found by scanning, without the
     # list, where every message entry of the range has a message object (Pi reads each one's role).
-    try:
-        checked = {e["message"].__class__ for e in entries[start_index:end_index] if e["type"] == "message"} <= _DICT
-    except (KeyError, TypeError):  # an entry without a type or a message: the full scan decides
-        checked = False
+    checked = None if _fast_entries_checked is None else _fast_entries_checked(entries, start_index, end_index)
+    if checked is None:
+        try:
+            checked = {e["message"].__class__ for e in entries[start_index:end_index]
+                       if e["type"] == "message"} <= _DICT
+        except (KeyError, TypeError):  # an entry without a type or a message: the full scan decides
+            checked = False
     if not checked:
         find_valid_cut_points(entries, start_index, end_index)  # raises where Pi throws
     first_cut = _next_cut_point(entries, start_index, end_index)
@@ -695,23 +742,39 @@ def find_cut_point(
         return CutPointResult(start_index, -1, False)
     accumulated = 0
     cut_index = first_cut
-    chars = estimate_chars
-    for i in range(end_index - 1, start_index - 1, -1):
+    reached = -1  # the entry at which the kept tokens reach keep_recent_tokens
+    walk = _fast_tokens_back  # the compiled walk over plain message entries; this loop takes the others
+    i = end_index - 1
+    while i >= start_index:
+        if walk is not None:
+            state = walk(entries, start_index, i + 1, keep_recent_tokens, accumulated)
+            if state is None:
+                walk = None
+            else:
+                i, accumulated, hit = state
+                if hit:
+                    reached = i
+                    break
+                if i < start_index:
+                    break
         entry = entries[i]
         message = entry.get("message") if entry.get("type") == "message" else None
         if message.__class__ is dict and message.get("content") is not None:
-            tokens = -(-chars(message) // 4)
+            tokens = estimate_tokens(message)
         else:
             tokens = _entry_tokens(entry)
+        i -= 1
         if tokens == 0:
             continue
         accumulated += tokens
         if accumulated >= keep_recent_tokens:
-            cut_index = _next_cut_point(entries, i, end_index)
-            if cut_index < 0:  # the last cut point of the range
-                cut_index = next(c for c in range(end_index - 1, start_index - 1, -1)
-                                 if _next_cut_point(entries, c, c + 1) == c)
+            reached = i + 1
             break
+    if reached >= 0:
+        cut_index = _next_cut_point(entries, reached, end_index)
+        if cut_index < 0:  # the last cut point of the range
+            cut_index = next(c for c in range(end_index - 1, start_index - 1, -1)
+                             if _next_cut_point(entries, c, c + 1) == c)
     while cut_index > start_index:
         prev = entries[cut_index - 1]
         if prev.get("type") == "compaction" or _has_context_messages(prev):
@@ -779,7 +842,22 @@ def cut_point_parts(
     accumulated = 0
     exceeded = False
     cut_index = first_cut
-    for i in range(end_index - 1, start_index - 1, -1):
+    reached = -1  # the entry at which the kept tokens reach keep_recent_tokens
+    # the compiled walk over plain messages where the estimate is Pi's own; this loop takes the others
+    walk = _fast_parts_tokens_back if est is estimate_tokens else None
+    i = end_index - 1
+    while i >= start_index:
+        if walk is not None:
+            state = walk(per_entry, start_index, i + 1, keep_recent_tokens, accumulated)
+            if state is None:
+                walk = None
+            else:
+                i, accumulated, hit = state
+                if hit:
+                    reached = i
+                    break
+                if i < start_index:
+                    break
         msgs = per_entry[i]
         if len(msgs) == 1:
             tokens = est(msgs[0])
@@ -787,23 +865,26 @@ def cut_point_parts(
             tokens = 0
             for m in msgs:
                 tokens += est(m)
+        i -= 1
         if tokens == 0:
             continue
         accumulated += tokens
         if accumulated >= keep_recent_tokens:
-            exceeded = True
-            found = -1
-            for c in range(i, end_index):
+            reached = i + 1
+            break
+    if reached >= 0:
+        exceeded = True
+        found = -1
+        for c in range(reached, end_index):
+            if is_cut(types[c], per_entry[c]):
+                found = c
+                break
+        if found < 0:  # the last cut point of the range
+            for c in range(end_index - 1, -1, -1):
                 if is_cut(types[c], per_entry[c]):
                     found = c
                     break
-            if found < 0:  # the last cut point of the range
-                for c in range(end_index - 1, -1, -1):
-                    if is_cut(types[c], per_entry[c]):
-                        found = c
-                        break
-            cut_index = found
-            break
+        cut_index = found
 
     cut_index = settle_cut(sources, types, per_entry, cut_index, start_index, end_index, exceeded)
     starts_turn = is_turn_start_parts(types[cut_index], per_entry[cut_index])

@@ -1,0 +1,538 @@
+/* Compiled fast path of Pi's token estimate (estimateTokens) and of find_cut_point's entry check.
+ *
+ * Each function decides only the plain shapes of JSON data (exact dicts, lists and strings; integers
+ * below 10^15) and answers -1 (or None) for anything else, so that the pure-Python port in
+ * compaction.py, which stays the reference, decides every other case, errors included. Lengths are
+ * JavaScript's: UTF-16 code units.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CANNOT (-1) /* not a shape decided here: the Python port answers */
+#define MAX_DEPTH 200
+#define IMAGE_CHARS 4800 /* ESTIMATED_IMAGE_CHARS */
+
+static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
+    *k_output, *k_summary, *k_message;
+static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
+    *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message;
+
+static inline int
+str_eq(PyObject *a, PyObject *b)
+{
+    if (a == b) {
+        return 1;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    if (n != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b)) {
+        return 0;
+    }
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
+/* s.length: code points, plus one for each beyond the Basic Multilingual Plane (a surrogate pair). */
+static Py_ssize_t
+utf16_length(PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_KIND(s) != PyUnicode_4BYTE_KIND) {
+        return n;
+    }
+    const Py_UCS4 *data = PyUnicode_4BYTE_DATA(s);
+    Py_ssize_t extra = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        extra += data[i] > 0xFFFF;
+    }
+    return n + extra;
+}
+
+/* The characters JSON.stringify adds for a code point below 256: \b \t \n \f \r \" \\ take two
+ * characters, the other controls \u00XX six. */
+static unsigned char ESCAPE_EXTRA[256];
+
+static void
+init_escape_extra(void)
+{
+    for (int c = 0; c < 0x20; c++) {
+        ESCAPE_EXTRA[c] = (c == 8 || c == 9 || c == 10 || c == 12 || c == 13) ? 1 : 5;
+    }
+    ESCAPE_EXTRA['"'] = 1;
+    ESCAPE_EXTRA['\\'] = 1;
+}
+
+/* JSON.stringify(s).length; CANNOT for a string holding a surrogate code point. */
+static Py_ssize_t
+json_string_length(PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    Py_ssize_t total = 2 + n;
+    int kind = PyUnicode_KIND(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *data = PyUnicode_1BYTE_DATA(s);
+        Py_ssize_t i = 0;
+        /* eight characters at a time: a word without a control, quote or backslash adds nothing */
+        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        for (; i + 8 <= n; i += 8) {
+            uint64_t w;
+            memcpy(&w, data + i, 8);
+            uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+            uint64_t special = ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) | ((slash - ones) & ~slash);
+            if (special & highs) {
+                for (int j = 0; j < 8; j++) {
+                    total += ESCAPE_EXTRA[data[i + j]];
+                }
+            }
+        }
+        for (; i < n; i++) {
+            total += ESCAPE_EXTRA[data[i]];
+        }
+        return total;
+    }
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *data = PyUnicode_2BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS2 c = data[i];
+            if (c < 256) {
+                total += ESCAPE_EXTRA[c];
+            }
+            else if (c >= 0xD800 && c <= 0xDFFF) {
+                return CANNOT;
+            }
+        }
+        return total;
+    }
+    const Py_UCS4 *data = PyUnicode_4BYTE_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = data[i];
+        if (c < 256) {
+            total += ESCAPE_EXTRA[c];
+        }
+        else if (c >= 0xD800 && c <= 0xDFFF) {
+            return CANNOT;
+        }
+        else if (c > 0xFFFF) {
+            total += 1;
+        }
+    }
+    return total;
+}
+
+/* JSON.stringify(v).length for JSON data, or CANNOT. */
+static Py_ssize_t
+json_length(PyObject *v, int depth)
+{
+    if (PyUnicode_CheckExact(v)) {
+        return json_string_length(v);
+    }
+    if (v == Py_None || v == Py_True) {
+        return 4;
+    }
+    if (v == Py_False) {
+        return 5;
+    }
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || x <= -1000000000000000LL || x >= 1000000000000000LL) {
+            return CANNOT; /* beyond 15 digits JavaScript's digits may differ */
+        }
+        Py_ssize_t digits = x < 0 ? 2 : 1;
+        unsigned long long u = x < 0 ? (unsigned long long)(-x) : (unsigned long long)x;
+        while (u >= 10) {
+            u /= 10;
+            digits++;
+        }
+        return digits;
+    }
+    if (depth >= MAX_DEPTH) {
+        return CANNOT;
+    }
+    if (PyList_CheckExact(v)) {
+        Py_ssize_t n = PyList_GET_SIZE(v);
+        Py_ssize_t total = n > 0 ? 1 + n : 2; /* brackets and n - 1 commas */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t item = json_length(PyList_GET_ITEM(v, i), depth + 1);
+            if (item < 0) {
+                return CANNOT;
+            }
+            total += item;
+        }
+        return total;
+    }
+    if (PyDict_CheckExact(v)) {
+        /* the length does not depend on the order JavaScript lists the keys in */
+        Py_ssize_t pos = 0, count = 0, total = 2;
+        PyObject *key, *value;
+        while (PyDict_Next(v, &pos, &key, &value)) {
+            if (!PyUnicode_CheckExact(key)) {
+                return CANNOT;
+            }
+            Py_ssize_t k = json_string_length(key);
+            Py_ssize_t item = k < 0 ? CANNOT : json_length(value, depth + 1);
+            if (item < 0) {
+                return CANNOT;
+            }
+            total += k + 1 + item;
+            count++;
+        }
+        return count > 0 ? total + count - 1 : total;
+    }
+    return CANNOT;
+}
+
+/* d[key] where d holds it, else NULL (no error is left set). */
+static inline PyObject *
+get(PyObject *d, PyObject *key)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL && PyErr_Occurred()) {
+        PyErr_Clear();
+    }
+    return v;
+}
+
+static inline Py_ssize_t
+string_chars(PyObject *v)
+{
+    return (v != NULL && PyUnicode_CheckExact(v)) ? utf16_length(v) : CANNOT;
+}
+
+static Py_ssize_t
+assistant_chars(PyObject *content)
+{
+    if (content == NULL || !PyList_CheckExact(content)) {
+        return CANNOT;
+    }
+    Py_ssize_t chars = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+        PyObject *block = PyList_GET_ITEM(content, i);
+        if (!PyDict_CheckExact(block)) {
+            return CANNOT;
+        }
+        PyObject *btype = get(block, k_type);
+        if (btype == NULL) {
+            continue;
+        }
+        if (!PyUnicode_CheckExact(btype)) {
+            return CANNOT;
+        }
+        Py_ssize_t add;
+        if (str_eq(btype, s_text)) {
+            add = string_chars(get(block, k_text));
+        }
+        else if (str_eq(btype, s_thinking)) {
+            add = string_chars(get(block, k_thinking));
+        }
+        else if (str_eq(btype, s_toolCall)) {
+            PyObject *arguments = get(block, k_arguments);
+            Py_ssize_t name = string_chars(get(block, k_name));
+            add = (arguments == NULL || name < 0) ? CANNOT : json_length(arguments, 0);
+            if (add >= 0) {
+                add += name;
+            }
+        }
+        else {
+            continue;
+        }
+        if (add < 0) {
+            return CANNOT;
+        }
+        chars += add;
+    }
+    return chars;
+}
+
+static Py_ssize_t
+text_and_image_chars(PyObject *content)
+{
+    if (content == NULL) {
+        return CANNOT;
+    }
+    if (PyUnicode_CheckExact(content)) {
+        return utf16_length(content);
+    }
+    if (!PyList_CheckExact(content)) {
+        return CANNOT;
+    }
+    Py_ssize_t chars = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+        PyObject *block = PyList_GET_ITEM(content, i);
+        if (!PyDict_CheckExact(block)) {
+            return CANNOT;
+        }
+        PyObject *btype = get(block, k_type);
+        if (btype == NULL) {
+            continue;
+        }
+        if (!PyUnicode_CheckExact(btype)) {
+            return CANNOT;
+        }
+        if (str_eq(btype, s_text)) {
+            Py_ssize_t add = string_chars(get(block, k_text));
+            if (add < 0) {
+                return CANNOT;
+            }
+            chars += add;
+        }
+        else if (str_eq(btype, s_image)) {
+            chars += IMAGE_CHARS;
+        }
+    }
+    return chars;
+}
+
+/* estimate_chars(message), or CANNOT. */
+static Py_ssize_t
+message_chars(PyObject *m)
+{
+    if (!PyDict_CheckExact(m)) {
+        return CANNOT;
+    }
+    PyObject *role = get(m, k_role);
+    if (role == NULL || !PyUnicode_CheckExact(role)) {
+        return CANNOT;
+    }
+    if (str_eq(role, s_assistant)) {
+        return assistant_chars(get(m, k_content));
+    }
+    if (str_eq(role, s_toolResult) || str_eq(role, s_user) || str_eq(role, s_custom)) {
+        return text_and_image_chars(get(m, k_content));
+    }
+    if (str_eq(role, s_bashExecution)) {
+        Py_ssize_t command = string_chars(get(m, k_command));
+        Py_ssize_t output = string_chars(get(m, k_output));
+        return (command < 0 || output < 0) ? CANNOT : command + output;
+    }
+    if (str_eq(role, s_branchSummary) || str_eq(role, s_compactionSummary)) {
+        return string_chars(get(m, k_summary));
+    }
+    if (str_eq(role, s_system)) {
+        return CANNOT;
+    }
+    return 0;
+}
+
+static PyObject *
+chars(PyObject *module, PyObject *message)
+{
+    return PyLong_FromSsize_t(message_chars(message));
+}
+
+static PyObject *
+tokens(PyObject *module, PyObject *message)
+{
+    Py_ssize_t n = message_chars(message);
+    return PyLong_FromSsize_t(n < 0 ? CANNOT : (n + 3) / 4);
+}
+
+static PyObject *
+stringify_length(PyObject *module, PyObject *value)
+{
+    return PyLong_FromSsize_t(json_length(value, 0));
+}
+
+static PyObject *
+message_entries_checked(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "message_entries_checked(entries, start, end)");
+        return NULL;
+    }
+    PyObject *entries = args[0];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = start == -1 && PyErr_Occurred() ? -1 : PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (!PyList_CheckExact(entries) || start < 0 || end < start || end > PyList_GET_SIZE(entries)) {
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = start; i < end; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        if (!PyDict_CheckExact(entry)) {
+            Py_RETURN_NONE;
+        }
+        PyObject *etype = get(entry, k_type);
+        if (etype == NULL) {
+            Py_RETURN_FALSE;
+        }
+        if (!PyUnicode_CheckExact(etype)) {
+            Py_RETURN_NONE;
+        }
+        if (str_eq(etype, s_message)) {
+            PyObject *message = get(entry, k_message);
+            if (message == NULL || !PyDict_CheckExact(message)) {
+                Py_RETURN_FALSE;
+            }
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+/* The tokens of a plain message entry (a dict message with content), or CANNOT for any other entry. */
+static long long
+entry_tokens(PyObject *entry)
+{
+    if (!PyDict_CheckExact(entry)) {
+        return CANNOT;
+    }
+    PyObject *etype = get(entry, k_type);
+    if (etype == NULL || !PyUnicode_CheckExact(etype) || !str_eq(etype, s_message)) {
+        return CANNOT;
+    }
+    PyObject *message = get(entry, k_message);
+    if (message == NULL || !PyDict_CheckExact(message)) {
+        return CANNOT;
+    }
+    PyObject *content = get(message, k_content);
+    if (content == NULL || content == Py_None) {
+        return CANNOT;
+    }
+    Py_ssize_t n = message_chars(message);
+    return n < 0 ? CANNOT : (n + 3) / 4;
+}
+
+/* The tokens of a list of plain messages (a projected entry's), or CANNOT. */
+static long long
+messages_tokens(PyObject *messages)
+{
+    if (!PyList_CheckExact(messages)) {
+        return CANNOT;
+    }
+    long long tokens = 0;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(messages); k++) {
+        Py_ssize_t n = message_chars(PyList_GET_ITEM(messages, k));
+        if (n < 0) {
+            return CANNOT;
+        }
+        tokens += (n + 3) / 4;
+    }
+    return tokens;
+}
+
+/* The walk back of a cut-point search: adds up tokens_of(items[i]) from end - 1 down to start and stops
+ * at the first item where the total reaches keep (hit), at the first item tokens_of does not decide (the
+ * Python loop takes that one and may call again), or after start. Returns (index, total, hit); None
+ * where items is not a list or keep not a number. */
+static PyObject *
+walk_back(PyObject *const *args, Py_ssize_t nargs, long long (*tokens_of)(PyObject *))
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "expected (items, start, end, keep, total)");
+        return NULL;
+    }
+    PyObject *items = args[0], *keep_obj = args[3];
+    if (!PyList_CheckExact(items) || !(PyLong_CheckExact(keep_obj) || PyFloat_CheckExact(keep_obj))
+        || !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) || !PyLong_CheckExact(args[4])) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = start == -1 && PyErr_Occurred() ? -1 : PyLong_AsSsize_t(args[2]);
+    long long total = PyErr_Occurred() ? 0 : PyLong_AsLongLong(args[4]);
+    double keep = PyErr_Occurred() ? 0.0 : PyFloat_AsDouble(keep_obj);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (start < 0 || end > PyList_GET_SIZE(items) || total < 0 || total > (1LL << 52)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t i = end - 1;
+    int hit = 0;
+    for (; i >= start; i--) {
+        long long tokens = tokens_of(PyList_GET_ITEM(items, i));
+        if (tokens < 0) {
+            break;
+        }
+        if (tokens == 0) {
+            continue;
+        }
+        total += tokens;
+        if ((double)total >= keep) {
+            hit = 1;
+            break;
+        }
+    }
+    return Py_BuildValue("nLO", i, total, hit ? Py_True : Py_False);
+}
+
+static PyObject *
+tokens_back(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return walk_back(args, nargs, entry_tokens);
+}
+
+static PyObject *
+parts_tokens_back(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return walk_back(args, nargs, messages_tokens);
+}
+
+static PyMethodDef methods[] = {
+    {"chars", chars, METH_O,
+     "chars($module, message, /)\n--\n\n"
+     "estimate_chars(message) for plain JSON data, or -1 where the Python port must decide."},
+    {"tokens", tokens, METH_O,
+     "tokens($module, message, /)\n--\n\n"
+     "estimate_tokens(message) for plain JSON data, or -1 where the Python port must decide."},
+    {"stringify_length", stringify_length, METH_O,
+     "stringify_length($module, value, /)\n--\n\n"
+     "JSON.stringify(value).length for plain JSON data, or -1 where the Python port must decide."},
+    {"message_entries_checked", (PyCFunction)(void (*)(void))message_entries_checked, METH_FASTCALL,
+     "message_entries_checked($module, entries, start, end, /)\n--\n\n"
+     "Whether every entry of entries[start:end] has a type and every message entry a dict message;\n"
+     "None where the Python check must decide (not a list of dicts, a type that is not a string)."},
+    {"tokens_back", (PyCFunction)(void (*)(void))tokens_back, METH_FASTCALL,
+     "tokens_back($module, entries, start, end, keep, total, /)\n--\n\n"
+     "find_cut_point's walk back over plain message entries (a dict message with content):\n"
+     "(index, total, hit), or None."},
+    {"parts_tokens_back", (PyCFunction)(void (*)(void))parts_tokens_back, METH_FASTCALL,
+     "parts_tokens_back($module, per_entry, start, end, keep, total, /)\n--\n\n"
+     "cut_point_parts' walk back over per-entry message lists: (index, total, hit), or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "compiled_estimate",
+    "Compiled fast path of Pi's token estimate; the Python port in compaction.py is the reference.", -1,
+    methods,
+};
+
+#define INTERN(var, text)                                                                          \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) {                                        \
+        return NULL;                                                                               \
+    }
+
+PyMODINIT_FUNC
+PyInit_compiled_estimate(void)
+{
+    init_escape_extra();
+    INTERN(k_role, "role");
+    INTERN(k_content, "content");
+    INTERN(k_type, "type");
+    INTERN(k_text, "text");
+    INTERN(k_thinking, "thinking");
+    INTERN(k_arguments, "arguments");
+    INTERN(k_name, "name");
+    INTERN(k_command, "command");
+    INTERN(k_output, "output");
+    INTERN(k_summary, "summary");
+    INTERN(k_message, "message");
+    INTERN(s_assistant, "assistant");
+    INTERN(s_user, "user");
+    INTERN(s_toolResult, "toolResult");
+    INTERN(s_custom, "custom");
+    INTERN(s_bashExecution, "bashExecution");
+    INTERN(s_branchSummary, "branchSummary");
+    INTERN(s_compactionSummary, "compactionSummary");
+    INTERN(s_system, "system");
+    INTERN(s_text, "text");
+    INTERN(s_thinking, "thinking");
+    INTERN(s_toolCall, "toolCall");
+    INTERN(s_image, "image");
+    INTERN(s_message, "message");
+    return PyModule_Create(&module);
+}

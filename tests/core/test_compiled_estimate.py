@@ -1,0 +1,246 @@
+"""The compiled estimate (``pimem.core.compaction.compiled_estimate``) against the pure-Python port it speeds up.
+
+Where the extension decides, it must give the port's answer; where it cannot, it must say so (-1 or None) so
+that the port decides. The functions built on it (``estimate_chars``, ``estimate_tokens``,
+``find_cut_point``, ``prepare_compaction``) must return what they return with the extension turned off, errors included. The
+differential tests against Pi run through the extension whenever it is built. ``PIMEM_REQUIRE_COMPILED=1``
+(set in CI) turns a missing extension from a skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pimem.base.js import js_stringify_py, utf16_len
+from pimem.core.compaction import compaction
+from pimem.core.compaction.compaction import CompactionSettings, estimate_chars_py, find_cut_point, prepare_compaction
+from pimem.core.session_manager import load_session
+from tests.support.strategies import PIECES, session_trees
+
+compiled = compaction._COMPILED
+
+def _set(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+if compiled is None:
+    if _set("PIMEM_REQUIRE_COMPILED") and not _set("PIMEM_PURE_PYTHON"):
+        pytest.fail("PIMEM_REQUIRE_COMPILED=1 but the compiled estimate was not built", pytrace=False)
+    pytest.skip("the compiled estimate is not built (or PIMEM_PURE_PYTHON is set)", allow_module_level=True)
+
+TEXTS = st.lists(st.text(max_size=12) | st.sampled_from(PIECES), max_size=5).map("".join) | st.sampled_from(
+    ["", '"', "\\", "\b\t\n\f\r", "\x00\x01\x1f\x7f", "a" * 9 + '"', "😀" * 5, "\ud83d\ude00", "é" * 20])
+NUMBERS = (st.integers(-10**16, 10**16) | st.sampled_from([0, -1, 10**15 - 1, 10**15, -(10**15) + 1, -(10**15), 2**63, -2**63 - 1,
+                                                            99999999999999999, 2**53 + 1])
+           | st.floats(allow_nan=True, allow_infinity=True))
+JSON = st.recursive(
+    st.none() | st.booleans() | NUMBERS | TEXTS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXTS | st.sampled_from(["0", "12", "x"]), inner, max_size=4),
+    max_leaves=12,
+)
+BLOCK_TYPES = st.sampled_from(["text", "thinking", "toolCall", "image", "other", None, 7])
+
+
+@st.composite
+def blocks(draw: Any) -> Any:
+    if draw(st.integers(0, 19)) == 0:
+        return draw(JSON)  # not a block object
+    block: dict[str, Any] = {}
+    btype = draw(BLOCK_TYPES)
+    if draw(st.integers(0, 9)):
+        block["type"] = btype
+    for key, values in (("text", TEXTS), ("thinking", TEXTS), ("name", TEXTS), ("arguments", JSON)):
+        if draw(st.integers(0, 3)):
+            block[key] = draw(values if draw(st.integers(0, 5)) else JSON)
+    return block
+
+
+@st.composite
+def messages(draw: Any) -> Any:
+    if draw(st.integers(0, 29)) == 0:
+        return draw(JSON)
+    role = draw(st.sampled_from(["user", "assistant", "toolResult", "custom", "bashExecution", "branchSummary",
+                                 "compactionSummary", "system", "other", None, 3]))
+    message: dict[str, Any] = {"role": role} if draw(st.integers(0, 9)) else {}
+    content = draw(st.lists(blocks(), max_size=4) | TEXTS | JSON)
+    if draw(st.integers(0, 9)):
+        message["content"] = content
+    for key in ("command", "output", "summary"):
+        if draw(st.integers(0, 2)):
+            message[key] = draw(TEXTS if draw(st.integers(0, 4)) else JSON)
+    return message
+
+
+def outcome(fn: Any, *args: Any) -> Any:
+    """What ``fn(*args)`` returns, or the type of what it raises."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the type is what is compared
+        return type(exc)
+
+
+@settings(max_examples=600, deadline=None)
+@given(messages())
+def test_the_compiled_estimate_gives_the_ports_answer_or_none(message: Any) -> None:
+    fast = compiled.chars(message)
+    exact = outcome(estimate_chars_py, message)
+    if fast >= 0:
+        assert fast == exact
+        assert compiled.tokens(message) == -(-exact // 4)
+    else:
+        assert compiled.tokens(message) == -1
+    assert outcome(compaction.estimate_chars, message) == exact
+
+
+@settings(max_examples=600, deadline=None)
+@given(JSON)
+def test_the_compiled_stringify_length_is_javascripts(value: Any) -> None:
+    fast = compiled.stringify_length(value)
+    if fast >= 0:
+        assert fast == utf16_len(js_stringify_py(value))
+
+
+def test_the_compiled_estimate_decides_the_plain_shapes() -> None:
+    # where it answered -1 for these, the extension would speed up nothing
+    plain = [
+        {"role": "user", "content": "héllo 😀"},
+        {"role": "user", "content": [{"type": "text", "text": "a\"b"}, {"type": "image", "data": "x"}]},
+        {"role": "toolResult", "content": [{"type": "text", "text": "x" * 100}]},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}, {"type": "text", "text": "ok"},
+                                          {"type": "toolCall", "name": "edit",
+                                           "arguments": {"path": "a\n.py", "edits": [{"old": "é", "n": -12}],
+                                                         "all": True, "x": None}}]},
+        {"role": "bashExecution", "command": "ls", "output": "a\tb"},
+        {"role": "compactionSummary", "summary": "## Goal"},
+        {"role": "other"},
+    ]
+    for message in plain:
+        assert compiled.chars(message) == estimate_chars_py(message) >= 0
+    # and leaves to the port what only it decides
+    for message in [{"role": "system", "content": "s"}, {"role": "assistant", "content": "text"},
+                    {"role": "assistant", "content": [{"type": "toolCall", "name": "f", "arguments": {"x": 1.5}}]},
+                    {"role": "user", "content": [{"type": "text", "text": None}]}, {"content": "x"}, ["user"]]:
+        assert compiled.chars(message) == -1
+
+
+def _all_messages(paths: list[Path]) -> list[Any]:
+    out = []
+    for path in paths:
+        for entry in load_session(path).entries:
+            message = entry.get("message")
+            if message is not None:
+                out.append(message)
+            for key in ("summary",):
+                if key in entry:
+                    out.append({"role": "branchSummary", key: entry[key]})
+    return out
+
+
+def test_every_message_of_the_samples_and_real_sessions_is_estimated_alike(
+        sample_paths: list[Path], request: pytest.FixtureRequest) -> None:
+    paths = list(sample_paths)
+    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
+    if real.is_dir():
+        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    decided = 0
+    messages_ = _all_messages(paths)
+    for message in messages_:
+        fast = compiled.chars(message)
+        if fast >= 0:
+            decided += 1
+            assert fast == estimate_chars_py(message)
+    assert decided >= 0.9 * len(messages_) > 0
+
+
+def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back"):
+        monkeypatch.setattr(compaction, name, None)
+
+
+KEEPS = (0, 1, 50, 400, 5_000, 20_000, 1e18, float("nan"))
+
+
+def _cuts(path: list[Any]) -> list[Any]:
+    cuts = [outcome(find_cut_point, path, start, len(path), keep) for start in (0, 1, len(path) // 2) for keep in KEEPS]
+    preparations = [outcome(prepare_compaction, path, CompactionSettings(True, reserve, keep))
+                    for reserve in (0, 16_384) for keep in KEEPS]
+    return cuts + preparations
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(session_trees(), st.lists(st.tuples(st.integers(0, 40), st.sampled_from(
+    ["no type", "no message", "message list", "content none", "not a dict", "type 7", "compaction",
+     "float arguments"])), max_size=3))
+def test_cut_points_are_the_same_without_the_compiled_estimate(tree: Any, damage: list[tuple[int, str]]) -> None:
+    _, entries = tree
+    path = [dict(e) for e in entries]
+    for at, how in damage:  # entries the compiled walk and check must leave to Python
+        if not path:
+            break
+        i = at % len(path)
+        entry = path[i]
+        if not isinstance(entry, dict):
+            continue
+        if how == "no type":
+            entry.pop("type", None)
+        elif how == "no message":
+            entry.pop("message", None)
+        elif how == "message list":
+            entry["message"] = [entry.get("message")]
+        elif how == "content none" and isinstance(entry.get("message"), dict):
+            entry["message"] = {**entry["message"], "content": None}
+        elif how == "not a dict":
+            path[i] = ["entry"]
+        elif how == "type 7":
+            entry["type"] = 7
+        elif how == "float arguments":  # a message only the port estimates
+            entry["type"] = "message"
+            entry["message"] = {"role": "assistant", "content": [
+                {"type": "toolCall", "name": "f", "arguments": {"x": 1.5 * at, "y": "z" * 400 * at}}]}
+        elif how == "compaction":
+            path[i] = {"type": "compaction", "summary": "s", "firstKeptEntryId": "x", "tokensBefore": 1}
+    compiled = _cuts(path)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _pure(monkeypatch)
+        assert _cuts(path) == compiled
+
+
+def test_cut_points_of_real_paths_are_the_same_without_the_compiled_estimate(
+        sample_paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = list(sample_paths)
+    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
+    if real.is_dir():
+        paths += sorted(real.glob("*.jsonl"))
+    branches = [load_session(p).get_branch() for p in paths]
+    compiled = [_cuts(b) for b in branches]
+    _pure(monkeypatch)
+    assert [_cuts(b) for b in branches] == compiled
+
+
+def test_message_entries_checked_answers_as_the_python_check() -> None:
+    ok = {"type": "message", "message": {"role": "user", "content": "x"}}
+    other = {"type": "model_change"}
+    cases = [
+        ([ok, other], 0, 2, True), ([ok, {"type": "message"}], 0, 2, False),
+        ([ok, {"type": "message", "message": "m"}], 0, 2, False), ([{"id": "x"}], 0, 1, False),
+        ([{"type": "message", "message": []}], 1, 1, True), ([ok], 0, 5, None), ((ok,), 0, 1, None),
+        ([["not a dict"]], 0, 1, None), ([{"type": 7}], 0, 1, None), ([ok], -1, 1, None),
+    ]
+    for entries, start, end, expected in cases:
+        assert compiled.message_entries_checked(entries, start, end) is expected
+
+
+def test_pure_python_can_be_chosen_from_the_environment() -> None:
+    code = "from pimem.core.compaction import compaction as c; print(c.COMPILED_ESTIMATE, c._fast_chars)"
+    env = {**os.environ, "PIMEM_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "None"]
+    assert compaction.COMPILED_ESTIMATE is True
