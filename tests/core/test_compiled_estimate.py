@@ -76,6 +76,11 @@ def messages(draw: Any) -> Any:
     for key in ("command", "output", "summary"):
         if draw(st.integers(0, 2)):
             message[key] = draw(TEXTS if draw(st.integers(0, 4)) else JSON)
+    if role == "system" and draw(st.booleans()):
+        message["sections"] = draw(st.dictionaries(TEXTS, TEXTS | st.sampled_from([None, False, 0, ""]), max_size=3)
+                                   | st.sampled_from([None, False]) | JSON)
+    if role == "system" and draw(st.booleans()):
+        message["toolsAdded"] = draw(st.lists(JSON, max_size=3) | st.sampled_from([None, False, 0, ""]) | JSON)
     return message
 
 
@@ -120,12 +125,14 @@ def test_the_compiled_estimate_decides_the_plain_shapes() -> None:
                                                          "all": True, "x": None}}]},
         {"role": "bashExecution", "command": "ls", "output": "a\tb"},
         {"role": "compactionSummary", "summary": "## Goal"},
+        {"role": "system", "content": "s", "sections": {"a": "xyz1", "b": None, "c": ""}, "toolsAdded": []},
+        {"role": "system", "content": [{"type": "text", "text": "é"}], "toolsAdded": [{"name": "read"}]},
         {"role": "other"},
     ]
     for message in plain:
         assert compiled.chars(message) == estimate_chars_py(message) >= 0
     # and leaves to the port what only it decides
-    for message in [{"role": "system", "content": "s"}, {"role": "assistant", "content": "text"},
+    for message in [{"role": "system", "content": "s", "sections": ["a"]}, {"role": "assistant", "content": "text"},
                     {"role": "assistant", "content": [{"type": "toolCall", "name": "f", "arguments": {"x": 1.5}}]},
                     {"role": "user", "content": [{"type": "text", "text": None}]}, {"content": "x"}, ["user"]]:
         assert compiled.chars(message) == -1

@@ -15,7 +15,7 @@
 #define IMAGE_CHARS 4800 /* ESTIMATED_IMAGE_CHARS */
 
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
-    *k_output, *k_summary, *k_message;
+    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
     *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message;
 
@@ -283,6 +283,43 @@ text_and_image_chars(PyObject *content)
     return chars;
 }
 
+/* A system message: its content, its truthy sections (an object of strings) and JSON.stringify of its
+ * added tools (a list), or CANNOT. */
+static Py_ssize_t
+system_chars(PyObject *m)
+{
+    Py_ssize_t chars = text_and_image_chars(get(m, k_content));
+    if (chars < 0) {
+        return CANNOT;
+    }
+    PyObject *sections = get(m, k_sections);
+    if (sections != NULL && sections != Py_None && sections != Py_False) {
+        if (!PyDict_CheckExact(sections)) {
+            return CANNOT;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *key, *section;
+        while (PyDict_Next(sections, &pos, &key, &section)) {
+            if (section == Py_None || section == Py_False) {
+                continue;
+            }
+            if (!PyUnicode_CheckExact(section)) {
+                return CANNOT;
+            }
+            chars += utf16_length(section);
+        }
+    }
+    PyObject *tools = get(m, k_toolsAdded);
+    if (tools != NULL && tools != Py_None && tools != Py_False) {
+        Py_ssize_t n = PyList_CheckExact(tools) ? json_length(tools, 0) : CANNOT;
+        if (n < 0) {
+            return CANNOT;
+        }
+        chars += n;
+    }
+    return chars;
+}
+
 /* estimate_chars(message), or CANNOT. */
 static Py_ssize_t
 message_chars(PyObject *m)
@@ -309,7 +346,7 @@ message_chars(PyObject *m)
         return string_chars(get(m, k_summary));
     }
     if (str_eq(role, s_system)) {
-        return CANNOT;
+        return system_chars(m);
     }
     return 0;
 }
@@ -521,6 +558,8 @@ PyInit_compiled_estimate(void)
     INTERN(k_output, "output");
     INTERN(k_summary, "summary");
     INTERN(k_message, "message");
+    INTERN(k_sections, "sections");
+    INTERN(k_toolsAdded, "toolsAdded");
     INTERN(s_assistant, "assistant");
     INTERN(s_user, "user");
     INTERN(s_toolResult, "toolResult");
