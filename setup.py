@@ -1,6 +1,6 @@
 """Build step: wheels carry the bundled data (``datasets/sessions``, ``datasets/model-summaries``,
 ``datasets/labels``) and the notebooks as package data under ``pimem/data/``, and the compiled fast path of
-the token estimate (``pimem.core.compaction.compiled_estimate``; optional: without a C compiler pimem runs its
+the token estimate (``pimem.core.compiled``; optional: without a C compiler pimem runs its
 pure-Python port alone). Everything else is in ``pyproject.toml``."""
 
 from pathlib import Path
@@ -29,7 +29,7 @@ class build_py_with_data(build_py):
 
 
 ESTIMATE = Extension(
-    "pimem.core.compaction.compiled_estimate", ["pimem/core/compaction/compiled_estimate.c"], optional=True,
+    "pimem.core.compiled", ["pimem/core/compiled.c"], optional=True,
     extra_compile_args=["-O2"],
 )
 

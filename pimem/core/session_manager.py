@@ -48,6 +48,7 @@ from pimem.core.messages import (
     create_custom_message,
 )
 from pimem.core.pi_ai import get_current_system_message
+from pimem.core.speedups import compiled
 from pimem.errors import (
     EntryNotFoundError,
     InvalidEntryError,
@@ -1611,12 +1612,19 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     return out
 
 
+_fast_project: Any = compiled.project_plain if compiled is not None else None
+
+
 def project_parts(
     context_entries: list[dict], types: list | None = None
 ) -> tuple[list, list[list[dict]], list[dict]]:
     """The projection as parallel lists: entry types, messages per entry, all messages."""
     if types is None:
         types = [e.get("type") for e in context_entries]
+    if _fast_project is not None and "context_edit" not in types:
+        done = _fast_project(context_entries, types, session_entry_to_context_messages, True)
+        if done is not None:
+            return types, done[0], done[1]
     per_entry: list[list[dict]] = []
     messages: list[dict] = []
     add_entry = per_entry.append
@@ -1689,6 +1697,10 @@ def context_messages(context_entries: list[dict], types: list) -> list[dict]:
     """The messages of :func:`project_parts` alone (without the per-entry lists)."""
     if "context_edit" in types:
         return project_parts(context_entries, types)[2]
+    if _fast_project is not None:
+        done = _fast_project(context_entries, types, session_entry_to_context_messages, False)
+        if done is not None:
+            return done[1]
     messages: list[dict] = []
     add = messages.append
     to_msgs = session_entry_to_context_messages

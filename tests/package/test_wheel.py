@@ -109,8 +109,8 @@ def test_installed_pimem_finds_its_data_inside_the_environment(venv, tmp_path) -
             "print(json.dumps({'pimem': pimem.__file__, 'samples': str(pimem.sample_dir()), "
             "'n': len(pimem.sample_session_paths()), 'summaries': str(model_summaries.dataset_dir()), "
             "'replays': len(model_summaries.replays_frame()), 'labels': str(pimem.labels_dir()), "
-            "'compiled': c.COMPILED_ESTIMATE, 'extension': c._COMPILED.__file__}))")
-    code = "from pimem.core.compaction import compaction as c; " + code
+            "'compiled': speedups.COMPILED, 'extension': speedups.compiled.__file__}))")
+    code = "from pimem.core import speedups; " + code
     out = json.loads(_run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path).stdout)
     assert out["compiled"] is True  # the sdist carries the extension's source and the wheel its build
     for key in ("pimem", "samples", "summaries", "labels", "extension"):

@@ -6,10 +6,9 @@ where ``estimate_chars`` counts JavaScript string lengths (UTF-16 code units),
 ``estimate_context_tokens`` trusts the last valid assistant usage and estimates what follows;
 ``estimate_projected_context_tokens`` distrusts usage captured before a later ``context_edit``
 or compaction. :class:`TokenCache` memoizes per-message estimates by object identity.
-Where the package was built with its C extension (``compiled_estimate``, see :data:`COMPILED_ESTIMATE`), the
-estimate of plain JSON messages is computed there; ``estimate_chars_py``, the pure-Python port, decides
-every other case and is the reference the extension is tested against. ``PIMEM_PURE_PYTHON=1`` in the
-environment turns the extension off.
+Where the package was built with its C extension (:mod:`pimem.core.speedups`), the estimate of plain
+JSON messages is computed there; ``estimate_chars_py``, the pure-Python port, decides every other case
+and is the reference the extension is tested against.
 
 Cut points, preparation and the summary requests are ports of Pi's functions; the LLM call
 goes through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). These pure
@@ -30,10 +29,6 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import orjson
 
 from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify_length, js_truthy, utf16_len
-try:  # the C extension, where the package was built with it (see COMPILED_ESTIMATE)
-    from pimem.core.compaction import compiled_estimate as _built
-except ImportError:
-    _built = None  # type: ignore[assignment]
 from pimem.core.compaction.utils import (
     FileOperations,
     add_file_ops,
@@ -45,6 +40,7 @@ from pimem.core.compaction.utils import (
 from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import get_current_system_message
+from pimem.core.speedups import compiled as _COMPILED
 from pimem.core.prompts import (
     SUMMARIZATION_PROMPT,
     SUMMARIZATION_SYSTEM_PROMPT,
@@ -231,11 +227,6 @@ class CompactionResult:
 ESTIMATED_IMAGE_CHARS = 4800
 
 
-_COMPILED: Any = _built  # None where not built, or turned off by PIMEM_PURE_PYTHON
-if os.environ.get("PIMEM_PURE_PYTHON", "") not in ("", "0"):
-    _COMPILED = None
-COMPILED_ESTIMATE: bool = _COMPILED is not None
-"""Whether the compiled estimate is in use (it answers -1 where the Python port must decide)."""
 _fast_chars: Callable[[Any], int] | None = _COMPILED.chars if _COMPILED is not None else None
 _fast_tokens: Callable[[Any], int] | None = _COMPILED.tokens if _COMPILED is not None else None
 _fast_entries_checked: Callable[[Any, int, int], bool | None] | None = (

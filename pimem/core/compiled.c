@@ -1,8 +1,9 @@
-/* Compiled fast path of Pi's token estimate (estimateTokens) and of find_cut_point's entry check.
+/* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks and the projection of
+ * plain message entries.
  *
  * Each function decides only the plain shapes of JSON data (exact dicts, lists and strings; integers
- * below 10^15) and answers -1 (or None) for anything else, so that the pure-Python port in
- * compaction.py, which stays the reference, decides every other case, errors included. Lengths are
+ * below 10^15) and answers -1 (or None) for anything else, so that the pure-Python port (compaction.py,
+ * session_manager.py), which stays the reference, decides every other case, errors included. Lengths are
  * JavaScript's: UTF-16 code units.
  */
 #define PY_SSIZE_T_CLEAN
@@ -17,7 +18,7 @@
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
     *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
-    *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message;
+    *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction;
 
 static inline int
 str_eq(PyObject *a, PyObject *b)
@@ -508,6 +509,101 @@ parts_tokens_back(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return walk_back(args, nargs, messages_tokens);
 }
 
+/* project_parts without context edits: (per-entry message lists, all messages). A message entry whose
+ * message has content brings that message; a compaction after the first entry brings nothing; every
+ * other entry brings to_msgs(entry), which must return a list. None where an entry is not a dict, a
+ * message entry has no dict message, or to_msgs returns something else; with_lists False leaves the
+ * per-entry lists out (None in their place). */
+static PyObject *
+project_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "project_plain(context_entries, types, to_msgs, with_lists)");
+        return NULL;
+    }
+    PyObject *entries = args[0], *types = args[1], *to_msgs = args[2];
+    int with_lists = PyObject_IsTrue(args[3]);
+    if (with_lists < 0) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(entries) || !PyList_CheckExact(types)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(entries) < PyList_GET_SIZE(types) ? PyList_GET_SIZE(entries)
+                                                                      : PyList_GET_SIZE(types);
+    PyObject *per_entry = with_lists ? PyList_New(n) : NULL;
+    PyObject *messages = PyList_New(0);
+    if (messages == NULL || (with_lists && per_entry == NULL)) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i), *etype = PyList_GET_ITEM(types, i);
+        PyObject *msgs = NULL;
+        if (!PyDict_CheckExact(entry)) {
+            goto cannot;
+        }
+        int is_message = PyUnicode_CheckExact(etype) && str_eq(etype, s_message);
+        if (is_message) {
+            PyObject *message = get(entry, k_message);
+            if (message == NULL || !PyDict_CheckExact(message)) {
+                goto cannot;
+            }
+            PyObject *content = get(message, k_content);
+            if (content != NULL && content != Py_None) {
+                if (PyList_Append(messages, message) < 0) {
+                    goto error;
+                }
+                if (with_lists) {
+                    if ((msgs = PyList_New(1)) == NULL) {
+                        goto error;
+                    }
+                    Py_INCREF(message);
+                    PyList_SET_ITEM(msgs, 0, message);
+                    PyList_SET_ITEM(per_entry, i, msgs);
+                }
+                continue;
+            }
+        }
+        if (i > 0 && PyUnicode_CheckExact(etype) && str_eq(etype, s_compaction)) {
+            msgs = PyList_New(0);
+        }
+        else {
+            msgs = PyObject_CallOneArg(to_msgs, entry);
+            if (msgs != NULL && !PyList_CheckExact(msgs)) {
+                Py_DECREF(msgs);
+                goto cannot;
+            }
+        }
+        if (msgs == NULL) {
+            goto error;
+        }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(msgs); k++) {
+            if (PyList_Append(messages, PyList_GET_ITEM(msgs, k)) < 0) {
+                Py_DECREF(msgs);
+                goto error;
+            }
+        }
+        if (with_lists) {
+            PyList_SET_ITEM(per_entry, i, msgs);
+        }
+        else {
+            Py_DECREF(msgs);
+        }
+    }
+    PyObject *result = Py_BuildValue("(OO)", with_lists ? per_entry : Py_None, messages);
+    Py_XDECREF(per_entry);
+    Py_DECREF(messages);
+    return result;
+cannot:
+    Py_XDECREF(per_entry);
+    Py_XDECREF(messages);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(per_entry);
+    Py_XDECREF(messages);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"chars", chars, METH_O,
      "chars($module, message, /)\n--\n\n"
@@ -529,12 +625,15 @@ static PyMethodDef methods[] = {
     {"parts_tokens_back", (PyCFunction)(void (*)(void))parts_tokens_back, METH_FASTCALL,
      "parts_tokens_back($module, per_entry, start, end, keep, total, /)\n--\n\n"
      "cut_point_parts' walk back over per-entry message lists: (index, total, hit), or None."},
+    {"project_plain", (PyCFunction)(void (*)(void))project_plain, METH_FASTCALL,
+     "project_plain($module, context_entries, types, to_msgs, with_lists, /)\n--\n\n"
+     "project_parts without context edits: (per-entry message lists or None, messages), or None."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "compiled_estimate",
-    "Compiled fast path of Pi's token estimate; the Python port in compaction.py is the reference.", -1,
+    PyModuleDef_HEAD_INIT, "compiled",
+    "Compiled fast paths of Pi's token estimate, cut-point walks and projection; the Python port is the reference.", -1,
     methods,
 };
 
@@ -544,7 +643,7 @@ static struct PyModuleDef module = {
     }
 
 PyMODINIT_FUNC
-PyInit_compiled_estimate(void)
+PyInit_compiled(void)
 {
     init_escape_extra();
     INTERN(k_role, "role");
@@ -573,5 +672,6 @@ PyInit_compiled_estimate(void)
     INTERN(s_toolCall, "toolCall");
     INTERN(s_image, "image");
     INTERN(s_message, "message");
+    INTERN(s_compaction, "compaction");
     return PyModule_Create(&module);
 }

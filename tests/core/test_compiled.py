@@ -1,8 +1,8 @@
-"""The compiled estimate (``pimem.core.compaction.compiled_estimate``) against the pure-Python port it speeds up.
+"""The C extension (``pimem.core.compiled``) against the pure-Python port it speeds up.
 
 Where the extension decides, it must give the port's answer; where it cannot, it must say so (-1 or None) so
 that the port decides. The functions built on it (``estimate_chars``, ``estimate_tokens``,
-``find_cut_point``, ``prepare_compaction``) must return what they return with the extension turned off, errors included. The
+``find_cut_point``, ``prepare_compaction``, ``project_parts``, ``build_session_context``) must return what they return with the extension turned off, errors included. The
 differential tests against Pi run through the extension whenever it is built. ``PIMEM_REQUIRE_COMPILED=1``
 (set in CI) turns a missing extension from a skip into a failure.
 """
@@ -20,12 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pimem.base.js import js_stringify_py, utf16_len
+from pimem.core import session_manager, speedups
 from pimem.core.compaction import compaction
 from pimem.core.compaction.compaction import CompactionSettings, estimate_chars_py, find_cut_point, prepare_compaction
 from pimem.core.session_manager import load_session
 from tests.support.strategies import PIECES, session_trees
 
-compiled = compaction._COMPILED
+compiled = speedups.compiled
 
 def _set(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
@@ -33,8 +34,8 @@ def _set(name: str) -> bool:
 
 if compiled is None:
     if _set("PIMEM_REQUIRE_COMPILED") and not _set("PIMEM_PURE_PYTHON"):
-        pytest.fail("PIMEM_REQUIRE_COMPILED=1 but the compiled estimate was not built", pytrace=False)
-    pytest.skip("the compiled estimate is not built (or PIMEM_PURE_PYTHON is set)", allow_module_level=True)
+        pytest.fail("PIMEM_REQUIRE_COMPILED=1 but the C extension was not built", pytrace=False)
+    pytest.skip("the C extension is not built (or PIMEM_PURE_PYTHON is set)", allow_module_level=True)
 
 TEXTS = st.lists(st.text(max_size=12) | st.sampled_from(PIECES), max_size=5).map("".join) | st.sampled_from(
     ["", '"', "\\", "\b\t\n\f\r", "\x00\x01\x1f\x7f", "a" * 9 + '"', "😀" * 5, "\ud83d\ude00", "é" * 20])
@@ -170,16 +171,32 @@ def test_every_message_of_the_samples_and_real_sessions_is_estimated_alike(
 def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back"):
         monkeypatch.setattr(compaction, name, None)
+    monkeypatch.setattr(session_manager, "_fast_project", None)
 
 
 KEEPS = (0, 1, 50, 400, 5_000, 20_000, 1e18, float("nan"))
+
+
+def _projection(path: list[Any]) -> Any:
+    """project_parts and context_messages of the path's context entries, as lists and identities."""
+    try:
+        entries, types = session_manager.context_entries_and_types(path, True)
+    except Exception as exc:  # noqa: BLE001
+        return type(exc)
+    parts = outcome(session_manager.project_parts, entries, types)
+    if isinstance(parts, tuple):  # an entry's own message object, not a copy: the entry it is from
+        source = {id(e["message"]): i for i, e in enumerate(entries) if isinstance(e, dict) and "message" in e}
+        parts = (parts, [[source.get(id(m), -1) for m in msgs] for msgs in parts[1]],
+                 [source.get(id(m), -1) for m in parts[2]])
+    only = outcome(session_manager.context_messages, entries, types)
+    return parts, only
 
 
 def _cuts(path: list[Any]) -> list[Any]:
     cuts = [outcome(find_cut_point, path, start, len(path), keep) for start in (0, 1, len(path) // 2) for keep in KEEPS]
     preparations = [outcome(prepare_compaction, path, CompactionSettings(True, reserve, keep))
                     for reserve in (0, 16_384) for keep in KEEPS]
-    return cuts + preparations
+    return cuts + preparations + [_projection(path)]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -245,9 +262,26 @@ def test_message_entries_checked_answers_as_the_python_check() -> None:
         assert compiled.message_entries_checked(entries, start, end) is expected
 
 
+def test_project_plain_leaves_to_python_what_it_does_not_decide() -> None:
+    ok = {"type": "message", "message": {"role": "user", "content": "x"}}
+    to_msgs = session_manager.session_entry_to_context_messages
+    for entries, types in [([["not a dict"]], ["message"]), ([{"type": "message"}], ["message"]),
+                           ([{"type": "message", "message": "m"}], ["message"]), ((ok,), ["message"]), ([ok], ("message",))]:
+        assert compiled.project_plain(entries, types, to_msgs, True) is None
+    assert compiled.project_plain([ok, {"type": "label"}], ["message", "label"], lambda e: "not a list", True) is None
+    with pytest.raises(ZeroDivisionError):  # what to_msgs raises goes through
+        compiled.project_plain([{"type": "label"}], ["label"], lambda e: 1 / 0, True)
+    compaction_entry = {"type": "compaction", "summary": "s", "tokensBefore": 1, "timestamp": "2025-01-01T00:00:00Z"}
+    per_entry, messages = compiled.project_plain([compaction_entry, ok, compaction_entry], ["compaction", "message", "compaction"],
+                                                 to_msgs, True)
+    assert [len(m) for m in per_entry] == [1, 1, 0] and messages[1] is ok["message"]
+    assert messages[0]["role"] == "compactionSummary" and len(messages) == 2
+
+
 def test_pure_python_can_be_chosen_from_the_environment() -> None:
-    code = "from pimem.core.compaction import compaction as c; print(c.COMPILED_ESTIMATE, c._fast_chars)"
+    code = ("from pimem.core import speedups, session_manager as s; from pimem.core.compaction import compaction as c; "
+            "print(speedups.COMPILED, c._fast_chars, s._fast_project)")
     env = {**os.environ, "PIMEM_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "None"]
-    assert compaction.COMPILED_ESTIMATE is True
+    assert out.split() == ["False", "None", "None"]
+    assert speedups.COMPILED is True
