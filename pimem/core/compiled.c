@@ -18,7 +18,8 @@
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
     *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
-    *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction;
+    *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction,
+    *s_custom_message, *s_branch_summary;
 
 static inline int
 str_eq(PyObject *a, PyObject *b)
@@ -509,9 +510,22 @@ parts_tokens_back(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return walk_back(args, nargs, messages_tokens);
 }
 
+/* Whether session_entry_to_context_messages(entry) is [] by the entry's own type: none, or a string that
+ * is not one of the four types bringing messages. */
+static int
+brings_nothing(PyObject *entry)
+{
+    PyObject *etype = get(entry, k_type);
+    if (etype == NULL) {
+        return 1;
+    }
+    return PyUnicode_CheckExact(etype) && !str_eq(etype, s_message) && !str_eq(etype, s_custom_message)
+           && !str_eq(etype, s_branch_summary) && !str_eq(etype, s_compaction);
+}
+
 /* project_parts without context edits: (per-entry message lists, all messages). A message entry whose
- * message has content brings that message; a compaction after the first entry brings nothing; every
- * other entry brings to_msgs(entry), which must return a list. None where an entry is not a dict, a
+ * message has content brings that message; a compaction after the first entry, and an entry of a type
+ * that brings no messages, bring nothing; every other entry brings to_msgs(entry), which must return a list. None where an entry is not a dict, a
  * message entry has no dict message, or to_msgs returns something else; with_lists False leaves the
  * per-entry lists out (None in their place). */
 static PyObject *
@@ -564,7 +578,7 @@ project_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 continue;
             }
         }
-        if (i > 0 && PyUnicode_CheckExact(etype) && str_eq(etype, s_compaction)) {
+        if ((i > 0 && PyUnicode_CheckExact(etype) && str_eq(etype, s_compaction)) || brings_nothing(entry)) {
             msgs = PyList_New(0);
         }
         else {
@@ -673,5 +687,7 @@ PyInit_compiled(void)
     INTERN(s_image, "image");
     INTERN(s_message, "message");
     INTERN(s_compaction, "compaction");
+    INTERN(s_custom_message, "custom_message");
+    INTERN(s_branch_summary, "branch_summary");
     return PyModule_Create(&module);
 }

@@ -268,9 +268,12 @@ def test_project_plain_leaves_to_python_what_it_does_not_decide() -> None:
     for entries, types in [([["not a dict"]], ["message"]), ([{"type": "message"}], ["message"]),
                            ([{"type": "message", "message": "m"}], ["message"]), ((ok,), ["message"]), ([ok], ("message",))]:
         assert compiled.project_plain(entries, types, to_msgs, True) is None
-    assert compiled.project_plain([ok, {"type": "label"}], ["message", "label"], lambda e: "not a list", True) is None
+    custom = {"type": "custom_message", "customType": "x", "content": "c"}
+    assert compiled.project_plain([ok, custom], ["message", "custom_message"], lambda e: "not a list", True) is None
     with pytest.raises(ZeroDivisionError):  # what to_msgs raises goes through
-        compiled.project_plain([{"type": "label"}], ["label"], lambda e: 1 / 0, True)
+        compiled.project_plain([custom], ["custom_message"], lambda e: 1 / 0, True)
+    # an entry whose own type brings no messages is not given to to_msgs
+    assert compiled.project_plain([{"type": "label"}, {"id": "x"}], ["label", None], lambda e: 1 / 0, True) == ([[], []], [])
     compaction_entry = {"type": "compaction", "summary": "s", "tokensBefore": 1, "timestamp": "2025-01-01T00:00:00Z"}
     per_entry, messages = compiled.project_plain([compaction_entry, ok, compaction_entry], ["compaction", "message", "compaction"],
                                                  to_msgs, True)
