@@ -20,7 +20,8 @@ each call repeated to fill about ``--target`` seconds), the side going first alt
 The figure is the median per-call CPU time over ``--rounds`` rounds, the ratio pimem ÷ Pi of the
 medians (below 1: pimem is faster). Each timed call does all of its work: the context calls start by
 clearing what the session remembers between calls (``Session.clear_caches``: the last path walked), so a
-repeated call does not find the path it walked the time before; Pi's side has no such memo. Before timing, each call's outputs are compared (contexts,
+repeated call does not find the path it walked the time before; Pi's side has no such memo. pimem runs
+with its C extension where it is built (``PIMEM_PURE_PYTHON=1`` times the pure-Python port instead). Before timing, each call's outputs are compared (contexts,
 estimates, cut points, preparations as JSON text); the run fails unless they are identical.
 
     .venv/bin/python benchmarks/bench_single_calls.py [file.jsonl ...] [--rounds 7] [--target 0.05]
@@ -52,6 +53,7 @@ from pimem.core.compaction.compaction import (  # noqa: E402
     find_cut_point,
     prepare_compaction,
 )
+from pimem.core import speedups  # noqa: E402
 from pimem.core.compaction.utils import set_member  # noqa: E402
 from pimem.core.session_manager import Session, build_session_context, load_session  # noqa: E402
 from tests.oracle.install import node_path, pi_dist  # noqa: E402
@@ -282,11 +284,12 @@ def main() -> int:
     digests = Digests()
     report: dict[str, Any] = {"benchmark": "single_calls", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "loadavg_start": os.getloadavg(), "keep": args.keep, "reserve": args.reserve,
-                              "rounds": args.rounds, "files": {}}
+                              "rounds": args.rounds, "compiled": speedups.COMPILED, "files": {}}
     ok = True
     with tempfile.TemporaryDirectory(prefix="pimem-inputs-") as tmp:
         inputs = [Input(f, Path(tmp)) for f in files]
-        print(f"{len(inputs)} inputs; load {os.getloadavg()[0]:.2f}")
+        print(f"{len(inputs)} inputs; load {os.getloadavg()[0]:.2f}; "
+              f"{'the C extension' if speedups.COMPILED else 'pure Python (no C extension)'}")
         print(f"{'input':32} {'entries':>7} {'leaves':>6} {'path':>5}  " + "  ".join(f"{c:>18}" for c in args.calls))
         for inp in inputs:
             req = {"file": str(inp.json_file), "keep": args.keep, "reserve": args.reserve}
