@@ -201,6 +201,21 @@ string_chars(PyObject *v)
     return (v != NULL && PyUnicode_CheckExact(v)) ? utf16_length(v) : CANNOT;
 }
 
+/* A content block's type: 1 with *btype set (a string), 0 for a block without one (skipped), CANNOT for a
+ * block that is not a dict or a type that is not a string. */
+static int
+block_type(PyObject *block, PyObject **btype)
+{
+    if (!PyDict_CheckExact(block)) {
+        return CANNOT;
+    }
+    *btype = get(block, k_type);
+    if (*btype == NULL) {
+        return 0;
+    }
+    return PyUnicode_CheckExact(*btype) ? 1 : CANNOT;
+}
+
 static Py_ssize_t
 assistant_chars(PyObject *content)
 {
@@ -209,16 +224,13 @@ assistant_chars(PyObject *content)
     }
     Py_ssize_t chars = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
-        PyObject *block = PyList_GET_ITEM(content, i);
-        if (!PyDict_CheckExact(block)) {
+        PyObject *block = PyList_GET_ITEM(content, i), *btype;
+        int typed = block_type(block, &btype);
+        if (typed < 0) {
             return CANNOT;
         }
-        PyObject *btype = get(block, k_type);
-        if (btype == NULL) {
+        if (typed == 0) {
             continue;
-        }
-        if (!PyUnicode_CheckExact(btype)) {
-            return CANNOT;
         }
         Py_ssize_t add;
         if (str_eq(btype, s_text)) {
@@ -260,16 +272,13 @@ text_and_image_chars(PyObject *content)
     }
     Py_ssize_t chars = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
-        PyObject *block = PyList_GET_ITEM(content, i);
-        if (!PyDict_CheckExact(block)) {
+        PyObject *block = PyList_GET_ITEM(content, i), *btype;
+        int typed = block_type(block, &btype);
+        if (typed < 0) {
             return CANNOT;
         }
-        PyObject *btype = get(block, k_type);
-        if (btype == NULL) {
+        if (typed == 0) {
             continue;
-        }
-        if (!PyUnicode_CheckExact(btype)) {
-            return CANNOT;
         }
         if (str_eq(btype, s_text)) {
             Py_ssize_t add = string_chars(get(block, k_text));

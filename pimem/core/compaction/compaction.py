@@ -706,6 +706,38 @@ def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index
     return -1
 
 
+def _kept_from(
+    items: Sequence[Any], start_index: int, end_index: int, keep_recent_tokens: float,
+    tokens_of: Callable[[Any], int], walk: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None,
+) -> int:
+    """Pi's walk back from the end of a cut-point search: the index at which the tokens of
+    ``items[end_index - 1]``, ``items[end_index - 2]``, … reach ``keep_recent_tokens``, or -1.
+
+    ``walk`` is the compiled walk (or None): it adds up the items it decides and stops at the first other
+    one, which ``tokens_of`` takes before the walk goes on.
+    """
+    accumulated = 0
+    i = end_index - 1
+    while i >= start_index:
+        if walk is not None:
+            state = walk(items, start_index, i + 1, keep_recent_tokens, accumulated)
+            if state is None:
+                walk = None
+            else:
+                i, accumulated, hit = state
+                if hit:
+                    return i
+                if i < start_index:
+                    return -1
+        tokens = tokens_of(items[i])
+        if tokens != 0:
+            accumulated += tokens
+            if accumulated >= keep_recent_tokens:
+                return i
+        i -= 1
+    return -1
+
+
 def find_cut_point(
     entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float
 ) -> CutPointResult:
@@ -731,36 +763,8 @@ def find_cut_point(
     first_cut = _next_cut_point(entries, start_index, end_index)
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
-    accumulated = 0
     cut_index = first_cut
-    reached = -1  # the entry at which the kept tokens reach keep_recent_tokens
-    walk = _fast_tokens_back  # the compiled walk over plain message entries; this loop takes the others
-    i = end_index - 1
-    while i >= start_index:
-        if walk is not None:
-            state = walk(entries, start_index, i + 1, keep_recent_tokens, accumulated)
-            if state is None:
-                walk = None
-            else:
-                i, accumulated, hit = state
-                if hit:
-                    reached = i
-                    break
-                if i < start_index:
-                    break
-        entry = entries[i]
-        message = entry.get("message") if entry.get("type") == "message" else None
-        if message.__class__ is dict and message.get("content") is not None:
-            tokens = estimate_tokens(message)
-        else:
-            tokens = _entry_tokens(entry)
-        i -= 1
-        if tokens == 0:
-            continue
-        accumulated += tokens
-        if accumulated >= keep_recent_tokens:
-            reached = i + 1
-            break
+    reached = _kept_from(entries, start_index, end_index, keep_recent_tokens, _entry_tokens, _fast_tokens_back)
     if reached >= 0:
         cut_index = _next_cut_point(entries, reached, end_index)
         if cut_index < 0:  # the last cut point of the range
@@ -830,39 +834,20 @@ def cut_point_parts(
             break
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
-    accumulated = 0
     exceeded = False
     cut_index = first_cut
-    reached = -1  # the entry at which the kept tokens reach keep_recent_tokens
-    # the compiled walk over plain messages where the estimate is Pi's own; this loop takes the others
-    walk = _fast_parts_tokens_back if est is estimate_tokens else None
-    i = end_index - 1
-    while i >= start_index:
-        if walk is not None:
-            state = walk(per_entry, start_index, i + 1, keep_recent_tokens, accumulated)
-            if state is None:
-                walk = None
-            else:
-                i, accumulated, hit = state
-                if hit:
-                    reached = i
-                    break
-                if i < start_index:
-                    break
-        msgs = per_entry[i]
+
+    def tokens_of(msgs: list[dict]) -> int:
         if len(msgs) == 1:
-            tokens = est(msgs[0])
-        else:
-            tokens = 0
-            for m in msgs:
-                tokens += est(m)
-        i -= 1
-        if tokens == 0:
-            continue
-        accumulated += tokens
-        if accumulated >= keep_recent_tokens:
-            reached = i + 1
-            break
+            return est(msgs[0])
+        tokens = 0
+        for m in msgs:
+            tokens += est(m)
+        return tokens
+
+    # the compiled walk over plain messages only where the estimate is Pi's own
+    walk = _fast_parts_tokens_back if est is estimate_tokens else None
+    reached = _kept_from(per_entry, start_index, end_index, keep_recent_tokens, tokens_of, walk)
     if reached >= 0:
         exceeded = True
         found = -1
