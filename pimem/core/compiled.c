@@ -1,5 +1,5 @@
 /* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks and the projection of
- * plain message entries.
+ * plain message entries, the file operations of tool calls.
  *
  * Each function decides only the plain shapes of JSON data (exact dicts, lists and strings; integers
  * below 10^15) and answers -1 (or None) for anything else, so that the pure-Python port (compaction.py,
@@ -16,10 +16,10 @@
 #define IMAGE_CHARS 4800 /* ESTIMATED_IMAGE_CHARS */
 
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
-    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded;
+    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
     *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction,
-    *s_custom_message, *s_branch_summary;
+    *s_custom_message, *s_branch_summary, *s_read, *s_edit, *s_write;
 
 static inline int
 str_eq(PyObject *a, PyObject *b)
@@ -627,6 +627,118 @@ error:
     return NULL;
 }
 
+/* Whether v is JSON data of another kind than a string (it compares unequal to every string). */
+static inline int
+other_json(PyObject *v)
+{
+    return v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyList_CheckExact(v)
+           || PyDict_CheckExact(v);
+}
+
+/* add_file_ops: the paths of the read, write and edit tool calls of assistant messages, added to the three
+ * sets. Returns True; None, with the sets untouched, where a value is of a kind only the Python loop
+ * decides (a subclass of list, dict or str, an object that is not JSON data). */
+static PyObject *
+add_file_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "add_file_ops(messages, read, written, edited)");
+        return NULL;
+    }
+    PyObject *messages = args[0];
+    if (!PyList_CheckExact(messages) || !PySet_CheckExact(args[1]) || !PySet_CheckExact(args[2])
+        || !PySet_CheckExact(args[3])) {
+        Py_RETURN_NONE;
+    }
+    PyObject *found = PyList_New(0); /* (set, path) pairs, added once every value is decided */
+    if (found == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i);
+        if (!PyDict_CheckExact(message)) {
+            goto cannot;
+        }
+        PyObject *role = get(message, k_role);
+        if (role == NULL || (!PyUnicode_CheckExact(role) && other_json(role))) {
+            continue;
+        }
+        if (!PyUnicode_CheckExact(role)) {
+            goto cannot;
+        }
+        if (!str_eq(role, s_assistant)) {
+            continue;
+        }
+        PyObject *content = get(message, k_content);
+        if (content == NULL || !PyList_Check(content)) {
+            continue;
+        }
+        if (!PyList_CheckExact(content)) {
+            goto cannot;
+        }
+        for (Py_ssize_t b = 0; b < PyList_GET_SIZE(content); b++) {
+            PyObject *block = PyList_GET_ITEM(content, b);
+            if (!PyDict_Check(block)) {
+                continue;
+            }
+            if (!PyDict_CheckExact(block)) {
+                goto cannot;
+            }
+            PyObject *btype = get(block, k_type), *name = get(block, k_name);
+            if (btype == NULL || !(PyUnicode_CheckExact(btype) ? str_eq(btype, s_toolCall) : !other_json(btype))) {
+                continue;
+            }
+            if (!PyUnicode_CheckExact(btype)) {
+                goto cannot;
+            }
+            if (name == NULL || (!PyUnicode_CheckExact(name) && other_json(name))) {
+                continue;
+            }
+            if (!PyUnicode_CheckExact(name)) {
+                goto cannot;
+            }
+            PyObject *target = str_eq(name, s_read) ? args[1] : str_eq(name, s_edit) ? args[3]
+                                                               : str_eq(name, s_write) ? args[2] : NULL;
+            if (target == NULL) {
+                continue;
+            }
+            PyObject *arguments = get(block, k_arguments);
+            if (arguments == NULL || !PyDict_Check(arguments)) {
+                continue;
+            }
+            if (!PyDict_CheckExact(arguments)) {
+                goto cannot;
+            }
+            PyObject *path = get(arguments, k_path);
+            if (path == NULL || !PyUnicode_Check(path) || PyUnicode_GET_LENGTH(path) == 0) {
+                continue;
+            }
+            if (!PyUnicode_CheckExact(path)) {
+                goto cannot;
+            }
+            PyObject *pair = PyTuple_Pack(2, target, path);
+            if (pair == NULL || PyList_Append(found, pair) < 0) {
+                Py_XDECREF(pair);
+                Py_DECREF(found);
+                return NULL;
+            }
+            Py_DECREF(pair);
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(found); i++) {
+        PyObject *pair = PyList_GET_ITEM(found, i);
+        if (PySet_Add(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0) {
+            Py_DECREF(found);
+            return NULL;
+        }
+    }
+    Py_DECREF(found);
+    Py_RETURN_TRUE;
+cannot:
+    Py_DECREF(found);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"chars", chars, METH_O,
      "chars($module, message, /)\n--\n\n"
@@ -651,6 +763,9 @@ static PyMethodDef methods[] = {
     {"project_plain", (PyCFunction)(void (*)(void))project_plain, METH_FASTCALL,
      "project_plain($module, context_entries, types, to_msgs, with_lists, /)\n--\n\n"
      "project_parts without context edits: (per-entry message lists or None, messages), or None."},
+    {"add_file_ops", (PyCFunction)(void (*)(void))add_file_ops, METH_FASTCALL,
+     "add_file_ops($module, messages, read, written, edited, /)\n--\n\n"
+     "The paths of read, write and edit tool calls added to the three sets: True, or None (sets untouched)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -682,6 +797,10 @@ PyInit_compiled(void)
     INTERN(k_message, "message");
     INTERN(k_sections, "sections");
     INTERN(k_toolsAdded, "toolsAdded");
+    INTERN(k_path, "path");
+    INTERN(s_read, "read");
+    INTERN(s_edit, "edit");
+    INTERN(s_write, "write");
     INTERN(s_assistant, "assistant");
     INTERN(s_user, "user");
     INTERN(s_toolResult, "toolResult");

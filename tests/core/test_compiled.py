@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from pimem.base.js import js_stringify_py, utf16_len
 from pimem.core import session_manager, speedups
-from pimem.core.compaction import compaction
+from pimem.core.compaction import compaction, utils
 from pimem.core.compaction.compaction import CompactionSettings, estimate_chars_py, find_cut_point, prepare_compaction
 from pimem.core.session_manager import load_session
 from tests.support.strategies import PIECES, session_trees
@@ -172,6 +172,7 @@ def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back"):
         monkeypatch.setattr(compaction, name, None)
     monkeypatch.setattr(session_manager, "_fast_project", None)
+    monkeypatch.setattr(utils, "_fast_file_ops", None)
 
 
 KEEPS = (0, 1, 50, 400, 5_000, 20_000, 1e18, float("nan"))
@@ -260,6 +261,64 @@ def test_message_entries_checked_answers_as_the_python_check() -> None:
     ]
     for entries, start, end, expected in cases:
         assert compiled.message_entries_checked(entries, start, end) is expected
+
+
+class Text(str):
+    """A string of another class: only the Python loop decides it."""
+
+
+@st.composite
+def tool_call_messages(draw: Any) -> Any:
+    if draw(st.integers(0, 3)) == 0:
+        return draw(messages())
+    names = st.sampled_from(["read", "edit", "write", "bash", None, 3]) | TEXTS
+    paths = st.sampled_from(["a.py", "", "src/ünï.py", None, 7, ["x"]]) | TEXTS
+    blocks_ = []
+    for _ in range(draw(st.integers(0, 4))):
+        block: dict[str, Any] = {"type": draw(st.sampled_from(["toolCall", "toolCall", "text", None, 1]))}
+        if draw(st.integers(0, 5)):
+            block["name"] = draw(names)
+        if draw(st.integers(0, 5)):
+            block["arguments"] = {"path": draw(paths)} if draw(st.integers(0, 4)) else draw(JSON)
+        blocks_.append(block if draw(st.integers(0, 15)) else draw(st.sampled_from([["block"], "block", None])))
+    role = draw(st.sampled_from(["assistant", "assistant", "user", None, 0]))
+    return {"role": role, "content": blocks_ if draw(st.integers(0, 9)) else draw(JSON)}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(tool_call_messages(), max_size=5), st.integers(0, 9))
+def test_the_compiled_file_operations_are_the_python_loops(batch: list[Any], odd: int) -> None:
+    if odd == 0 and batch and isinstance(batch[0], dict) and isinstance(batch[0].get("content"), list):
+        for block in batch[0]["content"]:  # a value only the Python loop decides
+            if isinstance(block, dict) and isinstance(block.get("arguments"), dict):
+                block["arguments"]["path"] = Text("odd.py")
+    ops = [set(), {"seen.py"}, set()]
+    answer = compiled.add_file_ops(batch, *ops)
+    expected = utils.create_file_ops()
+    expected.written.add("seen.py")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(utils, "_fast_file_ops", None)
+        done = outcome(utils.add_file_ops, batch, expected)
+    if answer is None:  # declined: the sets are as they were
+        assert ops == [set(), {"seen.py"}, set()]
+    else:
+        assert answer is True and done is None
+        assert ops == [expected.read, expected.written, expected.edited]
+    mine = utils.create_file_ops()
+    mine.written.add("seen.py")
+    assert outcome(utils.add_file_ops, batch, mine) == done
+    if done is None:
+        assert (mine.read, mine.written, mine.edited) == (expected.read, expected.written, expected.edited)
+
+
+def test_the_compiled_file_operations_decide_plain_tool_calls() -> None:
+    calls = [{"role": "assistant", "content": [
+        {"type": "toolCall", "name": name, "arguments": {"path": path}} for name, path in
+        [("read", "a.py"), ("edit", "b.py"), ("write", "c.py"), ("bash", "d.py"), ("read", ""), ("edit", 5)]]},
+        {"role": "user", "content": [{"type": "toolCall", "name": "read", "arguments": {"path": "u.py"}}]}]
+    ops: list[set] = [set(), set(), set()]
+    assert compiled.add_file_ops(calls, *ops) is True
+    assert ops == [{"a.py"}, {"c.py"}, {"b.py"}]
 
 
 def test_project_plain_leaves_to_python_what_it_does_not_decide() -> None:
