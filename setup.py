@@ -1,7 +1,7 @@
 """Build step: wheels carry the bundled data (``datasets/sessions``, ``datasets/model-summaries``,
-``datasets/labels``) and the notebooks as package data under ``pimem/data/``, and the compiled fast path of
-the token estimate (``pimem.core.compiled``; optional: without a C compiler pimem runs its
-pure-Python port alone). Everything else is in ``pyproject.toml``."""
+``datasets/labels``) and the notebooks as package data under ``pimem/data/``, and build the C extension
+``pimem.core.compiled`` (fast paths of the token estimate, cut points, projection and file operations; optional:
+without a C compiler pimem runs its pure-Python port alone). Everything else is in ``pyproject.toml``."""
 
 from pathlib import Path
 import shutil
@@ -28,9 +28,9 @@ class build_py_with_data(build_py):
             shutil.copytree(source, target, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
 
 
-ESTIMATE = Extension(
+COMPILED = Extension(
     "pimem.core.compiled", ["pimem/core/compiled.c"], optional=True,
     extra_compile_args=["-O2"],
 )
 
-setup(cmdclass={"build_py": build_py_with_data}, ext_modules=[ESTIMATE])
+setup(cmdclass={"build_py": build_py_with_data}, ext_modules=[COMPILED])

@@ -95,7 +95,7 @@ def outcome(fn: Any, *args: Any) -> Any:
 
 @settings(max_examples=600, deadline=None)
 @given(messages())
-def test_the_compiled_estimate_gives_the_ports_answer_or_none(message: Any) -> None:
+def test_the_compiled_estimate_gives_the_ports_answer_or_declines(message: Any) -> None:
     fast = compiled.chars(message)
     exact = outcome(estimate_chars_py, message)
     if fast >= 0:
@@ -204,7 +204,7 @@ def _cuts(path: list[Any]) -> list[Any]:
 @given(session_trees(), st.lists(st.tuples(st.integers(0, 40), st.sampled_from(
     ["no type", "no message", "message list", "content none", "not a dict", "type 7", "compaction",
      "float arguments"])), max_size=3))
-def test_cut_points_are_the_same_without_the_compiled_estimate(tree: Any, damage: list[tuple[int, str]]) -> None:
+def test_cut_points_are_the_same_without_the_extension(tree: Any, damage: list[tuple[int, str]]) -> None:
     _, entries = tree
     path = [dict(e) for e in entries]
     for at, how in damage:  # entries the compiled walk and check must leave to Python
@@ -238,7 +238,7 @@ def test_cut_points_are_the_same_without_the_compiled_estimate(tree: Any, damage
         assert _cuts(path) == compiled
 
 
-def test_cut_points_of_real_paths_are_the_same_without_the_compiled_estimate(
+def test_cut_points_of_real_paths_are_the_same_without_the_extension(
         sample_paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     paths = list(sample_paths)
     real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"

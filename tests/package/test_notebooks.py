@@ -201,3 +201,23 @@ def test_the_comparison_ignores_timings_and_addresses_but_not_results_or_figures
     cell = next(c for c in fewer.cells if any("image/png" in o.get("data", {}) for o in c.get("outputs", [])))
     cell.outputs = [o for o in cell.outputs if "image/png" not in o.get("data", {})]
     assert comparable(fewer) != base
+
+
+def test_the_comparison_joins_a_stdout_text_a_kernel_sent_in_pieces() -> None:
+    """Where the kernel splits a printed line depends on timing: two chunks read as the one text they make."""
+    import copy
+
+    nb = nbformat.read(NOTEBOOK_DIR / "05-branches.ipynb", as_version=4)
+    base = comparable(nb)
+    index, at = next((i, k) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                     for k, o in enumerate(c.outputs)
+                     if o.output_type == "stream" and o.name == "stdout" and len(o.text) > 20)
+    split = copy.deepcopy(nb)
+    out = split.cells[index].outputs[at]
+    first, second = copy.deepcopy(out), copy.deepcopy(out)
+    first.text, second.text = out.text[:7], out.text[7:]
+    noise = nbformat.v4.new_output("stream", name="stderr", text="a warning\n")
+    split.cells[index].outputs[at:at + 1] = [first, noise, second]
+    assert comparable(split) == base
+    second.text = second.text.replace(second.text[0], "#", 1)
+    assert comparable(split) != base

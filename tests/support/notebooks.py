@@ -160,17 +160,30 @@ def _normalised(text: str) -> str:
 
 
 def comparable(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
-    """Per code cell: its text outputs normalised (stdout and results; stderr left out) and its figure count."""
+    """Per code cell: its text outputs normalised (stdout and results; stderr left out) and its figure count.
+
+    Consecutive stdout chunks count as one text: where a kernel splits a printed line is timing, not output.
+    """
     cells = []
     for i, cell in enumerate(committed_form(nb).cells):
         if cell.cell_type != "code":
             continue
-        texts, figures = [], 0
+        texts: list[tuple[str, str]] = []
+        figures = 0
+        stdout: list[str] = []
+
+        def flush() -> None:
+            if stdout:
+                texts.append(("stdout", _normalised("".join(stdout))))
+                stdout.clear()
+
         for out in cell.outputs:
             if out.output_type == "stream":
                 if out.name == "stdout":
-                    texts.append(("stdout", _normalised(out.text)))
-            elif out.output_type in ("display_data", "execute_result"):
+                    stdout.append(out.text)
+                continue
+            flush()
+            if out.output_type in ("display_data", "execute_result"):
                 data = out.get("data", {})
                 if "image/png" in data or "image/svg+xml" in data:
                     figures += 1
@@ -178,6 +191,7 @@ def comparable(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
                     texts.append(("result", _normalised(data["text/plain"])))
             elif out.output_type == "error":
                 texts.append(("error", f"{out.ename}: {out.evalue}"))
+        flush()
         cells.append({"cell": i, "texts": texts, "figures": figures})
     return cells
 

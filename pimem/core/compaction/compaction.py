@@ -40,7 +40,6 @@ from pimem.core.compaction.utils import (
 from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import get_current_system_message
-from pimem.core.speedups import compiled as _COMPILED
 from pimem.core.prompts import (
     SUMMARIZATION_PROMPT,
     SUMMARIZATION_SYSTEM_PROMPT,
@@ -55,6 +54,7 @@ from pimem.core.session_manager import (
     project_parts,
     session_entry_to_context_messages,
 )
+from pimem.core.speedups import compiled as _COMPILED
 from pimem.errors import JavaScriptTypeError, SummarizationError
 
 __all__ = [
