@@ -18,7 +18,6 @@ import warnings
 from typing import TYPE_CHECKING, Any, Iterable
 
 from pimem.base.js import utf16_len
-from pimem.base.tables import frame
 from pimem.core.agent_session import CompactFailedEvent, run_compaction
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.context_tracker import ContextTracker
@@ -594,12 +593,10 @@ class Replayer:
         if self.refused_requests:
             self.warn(_refusal_warning(self.refused_requests, self.failed_turns, len(self.left_out),
                                        self.model_info().context_window))
-        events = frame(self.events, columns=EVENT_COLUMNS)
-        calls = frame(self.calls, columns=CALL_COLUMNS)
-        return ReplayResult(
-            session=self.new, events=events, compactions=self.compactions, settings=self.settings,
+        return ReplayResult(  # its tables are made from the rows when first read
+            session=self.new, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,
-            context_window=self.model_info().context_window, calls=calls, _leaf_at=self.leaf_at,
+            context_window=self.model_info().context_window, _leaf_at=self.leaf_at,
             calibration_slope=self.tokens.calibration.slope, calibration=self.tokens.calibration,
             floored_calls=self.tokens.floored_calls, left_out_ids=self.left_out, written_entries=dict(self.written),
             warnings=self.warnings, strategy=self.strategy.spec(), context_edit_ids=self.edit_ids,

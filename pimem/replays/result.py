@@ -14,6 +14,7 @@ from typing import Any, TypedDict, cast
 import numpy as np
 import pandas as pd
 
+from pimem.base.tables import frame
 from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
@@ -89,19 +90,53 @@ class ReplaySummary(_ReplayFigures, total=False):
     calibration_warning: str | None
 
 
+class _Table:
+    """A table of a :class:`ReplayResult` made from the replay's rows when first read (a sweep reads
+    only the summary, which counts from the rows); a table given or set is kept as it is."""
+
+    def __init__(self, rows: str, columns: list[str]) -> None:
+        self.rows, self.columns = rows, columns
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = f"_{name}_table"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return None  # the field's default: made from the rows
+        table = obj.__dict__.get(self.key)
+        if table is None:
+            table = obj.__dict__[self.key] = frame(getattr(obj, self.rows) or [], columns=self.columns)
+        return table
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        if value is None:
+            obj.__dict__.pop(self.key, None)
+        else:
+            obj.__dict__[self.key] = value
+
+    def rows_of(self, obj: Any) -> list[dict]:
+        """The table's rows: the replay's own while the table is not made yet or still has as many."""
+        rows = getattr(obj, self.rows)
+        table = obj.__dict__.get(self.key)
+        if rows is not None and (table is None or len(rows) == len(table)):
+            return rows
+        return self.__get__(obj).to_dict("records")
+
+
 @dataclass
 class ReplayResult:
     """What a replay produced: the new session, one event row per check and per compaction.
 
     Args:
         session: the replayed session (a :class:`~pimem.Session`).
-        events: one row per check, compaction, failure and context edit (:data:`EVENT_COLUMNS`).
         compactions: the compaction entries the replay wrote, in order.
         settings: the :class:`~pimem.CompactionSettings` replayed under.
         token_source: how request tokens were counted (``"calibrated"``, ``"estimate"``, …).
         triggers: what made the replay compact (``"threshold"``, ``"recorded"`` or ``"none"``).
         context_window: the model's context window replayed with.
-        calls: one row per replayed assistant call (:data:`CALL_COLUMNS`).
+        events: one row per check, compaction, failure and context edit (:data:`EVENT_COLUMNS`;
+            default: made from ``_event_rows`` when first read).
+        calls: one row per replayed assistant call (:data:`CALL_COLUMNS`; default: from ``_call_rows``).
         calibration_slope: the calibration's provider tokens per estimated token.
         calibration: the token calibration fitted on the recording.
         floored_calls: the calls whose simulated tokens the calibration's floor raised.
@@ -113,13 +148,13 @@ class ReplayResult:
     """
 
     session: Any
-    events: pd.DataFrame
     compactions: list[dict]
     settings: Any
     token_source: str
     triggers: str
     context_window: int
-    calls: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    events: pd.DataFrame = _Table("_event_rows", EVENT_COLUMNS)
+    calls: pd.DataFrame = _Table("_call_rows", CALL_COLUMNS)
     calibration_slope: float = 1.0
     calibration: Calibration = field(repr=False, default_factory=Calibration)
     floored_calls: int = 0
@@ -159,12 +194,12 @@ class ReplayResult:
         run ends there, so the rest of the recorded run is left out (``left_out_entries``).
         Context sizes (peak, mean, total) are over the calls the provider would have answered.
         """
-        ev = _rows(self.events, self._event_rows)
+        ev = _TABLES["events"].rows_of(self)
         comp = [r for r in ev if r.get("kind") == "compaction"]
         failed = [r for r in ev if r.get("kind") == "compact_failed"]
         turns_failed = [r for r in ev if r.get("kind") == "turn_failed"]
         checks = [r for r in ev if r.get("kind") == "check"]
-        calls = _rows(self.calls, self._call_rows)
+        calls = _TABLES["calls"].rows_of(self)
         ctx = _numbers(c.get("context_tokens") for c in calls if not _flag(c.get("refused")))
         answered = int((~np.isnan(ctx)).sum())  # a column's max, mean and sum skip what is missing
         sent = float(np.nansum(ctx)) if answered else 0.0
@@ -239,9 +274,7 @@ class ReplayResult:
         return Path(path)
 
 
-def _rows(table: pd.DataFrame, rows: list[dict] | None) -> list[dict]:
-    """The rows of a result's table: as the replay made them while the table still has as many."""
-    return rows if rows is not None and len(rows) == len(table) else table.to_dict("records")
+_TABLES: dict[str, _Table] = {name: ReplayResult.__dict__[name] for name in ("events", "calls")}
 
 
 def _missing(value: Any) -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.replays.engine import replay
-from pimem.replays.result import ReplaySummary
+from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, ReplaySummary
 from pimem.sessions.samples import sample_session_paths
 
 KINDS = {int: (int,), float: (int, float), str: (str,)}
@@ -105,3 +105,19 @@ def test_the_summary_reads_the_tables_as_their_columns_say(case: str) -> None:
     key = {"compacting": "compactions", "refused": "refused_requests", "disabled": "failed_turns",
            "failed-retry": "failed_compactions", "masking": "context_edits"}[case]
     assert any(f[key] for f in seen)  # the case did happen
+
+
+def test_the_tables_are_made_from_the_replays_rows_when_first_read() -> None:
+    path = next(p for p in sample_session_paths() if p.name == "gpxkit-antimeridian.jsonl")
+    result = replay(path, CompactionSettings(reserve_tokens=2000, keep_recent_tokens=2000), context_window=8000)
+    before = result.summary()  # counted from the rows, no table made
+    assert "_events_table" not in result.__dict__ and "_calls_table" not in result.__dict__
+    events, calls = result.events, result.calls
+    assert list(events.columns) == EVENT_COLUMNS and list(calls.columns) == CALL_COLUMNS
+    assert events.equals(pd.DataFrame(result._event_rows, columns=EVENT_COLUMNS))
+    assert calls.equals(pd.DataFrame(result._call_rows, columns=CALL_COLUMNS))
+    assert result.events is events  # made once
+    assert (events["kind"] == "compaction").sum() == before["compactions"] > 0
+    assert str(result.summary()) == str(before)
+    result.calls = calls.iloc[:0]  # a table set is the one read
+    assert result.calls.empty and result.summary()["assistant_calls"] == 0
