@@ -98,6 +98,31 @@ def frame(data: Any = None, **kwargs: Any) -> Any:
     return df
 
 
+def is_missing(value: Any) -> bool:
+    """Whether a cell is missing: None or NaN."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def as_flag(value: Any) -> bool:
+    """A cell as a column's ``fillna(False).astype(bool)`` reads it."""
+    return False if is_missing(value) else bool(value)
+
+
+def number_array(values: Any) -> Any:
+    """The values as a float array, None as NaN."""
+    import numpy as np
+
+    return np.array(list(values), dtype=float)
+
+
+def column_total(rows: list[dict], key: str) -> float:
+    """``frame(rows)[key].fillna(0).sum()`` without the frame: numpy's pairwise sum, as pandas sums
+    a column (a missing key or None counts 0)."""
+    import numpy as np
+
+    return float(np.nansum(number_array(r.get(key) for r in rows))) if rows else 0.0
+
+
 def category_array(values: Any) -> Any:
     """``pd.Categorical(values)``, also for text with lone surrogates (categories as objects)."""
     import pandas as pd

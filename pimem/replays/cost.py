@@ -37,6 +37,7 @@ from typing import Any, Mapping, TypedDict, cast
 
 import pandas as pd
 
+from pimem.base.tables import as_flag, column_total, is_missing
 from pimem.core.session_manager import build_session_projection
 from pimem.errors import ConfigurationError, UnknownPriceError
 
@@ -137,6 +138,15 @@ def _session_model(result: Any) -> str:
     return str(model.get("modelId") or "")
 
 
+def _rows(result: Any, name: str) -> list[dict]:
+    """A replay's events or calls as rows: its own (no table made), else its table's."""
+    table_rows = getattr(result, "table_rows", None)
+    if table_rows is not None:
+        return table_rows(name)
+    table = getattr(result, name)
+    return table.to_dict("records") if len(table) else []
+
+
 def replay_cost(
     result: Any,
     *,
@@ -162,27 +172,26 @@ def replay_cost(
     model = model or _session_model(result)
     price = price_for(model, prices)
     sprice = price_for(summarizer_model, prices) if summarizer_model else price
-    calls = result.calls
     read = write = output = 0.0
     prev_ts: float | None = None
-    refused = (calls["refused"].fillna(False).astype(bool).tolist() if "refused" in calls.columns
-               else [False] * len(calls))
-    for tokens, prefix, out, ts, no in zip(calls["context_tokens"], calls["prefix_tokens"], calls["output_tokens"],
-                                           calls["timestamp"], refused):
-        if no or not (isinstance(tokens, (int, float)) and math.isfinite(tokens)):
+    for call in _rows(result, "calls"):
+        tokens: Any = call.get("context_tokens")
+        prefix: Any = call.get("prefix_tokens")
+        ts: Any = call.get("timestamp")
+        if as_flag(call.get("refused")) or not (isinstance(tokens, (int, float)) and math.isfinite(tokens)):
             continue  # a refused request costs nothing (Pi records it with zero usage) and warms no cache
-        hit = float(prefix) if prefix == prefix else 0.0
-        if cache_ttl_s is not None and prev_ts is not None and ts == ts and ts is not None and \
+        hit = 0.0 if is_missing(prefix) else float(prefix)
+        if cache_ttl_s is not None and prev_ts is not None and not is_missing(ts) and \
                 (ts - prev_ts) / 1000.0 > cache_ttl_s:
             hit = 0.0
         read += hit
         write += max(float(tokens) - hit, 0.0)
-        output += float(out or 0)
-        if ts is not None and ts == ts:
+        output += float(call.get("output_tokens") or 0)
+        if not is_missing(ts):
             prev_ts = ts
-    ev = result.events
-    s_in = float(ev["request_tokens"].fillna(0).sum()) if len(ev) else 0.0
-    s_out = float(ev["response_tokens"].fillna(0).sum()) if len(ev) else 0.0
+    events = _rows(result, "events")
+    s_in = column_total(events, "request_tokens")
+    s_out = column_total(events, "response_tokens")
     m = 1e-6
     costs = {
         "cost_cache_read": read * price.cache_read * m,

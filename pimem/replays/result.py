@@ -14,7 +14,7 @@ from typing import Any, TypedDict, cast
 import numpy as np
 import pandas as pd
 
-from pimem.base.tables import frame
+from pimem.base.tables import as_flag, column_total, frame, is_missing, number_array
 from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
@@ -183,6 +183,13 @@ class ReplayResult:
             self._orphans = orphan_references(self, spans=self.compaction_spans())
         return self._orphans
 
+    def table_rows(self, name: str) -> list[dict]:
+        """The rows of the ``"events"`` or ``"calls"`` table as dicts, without making the table
+        (the replay's own rows while the table was not edited: read them, do not change them)."""
+        if name not in _TABLES:
+            raise ValueError(f"a replay's tables are {sorted(_TABLES)}, not {name!r}")
+        return _TABLES[name].rows_of(self)
+
     def summary(self) -> ReplaySummary:
         """Counts, summarization tokens, peak and mean context, tokens re-sent per call, the
         calibration and its warnings, and the orphan-reference rate (the replay is open-loop:
@@ -200,7 +207,7 @@ class ReplayResult:
         turns_failed = [r for r in ev if r.get("kind") == "turn_failed"]
         checks = [r for r in ev if r.get("kind") == "check"]
         calls = _TABLES["calls"].rows_of(self)
-        ctx = _numbers(c.get("context_tokens") for c in calls if not _flag(c.get("refused")))
+        ctx = number_array(c.get("context_tokens") for c in calls if not as_flag(c.get("refused")))
         answered = int((~np.isnan(ctx)).sum())  # a column's max, mean and sum skip what is missing
         sent = float(np.nansum(ctx)) if answered else 0.0
         reasons = [r.get("reason") for r in comp]
@@ -209,7 +216,7 @@ class ReplayResult:
             "assistant_calls": len(calls),
             "checks": len(checks),
             "compactions": len(comp),
-            "context_edits": int(_total(ev, "context_edits")),
+            "context_edits": int(column_total(ev, "context_edits")),
             "threshold_compactions": reasons.count("threshold"),
             "overflow_compactions": reasons.count("overflow"),
             "manual_compactions": reasons.count("manual"),
@@ -220,11 +227,11 @@ class ReplayResult:
             "left_out_entries": len(self.left_out_ids),
             "written_entries": sum(self.written_entries.values()),
             "failure_reasons": _reasons(failed, turns_failed),
-            "split_turns": sum(_flag(r.get("split_turn")) for r in comp),
-            "summary_calls": int(_total(ev, "summary_calls")),
-            "summarization_request_tokens": _total(ev, "request_tokens"),
-            "summarization_response_tokens": _total(ev, "response_tokens"),
-            "summary_tokens": _total(comp, "summary_tokens"),
+            "split_turns": sum(as_flag(r.get("split_turn")) for r in comp),
+            "summary_calls": int(column_total(ev, "summary_calls")),
+            "summarization_request_tokens": column_total(ev, "request_tokens"),
+            "summarization_response_tokens": column_total(ev, "response_tokens"),
+            "summary_tokens": column_total(comp, "summary_tokens"),
             "peak_context_tokens": float(np.nanmax(ctx)) if answered else 0.0,
             "mean_context_tokens": sent / answered if answered else 0.0,
             "total_context_tokens_sent": sent,
@@ -277,29 +284,11 @@ class ReplayResult:
 _TABLES: dict[str, _Table] = {name: ReplayResult.__dict__[name] for name in ("events", "calls")}
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
-
-
-def _flag(value: Any) -> bool:
-    """A cell as a column's ``fillna(False).astype(bool)`` reads it."""
-    return False if _missing(value) else bool(value)
-
-
-def _numbers(values: Any) -> np.ndarray:
-    return np.array(list(values), dtype=float)  # None is NaN
-
-
-def _total(rows: list[dict], key: str) -> float:
-    """A column's ``fillna(0).sum()``, summed as pandas sums it (numpy's pairwise sum of the column)."""
-    return float(np.nansum(_numbers(r.get(key) for r in rows))) if rows else 0.0
-
-
 def _reasons(failed: list[dict], turns_failed: list[dict]) -> str | None:
     """Why compactions and turns failed, each reason once with its count (None: nothing failed)."""
     reasons: dict[str, int] = {}
-    for text in [r["error"] for r in failed if not _missing(r.get("error"))] + [
-            f"turn failed: {r['note']}" for r in turns_failed if not _missing(r.get("note"))]:
+    for text in [r["error"] for r in failed if not is_missing(r.get("error"))] + [
+            f"turn failed: {r['note']}" for r in turns_failed if not is_missing(r.get("note"))]:
         reasons[str(text)] = reasons.get(str(text), 0) + 1
     if not reasons:
         return None

@@ -191,3 +191,25 @@ def test_the_cost_has_the_keys_and_kinds_of_its_typeddict(auth):
     assert list(cost) == list(ReplayCost.__annotations__) == COST_COLUMNS
     assert isinstance(cost["cost_model"], str) and cost["cost_model"]
     assert {k: type(v) for k, v in cost.items() if k != "cost_model" and type(v) is not float} == {}
+
+
+def test_the_cost_reads_the_replays_rows_as_its_tables_hold_them(sample_paths):
+    """Priced from the replay's own rows (no table made) or from its tables (a result holding only
+    frames, and a replay whose table was edited), every figure is the same float."""
+    from types import SimpleNamespace
+
+    checked = 0
+    for path in sample_paths:
+        for window, source in ((3500, "chars"), (24000, "calibrated")):
+            result = _replay(path, settings=CompactionSettings(reserve_tokens=500, keep_recent_tokens=800),
+                             window=window, token_source=source)
+            for ttl in (None, 300.0, 1.0):
+                from_rows = replay_cost(result, model="claude-sonnet-4-5", cache_ttl_s=ttl)
+                tables = SimpleNamespace(session=result.session, calls=result.calls, events=result.events)
+                assert replay_cost(tables, model="claude-sonnet-4-5", cache_ttl_s=ttl) == from_rows
+                checked += 1
+            fewer = result.calls.iloc[: len(result.calls) // 2]
+            result.calls = fewer
+            assert replay_cost(result, model="claude-sonnet-4-5")["output_tokens"] == \
+                pytest.approx(fewer.loc[~fewer["refused"], "output_tokens"].sum())
+    assert checked >= 6
