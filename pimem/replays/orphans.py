@@ -63,7 +63,7 @@ from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold
 from pimem.text.messages import message_text
 
-__all__ = ["orphan_references", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]
+__all__ = ["orphan_references", "orphan_rows", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]
 
 OPEN_LOOP_NOTE = (
     "The replay is open-loop: after a replayed compaction the recorded assistant turns are appended "
@@ -243,6 +243,13 @@ def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = N
         examples: how many orphaned facts ``orphan_examples`` lists (as ``kind:value``).
         spans: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.
     """
+    return frame(orphan_rows(result_or_session, leaf_id=leaf_id, examples=examples, spans=spans),
+                 columns=ORPHAN_COLUMNS)
+
+
+def orphan_rows(result_or_session: SessionLike, *, leaf_id: str | None = None, examples: int = 3,
+                spans: Sequence[CompactionSpan] | None = None) -> list[dict[str, Any]]:
+    """The rows of :func:`orphan_references` (same arguments), without the table."""
     session = session_or_entries(result_or_session)
     path = build_session_path(session, leaf_id)
     positions = {e.get("id"): i for i, e in enumerate(path)}
@@ -290,11 +297,15 @@ def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = N
             "orphan_rate": len(orphans) / len(used) if used else float("nan"),
             "orphan_examples": ", ".join(f"{f.kind}:{f.value}" for f in orphans[:examples]),
         })
-    return frame(rows, columns=ORPHAN_COLUMNS)
+    return rows
 
 
 def orphan_rate(table: pd.DataFrame | Iterable[dict]) -> float:
-    """Pooled rate of an :func:`orphan_references` table: all orphans over all references (NaN if none)."""
-    df = table if isinstance(table, pd.DataFrame) else frame(list(table), columns=ORPHAN_COLUMNS)
-    references = float(df["references"].sum()) if len(df) else 0.0
-    return float(df["orphans"].sum()) / references if references else float("nan")
+    """Pooled rate of an :func:`orphan_references` table or its rows: all orphans over all references
+    (NaN if none)."""
+    if isinstance(table, pd.DataFrame):
+        references, orphans = float(table["references"].sum()), float(table["orphans"].sum())
+    else:
+        rows = list(table)
+        references, orphans = float(sum(r["references"] for r in rows)), float(sum(r["orphans"] for r in rows))
+    return orphans / references if references else float("nan")

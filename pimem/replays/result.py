@@ -21,7 +21,7 @@ from pimem.core.messages import convert_to_llm
 from pimem.core.session_manager import build_session_projection
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source
-from pimem.replays.orphans import orphan_rate, orphan_references
+from pimem.replays.orphans import ORPHAN_COLUMNS, orphan_rate, orphan_rows
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
 
 __all__ = ["ReplayResult", "ReplaySummary", "EVENT_COLUMNS", "CALL_COLUMNS"]
@@ -165,6 +165,7 @@ class ReplayResult:
     context_edit_ids: list[str] = field(repr=False, default_factory=list)
     _leaf_at: list[Any] = field(repr=False, default_factory=list)
     _orphans: Any = field(repr=False, default=None)
+    _orphan_rows: list[dict] | None = field(repr=False, default=None)
     _spans: Any = field(repr=False, default=None)
     _event_rows: list[dict] | None = field(repr=False, default=None)  # the tables' rows, as the replay made them
     _call_rows: list[dict] | None = field(repr=False, default=None)
@@ -180,8 +181,13 @@ class ReplayResult:
         """Per replayed compaction, the recorded agent's later uses of summarized facts that the
         replayed context did not hold (:func:`pimem.replays.orphans.orphan_references`; computed once)."""
         if self._orphans is None:
-            self._orphans = orphan_references(self, spans=self.compaction_spans())
+            self._orphans = frame(self._orphan_rows_once(), columns=ORPHAN_COLUMNS)
         return self._orphans
+
+    def _orphan_rows_once(self) -> list[dict]:
+        if self._orphan_rows is None:
+            self._orphan_rows = orphan_rows(self, spans=self.compaction_spans())
+        return self._orphan_rows
 
     def table_rows(self, name: str) -> list[dict]:
         """The rows of the ``"events"`` or ``"calls"`` table as dicts, without making the table
@@ -207,6 +213,7 @@ class ReplayResult:
         turns_failed = [r for r in ev if r.get("kind") == "turn_failed"]
         checks = [r for r in ev if r.get("kind") == "check"]
         calls = _TABLES["calls"].rows_of(self)
+        orphans = self._orphan_rows_once()
         ctx = number_array(c.get("context_tokens") for c in calls if not as_flag(c.get("refused")))
         answered = int((~np.isnan(ctx)).sum())  # a column's max, mean and sum skip what is missing
         sent = float(np.nansum(ctx)) if answered else 0.0
@@ -242,9 +249,9 @@ class ReplayResult:
             **({k: v for k, v in self.calibration.as_dict().items() if k != "calibration_slope"}
                if get_token_source(self.token_source).calibrated else {}),
             "floored_calls": self.floored_calls,
-            "references_checked": int(self.orphan_references()["references"].sum()),
-            "orphans": int(self.orphan_references()["orphans"].sum()),
-            "orphan_reference_rate": orphan_rate(self.orphan_references()),
+            "references_checked": sum(r["references"] for r in orphans),
+            "orphans": sum(r["orphans"] for r in orphans),
+            "orphan_reference_rate": orphan_rate(orphans),
             "token_source": self.token_source,
             "triggers": self.triggers,
             "strategy": self.strategy,

@@ -37,8 +37,9 @@ def test_the_summary_is_described_by_its_typeddict(token_source: str) -> None:
 
 
 def _table_figures(result) -> dict:
-    """The summary's table figures as column operations on ``result.events`` and ``result.calls``."""
-    ev, calls = result.events, result.calls
+    """The summary's table figures as column operations on ``result.events``, ``result.calls`` and the
+    orphan table."""
+    ev, calls, orphans = result.events, result.calls, result.orphan_references()
     comp, failed = ev[ev["kind"] == "compaction"], ev[ev["kind"] == "compact_failed"]
     turns_failed = ev[ev["kind"] == "turn_failed"]
     ctx = calls[~calls["refused"].fillna(False).astype(bool)]["context_tokens"] if len(calls) else pd.Series(
@@ -65,6 +66,10 @@ def _table_figures(result) -> dict:
         "peak_context_tokens": float(ctx.max()) if len(ctx) else 0.0,
         "mean_context_tokens": float(ctx.mean()) if len(ctx) else 0.0,
         "total_context_tokens_sent": float(ctx.sum()) if len(ctx) else 0.0,
+        "references_checked": int(orphans["references"].sum()),
+        "orphans": int(orphans["orphans"].sum()),
+        "orphan_reference_rate": float(orphans["orphans"].sum() / orphans["references"].sum())
+        if orphans["references"].sum() else "nan",
     }
 
 
@@ -75,8 +80,11 @@ def _summary_figures(summary) -> dict:
         "assistant_calls", "checks", "compactions", "context_edits", "threshold_compactions", "overflow_compactions",
         "failed_compactions", "cancelled_compactions", "refused_requests", "failed_turns", "split_turns",
         "summary_calls", "summarization_request_tokens", "summarization_response_tokens", "summary_tokens",
-        "peak_context_tokens", "mean_context_tokens", "total_context_tokens_sent")}
+        "peak_context_tokens", "mean_context_tokens", "total_context_tokens_sent", "references_checked", "orphans",
+        "orphan_reference_rate")}
     figures["reasons"] = sorted(set(parts))
+    if figures["orphan_reference_rate"] != figures["orphan_reference_rate"]:
+        figures["orphan_reference_rate"] = "nan"
     return figures
 
 
