@@ -45,12 +45,18 @@ MEASURE_COLUMNS = ["needed_recall", "n_needed", "fact_recall", "retention_after_
                    "masked_needed", "context_needed_recall"]
 
 
+_MASKED_COLUMNS = ["edit_id", "target_id", "kind", "value", "cls", "used_by", "how"]
+
+
 def masked_needed_facts(result: Any) -> pd.DataFrame:
     """One row per needed-later fact that the replay's context edits removed (see module docs)."""
-    columns = ["edit_id", "target_id", "kind", "value", "cls", "used_by", "how"]
+    return pd.DataFrame(_masked_needed_rows(result), columns=_MASKED_COLUMNS)
+
+
+def _masked_needed_rows(result: Any) -> list[dict]:
     made = set(getattr(result, "context_edit_ids", ()) or ())
     if not made:
-        return pd.DataFrame(columns=columns)
+        return []
     path = result.session.get_branch()
     by_id = {e.get("id"): e for e in path}
     messages: list[tuple[Any, dict]] = []
@@ -89,7 +95,7 @@ def masked_needed_facts(result: Any) -> pd.DataFrame:
                 rows.append({"edit_id": edit.get("id"), "target_id": edit.get("targetId"), "kind": fact.kind,
                              "value": fact.value, "cls": fact_class(fact), "used_by": hit[0], "how": hit[1]})
         i = j
-    return pd.DataFrame(rows, columns=columns)
+    return rows
 
 
 def _mean(values: Any) -> float:
@@ -123,7 +129,7 @@ def run_measures(
         spans = result.compaction_spans() if callable(getattr(result, "compaction_spans", None)) else None
         h = chain_headline(result, spans=spans)
         recalls, needed = h["needed_recall"], h["n_needed"]
-        masked = len(masked_needed_facts(result))
+        masked = len(_masked_needed_rows(result))
         weighted = sum(r * n for r, n in zip(recalls, needed) if r == r and n)
         total = sum(n for r, n in zip(recalls, needed) if r == r and n) + masked
         out.update({
