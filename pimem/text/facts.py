@@ -1049,6 +1049,10 @@ class JoinedIndex(SummaryIndex):
     def plain(self) -> str:
         return "\n".join(p.plain for p in self.parts)  # characters dropped one by one, never a break
 
+    def has_path(self, path: str) -> bool:
+        # each rule compares the path with one path of the text, and the text's paths are the parts'
+        return any(p.has_path(path) for p in self.parts)
+
     def has_words(self, text: str, threshold: float) -> bool:
         # a line that qualifies shares two words with its part, so the part's own check passes
         return any(p.has_words(text, threshold) for p in self.parts)
