@@ -453,15 +453,30 @@ def parse_iso_ms(s: Any) -> int | None:
     ``2026/03/01``, ``12/31/2025``; a padded ISO string is not ISO there (V8 reads
     ``" 2026-03-01"`` as local midnight and ``" 2026-03-01T00:00Z"`` as NaN).
     """
-    if not isinstance(s, str):
+    if s.__class__ is str:
+        ms = _ISO_MS_MEMO.get(s)
+        if ms is not None:
+            return ms
+    elif not isinstance(s, str):
         return None
     if len(s) == 24 and s[23] == "Z" and s.isascii() and _TO_ISO_FORM.fullmatch(s) is not None:
         # ``toISOString``'s own form (what Pi writes): where it names a real UTC time, that time
         try:
-            return (_datetime.fromisoformat(s[:23] + "+00:00") - _EPOCH) // _ONE_MS
+            ms = (_datetime.fromisoformat(s[:23] + "+00:00") - _EPOCH) // _ONE_MS
         except ValueError:  # year 0, day past the month's end, hour 24: the full rules
             pass
+        else:
+            if s.__class__ is str:
+                if len(_ISO_MS_MEMO) >= _ISO_MS_MEMO_SIZE:
+                    _ISO_MS_MEMO.clear()
+                _ISO_MS_MEMO[s] = ms
+            return ms
     return _parse_date_text(s)
+
+
+_ISO_MS_MEMO: dict[str, int] = {}
+""":func:`parse_iso_ms` of strings in ``toISOString``'s form (UTC: the same in every time zone)."""
+_ISO_MS_MEMO_SIZE = 4096
 
 
 def _parse_date_text(s: str) -> int | None:
