@@ -1,5 +1,6 @@
-/* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks and the projection of
- * plain message entries, the file operations of tool calls.
+/* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks, the selection of the
+ * context entries after a compaction and the projection of plain message entries, the file operations of
+ * tool calls.
  *
  * Each function decides only the plain shapes of JSON data (exact dicts, lists and strings; integers
  * below 10^15) and answers -1 (or None) for anything else, so that the pure-Python port (compaction.py,
@@ -16,7 +17,7 @@
 #define IMAGE_CHARS 4800 /* ESTIMATED_IMAGE_CHARS */
 
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
-    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path;
+    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path, *k_id, *k_firstKeptEntryId;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
     *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction,
     *s_custom_message, *s_branch_summary, *s_read, *s_edit, *s_write;
@@ -739,6 +740,119 @@ cannot:
     Py_RETURN_NONE;
 }
 
+/* a == s as Python compares a JSON value a with an exact str s: 1 or 0; CANNOT where a is of a kind only
+ * Python decides (a subclass of str, an object that is not JSON data). */
+static inline int
+equals_str(PyObject *a, PyObject *s)
+{
+    if (PyUnicode_CheckExact(a)) {
+        return str_eq(a, s);
+    }
+    return other_json(a) ? 0 : CANNOT;
+}
+
+/* context_entries_and_types on a walked path with a compaction: (the latest compaction, the entries from
+ * its first kept entry on that are not system messages, everything after it; their types). The first kept
+ * entry is searched back from the compaction; None where its id is not a non-empty string, or an entry
+ * looked at is not a plain dict (a message entry: with a dict message), or a value compared is of another
+ * kind than JSON data and exact strings. */
+static PyObject *
+select_context(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "select_context(path, types)");
+        return NULL;
+    }
+    PyObject *path = args[0], *types = args[1];
+    if (!PyList_CheckExact(path) || !PyList_CheckExact(types) || PyList_GET_SIZE(path) != PyList_GET_SIZE(types)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(path), at = n - 1;
+    for (; at >= 0; at--) {
+        int found = equals_str(PyList_GET_ITEM(types, at), s_compaction);
+        if (found == CANNOT) {
+            Py_RETURN_NONE;
+        }
+        if (found) {
+            break;
+        }
+    }
+    if (at < 0) {
+        Py_RETURN_NONE;
+    }
+    PyObject *compaction = PyList_GET_ITEM(path, at);
+    if (!PyDict_CheckExact(compaction)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *first_kept = get(compaction, k_firstKeptEntryId);
+    if (first_kept == NULL || !PyUnicode_CheckExact(first_kept) || PyUnicode_GET_LENGTH(first_kept) == 0) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t start = at;
+    for (Py_ssize_t i = at - 1; i >= 0; i--) {
+        PyObject *entry = PyList_GET_ITEM(path, i);
+        if (!PyDict_CheckExact(entry)) {
+            Py_RETURN_NONE;
+        }
+        PyObject *id = get(entry, k_id);
+        int same = id == NULL ? 0 : equals_str(id, first_kept);
+        if (same == CANNOT) {
+            Py_RETURN_NONE;
+        }
+        if (same) {
+            start = i;
+            break;
+        }
+    }
+    PyObject *entries = PyList_New(0), *entry_types = PyList_New(0);
+    if (entries == NULL || entry_types == NULL || PyList_Append(entries, compaction) < 0
+        || PyList_Append(entry_types, PyList_GET_ITEM(types, at)) < 0) {
+        goto error;
+    }
+    for (Py_ssize_t i = start; i < at; i++) {
+        PyObject *entry = PyList_GET_ITEM(path, i), *etype = PyList_GET_ITEM(types, i);
+        int is_message = equals_str(etype, s_message);
+        if (is_message == CANNOT) {
+            goto cannot;
+        }
+        if (is_message) {
+            PyObject *message = get(entry, k_message);
+            if (message == NULL || !PyDict_CheckExact(message)) {
+                goto cannot;
+            }
+            PyObject *role = get(message, k_role);
+            int system = role == NULL ? 0 : equals_str(role, s_system);
+            if (system == CANNOT) {
+                goto cannot;
+            }
+            if (system) {
+                continue;
+            }
+        }
+        if (PyList_Append(entries, entry) < 0 || PyList_Append(entry_types, etype) < 0) {
+            goto error;
+        }
+    }
+    for (Py_ssize_t i = at + 1; i < n; i++) {
+        if (PyList_Append(entries, PyList_GET_ITEM(path, i)) < 0
+            || PyList_Append(entry_types, PyList_GET_ITEM(types, i)) < 0) {
+            goto error;
+        }
+    }
+    PyObject *result = PyTuple_Pack(2, entries, entry_types);
+    Py_DECREF(entries);
+    Py_DECREF(entry_types);
+    return result;
+cannot:
+    Py_DECREF(entries);
+    Py_DECREF(entry_types);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(entries);
+    Py_XDECREF(entry_types);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"chars", chars, METH_O,
      "chars($module, message, /)\n--\n\n"
@@ -766,6 +880,9 @@ static PyMethodDef methods[] = {
     {"add_file_ops", (PyCFunction)(void (*)(void))add_file_ops, METH_FASTCALL,
      "add_file_ops($module, messages, read, written, edited, /)\n--\n\n"
      "The paths of read, write and edit tool calls added to the three sets: True, or None (sets untouched)."},
+    {"select_context", (PyCFunction)(void (*)(void))select_context, METH_FASTCALL,
+     "select_context($module, path, types, /)\n--\n\n"
+     "context_entries_and_types on a walked path with a compaction: (entries, types), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -798,6 +915,8 @@ PyInit_compiled(void)
     INTERN(k_sections, "sections");
     INTERN(k_toolsAdded, "toolsAdded");
     INTERN(k_path, "path");
+    INTERN(k_id, "id");
+    INTERN(k_firstKeptEntryId, "firstKeptEntryId");
     INTERN(s_read, "read");
     INTERN(s_edit, "edit");
     INTERN(s_write, "write");

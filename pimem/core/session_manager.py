@@ -1516,6 +1516,10 @@ def context_entries_and_types(
     types = [e.get("type") for e in path] if path_types is None else path_types
     if "compaction" not in types:
         return path, types
+    if walked and path_ids is None and _fast_select is not None:
+        done = _fast_select(path, types)
+        if done is not None:
+            return done
     compaction_idx = len(types) - 1 - types[::-1].index("compaction")
     compaction = path[compaction_idx]
     if path_ids is not None:
@@ -1557,6 +1561,9 @@ def context_entries_and_types(
     context_entries.extend(path[compaction_idx + 1 :])
     context_types.extend(types[compaction_idx + 1 :])
     return context_entries, context_types
+
+
+_fast_select: Any = compiled.select_context if compiled is not None else None
 
 
 def _context_from(path: list[dict], types: list, compaction_idx: int, start: int) -> tuple[list[dict], list]:

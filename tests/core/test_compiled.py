@@ -171,7 +171,8 @@ def test_every_message_of_the_samples_and_real_sessions_is_estimated_alike(
 def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back"):
         monkeypatch.setattr(compaction, name, None)
-    monkeypatch.setattr(session_manager, "_fast_project", None)
+    for name in ("_fast_project", "_fast_select"):
+        monkeypatch.setattr(session_manager, name, None)
     monkeypatch.setattr(utils, "_fast_file_ops", None)
 
 
@@ -338,6 +339,96 @@ def test_project_plain_leaves_to_python_what_it_does_not_decide() -> None:
                                                  to_msgs, True)
     assert [len(m) for m in per_entry] == [1, 1, 0] and messages[1] is ok["message"]
     assert messages[0]["role"] == "compactionSummary" and len(messages) == 2
+
+
+def _damaged(entries: list[Any], damage: list[tuple[int, str]]) -> list[Any]:
+    """Copies of the entries with some made into shapes only the Python port decides."""
+    path = [dict(e) for e in entries]
+    for at, how in damage:
+        i = at % len(path)
+        entry = path[i]
+        if not isinstance(entry, dict):
+            continue
+        if how == "no message":
+            entry.pop("message", None)
+        elif how == "message list":
+            entry["message"] = [entry.get("message")]
+        elif how == "content none" and isinstance(entry.get("message"), dict):
+            entry["message"] = {**entry["message"], "content": None}
+        elif how == "not a dict":
+            path[i] = ["entry"]
+        elif how == "odd id":
+            entry["id"] = [Text("x"), 7, None, ["x"], {"x": 1}][at % 5]
+        elif how == "odd target" and entry.get("type") == "context_edit":
+            entry["targetId"] = [Text(entry["targetId"]), 7, None, ["x"]][at % 4]
+        elif how == "odd kept":
+            entry["firstKeptEntryId"] = [Text("x"), "", 7, None][at % 4]
+        elif how == "odd role" and isinstance(entry.get("message"), dict):
+            entry["message"] = {**entry["message"], "role": [Text("system"), 7, ["system"]][at % 3]}
+        elif how == "odd type":
+            entry["type"] = [Text("message"), Text("compaction"), 7, None][at % 4]
+        elif how == "system":
+            path[i] = {**entry, "type": "message", "message": {"role": "system", "content": "s"}}
+    return path
+
+
+def _compare_selection(path: list[Any]) -> bool:
+    """select_context against the port on one path: whether it decided."""
+    types = [e.get("type") if isinstance(e, dict) else None for e in path]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _pure(monkeypatch)
+        port = outcome(session_manager.context_entries_and_types, path, True, list(types))
+    fast = compiled.select_context(path, types) if "compaction" in types else None
+    if fast is not None:
+        assert port == fast and [a is b for a, b in zip(port[0], fast[0])] == [True] * len(fast[0])
+    return fast is not None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(session_trees(), st.lists(st.tuples(st.integers(0, 40), st.sampled_from(
+    ["no message", "message list", "content none", "not a dict", "odd id", "odd target", "odd kept", "odd role",
+     "odd type", "system"])), max_size=3))
+def test_the_compiled_selection_gives_the_ports_answer_or_declines(
+        tree: Any, damage: list[tuple[int, str]]) -> None:
+    _, entries = tree
+    session = session_manager.Session(tree[0], entries)
+    for leaf in [e["id"] for e in session.leaves()]:
+        _compare_selection(_damaged(session.get_branch(leaf), damage))
+    _compare_selection(_damaged(entries, damage))
+
+
+def test_the_compiled_selection_of_every_sample_and_real_path(sample_paths: list[Path]) -> None:
+    paths = list(sample_paths)
+    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
+    if real.is_dir():
+        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    selections = 0
+    for file in paths:
+        session = load_session(file)
+        for leaf in session.leaves():
+            branch = session.get_branch(leaf["id"])
+            ends = range(1, len(branch) + 1) if file in sample_paths else [len(branch)]
+            for end in ends:  # every entry of a sample's path as the leaf
+                selections += _compare_selection(branch[:end])
+    assert selections > 0  # the samples hold compactions
+
+
+def test_select_context_leaves_to_python_what_it_does_not_decide() -> None:
+    kept = {"type": "message", "id": "k", "message": {"role": "user", "content": "x"}}
+    system = {"type": "message", "id": "s", "message": {"role": "system", "content": "x"}}
+    compaction_entry = {"type": "compaction", "id": "c", "firstKeptEntryId": "k", "summary": "s"}
+    after = {"type": "label", "id": "l"}
+    entries, types = compiled.select_context([kept, system, compaction_entry, after],
+                                             ["message", "message", "compaction", "label"])
+    assert entries == [compaction_entry, kept, after] and types == ["compaction", "message", "label"]
+    for path in ([kept, {**compaction_entry, "firstKeptEntryId": ""}], [kept, {**compaction_entry, "firstKeptEntryId": 7}],
+                 [kept, [compaction_entry]], [{**kept, "id": Text("k")}, compaction_entry],
+                 [{**kept, "message": "m"}, compaction_entry], [{**kept, "message": {"role": Text("system")}}, compaction_entry]):
+        assert compiled.select_context(path, ["message", "compaction"]) is None
+    assert compiled.select_context([kept, compaction_entry], ["message", Text("compaction")]) is None
+    assert compiled.select_context([kept], ["message"]) is None  # no compaction: Python answers
+    assert compiled.select_context((kept, compaction_entry), ["message", "compaction"]) is None
+    assert compiled.select_context([kept, compaction_entry], ["message"]) is None
 
 
 def test_pure_python_can_be_chosen_from_the_environment() -> None:
