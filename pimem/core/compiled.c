@@ -1,6 +1,6 @@
 /* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks, the selection of the
- * context entries after a compaction and the projection of plain message entries, the file operations of
- * tool calls.
+ * context entries after a compaction and the projection of plain message entries and of context edits,
+ * the file operations of tool calls.
  *
  * Each function decides only the plain shapes of JSON data (exact dicts, lists and strings; integers
  * below 10^15) and answers -1 (or None) for anything else, so that the pure-Python port (compaction.py,
@@ -17,10 +17,10 @@
 #define IMAGE_CHARS 4800 /* ESTIMATED_IMAGE_CHARS */
 
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
-    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path, *k_id, *k_firstKeptEntryId;
+    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path, *k_id, *k_firstKeptEntryId, *k_targetId;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
     *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction,
-    *s_custom_message, *s_branch_summary, *s_read, *s_edit, *s_write;
+    *s_custom_message, *s_branch_summary, *s_read, *s_edit, *s_write, *s_context_edit;
 
 static inline int
 str_eq(PyObject *a, PyObject *b)
@@ -853,6 +853,141 @@ error:
     return NULL;
 }
 
+/* project_parts with context edits: (per-entry message lists or None, messages). The edits are the
+ * context_edit entries by targetId, the last one winning. A compaction after the first entry brings
+ * nothing; an entry without an edit brings its message where it is a message entry whose message has
+ * content, nothing where its own type brings none; every other entry brings project_entry(entry, edit or
+ * None), which must return a list. None where an entry is not a dict, a targetId not a string, an id a
+ * value Python would not look up as JSON data, a message entry has no dict message, or project_entry
+ * returns something else; with_lists False leaves the per-entry lists out. */
+static PyObject *
+project_edited(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "project_edited(context_entries, types, project_entry, with_lists)");
+        return NULL;
+    }
+    PyObject *entries = args[0], *types = args[1], *project_entry = args[2];
+    int with_lists = PyObject_IsTrue(args[3]);
+    if (with_lists < 0) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(entries) || !PyList_CheckExact(types) || PyList_GET_SIZE(entries) != PyList_GET_SIZE(types)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    PyObject *per_entry = NULL, *messages = NULL, *edits = PyDict_New();
+    if (edits == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        int is_edit = equals_str(PyList_GET_ITEM(types, i), s_context_edit);
+        if (is_edit == CANNOT || !PyDict_CheckExact(entry)) {
+            goto cannot;
+        }
+        if (is_edit) {
+            PyObject *target = get(entry, k_targetId);
+            if (target == NULL || !PyUnicode_CheckExact(target)) {
+                goto cannot;
+            }
+            if (PyDict_SetItem(edits, target, entry) < 0) {
+                goto error;
+            }
+        }
+    }
+    per_entry = with_lists ? PyList_New(n) : NULL;
+    messages = PyList_New(0);
+    if (messages == NULL || (with_lists && per_entry == NULL)) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i), *etype = PyList_GET_ITEM(types, i);
+        PyObject *msgs = NULL, *edit = NULL;
+        int is_compaction = equals_str(etype, s_compaction), is_message = equals_str(etype, s_message);
+        if (is_compaction == CANNOT || is_message == CANNOT) {
+            goto cannot;
+        }
+        if (i > 0 && is_compaction) {
+            if ((msgs = PyList_New(0)) == NULL) {
+                goto error;
+            }
+            goto add;
+        }
+        PyObject *id = get(entry, k_id);
+        if (id != NULL) {
+            if (PyUnicode_CheckExact(id)) {
+                edit = get(edits, id);
+            }
+            else if (!other_json(id) || PyList_CheckExact(id) || PyDict_CheckExact(id)) {
+                goto cannot; /* a subclass of str, an object, or a key Python cannot look up */
+            }
+        }
+        if (edit == NULL && is_message) {
+            PyObject *message = get(entry, k_message);
+            if (message == NULL || !PyDict_CheckExact(message)) {
+                goto cannot;
+            }
+            PyObject *content = get(message, k_content);
+            if (content != NULL && content != Py_None) {
+                if (PyList_Append(messages, message) < 0) {
+                    goto error;
+                }
+                if (with_lists) {
+                    if ((msgs = PyList_New(1)) == NULL) {
+                        goto error;
+                    }
+                    Py_INCREF(message);
+                    PyList_SET_ITEM(msgs, 0, message);
+                    PyList_SET_ITEM(per_entry, i, msgs);
+                }
+                continue;
+            }
+        }
+        if (edit == NULL && brings_nothing(entry)) {
+            msgs = PyList_New(0);
+        }
+        else {
+            msgs = PyObject_CallFunctionObjArgs(project_entry, entry, edit == NULL ? Py_None : edit, NULL);
+            if (msgs != NULL && !PyList_CheckExact(msgs)) {
+                Py_DECREF(msgs);
+                goto cannot;
+            }
+        }
+        if (msgs == NULL) {
+            goto error;
+        }
+    add:
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(msgs); k++) {
+            if (PyList_Append(messages, PyList_GET_ITEM(msgs, k)) < 0) {
+                Py_DECREF(msgs);
+                goto error;
+            }
+        }
+        if (with_lists) {
+            PyList_SET_ITEM(per_entry, i, msgs);
+        }
+        else {
+            Py_DECREF(msgs);
+        }
+    }
+    Py_DECREF(edits);
+    PyObject *result = Py_BuildValue("(OO)", with_lists ? per_entry : Py_None, messages);
+    Py_XDECREF(per_entry);
+    Py_DECREF(messages);
+    return result;
+cannot:
+    Py_DECREF(edits);
+    Py_XDECREF(per_entry);
+    Py_XDECREF(messages);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(edits);
+    Py_XDECREF(per_entry);
+    Py_XDECREF(messages);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"chars", chars, METH_O,
      "chars($module, message, /)\n--\n\n"
@@ -883,6 +1018,9 @@ static PyMethodDef methods[] = {
     {"select_context", (PyCFunction)(void (*)(void))select_context, METH_FASTCALL,
      "select_context($module, path, types, /)\n--\n\n"
      "context_entries_and_types on a walked path with a compaction: (entries, types), or None."},
+    {"project_edited", (PyCFunction)(void (*)(void))project_edited, METH_FASTCALL,
+     "project_edited($module, context_entries, types, project_entry, with_lists, /)\n--\n\n"
+     "project_parts with context edits: (per-entry message lists or None, messages), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -917,6 +1055,7 @@ PyInit_compiled(void)
     INTERN(k_path, "path");
     INTERN(k_id, "id");
     INTERN(k_firstKeptEntryId, "firstKeptEntryId");
+    INTERN(k_targetId, "targetId");
     INTERN(s_read, "read");
     INTERN(s_edit, "edit");
     INTERN(s_write, "write");
@@ -936,5 +1075,6 @@ PyInit_compiled(void)
     INTERN(s_compaction, "compaction");
     INTERN(s_custom_message, "custom_message");
     INTERN(s_branch_summary, "branch_summary");
+    INTERN(s_context_edit, "context_edit");
     return PyModule_Create(&module);
 }

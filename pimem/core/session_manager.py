@@ -1620,6 +1620,7 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
 
 
 _fast_project: Any = compiled.project_plain if compiled is not None else None
+_fast_project_edited: Any = compiled.project_edited if compiled is not None else None
 
 
 def project_parts(
@@ -1637,6 +1638,10 @@ def project_parts(
     add_entry = per_entry.append
     add = messages.append
     if "context_edit" in types:
+        if _fast_project_edited is not None:
+            done = _fast_project_edited(context_entries, types, project_context_entry, True)
+            if done is not None:
+                return types, done[0], done[1]
         edits: dict[Any, dict] = {}
         for entry, etype in zip(context_entries, types):
             if etype == "context_edit":
@@ -1703,6 +1708,10 @@ def _context_of_path(path: list[dict], checked: bool = False, types: list | None
 def context_messages(context_entries: list[dict], types: list) -> list[dict]:
     """The messages of :func:`project_parts` alone (without the per-entry lists)."""
     if "context_edit" in types:
+        if _fast_project_edited is not None:
+            done = _fast_project_edited(context_entries, types, project_context_entry, False)
+            if done is not None:
+                return done[1]
         return project_parts(context_entries, types)[2]
     if _fast_project is not None:
         done = _fast_project(context_entries, types, session_entry_to_context_messages, False)

@@ -171,7 +171,7 @@ def test_every_message_of_the_samples_and_real_sessions_is_estimated_alike(
 def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back"):
         monkeypatch.setattr(compaction, name, None)
-    for name in ("_fast_project", "_fast_select"):
+    for name in ("_fast_project", "_fast_project_edited", "_fast_select"):
         monkeypatch.setattr(session_manager, name, None)
     monkeypatch.setattr(utils, "_fast_file_ops", None)
 
@@ -372,8 +372,18 @@ def _damaged(entries: list[Any], damage: list[tuple[int, str]]) -> list[Any]:
     return path
 
 
-def _compare_selection(path: list[Any]) -> bool:
-    """select_context against the port on one path: whether it decided."""
+def _tagged(parts: Any, entries: list[Any]) -> Any:
+    """An answer with each message that is an entry's own message object named by that entry's index."""
+    if not isinstance(parts, tuple):
+        return parts
+    own = {id(e["message"]): i for i, e in enumerate(entries) if isinstance(e, dict) and "message" in e}
+    per_entry, messages = parts
+    return (per_entry, messages, None if per_entry is None else [[own.get(id(m), -1) for m in ms] for ms in per_entry],
+            [own.get(id(m), -1) for m in messages])
+
+
+def _compare_selection_and_edits(path: list[Any]) -> tuple[bool, bool]:
+    """select_context and project_edited against the port on one path: (selection decided, edits decided)."""
     types = [e.get("type") if isinstance(e, dict) else None for e in path]
     with pytest.MonkeyPatch.context() as monkeypatch:
         _pure(monkeypatch)
@@ -381,36 +391,54 @@ def _compare_selection(path: list[Any]) -> bool:
     fast = compiled.select_context(path, types) if "compaction" in types else None
     if fast is not None:
         assert port == fast and [a is b for a, b in zip(port[0], fast[0])] == [True] * len(fast[0])
-    return fast is not None
+    if not isinstance(port, tuple):
+        return fast is not None, False
+    entries, entry_types = port
+    entry_types = list(entry_types)
+    decided = False
+    for with_lists in (True, False):
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            _pure(monkeypatch)
+            done = outcome(session_manager.project_parts, entries, entry_types)
+            expected = _tagged(done if not isinstance(done, tuple) else (done[1] if with_lists else None, done[2]),
+                               entries)
+        answer = outcome(compiled.project_edited, entries, entry_types, session_manager.project_context_entry,
+                         with_lists)
+        if answer is not None:
+            decided = "context_edit" in entry_types
+            assert _tagged(answer, entries) == expected
+    return fast is not None, decided
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(session_trees(), st.lists(st.tuples(st.integers(0, 40), st.sampled_from(
     ["no message", "message list", "content none", "not a dict", "odd id", "odd target", "odd kept", "odd role",
      "odd type", "system"])), max_size=3))
-def test_the_compiled_selection_gives_the_ports_answer_or_declines(
+def test_the_compiled_selection_and_edits_give_the_ports_answer_or_decline(
         tree: Any, damage: list[tuple[int, str]]) -> None:
     _, entries = tree
     session = session_manager.Session(tree[0], entries)
     for leaf in [e["id"] for e in session.leaves()]:
-        _compare_selection(_damaged(session.get_branch(leaf), damage))
-    _compare_selection(_damaged(entries, damage))
+        _compare_selection_and_edits(_damaged(session.get_branch(leaf), damage))
+    _compare_selection_and_edits(_damaged(entries, damage))
 
 
-def test_the_compiled_selection_of_every_sample_and_real_path(sample_paths: list[Path]) -> None:
+def test_the_compiled_selection_and_edits_of_every_sample_and_real_path(sample_paths: list[Path]) -> None:
     paths = list(sample_paths)
     real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
     if real.is_dir():
         paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
-    selections = 0
+    selections = edits = 0
     for file in paths:
         session = load_session(file)
         for leaf in session.leaves():
             branch = session.get_branch(leaf["id"])
             ends = range(1, len(branch) + 1) if file in sample_paths else [len(branch)]
             for end in ends:  # every entry of a sample's path as the leaf
-                selections += _compare_selection(branch[:end])
-    assert selections > 0  # the samples hold compactions
+                selected, edited = _compare_selection_and_edits(branch[:end])
+                selections += selected
+                edits += edited
+    assert selections > 0 and edits > 0  # the samples hold compactions and context edits
 
 
 def test_select_context_leaves_to_python_what_it_does_not_decide() -> None:
@@ -429,6 +457,26 @@ def test_select_context_leaves_to_python_what_it_does_not_decide() -> None:
     assert compiled.select_context([kept], ["message"]) is None  # no compaction: Python answers
     assert compiled.select_context((kept, compaction_entry), ["message", "compaction"]) is None
     assert compiled.select_context([kept, compaction_entry], ["message"]) is None
+
+
+def test_project_edited_leaves_to_python_what_it_does_not_decide() -> None:
+    ok = {"type": "message", "id": "a", "message": {"role": "user", "content": "x"}}
+    edit = {"type": "context_edit", "id": "e", "targetId": "a", "replacement": {"content": "y"}}
+    project = session_manager.project_context_entry
+    per_entry, messages = compiled.project_edited([ok, edit], ["message", "context_edit"], project, True)
+    assert messages == [{"role": "user", "content": "y"}] and per_entry == [messages, []]
+    dropped = {**edit, "id": "f", "replacement": None}  # the last edit of an entry wins
+    assert compiled.project_edited([ok, edit, dropped], ["message", "context_edit", "context_edit"], project, False) == (
+        None, [])
+    for entries in ([ok, {**edit, "targetId": 7}], [ok, {**edit, "targetId": Text("a")}], [["x"], edit],
+                    [{**ok, "id": ["a"]}, edit], [{**ok, "id": Text("a")}, edit], [{**ok, "id": "b", "message": "m"}, edit]):
+        assert compiled.project_edited(entries, ["message", "context_edit"], project, True) is None
+    assert compiled.project_edited([ok, edit], ["message", "context_edit"], lambda e, x: "not a list", True) is None
+    with pytest.raises(ZeroDivisionError):  # what project_entry raises goes through
+        compiled.project_edited([ok, edit], ["message", "context_edit"], lambda e, x: 1 / 0, True)
+    plain = {**ok, "id": "b"}  # no edit: its own message, project_entry not called
+    assert compiled.project_edited([plain, edit], ["message", "context_edit"], lambda e, x: 1 / 0, False) == (
+        None, [plain["message"]])
 
 
 def test_pure_python_can_be_chosen_from_the_environment() -> None:
