@@ -1,6 +1,6 @@
-/* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks, the selection of the
- * context entries after a compaction and the projection of plain message entries and of context edits,
- * the file operations of tool calls.
+/* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks, the walk of a path over
+ * a session's runs, the selection of the context entries after a compaction and the projection of plain
+ * message entries and of context edits, the file operations of tool calls.
  *
  * Each function decides only the plain shapes of JSON data (exact dicts, lists and strings; integers
  * below 10^15) and answers -1 (or None) for anything else, so that the pure-Python port (compaction.py,
@@ -17,7 +17,8 @@
 #define IMAGE_CHARS 4800 /* ESTIMATED_IMAGE_CHARS */
 
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
-    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path, *k_id, *k_firstKeptEntryId, *k_targetId;
+    *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path, *k_id, *k_firstKeptEntryId, *k_targetId,
+    *k_parentId;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
     *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction,
     *s_custom_message, *s_branch_summary, *s_read, *s_edit, *s_write, *s_context_edit;
@@ -988,6 +989,119 @@ error:
     return NULL;
 }
 
+/* _run_path's walk from the entry at position at: (the path, its entry types) joined from the runs, each a
+ * slice of the entries ending where the walk enters it and starting at run_start of that position; the
+ * walk goes on at the position of the parentId of a run's first entry. None where the walk is longer
+ * than the entries (a parentId cycle), or a value is not of the plain kinds (exact lists, dicts, strings
+ * and integers in range). */
+static PyObject *
+run_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "run_path(entries, run_start, positions, types, at)");
+        return NULL;
+    }
+    PyObject *entries = args[0], *run_start = args[1], *positions = args[2], *types = args[3];
+    if (!PyList_CheckExact(entries) || !PyList_CheckExact(run_start) || !PyDict_CheckExact(positions)
+        || !PyList_CheckExact(types) || !PyLong_CheckExact(args[4])) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    if (PyList_GET_SIZE(run_start) != n || PyList_GET_SIZE(types) != n) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t at = PyLong_AsSsize_t(args[4]);
+    if (at == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t small[64], *pieces = small, cap = 64, count = 0, total = 0;
+    PyObject *result = NULL;
+    for (;;) {
+        if (at < 0 || at >= n) {
+            goto done;
+        }
+        PyObject *first = PyList_GET_ITEM(run_start, at);
+        Py_ssize_t start = PyLong_CheckExact(first) ? PyLong_AsSsize_t(first) : -1;
+        if (start < 0 || start > at) {
+            PyErr_Clear();
+            goto done;
+        }
+        if (count + 2 > cap) {
+            Py_ssize_t *grown = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)cap * 2);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memcpy(grown, pieces, sizeof(Py_ssize_t) * (size_t)count);
+            if (pieces != small) {
+                PyMem_Free(pieces);
+            }
+            pieces = grown;
+            cap *= 2;
+        }
+        pieces[count++] = start;
+        pieces[count++] = at + 1;
+        total += at + 1 - start;
+        if (total > n) {
+            goto done; /* a parentId cycle: the walk that stops at it */
+        }
+        PyObject *entry = PyList_GET_ITEM(entries, start);
+        if (!PyDict_CheckExact(entry)) {
+            goto done;
+        }
+        PyObject *parent = get(entry, k_parentId);
+        if (parent == NULL || (!PyUnicode_Check(parent) && other_json(parent))) {
+            break;
+        }
+        if (!PyUnicode_CheckExact(parent)) {
+            goto done;
+        }
+        if (PyUnicode_GET_LENGTH(parent) == 0) {
+            break;
+        }
+        PyObject *next = get(positions, parent);
+        if (next == NULL) {
+            break;
+        }
+        if (!PyLong_CheckExact(next)) {
+            goto done;
+        }
+        at = PyLong_AsSsize_t(next);
+        if (at == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    PyObject *path = PyList_New(total), *path_types = PyList_New(total);
+    if (path == NULL || path_types == NULL) {
+        Py_XDECREF(path);
+        Py_XDECREF(path_types);
+        goto done;
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t p = count - 2; p >= 0; p -= 2) {
+        for (Py_ssize_t i = pieces[p]; i < pieces[p + 1]; i++, k++) {
+            PyObject *e = PyList_GET_ITEM(entries, i), *t = PyList_GET_ITEM(types, i);
+            Py_INCREF(e);
+            PyList_SET_ITEM(path, k, e);
+            Py_INCREF(t);
+            PyList_SET_ITEM(path_types, k, t);
+        }
+    }
+    result = PyTuple_Pack(2, path, path_types);
+    Py_DECREF(path);
+    Py_DECREF(path_types);
+done:
+    if (pieces != small) {
+        PyMem_Free(pieces);
+    }
+    if (result == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"chars", chars, METH_O,
      "chars($module, message, /)\n--\n\n"
@@ -1021,6 +1135,9 @@ static PyMethodDef methods[] = {
     {"project_edited", (PyCFunction)(void (*)(void))project_edited, METH_FASTCALL,
      "project_edited($module, context_entries, types, project_entry, with_lists, /)\n--\n\n"
      "project_parts with context edits: (per-entry message lists or None, messages), or None."},
+    {"run_path", (PyCFunction)(void (*)(void))run_path, METH_FASTCALL,
+     "run_path($module, entries, run_start, positions, types, at, /)\n--\n\n"
+     "_run_path's walk over the session's runs from position at: (path, types), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1056,6 +1173,7 @@ PyInit_compiled(void)
     INTERN(k_id, "id");
     INTERN(k_firstKeptEntryId, "firstKeptEntryId");
     INTERN(k_targetId, "targetId");
+    INTERN(k_parentId, "parentId");
     INTERN(s_read, "read");
     INTERN(s_edit, "edit");
     INTERN(s_write, "write");

@@ -1176,6 +1176,10 @@ def _run_path(session: "Session", leaf_id: Any) -> tuple[list[dict], list] | Non
     if at is None:
         at = len(entries) - 1
     run_start, types = session._run_start, session._types
+    if _fast_run_path is not None:
+        done = _fast_run_path(entries, run_start, positions, types, at)
+        if done is not None:
+            return done
     pieces = []
     total = 0
     while True:
@@ -1199,6 +1203,9 @@ def _run_path(session: "Session", leaf_id: Any) -> tuple[list[dict], list] | Non
         path.extend(entries[pieces[k]:pieces[k + 1]])
         path_types.extend(types[pieces[k]:pieces[k + 1]])
     return path, path_types
+
+
+_fast_run_path: Any = compiled.run_path if compiled is not None else None
 
 
 def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:

@@ -171,7 +171,7 @@ def test_every_message_of_the_samples_and_real_sessions_is_estimated_alike(
 def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back"):
         monkeypatch.setattr(compaction, name, None)
-    for name in ("_fast_project", "_fast_project_edited", "_fast_select"):
+    for name in ("_fast_project", "_fast_project_edited", "_fast_select", "_fast_run_path"):
         monkeypatch.setattr(session_manager, name, None)
     monkeypatch.setattr(utils, "_fast_file_ops", None)
 
@@ -477,6 +477,77 @@ def test_project_edited_leaves_to_python_what_it_does_not_decide() -> None:
     plain = {**ok, "id": "b"}  # no edit: its own message, project_entry not called
     assert compiled.project_edited([plain, edit], ["message", "context_edit"], lambda e, x: 1 / 0, False) == (
         None, [plain["message"]])
+
+
+def _run_paths(session: Any, leaves: list[Any]) -> list[Any]:
+    """_run_path from each leaf, as entry positions (the same objects) and types."""
+    at = {id(e): i for i, e in enumerate(session.entries)}
+    out = []
+    for leaf in leaves:
+        found = outcome(session_manager._run_path, session, leaf)
+        out.append(found if not isinstance(found, tuple) else ([at[id(e)] for e in found[0]], found[1]))
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(session_trees(), st.lists(st.tuples(st.integers(0, 40), st.sampled_from(
+    ["cycle", "odd parent", "empty parent", "not a dict", "late parent"])), max_size=3))
+def test_the_compiled_run_walk_gives_the_ports_answer_or_declines(tree: Any, damage: list[tuple[int, str]]) -> None:
+    header, entries = tree
+    entries = [dict(e) for e in entries]
+    for at, how in damage:
+        i = at % len(entries)
+        if how == "cycle":  # an entry's parent is an entry after it: a walk from there goes round
+            entries[i]["parentId"] = entries[-1]["id"]
+        elif how == "odd parent":
+            entries[i]["parentId"] = [Text(entries[i - 1]["id"]), 7, None, [entries[i - 1]["id"]]][at % 4]
+        elif how == "empty parent":
+            entries[i]["parentId"] = ""
+        elif how == "late parent":  # a parent found by a later position than the run before
+            entries[i]["parentId"] = entries[(at * 7) % len(entries)]["id"]
+    session = session_manager.Session(header, entries)
+    for at, how in damage:
+        if how == "not a dict" and session.entries:  # only the port decides (and raises)
+            session.entries[at % len(session.entries)] = ["entry"]  # type: ignore[call-overload]
+    leaves = [e.get("id") if isinstance(e, dict) else None for e in session.entries] + [None, "absent", ["x"]]
+    fast = _run_paths(session, leaves)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _pure(monkeypatch)
+        assert _run_paths(session, leaves) == fast
+
+
+def test_the_compiled_run_walk_of_every_sample_and_real_session(sample_paths: list[Path]) -> None:
+    paths = list(sample_paths)
+    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
+    if real.is_dir():
+        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    for file in paths:
+        session = load_session(file)
+        ids = [e.get("id") for e in session.entries]
+        leaves = [e["id"] for e in session.leaves()] + (ids if file in sample_paths else ids[::50])
+        fast = _run_paths(session, leaves)
+        assert all(isinstance(f, tuple) for f in fast) or not session._runs_valid
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            _pure(monkeypatch)
+            assert _run_paths(session, leaves) == fast
+
+
+def test_run_path_leaves_to_python_what_it_does_not_decide() -> None:
+    a, b, c = {"id": "a", "parentId": None}, {"id": "b", "parentId": "a"}, {"id": "c", "parentId": "a"}
+    entries, run_start, positions = [a, b, c], [0, 0, 2], {"a": 0, "b": 1, "c": 2}
+    types = ["message", "label", "message"]
+    assert compiled.run_path(entries, run_start, positions, types, 2) == ([a, c], ["message", "message"])
+    assert compiled.run_path(entries, run_start, positions, types, 1) == ([a, b], ["message", "label"])
+    cycle = [{"id": "a", "parentId": "b"}, {"id": "b", "parentId": "a"}]
+    assert compiled.run_path(cycle, [0, 0], {"a": 0, "b": 1}, types[:2], 1) is None
+    for odd in (Text("a"), {"k": 1}.keys()):
+        assert compiled.run_path([a, {"id": "b", "parentId": odd}], [0, 1], positions, types[:2], 1) is None
+    assert compiled.run_path([a, ["b"]], [0, 1], positions, types[:2], 1) is None
+    assert compiled.run_path(entries, run_start, positions, types, 3) is None
+    assert compiled.run_path(entries, run_start, {"a": "0"}, types, 2) is None
+    assert compiled.run_path(entries, [0, 0, 2.0], positions, types, 2) is None
+    assert compiled.run_path(entries, run_start, positions, types[:2], 2) is None
+    assert compiled.run_path(tuple(entries), run_start, positions, types, 2) is None
 
 
 def test_pure_python_can_be_chosen_from_the_environment() -> None:
