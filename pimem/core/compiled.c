@@ -1,5 +1,5 @@
 /* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks, the walk of a path over
- * a session's runs, the selection of the context entries after a compaction and the projection of plain
+ * a session's runs, the context's thinking level and model, the selection of the context entries after a compaction and the projection of plain
  * message entries and of context edits, the file operations of tool calls.
  *
  * Each function decides only the plain shapes of JSON data (exact dicts, lists and strings; integers
@@ -18,10 +18,11 @@
 
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
     *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path, *k_id, *k_firstKeptEntryId, *k_targetId,
-    *k_parentId;
+    *k_parentId, *k_thinkingLevel, *k_provider, *k_model, *k_modelId;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
     *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction,
-    *s_custom_message, *s_branch_summary, *s_read, *s_edit, *s_write, *s_context_edit;
+    *s_custom_message, *s_branch_summary, *s_read, *s_edit, *s_write, *s_context_edit,
+    *s_thinking_level_change, *s_model_change, *s_off;
 
 static inline int
 str_eq(PyObject *a, PyObject *b)
@@ -1102,6 +1103,85 @@ done:
     return result;
 }
 
+/* context_settings_of after its check of the messages: (the thinkingLevel of the last thinking-level
+ * change, else "off"; the model of the last assistant message or model change, else None). None where an
+ * entry looked at is not a dict (a message entry: with a dict message) or a type or role compared is of
+ * another kind than JSON data and exact strings. */
+static PyObject *
+context_settings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "context_settings(path, types)");
+        return NULL;
+    }
+    PyObject *path = args[0], *types = args[1];
+    if (!PyList_CheckExact(path) || !PyList_CheckExact(types) || PyList_GET_SIZE(path) != PyList_GET_SIZE(types)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(types);
+    PyObject *thinking_level = s_off, *source = NULL, *key = NULL;
+    for (Py_ssize_t i = n - 1; i >= 0; i--) {
+        int found = equals_str(PyList_GET_ITEM(types, i), s_thinking_level_change);
+        if (found == CANNOT) {
+            Py_RETURN_NONE;
+        }
+        if (found) {
+            PyObject *entry = PyList_GET_ITEM(path, i);
+            if (!PyDict_CheckExact(entry)) {
+                Py_RETURN_NONE;
+            }
+            thinking_level = get(entry, k_thinkingLevel);
+            if (thinking_level == NULL) {
+                thinking_level = Py_None;
+            }
+            break;
+        }
+    }
+    for (Py_ssize_t i = n - 1; i >= 0 && source == NULL; i--) {
+        PyObject *etype = PyList_GET_ITEM(types, i), *entry = PyList_GET_ITEM(path, i);
+        int is_message = equals_str(etype, s_message), is_model = equals_str(etype, s_model_change);
+        if (is_message == CANNOT || is_model == CANNOT) {
+            Py_RETURN_NONE;
+        }
+        if (!is_message && !is_model) {
+            continue;
+        }
+        if (!PyDict_CheckExact(entry)) {
+            Py_RETURN_NONE;
+        }
+        if (is_model) {
+            source = entry;
+            key = k_modelId;
+            break;
+        }
+        PyObject *message = get(entry, k_message);
+        if (message == NULL || !PyDict_CheckExact(message)) {
+            Py_RETURN_NONE;
+        }
+        PyObject *role = get(message, k_role);
+        int assistant = role == NULL ? 0 : equals_str(role, s_assistant);
+        if (assistant == CANNOT) {
+            Py_RETURN_NONE;
+        }
+        if (assistant) {
+            source = message;
+            key = k_model;
+        }
+    }
+    if (source == NULL) {
+        return PyTuple_Pack(2, thinking_level, Py_None);
+    }
+    PyObject *model = PyDict_New(), *provider = get(source, k_provider), *model_id = get(source, key);
+    if (model == NULL || (provider != NULL && PyDict_SetItem(model, k_provider, provider) < 0)
+        || (model_id != NULL && PyDict_SetItem(model, k_modelId, model_id) < 0)) {
+        Py_XDECREF(model);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, thinking_level, model);
+    Py_DECREF(model);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"chars", chars, METH_O,
      "chars($module, message, /)\n--\n\n"
@@ -1138,6 +1218,9 @@ static PyMethodDef methods[] = {
     {"run_path", (PyCFunction)(void (*)(void))run_path, METH_FASTCALL,
      "run_path($module, entries, run_start, positions, types, at, /)\n--\n\n"
      "_run_path's walk over the session's runs from position at: (path, types), or None."},
+    {"context_settings", (PyCFunction)(void (*)(void))context_settings, METH_FASTCALL,
+     "context_settings($module, path, types, /)\n--\n\n"
+     "context_settings_of on a path whose messages are checked: (thinking level, model), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1174,6 +1257,10 @@ PyInit_compiled(void)
     INTERN(k_firstKeptEntryId, "firstKeptEntryId");
     INTERN(k_targetId, "targetId");
     INTERN(k_parentId, "parentId");
+    INTERN(k_thinkingLevel, "thinkingLevel");
+    INTERN(k_provider, "provider");
+    INTERN(k_model, "model");
+    INTERN(k_modelId, "modelId");
     INTERN(s_read, "read");
     INTERN(s_edit, "edit");
     INTERN(s_write, "write");
@@ -1194,5 +1281,8 @@ PyInit_compiled(void)
     INTERN(s_custom_message, "custom_message");
     INTERN(s_branch_summary, "branch_summary");
     INTERN(s_context_edit, "context_edit");
+    INTERN(s_thinking_level_change, "thinking_level_change");
+    INTERN(s_model_change, "model_change");
+    INTERN(s_off, "off");
     return PyModule_Create(&module);
 }

@@ -1437,6 +1437,10 @@ def context_settings_of(
     if not checked and "message" in types:
         if {e.get("message").__class__ for e, t in zip(path, types) if t == "message"} != _ONLY_DICT:
             require_message_objects(path)  # raises for the first message entry without an object
+    if _fast_settings is not None:
+        done = _fast_settings(path, types)
+        if done is not None:
+            return done
     thinking_level: Any = "off"
     if "thinking_level_change" in types:
         thinking_level = path[len(types) - 1 - types[::-1].index("thinking_level_change")].get("thinkingLevel")
@@ -1461,6 +1465,7 @@ def context_settings_of(
 
 
 _ONLY_DICT = frozenset((dict,))
+_fast_settings: Any = compiled.context_settings if compiled is not None else None
 
 
 def session_entry_to_context_messages(entry: dict) -> list[dict]:

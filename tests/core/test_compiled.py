@@ -171,7 +171,7 @@ def test_every_message_of_the_samples_and_real_sessions_is_estimated_alike(
 def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back"):
         monkeypatch.setattr(compaction, name, None)
-    for name in ("_fast_project", "_fast_project_edited", "_fast_select", "_fast_run_path"):
+    for name in ("_fast_project", "_fast_project_edited", "_fast_select", "_fast_run_path", "_fast_settings"):
         monkeypatch.setattr(session_manager, name, None)
     monkeypatch.setattr(utils, "_fast_file_ops", None)
 
@@ -364,9 +364,10 @@ def _damaged(entries: list[Any], damage: list[tuple[int, str]]) -> list[Any]:
         elif how == "odd kept":
             entry["firstKeptEntryId"] = [Text("x"), "", 7, None][at % 4]
         elif how == "odd role" and isinstance(entry.get("message"), dict):
-            entry["message"] = {**entry["message"], "role": [Text("system"), 7, ["system"]][at % 3]}
+            entry["message"] = {**entry["message"], "role": [Text("system"), 7, ["system"], Text("assistant")][at % 4]}
         elif how == "odd type":
-            entry["type"] = [Text("message"), Text("compaction"), 7, None][at % 4]
+            entry["type"] = [Text("message"), Text("compaction"), 7, None, Text("model_change"),
+                             Text("thinking_level_change")][at % 6]
         elif how == "system":
             path[i] = {**entry, "type": "message", "message": {"role": "system", "content": "s"}}
     return path
@@ -548,6 +549,61 @@ def test_run_path_leaves_to_python_what_it_does_not_decide() -> None:
     assert compiled.run_path(entries, [0, 0, 2.0], positions, types, 2) is None
     assert compiled.run_path(entries, run_start, positions, types[:2], 2) is None
     assert compiled.run_path(tuple(entries), run_start, positions, types, 2) is None
+
+
+def _compare_settings(path: list[Any]) -> bool:
+    """context_settings against the port on one path: whether it decided."""
+    types = [e.get("type") if isinstance(e, dict) else None for e in path]
+    fast = compiled.context_settings(path, types)
+    with_extension = [outcome(session_manager.context_settings_of, path, types, checked) for checked in (False, True)]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _pure(monkeypatch)
+        port = outcome(session_manager.context_settings_of, path, types, True)
+        assert [outcome(session_manager.context_settings_of, path, types, checked) for checked in (False, True)] == (
+            with_extension)
+    if fast is not None:
+        assert fast == port
+    return fast is not None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(session_trees(), st.lists(st.tuples(st.integers(0, 40), st.sampled_from(
+    ["no message", "message list", "not a dict", "odd role", "odd type"])), max_size=3))
+def test_the_compiled_settings_give_the_ports_answer_or_decline(tree: Any, damage: list[tuple[int, str]]) -> None:
+    header, entries = tree
+    session = session_manager.Session(header, entries)
+    for leaf in [e["id"] for e in session.leaves()]:
+        _compare_settings(_damaged(session.get_branch(leaf), damage))
+    _compare_settings(_damaged(entries, damage))
+
+
+def test_the_compiled_settings_of_every_sample_and_real_path(sample_paths: list[Path]) -> None:
+    paths = list(sample_paths)
+    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
+    if real.is_dir():
+        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    for file in paths:
+        session = load_session(file)
+        for leaf in session.leaves():
+            branch = session.get_branch(leaf["id"])
+            ends = range(1, len(branch) + 1) if file in sample_paths else [len(branch)]
+            for end in ends:
+                assert _compare_settings(branch[:end])
+
+
+def test_context_settings_leaves_to_python_what_it_does_not_decide() -> None:
+    assistant = {"type": "message", "message": {"role": "assistant", "provider": "p", "model": "m", "content": []}}
+    change = {"type": "model_change", "provider": "q", "modelId": "n"}
+    level = {"type": "thinking_level_change", "thinkingLevel": "high"}
+    assert compiled.context_settings([level, change, assistant], ["thinking_level_change", "model_change", "message"]) == (
+        "high", {"provider": "p", "modelId": "m"})
+    assert compiled.context_settings([assistant, change], ["message", "model_change"]) == ("off", {"provider": "q", "modelId": "n"})
+    assert compiled.context_settings([{"type": "thinking_level_change"}], ["thinking_level_change"]) == (None, None)
+    assert compiled.context_settings([{"type": "model_change"}], ["model_change"]) == ("off", {})
+    for path, types in [([{"type": "message", "message": "m"}], ["message"]), ([["x"]], ["model_change"]),
+                        ([assistant], [Text("message")]), ([{**assistant, "message": {"role": Text("assistant")}}], ["message"]),
+                        ((assistant,), ["message"]), ([assistant], ["message", "message"])]:
+        assert compiled.context_settings(path, types) is None
 
 
 def test_pure_python_can_be_chosen_from_the_environment() -> None:
