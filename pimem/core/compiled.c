@@ -1,6 +1,7 @@
-/* Compiled fast paths: Pi's token estimate (estimateTokens), the cut-point walks, the walk of a path over
- * a session's runs, the context's thinking level and model, the selection of the context entries after a compaction and the projection of plain
- * message entries and of context edits, the file operations of tool calls.
+/* Compiled fast paths: Pi's token estimates (estimateTokens, estimateContextTokens), the cut-point walks,
+ * the walk of a path over a session's runs, the context's thinking level and model, the selection of the
+ * context entries after a compaction, the projection of plain message entries and of context edits, the
+ * file operations of tool calls.
  *
  * Each function decides only the plain shapes of JSON data (exact dicts, lists and strings; integers
  * below 10^15) and answers -1 (or None) for anything else, so that the pure-Python port (compaction.py,
@@ -18,11 +19,12 @@
 
 static PyObject *k_role, *k_content, *k_type, *k_text, *k_thinking, *k_arguments, *k_name, *k_command,
     *k_output, *k_summary, *k_message, *k_sections, *k_toolsAdded, *k_path, *k_id, *k_firstKeptEntryId, *k_targetId,
-    *k_parentId, *k_thinkingLevel, *k_provider, *k_model, *k_modelId;
+    *k_parentId, *k_thinkingLevel, *k_provider, *k_model, *k_modelId,
+    *k_usage, *k_stopReason, *k_totalTokens, *k_input, *k_cacheRead, *k_cacheWrite;
 static PyObject *s_assistant, *s_user, *s_toolResult, *s_custom, *s_bashExecution, *s_branchSummary,
     *s_compactionSummary, *s_system, *s_text, *s_thinking, *s_toolCall, *s_image, *s_message, *s_compaction,
     *s_custom_message, *s_branch_summary, *s_read, *s_edit, *s_write, *s_context_edit,
-    *s_thinking_level_change, *s_model_change, *s_off;
+    *s_thinking_level_change, *s_model_change, *s_off, *s_aborted, *s_error;
 
 static inline int
 str_eq(PyObject *a, PyObject *b)
@@ -1182,6 +1184,130 @@ context_settings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* An exact integer within 10^15 in *out: 1, else 0. */
+static inline int
+small_int(PyObject *v, long long *out)
+{
+    if (v == NULL || !PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred()) || x > 999999999999999LL || x < -999999999999999LL) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* calculate_context_tokens(usage) > 0 for an assistant message's usage: 1 with the tokens in *out (a new
+ * reference), 0 where the usage is not valid, CANNOT where the Python port decides (numbers that are not
+ * exact integers within 10^15, a usage that is not a dict, null or false). */
+static int
+usage_tokens(PyObject *message, PyObject **out)
+{
+    PyObject *usage = get(message, k_usage), *stop = get(message, k_stopReason);
+    if (usage == NULL) {
+        return 0;
+    }
+    if (stop != NULL) {
+        int aborted = equals_str(stop, s_aborted), error = equals_str(stop, s_error);
+        if (aborted == CANNOT || error == CANNOT) {
+            return CANNOT;
+        }
+        if (aborted || error) {
+            return 0;
+        }
+    }
+    if (usage == Py_None || usage == Py_False) {
+        return 0;
+    }
+    if (!PyDict_CheckExact(usage)) {
+        return CANNOT;
+    }
+    PyObject *total = get(usage, k_totalTokens);
+    long long t = 0;
+    if (total != NULL && total != Py_None) {
+        if (!small_int(total, &t)) {
+            return CANNOT;
+        }
+        if (t != 0) {
+            if (t <= 0) {
+                return 0;
+            }
+            Py_INCREF(total);
+            *out = total;
+            return 1;
+        }
+    }
+    PyObject *parts[4] = {get(usage, k_input), get(usage, k_output), get(usage, k_cacheRead), get(usage, k_cacheWrite)};
+    long long sum = 0;
+    for (int k = 0; k < 4; k++) {
+        long long p;
+        if (!small_int(parts[k], &p)) {
+            return CANNOT;
+        }
+        sum += p;
+    }
+    if (sum <= 0) {
+        return 0;
+    }
+    return (*out = PyLong_FromLongLong(sum)) == NULL ? -2 : 1;
+}
+
+/* estimate_context_tokens without a cache: (tokens, usage tokens, trailing tokens, index of the last valid
+ * usage or None). None where a message looked at is not plain (see usage_tokens and message_chars). */
+static PyObject *
+context_tokens(PyObject *module, PyObject *messages)
+{
+    if (!PyList_CheckExact(messages)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(messages), index = n - 1;
+    PyObject *usage = NULL;
+    for (; index >= 0; index--) {
+        PyObject *m = PyList_GET_ITEM(messages, index);
+        if (!PyDict_CheckExact(m)) {
+            Py_RETURN_NONE;
+        }
+        PyObject *role = get(m, k_role);
+        int assistant = role == NULL ? 0 : equals_str(role, s_assistant);
+        if (assistant == CANNOT) {
+            Py_RETURN_NONE;
+        }
+        if (!assistant) {
+            continue;
+        }
+        int valid = usage_tokens(m, &usage);
+        if (valid == -2) {
+            return NULL;
+        }
+        if (valid == CANNOT) {
+            Py_RETURN_NONE;
+        }
+        if (valid) {
+            break;
+        }
+    }
+    long long trailing = 0;
+    for (Py_ssize_t i = index + 1; i < n; i++) {
+        Py_ssize_t chars = message_chars(PyList_GET_ITEM(messages, i));
+        if (chars < 0) {
+            Py_XDECREF(usage);
+            Py_RETURN_NONE;
+        }
+        trailing += (chars + 3) / 4;
+    }
+    if (usage == NULL) {
+        return Py_BuildValue("(LiLO)", trailing, 0, trailing, Py_None);
+    }
+    long long u = PyLong_AsLongLong(usage);
+    PyObject *result = Py_BuildValue("(LOLn)", u + trailing, usage, trailing, index);
+    Py_DECREF(usage);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"chars", chars, METH_O,
      "chars($module, message, /)\n--\n\n"
@@ -1221,6 +1347,9 @@ static PyMethodDef methods[] = {
     {"context_settings", (PyCFunction)(void (*)(void))context_settings, METH_FASTCALL,
      "context_settings($module, path, types, /)\n--\n\n"
      "context_settings_of on a path whose messages are checked: (thinking level, model), or None."},
+    {"context_tokens", context_tokens, METH_O,
+     "context_tokens($module, messages, /)\n--\n\n"
+     "estimate_context_tokens without a cache: (tokens, usage tokens, trailing tokens, usage index), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1261,6 +1390,12 @@ PyInit_compiled(void)
     INTERN(k_provider, "provider");
     INTERN(k_model, "model");
     INTERN(k_modelId, "modelId");
+    INTERN(k_usage, "usage");
+    INTERN(k_stopReason, "stopReason");
+    INTERN(k_totalTokens, "totalTokens");
+    INTERN(k_input, "input");
+    INTERN(k_cacheRead, "cacheRead");
+    INTERN(k_cacheWrite, "cacheWrite");
     INTERN(s_read, "read");
     INTERN(s_edit, "edit");
     INTERN(s_write, "write");
@@ -1284,5 +1419,7 @@ PyInit_compiled(void)
     INTERN(s_thinking_level_change, "thinking_level_change");
     INTERN(s_model_change, "model_change");
     INTERN(s_off, "off");
+    INTERN(s_aborted, "aborted");
+    INTERN(s_error, "error");
     return PyModule_Create(&module);
 }

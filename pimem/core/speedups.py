@@ -1,5 +1,5 @@
 """The optional C extension (``pimem.core.compiled``, built from ``compiled.c`` by setup) that speeds up the
-token estimate, the cut-point walks, the walk of a path over a session's runs, the context's thinking level
+token estimates, the cut-point walks, the walk of a path over a session's runs, the context's thinking level
 and model, the selection of the context entries after a compaction, the projection of plain message entries and of context edits, and the file
 operations of tool calls.
 

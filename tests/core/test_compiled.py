@@ -169,7 +169,8 @@ def test_every_message_of_the_samples_and_real_sessions_is_estimated_alike(
 
 
 def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back"):
+    for name in ("_fast_chars", "_fast_tokens", "_fast_entries_checked", "_fast_tokens_back", "_fast_parts_tokens_back",
+                 "_fast_context_tokens"):
         monkeypatch.setattr(compaction, name, None)
     for name in ("_fast_project", "_fast_project_edited", "_fast_select", "_fast_run_path", "_fast_settings"):
         monkeypatch.setattr(session_manager, name, None)
@@ -604,6 +605,80 @@ def test_context_settings_leaves_to_python_what_it_does_not_decide() -> None:
                         ([assistant], [Text("message")]), ([{**assistant, "message": {"role": Text("assistant")}}], ["message"]),
                         ((assistant,), ["message"]), ([assistant], ["message", "message"])]:
         assert compiled.context_settings(path, types) is None
+
+
+USAGE_NUMBERS = st.sampled_from([0, 1, 7, -3, 10**15, 10**15 - 1, 2.5, float("nan"), True, None, "12"]) | st.integers(0, 10**6)
+
+
+@st.composite
+def usage_messages(draw: Any) -> Any:
+    if draw(st.integers(0, 2)) == 0:
+        return draw(messages())
+    message: dict[str, Any] = {"role": draw(st.sampled_from(["assistant", "assistant", "user", Text("assistant")])),
+                               "content": [{"type": "text", "text": draw(TEXTS)}]}
+    if draw(st.integers(0, 4)):
+        usage = {key: draw(USAGE_NUMBERS) for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+                 if draw(st.integers(0, 5))}
+        message["usage"] = usage if draw(st.integers(0, 6)) else draw(st.sampled_from([None, False, 0, "", [1], "u"]))
+    if draw(st.integers(0, 2)) == 0:
+        message["stopReason"] = draw(st.sampled_from(["stop", "aborted", "error", None, 3, Text("error")]))
+    return message
+
+
+def _estimate(messages_: list[Any]) -> Any:
+    done = outcome(compaction.estimate_context_tokens, messages_)
+    if isinstance(done, compaction.ContextUsageEstimate):
+        return done.tokens, done.usage_tokens, done.trailing_tokens, done.last_usage_index
+    return done
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(usage_messages(), max_size=6))
+def test_the_compiled_context_estimate_gives_the_ports_answer_or_declines(messages_: list[Any]) -> None:
+    fast = compiled.context_tokens(messages_)
+    with_extension = _estimate(messages_)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _pure(monkeypatch)
+        port = _estimate(messages_)
+    assert repr(with_extension) == repr(port)
+    if fast is not None:
+        assert fast == port and [type(v) for v in fast] == [type(v) for v in port]
+
+
+def test_the_compiled_context_estimate_of_every_sample_and_real_context(sample_paths: list[Path]) -> None:
+    paths = list(sample_paths)
+    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
+    if real.is_dir():
+        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    decided = 0
+    for file in paths:
+        session = load_session(file)
+        contexts = [session_manager.build_session_context(session, leaf["id"]).messages for leaf in session.leaves()]
+        for messages_ in contexts:
+            fast = compiled.context_tokens(messages_)
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                _pure(monkeypatch)
+                port = _estimate(messages_)
+            if fast is not None:
+                decided += 1
+                assert fast == port
+    assert decided > 0
+
+
+def test_context_tokens_leaves_to_python_what_it_does_not_decide() -> None:
+    used = {"role": "assistant", "content": [], "usage": {"totalTokens": 50}}
+    user = {"role": "user", "content": "abcdefgh"}
+    assert compiled.context_tokens([user, used, user]) == (52, 50, 2, 1)
+    assert compiled.context_tokens([user, {**used, "stopReason": "aborted"}]) == (2, 0, 2, None)
+    parts = {"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4, "totalTokens": 0}
+    assert compiled.context_tokens([{**used, "usage": parts}]) == (10, 10, 0, 0)
+    nothing = dict.fromkeys(("input", "output", "cacheRead", "cacheWrite"), 0)  # no tokens: not a valid usage
+    assert compiled.context_tokens([user, {**used, "usage": nothing}]) == (2, 0, 2, None)
+    for odd in ({"totalTokens": 1.5}, {"totalTokens": True}, {"input": 1}, [1], 0, {"totalTokens": 10**16}):
+        assert compiled.context_tokens([user, {**used, "usage": odd}]) is None
+    assert compiled.context_tokens([["m"]]) is None and compiled.context_tokens((user,)) is None
+    assert compiled.context_tokens([{**used, "role": Text("assistant")}]) is None
+    assert compiled.context_tokens([{**used, "stopReason": Text("error")}]) is None
 
 
 def test_pure_python_can_be_chosen_from_the_environment() -> None:

@@ -229,6 +229,7 @@ ESTIMATED_IMAGE_CHARS = 4800
 
 _fast_chars: Callable[[Any], int] | None = _COMPILED.chars if _COMPILED is not None else None
 _fast_tokens: Callable[[Any], int] | None = _COMPILED.tokens if _COMPILED is not None else None
+_fast_context_tokens: Callable[[Any], tuple | None] | None = _COMPILED.context_tokens if _COMPILED is not None else None
 _fast_entries_checked: Callable[[Any, int, int], bool | None] | None = (
     _COMPILED.message_entries_checked if _COMPILED is not None else None
 )
@@ -471,6 +472,10 @@ def estimate_context_tokens(
         messages: the context's messages, in order.
         cache: per-message estimates to reuse.
     """
+    if cache is None and _fast_context_tokens is not None:
+        done = _fast_context_tokens(messages)
+        if done is not None:
+            return ContextUsageEstimate(*done)
     est = cache.estimate if cache is not None else estimate_tokens
     info = _last_usage_info(messages)
     if info is None:
