@@ -425,12 +425,29 @@ message_entries_checked(PyObject *module, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_TRUE;
 }
 
-/* The tokens of a plain message entry (a dict message with content), or CANNOT for any other entry. */
+/* Whether session_entry_to_context_messages(entry) is [] by the entry's own type: none, or a string that
+ * is not one of the four types bringing messages. */
+static int
+brings_nothing(PyObject *entry)
+{
+    PyObject *etype = get(entry, k_type);
+    if (etype == NULL) {
+        return 1;
+    }
+    return PyUnicode_CheckExact(etype) && !str_eq(etype, s_message) && !str_eq(etype, s_custom_message)
+           && !str_eq(etype, s_branch_summary) && !str_eq(etype, s_compaction);
+}
+
+/* The tokens of a plain message entry (a dict message with content), 0 for an entry whose own type brings
+ * no messages, or CANNOT for any other entry. */
 static long long
 entry_tokens(PyObject *entry)
 {
     if (!PyDict_CheckExact(entry)) {
         return CANNOT;
+    }
+    if (brings_nothing(entry)) {
+        return 0;
     }
     PyObject *etype = get(entry, k_type);
     if (etype == NULL || !PyUnicode_CheckExact(etype) || !str_eq(etype, s_message)) {
@@ -522,19 +539,6 @@ static PyObject *
 parts_tokens_back(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     return walk_back(args, nargs, messages_tokens);
-}
-
-/* Whether session_entry_to_context_messages(entry) is [] by the entry's own type: none, or a string that
- * is not one of the four types bringing messages. */
-static int
-brings_nothing(PyObject *entry)
-{
-    PyObject *etype = get(entry, k_type);
-    if (etype == NULL) {
-        return 1;
-    }
-    return PyUnicode_CheckExact(etype) && !str_eq(etype, s_message) && !str_eq(etype, s_custom_message)
-           && !str_eq(etype, s_branch_summary) && !str_eq(etype, s_compaction);
 }
 
 /* project_parts without context edits: (per-entry message lists, all messages). A message entry whose
