@@ -1528,7 +1528,7 @@ def context_entries_and_types(
     types = [e.get("type") for e in path] if path_types is None else path_types
     if "compaction" not in types:
         return path, types
-    if walked and path_ids is None and _fast_select is not None:
+    if (walked or path_ids is not None) and _fast_select is not None:
         done = _fast_select(path, types)
         if done is not None:
             return done

@@ -393,6 +393,12 @@ def _compare_selection_and_edits(path: list[Any]) -> tuple[bool, bool]:
     fast = compiled.select_context(path, types) if "compaction" in types else None
     if fast is not None:
         assert port == fast and [a is b for a, b in zip(port[0], fast[0])] == [True] * len(fast[0])
+    ids = [e.get("id") if isinstance(e, dict) else None for e in path]
+    if all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids):  # ids known to be distinct
+        with_ids = outcome(session_manager.context_entries_and_types, path, False, list(types), ids)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            _pure(monkeypatch)
+            assert outcome(session_manager.context_entries_and_types, path, False, list(types), ids) == with_ids
     if not isinstance(port, tuple):
         return fast is not None, False
     entries, entry_types = port
