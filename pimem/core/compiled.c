@@ -446,12 +446,17 @@ entry_tokens(PyObject *entry)
     if (!PyDict_CheckExact(entry)) {
         return CANNOT;
     }
-    if (brings_nothing(entry)) {
+    PyObject *etype = get(entry, k_type);
+    if (etype == NULL) {
         return 0;
     }
-    PyObject *etype = get(entry, k_type);
-    if (etype == NULL || !PyUnicode_CheckExact(etype) || !str_eq(etype, s_message)) {
+    if (!PyUnicode_CheckExact(etype)) {
         return CANNOT;
+    }
+    if (!str_eq(etype, s_message)) { /* brings_nothing by its type, or one that brings messages */
+        return str_eq(etype, s_custom_message) || str_eq(etype, s_branch_summary) || str_eq(etype, s_compaction)
+                   ? CANNOT
+                   : 0;
     }
     PyObject *message = get(entry, k_message);
     if (message == NULL || !PyDict_CheckExact(message)) {
