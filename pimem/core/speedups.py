@@ -1,7 +1,7 @@
 """The optional C extension (``pimem.core.compiled``, built from ``compiled.c`` by setup) that speeds up the
-token estimates, the cut-point walks, the walk of a path over a session's runs, the context's thinking level
-and model, the selection of the context entries after a compaction, the projection of plain message entries and of context edits, and the file
-operations of tool calls.
+token estimates, the cut-point walks, the walk of a path over a session's runs, the context's thinking
+level and model, the selection of the context entries after a compaction, the projection of plain
+message entries and of context edits, and the file operations of tool calls.
 
 Each of its functions decides only plain JSON data and answers -1 or None otherwise; the pure-Python port,
 which is the reference, decides the rest. Where the extension was not built (no C compiler) or
