@@ -368,6 +368,32 @@ def numbers_in_text(text: str) -> list[tuple[str, int, str]]:
     return [(normalize_number(m.group(1), m.group(2)), m.start(), m.group(0)) for m in _NUMBER.finditer(text)]
 
 
+def _line_numbers(line: str) -> frozenset[str]:
+    return frozenset(v for v, _, _ in numbers_in_text(line))
+
+
+_line_numbers_short = lru_cache(maxsize=1 << 15)(_line_numbers)
+
+
+def _text_numbers(text: str) -> set[str]:
+    """``{v for v, _, _ in numbers_in_text(text)}`` from its lines' values (memoised lines). A number
+    meets its unit across a break only where a line ends with a digit and the next begins with a unit
+    (a letter or ``%``); such pairs are read again together for the match that holds the break."""
+    lines = text.split("\n")
+    values: set[str] = set()
+    for line in set(lines):
+        found = _line_numbers_short(line) if len(line) <= _MEMO_CHARS else _line_numbers(line)
+        if found:
+            values |= found
+    for a, b in zip(lines, lines[1:]):
+        if a and b and a[-1].isdigit() and (b[0].isalpha() or b[0] == "%"):
+            cut = len(a)
+            for m in _NUMBER.finditer(a + "\n" + b):
+                if m.start() < cut < m.end():
+                    values.add(normalize_number(m.group(1), m.group(2)))
+    return values
+
+
 def _sentences(text: str, rx: re.Pattern[str]) -> list[tuple[str, int, str]]:
     out = []
     prose = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
@@ -640,7 +666,10 @@ def negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     ``test`` while "E2E tests only - no unit tests" leaves ``test`` affirmed (one occurrence is free).
     Memoised per text (the sets are frozen).
     """
-    return _negated_words_short(text) if len(text) <= 2000 else _negated_words(text)
+    n = len(text)
+    if n <= 2000:
+        return _negated_words_short(text)
+    return _negated_words_long(text) if n <= _MEMO_CHARS else _negated_words(text)
 
 
 def _negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -677,6 +706,7 @@ def _content_stem(word: str) -> str:
 
 
 _negated_words_short = lru_cache(maxsize=1 << 15)(_negated_words)
+_negated_words_long = lru_cache(maxsize=256)(_negated_words)  # a summary's few long lines, met again in the next
 
 
 class SummaryIndex:
@@ -764,7 +794,7 @@ class SummaryIndex:
 
     @cached_property
     def numbers(self) -> set[str]:
-        return {v for v, _, _ in numbers_in_text(self.text)}
+        return _text_numbers(self.text)
 
     @cached_property
     def _paths_by_last(self) -> dict[str, list[tuple[str, ...]]]:

@@ -169,3 +169,31 @@ def test_fold_is_its_definition_on_generated_and_real_text() -> None:
         if path.exists():
             text = path.read_text(encoding="utf-8")
             assert F._fold(text) == _fold_by_its_definition(text)
+
+
+_NUMBER_ALPHABET = "0123456789٣,. \n\t\r%smkbhxMSKſ\u212aépw_"
+_NUMBER_WORDS = ["ms", "s", "min", "tokens", "lines", "KB", "%", "x", "px", "seconds", "1,000", "2.5", "12", "٣"]
+
+
+def test_a_texts_numbers_are_its_lines_and_the_breaks_between_them() -> None:
+    """The numbers of a text from its memoised lines (and the pairs of lines a number and its unit
+    span) are the numbers a search of the whole text finds, on generated and real texts."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    def whole(text: str) -> set[str]:
+        return {v for v, _, _ in F.numbers_in_text(text)}
+
+    pieces = st.lists(st.sampled_from(_NUMBER_WORDS) | st.text(alphabet=_NUMBER_ALPHABET, max_size=4), max_size=12)
+
+    @settings(max_examples=3000, deadline=None, derandomize=True)
+    @given(st.text(alphabet=_NUMBER_ALPHABET, max_size=30) | pieces.map("".join))
+    def check(text: str) -> None:
+        assert F._text_numbers(text) == whole(text)
+
+    check()
+    crossing = "took 12\nms, then 1,000\ntokens and 7\n% and 3\nmsec and 4.5\n\u212ab"
+    assert F._text_numbers(crossing) == whole(crossing) >= {"12 ms", "1000 tokens", "7 %", "4.5 KB"}
+    texts = _real_texts()
+    for text in texts + ["\n".join(texts[i : i + 30]) for i in range(0, len(texts), 30)]:
+        assert F._text_numbers(text) == whole(text)
