@@ -143,8 +143,7 @@ def _rows(result: Any, name: str) -> list[dict]:
     table_rows = getattr(result, "table_rows", None)
     if table_rows is not None:
         return table_rows(name)
-    table = getattr(result, name)
-    return table.to_dict("records") if len(table) else []
+    return getattr(result, name).to_dict("records")
 
 
 def replay_cost(

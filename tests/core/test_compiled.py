@@ -154,10 +154,7 @@ def _all_messages(paths: list[Path]) -> list[Any]:
 
 def test_every_message_of_the_samples_and_real_sessions_is_estimated_alike(
         sample_paths: list[Path], request: pytest.FixtureRequest) -> None:
-    paths = list(sample_paths)
-    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
-    if real.is_dir():
-        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    paths = _sample_and_real_paths(sample_paths)
     decided = 0
     messages_ = _all_messages(paths)
     for message in messages_:
@@ -208,32 +205,7 @@ def _cuts(path: list[Any]) -> list[Any]:
      "float arguments"])), max_size=3))
 def test_cut_points_are_the_same_without_the_extension(tree: Any, damage: list[tuple[int, str]]) -> None:
     _, entries = tree
-    path = [dict(e) for e in entries]
-    for at, how in damage:  # entries the compiled walk and check must leave to Python
-        if not path:
-            break
-        i = at % len(path)
-        entry = path[i]
-        if not isinstance(entry, dict):
-            continue
-        if how == "no type":
-            entry.pop("type", None)
-        elif how == "no message":
-            entry.pop("message", None)
-        elif how == "message list":
-            entry["message"] = [entry.get("message")]
-        elif how == "content none" and isinstance(entry.get("message"), dict):
-            entry["message"] = {**entry["message"], "content": None}
-        elif how == "not a dict":
-            path[i] = ["entry"]
-        elif how == "type 7":
-            entry["type"] = 7
-        elif how == "float arguments":  # a message only the port estimates
-            entry["type"] = "message"
-            entry["message"] = {"role": "assistant", "content": [
-                {"type": "toolCall", "name": "f", "arguments": {"x": 1.5 * at, "y": "z" * 400 * at}}]}
-        elif how == "compaction":
-            path[i] = {"type": "compaction", "summary": "s", "firstKeptEntryId": "x", "tokensBefore": 1}
+    path = _damaged(entries, damage)  # entries the compiled walk and check must leave to Python
     compiled = _cuts(path)
     with pytest.MonkeyPatch.context() as monkeypatch:
         _pure(monkeypatch)
@@ -342,15 +314,42 @@ def test_project_plain_leaves_to_python_what_it_does_not_decide() -> None:
     assert messages[0]["role"] == "compactionSummary" and len(messages) == 2
 
 
+def _sample_and_real_paths(sample_paths: list[Path]) -> list[Path]:
+    """The samples, and the real Pi sessions (with ``history/``) where ``../shared`` holds them."""
+    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
+    extra = sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl")) if real.is_dir() else []
+    return list(sample_paths) + extra
+
+
+def _damaged_paths(tree: Any, damage: list[tuple[int, str]]) -> list[list[Any]]:
+    """Every leaf's branch of a generated tree, and its entries in file order, each damaged alike."""
+    header, entries = tree
+    session = session_manager.Session(header, entries)
+    branches = [session.get_branch(e["id"]) for e in session.leaves()]
+    return [_damaged(path, damage) for path in [*branches, entries]]
+
+
 def _damaged(entries: list[Any], damage: list[tuple[int, str]]) -> list[Any]:
     """Copies of the entries with some made into shapes only the Python port decides."""
     path = [dict(e) for e in entries]
     for at, how in damage:
+        if not path:
+            break
         i = at % len(path)
         entry = path[i]
         if not isinstance(entry, dict):
             continue
-        if how == "no message":
+        if how == "no type":
+            entry.pop("type", None)
+        elif how == "type 7":
+            entry["type"] = 7
+        elif how == "float arguments":  # a message only the port estimates
+            entry["type"] = "message"
+            entry["message"] = {"role": "assistant", "content": [
+                {"type": "toolCall", "name": "f", "arguments": {"x": 1.5 * at, "y": "z" * 400 * at}}]}
+        elif how == "compaction":
+            path[i] = {"type": "compaction", "summary": "s", "firstKeptEntryId": "x", "tokensBefore": 1}
+        elif how == "no message":
             entry.pop("message", None)
         elif how == "message list":
             entry["message"] = [entry.get("message")]
@@ -424,18 +423,12 @@ def _compare_selection_and_edits(path: list[Any]) -> tuple[bool, bool]:
      "odd type", "system"])), max_size=3))
 def test_the_compiled_selection_and_edits_give_the_ports_answer_or_decline(
         tree: Any, damage: list[tuple[int, str]]) -> None:
-    _, entries = tree
-    session = session_manager.Session(tree[0], entries)
-    for leaf in [e["id"] for e in session.leaves()]:
-        _compare_selection_and_edits(_damaged(session.get_branch(leaf), damage))
-    _compare_selection_and_edits(_damaged(entries, damage))
+    for path in _damaged_paths(tree, damage):
+        _compare_selection_and_edits(path)
 
 
 def test_the_compiled_selection_and_edits_of_every_sample_and_real_path(sample_paths: list[Path]) -> None:
-    paths = list(sample_paths)
-    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
-    if real.is_dir():
-        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    paths = _sample_and_real_paths(sample_paths)
     selections = edits = 0
     for file in paths:
         session = load_session(file)
@@ -525,10 +518,7 @@ def test_the_compiled_run_walk_gives_the_ports_answer_or_declines(tree: Any, dam
 
 
 def test_the_compiled_run_walk_of_every_sample_and_real_session(sample_paths: list[Path]) -> None:
-    paths = list(sample_paths)
-    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
-    if real.is_dir():
-        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    paths = _sample_and_real_paths(sample_paths)
     for file in paths:
         session = load_session(file)
         ids = [e.get("id") for e in session.entries]
@@ -577,18 +567,12 @@ def _compare_settings(path: list[Any]) -> bool:
 @given(session_trees(), st.lists(st.tuples(st.integers(0, 40), st.sampled_from(
     ["no message", "message list", "not a dict", "odd role", "odd type"])), max_size=3))
 def test_the_compiled_settings_give_the_ports_answer_or_decline(tree: Any, damage: list[tuple[int, str]]) -> None:
-    header, entries = tree
-    session = session_manager.Session(header, entries)
-    for leaf in [e["id"] for e in session.leaves()]:
-        _compare_settings(_damaged(session.get_branch(leaf), damage))
-    _compare_settings(_damaged(entries, damage))
+    for path in _damaged_paths(tree, damage):
+        _compare_settings(path)
 
 
 def test_the_compiled_settings_of_every_sample_and_real_path(sample_paths: list[Path]) -> None:
-    paths = list(sample_paths)
-    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
-    if real.is_dir():
-        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    paths = _sample_and_real_paths(sample_paths)
     for file in paths:
         session = load_session(file)
         for leaf in session.leaves():
@@ -652,10 +636,7 @@ def test_the_compiled_context_estimate_gives_the_ports_answer_or_declines(messag
 
 
 def test_the_compiled_context_estimate_of_every_sample_and_real_context(sample_paths: list[Path]) -> None:
-    paths = list(sample_paths)
-    real = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "pi-mono"
-    if real.is_dir():
-        paths += sorted(real.glob("*.jsonl")) + sorted((real / "history").glob("*.jsonl"))
+    paths = _sample_and_real_paths(sample_paths)
     decided = 0
     for file in paths:
         session = load_session(file)
