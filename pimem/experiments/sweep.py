@@ -32,7 +32,12 @@ the price table, ``cost_model`` the priced model). ``measures="cost"`` leaves th
 ``measures=False`` both.
 
 Parallelism: ``concurrent.futures.ProcessPoolExecutor`` (``workers`` processes; 1 runs in this
-process), or a Dask cluster when ``client`` is a ``dask.distributed.Client`` (one task per run).
+process), or a Dask cluster when ``client`` is a ``dask.distributed.Client``. Runs go out in chunks of
+one session's settings (:func:`chunk_runs`): the runs of a session share its loaded entries, its walked
+recording and what the measures memoise of its messages, so a chunk builds them once in one process.
+The cyclic garbage collector is paused while a chunk runs (:func:`pimem.base.collector.collector_paused`):
+reference counting frees what a run drops, and the collector would otherwise read every object the
+memos hold again and again.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 import pandas as pd
 
-from pimem.base.collector import young_collections_every
+from pimem.base.collector import collector_paused
 from pimem.base.files import atomic_open, open_regular
 from pimem.base.js import js_stringify
 from pimem.core.compaction.compaction import CompactionSettings
@@ -65,7 +70,7 @@ from pimem.sessions.load import load_session
 from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
 from pimem.summarizers.cached import CachedSummarizer
 
-__all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "SETTING_KEYS"]
+__all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "chunk_runs", "SETTING_KEYS"]
 
 # setting keys understood per run; anything else is an error naming the key
 SETTING_KEYS = (
@@ -260,14 +265,30 @@ def _file_id(path: Any) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-_YOUNG_COLLECTIONS_EVERY = 10_000  # net allocations (CPython's default 700): see pimem.base.collector
+def _run_chunk(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replay a chunk of runs (one session's settings) with the cyclic collector paused; never raises
+    (errors go in each run's ``error`` column)."""
+    with collector_paused():
+        return [_run(task) for task in tasks]
 
 
-def _run_one(task: dict[str, Any]) -> dict[str, Any]:
-    """Replay one session under one setting; never raises (errors go in the ``error`` column). The
-    cyclic collector runs less often meanwhile: the memos of the runs before it fill the heap."""
-    with young_collections_every(_YOUNG_COLLECTIONS_EVERY):
-        return _run(task)
+def chunk_runs(tasks: Sequence[dict[str, Any]], workers: int) -> list[list[dict[str, Any]]]:
+    """The runs in chunks for ``workers`` parallel workers: each chunk holds runs of one session (in
+    setting order), at most ``ceil(len(tasks) / (4 * workers))`` of them, so that the workers share
+    out three to four chunks each or more; the chunks of the biggest sessions come first, so parallel
+    workers do not wait on one long tail."""
+    most = max(1, -(-len(tasks) // (4 * max(1, workers))))
+    by_session: dict[int, list[dict[str, Any]]] = {}
+    for t in tasks:
+        by_session.setdefault(t["session_index"], []).append(t)
+    chunks = []
+    for runs in by_session.values():
+        runs.sort(key=lambda t: t["setting_index"])
+        n = -(-len(runs) // most)  # chunks of this session, as even as they can be
+        size = -(-len(runs) // n)
+        chunks.extend(runs[i:i + size] for i in range(0, len(runs), size))
+    chunks.sort(key=lambda c: (-c[0]["size"], c[0]["session_index"], c[0]["setting_index"]))
+    return chunks
 
 
 def _run(task: dict[str, Any]) -> dict[str, Any]:
@@ -387,11 +408,6 @@ def _watch_parent(parent: int, every_s: float = 0.5) -> None:
     threading.Thread(target=watch, name="pimem-watch-parent", daemon=True).start()
 
 
-def _heaviest_first(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs of the biggest sessions first, so parallel workers do not wait on one long tail."""
-    return sorted(tasks, key=lambda t: (-t["size"], t["session_index"], t["setting_index"]))
-
-
 def _is_dask_client(client: Any) -> bool:
     return client is not None and type(client).__module__.startswith("distributed")
 
@@ -490,19 +506,24 @@ def sweep(
         if _is_dask_client(client):
             from distributed import as_completed as dask_as_completed
 
-            futures = [client.submit(_run_one, t, pure=False) for t in _heaviest_first(todo)]
+            chunks = chunk_runs(todo, max(1, sum(client.nthreads().values())))
+            futures = [client.submit(_run_chunk, c, pure=False) for c in chunks]
             for fut in dask_as_completed(futures):
-                finish(fut.result())
+                for row in fut.result():
+                    finish(row)
         else:
             n = workers if workers is not None else (os.cpu_count() or 1)
             if n <= 1 or len(todo) <= 1:
-                for t in todo:
-                    finish(_run_one(t))
+                for chunk in chunk_runs(todo, 1):
+                    with collector_paused():  # as in a worker; each run is logged as it ends
+                        for t in chunk:
+                            finish(_run(t))
             else:
                 with ProcessPoolExecutor(max_workers=n, initializer=_watch_parent, initargs=(os.getpid(),)) as pool:
-                    futures = [pool.submit(_run_one, t) for t in _heaviest_first(todo)]
+                    futures = [pool.submit(_run_chunk, c) for c in chunk_runs(todo, n)]
                     for fut in as_completed(futures):
-                        finish(fut.result())
+                        for row in fut.result():
+                            finish(row)
     finally:
         if bar is not None:
             bar.close()

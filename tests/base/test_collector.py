@@ -1,58 +1,13 @@
-"""The collector helpers change the cyclic collector only while entered, nested and across threads."""
+"""The collector pause changes the cyclic collector only while entered, nested and across threads."""
 
 from __future__ import annotations
 
 import gc
 import threading
 
-import pytest
-
-from pimem.base.collector import collector_paused, young_collections_every
+from pimem.base.collector import collector_paused
 from pimem.experiments.sweep import sweep
 from tests.support.summarizers import EchoSummarizer
-
-
-@pytest.fixture
-def threshold():
-    before = gc.get_threshold()
-    gc.set_threshold(700, 10, 10)
-    yield
-    gc.set_threshold(*before)
-
-
-def test_young_collections_relaxed_while_entered_and_restored(threshold):
-    with young_collections_every(10_000):
-        assert gc.get_threshold() == (10_000, 10, 10)
-        with young_collections_every(50_000):  # nested: the outer setting stands
-            assert gc.get_threshold() == (10_000, 10, 10)
-        assert gc.get_threshold() == (10_000, 10, 10)
-    assert gc.get_threshold() == (700, 10, 10)
-    gc.set_threshold(20_000, 5, 5)
-    with young_collections_every(10_000):  # never more often than already set
-        assert gc.get_threshold() == (20_000, 5, 5)
-    assert gc.get_threshold() == (20_000, 5, 5)
-
-
-def test_the_last_thread_to_leave_restores(threshold):
-    inside, leave = threading.Barrier(2), threading.Event()
-    seen = []
-
-    def work() -> None:
-        with young_collections_every(10_000):
-            inside.wait()
-            leave.wait()
-
-    other = threading.Thread(target=work)
-    other.start()
-    inside_main = young_collections_every(10_000)
-    inside_main.__enter__()
-    inside.wait()  # both are inside
-    inside_main.__exit__(None, None, None)  # the main thread leaves first
-    seen.append(gc.get_threshold()[0])
-    leave.set()
-    other.join()
-    assert seen == [10_000]  # the other thread was still inside
-    assert gc.get_threshold() == (700, 10, 10)
 
 
 def test_collector_paused_restores_what_it_found():
@@ -73,20 +28,46 @@ def test_collector_paused_restores_what_it_found():
         (gc.enable if was else gc.disable)()
 
 
-class _ThresholdSeen(EchoSummarizer):
+def test_the_last_thread_to_leave_restores():
+    was = gc.isenabled()
+    inside, leave = threading.Barrier(2), threading.Event()
+
+    def work() -> None:
+        with collector_paused():
+            inside.wait()
+            leave.wait()
+
+    try:
+        gc.enable()
+        other = threading.Thread(target=work)
+        other.start()
+        with collector_paused():
+            inside.wait()  # both are inside
+        seen = gc.isenabled()  # the main thread has left, the other is still inside
+        leave.set()
+        other.join()
+        assert seen is False
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+class _CollectorSeen(EchoSummarizer):
     def __init__(self) -> None:
         super().__init__()
-        self.seen: set[int] = set()
+        self.enabled: set[bool] = set()
 
     def complete(self, request):
-        self.seen.add(gc.get_threshold()[0])
+        self.enabled.add(gc.isenabled())
         return super().complete(request)
 
 
-def test_a_sweep_run_collects_less_often_and_restores(sample_paths, threshold):
-    summarizer = _ThresholdSeen()
-    df = sweep(sample_paths[:1], [{"reserve_tokens": 2000, "keep_recent_tokens": 3000, "context_window": 16000,
-                                   "token_source": "chars"}], summarizer=summarizer, workers=1, progress=False)
-    assert df.error.isna().all() and int(df.compactions.iloc[0]) > 0
-    assert summarizer.seen == {10_000}
-    assert gc.get_threshold() == (700, 10, 10)
+def test_a_sweep_runs_with_the_collector_paused_and_restores_it(sample_paths):
+    summarizer = _CollectorSeen()
+    assert gc.isenabled()
+    df = sweep(sample_paths[:1], [{"reserve_tokens": 2000, "keep_recent_tokens": 3000, "context_window": w,
+                                   "token_source": "chars"} for w in (14000, 16000)],
+               summarizer=summarizer, workers=1, progress=False)
+    assert df.error.isna().all() and int(df.compactions.min()) > 0
+    assert summarizer.enabled == {False}
+    assert gc.isenabled()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pimem.experiments.sweep import expand_grid, sweep
+from pimem.experiments.sweep import chunk_runs, expand_grid, sweep
 
 GRID = {"reserve_tokens": [2000, 4000], "keep_recent_tokens": [3000], "context_window": [16000, 24000],
         "token_source": ["chars"]}
@@ -18,6 +18,40 @@ def test_expand_grid_cartesian_and_list():
     assert expand_grid([{"reserve_tokens": 1}]) == [{"reserve_tokens": 1}]
     with pytest.raises(ValueError, match="reserve_tokenz"):
         expand_grid({"reserve_tokenz": [1]})
+
+
+def _tasks(sizes: dict[int, int], settings: int) -> list[dict]:
+    return [{"session_index": s, "setting_index": k, "size": size} for s, size in sizes.items()
+            for k in reversed(range(settings))]
+
+
+@pytest.mark.parametrize("sessions,settings,workers", [(1000, 20, 2), (1, 20, 2), (3, 5, 4), (7, 1, 2), (2, 3, 1)])
+def test_chunks_hold_one_sessions_runs_and_give_every_worker_several(sessions, settings, workers):
+    sizes = {s: 1000 + (s * 7919) % 500 for s in range(sessions)}
+    tasks = _tasks(sizes, settings)
+    chunks = chunk_runs(tasks, workers)
+    # every run once, each chunk one session's runs in setting order
+    assert sorted(id(t) for c in chunks for t in c) == sorted(id(t) for t in tasks)
+    for c in chunks:
+        assert len({t["session_index"] for t in c}) == 1
+        assert [t["setting_index"] for t in c] == sorted(t["setting_index"] for t in c)
+    most = -(-len(tasks) // (4 * workers))
+    assert max(len(c) for c in chunks) <= most
+    assert len(chunks) >= min(len(tasks), 3 * workers)  # work for every worker till near the end
+    # the biggest sessions first
+    assert [c[0]["size"] for c in chunks] == sorted((c[0]["size"] for c in chunks), reverse=True)
+    if sessions == 1000:  # a large sweep: one chunk a session, its runs together in one process
+        assert len(chunks) == sessions
+
+
+def test_a_sweep_of_one_session_still_uses_every_worker(sample_paths):
+    grid = {"reserve_tokens": [2000], "keep_recent_tokens": [3000], "context_window": [14000, 16000, 20000, 24000],
+            "token_source": ["chars"]}
+    tasks = [{"session_index": 0, "setting_index": k, "size": 1} for k in range(8)]
+    assert len(chunk_runs(tasks, 2)) == 8  # eight runs, two workers: one run a chunk
+    df = sweep(sample_paths[:1], grid, workers=2, progress=False)
+    assert df.error.isna().all() and len(df) == 4
+    assert list(df.setting_index) == [0, 1, 2, 3]
 
 
 def test_sweep_parallel_cached_resumable(sample_paths, tmp_path):
