@@ -1,9 +1,10 @@
 """Replay scaling: seconds of CPU per replay against the length of the session, with fitted exponents.
 
 Chains are cloned from the real paths (``../shared/datasets/pi-mono/``, else the bundled samples):
-the path's entries (compactions and labels left out) repeated with fresh ids, each entry the child
-of the one before, timestamps moved on by the length of the path at each repetition, so a chain of
-any length reads like one long session. Every message is a new dict (its content shared), so the
+the paths' entries (compactions and labels left out) in blocks of 250, taken from each path in turn
+and repeated, with fresh ids, each entry the child of the one before, timestamps moved on at each
+block, so a chain of any length reads like one long session and every chain from 500 entries on
+holds the same mix of the paths (which compact at different rates). Every message is a new dict (its content shared), so the
 estimates are computed for every message, as in a real session of that length.
 
 For each token source and setting, every size is replayed (extractive summarizer) and timed in CPU
@@ -65,19 +66,21 @@ def source_paths() -> list[list[dict]]:
     return out
 
 
-def build_chain(paths: list[list[dict]], n: int) -> Session:
-    """A session of ``n`` entries cloned from ``paths`` (see module docs)."""
+def build_chain(paths: list[list[dict]], n: int, block: int = 250) -> Session:
+    """A session of ``n`` entries cloned from ``paths`` (see module docs): blocks of ``block`` entries
+    taken from each path in turn (the first block of each, then the second of each, ...), so that a
+    chain of any length from ``block * len(paths)`` on holds the same mix of its sources."""
     entries: list[dict] = []
     parent = None
-    shift = 0.0
-    rep = 0
+    k = 0
     while len(entries) < n:
-        path = paths[rep % len(paths)]
-        first = parse_iso_ms(path[0]["timestamp"])
-        last = parse_iso_ms(path[-1]["timestamp"])
+        path = paths[k % len(paths)]
+        start = (k // len(paths)) * block % len(path)
+        part = path[start:start + block]
+        first = parse_iso_ms(part[0]["timestamp"])
         base = (entries and parse_iso_ms(entries[-1]["timestamp"]) or first) + 1000.0
         shift = base - first
-        for e in path:
+        for e in part:
             if len(entries) >= n:
                 break
             c = dict(e)
@@ -91,8 +94,7 @@ def build_chain(paths: list[list[dict]], n: int) -> Session:
                 c["message"] = m
             entries.append(c)
             parent = c["id"]
-        rep += 1
-        del last
+        k += 1
     header = {"type": "session", "version": 3, "id": "bench-chain", "timestamp": entries[0]["timestamp"], "cwd": "/bench"}
     return Session(header, entries)
 
