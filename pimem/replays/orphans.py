@@ -60,7 +60,7 @@ from pimem.sessions.compactions import (
     projection_after,
 )
 from pimem.sessions.load import SessionLike, session_or_entries
-from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold
+from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold, fold_by_lines
 from pimem.text.messages import message_text
 
 __all__ = ["orphan_references", "orphan_rows", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]
@@ -100,7 +100,10 @@ class _Shown:
     @property
     def folded(self) -> str:
         if self._folded is None:
-            self._folded = fold(_context_text(self.message))
+            text = _context_text(self.message)
+            # a summary repeats most lines of the one before it: those lines are folded once
+            summary = self.message.get("role") in ("compactionSummary", "branchSummary")
+            self._folded = fold_by_lines(text) if summary else fold(text)
         return self._folded
 
     @property

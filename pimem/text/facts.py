@@ -723,9 +723,7 @@ class SummaryIndex:
 
     @cached_property
     def folded(self) -> str:
-        # fold(text) is its lines folded and joined by one space (empty ones left out): folding
-        # reads no further than a line's own characters, and the break is whitespace
-        return " ".join(f for f in map(_fold_line, self.text.split("\n")) if f)
+        return fold_by_lines(self.text)
 
     @cached_property
     def name_runs(self) -> frozenset[str]:
@@ -904,6 +902,14 @@ class SummaryIndex:
 
 _NAME_RUN = re.compile(r"[\w$]+")
 _SCAN_LINES = 16  # texts of up to this many lines are matched line by line, without word postings
+
+
+def fold_by_lines(text: str) -> str:
+    """``fold(text)`` from its memoised lines, for a text that repeats most lines of texts folded
+    before it (a summary and its update): folding reads no further than a line's own characters,
+    and a break is white space, so the text's fold is its lines' folds (empty ones left out) joined
+    by one space."""
+    return " ".join(f for f in map(_fold_line, text.split("\n")) if f)
 
 
 def _fold_line(line: str) -> str:

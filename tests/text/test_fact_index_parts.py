@@ -171,6 +171,24 @@ def test_fold_is_its_definition_on_generated_and_real_text() -> None:
             assert F._fold(text) == _fold_by_its_definition(text)
 
 
+def test_fold_by_lines_is_fold_on_generated_and_real_text() -> None:
+    """A text folded from its memoised lines (summaries, whose lines repeat) is the text folded."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    alphabet = _FOLD_ALPHABET + "ΣσςΑ\n\n"
+
+    @settings(max_examples=3000, deadline=None, derandomize=True)
+    @given(st.text(alphabet=alphabet, max_size=24) | st.text(max_size=40))
+    def check(text: str) -> None:
+        assert F.fold_by_lines(text) == F.fold(text)
+
+    check()
+    assert F.fold_by_lines("ΑΣ\nΣΑ 'x\n'") == F.fold("ΑΣ\nΣΑ 'x\n'") == "ας σα x"  # final sigma at a break
+    for text in _real_texts():
+        assert F.fold_by_lines(text) == F.fold(text)
+
+
 _NUMBER_ALPHABET = "0123456789٣,. \n\t\r%smkbhxMSKſ\u212aépw_"
 _NUMBER_WORDS = ["ms", "s", "min", "tokens", "lines", "KB", "%", "x", "px", "seconds", "1,000", "2.5", "12", "٣"]
 
