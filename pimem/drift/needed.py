@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import re
 import threading
 from bisect import bisect_left, bisect_right
@@ -57,6 +58,7 @@ from functools import lru_cache
 from pimem.text.facts import (Fact, SummaryIndex, extract_facts, fact_present, fold, index_of, joined_index,
                               negated_words)
 from pimem.drift.records import CompactionRecord, source_text
+from pimem.replays.recording import recordings_shared
 from pimem.errors import ConfigurationError
 
 __all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "carried_later_facts",
@@ -243,13 +245,23 @@ def shared_trajectory(messages: Sequence[tuple[str | None, dict]]) -> Trajectory
     """The :class:`Trajectory` of ``messages``, shared with the last few built: the replays of one
     recording under other settings have the same messages on their paths (a compaction entry adds
     none), so their trajectory is built once. Shared only when the entry ids and every text it reads
-    are the same (a message edited in place gets a trajectory of its own)."""
-    texts = _texts(messages)
+    are the same (a message edited in place gets a trajectory of its own); inside
+    :func:`pimem.replays.recording.shared_recordings`, where messages do not change, when the entry
+    ids and the message objects are."""
     key = tuple(eid for eid, _ in messages)
+    texts = None
     with _SHARED_LOCK:
         trajectory = _SHARED.get(key)
-        if trajectory is not None and trajectory.use_texts == texts[0] and trajectory._results == texts[1]:
-            _SHARED.move_to_end(key)
+    if trajectory is not None:
+        if recordings_shared():
+            same = all(map(operator.is_, (m for _, m in trajectory.messages), (m for _, m in messages)))
+        else:
+            texts = _texts(messages)
+            same = trajectory.use_texts == texts[0] and trajectory._results == texts[1]
+        if same:
+            with _SHARED_LOCK:
+                _SHARED[key] = trajectory
+                _SHARED.move_to_end(key)
             return trajectory
     trajectory = Trajectory(messages, texts)
     with _SHARED_LOCK:

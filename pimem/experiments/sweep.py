@@ -319,12 +319,12 @@ def _run(task: dict[str, Any]) -> dict[str, Any]:
                 seed=setting.get("seed", 0), leaf_id=setting.get("leaf_id"), sample=setting.get("sample") or 0,
                 strategy=setting.get("strategy"),
             )
-        summary: dict[str, Any] = dict(result.summary())
-        summary.pop("token_source", None)
-        summary.pop("triggers", None)
-        row.update(summary)
-        if task.get("measures"):
-            row.update(run_measures(result, **task["measures"]))
+            summary: dict[str, Any] = dict(result.summary())
+            summary.pop("token_source", None)
+            summary.pop("triggers", None)
+            row.update(summary)
+            if task.get("measures"):
+                row.update(run_measures(result, **task["measures"]))
         row["error"] = None
     except Exception as exc:  # noqa: BLE001 - one failing run must not stop the sweep
         row["error"] = f"{type(exc).__name__}: {exc}"

@@ -17,7 +17,8 @@ from pimem.core.context_tracker import ContextTracker
 from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
-           "calibrate_recording", "walk_recording", "recording_token_cache", "shared_recordings", "forget_recordings", "recorded_release"]
+           "calibrate_recording", "walk_recording", "recording_token_cache", "shared_recordings", "recordings_shared", "forget_recordings",
+           "recorded_release"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -113,14 +114,21 @@ _SHARING: contextvars.ContextVar[bool] = contextvars.ContextVar("pimem_shared_re
 @contextlib.contextmanager
 def shared_recordings() -> Iterator[None]:
     """Within this block, replays of the same recorded path (the same entry objects in the same
-    order) share its walk and per-message estimates: a sweep replays one session under many
-    settings. Outside it every replay walks its recording afresh, so that a message edited in place
-    between two replays is estimated again. Entries must not change inside the block."""
+    order) share its walk and per-message estimates, and their measures share the later trajectory
+    of the same message objects (:func:`pimem.drift.needed.shared_trajectory`): a sweep replays one
+    session under many settings. Outside it every replay walks its recording afresh, so that a
+    message edited in place between two replays is estimated again. Entries must not change inside
+    the block."""
     token = _SHARING.set(True)
     try:
         yield
     finally:
         _SHARING.reset(token)
+
+
+def recordings_shared() -> bool:
+    """Whether this code runs inside :func:`shared_recordings` (entries and messages do not change)."""
+    return _SHARING.get()
 
 
 def _walk_of(path: Sequence[dict], cache: TokenCache | None = None) -> _Walk:

@@ -256,3 +256,23 @@ def test_the_headline_sees_through_names_and_inventions(chain) -> None:
     assert names["claims_bare"] == 3 and names["needed_recall"] > 0  # the old headline paid the names
     assert invented["claims_invented"] == good["claims_invented"] + 1 and invented["score"] < good["score"]
     assert set(MEASURES) >= {"score", "recall_faithful", "faithfulness", "claims_contradicted", "few_needed"}
+
+
+def test_a_trajectory_is_shared_by_text_or_inside_shared_recordings_by_message_object() -> None:
+    import copy
+
+    from pimem.drift.needed import shared_trajectory
+    from pimem.replays.recording import shared_recordings
+
+    messages = [(f"e{i}", {"role": "user", "content": f"edit src/m{i}.py please"}) for i in range(5)]
+    first = shared_trajectory(messages)
+    assert shared_trajectory(list(messages)) is first  # the same ids and texts
+    copied = [(eid, copy.deepcopy(m)) for eid, m in messages]
+    assert shared_trajectory(copied) is first  # other objects, the same texts
+    messages[2][1]["content"] = "now edit src/other.py"  # edited in place: read again outside the block
+    edited = shared_trajectory(messages)
+    assert edited is not first and "other" in edited.postings
+    with shared_recordings():  # messages do not change here: the same objects are enough
+        assert shared_trajectory(messages) is edited
+        again = shared_trajectory(copied)  # other objects: not taken for the same
+        assert again is not edited and "other" not in again.postings
