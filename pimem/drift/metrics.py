@@ -83,7 +83,7 @@ from pimem.base.js import utf16_len
 from pimem.base.tables import frame
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.session_manager import build_session_path
-from pimem.drift.needed import FACT_CLASSES, needed_later_facts, weighted_recall
+from pimem.drift.needed import FACT_CLASSES, needed_later_facts, span_needed_facts, weighted_recall
 from pimem.drift.records import compaction_records
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
@@ -516,13 +516,12 @@ def chain_headline(
     at_risk = kept = 0
     for span in spans:
         summ = parsed_summary(span.summary)
-        facts = extract_facts(span.messages, include_thinking=include_thinking)
+        facts, needed = span_needed_facts(records[span.index], include_thinking=include_thinking)
         index = index_of(summ.written_text)
         present = facts_present(facts, index)
         fact_recall.append(_ratio(sum(present), len(facts)))
         compression.append(_ratio(_tokens(m for _, m in iter_messages(span.messages)),
                                   _summary_tokens(summ.text)))
-        needed = needed_later_facts(records[span.index], facts=facts)
         needed_recall.append(weighted_recall(needed, [fact_present(n.fact, index) for n in needed]))
         n_needed.append(len(needed))
         if captured:

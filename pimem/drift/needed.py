@@ -54,6 +54,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from pimem.text.facts import (Fact, SummaryIndex, extract_facts, fact_present, fold, index_of, joined_index,
                               negated_words)
@@ -61,8 +62,8 @@ from pimem.drift.records import CompactionRecord, source_text
 from pimem.replays.recording import recordings_shared
 from pimem.errors import ConfigurationError
 
-__all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "carried_later_facts",
-           "used_later", "weighted_recall"]
+__all__ = ["FACT_CLASSES", "DEFAULT_WEIGHTS", "NeededFact", "fact_class", "needed_later_facts", "span_needed_facts",
+           "carried_later_facts", "used_later", "weighted_recall"]
 
 FACT_CLASSES: tuple[str, ...] = ("constraint", "decision", "error", "artifact", "reference")
 DEFAULT_WEIGHTS: dict[str, float] = {"constraint": 3.0, "decision": 3.0, "error": 2.0, "artifact": 2.0,
@@ -330,6 +331,40 @@ def needed_later_facts(
     if facts is None and record.path is not None:
         record.path.cache[cache_key] = list(result)
     return result
+
+
+_SPANS: OrderedDict[tuple, tuple[Any, list[Fact], list[NeededFact]]] = OrderedDict()
+_SPANS_MAX = 256
+_SPANS_LOCK = threading.Lock()
+
+
+def span_needed_facts(record: CompactionRecord, *, include_thinking: bool = False) -> tuple[list[Fact], list[NeededFact]]:
+    """The facts of the record's span and its :func:`needed_later_facts` (default weights).
+
+    Inside :func:`pimem.replays.recording.shared_recordings` (messages do not change), a compaction
+    whose span, kept tail and later trajectory are the same message objects as one answered before
+    (another setting's replay of the recording cut at the same places) is answered once.
+    """
+    if record.path is None or not recordings_shared():
+        facts = extract_facts(record.span, include_thinking=include_thinking)
+        return facts, needed_later_facts(record, facts=facts)
+    trajectory, start, end = _trajectory(record)
+    key = (include_thinking, id(trajectory), start, end, tuple(record.modified_files),
+           tuple([eid for eid, _ in record.span]), tuple([id(m) for _, m in record.span]),
+           tuple([id(m) for _, m in record.kept]))
+    with _SPANS_LOCK:
+        hit = _SPANS.get(key)
+        if hit is not None:
+            _SPANS.move_to_end(key)
+    if hit is None:
+        facts = extract_facts(record.span, include_thinking=include_thinking)
+        # held with the answer: the messages and the trajectory whose ids make the key stay alive
+        hit = ((trajectory, record.span, record.kept), facts, needed_later_facts(record, facts=facts))
+        with _SPANS_LOCK:
+            _SPANS[key] = hit
+            while len(_SPANS) > _SPANS_MAX:
+                _SPANS.popitem(last=False)
+    return list(hit[1]), list(hit[2])
 
 
 def _needed(record: CompactionRecord, w: dict[str, float], span_facts: list[Fact]) -> list[NeededFact]:

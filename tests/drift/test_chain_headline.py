@@ -98,3 +98,36 @@ def test_no_compaction_gives_empty_columns_and_no_number(auth: Any) -> None:
     lean = assert_equal_to_the_report(result, spans=result.compaction_spans())
     assert lean["compactions"] == 0 and lean["needed_recall"] == []
     assert math.isnan(lean["mean_needed_recall"]) and math.isnan(lean["retention_after_1"])
+
+
+def test_replays_of_one_recording_share_their_repeated_compactions_and_give_the_same_numbers(samples_dir: Path) -> None:
+    """Inside shared_recordings, a compaction another setting's replay already cut at the same places
+    is answered from the first: every number equals the one computed alone, and some were shared."""
+    import pimem.drift.needed as needed_module
+    from pimem.replays.recording import shared_recordings
+
+    session = load_session(samples_dir / "auth-login-bug.jsonl")
+    settings = [(reserve, keep, window) for reserve in (3_000, 4_000) for keep in (2_000, 2_500)
+                for window in (20_000, 24_000)]
+    results = [replay(session, CompactionSettings(reserve_tokens=r, keep_recent_tokens=k), context_window=w,
+                      token_source="estimate") for r, k, w in settings]
+    alone = [chain_headline(r, spans=r.compaction_spans()) for r in results]
+    needed_module._SPANS.clear()
+    calls = []
+    real = needed_module.extract_facts
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    needed_module.extract_facts = counting
+    try:
+        with shared_recordings():
+            shared = [chain_headline(r, spans=r.compaction_spans()) for r in results]
+    finally:
+        needed_module.extract_facts = real
+    for a, b in zip(alone, shared):
+        for key in SCALARS + COLUMNS:
+            assert _same(a[key], b[key]) if key in SCALARS else all(map(_same, a[key], b[key])), key
+    compactions = sum(a["compactions"] for a in alone)
+    assert compactions >= 20 and 0 < len(calls) < compactions  # some compactions were answered once
