@@ -407,16 +407,23 @@ def _sentences(text: str, rx: re.Pattern[str]) -> list[tuple[str, int, str]]:
     return out
 
 
-def _split_commands(command: str) -> list[str]:
+_COMMAND_SEPARATOR = re.compile(r"&&|\|\||;|\n")
+_REDIRECTION = re.compile(r"\s\d?>>?&?\d?\s*\S+")
+_SPACES = re.compile(r"\s+")
+
+
+@lru_cache(maxsize=1 << 13)
+def _split_commands(command: str) -> tuple[str, ...]:
+    """The simple commands of a command line (memoised: the runs of one session read the same ones)."""
     out = []
-    for part in re.split(r"&&|\|\||;|\n", command):
+    for part in _COMMAND_SEPARATOR.split(command):
         simple = part.split("|", 1)[0]
-        simple = re.sub(r"\s\d?>>?&?\d?\s*\S+", " ", simple)  # redirections
-        simple = re.sub(r"\s+", " ", simple).strip()
+        simple = _REDIRECTION.sub(" ", simple)  # redirections
+        simple = _SPACES.sub(" ", simple).strip()
         if not simple or simple.startswith(("cd ", "#")) or simple == "cd":
             continue
         out.append(simple[:200])
-    return out
+    return tuple(out)
 
 
 def _error_lines(text: str, is_error: bool) -> list[tuple[str, int]]:
