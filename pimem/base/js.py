@@ -29,6 +29,8 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # public, mis
 from typing import Any, Iterable
 
 import orjson
+
+from pimem.base.memo import on_forget
 from pimem.errors import JavaScriptTypeError
 
 __all__ = [
@@ -477,6 +479,7 @@ def parse_iso_ms(s: Any) -> int | None:
 _ISO_MS_MEMO: dict[str, int] = {}
 """:func:`parse_iso_ms` of strings in ``toISOString``'s form (UTC: the same in every time zone)."""
 _ISO_MS_MEMO_SIZE = 4096
+on_forget(_ISO_MS_MEMO.clear)
 
 
 def _parse_date_text(s: str) -> int | None:

@@ -41,11 +41,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from pimem.base.memo import memoised
 from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
 from pimem.drift.embedding import embedding_matcher
 from pimem.drift.paraphrase import normalized_holds
@@ -192,7 +193,7 @@ def _is_table_header(lines: list[str], number: int) -> bool:
 # --------------------------------------------------------------------------- what the summarizer was given
 
 
-@lru_cache(maxsize=65536)
+@memoised(65536)
 def _words_of(text: str) -> frozenset[str]:
     return frozenset(normal_words(text))
 

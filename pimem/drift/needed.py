@@ -53,9 +53,9 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from pimem.base.memo import memoised, on_forget
 from pimem.text.facts import (Fact, SummaryIndex, extract_facts, fact_present, fold, index_of, joined_index,
                               negated_words)
 from pimem.drift.records import CompactionRecord, source_text
@@ -105,7 +105,7 @@ def _error_key(line: str) -> str:
 _TOKEN = re.compile(r"[a-z0-9_$]+")
 
 
-@lru_cache(maxsize=1 << 15)
+@memoised(1 << 15)
 def _tokens(text: str) -> frozenset[str]:
     out = set()
     for t in _TOKEN.findall(text.lower()):
@@ -115,7 +115,7 @@ def _tokens(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-@lru_cache(maxsize=1 << 14)
+@memoised(1 << 14)
 def _result_text(text: str) -> str:
     return fold(_LINE_COL.sub("", text))
 
@@ -336,6 +336,16 @@ def needed_later_facts(
 _SPANS: OrderedDict[tuple, tuple[Any, list[Fact], list[NeededFact]]] = OrderedDict()
 _SPANS_MAX = 256
 _SPANS_LOCK = threading.Lock()
+
+
+def _forget_trajectories() -> None:
+    with _SHARED_LOCK:
+        _SHARED.clear()
+    with _SPANS_LOCK:
+        _SPANS.clear()
+
+
+on_forget(_forget_trajectories)
 
 
 def span_needed_facts(record: CompactionRecord, *, include_thinking: bool = False) -> tuple[list[Fact], list[NeededFact]]:

@@ -17,10 +17,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 
+from pimem.base.memo import memoised
 from pimem.text.facts import STOPWORDS
 
 _TOKEN = re.compile(r"[a-z0-9_$]{2,}")
@@ -31,7 +31,7 @@ def tokenize(text: str) -> list[str]:
     return list(_tokens(text))
 
 
-@lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _tokens(text: str) -> tuple[str, ...]:
     # memoised: the drift report reads each summary's body and sections several times; a token
     # never crosses a line break, so they are the lines' tokens (summaries repeat their lines)
@@ -40,17 +40,17 @@ def _tokens(text: str) -> tuple[str, ...]:
     return tuple(itertools.chain.from_iterable(map(_line_tokens, text.split("\n"))))
 
 
-@lru_cache(maxsize=1 << 14)
+@memoised(1 << 14)
 def _line_tokens(line: str) -> tuple[str, ...]:
     return tuple(t for t in _TOKEN.findall(line.lower()) if t not in STOPWORDS)
 
 
-@lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _token_set(text: str) -> frozenset[str]:
     return frozenset(_tokens(text))
 
 
-@lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _token_counts(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(Counter(_tokens(text)).items())
 

@@ -37,7 +37,9 @@ one session's settings (:func:`chunk_runs`): the runs of a session share its loa
 recording and what the measures memoise of its messages, so a chunk builds them once in one process.
 The cyclic garbage collector is paused while a chunk runs (:func:`pimem.base.collector.collector_paused`):
 reference counting frees what a run drops, and the collector would otherwise read every object the
-memos hold again and again.
+memos hold again and again. A process that moves on to another session's runs forgets what the last
+one left in the memos (:func:`pimem.base.memo.forget_memos`): it is rarely met again, and a heap full
+of it slows every later run.
 """
 
 from __future__ import annotations
@@ -45,17 +47,20 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import threading
 import time
 import traceback
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 import pandas as pd
 
 from pimem.base.collector import collector_paused
+from pimem.base.memo import forget_memos
 from pimem.base.files import atomic_open, open_regular
 from pimem.base.js import js_stringify
 from pimem.core.compaction.compaction import CompactionSettings
@@ -265,10 +270,35 @@ def _file_id(path: Any) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+_current_session: str | None = None  # the session whose runs this process ran last
+_running = 0  # chunks under way in this process
+_SESSION_LOCK = threading.Lock()
+
+
+@contextmanager
+def _session_runs(session_hash: str) -> Iterator[None]:
+    """Runs of one session in this process, with the cyclic collector paused. Entering another
+    session's runs first forgets what the last session's left in the memos (:mod:`pimem.base.memo`)
+    and the sessions loaded, unless runs are under way here already (threads of a Dask worker)."""
+    global _current_session, _running
+    with _SESSION_LOCK:
+        if session_hash != _current_session and not _running:
+            forget_memos()
+            _LOADED.clear()
+            _current_session = session_hash
+        _running += 1
+    try:
+        with collector_paused():
+            yield
+    finally:
+        with _SESSION_LOCK:
+            _running -= 1
+
+
 def _run_chunk(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Replay a chunk of runs (one session's settings) with the cyclic collector paused; never raises
-    (errors go in each run's ``error`` column)."""
-    with collector_paused():
+    """Replay a chunk of runs of one session (see :func:`_session_runs`); never raises (errors go in
+    each run's ``error`` column)."""
+    with _session_runs(tasks[0]["session_hash"]):
         return [_run(task) for task in tasks]
 
 
@@ -281,7 +311,7 @@ def chunk_runs(tasks: Sequence[dict[str, Any]], workers: int) -> list[list[dict[
     by_session: dict[int, list[dict[str, Any]]] = {}
     for t in tasks:
         by_session.setdefault(t["session_index"], []).append(t)
-    chunks = []
+    chunks: list[list[dict[str, Any]]] = []
     for runs in by_session.values():
         runs.sort(key=lambda t: t["setting_index"])
         n = -(-len(runs) // most)  # chunks of this session, as even as they can be
@@ -515,7 +545,7 @@ def sweep(
             n = workers if workers is not None else (os.cpu_count() or 1)
             if n <= 1 or len(todo) <= 1:
                 for chunk in chunk_runs(todo, 1):
-                    with collector_paused():  # as in a worker; each run is logged as it ends
+                    with _session_runs(chunk[0]["session_hash"]):  # as in a worker; each run logged as it ends
                         for t in chunk:
                             finish(_run(t))
             else:

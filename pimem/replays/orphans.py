@@ -50,6 +50,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from pimem.base.memo import on_forget
 from pimem.base.tables import frame
 from pimem.core.session_manager import build_session_path, is_walked_path, session_entry_to_context_messages
 from pimem.sessions.compactions import (
@@ -209,8 +210,13 @@ class _PerMessage:
     about the last ``limit`` to ``2 * limit`` messages used (a session's runs use a few thousand)."""
 
     def __init__(self, limit: int = 8_000) -> None:
-        self._shown = _Recent(limit)
-        self._facts = _Recent(limit)
+        self.limit = limit
+        self.forget()
+
+    def forget(self) -> None:
+        """Let go of every message kept."""
+        self._shown = _Recent(self.limit)
+        self._facts = _Recent(self.limit)
 
     def shown(self, message: dict) -> _Shown:
         summary = message.get("role") in ("compactionSummary", "branchSummary")
@@ -233,6 +239,7 @@ class _PerMessage:
 
 
 _PER_MESSAGE = _PerMessage()
+on_forget(_PER_MESSAGE.forget)
 
 
 def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = None, examples: int = 3,

@@ -11,6 +11,7 @@ import operator
 import threading
 from typing import Any, Iterator, Sequence
 
+from pimem.base.memo import on_forget
 from pimem.base.js import parse_iso_ms
 from pimem.core.compaction.compaction import TokenCache, calculate_context_tokens, get_assistant_usage
 from pimem.core.context_tracker import ContextTracker
@@ -153,6 +154,9 @@ def forget_recordings() -> None:
     """Drop the kept walks and estimates (the next replay of any path walks it again)."""
     with _WALKS_LOCK:
         _WALKS.clear()
+
+
+on_forget(forget_recordings)
 
 
 def recording_token_cache(path: Sequence[dict]) -> TokenCache:

@@ -48,7 +48,6 @@ prompt + prompt and ``output`` the estimate of the text; cost is zero.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -57,6 +56,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from pimem.base.memo import memoised
 from pimem.base.js import utf16_len
 from pimem.core.compaction.utils import serialize_conversation
 from pimem.core.llm import SummaryRequest, SummaryResponse
@@ -115,7 +115,7 @@ def _shorten(text: str, limit: int) -> str:
     return cut.rstrip() + "…"
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@memoised(1 << 14)
 def _norm_key(text: str) -> str:
     return re.sub(r"[^a-z0-9/._`-]+", " ", text.lower()).strip()
 
@@ -278,7 +278,7 @@ def parse_conversation(text: str) -> list[ParsedPart]:
     return parts
 
 
-@functools.lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _tool_calls(text: str) -> tuple[tuple[str, dict[str, Any]], ...]:
     """:func:`parse_tool_calls` as (name, arguments) pairs, memoised (the calls are made fresh)."""
     return tuple((call.name, call.args) for call in parse_tool_calls(text))
@@ -440,7 +440,7 @@ class _Facts:
 # session (and consecutive summaries of one run) summarize the same messages again.
 
 
-@functools.lru_cache(maxsize=1 << 13)
+@memoised(1 << 13)
 def _user_part(text: str) -> tuple:
     """A user part: ("summary", inner text), ("command", command, output), or ("text", the request or
     None, its constraints, its identifier candidates in order)."""
@@ -460,7 +460,7 @@ def _user_part(text: str) -> tuple:
     return "text", request, constraints, idents
 
 
-@functools.lru_cache(maxsize=1 << 13)
+@memoised(1 << 13)
 def _assistant_part(text: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """An assistant part: its prose, its decisions and its identifier candidates in order."""
     prose = _prose(text)
@@ -474,13 +474,13 @@ def _assistant_part(text: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     return prose, tuple(decisions), tuple(idents)
 
 
-@functools.lru_cache(maxsize=1 << 13)
+@memoised(1 << 13)
 def _result_errors(tool: str, text: str) -> tuple[str, ...]:
     """:func:`result_errors`, memoised."""
     return tuple(result_errors(tool, text))
 
 
-@functools.lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _unmatched_errors(text: str) -> tuple[str, ...]:
     """:func:`_error_lines` of a tool result without a call, memoised."""
     return tuple(_error_lines(text))
@@ -626,7 +626,7 @@ def _gather(parts: list[ParsedPart]) -> _Facts:
     return facts
 
 
-@functools.lru_cache(maxsize=1 << 13)
+@memoised(1 << 13)
 def _identifier(name: str) -> str | None:
     """``name`` stripped when it reads as an identifier worth listing, else None (memoised)."""
     name = name.strip()
@@ -635,13 +635,13 @@ def _identifier(name: str) -> str | None:
     return name
 
 
-@functools.lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _command_line(command: str) -> str:
     """A command as listed: white space collapsed, at most 160 characters (memoised)."""
     return _shorten(_collapse(command), 160)
 
 
-@functools.lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _verifies(command: str) -> bool:
     """Whether a command runs a verification (tests, checks, builds, commits; memoised)."""
     return _VERIFY_CMD.search(command) is not None
@@ -650,7 +650,7 @@ def _verifies(command: str) -> bool:
 _LIST_MARKER = re.compile(r"^(\d+[.)]|[-*])\s+")
 
 
-@functools.lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _forward_statements(text: str) -> tuple[str, ...]:
     """Next-step candidates of one assistant prose text: its list lines when the text looks forward,
     then its forward-looking sentences (memoised: consecutive summaries meet the same texts)."""
@@ -703,7 +703,7 @@ def parse_summary_sections(summary: str) -> dict[str, list[str]]:
     return {name: list(items) for name, items in _parsed_sections(summary).items()}
 
 
-@functools.lru_cache(maxsize=64)
+@memoised(64)
 def _parsed_sections(summary: str) -> dict[str, tuple[str, ...]]:
     """:func:`parse_summary_sections`, memoised: the runs of one session meet the same previous summaries."""
     items = section_items(summary)
@@ -720,7 +720,7 @@ def _parsed_sections(summary: str) -> dict[str, tuple[str, ...]]:
     return {name: tuple(_dedupe(sections[name])) for name in _SECTION_NAMES}
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@memoised(1 << 14)
 def _mentions(item: str) -> frozenset[str]:
     """Backticked names, paths and file names an item mentions (memoised: an update meets the
     previous summary's items again)."""
@@ -978,7 +978,7 @@ _CODE_LIST = re.compile(r"`[^`]*`(?:, `[^`]*`)*")
 _CODE_ITEM = re.compile(r"`([^`]*)`")
 
 
-@functools.lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _code_list(item: str) -> tuple[str, tuple[str, ...] | None]:
     """``Label: `a`, `b``` as (label, its values); (label, None) for any other item (memoised)."""
     label, _, rest = item.partition(": ")

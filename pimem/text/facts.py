@@ -68,11 +68,12 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from collections import OrderedDict
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
 
+from pimem.base.memo import memoised, on_forget
 from pimem.errors import ConfigurationError
 from pimem.base.tables import frame
 from pimem.core.session_manager import session_entry_to_context_messages
@@ -195,8 +196,8 @@ def _fold(text: str) -> str:
     return " ".join(text.split()).lower()  # split() and \s agree on whitespace
 
 
-_fold_short = lru_cache(maxsize=1 << 15)(_fold)  # fact values and lines come back again and again
-_fold_long = lru_cache(maxsize=1 << 11)(_fold)  # and messages, in the runs of one recording
+_fold_short = memoised(1 << 15)(_fold)  # fact values and lines come back again and again
+_fold_long = memoised(1 << 11)(_fold)  # and messages, in the runs of one recording
 
 
 def content_words(text: str) -> set[str]:
@@ -211,7 +212,7 @@ def content_words(text: str) -> set[str]:
     return out
 
 
-@lru_cache(maxsize=1 << 16)
+@memoised(1 << 16)
 def normalize_path(token: str) -> str | None:
     """Normalize a path token (see module docs); None when it is not a path."""
     t = token.strip().strip("\"'`()[]{}<>,;")
@@ -299,7 +300,7 @@ def _paths_in_text(text: str) -> tuple[tuple[str, int, str], ...]:
 _MEMO_CHARS = 20000  # texts up to this length are memoised by the look-ups below (messages, lines)
 
 
-@lru_cache(maxsize=1 << 13)
+@memoised(1 << 13)
 def _paths_in_short_text(text: str) -> tuple[tuple[str, int, str], ...]:
     return tuple(_find_paths(text))
 
@@ -372,7 +373,7 @@ def _line_numbers(line: str) -> frozenset[str]:
     return frozenset(v for v, _, _ in numbers_in_text(line))
 
 
-_line_numbers_short = lru_cache(maxsize=1 << 15)(_line_numbers)
+_line_numbers_short = memoised(1 << 15)(_line_numbers)
 
 
 def _text_numbers(text: str) -> set[str]:
@@ -412,7 +413,7 @@ _REDIRECTION = re.compile(r"\s\d?>>?&?\d?\s*\S+")
 _SPACES = re.compile(r"\s+")
 
 
-@lru_cache(maxsize=1 << 13)
+@memoised(1 << 13)
 def _split_commands(command: str) -> tuple[str, ...]:
     """The simple commands of a command line (memoised: the runs of one session read the same ones)."""
     out = []
@@ -473,7 +474,7 @@ def _find_text_facts(text: str, role: str, source: str, sentences: bool = True) 
     return tuple(out)
 
 
-_text_facts_short = lru_cache(maxsize=1 << 13)(_find_text_facts)
+_text_facts_short = memoised(1 << 13)(_find_text_facts)
 
 
 _LINES_FROM = 2000  # longer texts find their names line by line
@@ -510,7 +511,7 @@ def _find_line_names(line: str) -> tuple[tuple[tuple[str, int, str], ...], ...]:
     return (*_path_groups(line), *_identifier_groups(line))
 
 
-_line_names = lru_cache(maxsize=1 << 15)(_find_line_names)
+_line_names = memoised(1 << 15)(_find_line_names)
 
 
 def _error_lines_of(text: str, is_error: bool) -> tuple[tuple[str, int], ...]:
@@ -525,8 +526,8 @@ def _error_lines_tuple(text: str, is_error: bool) -> tuple[tuple[str, int], ...]
     return tuple(_error_lines(text, is_error))
 
 
-_error_lines_short = lru_cache(maxsize=1 << 13)(_error_lines_tuple)
-_error_lines_long = lru_cache(maxsize=1 << 7)(_error_lines_tuple)
+_error_lines_short = memoised(1 << 13)(_error_lines_tuple)
+_error_lines_long = memoised(1 << 7)(_error_lines_tuple)
 
 
 def extract_facts(
@@ -620,7 +621,7 @@ def summary_facts(text: str, kinds: Sequence[str] = ("path", "identifier", "numb
     return list(_summary_facts(text, tuple(kinds)))
 
 
-@lru_cache(maxsize=256)
+@memoised(256)
 def _summary_facts(text: str, kinds: tuple[str, ...]) -> tuple[Fact, ...]:
     return tuple(extract_facts([{"role": "assistant", "content": [{"type": "text", "text": text}]}], kinds=kinds))
 
@@ -644,7 +645,7 @@ _QUOTED_NAME = re.compile(r"'([A-Za-z_$][\w$.]*)'|\"([A-Za-z_$][\w$.]*)\"|`([A-Z
 _SOURCE_EXT_AFTER = rf"(?!\.(?:{_EXT_RX})\b)"
 
 
-@lru_cache(maxsize=1 << 16)
+@memoised(1 << 16)
 def _stem(word: str) -> str:
     w = word.lower()
     if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
@@ -662,7 +663,7 @@ def _line_stems(line: str) -> frozenset[str]:
     return frozenset(_stems_of(line.lower()))
 
 
-_line_stems_short = lru_cache(maxsize=1 << 15)(_line_stems)
+_line_stems_short = memoised(1 << 15)(_line_stems)
 
 
 def negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -701,6 +702,7 @@ def _negated_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
 
 
 _CONTENT_STEM: dict[str, str] = {}  # word -> its stem if a content word, else ""
+on_forget(_CONTENT_STEM.clear)
 
 
 def _content_stem(word: str) -> str:
@@ -712,8 +714,8 @@ def _content_stem(word: str) -> str:
     return stem
 
 
-_negated_words_short = lru_cache(maxsize=1 << 15)(_negated_words)
-_negated_words_long = lru_cache(maxsize=256)(_negated_words)  # a summary's few long lines, met again in the next
+_negated_words_short = memoised(1 << 15)(_negated_words)
+_negated_words_long = memoised(256)(_negated_words)  # a summary's few long lines, met again in the next
 
 
 class SummaryIndex:
@@ -924,10 +926,10 @@ def _fold_line(line: str) -> str:
     return _fold_short_line(line) if len(line) <= _MEMO_CHARS else _fold(line)
 
 
-_fold_short_line = lru_cache(maxsize=1 << 14)(_fold)
+_fold_short_line = memoised(1 << 14)(_fold)
 
 
-@lru_cache(maxsize=1 << 14)
+@memoised(1 << 14)
 def _runs_in(text: str) -> frozenset[str]:
     return frozenset(_NAME_RUN.findall(text))
 
@@ -937,11 +939,11 @@ def _line_name_runs(line: str) -> frozenset[str]:
     return _runs_in(line) | _runs_in(_PLAIN_OFF.sub("", line))
 
 
-_line_name_runs_short = lru_cache(maxsize=1 << 15)(_line_name_runs)
+_line_name_runs_short = memoised(1 << 15)(_line_name_runs)
 _PLAIN_OFF = re.compile(r"[*\"“”‘’]")
 
 
-@lru_cache(maxsize=1 << 15)
+@memoised(1 << 15)
 def _error_names(line: str) -> frozenset[str]:
     """The quoted names of an error line (three characters or more), lower-cased."""
     names = {next(g for g in m.groups() if g) for m in _QUOTED_NAME.finditer(line)}
@@ -984,7 +986,7 @@ def _line_paths(line: str) -> frozenset[str]:
     return frozenset(paths)
 
 
-_line_paths_short = lru_cache(maxsize=1 << 15)(_line_paths)
+_line_paths_short = memoised(1 << 15)(_line_paths)
 
 
 def _whole_name_in(text: str, name: str) -> bool:
@@ -1107,6 +1109,16 @@ class JoinedIndex(SummaryIndex):
 _JOINED: OrderedDict[tuple[str, ...], JoinedIndex] = OrderedDict()
 
 
+def _forget_indexes() -> None:
+    global _indexed_chars
+    _INDEXES.clear()
+    _indexed_chars = 0
+    _JOINED.clear()
+
+
+on_forget(_forget_indexes)
+
+
 def joined_index(parts: Sequence[str]) -> JoinedIndex:
     """The shared :class:`JoinedIndex` of ``parts`` (the few most recent are kept)."""
     key = tuple(parts)
@@ -1158,7 +1170,7 @@ def facts_present(facts: Sequence[Fact], summary: str | SummaryIndex) -> list[bo
     return out
 
 
-@lru_cache(maxsize=1 << 15)
+@memoised(1 << 15)
 def _probe(kind: str, value: str) -> tuple[str, str] | None:
     """(the index's set, a member of it) that :func:`fact_present` needs to answer True, or None.
 

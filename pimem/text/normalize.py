@@ -20,7 +20,8 @@ trades some precision for recall.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+
+from pimem.base.memo import memoised
 
 __all__ = ["SYNONYMS", "split_identifier", "stem", "canonical_word", "normal_words", "STOPWORDS"]
 
@@ -93,7 +94,7 @@ _SUFFIXES = (("ational", "ate"), ("ization", "ize"), ("isation", "ize"), ("ation
              ("ed", ""), ("ly", ""), ("es", ""), ("s", ""))
 
 
-@lru_cache(maxsize=65536)
+@memoised(65536)
 def stem(word: str) -> str:
     """A light English stem: the first matching inflectional suffix off, the stem kept at 3+ letters;
     ``ss`` and ``us`` endings stay (``class``, ``status``); a doubled final consonant is undone
@@ -114,7 +115,7 @@ def _drop_e(w: str) -> str:
     return w[:-1] if len(w) > 4 and w.endswith("e") and not w.endswith("ee") else w
 
 
-@lru_cache(maxsize=65536)
+@memoised(65536)
 def canonical_word(word: str) -> str:
     """The word's synonym group (its first word) if it has one, else its stem."""
     w = word.lower()

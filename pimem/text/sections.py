@@ -43,9 +43,9 @@ stored summary without Pi's file blocks) is the only text the drift measures sco
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from dataclasses import dataclass, field
 
+from pimem.base.memo import memoised
 from pimem.errors import ConfigurationError
 
 BRANCH_SUMMARY_PREAMBLE = (
@@ -119,7 +119,7 @@ def normalize_text(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-@lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def normalize_title(title: str) -> str:
     """Fold a heading title for matching (see module docs; memoised: the template's own titles are
     folded again for every heading)."""
@@ -131,7 +131,7 @@ def normalize_title(title: str) -> str:
     return t.rstrip(":").strip()
 
 
-@lru_cache(maxsize=1 << 12)
+@memoised(1 << 12)
 def _match_title(norm: str, keys: tuple[str, ...]) -> tuple[str | None, bool]:
     """Return (canonical key, exact) for a normalized title, or (None, False)."""
     titles = {**SECTION_TITLES, **TURN_SECTION_TITLES}
@@ -285,7 +285,7 @@ def _split_file_blocks(text: str) -> tuple[str, list[str] | None, list[str] | No
     return text.rstrip(), lists["read"], lists["modified"]
 
 
-@lru_cache(maxsize=1 << 15)
+@memoised(1 << 15)
 def _atx(line: str) -> tuple[int, str] | None:
     """(level, title) of a Markdown ``#`` heading, or None.
 
@@ -340,7 +340,7 @@ def _content_is_empty(text: str) -> bool:
     return not any(map(_line_has_content, text.split("\n")))
 
 
-@lru_cache(maxsize=1 << 15)
+@memoised(1 << 15)
 def _line_has_content(line: str) -> bool:
     """A line of a section that is neither blank, a heading, nor an empty item or placeholder."""
     s = line.strip()
@@ -430,7 +430,7 @@ def _parse_block(
     return title, headings, sections, extra, conf, {k: v.strip("\n") for k, v in own_text.items()}
 
 
-@lru_cache(maxsize=1 << 14)
+@memoised(1 << 14)
 def _is_none_line(line: str) -> bool:
     """A line that says a section holds nothing (``- (none)``, ``N/A``...)."""
     return bool(_NONE.match(re.sub(r"^[-*+]\s*", "", line.strip())))
@@ -518,7 +518,7 @@ def parsed_summary(text: str, kind: str = "auto") -> SummarySections:
     return _parsed_summary(text, kind)
 
 
-@lru_cache(maxsize=256)
+@memoised(256)
 def _parsed_summary(text: str, kind: str) -> SummarySections:
     return parse_summary(text, kind)
 
@@ -547,7 +547,7 @@ def _items(text: str) -> list[str]:
     return [item for item in map(_line_item, text.split("\n")) if item is not None]
 
 
-@lru_cache(maxsize=1 << 15)
+@memoised(1 << 15)
 def _line_item(line: str) -> str | None:
     """The item one line of a section holds, or None (memoised: summaries repeat their lines)."""
     stripped = line.strip()

@@ -152,3 +152,36 @@ def test_overlapping_runs_of_one_process_count_their_own_cache_misses(tmp_path):
     assert (first_calls.calls, second_calls.calls) == (1, 0)
     second.complete(request)  # answered from the cache
     assert (first_calls.calls, second_calls.calls) == (1, 0)
+
+
+def test_a_process_forgets_the_memos_when_it_moves_on_to_another_sessions_runs(monkeypatch):
+    import threading
+
+    import pimem.experiments.sweep as sweep_module
+
+    forgotten = []
+    monkeypatch.setattr(sweep_module, "forget_memos", lambda: forgotten.append(1))
+    monkeypatch.setattr(sweep_module, "_current_session", None)
+    with sweep_module._session_runs("a"):
+        pass
+    with sweep_module._session_runs("a"):  # the same session's next chunk keeps them
+        pass
+    assert len(forgotten) == 1
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with sweep_module._session_runs("b"):
+            inside.set()
+            leave.wait()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    inside.wait()
+    with sweep_module._session_runs("c"):  # runs of "b" under way in this process: nothing is forgotten
+        pass
+    leave.set()
+    thread.join()
+    assert len(forgotten) == 2  # "b" forgot "a"'s; "c" forgot nothing
+    with sweep_module._session_runs("c"):
+        pass
+    assert len(forgotten) == 3
