@@ -35,15 +35,16 @@ Parallelism: ``concurrent.futures.ProcessPoolExecutor`` (``workers`` processes; 
 process), or a Dask cluster when ``client`` is a ``dask.distributed.Client``. Runs go out in chunks of
 one session's settings (:func:`chunk_runs`): the runs of a session share its loaded entries, its walked
 recording and what the measures memoise of its messages, so a chunk builds them once in one process.
-The cyclic garbage collector is paused while a chunk runs (:func:`pimem.base.collector.collector_paused`):
+A process that moves on to another session's runs forgets what the last one left in the memos
+(:func:`pimem.base.memo.forget_memos`): it is rarely met again, and a heap full of it slows every later
+run. The cyclic garbage collector is paused while the runs run (:func:`pimem.base.collector.collector_paused`):
 reference counting frees what a run drops, and the collector would otherwise read every object the
-memos hold again and again. A process that moves on to another session's runs forgets what the last
-one left in the memos (:func:`pimem.base.memo.forget_memos`): it is rarely met again, and a heap full
-of it slows every later run.
+memos hold again and again; the cycles a session's runs leave are collected when the process moves on.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import itertools
 import os
@@ -279,12 +280,15 @@ _SESSION_LOCK = threading.Lock()
 def _session_runs(session_hash: str) -> Iterator[None]:
     """Runs of one session in this process, with the cyclic collector paused. Entering another
     session's runs first forgets what the last session's left in the memos (:mod:`pimem.base.memo`)
-    and the sessions loaded, unless runs are under way here already (threads of a Dask worker)."""
+    and the sessions loaded, and collects the cycles they left, unless runs are under way here
+    already (threads of a Dask worker). Pool workers and a sweep in this process keep the collector
+    paused between chunks too: that collection is the one that frees cycles."""
     global _current_session, _running
     with _SESSION_LOCK:
         if session_hash != _current_session and not _running:
             forget_memos()
             _LOADED.clear()
+            gc.collect()  # cycles the last session's runs left: few objects are alive now
             _current_session = session_hash
         _running += 1
     try:
@@ -425,6 +429,15 @@ def _write_parquet(df: pd.DataFrame, path: Path) -> None:
         table.to_parquet(f, index=False)
 
 
+def _start_worker(parent: int) -> None:
+    """A pool worker's start: the cyclic collector paused for its life (see :func:`_session_runs`) and
+    what the worker was started with (modules) left out of its collections, and an end when the
+    sweep's process is gone."""
+    gc.disable()
+    gc.freeze()
+    _watch_parent(parent)
+
+
 def _watch_parent(parent: int, every_s: float = 0.5) -> None:
     """In a pool worker: end this process when the sweep's process is gone (killed with SIGKILL, a
     pool never tells its workers), instead of waiting for work forever."""
@@ -544,12 +557,13 @@ def sweep(
         else:
             n = workers if workers is not None else (os.cpu_count() or 1)
             if n <= 1 or len(todo) <= 1:
-                for chunk in chunk_runs(todo, 1):
-                    with _session_runs(chunk[0]["session_hash"]):  # as in a worker; each run logged as it ends
-                        for t in chunk:
-                            finish(_run(t))
+                with collector_paused():  # as in a worker; each run is logged as it ends
+                    for chunk in chunk_runs(todo, 1):
+                        with _session_runs(chunk[0]["session_hash"]):
+                            for t in chunk:
+                                finish(_run(t))
             else:
-                with ProcessPoolExecutor(max_workers=n, initializer=_watch_parent, initargs=(os.getpid(),)) as pool:
+                with ProcessPoolExecutor(max_workers=n, initializer=_start_worker, initargs=(os.getpid(),)) as pool:
                     futures = [pool.submit(_run_chunk, c) for c in chunk_runs(todo, n)]
                     for fut in as_completed(futures):
                         for row in fut.result():
