@@ -96,6 +96,7 @@ _DOTTED = re.compile(r"(?<![\w$.])([A-Z][\w$]*\.[a-z_$][\w$]*)(?![\w$])")
 _CAMEL = re.compile(r"(?<![\w$.])([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w$])")
 _LOWER_CAMEL = re.compile(r"(?<![\w$.])([a-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)(?![\w$])")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.S)
+_ASCII_UPPER = re.compile(r"[A-Z]")
 _LINE_COL = re.compile(r"(?::\d+){1,2}$")
 
 _UNITS = {
@@ -314,7 +315,7 @@ def _path_groups(text: str) -> tuple[tuple[tuple[str, int, str], ...], tuple[tup
     """(path tokens, bare file names outside them) of a text, each in text order."""
     found: list[tuple[str, int, str]] = []
     seen_spans: list[tuple[int, int]] = []
-    for m in PATH_TOKEN.finditer(text):
+    for m in PATH_TOKEN.finditer(text) if "/" in text else ():  # a path token holds a slash
         tok = m.group(0)
         norm = normalize_path(tok)
         if norm and _is_path_like(norm):
@@ -322,7 +323,7 @@ def _path_groups(text: str) -> tuple[tuple[tuple[str, int, str], ...], tuple[tup
             seen_spans.append(m.span())
     starts = [a for a, _ in seen_spans]  # finditer's spans: increasing and disjoint
     bare: list[tuple[str, int, str]] = []
-    for m in BARE_FILE.finditer(text):
+    for m in BARE_FILE.finditer(text) if "." in text else ():  # a file name has a dot
         k = bisect_right(starts, m.start()) - 1
         if k >= 0 and m.start() < seen_spans[k][1]:
             continue
@@ -341,7 +342,7 @@ def _identifier_groups(text: str) -> tuple[tuple[tuple[str, int, str], ...], ...
     found: list[tuple[str, int, str]] = []
     pieces: list[str] = []  # the text with every code span blanked out
     last = 0
-    for m in _BACKTICK.finditer(text):
+    for m in _BACKTICK.finditer(text) if "`" in text else ():
         code = m.group(1).strip()
         if _IDENT_SHAPE.match(code) and not _is_path_like(code):
             name = re.sub(r"\(.*\)$", "", code)
@@ -353,9 +354,13 @@ def _identifier_groups(text: str) -> tuple[tuple[tuple[str, int, str], ...], ...
     pieces.append(text[last:])
     masked = "".join(pieces)
     groups = [tuple(found)]
-    for rx in (_CALL, _DOTTED, _CAMEL, _LOWER_CAMEL):
+    # what each pattern cannot match without: a call its parenthesis, a dotted name its dot, the
+    # camel-case names a capital letter
+    upper = _ASCII_UPPER.search(masked) is not None
+    for rx, needed in ((_CALL, "(" in masked), (_DOTTED, "." in masked and upper), (_CAMEL, upper),
+                       (_LOWER_CAMEL, upper)):
         matches: list[tuple[str, int, str]] = []
-        for m in rx.finditer(masked):
+        for m in rx.finditer(masked) if needed else ():
             name = m.group(1)
             if _is_path_like(name) or len(name) < 3:
                 continue

@@ -189,6 +189,54 @@ def test_fold_by_lines_is_fold_on_generated_and_real_text() -> None:
         assert F.fold_by_lines(text) == F.fold(text)
 
 
+def _names_by_every_pattern(text: str) -> tuple:
+    """The path and identifier groups with every pattern run over the text (no test of what it holds first)."""
+    import re
+
+    found, spans = [], []
+    for m in F.PATH_TOKEN.finditer(text):
+        norm = F.normalize_path(m.group(0))
+        if norm and F._is_path_like(norm):
+            found.append((norm, m.start(), m.group(0)))
+            spans.append(m.span())
+    bare = [(F.normalize_path(m.group(0)), m.start(), m.group(0)) for m in F.BARE_FILE.finditer(text)
+            if not any(a <= m.start() < b for a, b in spans) and F.normalize_path(m.group(0))]
+    names, masked = [], text
+    for m in F._BACKTICK.finditer(text):
+        code = m.group(1).strip()
+        if F._IDENT_SHAPE.match(code) and not F._is_path_like(code):
+            name = re.sub(r"\(.*\)$", "", code)
+            if len(name) >= 2:
+                names.append((name, m.start(1), code))
+        masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end():]
+    groups = [tuple(names)]
+    for rx in (F._CALL, F._DOTTED, F._CAMEL, F._LOWER_CAMEL):
+        groups.append(tuple((m.group(1), m.start(1), m.group(0)) for m in rx.finditer(masked)
+                            if not F._is_path_like(m.group(1)) and len(m.group(1)) >= 3))
+    return (tuple(found), tuple(bare), *groups)
+
+
+def test_names_skip_only_patterns_that_cannot_match() -> None:
+    """Paths and identifiers found after a test of the characters each pattern needs (a slash, a dot,
+    a parenthesis, a capital) are those every pattern finds over the whole text."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    alphabet = "aZ_.(/)`@~-: \nx1ts"
+    words = st.sampled_from(["src/a.ts", "`foo`", "Foo.bar", "FooBar", "fooBar", "run(", "x)", "./y.md", "@z.py"])
+
+    @settings(max_examples=3000, deadline=None, derandomize=True)
+    @given(st.text(alphabet=alphabet, max_size=30) | st.lists(words | st.text(alphabet=alphabet, max_size=3),
+                                                              max_size=8).map(" ".join))
+    def check(text: str) -> None:
+        assert (*F._path_groups(text), *F._identifier_groups(text)) == _names_by_every_pattern(text)
+
+    check()
+    for text in _real_texts()[:400]:
+        for line in text.split("\n"):
+            assert (*F._path_groups(line), *F._identifier_groups(line)) == _names_by_every_pattern(line)
+
+
 _NUMBER_ALPHABET = "0123456789٣,. \n\t\r%smkbhxMSKſ\u212aépw_"
 _NUMBER_WORDS = ["ms", "s", "min", "tokens", "lines", "KB", "%", "x", "px", "seconds", "1,000", "2.5", "12", "٣"]
 
