@@ -392,12 +392,18 @@ def _text_numbers(text: str) -> set[str]:
         if found:
             values |= found
     for a, b in zip(lines, lines[1:]):
-        if a and b and a[-1].isdigit() and (b[0].isalpha() or b[0] == "%"):
-            cut = len(a)
-            for m in _NUMBER.finditer(a + "\n" + b):
-                if m.start() < cut < m.end():
-                    values.add(normalize_number(m.group(1), m.group(2)))
+        _add_break_numbers(values, a, b)
     return values
+
+
+def _add_break_numbers(values: set[str], a: str, b: str) -> None:
+    """Add the numbers whose match holds the break between line ``a`` and the next line ``b`` (a
+    number at the end of one, its unit at the start of the other)."""
+    if a and b and a[-1].isdigit() and (b[0].isalpha() or b[0] == "%"):
+        cut = len(a)
+        for m in _NUMBER.finditer(a + "\n" + b):
+            if m.start() < cut < m.end():
+                values.add(normalize_number(m.group(1), m.group(2)))
 
 
 def _sentences(text: str, rx: re.Pattern[str]) -> list[tuple[str, int, str]]:
@@ -941,7 +947,9 @@ def _runs_in(text: str) -> frozenset[str]:
 
 def _line_name_runs(line: str) -> frozenset[str]:
     """The runs of name characters of one line as written and without emphasis and quotes."""
-    return _runs_in(line) | _runs_in(_PLAIN_OFF.sub("", line))
+    plain = _PLAIN_OFF.sub("", line)
+    runs = _runs_in(line)
+    return runs if len(plain) == len(line) else runs | _runs_in(plain)  # nothing taken off: the same runs
 
 
 _line_name_runs_short = memoised(1 << 15)(_line_name_runs)
@@ -1055,8 +1063,8 @@ class JoinedIndex(SummaryIndex):
     Exactly the answers of ``SummaryIndex("\\n".join(parts))``: paths, lines, words, errors, name
     runs and code spans are per line, so they are the parts'; the folded form is the parts' folded
     forms joined by a space (as the lines' are), the plain form theirs joined by a line break; the
-    fenced blocks and numbers, whose rules may read across a line break (a fence, a number before its
-    unit on the next line), read the joined text.
+    numbers are the parts' and those across the breaks between them; the fenced blocks, whose rule may
+    read across a line break, read the joined text.
     """
 
     def __init__(self, parts: Sequence[str]) -> None:
@@ -1098,6 +1106,15 @@ class JoinedIndex(SummaryIndex):
     @cached_property
     def plain(self) -> str:
         return "\n".join(p.plain for p in self.parts)  # characters dropped one by one, never a break
+
+    @cached_property
+    def numbers(self) -> set[str]:
+        # the joined text's lines are the parts' lines: their numbers, and those across the breaks
+        # between a part's last line and the next part's first
+        values: set[str] = set().union(*(p.numbers for p in self.parts))
+        for a, b in zip(self.parts, self.parts[1:]):
+            _add_break_numbers(values, a.text[a.text.rfind("\n") + 1:], b.text.split("\n", 1)[0])
+        return values
 
     def has_path(self, path: str) -> bool:
         # each rule compares the path with one path of the text, and the text's paths are the parts'

@@ -83,7 +83,8 @@ def test_long_text_facts_equal_short_text_rules() -> None:
 
 @pytest.mark.parametrize("real", [False, True])
 def test_joined_index_answers_as_the_index_of_the_joined_text(real: bool) -> None:
-    groups = [EDGE_PARTS, EDGE_PARTS[1:3], [], [""], EDGE_PARTS[::-1]]
+    across = ["the build took 12", "ms, then 3", "", "% and 4", "KB later 5", "\n5 s"]  # over the breaks
+    groups = [EDGE_PARTS, EDGE_PARTS[1:3], [], [""], EDGE_PARTS[::-1], across, EDGE_PARTS + across]
     texts = EDGE_PARTS
     if real:
         texts = _real_texts()
@@ -93,7 +94,9 @@ def test_joined_index_answers_as_the_index_of_the_joined_text(real: bool) -> Non
     for parts in groups:
         joined, whole = F.JoinedIndex(parts), F.SummaryIndex("\n".join(parts))
         assert joined.text == whole.text and joined.folded == whole.folded and joined.paths == whole.paths
+        assert joined.numbers == whole.numbers
         assert [f for f in facts if F.fact_present(f, joined)] == [f for f in facts if F.fact_present(f, whole)]
+    assert F.JoinedIndex(across).numbers == {"12 ms", "4 KB", "5 s"}  # "3" and "%" meet only over an empty part
 
 
 def test_joined_index_is_shared_per_parts() -> None:
