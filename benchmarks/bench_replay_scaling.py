@@ -1,11 +1,11 @@
 """Replay scaling: seconds of CPU per replay against the length of the session, with fitted exponents.
 
-Chains are cloned from the real paths (``../shared/datasets/pi-mono/``, else the bundled samples):
-the paths' entries (compactions and labels left out) in blocks of 250, taken from each path in turn
-and repeated, with fresh ids, each entry the child of the one before, timestamps moved on at each
-block, so a chain of any length reads like one long session and every chain from 500 entries on
-holds the same mix of the paths (which compact at different rates). Every message is a new dict (its content shared), so the
-estimates are computed for every message, as in a real session of that length.
+Chains are cloned from the real paths (``../shared/datasets/pi-mono/``, else the bundled samples): the
+paths' entries (compactions and labels left out) in blocks of 250, taken from each path in turn and
+repeated, with fresh ids, each entry the child of the one before, timestamps moved on at each block,
+so a chain of any length reads like one long session and every chain from 500 entries on holds the
+same mix of the paths (which compact at different rates). Every message is a new dict (its content
+shared), so the estimates are computed for every message, as in a real session of that length.
 
 For each token source and setting, every size is replayed (extractive summarizer) and timed in CPU
 seconds (``time.process_time``), sizes interleaved, best of ``--rounds``; each replay starts without the

@@ -348,7 +348,8 @@ def _forget_trajectories() -> None:
 on_forget(_forget_trajectories)
 
 
-def span_needed_facts(record: CompactionRecord, *, include_thinking: bool = False) -> tuple[list[Fact], list[NeededFact]]:
+def span_needed_facts(record: CompactionRecord, *,
+                      include_thinking: bool = False) -> tuple[list[Fact], list[NeededFact]]:
     """The facts of the record's span and its :func:`needed_later_facts` (default weights).
 
     Inside :func:`pimem.replays.recording.shared_recordings` (messages do not change), a compaction

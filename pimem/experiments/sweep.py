@@ -3,7 +3,8 @@
 One *run* is one session replayed under one setting. Its key (``run_hash``) is a hash of the
 session's content, the setting and the summarizer's identity, so a finished run is recognised
 wherever the session file lives. With ``results_path`` each finished run is appended to a JSONL
-file at once (one line, flushed and synced); a sweep that dies is started again with the same
+file (one line, flushed and synced) as soon as this process has it: at once in this process, when
+its chunk ends in a worker (see below); a sweep that dies is started again with the same
 arguments and skips the runs already there. Runs that ended in an error are written too (with
 the ``error`` column) and tried again on the next start. A ``results_path`` ending in
 ``.parquet`` names the final table instead: the resumable log is then the JSONL file beside it
@@ -61,9 +62,9 @@ import orjson
 import pandas as pd
 
 from pimem.base.collector import collector_paused
-from pimem.base.memo import forget_memos
 from pimem.base.files import atomic_open, open_regular
 from pimem.base.js import js_stringify
+from pimem.base.memo import forget_memos
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning

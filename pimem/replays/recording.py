@@ -11,15 +11,15 @@ import operator
 import threading
 from typing import Any, Iterator, Sequence
 
-from pimem.base.memo import on_forget
 from pimem.base.js import parse_iso_ms
+from pimem.base.memo import on_forget
 from pimem.core.compaction.compaction import TokenCache, calculate_context_tokens, get_assistant_usage
 from pimem.core.context_tracker import ContextTracker
 from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
-           "calibrate_recording", "walk_recording", "recording_token_cache", "shared_recordings", "recordings_shared", "forget_recordings",
-           "recorded_release"]
+           "calibrate_recording", "walk_recording", "recording_token_cache", "shared_recordings", "recordings_shared",
+           "forget_recordings", "recorded_release"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -116,10 +116,10 @@ _SHARING: contextvars.ContextVar[bool] = contextvars.ContextVar("pimem_shared_re
 def shared_recordings() -> Iterator[None]:
     """Within this block, replays of the same recorded path (the same entry objects in the same
     order) share its walk and per-message estimates, and their measures share the later trajectory
-    of the same message objects (:func:`pimem.drift.needed.shared_trajectory`): a sweep replays one
-    session under many settings. Outside it every replay walks its recording afresh, so that a
-    message edited in place between two replays is estimated again. Entries must not change inside
-    the block."""
+    of the same message objects and the answers for compactions cut at the same places
+    (:mod:`pimem.drift.needed`): a sweep replays one session under many settings. Outside it every
+    replay walks its recording afresh, so that a message edited in place between two replays is
+    estimated again. Entries must not change inside the block."""
     token = _SHARING.set(True)
     try:
         yield

@@ -424,9 +424,13 @@ _REDIRECTION = re.compile(r"\s\d?>>?&?\d?\s*\S+")
 _SPACES = re.compile(r"\s+")
 
 
-@memoised(1 << 13)
 def _split_commands(command: str) -> tuple[str, ...]:
-    """The simple commands of a command line (memoised: the runs of one session read the same ones)."""
+    """The simple commands of a command line (memoised up to long ones: the runs of one session read
+    the same ones)."""
+    return _split_short_commands(command) if len(command) <= _MEMO_CHARS else _find_commands(command)
+
+
+def _find_commands(command: str) -> tuple[str, ...]:
     out = []
     for part in _COMMAND_SEPARATOR.split(command):
         simple = part.split("|", 1)[0]
@@ -436,6 +440,9 @@ def _split_commands(command: str) -> tuple[str, ...]:
             continue
         out.append(simple[:200])
     return tuple(out)
+
+
+_split_short_commands = memoised(1 << 13)(_find_commands)
 
 
 def _error_lines(text: str, is_error: bool) -> list[tuple[str, int]]:

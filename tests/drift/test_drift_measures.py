@@ -258,7 +258,7 @@ def test_the_headline_sees_through_names_and_inventions(chain) -> None:
     assert set(MEASURES) >= {"score", "recall_faithful", "faithfulness", "claims_contradicted", "few_needed"}
 
 
-def test_a_trajectory_is_shared_by_text_or_inside_shared_recordings_by_message_object() -> None:
+def test_a_trajectory_is_shared_by_text_or_by_message_object_inside_shared_recordings() -> None:
     import copy
 
     from pimem.drift.needed import shared_trajectory
