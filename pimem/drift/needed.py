@@ -261,8 +261,8 @@ def shared_trajectory(messages: Sequence[tuple[str | None, dict]]) -> Trajectory
             same = trajectory.use_texts == texts[0] and trajectory._results == texts[1]
         if same:
             with _SHARED_LOCK:
-                _SHARED[key] = trajectory
-                _SHARED.move_to_end(key)
+                if key in _SHARED:  # another thread may have let it go meanwhile
+                    _SHARED.move_to_end(key)
             return trajectory
     trajectory = Trajectory(messages, texts)
     with _SHARED_LOCK:

@@ -38,9 +38,10 @@ one session's settings (:func:`chunk_runs`): the runs of a session share its loa
 recording and what the measures memoise of its messages, so a chunk builds them once in one process.
 A process that moves on to another session's runs forgets what the last one left in the memos
 (:func:`pimem.base.memo.forget_memos`): it is rarely met again, and a heap full of it slows every later
-run. The cyclic garbage collector is paused while the runs run (:func:`pimem.base.collector.collector_paused`):
-reference counting frees what a run drops, and the collector would otherwise read every object the
-memos hold again and again; the cycles a session's runs leave are collected when the process moves on.
+run. The cyclic garbage collector is paused while a process runs its chunks
+(:func:`pimem.base.collector.collector_paused`): reference counting frees what a run drops, and the
+collector would otherwise read every object the memos hold again and again; the cycles a session's
+runs leave are collected when the process moves on.
 """
 
 from __future__ import annotations
