@@ -216,10 +216,15 @@ def matcher_check(
 ) -> MatcherCheck:
     """Run ``matcher`` over every labelled fact against its compaction's summary (see module docs).
 
-    ``session``: the recorded session the labels were made on (its compaction ids must match).
     Columns of ``.facts``: the label fields, ``predicted`` (present / absent / contradicted, None on
     error), ``predicted_present``, ``label_present``, ``split`` (:func:`label_split`), ``agree``, ``error``, and — with ``used_later`` —
     ``auto_used_later`` against ``label_used_later``.
+
+    Args:
+        labels: the labelled facts (a table, or the file :func:`load_labels` reads).
+        session: the recorded session the labels were made on (its compaction ids must match).
+        matcher: ``"rules"``, ``"normalized"``, ``"embedding"`` or a callable (fact, summary) → label.
+        used_later: also check the automatic needed-later decision against the labels'.
     """
     df = load_labels(labels) if not isinstance(labels, pd.DataFrame) else labels.copy()
     session = session_or_entries(session)

@@ -257,13 +257,17 @@ def summary_measures(
 
 @dataclass
 class Comparison:
-    """Summary sources measured on the same compactions (see :func:`compare_sources`).
+    """Summary sources measured on the same compactions (see :func:`compare_sources`); ``table``:
+    measures × sources (mean over the compactions a source summarized).
 
-    ``per_compaction``: one row per source × compaction (``source``, ``kind``, ``compaction``,
-    ``max_tokens``, ``error``, then the measures); ``table``: measures × sources (mean over the
-    compactions a source summarized); ``summaries``: stored texts per source; ``needed``: the
-    needed-later facts per source and compaction; ``records``: the compactions each source was
-    measured on.
+    Args:
+        per_compaction: one row per source × compaction (``source``, ``kind``, ``compaction``,
+            ``max_tokens``, ``error``, then the measures).
+        summaries: the stored texts per source.
+        records: the compactions each source was measured on.
+        needed: the needed-later facts per source and compaction.
+        notes: what the comparison could not do as asked (cuts elsewhere, a record's own notes).
+        summarizers: the summarizer of each source that is one.
     """
 
     per_compaction: pd.DataFrame
@@ -326,14 +330,24 @@ def compare_sources(
     A source is ``"recorded"`` (the summaries stored in ``session``), another session — a
     :class:`pimem.Session`, a session file path or a replay result — whose own compactions are
     measured against its own spans, or a summarizer (anything with ``complete``), which summarizes
-    the recorded spans of ``session`` exactly (:func:`pimem.drift.records.resummarize`).
-    ``max_tokens`` is the summarizers' budget: ``"matched"`` (default) gives each compaction the
-    length of the summary ``session`` recorded for it, an int or one int per compaction a fixed
-    budget, None Pi's own ``0.8 × reserveTokens``. Adding a column needs only another entry.
-    ``records``: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and
-    their cached needed-later facts) across comparisons. ``matched=True`` is ``max_tokens="matched"``,
-    ``matched=False`` Pi's own budget (``max_tokens=None``); giving both with different meanings is an
-    error. The budget each summarizer got is the ``budget_tokens`` row of :attr:`Comparison.table`.
+    the recorded spans of ``session`` exactly (:func:`pimem.drift.records.resummarize`). Adding a
+    column needs only another entry. The budget each summarizer got is the ``budget_tokens`` row of
+    :attr:`Comparison.table`.
+
+    Args:
+        session: the reference session (anything :func:`pimem.as_session` takes, or a list of entries).
+        sources: name → source, as above.
+        max_tokens: the summarizers' budget: ``"matched"`` (default) gives each compaction the length of
+            the summary ``session`` recorded for it, an int or one int per compaction a fixed budget,
+            None Pi's own ``0.8 × reserveTokens``.
+        weights: the weight of each class of needed-later fact (default :data:`~pimem.drift.needed.DEFAULT_WEIGHTS`).
+        leaf_id: the leaf whose path is measured (default: the session's current leaf).
+        horizon: how far after a compaction a later use counts: ``"end"`` (to the leaf) or ``"next"`` (to the
+            next compaction).
+        records: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and their
+            cached needed-later facts) across comparisons.
+        matched: ``True`` is ``max_tokens="matched"``, ``False`` Pi's own budget (``max_tokens=None``);
+            giving both with different meanings is an error.
     """
     session = session_or_entries(session)
     reference = records if records is not None else compaction_records(session, leaf_id=leaf_id, horizon=horizon)
@@ -412,7 +426,11 @@ def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -
     """Needed-later recall of each summary's first *B* tokens (Pi's estimate), for each budget *B*.
 
     Columns: ``source``, ``compaction``, ``budget``, ``tokens`` (of the prefix, ≤ budget),
-    ``needed_recall``. Default budgets: 16 steps up to the longest summary written.
+    ``needed_recall``.
+
+    Args:
+        comparison: what :func:`compare_sources` returned.
+        budgets: the budgets in tokens (default: 16 steps up to the longest summary written).
     """
     longest = max((_tokens(summarizer_text(t)) for texts in comparison.summaries.values() for t in texts
                    if t is not None), default=0)
