@@ -84,6 +84,7 @@ from pimem.drift import (
 from pimem.drift.labels import labels_dir as labels_dir
 from pimem.drift.resume_probe import resume_probe as resume_probe
 from pimem.errors import (
+    ArgumentTypeError as ArgumentTypeError,
     CacheCorruptError as CacheCorruptError,
     CacheUnavailableError as CacheUnavailableError,
     ConfigurationError as ConfigurationError,

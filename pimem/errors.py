@@ -39,6 +39,7 @@ __all__ = [
     "SummarizationError",
     "UnknownPriceError",
     "ConfigurationError",
+    "ArgumentTypeError",
     "CacheCorruptError",
     "CacheUnavailableError",
     "NoRecordingError",
@@ -91,6 +92,10 @@ class SummarizationError(PimemError, RuntimeError):
 
 class ConfigurationError(PimemError, ValueError):
     """An argument pimem cannot use: an unknown option, an empty grid, an impossible setting."""
+
+
+class ArgumentTypeError(ConfigurationError, TypeError):
+    """An argument of a type pimem cannot use (the message names what was expected and what was given)."""
 
 
 class UnknownPriceError(ConfigurationError):

@@ -37,10 +37,11 @@ from pimem.drift.intervals import MIN_COMPACTION_FACTS
 from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
 from pimem.text.sections import parse_summary, section_items, summarizer_text
-from pimem.errors import ConfigurationError
+from pimem.core.llm import Summarizer
+from pimem.errors import ArgumentTypeError, ConfigurationError
 from pimem.base.tables import frame
 from pimem.drift.faithfulness import faithfulness_measures
-from pimem.sessions.load import session_or_entries
+from pimem.sessions.load import SessionLike, session_or_entries
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
            "measure_docs"]
@@ -307,16 +308,9 @@ class Comparison:
                                            "present"])
 
 
-def _is_session_like(value: Any) -> bool:
-    import os
-
-    return (isinstance(value, (str, os.PathLike)) or hasattr(value, "entries")
-            or (hasattr(value, "session") and hasattr(value, "events")))
-
-
 def compare_sources(
-    session: Any,
-    sources: Mapping[str, Any],
+    session: SessionLike | Sequence[dict],
+    sources: Mapping[str, SessionLike | Summarizer],
     *,
     max_tokens: int | str | Sequence[int] | None = "matched",
     weights: Mapping[str, float] | None = None,
@@ -388,22 +382,23 @@ def compare_sources(
             recs, kind = reference, "recorded"
             texts: list[str | None] = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)
-        elif _is_session_like(src) and not hasattr(src, "complete"):
-            src = session_or_entries(src)
-            recs, kind = compaction_records(src, horizon=horizon), "recorded"
-            texts = [r.summary for r in recs]
-            errors, limits = [None] * len(recs), [None] * len(recs)
-            if [r.entry.get("firstKeptEntryId") for r in recs] != [r.entry.get("firstKeptEntryId") for r in reference]:
-                notes.append(f"{name}: its compactions cut elsewhere than the reference's; each is measured "
-                             f"on its own span, kept tail and later trajectory")
-        elif hasattr(src, "complete"):
+        elif isinstance(src, Summarizer):  # anything with complete()
             out = resummarize(session, src, max_tokens=budgets, leaf_id=leaf_id)
             summarizers[name] = src
             recs, kind = reference, "summarizer"
             texts, errors, limits = out.summaries, out.errors, out.max_tokens
         else:
-            raise ConfigurationError(f"source {name!r}: expected 'recorded', a session, a session file, a replay result "
-                            f"or a summarizer; got {type(src).__name__}")
+            try:
+                other = session_or_entries(src)
+            except ArgumentTypeError:
+                raise ArgumentTypeError(f"source {name!r}: expected 'recorded', a session, a session file, a replay "
+                                        f"result or a summarizer; got {type(src).__name__}") from None
+            recs, kind = compaction_records(other, horizon=horizon), "recorded"
+            texts = [r.summary for r in recs]
+            errors, limits = [None] * len(recs), [None] * len(recs)
+            if [r.entry.get("firstKeptEntryId") for r in recs] != [r.entry.get("firstKeptEntryId") for r in reference]:
+                notes.append(f"{name}: its compactions cut elsewhere than the reference's; each is measured "
+                             f"on its own span, kept tail and later trajectory")
         summaries[name] = texts
         records_by[name] = recs
         needed_by[name] = []

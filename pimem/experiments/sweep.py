@@ -74,7 +74,7 @@ from pimem.replays.cost import as_price
 from pimem.replays.engine import replay
 from pimem.replays.recording import shared_recordings
 from pimem.replays.strategies.base import get_strategy
-from pimem.sessions.load import load_session
+from pimem.sessions.load import SessionLike, as_session, load_session
 from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
 from pimem.summarizers.cached import CachedSummarizer
 
@@ -458,7 +458,7 @@ def _is_dask_client(client: Any) -> bool:
 
 
 def sweep(
-    sessions: Iterable[Any],
+    sessions: Iterable[SessionLike],
     grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]],
     *,
     summarizer: Summarizer | str | None = None,
@@ -475,9 +475,10 @@ def sweep(
     """Replay every session under every setting of ``grid``; one row per run.
 
     Args:
-        sessions: paths or ``Session`` objects. A path that cannot be read (permissions, a FIFO, a
-            device) is left out with a ``SkippedFileWarning``; a file that reads but does not load gives
-            its runs an ``error``.
+        sessions: paths, ``Session`` objects or replay results (their replayed session;
+            :func:`pimem.as_session`). A path that cannot be read (permissions, a FIFO, a device) is left
+            out with a ``SkippedFileWarning``; a file that reads but does not load gives its runs an
+            ``error``.
         grid: a dict of lists (cartesian product) or a list of setting dicts with keys from
             :data:`SETTING_KEYS`.
         summarizer: the summarizer of every run that names none (default the offline one).
@@ -493,7 +494,8 @@ def sweep(
         cache_ttl_s: how long a provider keeps a prompt cache, for the cost columns.
     """
     settings = expand_grid(grid)
-    refs = list(sessions)
+    # paths stay paths (each is loaded where its runs go); a session or a result is resolved here
+    refs = [ref if isinstance(ref, (str, os.PathLike)) else as_session(ref) for ref in sessions]
     ident = _summarizer_identity(summarizer)
     measure_options: dict[str, Any] | None = None
     if measures:
