@@ -57,7 +57,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import orjson
 import pandas as pd
@@ -70,7 +70,7 @@ from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
 from pimem.experiments.run_measures import run_measures
-from pimem.replays.cost import as_price
+from pimem.replays.cost import Price, as_price
 from pimem.replays.engine import replay
 from pimem.replays.recording import shared_recordings
 from pimem.replays.strategies.base import get_strategy
@@ -467,8 +467,8 @@ def sweep(
     progress: bool = True,
     results_path: str | os.PathLike | None = None,
     client: Any = None,
-    measures: bool | str = True,
-    prices: Mapping[str, Any] | None = None,
+    measures: bool | Literal["cost"] = True,
+    prices: Mapping[str, Price | Mapping[str, float]] | None = None,
     cost_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
 ) -> pd.DataFrame:
@@ -488,7 +488,7 @@ def sweep(
         results_path: a JSONL file that makes the sweep resumable, or a ``.parquet`` file for the final
             table (its log beside it; see module docs).
         client: a ``dask.distributed.Client`` to run on.
-        measures: add drift and cost columns.
+        measures: add drift and cost columns (``"cost"``: the cost columns only).
         prices: model prices for the cost columns (as in :func:`pimem.replays.cost.replay_cost`).
         cost_model: the model whose price the cost columns use.
         cache_ttl_s: how long a provider keeps a prompt cache, for the cost columns.

@@ -25,7 +25,13 @@ from pimem.core.llm import Summarizer
 from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import Session, require_message_objects
 from pimem.sessions import session as sessions
-from pimem.errors import ConfigurationError, JavaScriptTypeError, ReplayWarning, SummarizationError
+from pimem.errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    JavaScriptTypeError,
+    ReplayWarning,
+    SummarizationError,
+)
 from pimem.replays.config import TRIGGERS, ReplayConfig, StrategySpec, Trigger, resolve_model
 from pimem.replays.navigate import navigate
 from pimem.replays.recording import (
@@ -103,7 +109,14 @@ def replay(
     if settings is None:
         settings = CompactionSettings()
     elif isinstance(settings, Mapping):
+        fields = [f.name for f in dataclasses.fields(CompactionSettings)]
+        unknown = [k for k in settings if k not in fields]
+        if unknown:
+            raise ArgumentTypeError(f"settings: no field {unknown[0]!r} (fields: {', '.join(fields)})")
         settings = CompactionSettings(**settings)
+    elif not isinstance(settings, CompactionSettings):
+        raise ArgumentTypeError(f"settings must be CompactionSettings, a mapping of their fields or None; "
+                                f"got {type(settings).__name__}")
     if summarizer is None:
         summarizer = default_summarizer()
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:

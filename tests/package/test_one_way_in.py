@@ -129,3 +129,15 @@ def test_anything_else_is_an_argument_type_error(name: str, wrong: Any, tmp_path
 def test_a_source_of_no_known_kind_is_named(sources: dict[str, Any]) -> None:
     with pytest.raises(ArgumentTypeError, match="source 'odd': expected 'recorded', a session, .* got int"):
         pimem.compare_sources(sources["session"], {"recorded": "recorded", "odd": 42})  # type: ignore[dict-item]
+
+
+def test_replay_settings_are_compaction_settings_a_mapping_of_their_fields_or_none(sources: dict[str, Any]) -> None:
+    session = sources["session"]
+    given = pimem.replay(session, SETTINGS, context_window=WINDOW)
+    mapped = pimem.replay(session, {"reserve_tokens": 1500, "keep_recent_tokens": 1500}, context_window=WINDOW)
+    assert mapped.settings == given.settings == SETTINGS
+    assert pimem.replay(session, None, context_window=40_000).settings == pimem.CompactionSettings()
+    with pytest.raises(ArgumentTypeError, match="settings: no field 'reserve' .*reserve_tokens"):
+        pimem.replay(session, {"reserve": 1500}, context_window=WINDOW)
+    with pytest.raises(ArgumentTypeError, match="settings must be CompactionSettings, .* got Settings"):
+        pimem.replay(session, pimem.Settings(), context_window=WINDOW)  # type: ignore[arg-type]
