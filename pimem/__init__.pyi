@@ -105,6 +105,7 @@ from pimem.errors import (
     SkippedFileWarning as SkippedFileWarning,
     SourceOverwriteError as SourceOverwriteError,
     SummarizationError as SummarizationError,
+    UnknownColumnError as UnknownColumnError,
     UnknownPriceError as UnknownPriceError,
     UserError as UserError,
 )

@@ -14,7 +14,7 @@ from typing import Literal, Protocol, Sequence, Union, cast, runtime_checkable
 
 from pimem.core.session_manager import Session as CoreSession
 from pimem.core.session_manager import load_session as load_pi_session
-from pimem.errors import ArgumentTypeError, SessionFormatError
+from pimem.errors import ArgumentTypeError, ConfigurationError, SessionFormatError
 from pimem.sessions.importers.claude_code import import_claude_code, looks_like_claude_code
 from pimem.sessions.importers.codex import import_codex, looks_like_codex
 from pimem.sessions.importers.records import open_transcript
@@ -100,7 +100,7 @@ def load_session(
         seed: a seed for those ids instead, so that the same file gets the same ids on every load.
     """
     if format not in ("auto",) + SESSION_FORMATS:
-        raise ValueError(f"format must be one of 'auto', 'pi', 'claude-code', 'codex', not {format!r}")
+        raise ConfigurationError(f"format must be one of 'auto', 'pi', 'claude-code', 'codex', not {format!r}")
     fmt: str = format
     if format == "auto":
         try:
