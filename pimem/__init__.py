@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import importlib
-from pathlib import Path
+import os
 from typing import Any
 
 __version__ = "0.1.0"
@@ -23,9 +23,11 @@ __version__ = "0.1.0"
 def _read_stub() -> dict[str, str]:
     """name → the module the stub imports it from (``tests/package/test_exported_members.py`` checks
     that no name is declared twice or renamed)."""
-    stub = Path(__file__).with_suffix(".pyi")
+    stub = os.path.splitext(__file__)[0] + ".pyi"
+    with open(stub, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), stub)
     found: dict[str, str] = {}
-    for node in ast.parse(stub.read_text(encoding="utf-8"), str(stub)).body:
+    for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
             found.update((alias.asname or alias.name, node.module) for alias in node.names)
     return found
