@@ -129,6 +129,9 @@ _EXPORTS: dict[str, str] = {
     "sample_dir": "pimem.sessions.samples",
     "sample_session_paths": "pimem.sessions.samples",
     "load_samples": "pimem.sessions.samples",
+    "real_dir": "pimem.sessions.samples",
+    "real_session_paths": "pimem.sessions.samples",
+    "load_real_sessions": "pimem.sessions.samples",
     "labels_dir": "pimem.drift.labels",
     # drift
     "parse_summary": "pimem.drift",
