@@ -48,8 +48,9 @@ def real_dir() -> Path:
 def real_session_paths(kind: str | None = None) -> list[Path]:
     """Paths of the bundled real sessions (``.jsonl.gz``), Pi's first, sorted by name within a kind.
 
-    ``kind`` keeps one kind: ``"pi"`` (the Pi author's Pi sessions) or ``"claude-code"`` (Claude Code
-    transcripts that compacted two or three times).
+    Args:
+        kind: keep one kind: ``"pi"`` (the Pi author's Pi sessions) or ``"claude-code"`` (Claude Code
+            transcripts that compacted two or three times); None keeps both.
     """
     if kind is not None and kind not in REAL_KINDS:
         raise ValueError(f"kind must be one of {', '.join(REAL_KINDS)} or None, not {kind!r}")
@@ -66,6 +67,9 @@ def real_session_name(path: str | Path) -> str:
 
 
 def load_real_sessions(kind: str | None = None) -> dict[str, "Session"]:
-    """Every bundled real session (of ``kind``, see :func:`real_session_paths`), loaded, keyed by
-    :func:`real_session_name`."""
+    """Every bundled real session, loaded, keyed by :func:`real_session_name`.
+
+    Args:
+        kind: ``"pi"``, ``"claude-code"`` or None for both (see :func:`real_session_paths`).
+    """
     return {real_session_name(p): load_session(p) for p in real_session_paths(kind)}
