@@ -147,6 +147,9 @@ from pimem.sessions.load import (
 )
 from pimem.sessions.samples import (
     load_samples as load_samples,
+    load_real_sessions as load_real_sessions,
+    real_dir as real_dir,
+    real_session_paths as real_session_paths,
     sample_dir as sample_dir,
     sample_session_paths as sample_session_paths,
 )

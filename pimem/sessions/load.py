@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import zlib
 from typing import Literal, Protocol, Sequence, Union, cast, runtime_checkable
 
 from pimem.core.session_manager import Session as CoreSession
@@ -53,7 +54,7 @@ def sniff_format(path: str | os.PathLike[str]) -> str | None:
     try:
         with open_transcript(file) as f:
             head = f.read(_PROBE_BYTES)
-    except OSError as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a gzip'd file cut short or damaged
         raise SessionFormatError(f"{file}: cannot read: {exc}") from exc
     lines = head.split(b"\n")
     if len(head) == _PROBE_BYTES and len(lines) > 1:
