@@ -2,21 +2,27 @@
 
 Reading: :func:`open_regular` opens a file without ever blocking and refuses what is not a
 regular file (a FIFO would block forever, ``/dev/zero`` never ends, a folder cannot be read);
-:data:`MAX_LINE_BYTES` bounds one line. Writing: a temporary file in the target folder
+:func:`open_session_bytes` reads a gzip'd file as its plain content (a damaged archive is a
+:class:`SessionFormatError` naming it); :func:`read_lines` streams the lines of either in blocks,
+:data:`MAX_LINE_BYTES` bounding one line, so no file (a gzip bomb neither) is ever held whole.
+Writing: a temporary file in the target folder
 (``.<name>.<random>.tmp``), then one rename; temporary files left by a killed writer are
 removed by the next successful write to the same target.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
 import stat
 import tempfile
 import time
 import warnings
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Iterator
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, TypeVar, cast
 
 from pimem.base.tables import escape_lone_surrogates
 from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError
@@ -60,6 +66,146 @@ def open_regular(path: str | os.PathLike, buffering: int = -1) -> IO[bytes]:
     except BaseException:
         os.close(fd)
         raise
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+_READ_CHUNK = 1 << 18  # 256 KiB: small against any file, large against a line
+_ASCII_BLANKS = b" \t\n\r\x0b\x0c"  # all of them whitespace to JavaScript's trim() too
+_NON_EMPTY_LINE = re.compile(rb"[^\n]+")
+_T = TypeVar("_T")
+
+
+class _SessionGzip(gzip.GzipFile):
+    """A gzip'd file read as its content: a damaged or cut-short archive raises
+    :class:`SessionFormatError` naming the file (not ``EOFError`` or ``zlib.error``)."""
+
+    def __init__(self, raw: IO[bytes], file: str) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw, self._file = raw, file
+
+    def _checked(self, read: Callable[..., _T], *args: Any) -> _T:
+        try:
+            return read(*args)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise SessionFormatError(f"{self._file}: corrupt gzip data: {exc}") from exc
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._checked(super().read, size)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._checked(super().read1, size)
+
+    def readinto(self, b: Any) -> int:
+        return self._checked(super().readinto, b)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._checked(super().readline, size)
+
+    def peek(self, n: int = 0) -> bytes:
+        return self._checked(super().peek, n)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+def open_session_bytes(path: str | os.PathLike, buffering: int = -1) -> IO[bytes]:
+    """:func:`open_regular`, decompressed when the file is gzip'd (by its content, not its name).
+
+    Reading a damaged or cut-short archive raises :class:`SessionFormatError` naming the file.
+    """
+    f = open_regular(path, buffering=buffering)
+    try:
+        if f.read(2) != GZIP_MAGIC:
+            f.seek(0)
+            return f
+        f.seek(0)
+        return cast(IO[bytes], _SessionGzip(f, os.fspath(path)))
+    except BaseException:
+        f.close()
+        raise
+
+
+def read_lines(f: IO[bytes], file: str) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes without the newline, ended by a newline) of every line of ``f`` that
+    holds more than ASCII whitespace (the other lines are blank to every reader, JavaScript's
+    ``trim()`` included: they are only counted).
+
+    Reads blocks of 256 KiB, so the content is never in memory whole and a run of blank lines
+    (a gzip bomb of newlines) passes at the speed of a byte scan; a line longer than a block is
+    joined once. A line past :data:`MAX_LINE_BYTES` is a :class:`SessionFormatError` naming
+    ``file`` and the line (no JavaScript string holds it: Pi cannot read it either).
+
+    Args:
+        f: a binary stream (:func:`open_session_bytes`).
+        file: its name, for errors.
+    """
+    lineno = 0
+    pending: list[bytes] = []  # the line under way, read in earlier blocks
+    pending_bytes = 0
+    while block := f.read(_READ_CHUNK):
+        newlines = block.count(b"\n")
+        if not newlines:
+            pending.append(block)
+            pending_bytes += len(block)
+            if pending_bytes > MAX_LINE_BYTES:
+                raise _too_long(file, lineno + 1)
+            continue
+        first = block.index(b"\n")
+        if pending:
+            pending.append(block[:first])
+            raw = b"".join(pending)
+            pending, pending_bytes = [], 0
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise _too_long(file, lineno)
+            if raw.strip():
+                yield lineno, raw, True
+        else:
+            lineno += 1
+            raw = block[:first]
+            if raw.strip():
+                yield lineno, raw, True
+        last = block.rindex(b"\n")
+        if last + 1 < len(block):
+            pending.append(block[last + 1:])
+            pending_bytes = len(block) - last - 1
+        if newlines == 1:
+            continue
+        if newlines * 16 <= len(block):
+            for raw in block.split(b"\n")[1:-1]:
+                lineno += 1
+                if raw.strip():  # (the line itself when it has no blanks around it: no copy)
+                    yield lineno, raw, True
+            continue
+        # short lines (a flood of blank ones?): only the non-empty ones are looked at
+        start = lineno
+        lineno = start + newlines - 1
+        inner = block[first + 1:last]
+        if not inner.translate(None, _ASCII_BLANKS):  # blank lines only: counted, none read
+            continue
+        before = 0  # newlines of ``inner`` before the match
+        pos = 0
+        count = inner.count
+        for match in _NON_EMPTY_LINE.finditer(inner):
+            before += count(b"\n", pos, match.start())
+            pos = match.end()
+            raw = match.group()
+            if raw.strip():
+                yield start + 1 + before, raw, True
+    if pending:
+        raw = b"".join(pending)
+        if len(raw) > MAX_LINE_BYTES:
+            raise _too_long(file, lineno + 1)
+        if raw.strip():
+            yield lineno + 1, raw, False
+
+
+def _too_long(file: str, lineno: int) -> SessionFormatError:
+    return SessionFormatError(f"{file}:{lineno}: line longer than {MAX_LINE_BYTES} bytes (no JavaScript string "
+                              "can hold it: Pi cannot load this file either)")
 
 
 _TMP_SUFFIX = ".tmp"

@@ -9,12 +9,10 @@ over is recorded in :attr:`Session.warnings`; what makes a file unusable raises
 from __future__ import annotations
 
 import copy
-import gzip
 import hashlib
 import os
 import random
 import time
-import zlib
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
@@ -297,66 +295,14 @@ def _parse_bad_line(raw: bytes) -> tuple[Any, bool]:
         return UNDEFINED, bad_utf8
 
 
-_READ_CHUNK = 1 << 18  # 256 KiB: small against any file, large against a line
-_GZIP_MAGIC = b"\x1f\x8b"
+# the start of a file that says what it is when no entry can be read (a JSON array, binary data)
+_SAMPLE_BYTES = 16 << 20
 
 
-def _open_session_bytes(file: str, buffering: int = -1) -> Any:
-    """The regular file opened for binary reading, decompressed when it is gzip'd (by content, not name)."""
-    f = io.open_regular(file, buffering=buffering)
-    if f.read(2) == _GZIP_MAGIC:
-        f.close()
-        return gzip.open(file, "rb")
-    f.seek(0)
-    return f
-
-
-def _read_block(f: Any, file: str) -> bytes:
-    try:
-        return cast(bytes, f.read(_READ_CHUNK))
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise SessionFormatError(f"{file}: corrupt gzip data: {exc}") from exc
-
-
-def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
-    """(line number, bytes without the newline, ended by a newline) for every line (of the
-    decompressed content when the file is gzip'd).
-
-    Reads in blocks so the whole file and all its lines are never in memory together; a
-    line longer than a block is joined once (no quadratic concatenation).
-    """
-    lineno = 0
-    pending: list[bytes] = []
-    pending_bytes = 0
-    with _open_session_bytes(file, buffering=0) as f:
-        while True:
-            block = _read_block(f, file)
-            if not block:
-                break
-            lines = block.split(b"\n")
-            if len(lines) == 1:
-                pending.append(block)
-                pending_bytes += len(block)
-                if pending_bytes > io.MAX_LINE_BYTES:
-                    raise SessionFormatError(
-                        f"{file}:{lineno + 1}: line longer than {io.MAX_LINE_BYTES} bytes without a newline "
-                        "(no JavaScript string can hold it: Pi cannot load this file either)"
-                    )
-                continue
-            if pending:
-                pending.append(lines[0])
-                lines[0] = b"".join(pending)
-                pending = []
-                pending_bytes = 0
-            last = lines.pop()
-            if last:
-                pending.append(last)
-                pending_bytes = len(last)
-            for raw in lines:
-                lineno += 1
-                yield lineno, raw, True
-    if pending:
-        yield lineno + 1, b"".join(pending), False
+def _read_lines(file: str) -> Iterator[tuple[int, bytes, bool]]:
+    """:func:`pimem.base.files.read_lines` of the file (of its content when it is gzip'd)."""
+    with io.open_session_bytes(file, buffering=0) as f:
+        yield from io.read_lines(f, file)
 
 
 def _is_blank(raw: bytes) -> bool:
@@ -395,8 +341,7 @@ def load_session(
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     malformed = 0
-    blank = 0
-    lineno = 0
+    non_objects = 0
     for lineno, raw, terminated in _read_lines(file):
         try:
             value = loads(raw)
@@ -405,7 +350,6 @@ def load_session(
                 raw = raw[len(_BOM) :]
                 sink.add("bom", 1, "UTF-8 byte order mark removed (Pi's JSON.parse would reject this line)")
             if _is_blank(raw):
-                blank += 1
                 continue
             value, bad_utf8 = _parse_bad_line(raw)
             if bad_utf8:
@@ -424,21 +368,22 @@ def load_session(
             hint = " (the file is a JSON array, not JSON Lines)" if isinstance(value, list) else ""
             raise SessionFormatError(f"{file}:{lineno}: {not_a_header(value)}{hint}")
         else:
+            non_objects += 1
             sink.add("non_object", lineno, f"line holds a JSON {type(value).__name__}, not an object: skipped")
 
     if not parsed:
-        if malformed == 0 and lineno == blank:
+        if malformed == 0 and non_objects == 0:
             raise SessionFormatError(f"{file}:1: empty file, not a Pi session")
-        with _open_session_bytes(file) as f:
-            raise SessionFormatError(_no_entries_message(file, f.read(), malformed))
+        with io.open_session_bytes(file) as f:
+            raise SessionFormatError(_no_entries_message(file, f.read(_SAMPLE_BYTES), malformed))
     header = parsed[0]
     problem = not_a_header(header)
     if problem is not None:
         raise SessionFormatError(f"{file}:{line_numbers[0]}: {problem}")
 
     if migration_rng is None and _needs_migration(header):
-        with _open_session_bytes(file) as f:  # of the content: a gzip'd copy gets the same ids
-            migration_rng = random.Random(hashlib.file_digest(f, "sha256").digest())
+        with io.open_session_bytes(file) as f:  # of the content: a gzip'd copy gets the same ids
+            migration_rng = random.Random(hashlib.file_digest(cast(Any, f), "sha256").digest())
     migrate_to_current_version(parsed, migration_rng or rng)
 
     entries: list[dict] = []

@@ -24,7 +24,7 @@ import pandas as pd
 
 from pimem.base import files
 from pimem.base.collector import collector_paused
-from pimem.base.files import file_kind, open_regular, read_output_marker
+from pimem.base.files import file_kind, open_session_bytes, read_lines, read_output_marker
 from pimem.base.js import loads_line, parse_iso_ms
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import not_a_header
@@ -342,27 +342,9 @@ def _error_row(path: Path, size: int | None, error: str) -> dict[str, Any]:
     return {"path": str(path), "size_bytes": size, "error": error}
 
 
-_READ_BUFFER = 1024 * 1024
-
-
-class _LineTooLong(Exception):
-    pass
-
-
-def _bounded_lines(f: Any) -> Iterator[bytes]:
-    """The lines of ``f`` (with their newline); :class:`_LineTooLong` past ``MAX_LINE_BYTES``."""
-    readline = f.readline
-    while True:
-        line = readline(files.MAX_LINE_BYTES + 1)
-        if not line:
-            return
-        if len(line) > files.MAX_LINE_BYTES:
-            raise _LineTooLong
-        yield line
-
-
-def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, float | None] | str:
-    """One pass over a session file's lines, read in buffered blocks (never the whole file).
+def _scan_lines(lines: Iterator[tuple[int, bytes, bool]]) -> tuple[dict[str, Any], int, int, str | None, str,
+                                                                     float | None] | str:
+    """One pass over a session file's lines (:func:`pimem.base.files.read_lines`: never the whole file).
 
     Returns (header, entry count, message count, name, first user message, last activity ms),
     or the error text for a file that is not a session.
@@ -377,17 +359,15 @@ def _scan_lines(f: Any) -> tuple[dict[str, Any], int, int, str | None, str, floa
     last_activity: float | None = None
     seen_content = False  # a non-whitespace byte: not an "empty file"
 
-    for line_no, line in enumerate(_bounded_lines(f), start=1):
+    for line_no, line, _ in lines:
+        seen_content = True
         if line_no == 1 and line.startswith(_BOM):
-            seen_content = True
             line = line[len(_BOM):]
         try:
             entry = loads(line)
         except decode_error:
-            entry = _parse_line(line[:-1] if line.endswith(b"\n") else line)
+            entry = _parse_line(line)
         if header is None:
-            if not seen_content and line.strip():
-                seen_content = True
             if not entry:  # blank, malformed, or a falsy JSON value (Pi's ``if (entry)``)
                 continue
             problem = not_a_header(entry)
@@ -441,17 +421,16 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
     with only ``path``, ``size_bytes`` and ``error`` set. Never raises for bad content.
     """
     p = Path(path)
+    size: int | None = None
     try:
-        with open_regular(p, buffering=_READ_BUFFER) as f:
-            stat = os.fstat(f.fileno())
-            scanned = _scan_lines(f)
+        with open_session_bytes(p, buffering=0) as f:  # decompressed when gzip'd
+            stat = os.stat(p)
+            size = stat.st_size
+            scanned = _scan_lines(read_lines(f, str(p)))
     except OSError as exc:
-        return _error_row(p, None, f"cannot read file: {exc.strerror or exc}")
-    except SessionFormatError as exc:  # a FIFO, a device, a folder
-        return _error_row(p, None, str(exc).removeprefix(f"{p}: "))
-    except _LineTooLong:
-        return _error_row(p, None, f"not a Pi session: a line longer than {files.MAX_LINE_BYTES} bytes")
-    size = stat.st_size
+        return _error_row(p, size, f"cannot read file: {exc.strerror or exc}")
+    except SessionFormatError as exc:  # a FIFO, a device, a folder, a damaged archive, a line too long
+        return _error_row(p, size, _without_file(str(exc), p))
     if isinstance(scanned, str):
         return _imported_row(p, size) or _error_row(p, size, scanned)
     header, entry_count, message_count, name, first_message, last_activity = scanned
@@ -482,18 +461,28 @@ def scan_session_file(path: str | os.PathLike) -> dict[str, Any]:
     }
 
 
+def _without_file(message: str, p: Path) -> str:
+    """An error message about ``p`` as a row of its own says it: ``line N: ...`` for ``p:N: ...``."""
+    rest = message.removeprefix(f"{p}:").lstrip()
+    line, colon, why = rest.partition(": ")
+    return f"line {line}: {why}" if colon and line.isdigit() else rest
+
+
 def _imported_row(p: Path, size: int) -> dict[str, Any] | None:
-    """The discovery row of a Claude Code or Codex transcript (imported in full), else None."""
+    """The discovery row of a Claude Code or Codex transcript (imported in full), or of a damaged
+    archive; else None."""
     try:
         fmt = sniff_format(p)
-    except (SessionFormatError, OSError):
+    except SessionFormatError as exc:  # a damaged archive: that is what the row says
+        return _error_row(p, size, _without_file(str(exc), p))
+    except OSError:
         return None
     if fmt not in ("claude-code", "codex"):
         return None
     try:
         session = load_session(p, format=fmt)  # type: ignore[arg-type]
     except (SessionFormatError, OSError) as exc:
-        row = _error_row(p, size, f"{fmt} transcript that cannot be imported: {exc}")
+        row = _error_row(p, size, f"{fmt} transcript that cannot be imported: {_without_file(str(exc), p)}")
         row["source_format"] = fmt
         return row
     messages = [e["message"] for e in session.entries if e.get("type") == "message"]

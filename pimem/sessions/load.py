@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import random
-import zlib
 from typing import Literal, Protocol, Sequence, Union, cast, runtime_checkable
 
+from pimem.base.files import open_session_bytes
 from pimem.core.session_manager import Session as CoreSession
 from pimem.core.session_manager import load_session as load_pi_session
 from pimem.errors import ArgumentTypeError, ConfigurationError, SessionFormatError
 from pimem.sessions.importers.claude_code import import_claude_code, looks_like_claude_code
 from pimem.sessions.importers.codex import import_codex, looks_like_codex
-from pimem.sessions.importers.records import open_transcript
 from pimem.sessions.importers.records import split_objects
 from pimem.sessions.session import Session
 
@@ -52,9 +51,9 @@ def sniff_format(path: str | os.PathLike[str]) -> str | None:
     """The format the first records show, or None."""
     file = os.fspath(path)
     try:
-        with open_transcript(file) as f:
+        with open_session_bytes(file) as f:  # a damaged archive: SessionFormatError naming it
             head = f.read(_PROBE_BYTES)
-    except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a gzip'd file cut short or damaged
+    except OSError as exc:
         raise SessionFormatError(f"{file}: cannot read: {exc}") from exc
     lines = head.split(b"\n")
     if len(head) == _PROBE_BYTES and len(lines) > 1:

@@ -248,12 +248,12 @@ def test_odd_field_types_do_not_crash(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
 def test_block_reading_is_invisible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
-    import pimem.core.session_manager as session_module
+    import pimem.base.files as files_module
 
     lines = [HEADER, entry("a1", None, text="é😀" * 30), "", "{bad", entry("a2", "a1"), '{"trunc']
     p = write_lines(tmp_path / "s.jsonl", lines, end=False)
     expected = load_session(p)
-    monkeypatch.setattr(session_module, "_READ_CHUNK", chunk)
+    monkeypatch.setattr(files_module, "_READ_CHUNK", chunk)
     got = load_session(p)
     assert got.to_jsonl() == expected.to_jsonl()
     assert [(w.line, w.reason) for w in got.warnings] == [(w.line, w.reason) for w in expected.warnings]

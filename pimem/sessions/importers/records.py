@@ -1,13 +1,13 @@
 """Reading another agent's JSON Lines transcript: plain or gzip'd, with the defects real files have.
 
-A line may hold two JSON objects back to back (a write artefact seen in real transcripts); the
+The file is read as Pi's loader reads a session (:func:`pimem.base.files.read_lines`: a stream,
+one line at most 512 MiB, a byte order mark removed). A line may hold two JSON objects back to back (a write artefact seen in real transcripts); the
 last line may be cut short; a line may not be JSON at all. Every record comes out with its line
 number; every defect becomes a :class:`~pimem.core.session_manager.SessionWarning`.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import random
@@ -16,13 +16,13 @@ from typing import Any, Iterator, Sequence, TypeVar
 
 import orjson
 
-from pimem.base.files import open_regular
-from pimem.base.js import parse_iso_ms, to_iso
+from pimem.base.files import open_session_bytes, read_lines
+from pimem.base.js import loads_line, parse_iso_ms, to_iso
 from pimem.core.session_manager import SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.session import Session
 
-__all__ = ["Record", "ImportReport", "read_records", "open_transcript", "as_object", "as_str", "file_time_iso",
+__all__ = ["Record", "ImportReport", "read_records", "as_object", "as_str", "file_time_iso",
            "first_record_time", "imported_session"]
 
 _T = TypeVar("_T")
@@ -43,7 +43,7 @@ def as_str(value: Any, default: _T) -> str | _T:
     return value if isinstance(value, str) else default
 
 
-_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
 _DECODER = json.JSONDecoder()
 
 
@@ -99,19 +99,6 @@ class ImportReport:
         return sum(self.imported.values())
 
 
-def open_transcript(path: str | os.PathLike[str]) -> Any:
-    """The file opened for binary reading, decompressed when it is gzip'd (by content, not name).
-
-    Not a regular file (a FIFO, a device, a folder): :class:`SessionFormatError`.
-    """
-    handle = open_regular(path)
-    if handle.read(2) == _GZIP_MAGIC:
-        handle.close()
-        return gzip.open(os.fspath(path), "rb")  # a regular file, checked just above
-    handle.seek(0)
-    return handle
-
-
 def split_objects(text: str) -> list[Any] | None:
     """Every JSON value on a line written back to back, or None when the line is not JSON."""
     values = []
@@ -129,38 +116,38 @@ def split_objects(text: str) -> list[Any] | None:
 
 
 def read_records(path: str | os.PathLike[str], warnings: list[SessionWarning]) -> Iterator[Record]:
-    """Every JSON object of the transcript in file order; defects recorded in ``warnings``."""
+    """Every JSON object of the transcript in file order; defects recorded in ``warnings``.
+
+    The file (gzip'd or not) is read as a stream of lines with the limits of Pi's loader
+    (:func:`pimem.base.files.read_lines`); a UTF-8 byte order mark before the first line is removed
+    with a warning, as Pi's loader does; a line nested deeper than ``orjson`` reads is read as
+    JavaScript reads it. A damaged archive or a line too long is a :class:`SessionFormatError`
+    naming the file.
+    """
     file = os.fspath(path)
     try:
-        handle = open_transcript(file)
+        handle = open_session_bytes(file, buffering=0)
     except OSError as exc:
         raise SessionFormatError(f"{file}: cannot read: {exc}") from exc
     with handle as f:
+        yield from _records(read_lines(f, file), file, warnings)
+
+
+def _records(lines: Iterator[tuple[int, bytes, bool]], file: str, warnings: list[SessionWarning]) -> Iterator[Record]:
+    for lineno, raw, terminated in lines:
+        if lineno == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]
+            warnings.append(SessionWarning(1, "UTF-8 byte order mark removed", None, file))
         try:
-            raw_lines = f.read().split(b"\n")
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise SessionFormatError(f"{file}: corrupt gzip data: {exc}") from exc
-    last = len(raw_lines)
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()
-        last = -1  # the file ends with a newline: no line is cut short
-    for lineno, raw in enumerate(raw_lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            value = orjson.loads(raw)
-            values = [value]
+            values = [orjson.loads(raw)]
         except orjson.JSONDecodeError:
             text = raw.decode("utf-8", "replace")
             if "\ufffd" in text and b"\xef\xbf\xbd" not in raw:
                 warnings.append(SessionWarning(lineno, "invalid UTF-8 bytes replaced with U+FFFD", None, file))
-            parsed = split_objects(text.strip())
+            parsed = _parse_line(text.strip())
             if parsed is None:
-                why = (
-                    "truncated last line (no newline, not valid JSON): skipped"
-                    if lineno == last
-                    else "malformed JSON line skipped"
-                )
+                why = ("truncated last line (no newline, not valid JSON): skipped" if not terminated
+                       else "malformed JSON line skipped")
                 warnings.append(SessionWarning(lineno, why, None, file))
                 continue
             values = parsed
@@ -175,6 +162,15 @@ def read_records(path: str | os.PathLike[str], warnings: list[SessionWarning]) -
                 warnings.append(
                     SessionWarning(lineno, f"line holds a JSON {type(value).__name__}, not an object: skipped", None, file)
                 )
+
+
+def _parse_line(text: str) -> list[Any] | None:
+    """The JSON values of a line ``orjson`` refused: one value nested deeper than it reads (as
+    JavaScript reads it), or several written back to back; None when the line is not JSON."""
+    try:
+        return [loads_line(text)]
+    except (ValueError, RecursionError):
+        return split_objects(text)
 
 
 def timestamp_ms(timestamp: Any) -> int | None:
