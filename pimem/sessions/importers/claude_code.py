@@ -42,7 +42,8 @@ from pimem.base.js import js_stringify
 from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.importers.records import (
-    ImportReport, Record, as_object, as_str, first_record_time, imported_session, read_records, timestamp_ms,
+    ImportReport, Notes, Record, as_object, as_str, first_record_time, imported_session, line_list, read_records,
+    timestamp_ms,
 )
 from pimem.sessions.session import Session
 
@@ -108,12 +109,13 @@ def _kind(data: dict) -> str:
     return f"{rtype}:{subtype}" if rtype == "system" and isinstance(subtype, str) else rtype
 
 
-def _usage(raw: Any) -> dict:
+def _usage(raw: Any, notes: Notes, line: int) -> dict:
+    if raw is not None and not isinstance(raw, dict):
+        notes.add("assistant usage is not an object: read as none", line)
     raw = raw if isinstance(raw, dict) else {}
 
     def num(key: str) -> int:
-        value = raw.get(key)
-        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+        return notes.tokens(raw.get(key), f"usage.{key}", line)
 
     usage: dict[str, Any] = {
         "input": num("input_tokens"),
@@ -135,12 +137,14 @@ class _Importer:
         self.by_id: dict[str, dict] = {}
         self.target: dict[str, str | None] = {}  # source uuid -> entry id its children attach to
         self.has_children: set[str] = set()
-        self.tool_names: dict[str, str] = {}
+        self.tool_names: dict[str, str] = {}  # tool_use id -> name, of every call in the file (the last)
+        self.calls_so_far: dict[str, str] = {}  # tool_use id -> name of the latest call read so far
+        self.suffixes: dict[str, int] = {}  # uuid -> the last #n suffix given to a later record with it
         self.group_of: dict[str, str] = {}  # assistant entry id -> message.id of its response
         self.last_main: str | None = None
         self.pending_compaction: dict[str, dict] = {}  # boundary uuid -> compaction entry
         self.titles: list[Record] = []
-        self.notes: dict[str, list[int]] = {}
+        self.notes = Notes()
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -149,7 +153,7 @@ class _Importer:
 
     def note(self, reason: str, line: int) -> None:
         """A per-block problem, reported once per reason with its lines."""
-        self.notes.setdefault(reason, []).append(line)
+        self.notes.add(reason, line)
 
     def skip(self, reason_key: str, rec: Record) -> None:
         self.report.skip(reason_key, rec.line)
@@ -170,10 +174,11 @@ class _Importer:
     def add(self, entry: dict[str, Any], rec: Record, kind: str) -> dict[str, Any]:
         eid = entry["id"]
         if eid in self.by_id:
-            n = 1
+            n = self.suffixes.get(eid, 0) + 1  # on from the last one given: linear in the records
             while f"{eid}#{n}" in self.by_id:
                 n += 1
-            self.note(f"duplicate uuid: later record's entry id gets a #n suffix", rec.line)
+            self.suffixes[eid] = n
+            self.note("duplicate uuid: later record's entry id gets a #n suffix", rec.line)
             eid = entry["id"] = f"{eid}#{n}"
         parent = entry.get("parentId")
         if isinstance(parent, str):
@@ -191,12 +196,21 @@ class _Importer:
             src["isSidechain"] = True
         return src
 
+    def timestamp(self, rec: Record) -> str | None:
+        """The record's ``timestamp`` string; anything else is none, with a warning (the entry gets the
+        transcript's first time)."""
+        stamp = rec.data.get("timestamp")
+        if stamp is None or isinstance(stamp, str):
+            return stamp
+        self.note("timestamp is not a string: the entry gets the transcript's first time", rec.line)
+        return None
+
     def message_entry(self, eid: str, parent: str | None, rec: Record, message: dict) -> dict:
         return {
             "type": "message",
             "id": eid,
             "parentId": parent,
-            "timestamp": as_str(rec.data.get("timestamp"), None),
+            "timestamp": self.timestamp(rec),
             "message": message,
             "source": self.source(rec),
         }
@@ -206,7 +220,12 @@ class _Importer:
     def image(self, block: dict, line: int) -> dict:
         src = block.get("source")
         if isinstance(src, dict) and src.get("type") == "base64" and isinstance(src.get("data"), str):
-            return {"type": "image", "data": src["data"], "mimeType": src.get("media_type") or "image/png"}
+            mime = src.get("media_type")
+            if not isinstance(mime, str) or not mime:
+                if mime is not None:
+                    self.note("image media_type is not a string: image/png assumed", line)
+                mime = "image/png"
+            return {"type": "image", "data": src["data"], "mimeType": mime}
         self.note("image without base64 data kept as a text placeholder", line)
         return {"type": "text", "text": "[image]"}
 
@@ -216,28 +235,36 @@ class _Importer:
         return {"type": "text", "text": js_stringify(block)}
 
     def assistant_blocks(self, content: Any, line: int) -> list[dict]:
+        text = self.notes.text
         if isinstance(content, str):
             return [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            return [{"type": "text", "text": text(content, "assistant content", line)}] if content is not None else []
         out: list[dict] = []
-        for block in content if isinstance(content, list) else []:
+        for block in content:
             kind = block.get("type") if isinstance(block, dict) else None
             if kind == "text":
-                out.append({"type": "text", "text": as_str(block.get("text"), "")})
+                out.append({"type": "text", "text": text(block.get("text"), "a text block's text", line)})
             elif kind == "thinking":
-                b = {"type": "thinking", "thinking": block.get("thinking") or ""}
-                if isinstance(block.get("signature"), str):
-                    b["thinkingSignature"] = block["signature"]
+                b = {"type": "thinking", "thinking": text(block.get("thinking"), "a thinking block's thinking", line)}
+                if block.get("signature") is not None:
+                    b["thinkingSignature"] = text(block["signature"], "a thinking block's signature", line)
                 out.append(b)
             elif kind == "redacted_thinking":
-                out.append({"type": "thinking", "thinking": "", "thinkingSignature": block.get("data") or "",
+                out.append({"type": "thinking", "thinking": "",
+                            "thinkingSignature": text(block.get("data"), "a redacted thinking block's data", line),
                             "redacted": True})
             elif kind in ("tool_use", "server_tool_use"):
                 args = block.get("input")
                 if not isinstance(args, dict):
                     self.note("tool call input is not an object: kept under {\"input\": …}", line)
                     args = {"input": args}
-                call_id = as_str(block.get("id"), "")
-                name = as_str(block.get("name"), "")
+                call_id = text(block.get("id"), "a tool call's id", line)
+                name = text(block.get("name"), "a tool call's name", line)
+                if self.calls_so_far.get(call_id, name) != name:
+                    self.note("a tool_use id used again by a call of another tool: each result is named after "
+                              "the latest call before it", line)
+                self.calls_so_far[call_id] = name
                 out.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args})
             else:
                 out.append(self.unknown_block(block, line))
@@ -248,11 +275,12 @@ class _Importer:
         for block in blocks:
             kind = block.get("type") if isinstance(block, dict) else None
             if kind == "text":
-                out.append({"type": "text", "text": as_str(block.get("text"), "")})
+                out.append({"type": "text", "text": self.notes.text(block.get("text"), "a text block's text", line)})
             elif kind == "image":
                 out.append(self.image(block, line))
             elif kind == "document" and isinstance(block.get("source"), dict) and block["source"].get("type") == "text":
-                out.append({"type": "text", "text": str(block["source"].get("data") or "")})
+                out.append({"type": "text",
+                            "text": self.notes.text(block["source"].get("data"), "a text document's data", line)})
             elif kind == "tool_reference":
                 out.append({"type": "text", "text": f"[tool reference: {block.get('tool_name')}]"})
             else:
@@ -261,14 +289,35 @@ class _Importer:
 
     # -- records ---------------------------------------------------------------------------
 
+    def message_of(self, rec: Record) -> dict[str, Any]:
+        """The record's ``message`` object; anything else is an empty one, with a warning."""
+        raw = rec.data.get("message")
+        if not isinstance(raw, dict):
+            if raw is not None:
+                self.note(f"{rec.data.get('type')} record's message is not an object: read as empty", rec.line)
+            return {}
+        return raw
+
+    def uuid_of(self, rec: Record) -> str:
+        """The record's ``uuid``, else ``line<n>`` (with a warning when it is there but no string)."""
+        uuid = rec.data.get("uuid")
+        if isinstance(uuid, str):
+            return uuid
+        if uuid is not None:
+            self.note("uuid is not a string: the entry id is line<n>", rec.line)
+        return f"line{rec.line}"
+
     def assistant(self, rec: Record) -> None:
         data = rec.data
-        raw = as_object(data.get("message"))
-        uuid = as_str(data.get("uuid"), f"line{rec.line}")
+        raw = self.message_of(rec)
+        uuid = self.uuid_of(rec)
         parent = self.parent_of(rec)
         blocks = self.assistant_blocks(raw.get("content"), rec.line)
         response_id = as_str(raw.get("id"), None)
         stop = raw.get("stop_reason")
+        if stop is not None and not isinstance(stop, str):
+            self.note("stop_reason is not a string: read as none", rec.line)
+            stop = None
         group = self.by_id.get(parent) if parent is not None else None
         if (
             group is not None
@@ -279,8 +328,8 @@ class _Importer:
         ):
             merged = group["message"]
             merged["content"].extend(blocks)
-            if isinstance(raw.get("usage"), dict):
-                merged["usage"] = _usage(raw["usage"])
+            if raw.get("usage") is not None:
+                merged["usage"] = _usage(raw["usage"], self.notes, rec.line)
             if isinstance(stop, str):
                 merged["stopReason"] = _STOP_REASONS.get(stop, "stop")
             src = group["source"]
@@ -292,14 +341,14 @@ class _Importer:
             self.report.count_imported("assistant")
             self.fix_stop(merged)
             return
-        model = as_str(raw.get("model"), "")
+        model = self.notes.text(raw.get("model"), "an assistant message's model", rec.line)
         msg: dict[str, Any] = {
             "role": "assistant",
             "content": blocks,
             "api": "anthropic-messages",
             "provider": "anthropic",
             "model": model,
-            "usage": _usage(raw.get("usage")),
+            "usage": _usage(raw.get("usage"), self.notes, rec.line),
             "stopReason": _STOP_REASONS.get(stop, "stop") if isinstance(stop, str) else "stop",
             "timestamp": timestamp_ms(data.get("timestamp")),
         }
@@ -307,7 +356,7 @@ class _Importer:
             msg["responseId"] = response_id
         if data.get("isApiErrorMessage"):
             msg["stopReason"] = "error"
-            msg["errorMessage"] = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text") or "error"
+            msg["errorMessage"] = " ".join(b["text"] for b in blocks if b["type"] == "text") or "error"
         else:
             self.fix_stop(msg)
         entry = self.add(self.message_entry(uuid, parent, rec, msg), rec, "message:assistant")
@@ -325,8 +374,8 @@ class _Importer:
 
     def user(self, rec: Record) -> None:
         data = rec.data
-        raw = as_object(data.get("message"))
-        uuid = as_str(data.get("uuid"), f"line{rec.line}")
+        raw = self.message_of(rec)
+        uuid = self.uuid_of(rec)
         parent = self.parent_of(rec)
         if data.get("isCompactSummary"):
             boundary = data.get("parentUuid")
@@ -336,8 +385,9 @@ class _Importer:
                 return
             content = raw.get("content")
             if isinstance(content, list):
-                content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-            compaction["summary"] = content if isinstance(content, str) else ""
+                content = "\n".join(self.notes.text(b.get("text"), "a compaction summary's text", rec.line)
+                                    for b in content if isinstance(b, dict) and b.get("type") == "text")
+            compaction["summary"] = self.notes.text(content, "a compaction summary", rec.line)
             compaction["source"]["summaryUuid"] = data.get("uuid")
             compaction["source"]["summaryLine"] = rec.line
             self.target[uuid] = compaction["id"]
@@ -358,14 +408,15 @@ class _Importer:
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     result = block.get("content")
-                    if isinstance(result, str):
-                        parts = [{"type": "text", "text": result}]
-                    elif isinstance(result, list):
+                    if isinstance(result, list):
                         parts = self.user_blocks(result, rec.line)
-                    else:
+                    elif result is None:
                         parts = []
-                    call_id = as_str(block.get("tool_use_id"), "")
-                    name = self.tool_names.get(call_id)
+                    else:
+                        parts = [{"type": "text", "text": self.notes.text(result, "a tool result's content", rec.line)}]
+                    call_id = self.notes.text(block.get("tool_use_id"), "a tool result's tool_use_id", rec.line)
+                    # the call it answers: the latest one before it with its id (an id may be used again)
+                    name = self.calls_so_far.get(call_id, self.tool_names.get(call_id))
                     if name is None:
                         self.note("tool result without a matching tool call in the file: toolName left empty",
                                   rec.line)
@@ -386,8 +437,9 @@ class _Importer:
                 msg = {"role": "user", "content": self.user_blocks(rest, rec.line), "timestamp": ts}
                 entry = self.add(self.message_entry(next_id(), current, rec, msg), rec, "message:user")
                 current = entry["id"]
-        elif isinstance(content, str):
-            msg = {"role": "user", "content": content, "timestamp": ts}
+        elif content is not None:
+            text = self.notes.text(content, "user content", rec.line)
+            msg = {"role": "user", "content": text, "timestamp": ts}
             entry = self.add(self.message_entry(next_id(), current, rec, msg), rec, "message:user")
             current = entry["id"]
         if n == 0:
@@ -401,7 +453,7 @@ class _Importer:
 
     def boundary(self, rec: Record) -> None:
         data = rec.data
-        uuid = as_str(data.get("uuid"), f"line{rec.line}")
+        uuid = self.uuid_of(rec)
         logical = data.get("logicalParentUuid")
         if isinstance(logical, str) and logical in self.target:
             parent = self.target[logical]
@@ -413,15 +465,14 @@ class _Importer:
                 rec.line,
             )
         meta = as_object(data.get("compactMetadata"))
-        pre = meta.get("preTokens")
         entry: dict[str, Any] = {
             "type": "compaction",
             "id": uuid,
             "parentId": parent,
-            "timestamp": as_str(data.get("timestamp"), None),
+            "timestamp": self.timestamp(rec),
             "summary": "",
             "firstKeptEntryId": uuid,
-            "tokensBefore": pre if isinstance(pre, (int, float)) and not isinstance(pre, bool) else 0,
+            "tokensBefore": self.notes.tokens(meta.get("preTokens"), "compactMetadata.preTokens", rec.line),
             "details": {"trigger": meta.get("trigger")},
             "fromHook": False,
             "source": self.source(rec),
@@ -438,8 +489,9 @@ class _Importer:
     def run(self, records: list[Record]) -> None:
         for rec in records:
             self.report.count_in(_kind(rec.data))
-            if rec.data.get("type") == "assistant" and isinstance(rec.data.get("message"), dict):
-                for block in rec.data["message"].get("content") or []:
+            content = as_object(rec.data.get("message")).get("content")
+            if rec.data.get("type") == "assistant" and isinstance(content, list):
+                for block in content:
                     if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use"):
                         if isinstance(block.get("id"), str) and isinstance(block.get("name"), str):
                             self.tool_names[block["id"]] = block["name"]
@@ -473,27 +525,21 @@ class _Importer:
         parent = self.entries[-1]["id"] if self.entries else None
         for rec in self.titles:
             rtype = str(rec.data.get("type"))
-            title = rec.data.get(_TITLE_FIELDS[rtype])
+            title = self.notes.text(rec.data.get(_TITLE_FIELDS[rtype]), f"a {rtype} record's title", rec.line)
             entry = {
                 "type": "session_info",
                 "id": f"title:{rec.line}" + (f".{rec.part}" if rec.part else ""),
                 "parentId": parent,
                 "timestamp": self.entries[-1]["timestamp"] if self.entries else None,
-                "name": title if isinstance(title, str) else "",
+                "name": title,
                 "source": {"format": FORMAT, "leafUuid": rec.data.get("leafUuid"), "line": rec.line},
             }
             parent = self.add(entry, rec, "session_info")["id"]
             self.report.count_imported(rtype)
         for reason, lines in self.report.skipped.items():
             why = _SKIP_REASONS.get(reason) or _SKIP_REASONS.get(reason.split(":")[0], "no Pi counterpart")
-            self.warn(lines[0], f"{len(lines)} {reason} record(s) not imported: {why} (lines {_lines(lines)})")
-        for reason, lines in self.notes.items():
-            self.warn(lines[0], f"{reason} ({len(lines)}×, lines {_lines(lines)})")
-
-
-def _lines(lines: list[int], limit: int = 8) -> str:
-    shown = ", ".join(str(n) for n in lines[:limit])
-    return shown + (", …" if len(lines) > limit else "")
+            self.warn(lines[0], f"{len(lines)} {reason} record(s) not imported: {why} (lines {line_list(lines)})")
+        self.warnings.extend(self.notes.warnings(self.file))
 
 
 def import_claude_code(path: str | os.PathLike[str], *, seed: int | str | None = None) -> Session:

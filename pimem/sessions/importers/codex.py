@@ -36,12 +36,12 @@ import os
 import re
 from typing import Any
 
-import orjson
-
+from pimem.base.js import js_stringify, loads_line
 from pimem.core.session_manager import CURRENT_SESSION_VERSION, SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.importers.records import (
-    ImportReport, Record, as_object, as_str, first_record_time, imported_session, read_records, timestamp_ms,
+    ImportReport, Notes, Record, as_object, as_str, first_record_time, imported_session, line_list, read_records,
+    timestamp_ms, token_count,
 )
 from pimem.sessions.session import Session
 
@@ -62,16 +62,17 @@ def looks_like_codex(record: dict) -> bool:
     return as_str(record.get("type"), None) in _CODEX_TYPES and isinstance(record.get("payload"), dict)
 
 
-def _num(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def _usage(last: Any) -> dict:
+def _usage(last: Any, notes: Notes | None = None, line: int = 0) -> dict:
+    """Pi's usage of a ``last_token_usage`` (a count that is none is 0, with a warning in ``notes``)."""
     last = last if isinstance(last, dict) else {}
-    cached = _num(last.get("cached_input_tokens"))
+
+    def num(key: str) -> int:
+        return notes.tokens(last.get(key), f"last_token_usage.{key}", line) if notes is not None else 0
+
+    cached = num("cached_input_tokens")
     usage: dict[str, Any] = {
-        "input": max(_num(last.get("input_tokens")) - cached, 0),
-        "output": _num(last.get("output_tokens")),
+        "input": max(num("input_tokens") - cached, 0),
+        "output": num("output_tokens"),
         "cacheRead": cached,
         "cacheWrite": 0,
     }
@@ -90,6 +91,11 @@ def _text_of(content: Any) -> str:
     return "\n".join(parts)
 
 
+def _json_text(value: Any) -> str:
+    """``JSON.stringify(value)`` as the text of a block (any nesting depth)."""
+    return js_stringify(value)
+
+
 class _Importer:
     def __init__(self, file: str, warnings: list[SessionWarning]) -> None:
         self.file = file
@@ -103,12 +109,22 @@ class _Importer:
         self.model = ""
         self.provider = "openai"
         self.last_input_tokens: int | None = None
-        self.notes: dict[str, list[int]] = {}
+        self.notes = Notes()
         self.ids_on_line: dict[int, int] = {}
         self.meta: dict | None = None
 
     def note(self, reason: str, line: int) -> None:
-        self.notes.setdefault(reason, []).append(line)
+        self.notes.add(reason, line)
+
+    def items(self, value: Any, what: str, line: int) -> list:
+        """``value`` when it is a list; none is an empty one; anything else is read as a list of it,
+        with a warning."""
+        if isinstance(value, list):
+            return value
+        if value is None:
+            return []
+        self.note(f"{what} is not a list: read as a list of it", line)
+        return [value]
 
     def new_id(self, line: int) -> str:
         n = self.ids_on_line.get(line, 0)
@@ -124,11 +140,13 @@ class _Importer:
 
     def base(self, rec: Record, etype: str, extra_source: dict | None = None) -> dict:
         ts = rec.data.get("timestamp")
+        if ts is not None and not isinstance(ts, str):
+            self.note("timestamp is not a string: the entry gets the rollout's first time", rec.line)
+            ts = None
         src: dict[str, Any] = {"format": FORMAT, "line": rec.line}
         if extra_source:
             src.update(extra_source)
-        return {"type": etype, "id": self.new_id(rec.line), "parentId": None,
-                "timestamp": ts if isinstance(ts, str) else None, "source": src}
+        return {"type": etype, "id": self.new_id(rec.line), "parentId": None, "timestamp": ts, "source": src}
 
     def message(self, rec: Record, message: dict, kind: str, extra_source: dict | None = None) -> dict:
         entry = self.base(rec, "message", extra_source)
@@ -145,20 +163,25 @@ class _Importer:
 
     def assistant_blocks(self, item: dict, line: int) -> list[dict]:
         itype = item.get("type")
+        text = self.notes.text
         if itype == "message":
+            content = item.get("content")
+            if isinstance(content, str):
+                return [{"type": "text", "text": content}]
             out = []
-            for block in item.get("content") or []:
+            for block in self.items(content, "assistant message content", line):
                 if isinstance(block, dict) and block.get("type") in ("output_text", "input_text", "text"):
-                    out.append({"type": "text", "text": block.get("text") or ""})
+                    out.append({"type": "text", "text": text(block.get("text"), "a text block's text", line)})
                 elif isinstance(block, dict) and block.get("type") == "refusal":
-                    out.append({"type": "text", "text": block.get("refusal") or ""})
+                    out.append({"type": "text", "text": text(block.get("refusal"), "a refusal's text", line)})
                 else:
                     self.note("assistant content block of an unknown type kept as JSON text", line)
-                    out.append({"type": "text", "text": orjson.dumps(block).decode()})
+                    out.append({"type": "text", "text": _json_text(block)})
             return out
         if itype == "reasoning":
             summary = "\n\n".join(
-                s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)
+                text(s.get("text"), "a reasoning summary's text", line)
+                for s in self.items(item.get("summary"), "reasoning summary", line) if isinstance(s, dict)
             )
             content = _text_of(item.get("content"))
             thinking: dict[str, Any] = {"type": "thinking", "thinking": summary or content}
@@ -173,17 +196,17 @@ class _Importer:
             args: Any = raw
             if isinstance(raw, str):
                 try:
-                    args = orjson.loads(raw)
-                except orjson.JSONDecodeError:
+                    args = loads_line(raw)  # as JSON.parse reads it: any nesting depth
+                except (ValueError, RecursionError):
                     self.note("function call arguments are not JSON: kept under {\"input\": …}", line)
                     args = {"input": raw}
             if not isinstance(args, dict):
                 args = {"input": args}
-            name = item.get("name") or ""
+            name = text(item.get("name"), "a function call's name", line)
             if isinstance(item.get("namespace"), str):
                 name = f"{item['namespace']}{name}"
         elif itype == "custom_tool_call":
-            args, name = {"input": item.get("input")}, item.get("name") or ""
+            args, name = {"input": item.get("input")}, text(item.get("name"), "a custom tool call's name", line)
         elif itype == "tool_search_call":
             raw_args = item.get("arguments")
             args, name = (raw_args if isinstance(raw_args, dict) else {"input": raw_args}), "tool_search"
@@ -219,19 +242,22 @@ class _Importer:
         for block in content if isinstance(content, list) else []:
             kind = block.get("type") if isinstance(block, dict) else None
             if kind in ("input_text", "output_text", "text"):
-                out.append({"type": "text", "text": block.get("text") or ""})
+                out.append({"type": "text", "text": self.notes.text(block.get("text"), "a text block's text", line)})
             elif kind == "input_image":
-                match = _IMAGE_URL.match(block.get("image_url") or "")
+                url = self.notes.text(block.get("image_url"), "an image's image_url", line)
+                match = _IMAGE_URL.match(url)
                 if match:
                     out.append({"type": "image", "data": match.group(2), "mimeType": match.group(1)})
                 else:
                     self.note("image given by URL, not inline data: kept as a text placeholder", line)
-                    out.append({"type": "text", "text": f"[image {block.get('image_url')}]"})
+                    out.append({"type": "text", "text": f"[image {url}]"})
             else:
                 self.note("user content block of an unknown type kept as JSON text", line)
-                out.append({"type": "text", "text": orjson.dumps(block).decode()})
+                out.append({"type": "text", "text": _json_text(block)})
         if isinstance(content, str):
             out.append({"type": "text", "text": content})
+        elif content is not None and not isinstance(content, list):
+            out.append({"type": "text", "text": self.notes.text(content, "message content", line)})
         return out
 
     def output_item(self, rec: Record, item: dict, extra: dict | None = None) -> None:
@@ -242,11 +268,11 @@ class _Importer:
             is_error = output.get("success") is False
             output = output.get("content", output)
         if item.get("type") == "tool_search_output":
-            output = orjson.dumps(item.get("tools")).decode()
+            output = _json_text(item.get("tools"))
         if isinstance(output, list):
             content = self.user_content(output, rec.line)
         else:
-            content = [{"type": "text", "text": output if isinstance(output, str) else orjson.dumps(output).decode()}]
+            content = [{"type": "text", "text": output if isinstance(output, str) else _json_text(output)}]
         name = self.tool_names.get(call_id)
         if name is None:
             self.note("tool output without a matching call in the file: toolName left empty", rec.line)
@@ -286,7 +312,7 @@ class _Importer:
 
     def compacted(self, rec: Record, payload: dict) -> None:
         self.close_assistant()
-        summary = as_str(payload.get("message"), "")
+        summary = self.notes.text(payload.get("message"), "a compaction's message", rec.line)
         entry = self.base(rec, "compaction")
         details: dict[str, Any] = {"remote": not summary}
         for key in ("window_number", "window_id", "previous_window_id", "first_window_id"):
@@ -352,9 +378,10 @@ class _Importer:
                 info = as_object(payload.get("info"))
                 last = info.get("last_token_usage")
                 if isinstance(last, dict):
-                    self.last_input_tokens = _num(last.get("input_tokens"))
+                    usage = _usage(last, self.notes, rec.line)  # (a count that is none: a warning)
+                    self.last_input_tokens = token_count(last.get("input_tokens")) or 0
                     if self.open_assistant is not None:
-                        self.open_assistant["usage"] = _usage(last)
+                        self.open_assistant["usage"] = usage
                 self.close_assistant()
                 self.custom(rec, "codex.event.token_count", payload)
             elif rtype in ("turn_context", "event_msg"):
@@ -373,11 +400,9 @@ class _Importer:
         self.close_assistant()
         for reason, lines in self.report.skipped.items():
             self.warnings.append(SessionWarning(
-                lines[0], f"{len(lines)} {reason} record(s) not imported: no Pi counterpart (lines {_lines(lines)})",
+                lines[0], f"{len(lines)} {reason} record(s) not imported: no Pi counterpart (lines {line_list(lines)})",
                 None, self.file))
-        for reason, lines in self.notes.items():
-            self.warnings.append(SessionWarning(lines[0], f"{reason} ({len(lines)}×, lines {_lines(lines)})",
-                                                None, self.file))
+        self.warnings.extend(self.notes.warnings(self.file))
 
     def custom(self, rec: Record, custom_type: str, payload: dict, close: bool = False) -> None:
         # events interleave with a response's items (e.g. agent_message): only a new turn closes it
@@ -386,11 +411,6 @@ class _Importer:
         entry = self.base(rec, "custom")
         entry.update({"customType": custom_type, "data": payload})
         self.add(entry, "custom")
-
-
-def _lines(lines: list[int], limit: int = 8) -> str:
-    shown = ", ".join(str(n) for n in lines[:limit])
-    return shown + (", …" if len(lines) > limit else "")
 
 
 def import_codex(path: str | os.PathLike[str], *, seed: int | str | None = None) -> Session:

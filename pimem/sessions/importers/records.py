@@ -9,6 +9,7 @@ number; every defect becomes a :class:`~pimem.core.session_manager.SessionWarnin
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 from dataclasses import dataclass, field
@@ -17,12 +18,12 @@ from typing import Any, Iterator, Sequence, TypeVar
 import orjson
 
 from pimem.base.files import open_session_bytes, read_lines
-from pimem.base.js import loads_line, parse_iso_ms, to_iso
+from pimem.base.js import js_number, js_stringify, loads_line, parse_iso_ms, to_iso
 from pimem.core.session_manager import SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.session import Session
 
-__all__ = ["Record", "ImportReport", "read_records", "as_object", "as_str", "file_time_iso",
+__all__ = ["Record", "ImportReport", "Notes", "line_list", "token_count", "read_records", "as_object", "as_str", "file_time_iso",
            "first_record_time", "imported_session"]
 
 _T = TypeVar("_T")
@@ -43,8 +44,84 @@ def as_str(value: Any, default: _T) -> str | _T:
     return value if isinstance(value, str) else default
 
 
+# Token counts: whole numbers of at most 2**53 (beyond, no double holds a count exactly; no usage
+# comes near it)
+_MAX_TOKENS = 2**53
+
+
+def _shown(value: Any) -> str:
+    """A JSON value in a warning: a number or a short text as it reads, else its type."""
+    if isinstance(value, bool) or value is None:
+        return js_stringify(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # (1e400 reads as inf, as in JavaScript)
+    if isinstance(value, int) and abs(value) >= 10**21:
+        return f"(an integer of {len(str(abs(value)))} digits)"
+    if isinstance(value, (int, float)):
+        return js_number(value)
+    if isinstance(value, str):
+        return js_stringify(value[:20] + ("…" if len(value) > 20 else ""))
+    return "(an object)" if isinstance(value, dict) else "(an array)"
+
+
+def token_count(value: Any) -> int | None:
+    """``value`` as a token count (a whole number from 0 to 2**53), or None when it is none."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value <= _MAX_TOKENS else None
+    if isinstance(value, float) and 0 <= value <= _MAX_TOKENS and value.is_integer():
+        return int(value)
+    return None
+
+
+class Notes:
+    """Problems an import met, each reported once (one warning) with the lines it was met on; and the
+    readings of values of another JSON type than the format's, which record such problems."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, list[int]] = {}
+
+    def add(self, reason: str, line: int) -> None:
+        self.lines.setdefault(reason, []).append(line)
+
+    def text(self, value: Any, what: str, line: int) -> str:
+        """``value`` when it is a string; none (null) is ``""``; anything else is kept as its JSON
+        text, with a warning."""
+        if isinstance(value, str):
+            return value
+        if value is None:
+            return ""
+        self.add(f"{what} is not a string: kept as its JSON text", line)
+        return js_stringify(value)
+
+    def tokens(self, value: Any, what: str, line: int) -> int:
+        """``value`` as a token count; none (null) is 0; what is no count (negative, not whole, past
+        2**53, infinite, not a number) is 0, with a warning giving it."""
+        if value is None:
+            return 0
+        count = token_count(value)
+        if count is not None:
+            return count
+        self.add(f"{what} {_shown(value)} is not a token count: read as 0", line)
+        return 0
+
+    def warnings(self, file: str) -> list[SessionWarning]:
+        """One warning per reason, at its first line, counting and listing the lines."""
+        return [SessionWarning(lines[0], f"{reason} ({len(lines)}×, lines {line_list(lines)})", None, file)
+                for reason, lines in self.lines.items()]
+
+
+def line_list(lines: list[int], limit: int = 8) -> str:
+    """The first ``limit`` line numbers, comma-separated (``…`` for the rest)."""
+    shown = ", ".join(str(n) for n in lines[:limit])
+    return shown + (", …" if len(lines) > limit else "")
+
+
 _BOM = b"\xef\xbb\xbf"
-_DECODER = json.JSONDecoder()
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # NaN and Infinity are no JSON (JSON.parse refuses them)
 
 
 @dataclass
