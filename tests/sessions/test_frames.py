@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pimem.base.tables import iso_times, typed_array
 from pimem.sessions import frames
 from pimem.core.compaction.compaction import calculate_context_tokens, estimate_tokens
 from pimem.sessions.session import Session
@@ -472,24 +473,24 @@ def slow_compactions_df(session: Session) -> pd.DataFrame:
         rows["summary_output"].append(usage.get("output"))
     return pd.DataFrame(
         {
-            "id": frames._str_col(rows["id"]),
-            "timestamp": frames._times(rows["timestamp"]),
-            "first_kept_entry_id": frames._str_col(rows["first_kept_entry_id"]),
+            "id": typed_array("string", rows["id"]),
+            "timestamp": iso_times(rows["timestamp"]),
+            "first_kept_entry_id": typed_array("string", rows["first_kept_entry_id"]),
             "first_kept_found": np.array(rows["first_kept_found"], dtype=bool),
-            "tokens_before": frames._int_col(rows["tokens_before"]),
-            "summary_chars": frames._int_col(rows["summary_chars"]),
-            "summary_est_tokens": frames._int_col(rows["summary_est_tokens"]),
-            "read_files": frames._int_col(rows["read_files"]),
-            "modified_files": frames._int_col(rows["modified_files"]),
-            "from_hook": frames._bool_col(rows["from_hook"]),
+            "tokens_before": typed_array("Int64", rows["tokens_before"]),
+            "summary_chars": typed_array("Int64", rows["summary_chars"]),
+            "summary_est_tokens": typed_array("Int64", rows["summary_est_tokens"]),
+            "read_files": typed_array("Int64", rows["read_files"]),
+            "modified_files": typed_array("Int64", rows["modified_files"]),
+            "from_hook": typed_array("boolean", rows["from_hook"]),
             "has_system_message": np.array(rows["has_system_message"], dtype=bool),
             "on_active_path": np.array(rows["on_active_path"], dtype=bool),
-            "previous_compaction_id": frames._str_col(rows["previous_compaction_id"]),
-            "path_length": frames._int_col(rows["path_length"]),
-            "entries_summarized": frames._int_col(rows["entries_summarized"]),
-            "entries_kept": frames._int_col(rows["entries_kept"]),
-            "summary_input": frames._int_col(rows["summary_input"]),
-            "summary_output": frames._int_col(rows["summary_output"]),
+            "previous_compaction_id": typed_array("string", rows["previous_compaction_id"]),
+            "path_length": typed_array("Int64", rows["path_length"]),
+            "entries_summarized": typed_array("Int64", rows["entries_summarized"]),
+            "entries_kept": typed_array("Int64", rows["entries_kept"]),
+            "summary_input": typed_array("Int64", rows["summary_input"]),
+            "summary_output": typed_array("Int64", rows["summary_output"]),
         }
     )
 
@@ -624,30 +625,30 @@ def slow_tool_calls_df(session: Session) -> pd.DataFrame:
                 rows["result_on_active_path"].append(result.get("id") in tree.active)
             index += 1
 
-    call_ts = frames._times(rows["call_timestamp"])
-    result_ts = frames._times(rows["result_timestamp"])
-    call_ms = frames._float_col(rows["call_message_ms"])
-    result_ms = frames._float_col(rows["result_message_ms"])
+    call_ts = iso_times(rows["call_timestamp"])
+    result_ts = iso_times(rows["result_timestamp"])
+    call_ms = typed_array("float", rows["call_message_ms"])
+    result_ms = typed_array("float", rows["result_message_ms"])
     return pd.DataFrame(
         {
-            "call_entry_id": frames._str_col(rows["call_entry_id"]),
-            "call_index": frames._int_col(rows["call_index"]),
-            "call_id": frames._str_col(rows["call_id"]),
-            "name": frames._cat_col(rows["name"]),
+            "call_entry_id": typed_array("string", rows["call_entry_id"]),
+            "call_index": typed_array("Int64", rows["call_index"]),
+            "call_id": typed_array("string", rows["call_id"]),
+            "name": typed_array("category", rows["name"]),
             "arguments": pd.Series(rows["arguments"], dtype=object),
-            "file_path": frames._str_col(rows["file_path"]),
-            "command": frames._str_col(rows["command"]),
+            "file_path": typed_array("string", rows["file_path"]),
+            "command": typed_array("string", rows["command"]),
             "call_timestamp": call_ts,
-            "result_entry_id": frames._str_col(rows["result_entry_id"]),
+            "result_entry_id": typed_array("string", rows["result_entry_id"]),
             "result_timestamp": result_ts,
-            "result_chars": frames._int_col(rows["result_chars"]),
-            "result_est_tokens": frames._int_col(rows["result_est_tokens"]),
-            "is_error": frames._bool_col(rows["is_error"]),
+            "result_chars": typed_array("Int64", rows["result_chars"]),
+            "result_est_tokens": typed_array("Int64", rows["result_est_tokens"]),
+            "is_error": typed_array("boolean", rows["is_error"]),
             "latency_s": (result_ts - call_ts).dt.total_seconds().astype("float64"),
             "since_request_s": (result_ms - call_ms) / 1000.0,
-            "model": frames._cat_col(rows["model"]),
+            "model": typed_array("category", rows["model"]),
             "on_active_path": np.array(rows["on_active_path"], dtype=bool),
-            "result_on_active_path": frames._bool_col(rows["result_on_active_path"]),
+            "result_on_active_path": typed_array("boolean", rows["result_on_active_path"]),
         }
     )
 
