@@ -7,7 +7,7 @@ import math
 import numbers
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pimem.base.js import parse_iso_ms
 from pimem.errors import ColumnError, ConfigurationError
@@ -411,9 +411,11 @@ class Table:
             raise ConfigurationError(f"a column is named twice in {names}")
         return [self._by_name[n] for n in names]
 
-    def frame(self, records: Iterable[Any], columns: Iterable[str] | None = None, *, strict: bool = True,
-              where: str = "") -> Any:
+    def frame(self, records: Iterable[Any] | Mapping[str, Any], columns: Iterable[str] | None = None, *,
+              strict: bool = True, where: str = "") -> Any:
         """The DataFrame of ``records``, one row each, with the ``columns`` named (default: all).
+        A table whose columns are all inferred and read by name also takes a mapping of column
+        name to values.
 
         A value ``na_on`` names as unreadable is missing. Any other exception of a column's path
         raises a :class:`~pimem.errors.ColumnError` naming the table, column and row; with
@@ -422,11 +424,13 @@ class Table:
         each value that is not of its column's dtype. ``where`` names the source in errors (a file).
         """
         chosen = self.select(columns)
-        records = records if isinstance(records, list) else list(records)
         errors: list[ColumnError] | None = None if strict else []
-        if self._plain:
-            df = frame(records, columns=[c.name for c in chosen])
+        if self._plain:  # rows of dicts (or a mapping of column to values), built as pandas builds them
+            df = frame(records if isinstance(records, Mapping) else list(records), columns=[c.name for c in chosen])
             return df if errors is None else (df, errors)
+        if isinstance(records, Mapping):
+            raise ConfigurationError(f"the {self.name} table reads rows, not a mapping of columns")
+        records = records if isinstance(records, list) else list(records)
         built: dict[str, Any] = {}
         for c in self._in_build_order(chosen):
             if c.needs:
@@ -510,16 +514,15 @@ class Table:
                              "source": [c.source for c in self.columns]})
 
     def doc(self, width: int = 100, indent: str = "    ") -> str:
-        """The ``Columns:`` paragraph of a docstring."""
+        """The ``Columns:`` list of a docstring: one item per column, ``name`` (dtype): description."""
         import textwrap
 
-        def one(c: Column) -> str:
-            what = c.dtype or "inferred"
-            return f"``{c.name}`` ({what}{': ' + c.description if c.description else ''})"
-
-        text = "Columns: " + ", ".join(one(c) for c in self.columns) + "."
-        return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent, break_long_words=False,
-                             break_on_hyphens=False)
+        lines = [indent + "Columns:", ""]
+        for c in self.columns:
+            text = f"- ``{c.name}``" + (f" ({c.dtype})" if c.dtype else "") + (f": {c.description}" if c.description else "")
+            lines.extend(textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                                       break_long_words=False, break_on_hyphens=False))
+        return "\n".join(lines)
 
     def document(self, function: Any) -> Any:
         """Add :meth:`doc` to ``function``'s docstring, before its ``Args:`` section; returns ``function``."""
