@@ -324,15 +324,14 @@ class Column:
             raise ConfigurationError(f"column {self.name!r} reads other columns: its path must be a function")
 
     @property
-    def source(self) -> str:
-        """Where the value comes from, as the documentation shows it."""
+    def source(self) -> str | None:
+        """Where the value is read, as the documentation shows it: the key path, the columns it is
+        computed from, or None for a function of the record (its description says what it reads)."""
         if self.needs:
             return "from " + ", ".join(self.needs)
         if isinstance(self.path, str):
             return self.path
-        if self.path is None:
-            return self.name
-        return "computed"
+        return self.name if self.path is None else None
 
     def getter(self) -> Callable[[Any], Any]:
         """The function giving a record's value (``path`` then ``value``)."""
@@ -372,7 +371,8 @@ class Table:
         self.locate = locate
         self._by_name = {c.name: c for c in self.columns}
         if len(self._by_name) != len(self.columns):
-            raise ConfigurationError(f"table {name!r} declares a column twice")
+            twice = sorted({c.name for c in self.columns if sum(d.name == c.name for d in self.columns) > 1})
+            raise ConfigurationError(f"table {name!r} declares {', '.join(twice)} twice")
         for c in self.columns:
             unknown = [n for n in c.needs if n not in self._by_name]
             if unknown:
@@ -506,7 +506,8 @@ class Table:
         return out
 
     def describe(self) -> Any:
-        """The columns as a DataFrame: ``column``, ``dtype`` (None: inferred), ``description``, ``source``."""
+        """The columns as a DataFrame: ``column``, ``dtype`` (None: as pandas infers it), ``description``,
+        ``source`` (:attr:`Column.source`)."""
         import pandas as pd
 
         return pd.DataFrame({"column": self.names, "dtype": [c.dtype for c in self.columns],

@@ -25,7 +25,7 @@ from pimem.replays.tokens import get_token_source
 from pimem.replays.orphans import ORPHANS, orphan_rate, orphan_rows
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
 
-__all__ = ["ReplayResult", "ReplaySummary", "EVENTS", "CALLS", "EVENT_COLUMNS", "CALL_COLUMNS"]
+__all__ = ["ReplayResult", "ReplaySummary", "EVENTS", "CALLS", "SUMMARY", "EVENT_COLUMNS", "CALL_COLUMNS"]
 
 CALLS = Table("calls", [
     Column("step", description="the recorded entry's position on the replayed path"),
@@ -78,6 +78,53 @@ EVENTS = Table("events", [
 
 CALL_COLUMNS = CALLS.names
 EVENT_COLUMNS = EVENTS.names
+
+_CALIBRATED = " (a calibrated token source only)"
+
+SUMMARY = Table("summary", [
+    Column("entries", description="recorded entries replayed"),
+    Column("assistant_calls", description="replayed assistant calls"),
+    Column("checks", description="compaction checks"),
+    Column("compactions", description="compactions written"),
+    Column("context_edits", description="context edits the strategy wrote"),
+    Column("threshold_compactions", description="compactions at the threshold"),
+    Column("overflow_compactions", description="compactions after an overflow"),
+    Column("manual_compactions", description="compactions at recorded points (``triggers=\"recorded\"``)"),
+    Column("failed_compactions", description="compactions that failed"),
+    Column("cancelled_compactions", description="compactions cancelled or aborted (by a hook)"),
+    Column("refused_requests", description="requests the provider would refuse as larger than the window"),
+    Column("failed_turns", description="turns whose request did not fit even after Pi's overflow compaction: the "
+           "run ends there"),
+    Column("left_out_entries", description="recorded entries left out after a failed turn"),
+    Column("written_entries", description="entries the replay wrote itself (compactions, refusals, edits)"),
+    Column("failure_reasons", description="why compactions and turns failed, each reason once with its count"),
+    Column("split_turns", description="compactions that split a turn"),
+    Column("summary_calls", description="summary requests"),
+    Column("summarization_request_tokens", description="tokens the summary requests sent"),
+    Column("summarization_response_tokens", description="tokens the summary requests received"),
+    Column("summary_tokens", description="chars/4 of the summaries written"),
+    Column("peak_context_tokens", description="the largest request the provider would answer"),
+    Column("mean_context_tokens", description="the mean answered request"),
+    Column("total_context_tokens_sent", description="the sum of the answered requests"),
+    Column("tokens_resent_per_call", description="total_context_tokens_sent ÷ answered calls"),
+    Column("final_context_tokens", description="Pi's usage-free estimate of the final projected context"),
+    Column("context_window", description="the model's context window replayed with"),
+    Column("calibration_slope", description="provider tokens per estimated token"),
+    Column("calibration_overhead", description="the calibration's fixed tokens per request" + _CALIBRATED),
+    Column("calibration_floor_ratio", description="the calibration's floor" + _CALIBRATED),
+    Column("calibration_points", description="recorded calls fitted" + _CALIBRATED),
+    Column("calibration_r2", description="the fit's R²" + _CALIBRATED),
+    Column("calibration_median_relative_error", description="the fit's median relative error" + _CALIBRATED),
+    Column("calibration_warning", description="why the fit is poor, if it is" + _CALIBRATED),
+    Column("floored_calls", description="calls whose simulated tokens the calibration's floor raised"),
+    Column("references_checked", description="later uses of summarized facts checked (:mod:`pimem.replays.orphans`)"),
+    Column("orphans", description="those the replayed context did not hold"),
+    Column("orphan_reference_rate", description="orphans ÷ references_checked"),
+    Column("token_source", description="how request tokens were counted"),
+    Column("triggers", description="what made the replay compact"),
+    Column("strategy", description="the compaction strategy's spec"),
+    Column("warnings", description="what the replay warned about"),
+], "What :meth:`ReplayResult.summary` returns, one value each (a sweep row carries them).")
 
 
 class _ReplayFigures(TypedDict):
