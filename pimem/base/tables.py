@@ -528,6 +528,8 @@ class Table:
     def document(self, function: Any) -> Any:
         """Add :meth:`doc` to ``function``'s docstring, before its ``Args:`` section; returns ``function``."""
         text = (function.__doc__ or "").rstrip()
-        head, args, rest = text.partition("\n\n    Args:\n")
-        function.__doc__ = head + "\n\n" + self.doc() + (args + rest if args else "") + "\n    "
+        lines = text.splitlines()[1:]
+        indent = " " * min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=4)
+        head, args, rest = text.partition(f"\n\n{indent}Args:\n")
+        function.__doc__ = head + "\n\n" + self.doc(indent=indent) + (args + rest if args else "") + "\n" + indent
         return function

@@ -907,7 +907,7 @@ class _UsageRow:
 
     def __init__(self, entry: dict[str, Any], message: dict[str, Any] | None, view: _View) -> None:
         self.entry, self.message, self.view = entry, message, view
-        self.usage = message["usage"] if message is not None else entry.get("usage")
+        self.usage: Any = message["usage"] if message is not None else entry.get("usage")
 
     def of(self, message_key: str, entry_key: str | None) -> Any:
         """The assistant message's ``message_key``, or the ``usage`` entry's ``entry_key``."""
@@ -921,8 +921,7 @@ class _UsageRow:
     def valid_for_context(self) -> bool:
         if self.message is None:
             return False
-        try:
-            calculate_context_tokens(self.usage)
+        try:  # it throws where calculateContextTokens throws: not valid
             return get_assistant_usage(self.message) is not None
         except (TypeError, ValueError):
             return False
