@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pimem.base.js import parse_iso_ms
-from pimem.errors import ColumnError, ConfigurationError
+from pimem.errors import ColumnError, ConfigurationError, UnknownColumnError
 
 
 def format_number(value: Any, digits: int = 3) -> str:
@@ -396,8 +396,8 @@ class Table:
         return [c.name for c in self.columns]
 
     def select(self, columns: Iterable[str] | None = None) -> list[Column]:
-        """The columns named (all by default, in the order given); an unknown name is a
-        :class:`~pimem.errors.ConfigurationError` listing the table's columns."""
+        """The columns named (all by default, in the order given); an unknown name is an
+        :class:`~pimem.errors.UnknownColumnError` listing the table's columns."""
         if columns is None:
             return list(self.columns)
         if isinstance(columns, str):
@@ -405,7 +405,7 @@ class Table:
         names = list(columns)
         unknown = [n for n in names if n not in self._by_name]
         if unknown:
-            raise ConfigurationError(f"the {self.name} table has no column {', '.join(map(repr, unknown))}; "
+            raise UnknownColumnError(f"the {self.name} table has no column {', '.join(map(repr, unknown))}; "
                                      f"its columns: {', '.join(self.names)}")
         if len(set(names)) != len(names):
             raise ConfigurationError(f"a column is named twice in {names}")

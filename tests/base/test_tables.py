@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pimem.base.tables import DATETIME, DTYPES, Column, Table, category_array, typed_array
-from pimem.errors import ColumnError, ConfigurationError, PimemError
+from pimem.errors import ColumnError, ConfigurationError, PimemError, UnknownColumnError
 
 
 def _broken(record: dict) -> int:
@@ -76,7 +76,7 @@ def test_a_selection_builds_the_columns_named_in_that_order_and_what_they_need()
     assert list(df.columns) == ["twice", "name"]  # "age" was built for "twice" and left out
     pd.testing.assert_frame_equal(df, PEOPLE.frame(ROWS)[["twice", "name"]])
     assert list(PEOPLE.frame(ROWS, "tag").columns) == ["tag"]
-    with pytest.raises(ConfigurationError, match="no column 'nope'.*name, age, born"):
+    with pytest.raises(UnknownColumnError, match="no column 'nope'.*name, age, born"):
         PEOPLE.frame(ROWS, ["name", "nope"])
     with pytest.raises(ConfigurationError, match="named twice"):
         PEOPLE.select(["name", "name"])

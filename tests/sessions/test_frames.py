@@ -731,9 +731,9 @@ def test_a_selection_without_the_tree_or_the_results_does_not_build_them(session
 
 
 def test_an_unknown_column_names_the_known_ones(session: Session) -> None:
-    from pimem.errors import ConfigurationError
+    from pimem.errors import UnknownColumnError
 
-    with pytest.raises(ConfigurationError, match="no column 'tokens'.*est_tokens"):
+    with pytest.raises(UnknownColumnError, match="no column 'tokens'.*est_tokens"):
         frames.entries_df(session, ["id", "tokens"])
 
 
