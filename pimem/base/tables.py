@@ -194,7 +194,7 @@ def ms_times(values: Any) -> Any:
     import numpy as np
     import pandas as pd
 
-    arr = np.array([as_float(v) if _is_number(v) else np.nan for v in values], dtype="float64")
+    arr = _float_array(values)
     valid = np.isfinite(arr) & (np.abs(arr) < _NS_RANGE_MS)
     ms = np.where(valid, arr, 0.0)
     whole = np.floor(ms)
@@ -221,10 +221,16 @@ def _int_array(values: list[Any]) -> Any:
                     dtype="Int64")
 
 
-def _float_array(values: list[Any]) -> Any:
+def _float_array(values: Any) -> Any:
+    """Numbers as float64, anything else NaN (bool is no number; an integer beyond the double range infinite)."""
     import numpy as np
 
-    return np.array([as_float(v) if _is_number(v) else np.nan for v in values], dtype="float64")
+    nan = math.nan
+    try:  # plain ints and floats as they are: numpy converts them at once
+        return np.array([v if (c := v.__class__) is float or c is int else as_float(v) if _is_number(v) else nan
+                         for v in values], dtype="float64")
+    except OverflowError:  # an integer beyond the double range
+        return np.array([as_float(v) if _is_number(v) else nan for v in values], dtype="float64")
 
 
 def _boolean_array(values: list[Any]) -> Any:
