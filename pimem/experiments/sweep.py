@@ -93,7 +93,7 @@ _SETTING_DOCS = {
     "reserve_tokens": "the setting's ``reserveTokens``", "keep_recent_tokens": "its ``keepRecentTokens``",
     "enabled": "compaction enabled", "context_window": "the context window replayed with",
     "token_source": "how request tokens were counted", "triggers": "what made the replay compact",
-    "seed": "the seed of v1 ids and samples", "leaf_id": "the leaf replayed (None: the current one)",
+    "seed": "the seed of the replayed session's ids", "leaf_id": "the leaf replayed (None: the current one)",
     "sample": "the draw of a ``sample`` axis", "strategy": "the compaction strategy's spec",
     "summarizer": "the summarizer of a ``summarizer`` axis",
 }

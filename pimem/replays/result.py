@@ -91,7 +91,7 @@ SUMMARY = Table("summary", [
     Column("overflow_compactions", description="compactions after an overflow"),
     Column("manual_compactions", description="compactions at recorded points (``triggers=\"recorded\"``)"),
     Column("failed_compactions", description="compactions that failed"),
-    Column("cancelled_compactions", description="compactions cancelled or aborted (by a hook)"),
+    Column("cancelled_compactions", description="compactions cancelled or aborted"),
     Column("refused_requests", description="requests the provider would refuse as larger than the window"),
     Column("failed_turns", description="turns whose request did not fit even after Pi's overflow compaction: the "
            "run ends there"),

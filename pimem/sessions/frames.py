@@ -98,14 +98,6 @@ def _sizes(messages: Sequence[dict[str, Any]]) -> tuple[int, int]:
     return chars, tokens
 
 
-def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, int | None]:
-    """(chars, Pi's token estimate) summed over messages; (None, None) if Pi would throw."""
-    try:
-        return _sizes(messages)
-    except _PI_THROWS:
-        return None, None
-
-
 def _entry_lines(session: "Session") -> list[int | None]:
     """File line number (1-based) of each entry, when the session knows it."""
     lines = getattr(session, "_lines", None)  # kept by ``load_session``, None for appended entries

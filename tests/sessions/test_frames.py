@@ -616,7 +616,7 @@ def slow_tool_calls_df(session: Session) -> pd.DataFrame:
                 rows["result_timestamp"].append(result.get("timestamp"))
                 rows["result_message_ms"].append(rm.get("timestamp"))
                 try:
-                    chars, tokens = frames._chars_and_tokens([rm])
+                    chars, tokens = frames.message_chars(rm), estimate_tokens(rm)
                 except (TypeError, AttributeError, KeyError, ValueError):
                     chars, tokens = None, None
                 rows["result_chars"].append(chars)
