@@ -57,7 +57,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, get_type_hints
 
 import orjson
 import pandas as pd
@@ -68,13 +68,13 @@ from pimem.base.js import js_stringify
 from pimem.base.memo import forget_memos
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer
-from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
+from pimem.errors import ConfigurationError, ReplayWarning, SessionFormatError, SkippedFileWarning
 from pimem.base.tables import Column, Table
 from pimem.experiments.run_measures import RUN_MEASURES, run_measures
 from pimem.replays.cost import COST, Price, as_price
 from pimem.replays.engine import replay
 from pimem.replays.recording import shared_recordings
-from pimem.replays.result import SUMMARY
+from pimem.replays.result import SUMMARY, ReplaySummary
 from pimem.replays.strategies.base import get_strategy
 from pimem.sessions.load import SessionLike, as_session, load_session
 from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
@@ -359,14 +359,20 @@ def chunk_runs(tasks: Sequence[dict[str, Any]], workers: int) -> list[list[dict[
     return chunks
 
 
+def _setting_fields(setting: Mapping[str, Any]) -> dict[str, Any]:
+    """A run row's setting columns (strategies and summarizers by their labels)."""
+    fields = {k: setting.get(k) for k in SETTING_KEYS}
+    fields["strategy"] = _label(setting.get("strategy"))
+    fields["summarizer"] = _label(setting.get("summarizer"))
+    return fields
+
+
 def _run(task: dict[str, Any]) -> dict[str, Any]:
     setting = task["setting"]
     row: dict[str, Any] = {"run_hash": task["run_hash"], "session": task["label"],
                            "session_hash": task["session_hash"], "setting_index": task["setting_index"],
                            "session_index": task["session_index"]}
-    row.update({k: setting.get(k) for k in SETTING_KEYS})
-    row["strategy"] = _label(setting.get("strategy"))
-    row["summarizer"] = _label(setting.get("summarizer"))
+    row.update(_setting_fields(setting))
     start = time.perf_counter()
     counter = None
     try:
@@ -403,12 +409,35 @@ def _run(task: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _read_results(path: Path) -> dict[str, dict[str, Any]]:
-    done: dict[str, dict[str, Any]] = {}
-    if not path.exists():
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_log(path: Path, flags: int) -> int:
+    """``os.open`` of the run log, never through a symbolic link at its name (a link planted there
+    would have the log appended to a file elsewhere): a link is a :class:`ConfigurationError`."""
+    try:
+        return os.open(path, flags | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise _linked_log(path) from None
+        raise type(exc)(exc.errno, f"cannot open the sweep log {path}: {exc.strerror or exc}", str(path)) from None
+
+
+def _linked_log(path: Path) -> ConfigurationError:
+    return ConfigurationError(f"{path}: the sweep log is a symbolic link; pimem never writes a log through one "
+                              "(remove it, or write the results elsewhere)")
+
+
+def _read_results(path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
+    """The runs the log holds that ended without an error: (line, row) by run hash, the last line of
+    a run winning."""
+    done: dict[str, tuple[int, dict[str, Any]]] = {}
+    if os.path.islink(path):
+        raise _linked_log(path)
+    if not os.path.lexists(path):
         return done
-    with path.open("rb") as f:
-        for line in f:
+    with os.fdopen(_open_log(path, os.O_RDONLY), "rb") as f:
+        for number, line in enumerate(f, 1):
             line = line.strip()
             if not line:
                 continue
@@ -416,16 +445,54 @@ def _read_results(path: Path) -> dict[str, dict[str, Any]]:
                 row = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue  # a line cut short by a crash: that run is redone
-            if isinstance(row, dict) and row.get("run_hash") and not row.get("error"):
-                done[row["run_hash"]] = row
+            if isinstance(row, dict) and isinstance(row.get("run_hash"), str) and not row.get("error"):
+                done[row["run_hash"]] = (number, row)
     return done
+
+
+_NUMBER_COLUMNS = frozenset(
+    [name for name, kind in get_type_hints(ReplaySummary).items() if kind in (int, float)]
+    + [c.name for c in RUN_MEASURES.columns] + [c.name for c in COST.columns if c.name != "cost_model"]
+    + ["summarizer_calls", "elapsed_s", "worker_pid", "setting_index", "session_index"])
+_TEXT_COLUMNS = frozenset(
+    [name for name, kind in get_type_hints(ReplaySummary).items() if kind in (str, str | None)]
+    + ["run_hash", "session", "session_hash", "cost_model", "traceback", "summarizer", "leaf_id"])
+
+
+def _logged_row_problem(row: dict[str, Any], task: dict[str, Any]) -> str | None:
+    """Why a logged row is not one this run writes (None: it is): a setting field other than the
+    run's, a number or text column holding something else, a list or an object in any field."""
+    if row.get("session_hash") != task["session_hash"]:
+        return f"session_hash is {_shown(row.get('session_hash'))}, not the session's"
+    for key, expected in _setting_fields(task["setting"]).items():
+        if expected is None or key in ("strategy", "summarizer"):
+            continue  # a value the replay chose (its default, its strategy's spec): checked as a column
+        value = row.get(key)
+        if value != orjson.loads(orjson.dumps(expected, default=str, option=orjson.OPT_SERIALIZE_NUMPY)):
+            return f"{key} is {_shown(value)}, not the setting's {_shown(expected)}"
+    for key, value in row.items():
+        if value is None:
+            continue
+        if isinstance(value, (dict, list)):
+            return f"{key} is {_shown(value)}"
+        if key in _NUMBER_COLUMNS and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"{key} is {_shown(value)}, not a number"
+        if key in _TEXT_COLUMNS and not isinstance(value, str):
+            return f"{key} is {_shown(value)}, not a text"
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = orjson.dumps(value, default=str).decode()
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _append_result(path: Path, row: dict[str, Any]) -> None:
     """Append one line, whole or not at all: a write cut short (a full disk) is undone before the
-    error (which names the file) is raised, so the log never keeps a torn line."""
+    error (which names the file) is raised, so the log never keeps a torn line. A symbolic link at
+    the log's name is never written through (:class:`ConfigurationError`)."""
     data = orjson.dumps(row, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _open_log(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
         try:
@@ -557,10 +624,17 @@ def sweep(
     rows: list[dict[str, Any]] = []
     todo = []
     for t in tasks:
-        prev = done.get(t["run_hash"])
+        logged = done.get(t["run_hash"])
+        prev = logged[1] if logged is not None else None
         if prev is not None and measures and ("cost_total" not in prev or (
                 measures != "cost" and "needed_recall" not in prev)):
             prev = None  # logged without measures: run again to add them
+        if prev is not None and logged is not None:
+            problem = _logged_row_problem(prev, t)
+            if problem is not None:  # a line edited, or written by something else: never taken as the run's
+                warnings.warn(f"{results_file}:{logged[0]}: the logged run {t['run_hash']} does not have the row's "
+                              f"types ({problem}): run again", ReplayWarning, stacklevel=2)
+                prev = None
         if prev is not None:
             prev = dict(prev)
             prev.update(session_index=t["session_index"], setting_index=t["setting_index"], resumed=True)

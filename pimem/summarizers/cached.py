@@ -128,6 +128,9 @@ class _NotWal(Exception):
     """The journal mode could not be switched yet (another connection holds the file): tried again."""
 
 
+# the files SQLite keeps at the cache's name: the database, its journal, write-ahead log and shared memory
+_SQLITE_FILES = ("", "-journal", "-wal", "-shm")
+
 # SQLite's primary result codes (the low byte of extended codes)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
 
@@ -264,6 +267,7 @@ class CachedSummarizer:
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._refuse_links()
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
                                check_same_thread=False)
         try:
@@ -295,6 +299,17 @@ class CachedSummarizer:
         except BaseException:
             conn.close()
             raise
+
+    def _refuse_links(self) -> None:
+        """A symbolic link at the cache's name, or at the name of its journal, write-ahead log or
+        shared memory (SQLite would open, write or create the file it points to, elsewhere) is a
+        :class:`CacheUnavailableError`, never followed."""
+        for suffix in _SQLITE_FILES:
+            name = self.path.with_name(self.path.name + suffix)
+            if os.path.islink(name):
+                raise CacheUnavailableError(
+                    f"{name}: a symbolic link at the summary cache's name; the cache is never opened through one "
+                    "(remove it, or give the cache another path); the cache is not damaged")
 
     def _move_aside(self) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%S")
