@@ -350,6 +350,28 @@ def _import_target(source: Path, root: Path | None, out: Path) -> Path:
     return out / rel.parent / name
 
 
+def _import_targets(sources: Sequence[tuple[Path, Path | None]], out: Path) -> list[Path]:
+    """One distinct output file per source: :func:`_import_target`, and where several sources would
+    write one file (``a/x.jsonl`` and ``a/x.jsonl.gz``, or ``x.jsonl`` in two folders given), the first
+    keeps it and each later one is ``<name>-2.jsonl``, ``-3`` … (a name no source has), with a warning."""
+    natural = [_import_target(source, root, out) for source, root in sources]
+    taken = set(natural)
+    claimed: dict[Path, Path] = {}
+    targets = []
+    for (source, _), target in zip(sources, natural):
+        if target in claimed:
+            n = 2
+            while (renamed := target.with_name(f"{target.name.removesuffix('.jsonl')}-{n}.jsonl")) in taken:
+                n += 1
+            taken.add(renamed)
+            warnings.warn(f"{source}: written as {renamed} ({target} is {claimed[target]}'s)", PimemWarning,
+                          stacklevel=2)
+            target = renamed
+        claimed[target] = source
+        targets.append(target)
+    return targets
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     """``pimem import``: write Claude Code transcripts and Codex rollouts as Pi session files."""
     import pandas as pd
@@ -364,8 +386,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         root = p if p.is_dir() else None
         sources.extend((f, root) for f in _session_paths([item], exclude=[out]))
     rows = []
-    for source, root in sources:
-        target = _import_target(source, root, out)
+    for (source, _), target in zip(sources, _import_targets(sources, out)):
         row: dict[str, Any] = {"source": str(source), "format": None, "output": None, "session_id": None,
                                "entries": None, "compactions": None, "records": None, "skipped": None,
                                "warnings": None, "error": None}
@@ -388,8 +409,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         if os.path.exists(target) and os.path.samefile(target, source):
             row["error"] = "refusing to overwrite the source file"
         else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            row["output"] = str(session.write(target))
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                row["output"] = str(session.write(target))
+            except OSError as exc:  # a folder at the name, a full disk: this file is not written, the rest goes on
+                row["error"] = f"cannot write {target}: {exc.strerror or exc}"
         rows.append(row)
     df = pd.DataFrame(rows)
     _print_frame(df.astype(object).where(df.notna(), "") if args.table == "table" else df, args.table)
