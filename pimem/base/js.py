@@ -156,14 +156,34 @@ class _Raw(str):
     """Text :func:`_encode` writes as is (punctuation queued between values)."""
 
 
+class _Close:
+    """The end of an array or object :func:`_encode` writes: its bracket, and the container, which is
+    no longer open."""
+
+    __slots__ = ("bracket", "container")
+
+    def __init__(self, bracket: str, container: int) -> None:
+        self.bracket, self.container = bracket, container
+
+
+def _circular(value: Any) -> JavaScriptTypeError:
+    kind = "Object" if isinstance(value, dict) else "Array"
+    return JavaScriptTypeError(f"Converting circular structure to JSON (starting at object with constructor '{kind}')")
+
+
 def _encode(value: Any, out: list[str]) -> None:
-    """Append ``JSON.stringify(value)`` to ``out``; iterative, so any nesting depth works."""
+    """Append ``JSON.stringify(value)`` to ``out``; iterative, so any nesting depth works. A value
+    that holds itself raises JavaScript's TypeError at once (:class:`JavaScriptTypeError`)."""
     work: list[Any] = [value]
     pop, push = work.pop, work.append
+    open_containers: set[int] = set()  # the arrays and objects being written: their ids
     while work:
         value = pop()
         if value.__class__ is _Raw:
             out.append(value)
+        elif value.__class__ is _Close:
+            out.append(value.bracket)
+            open_containers.discard(value.container)
         elif value is None or value is True or value is False:
             out.append("null" if value is None else ("true" if value else "false"))
         elif isinstance(value, str):
@@ -171,6 +191,9 @@ def _encode(value: Any, out: list[str]) -> None:
         elif isinstance(value, (int, float)):
             out.append(js_number(value))
         elif isinstance(value, dict):
+            if id(value) in open_containers:
+                raise _circular(value)
+            open_containers.add(id(value))
             items = []
             for key in _ordered_keys(value):
                 if not isinstance(key, str):
@@ -179,14 +202,17 @@ def _encode(value: Any, out: list[str]) -> None:
                 if item is not _UNDEFINED:
                     items.append((key, item))
             out.append("{")
-            push(_Raw("}"))
+            push(_Close("}", id(value)))
             for i in range(len(items) - 1, -1, -1):
                 key, item = items[i]
                 push(item)
                 push(_Raw(("," if i else "") + _quote(key) + ":"))
         elif isinstance(value, (list, tuple)):
+            if id(value) in open_containers:
+                raise _circular(value)
+            open_containers.add(id(value))
             out.append("[")
-            push(_Raw("]"))
+            push(_Close("]", id(value)))
             for i in range(len(value) - 1, -1, -1):
                 item = value[i]
                 push(None if item is _UNDEFINED else item)

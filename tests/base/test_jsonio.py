@@ -506,3 +506,50 @@ def test_fast_path_does_not_mutate_input() -> None:
 if __name__ == "__main__":
     write_golden()
     print(f"wrote {GOLDEN}")
+
+
+# --------------------------------------------------------------------------------------
+# Circular values: JavaScript throws at once
+
+
+def _circular_values() -> list[Any]:
+    a: list[Any] = []
+    a.append(a)
+    d: dict[str, Any] = {"x": 1}
+    d["self"] = [d]
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(600):  # past orjson's depth: the cycle is found by the pure encoder
+        inner.append([])
+        inner = inner[0]
+    inner.append(deep)
+    return [a, d, deep, {"arguments": {"k": a}}]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_a_circular_value_raises_at_once_as_in_javascript(index: int) -> None:
+    import tracemalloc
+
+    from pimem.core.compaction.compaction import estimate_tokens
+    from pimem.core.compaction.utils import serialize_conversation
+    from pimem.errors import JavaScriptTypeError
+
+    value = _circular_values()[index]
+    message = {"role": "assistant", "content": [{"type": "toolCall", "id": "t", "name": "n", "arguments": value}]}
+    calls = [lambda: js_stringify(value), lambda: js_stringify_py(value), lambda: js_stringify_length(value),
+             lambda: estimate_tokens(message), lambda: serialize_conversation([message])]
+    for call in calls:
+        tracemalloc.start()
+        try:
+            with pytest.raises(JavaScriptTypeError, match="^Converting circular structure to JSON"):
+                call()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 << 20  # before: the output grew without end
+
+
+def test_a_value_met_twice_without_a_cycle_is_written_twice() -> None:
+    shared = [1, {"a": "b"}]
+    assert js_stringify([shared, shared, {"k": shared}]) == '[[1,{"a":"b"}],[1,{"a":"b"}],{"k":[1,{"a":"b"}]}]'
+    assert js_stringify_py([shared, shared]) == js_stringify([shared, shared])
