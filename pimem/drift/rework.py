@@ -25,9 +25,10 @@ controls.
 Signals (:data:`SIGNALS`; each defined once, in the function named beside it)
 ----------------------------------------------------------------------------
 =========================== ==============================================================================
-``rereads``                 reads in the window of a file the agent read, wrote or edited in the look-back
-                            (:func:`_rereads`); reading tools (``read``, ``Read``) and reading commands
-                            (``cat``, ``head``, ``tail``, ``sed -n``, ``nl``, …) alike
+``rereads``                 reads in the window of lines of a file that the agent read in the look-back (or
+                            a file it wrote whole there; :func:`_rereads`): reading tools (``read``,
+                            ``Read``, with their offset and limit) and reading commands (``cat``, ``head``,
+                            ``tail``, ``sed -n 'a,bp'``, ``nl``, …) alike
 ``reruns``                  commands in the window already run in the look-back with no edit or write by
                             the agent since that run (its result could not have changed by the agent's
                             doing; :func:`_reruns`); reading commands count as reads, not here
@@ -54,9 +55,10 @@ Signals (:data:`SIGNALS`; each defined once, in the function named beside it)
                             tool-call arguments), in characters ÷ 4
 =========================== ==============================================================================
 
-For a compaction, each re-read and re-run is also marked with whether the stored summary or the kept
-tail named its file or command (``rereads_named``): a re-read of a file the summary named is rework the
-summary could not prevent by naming alone.
+For a compaction, each re-read and re-run (``reuses``) is also marked with whether the stored summary
+named its file or command (``reuses_summary``) or, if not, the kept tail (or Codex's restored messages) did
+(``reuses_kept``): a re-read of a file the summary named is rework that naming the file did not prevent,
+one of a file the kept tail showed had its content still in context.
 
 What this can and cannot say
 ----------------------------
@@ -115,7 +117,7 @@ MIN_SPAN = 10  # a compaction with less look-back or window than this is not mea
 
 # name -> (what it counts, how to read it)
 SIGNALS: dict[str, tuple[str, str]] = {
-    "rereads": ("reads in the window of a file read, written or edited in the look-back",
+    "rereads": ("reads in the window of lines of a file read (or written whole) in the look-back",
                 "the agent fetching content it had seen; checks after edits happen anyway (see the control)"),
     "reruns": ("commands in the window already run in the look-back, with no edit or write by the agent since",
                "the agent re-establishing a result it had; a test re-run after a fix is not one"),
@@ -158,7 +160,7 @@ class Action:
     assistant statement), ``turn_end`` (an assistant message without a tool call: the agent answered). ``subject``: a normalized path, a command, or the text. ``removed`` / ``added``:
     an edit's texts (whitespace collapsed); ``ok``: whether the tool result reported success (None
     when it has none); ``words``: content words of a text; ``inspection``: a command that only looks
-    (``ls``, ``git status``, …).
+    (``ls``, ``git status``, …); ``lines``: the lines a read showed, first to last (all of them by default).
     """
 
     index: int
@@ -171,6 +173,7 @@ class Action:
     words: frozenset[str] = frozenset()
     call_id: str | None = None
     inspection: bool = False
+    lines: tuple[float, float] = (1, math.inf)  # the lines a read showed (first, last)
 
 
 _READ_TOOLS = {"read", "read_file", "notebookread", "view"}
@@ -229,32 +232,64 @@ def _simple_commands(command: str, *, bodies: bool = False) -> list[str]:
     return out
 
 
-def _files_read(simple: str) -> list[str]:
-    """Files a reading command shows (``cat f``, ``sed -n '1,9p' f``, ``nl -ba f | sed -n …``), else []."""
-    program, args = _program_and_args(simple.split("|", 1)[0])
+_SED_RANGE = re.compile(r"^(\d+)(?:,(\d+|\$))?p$")
+
+
+def _sed_lines(script: str) -> tuple[float, float] | None:
+    """The lines a ``sed -n`` script prints (``5p``, ``5,9p``, ``5,$p``), None for any other script."""
+    found = _SED_RANGE.match(script)
+    if not found:
+        return None
+    last = found.group(2) or found.group(1)
+    return float(found.group(1)), math.inf if last == "$" else float(last)
+
+
+def _lines(first: Any, count: Any) -> tuple[float, float]:
+    """The lines a read of ``count`` lines from line ``first`` shows (either may be missing)."""
+    start = float(first) if isinstance(first, (int, float)) and not isinstance(first, bool) and first > 0 else 1.0
+    if isinstance(count, (int, float)) and not isinstance(count, bool) and count > 0:
+        return start, start + float(count) - 1
+    return start, math.inf
+
+
+def _files_read(simple: str) -> list[tuple[str, tuple[float, float]]]:
+    """Files a reading command shows, each with its lines (``cat f``, ``sed -n '1,9p' f``, ``head -n 20 f``,
+    ``nl -ba f | sed -n …``), else []."""
+    stages = simple.split("|")
+    program, args = _program_and_args(stages[0])
     if program not in _READERS or any(a.startswith((">", "<<")) for a in args):
         return []  # ``cat > f`` writes
     if program == "sed" and not any(a.startswith("-") and not a.startswith("--") and "n" in a for a in args):
         return []  # ``sed -i`` edits
+    lines: tuple[float, float] = (1, math.inf)
     files, i, script_needed = [], 0, program == "sed"
     while i < len(args):
         a = args[i]
         i += 1
         if (program in ("head", "tail") and a in ("-n", "-c")) or (program == "sed" and a in ("-e", "-f")):
+            if program == "head" and a == "-n" and i < len(args) and args[i].isdigit():
+                lines = (1, float(args[i]))
             i += 1  # the option's value
             script_needed = script_needed and program != "sed"
             continue
+        if program == "head" and a[1:].isdigit() and a.startswith("-"):
+            lines = (1, float(a[1:]))
+            continue
         if a.startswith("-"):
             continue
-        if script_needed:  # sed's script
+        if script_needed:  # sed's script: its line range
             script_needed = False
+            lines = _sed_lines(a) or lines
             continue
         if any(ch in a for ch in "*?$<>{}") or a.isdigit():
             continue
         path = normalize_path(a)
         if path:
             files.append(path)
-    return files
+    if program == "nl" and len(stages) > 1:  # ``nl -ba f | sed -n '5,9p'``
+        _, sed_args = _program_and_args(stages[1])
+        lines = next((found for found in map(_sed_lines, sed_args) if found), lines)
+    return [(f, lines) for f in files]
 
 
 def _is_inspection(simple: str) -> bool:
@@ -326,7 +361,8 @@ def _tool_actions(index: int, eid: str | None, block: Mapping[str, Any]) -> list
     call = block.get("id") if isinstance(block.get("id"), str) else None
     if name in _READ_TOOLS:
         path = _arg_path(args)
-        return [Action(index, eid, "read", path, call_id=call)] if path else []
+        lines = _lines(args.get("offset"), args.get("limit"))
+        return [Action(index, eid, "read", path, call_id=call, lines=lines)] if path else []
     if name in _WRITE_TOOLS:
         path = _arg_path(args)
         return [Action(index, eid, "write", path, added=_squash(args.get("content")), call_id=call)] if path else []
@@ -354,7 +390,7 @@ def _tool_actions(index: int, eid: str | None, block: Mapping[str, Any]) -> list
         if not simple:
             return []
         key = command_key(command)
-        out = [Action(index, eid, "read", f, call_id=call) for s in simple for f in _files_read(s)]
+        out = [Action(index, eid, "read", f, call_id=call, lines=lines) for s in simple for f, lines in _files_read(s)]
         if any(_REVERT_COMMAND.match(s) for s in simple):
             out.append(Action(index, eid, "revert_command", key, call_id=call))
         if not all(_files_read(s) for s in simple):  # not a pure read: a run
@@ -452,10 +488,6 @@ def same_file(a: str, b: str) -> bool:
     return sa[-k:] == sb[-k:]
 
 
-def _seen(files: Iterable[str], path: str) -> str | None:
-    return next((f for f in files if same_file(f, path)), None)
-
-
 @dataclass
 class _Window:
     before: list[Action]
@@ -471,17 +503,16 @@ class _Event:
 
 
 def _rereads(w: _Window) -> list[_Event]:
-    """Reads in the window of a file the agent read, wrote or edited in the look-back."""
-    seen: dict[str, Action] = {}
-    for a in w.before:
-        if a.kind in ("read", "write", "edit") and a.subject:
-            seen[a.subject] = a
+    """Reads in the window of lines of a file that the agent read in the look-back (or of a file it
+    wrote whole there)."""
+    seen = [a for a in w.before if a.kind in ("read", "write") and a.subject]
     out = []
     for a in w.after:
         if a.kind == "read":
-            match = _seen(seen, a.subject)
+            match = next((e for e in reversed(seen) if same_file(e.subject, a.subject)
+                          and e.lines[0] <= a.lines[1] and a.lines[0] <= e.lines[1]), None)
             if match is not None:
-                out.append(_Event("rereads", a, seen[match]))
+                out.append(_Event("rereads", a, match))
     return out
 
 
@@ -534,14 +565,15 @@ def _change(edit: Action) -> tuple[str, str]:
 
 
 def _undoes(later: Action, earlier: Action) -> bool:
-    """Whether ``later`` changes back what ``earlier`` changed in the same file (the changes, not the
-    context around them, swapped; at least 4 characters changed)."""
-    if not same_file(later.subject, earlier.subject):
+    """Whether ``later`` changes back what ``earlier`` changed in the same file: its texts are the earlier
+    ones swapped, or its change (the texts without the part they share around it) is the earlier change
+    swapped and at least 4 characters long."""
+    if not same_file(later.subject, earlier.subject) or earlier.removed == earlier.added:
         return False
+    if (later.removed, later.added) == (earlier.added, earlier.removed):
+        return True
     removed, added = _change(earlier)
-    if len(removed) + len(added) < 4:
-        return False
-    return _change(later) == (added, removed)
+    return len(removed) + len(added) >= 4 and _change(later) == (added, removed)
 
 
 def _reverts(w: _Window) -> list[_Event]:
@@ -696,13 +728,14 @@ def agent_of(session: Any) -> str:
     return fmt if isinstance(fmt, str) and fmt else "pi"
 
 
-def _compaction_key(entry: Mapping[str, Any]) -> str:
-    """What identifies one compaction across copies of its session: its summary text (a v1 file and its
-    migration have other entry ids), or its entry id when it has no summary (remote Codex compactions)."""
+def _compaction_key(session_id: str, entry: Mapping[str, Any]) -> str:
+    """What identifies one compaction across copies of its session: the session's id and the summary's
+    text (a v1 file and its migration give the entries other ids), or the entry's id when it has no
+    summary (remote Codex compactions)."""
     summary = str(entry.get("summary") or "")
     if summary.strip():
-        return "summary:" + hashlib.sha256(summary.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-    return "id:" + str(entry.get("id"))
+        return f"{session_id}:" + hashlib.sha256(summary.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return f"{session_id}:{entry.get('id')}"
 
 
 def _leaves_by_compaction(session: Any) -> dict[str, str | None]:
@@ -758,24 +791,27 @@ def _controls(path: _Path, point: int, lookback: int, window: int, count: int) -
     return sorted(chosen)
 
 
-def _named(events: list[_Event], record: CompactionRecord, restored: Sequence[tuple[str | None, dict]] = ()
-           ) -> tuple[int, int]:
-    """How many re-reads and re-runs name a file or command that the summary, the kept tail or the
-    restored messages name."""
-    summary = index_of(record.summary)
-    folded_summary = fold(record.summary)
-    kept = kept_index(record)
-    restored_text = "\n".join(source_text(m) for _, m in restored)
-    kept_text = fold("\n".join(source_text(m) for _, m in record.kept) + "\n" + restored_text)
-    restored_index = index_of(restored_text)
-    named = 0
-    for ev in events:
-        subject = ev.action.subject
-        if ev.signal == "rereads":
-            named += bool(summary.has_path(subject) or kept.has_path(subject) or restored_index.has_path(subject))
-        elif ev.signal == "reruns":
-            named += bool(fold(subject) in folded_summary or fold(subject) in kept_text)
-    return named, sum(ev.signal in ("rereads", "reruns") for ev in events)
+class _Shown:
+    """What the agent had in front of it right after a compaction: the stored summary, and the kept tail
+    with any restored messages."""
+
+    def __init__(self, record: CompactionRecord, restored: Sequence[tuple[str | None, dict]] = ()) -> None:
+        self.summary = index_of(record.summary)
+        self.summary_text = fold(record.summary)
+        kept_text = "\n".join(source_text(m) for _, m in [*record.kept, *restored])
+        self.kept = index_of(kept_text)
+        self.kept_text = fold(kept_text)
+
+    def named_by(self, event: _Event) -> str:
+        """``"summary"`` when the summary names a re-read's file or a re-run's command, else ``"kept"``
+        when the kept tail (or a restored message) does, else ``""``."""
+        subject = event.action.subject
+        if event.signal == "rereads":
+            return "summary" if self.summary.has_path(subject) else "kept" if self.kept.has_path(subject) else ""
+        if event.signal == "reruns":
+            key = fold(subject)
+            return "summary" if key in self.summary_text else "kept" if key in self.kept_text else ""
+        return ""
 
 
 def _measure(path: _Path, start: int, stop: int, point: int, end: int) -> tuple[dict[str, Any], list[_Event]]:
@@ -794,7 +830,8 @@ def _measure(path: _Path, start: int, stop: int, point: int, end: int) -> tuple[
 
 POINT_COLUMNS = ["session", "agent", "file", "compaction", "compaction_id", "compaction_key", "point", "position",
                  "entry_id", "lookback", "window", "measured", "n_controls", *COUNT_SIGNALS,
-                 "returned_to_earlier_task", "rework", "reread_files", "rereads_named", "reuses", "progress",
+                 "returned_to_earlier_task", "rework", "reread_files", "reuses", "reuses_summary", "reuses_kept",
+                 "progress",
                  *PROGRESS_SIGNALS, "progress_entry_id", "summary_chars", "messages_after"]
 EVENT_COLUMNS = ["session", "file", "compaction_id", "point", "position", "signal", "entry_id", "subject", "earlier_entry_id",
                  "earlier_subject", "named", "note"]
@@ -832,19 +869,21 @@ def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int =
             epoch = path.epoch(point) if point < len(path.messages) else None
             after_end = epoch[1] if epoch is not None else point
             base = {"session": sid, "agent": agent, "file": file, "compaction": record.index, "compaction_id": cid,
-                    "compaction_key": _compaction_key(record.entry), "lookback": look, "window": span,
+                    "compaction_key": _compaction_key(sid, record.entry), "lookback": look, "window": span,
                     "summary_chars": len(record.summary), "messages_after": after_end - point}
             if look < MIN_SPAN or span < MIN_SPAN:
                 rows.append({**base, "point": "after", "position": point, "entry_id": None, "measured": False,
                              "n_controls": 0})
                 continue
             row, events = _measure(path, start, stop, point, end)
-            restored = path.messages[stop:point]
-            named, reuses = _named(events, record, restored)
+            shown = _Shown(record, path.messages[stop:point])
+            named = [shown.named_by(ev) for ev in events]
             picks = _controls(path, point, look, span, controls)
             rows.append({**base, "point": "after", "position": point, "entry_id": path.messages[point][0],
-                         "measured": True, "n_controls": len(picks), **row, "rereads_named": named, "reuses": reuses})
-            event_rows.extend(_event_row(sid, file, cid, "after", point, ev, record, restored) for ev in events)
+                         "measured": True, "n_controls": len(picks), **row,
+                         "reuses": sum(ev.signal in ("rereads", "reruns") for ev in events),
+                         "reuses_summary": named.count("summary"), "reuses_kept": named.count("kept")})
+            event_rows.extend(_event_row(sid, file, cid, "after", point, ev, how) for ev, how in zip(events, named))
             for q in picks:
                 crow, cevents = _measure(path, q - look, q, q, q + span)
                 rows.append({**base, "point": "control", "position": q, "entry_id": path.messages[q][0],
@@ -856,11 +895,7 @@ def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int =
     return out
 
 
-def _event_row(sid: str, file: str, cid: Any, point: str, position: int, ev: _Event,
-               record: CompactionRecord | None, restored: Sequence[tuple[str | None, dict]] = ()) -> dict:
-    named: Any = None
-    if record is not None and ev.signal in ("rereads", "reruns"):
-        named = _named([ev], record, restored)[0] == 1
+def _event_row(sid: str, file: str, cid: Any, point: str, position: int, ev: _Event, named: str | None) -> dict:
     return {"session": sid, "file": file, "compaction_id": cid, "point": point, "position": position, "signal": ev.signal,
             "entry_id": ev.action.entry_id, "subject": ev.action.subject[:300],
             "earlier_entry_id": ev.earlier.entry_id if ev.earlier is not None else None,
@@ -1057,7 +1092,7 @@ def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | 
                 continue
             done.add(cid)
             row: dict[str, Any] = {"session": sid, "agent": agent_of(session), "compaction": record.index,
-                                   "compaction_id": cid, "compaction_key": _compaction_key(record.entry),
+                                   "compaction_id": cid, "compaction_key": _compaction_key(sid, record.entry),
                                    "summary_chars": len(record.summary)}
             if str(record.summary).strip():
                 row.update({m: v for m, v in summary_measures(record, matcher=matcher).items()
@@ -1160,7 +1195,7 @@ def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: 
             for n in needed_later_facts(record):
                 how = next((signal for signal, index in shown if fact_present(n.fact, index)), None)
                 rows.append({"session": sid, "agent": agent_of(session), "compaction_id": cid,
-                             "compaction_key": _compaction_key(record.entry), "class": n.cls, "kind": n.fact.kind,
+                             "compaction_key": _compaction_key(sid, record.entry), "class": n.cls, "kind": n.fact.kind,
                              "value": n.fact.value, "used_at": n.used_at, "used_in_window": n.used_at in window_ids,
                              "present": fact_present(n.fact, written), "reacquired": how is not None, "how": how})
     return frame(rows, columns=FACT_COLUMNS)
