@@ -25,10 +25,12 @@ controls.
 Signals (:data:`SIGNALS`; each defined once, in the function named beside it)
 ----------------------------------------------------------------------------
 =========================== ==============================================================================
-``rereads``                 reads in the window of lines of a file that the agent read in the look-back (or
-                            a file it wrote whole there; :func:`_rereads`): reading tools (``read``,
-                            ``Read``, with their offset and limit) and reading commands (``cat``, ``head``,
-                            ``tail``, ``sed -n 'a,bp'``, ``nl``, …) alike
+``rereads``                 reads in the window of a file the agent worked on in the look-back: lines of it
+                            it read there, or any part of a file it wrote or edited there (:func:`_rereads`);
+                            reading tools (``read``, ``Read``, with their offset and limit) and reading
+                            commands (``cat``, ``head``, ``tail``, ``sed -n 'a,bp'``, ``nl``, …) alike.
+                            ``attrs["events"]`` names what each one repeats (``earlier_kind``), so the
+                            stricter count — lines read before — is the events whose earlier kind is ``read``
 ``reruns``                  commands in the window already run in the look-back with no edit or write by
                             the agent since that run (its result could not have changed by the agent's
                             doing; :func:`_reruns`); reading commands count as reads, not here
@@ -117,7 +119,7 @@ MIN_SPAN = 10  # a compaction with less look-back or window than this is not mea
 
 # name -> (what it counts, how to read it)
 SIGNALS: dict[str, tuple[str, str]] = {
-    "rereads": ("reads in the window of lines of a file read (or written whole) in the look-back",
+    "rereads": ("reads in the window of lines of a file read in the look-back, or of a file written or edited there",
                 "the agent fetching content it had seen; checks after edits happen anyway (see the control)"),
     "reruns": ("commands in the window already run in the look-back, with no edit or write by the agent since",
                "the agent re-establishing a result it had; a test re-run after a fix is not one"),
@@ -503,16 +505,19 @@ class _Event:
 
 
 def _rereads(w: _Window) -> list[_Event]:
-    """Reads in the window of lines of a file that the agent read in the look-back (or of a file it
-    wrote whole there)."""
-    seen = [a for a in w.before if a.kind in ("read", "write") and a.subject]
+    """Reads in the window of a file the agent worked on in the look-back: lines of it that it read
+    there, or a file it wrote or edited there (an edit shows only part of a file, but the agent had
+    worked on it). The earlier read is named where there is one, else the write or edit."""
+    seen = [a for a in w.before if a.kind in ("read", "write", "edit") and a.subject]
     out = []
     for a in w.after:
-        if a.kind == "read":
-            match = next((e for e in reversed(seen) if same_file(e.subject, a.subject)
-                          and e.lines[0] <= a.lines[1] and a.lines[0] <= e.lines[1]), None)
-            if match is not None:
-                out.append(_Event("rereads", a, match))
+        if a.kind != "read":
+            continue
+        same = [e for e in reversed(seen) if same_file(e.subject, a.subject)]
+        match = next((e for e in same if e.kind == "read" and e.lines[0] <= a.lines[1] and a.lines[0] <= e.lines[1]),
+                     next((e for e in same if e.kind != "read"), None))
+        if match is not None:
+            out.append(_Event("rereads", a, match))
     return out
 
 
@@ -833,8 +838,8 @@ POINT_COLUMNS = ["session", "agent", "file", "compaction", "compaction_id", "com
                  "returned_to_earlier_task", "rework", "reread_files", "reuses", "reuses_summary", "reuses_kept",
                  "progress",
                  *PROGRESS_SIGNALS, "progress_entry_id", "summary_chars", "messages_after"]
-EVENT_COLUMNS = ["session", "file", "compaction_id", "point", "position", "signal", "entry_id", "subject", "earlier_entry_id",
-                 "earlier_subject", "named", "note"]
+EVENT_COLUMNS = ["session", "file", "compaction_id", "point", "position", "signal", "entry_id", "subject",
+                 "earlier_entry_id", "earlier_kind", "earlier_subject", "named", "note"]
 
 
 def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
@@ -899,6 +904,7 @@ def _event_row(sid: str, file: str, cid: Any, point: str, position: int, ev: _Ev
     return {"session": sid, "file": file, "compaction_id": cid, "point": point, "position": position, "signal": ev.signal,
             "entry_id": ev.action.entry_id, "subject": ev.action.subject[:300],
             "earlier_entry_id": ev.earlier.entry_id if ev.earlier is not None else None,
+            "earlier_kind": ev.earlier.kind if ev.earlier is not None else None,
             "earlier_subject": ev.earlier.subject[:300] if ev.earlier is not None else None, "named": named,
             "note": ev.note}
 
@@ -1062,8 +1068,7 @@ def rework_table(points: pd.DataFrame, *, level: float = 0.95, signals: Sequence
 # --------------------------------------------------------------------------- the measures held against rework
 
 
-def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | None = None,
-                        matcher: Any = "normalized") -> pd.DataFrame:
+def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | None = None) -> pd.DataFrame:
     """The summary measures of every compaction of a session (each on the longest path through it):
     ``score`` and its parts, ``needed_recall`` and its classes (:func:`pimem.drift.measures.summary_measures`);
     with ``baselines`` also each degenerate baseline's ``score`` on the same span at the recorded length
@@ -1074,6 +1079,7 @@ def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | 
 
     session = as_session(session)
     sid = str(session.header.get("id", ""))
+    file = str(getattr(session, "path", "") or "")
     rows: list[dict[str, Any]] = []
     done: set[Any] = set()
     for path in _session_paths(session, leaf_id):
@@ -1091,11 +1097,12 @@ def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | 
             if cid in done:
                 continue
             done.add(cid)
-            row: dict[str, Any] = {"session": sid, "agent": agent_of(session), "compaction": record.index,
-                                   "compaction_id": cid, "compaction_key": _compaction_key(sid, record.entry),
+            row: dict[str, Any] = {"session": sid, "agent": agent_of(session), "file": file,
+                                   "compaction": record.index, "compaction_id": cid,
+                                   "compaction_key": _compaction_key(sid, record.entry),
                                    "summary_chars": len(record.summary)}
             if str(record.summary).strip():
-                row.update({m: v for m, v in summary_measures(record, matcher=matcher).items()
+                row.update({m: v for m, v in summary_measures(record).items()
                             if isinstance(v, (int, float, bool, np.number)) or v is None})
             if baselines and str(record.summary).strip():
                 beaten = []
@@ -1159,7 +1166,7 @@ def rework_correlations(points: pd.DataFrame, measures: pd.DataFrame, *, level: 
 
 # --------------------------------------------------------------------------- the per-fact view
 
-FACT_COLUMNS = ["session", "agent", "compaction_id", "compaction_key", "class", "kind", "value", "used_at",
+FACT_COLUMNS = ["session", "agent", "file", "compaction_id", "compaction_key", "class", "kind", "value", "used_at",
                 "used_in_window", "present", "reacquired", "how"]
 
 
@@ -1176,6 +1183,7 @@ def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: 
 
     session = as_session(session)
     sid = str(session.header.get("id", ""))
+    file = str(getattr(session, "path", "") or "")
     rows: list[dict[str, Any]] = []
     done: set[Any] = set()
     for path in _session_paths(session, leaf_id):
@@ -1194,7 +1202,7 @@ def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: 
             written = index_of(summarizer_text(record.summary))
             for n in needed_later_facts(record):
                 how = next((signal for signal, index in shown if fact_present(n.fact, index)), None)
-                rows.append({"session": sid, "agent": agent_of(session), "compaction_id": cid,
+                rows.append({"session": sid, "agent": agent_of(session), "file": file, "compaction_id": cid,
                              "compaction_key": _compaction_key(sid, record.entry), "class": n.cls, "kind": n.fact.kind,
                              "value": n.fact.value, "used_at": n.used_at, "used_in_window": n.used_at in window_ids,
                              "present": fact_present(n.fact, written), "reacquired": how is not None, "how": how})
@@ -1226,33 +1234,43 @@ def reacquisition_table(facts: pd.DataFrame, *, level: float = 0.95, in_window: 
 
 
 def rework_vs_orphans(session: Any, points: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per recorded compaction of a session: its rework (after and control) beside its orphan
-    references (:func:`pimem.replays.orphans.orphan_references` on the recording, the closed-loop
-    baseline), so a reader sees what each one counts on the same compaction."""
+    """Per recorded compaction of a session: its rework (after it and at its controls) beside its orphan
+    references on the recording (:func:`pimem.replays.orphans.orphan_references`, the closed-loop
+    baseline: facts of the span the agent used before the next compaction that its context did not
+    hold at that use), each on the longest path through the compaction."""
     from pimem.replays.orphans import orphan_references
 
     session = as_session(session)
     points = points if points is not None else rework_points(session)
     table = paired(points, ["rework", "rereads"])
-    orphans = orphan_references(session)
-    orphans = orphans.rename(columns={"compaction_id": "compaction_id"})[["compaction_id", "references", "orphans",
-                                                                           "orphan_rate"]]
-    return table[["session", "agent", "compaction_id", "rework", "rework_control", "rework_excess", "rereads",
-                  "rereads_control"]].merge(orphans, on="compaction_id", how="left")
+    parts = [orphan_references(session, leaf_id=path.leaf) for path in _session_paths(session, None)]
+    orphans = (pd.concat([_plain(p) for p in parts], ignore_index=True).drop_duplicates("compaction_id")
+               if parts else frame([], columns=["compaction_id", "references", "orphans", "orphan_rate"]))
+    columns = ["session", "agent", "file", "compaction_id", "compaction_key", "rework", "rework_control",
+               "rework_excess", "rereads", "rereads_control"]
+    return table[columns].merge(orphans[["compaction_id", "references", "orphans", "orphan_rate"]],
+                                on="compaction_id", how="left")
 
 
 def rework_examples(points: pd.DataFrame, *, count: int = 3) -> pd.DataFrame:
-    """The ``count`` compactions with the most rework beyond their controls (at most one per session),
-    each with its events after the compaction in a few words: session, file, compaction, rework, the
-    controls' mean, and ``what`` (signal: subject, ...)."""
+    """The ``count`` compactions with the most rework beyond their controls (one per session), each with
+    what the agent did after it in a few words: ``what`` lists signal and file or command (its last
+    path segment) with how many times, in order of first occurrence."""
     table = paired(points, ["rework"]).sort_values(["rework_excess", "rework"], ascending=False, kind="stable")
     table = table.drop_duplicates("session").head(count)
     events = points.attrs.get("events")
     rows = []
     for _, r in table.iterrows():
-        mine = events[(events["compaction_id"] == r["compaction_id"]) & (events["point"] == "after")
-                      & (events["session"] == r["session"])] if events is not None else frame([])
-        what = "; ".join(f"{e.signal}: {str(e.subject)[-80:]}" for e in mine.itertuples())
+        what: dict[str, int] = {}
+        if events is not None:
+            mine = events[(events["file"] == r["file"]) & (events["compaction_id"] == r["compaction_id"])
+                          & (events["point"] == "after")]
+            for e in mine.itertuples():
+                subject = str(e.subject)
+                short = subject.rsplit("/", 1)[-1] if e.signal in ("rereads", "reverts") and "/" in subject else subject[:60]
+                key = f"{e.signal} {short}"
+                what[key] = what.get(key, 0) + 1
         rows.append({"session": r["session"], "file": r["file"], "compaction_id": r["compaction_id"],
-                     "rework": r["rework"], "rework_control": r["rework_control"], "what": what})
+                     "rework": r["rework"], "rework_control": r["rework_control"],
+                     "what": "; ".join(f"{k} ×{n}" if n > 1 else k for k, n in what.items())})
     return frame(rows, columns=["session", "file", "compaction_id", "rework", "rework_control", "what"])
