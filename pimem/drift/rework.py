@@ -108,8 +108,9 @@ from pimem.text.facts import content_words, fold, index_of, normalize_path
 from pimem.text.messages import message_text, text_blocks
 
 __all__ = ["SIGNALS", "COUNT_SIGNALS", "PROGRESS_SIGNALS", "DEFAULT_WINDOW", "DEFAULT_LOOKBACK", "DEFAULT_CONTROLS",
-           "MIN_SPAN", "Action", "path_actions", "rework_points", "rework_corpus", "rework_table",
-           "rework_correlations", "compaction_measures", "fact_reacquisition", "reacquisition_table",
+           "MIN_SPAN", "POINT_COLUMNS", "EVENT_COLUMNS", "TABLE_COLUMNS", "CORRELATION_COLUMNS", "FACT_COLUMNS",
+           "Action", "path_actions", "user_text", "command_key", "same_file", "rework_points", "rework_corpus", "paired",
+           "rework_table", "rework_correlations", "compaction_measures", "fact_reacquisition", "reacquisition_table",
            "rework_vs_orphans", "rework_examples", "agent_of", "signal_docs"]
 
 DEFAULT_WINDOW = 60

@@ -396,3 +396,22 @@ def test_user_text_leaves_out_what_an_agent_adds() -> None:
     assert rework.user_text(messages.user("<system-reminder>x</system-reminder> fix the bug")) == "fix the bug"
     actions = path_actions([("u", messages.user("Please keep the public API of the module as it is"))])
     assert [a.kind for a in actions] == ["prompt", "instruct"]
+
+
+# --------------------------------------------------------------------------- in the drift report
+
+
+def test_the_drift_report_carries_the_rework_of_its_path_and_a_replay_none() -> None:
+    from pimem.core.compaction.compaction import CompactionSettings
+    from pimem.drift import drift_report
+    from pimem.replays.engine import replay
+
+    session = _long_session().session()
+    report = drift_report(session)
+    rework_rows = report.attrs["rework"]
+    expected = rework_points(session, leaf_id=session.leaf_id)
+    assert rework_rows[["point", "position", "rereads"]].equals(expected[["point", "position", "rereads"]])
+    assert _after(rework_rows)["rereads"] == 1
+    replayed = replay(session, CompactionSettings(reserve_tokens=200, keep_recent_tokens=200), context_window=2000,
+                      token_source="estimate")
+    assert len(drift_report(replayed).attrs["rework"]) == 0
