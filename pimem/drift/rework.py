@@ -571,15 +571,19 @@ def _change(edit: Action) -> tuple[str, str]:
 
 
 def _undoes(later: Action, earlier: Action) -> bool:
-    """Whether ``later`` changes back what ``earlier`` changed in the same file: its texts are the earlier
-    ones swapped, or its change (the texts without the part they share around it) is the earlier change
-    swapped and at least 4 characters long."""
+    """Whether ``later`` changes back what ``earlier`` changed, in the same place of the same file: its
+    texts are the earlier ones swapped, or its change (the texts without the part they share around
+    it) is the earlier change swapped, at least 4 characters long, and made on the text the earlier
+    edit left (one edit's text holds the other's)."""
     if not same_file(later.subject, earlier.subject) or earlier.removed == earlier.added:
         return False
     if (later.removed, later.added) == (earlier.added, earlier.removed):
         return True
     removed, added = _change(earlier)
-    return len(removed) + len(added) >= 4 and _change(later) == (added, removed)
+    if len(removed) + len(added) < 4 or _change(later) != (added, removed):
+        return False
+    left, touched = (earlier.added, later.removed) if earlier.added else (earlier.removed, later.added)
+    return bool(touched) and (left in touched or touched in left)
 
 
 def _reverts(w: _Window) -> list[_Event]:

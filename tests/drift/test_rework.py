@@ -21,6 +21,7 @@ from pimem.drift.rework import (
 )
 from pimem.errors import ConfigurationError
 from pimem.sessions.session import Session
+from tests.conftest import SHARED_DIR
 from tests.support import messages
 
 W = 20  # window and look-back of the constructed tests
@@ -415,3 +416,84 @@ def test_the_drift_report_carries_the_rework_of_its_path_and_a_replay_none() -> 
     replayed = replay(session, CompactionSettings(reserve_tokens=200, keep_recent_tokens=200), context_window=2000,
                       token_source="estimate")
     assert len(drift_report(replayed).attrs["rework"]) == 0
+
+
+# --------------------------------------------------------------------------- real compactions, read by hand
+# Each case below was read in the transcript around the compaction; the comment says what the agent did and
+# why it is (or is not) rework. docs/rework.md lists more.
+
+CLAUDE_CODE = SHARED_DIR / "datasets" / "claude-code" / "entireio-cli"
+PI_MONO = SHARED_DIR / "datasets" / "pi-mono"
+
+
+def _real(path: Any) -> Any:
+    if not path.exists():
+        pytest.skip(f"real sessions not available ({path})")
+    import warnings
+
+    from pimem.sessions.load import load_session
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_session(path)
+
+
+def _events_after(points: Any, compaction_id: str) -> Any:
+    events = points.attrs["events"]
+    return events[(events["point"] == "after") & (events["compaction_id"] == compaction_id)]
+
+
+def test_claude_code_rereads_the_file_its_summary_contradicted_itself_about() -> None:
+    """Session eb4bcc15, compaction c150e3c0 (auto, 155k tokens). Two calls before it the agent added the
+    ``encoding/json`` import to transcript_test.go; the summary lists "Fix the missing encoding/json import" as
+    pending and also says "I had just added the import". Its first move after the compaction (11e3cfba) is to
+    read transcript_test.go again, where it finds the import present: rework the summary caused."""
+    points = rework_points(_real(CLAUDE_CODE / "13_340918e71b_0_full.jsonl"))
+    events = _events_after(points, "c150e3c0-1f35-4449-b091-ead400c50118")
+    first = events[events["signal"] == "rereads"].iloc[0]
+    assert first["entry_id"] == "11e3cfba-fd6a-4a71-ad57-d198fa005060"
+    assert first["subject"].endswith("cmd/entire/cli/transcript_test.go") and first["named"] == "summary"
+    row = _after(points)
+    assert row["rereads"] > row["rework"] - row["rereads"]  # re-reads are most of what follows
+    controls = points[points["point"] == "control"]
+    assert len(controls) == 3 and (controls["lookback"] == row["lookback"]).all()
+
+
+def test_claude_code_reads_its_debugging_files_again_after_a_manual_compact() -> None:
+    """Session 0cf3db51, compaction b21f8236 (a manual ``/compact``). The user asks "can we continue the
+    debug?"; the agent reads manual_commit_hooks.go again (76e295c7), which it had read just before: the
+    summary named the file but could not hold its lines."""
+    points = rework_points(_real(CLAUDE_CODE / "gz" / "44_785715c3f5_2_full.jsonl.gz"))
+    events = _events_after(points, "b21f8236-f8d5-4a5d-819b-7ef183b60d95")
+    rereads = events[events["signal"] == "rereads"]
+    first = rereads.iloc[0]
+    assert first["entry_id"] == "76e295c7-0b81-41e5-a699-0853ad8dd895"
+    assert first["subject"].endswith("strategy/manual_commit_hooks.go") and first["named"] == "summary"
+    # then two session-state files it had read (their names are not in the summary)
+    assert [s.rsplit("/", 1)[-1][:10] for s in rereads["subject"][1:]] == ["2026-01-21", "2026-01-19"]
+    assert list(rereads["named"][1:]) == ["", ""]
+
+
+def test_pi_rereads_the_plan_the_user_asks_it_to_refresh_itself_with() -> None:
+    """before-compaction.jsonl, first compaction. The user: "ok, i hope i haven't lobotomized you by
+    compacting", then "also remember the @packages/coding-agent/docs/refactor.md file btw. could read it now
+    to refresh your mind"; the agent reads the plan it had written and kept editing (363510ed). The summary
+    named the file: naming it did not carry its content."""
+    session = _real(PI_MONO / "before-compaction.jsonl")
+    points = rework_points(session)
+    first_id = next(e["id"] for e in session.entries if e["type"] == "compaction")
+    events = _events_after(points, first_id)
+    (reread,) = events[events["signal"] == "rereads"].itertuples()
+    assert reread.entry_id == "363510ed" and reread.subject.endswith("docs/refactor.md")
+    assert reread.earlier_kind == "edit"  # it had edited the plan in the look-back, not read it
+
+
+def test_codex_windows_start_after_the_restored_history() -> None:
+    """Codex resumes a remote compaction with its ``replacement_history`` (earlier user messages, restored):
+    the window starts at the first entry written after them, so they are not repeated instructions."""
+    session = _real(SHARED_DIR / "datasets" / "codex" / "entityprocess-agentv" / "33_5841c2d678_0_full.jsonl")
+    points = rework_points(session)
+    row = _after(points)
+    restored = {e["id"] for e in session.entries if "replacementHistory" in (e.get("source") or {})}
+    assert restored and row["entry_id"] not in restored
+    assert row["repeated_instructions"] == 0 and row["agent"] == "codex"
