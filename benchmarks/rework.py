@@ -2,7 +2,7 @@
 against it (``pimem.drift.rework``).
 
 Run: ``.venv/bin/python benchmarks/rework.py [--window 60 --lookback 60 --controls 3] [--level 0.95]
-[--no-measures] [-o DIR]``
+[--no-measures | --measures DIR/rework_measures.csv] [-o DIR]``
 
 Every real session of ``../shared/datasets`` (or ``$PIMEM_SHARED_DIR/datasets``): the Claude Code transcripts,
 the Codex rollouts and the Pi sessions (``pi-mono``; ``*.v1.jsonl`` copies and Claude Code checkpoint copies
@@ -21,6 +21,8 @@ of one session hold the same compactions, which count once). Printed as Markdown
 
 ``-o DIR`` also writes the per-compaction tables as CSV. The measures take a few minutes (every summary
 is measured with its faithfulness checks, and each baseline summarizes the same span); the rest seconds.
+``--measures FILE`` reads them from an earlier run's ``rework_measures.csv`` instead (the rework, the facts
+and the orphan references are computed again): only while the measures themselves have not changed.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ AGENTS = {"claude-code": "Claude Code", "codex": "Codex", "pi": "Pi"}
 
 def real_session_files(datasets: Path) -> list[Path]:
     """Every transcript and session file of the shared data, in a fixed order."""
-    files = [*sorted((datasets / "claude-code").rglob("*.jsonl")), *sorted((datasets / "claude-code").rglob("*.jsonl.gz")),
+    claude = datasets / "claude-code"
+    files = [*sorted(claude.rglob("*.jsonl")), *sorted(claude.rglob("*.jsonl.gz")),
              *sorted((datasets / "codex").rglob("*.jsonl")), *sorted((datasets / "pi-mono").rglob("*.jsonl"))]
     return [f for f in files if f.is_file()]
 
@@ -121,6 +124,7 @@ def main() -> None:
     ap.add_argument("--controls", type=int, default=rework.DEFAULT_CONTROLS)
     ap.add_argument("--level", type=float, default=0.95)
     ap.add_argument("--no-measures", action="store_true", help="the signals only (seconds, not minutes)")
+    ap.add_argument("--measures", type=Path, help="an earlier run's rework_measures.csv, read instead of measuring")
     ap.add_argument("-o", "--out", type=Path, help="a folder for the per-compaction CSV tables")
     args = ap.parse_args()
     if not DATASETS.is_dir():
@@ -167,11 +171,14 @@ def main() -> None:
         if not any(str(e.get("summary") or "").strip() for e in session.entries if e.get("type") == "compaction"):
             continue
         mine = points[points["file"] == file]
-        for frame_list, part in ((measures, rework.compaction_measures(session)), (facts, rework.fact_reacquisition(
-                session, window=args.window, lookback=args.lookback)), (orphans, rework.rework_vs_orphans(session, mine))):
+        parts = [(facts, rework.fact_reacquisition(session, window=args.window, lookback=args.lookback)),
+                 (orphans, rework.rework_vs_orphans(session, mine))]
+        if args.measures is None:
+            parts.append((measures, rework.compaction_measures(session)))
+        for frame_list, part in parts:
             if len(part):
                 frame_list.append(part[[(f, c) in keep for f, c in zip(part["file"], part["compaction_id"])]])
-    m = pd.concat(measures, ignore_index=True)
+    m = pd.read_csv(args.measures) if args.measures is not None else pd.concat(measures, ignore_index=True)
     f = pd.concat(facts, ignore_index=True)
     o = pd.concat(orphans, ignore_index=True)
     print(f"\n## Measures held against rework ({len(m)} compactions with a summary, "

@@ -24,38 +24,38 @@ controls.
 
 Signals (:data:`SIGNALS`; each defined once, in the function named beside it)
 ----------------------------------------------------------------------------
-=========================== ==============================================================================
-``rereads``                 reads in the window of a file the agent worked on in the look-back: lines of it
-                            it read there, or any part of a file it wrote or edited there (:func:`_rereads`);
-                            reading tools (``read``, ``Read``, with their offset and limit) and reading
-                            commands (``cat``, ``head``, ``tail``, ``sed -n 'a,bp'``, ``nl``, …) alike.
-                            ``attrs["events"]`` names what each one repeats (``earlier_kind``), so the
-                            stricter count — lines read before — is the events whose earlier kind is ``read``
-``reruns``                  commands in the window already run in the look-back with no edit or write by
-                            the agent since that run (its result could not have changed by the agent's
-                            doing; :func:`_reruns`); reading commands count as reads, not here
-``repeated_instructions``   user messages in the window with a sentence (4+ content words, prose, not a
-                            paste) that restates one of the look-back (content-word Jaccard ≥ 0.6;
-                            :func:`_repeats`)
-``repeated_questions``      questions the agent puts to the user in the window (a ``?`` sentence ending
-                            its turn, or an ``AskUserQuestion`` call) that restate one of the look-back
-``reverts``                 edits in the window that undo an edit of the look-back or of the window
-                            (what it changed is changed back, the text around it aside), and ``git checkout --``
-                            / ``git restore`` / ``git reset --hard`` / ``git revert`` (:func:`_reverts`)
-``returned_to_earlier_task`` 1 when the first user prompt or assistant statement of the window matches an
-                            earlier user prompt of the look-back that the agent had answered and the user
-                            had moved on from, better than the current one (content-word overlap ≥ 0.5
-                            with 4+ shared words; :func:`_returned`)
-``rework``                  the sum of the five counts above
-``steps_to_progress``       model calls before the first new progress — an edit whose text the look-back
-                            did not write (not a revert, not refused), or a passing command (not an
-                            inspection like ``ls`` or ``git status``) that did not pass in the look-back;
-                            the window's calls when there is none (``progress`` False; :func:`_progress`)
-``seconds_to_progress``     seconds from the window's first message to that progress (or to the window's
-                            last message); the compaction's own time is not in it
-``tokens_to_progress``      what the agent wrote up to and including that progress (text, thinking,
-                            tool-call arguments), in characters ÷ 4
-=========================== ==============================================================================
+============================== ============================================================================
+``rereads``                    reads in the window of a file the agent worked on in the look-back: lines of it
+                               it read there, or any part of a file it wrote or edited there (:func:`_rereads`);
+                               reading tools (``read``, ``Read``, with their offset and limit) and reading
+                               commands (``cat``, ``head``, ``tail``, ``sed -n 'a,bp'``, ``nl``, …) alike.
+                               ``attrs["events"]`` names what each one repeats (``earlier_kind``), so the
+                               stricter count — lines read before — is the events whose earlier kind is ``read``
+``reruns``                     commands in the window already run in the look-back with no edit or write by
+                               the agent since that run (its result could not have changed by the agent's
+                               doing; :func:`_reruns`); reading commands count as reads, not here
+``repeated_instructions``      user messages in the window with a sentence (4+ content words, prose, not a
+                               paste) that restates one of the look-back (content-word Jaccard ≥ 0.6;
+                               :func:`_repeats`)
+``repeated_questions``         questions the agent puts to the user in the window (a ``?`` sentence ending
+                               its turn, or an ``AskUserQuestion`` call) that restate one of the look-back
+``reverts``                    edits in the window that undo an edit of the look-back or of the window
+                               (what it changed is changed back, the text around it aside), and ``git checkout --``
+                               / ``git restore`` / ``git reset --hard`` / ``git revert`` (:func:`_reverts`)
+``returned_to_earlier_task``   1 when the first user prompt or assistant statement of the window matches an
+                               earlier user prompt of the look-back that the agent had answered and the user
+                               had moved on from, better than the current one (content-word overlap ≥ 0.5
+                               with 4+ shared words; :func:`_returned`)
+``rework``                     the sum of the five counts above
+``steps_to_progress``          model calls before the first new progress — an edit whose text the look-back
+                               did not write (not a revert, not refused), or a passing command (not an
+                               inspection like ``ls`` or ``git status``) that did not pass in the look-back;
+                               the window's calls when there is none (``progress`` False; :func:`_progress`)
+``seconds_to_progress``        seconds from the window's first message to that progress (or to the window's
+                               last message); the compaction's own time is not in it
+``tokens_to_progress``         what the agent wrote up to and including that progress (text, thinking,
+                               tool-call arguments), in characters ÷ 4
+============================== ============================================================================
 
 For a compaction, each re-read and re-run (``reuses``) is also marked with whether the stored summary
 named its file or command (``reuses_summary``) or, if not, the kept tail (or Codex's restored messages) did
@@ -109,9 +109,9 @@ from pimem.text.messages import message_text, text_blocks
 
 __all__ = ["SIGNALS", "COUNT_SIGNALS", "PROGRESS_SIGNALS", "DEFAULT_WINDOW", "DEFAULT_LOOKBACK", "DEFAULT_CONTROLS",
            "MIN_SPAN", "POINT_COLUMNS", "EVENT_COLUMNS", "TABLE_COLUMNS", "CORRELATION_COLUMNS", "FACT_COLUMNS",
-           "Action", "path_actions", "user_text", "command_key", "same_file", "rework_points", "rework_corpus", "paired",
-           "rework_table", "rework_correlations", "compaction_measures", "fact_reacquisition", "reacquisition_table",
-           "rework_vs_orphans", "rework_examples", "agent_of", "signal_docs"]
+           "Action", "path_actions", "user_text", "command_key", "same_file", "rework_points", "rework_corpus",
+           "paired", "rework_table", "rework_correlations", "compaction_measures", "fact_reacquisition",
+           "reacquisition_table", "rework_vs_orphans", "rework_examples", "agent_of", "signal_docs"]
 
 DEFAULT_WINDOW = 60
 DEFAULT_LOOKBACK = 60
@@ -160,7 +160,8 @@ class Action:
 
     ``kind``: ``read``, ``write``, ``edit``, ``run`` (a command), ``revert_command``, ``ask`` (a question
     to the user), ``instruct`` (a user sentence), ``prompt`` (a whole user request), ``say`` (an
-    assistant statement), ``turn_end`` (an assistant message without a tool call: the agent answered). ``subject``: a normalized path, a command, or the text. ``removed`` / ``added``:
+    assistant statement), ``turn_end`` (an assistant message without a tool call: the agent answered).
+    ``subject``: a normalized path, a command, or the text. ``removed`` / ``added``:
     an edit's texts (whitespace collapsed); ``ok``: whether the tool result reported success (None
     when it has none); ``words``: content words of a text; ``inspection``: a command that only looks
     (``ls``, ``git status``, …); ``lines``: the lines a read showed, first to last (all of them by default).
@@ -196,7 +197,8 @@ _EXIT_CODE = re.compile(r"(?:Process exited with code|Exit code:?|exited with co
 _SEPARATORS = re.compile(r"&&|\|\||;|\n")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TAG_BLOCK = re.compile(r"<([a-zA-Z][\w-]*)(?:\s[^>]*)?>.*?</\1>", re.S)
-_META_PREFIXES = ("Base directory for this skill:", "Caveat:", "[Request interrupted", "This session is being continued")
+_META_PREFIXES = ("Base directory for this skill:", "Caveat:", "[Request interrupted",
+                  "This session is being continued")
 _SKILL_EXPANSION = re.compile(r"^Invoke the \S+ skill\b")
 _MAX_SENTENCE = 300
 _MAX_INSTRUCTION_MESSAGE = 2000  # a longer user message is a paste (a log, a plan, a transcript): no instruction
@@ -906,8 +908,8 @@ def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int =
 
 
 def _event_row(sid: str, file: str, cid: Any, point: str, position: int, ev: _Event, named: str | None) -> dict:
-    return {"session": sid, "file": file, "compaction_id": cid, "point": point, "position": position, "signal": ev.signal,
-            "entry_id": ev.action.entry_id, "subject": ev.action.subject[:300],
+    return {"session": sid, "file": file, "compaction_id": cid, "point": point, "position": position,
+            "signal": ev.signal, "entry_id": ev.action.entry_id, "subject": ev.action.subject[:300],
             "earlier_entry_id": ev.earlier.entry_id if ev.earlier is not None else None,
             "earlier_kind": ev.earlier.kind if ev.earlier is not None else None,
             "earlier_subject": ev.earlier.subject[:300] if ev.earlier is not None else None, "named": named,
@@ -1272,7 +1274,8 @@ def rework_examples(points: pd.DataFrame, *, count: int = 3) -> pd.DataFrame:
                           & (events["point"] == "after")]
             for e in mine.itertuples():
                 subject = str(e.subject)
-                short = subject.rsplit("/", 1)[-1] if e.signal in ("rereads", "reverts") and "/" in subject else subject[:60]
+                named_file = e.signal in ("rereads", "reverts") and "/" in subject
+                short = subject.rsplit("/", 1)[-1] if named_file else subject[:60]
                 key = f"{e.signal} {short}"
                 what[key] = what.get(key, 0) + 1
         rows.append({"session": r["session"], "file": r["file"], "compaction_id": r["compaction_id"],
