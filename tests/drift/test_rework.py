@@ -423,7 +423,6 @@ def test_the_drift_report_carries_the_rework_of_its_path_and_a_replay_none() -> 
 # why it is (or is not) rework. docs/rework.md lists more.
 
 CLAUDE_CODE = SHARED_DIR / "datasets" / "claude-code" / "entireio-cli"
-PI_MONO = SHARED_DIR / "datasets" / "pi-mono"
 
 
 def _real(path: Any) -> Any:
@@ -479,7 +478,9 @@ def test_pi_rereads_the_plan_the_user_asks_it_to_refresh_itself_with() -> None:
     compacting", then "also remember the @packages/coding-agent/docs/refactor.md file btw. could read it now
     to refresh your mind"; the agent reads the plan it had written and kept editing (363510ed). The summary
     named the file: naming it did not carry its content."""
-    session = _real(PI_MONO / "before-compaction.jsonl")
+    from pimem.sessions.samples import real_dir
+
+    session = _real(real_dir() / "pi" / "before-compaction.jsonl.gz")  # bundled: always there
     points = rework_points(session)
     first_id = next(e["id"] for e in session.entries if e["type"] == "compaction")
     events = _events_after(points, first_id)
