@@ -498,3 +498,27 @@ def test_codex_windows_start_after_the_restored_history() -> None:
     restored = {e["id"] for e in session.entries if "replacementHistory" in (e.get("source") or {})}
     assert restored and row["entry_id"] not in restored
     assert row["repeated_instructions"] == 0 and row["agent"] == "codex"
+
+
+def test_odd_messages_are_read_without_failing() -> None:
+    """Tool calls without arguments or names, edits with odd fields, results of unknown calls, empty content:
+    nothing to count, no error."""
+    odd = [
+        ("a", {"role": "assistant", "content": [{"type": "toolCall", "id": "x", "name": None, "arguments": None},
+                                                {"type": "toolCall", "name": "edit", "arguments": {"path": 3}},
+                                                {"type": "toolCall", "id": "y", "name": "MultiEdit",
+                                                 "arguments": {"file_path": "a.py", "edits": [None, {"old_string": 1}]}},
+                                                {"type": "toolCall", "id": "z", "name": "Read",
+                                                 "arguments": {"file_path": "b.py", "offset": "ten", "limit": -5}},
+                                                {"type": "toolCall", "id": "w", "name": "bash",
+                                                 "arguments": {"command": ["bash", "-lc", "cat 'unclosed"]}},
+                                                "not a block"]}),
+        ("r", {"role": "toolResult", "toolCallId": None, "content": None}),
+        ("u", {"role": "user", "content": None}),
+        ("s", {"role": "assistant", "content": "plain text?"}),
+    ]
+    actions = path_actions(odd)
+    kinds = [a.kind for a in actions]
+    assert kinds.count("edit") == 1 and "read" in kinds  # the MultiEdit pair with an old_string
+    read = next(a for a in actions if a.kind == "read" and a.subject == "b.py")
+    assert read.lines == (1, math.inf)
