@@ -111,7 +111,8 @@ def strict_rereads(points: pd.DataFrame) -> pd.DataFrame:
     events = points.attrs["events"]
     strict = events[(events["signal"] == "rereads") & (events["earlier_kind"] == "read")]
     counts = strict.groupby(["file", "compaction_id", "point", "position"]).size()
-    out = rework._plain(points)
+    out = points.copy()
+    out.attrs = {}
     keys = list(zip(out["file"], out["compaction_id"], out["point"], out["position"]))
     out["rereads"] = [float(counts.get(k, 0)) if m else math.nan for k, m in zip(keys, out["measured"].astype(bool))]
     return out
@@ -157,7 +158,7 @@ def main() -> None:
                                                                                      "steps_to_progress"])))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        rework._plain(points).to_csv(args.out / "rework_points.csv", index=False)
+        points.to_csv(args.out / "rework_points.csv", index=False)
         points.attrs["events"].to_csv(args.out / "rework_events.csv", index=False)
     print("\n### Examples: the most rework beyond the controls\n")
     print(markdown(rework.rework_examples(points, count=5), index=False))
@@ -194,11 +195,17 @@ def main() -> None:
             print(f"\n{label} alone:\n")
             print(correlation_markdown(part, ["rework", "rework_excess"]))
     print("\n### Per fact: needed-later facts first used in the window, re-acquired by rework\n")
-    print(markdown(rework.reacquisition_table(f, level=args.level), index=False))
+    facts_table = rework.reacquisition_table(f, level=args.level)
+    lines = ["| agent | class | facts (dropped) | sessions | re-acquired when dropped | when kept | dropped − kept |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for _, r in facts_table.iterrows():
+        lines.append(f"| {AGENTS.get(r['agent'], r['agent'])} | {r['class']} | {r['n_facts']} ({r['n_dropped']}) | "
+                     f"{r['n_sessions']} | {_with_interval(r, 'reacquired_dropped')} | "
+                     f"{_with_interval(r, 'reacquired_kept')} | {_with_interval(r, 'difference')} |")
+    print("\n".join(lines))
     print("\n### Rework beside orphan references (recorded compactions)\n")
     joined = o.dropna(subset=["orphan_rate"])
-    rho = rework._interval(joined[["orphan_rate", "rework"]].to_numpy(dtype=float), joined["session"].tolist(),
-                           rework._spearman, level=args.level)
+    rho = rework.rank_correlation(joined["orphan_rate"], joined["rework"], joined["session"], level=args.level)
     print(f"orphan rate (pooled) {o['orphans'].sum() / max(1, o['references'].sum()):.3f} over "
           f"{int(o['references'].sum())} references of {len(o)} compactions; Spearman with rework "
           f"{_cell(rho[0])} [{_cell(rho[1])}, {_cell(rho[2])}] (n={len(joined)})")

@@ -90,7 +90,7 @@ import hashlib
 import math
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,8 +110,9 @@ from pimem.text.messages import message_text, text_blocks
 __all__ = ["SIGNALS", "COUNT_SIGNALS", "PROGRESS_SIGNALS", "DEFAULT_WINDOW", "DEFAULT_LOOKBACK", "DEFAULT_CONTROLS",
            "MIN_SPAN", "POINT_COLUMNS", "EVENT_COLUMNS", "TABLE_COLUMNS", "CORRELATION_COLUMNS", "FACT_COLUMNS",
            "Action", "path_actions", "user_text", "command_key", "same_file", "rework_points", "rework_corpus",
-           "paired", "rework_table", "rework_correlations", "compaction_measures", "fact_reacquisition",
-           "reacquisition_table", "rework_vs_orphans", "rework_examples", "agent_of", "signal_docs"]
+           "paired", "rework_table", "rank_correlation", "rework_correlations", "compaction_measures",
+           "fact_reacquisition", "reacquisition_table", "rework_vs_orphans", "rework_examples", "agent_of",
+           "signal_docs"]
 
 DEFAULT_WINDOW = 60
 DEFAULT_LOOKBACK = 60
@@ -784,6 +785,25 @@ def _session_paths(session: Any, leaf_id: str | None) -> list[_Path]:
     return out
 
 
+def _compactions(session: Any, leaf_id: str | None) -> Iterator[tuple[_Path, int, CompactionRecord]]:
+    """Each compaction of a session once, on the longest path through it (or the path to ``leaf_id``):
+    (path, its index on the path, its record)."""
+    done: set[Any] = set()
+    for path in _session_paths(session, leaf_id):
+        for k, record in enumerate(path.records):
+            if record.entry.get("id") not in done:
+                done.add(record.entry.get("id"))
+                yield path, k, record
+
+
+def _identity(session: Any, record: CompactionRecord) -> dict[str, Any]:
+    """The columns that name a compaction in every table of this module."""
+    sid = str(session.header.get("id", ""))
+    return {"session": sid, "agent": agent_of(session), "file": str(getattr(session, "path", "") or ""),
+            "compaction": record.index, "compaction_id": record.entry.get("id"),
+            "compaction_key": _compaction_key(sid, record.entry)}
+
+
 def _controls(path: _Path, point: int, lookback: int, window: int, count: int) -> list[int]:
     """The ``count`` eligible control points nearest ``point``, at least ``window // 2`` apart (module docs)."""
     eligible = []
@@ -864,44 +884,34 @@ def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int =
     if not isinstance(controls, int) or controls < 0:
         raise ConfigurationError(f"controls must be a non-negative int, not {controls!r}")
     session = as_session(session)
-    sid = str(session.header.get("id", ""))
-    agent = agent_of(session)
-    file = str(getattr(session, "path", "") or "")
     rows: list[dict[str, Any]] = []
     event_rows: list[dict[str, Any]] = []
-    done: set[Any] = set()
-    for path in _session_paths(session, leaf_id):
-        for k, record in enumerate(path.records):
-            cid = record.entry.get("id")
-            if cid in done:
-                continue
-            done.add(cid)
-            start, stop, point, end = path.compaction_windows(k, lookback, window)
-            look, span = stop - start, end - point
-            epoch = path.epoch(point) if point < len(path.messages) else None
-            after_end = epoch[1] if epoch is not None else point
-            base = {"session": sid, "agent": agent, "file": file, "compaction": record.index, "compaction_id": cid,
-                    "compaction_key": _compaction_key(sid, record.entry), "lookback": look, "window": span,
-                    "summary_chars": len(record.summary), "messages_after": after_end - point}
-            if look < MIN_SPAN or span < MIN_SPAN:
-                rows.append({**base, "point": "after", "position": point, "entry_id": None, "measured": False,
-                             "n_controls": 0})
-                continue
-            row, events = _measure(path, start, stop, point, end)
-            shown = _Shown(record, path.messages[stop:point])
-            named = [shown.named_by(ev) for ev in events]
-            picks = _controls(path, point, look, span, controls)
-            rows.append({**base, "point": "after", "position": point, "entry_id": path.messages[point][0],
-                         "measured": True, "n_controls": len(picks), **row,
-                         "reuses": sum(ev.signal in ("rereads", "reruns") for ev in events),
-                         "reuses_summary": named.count("summary"), "reuses_kept": named.count("kept")})
-            event_rows.extend(_event_row(sid, file, cid, "after", point, ev, how) for ev, how in zip(events, named))
-            for q in picks:
-                crow, cevents = _measure(path, q - look, q, q, q + span)
-                rows.append({**base, "point": "control", "position": q, "entry_id": path.messages[q][0],
-                             "measured": True, "n_controls": len(picks), **crow,
-                             "summary_chars": math.nan, "messages_after": math.nan})
-                event_rows.extend(_event_row(sid, file, cid, "control", q, ev, None) for ev in cevents)
+    for path, k, record in _compactions(session, leaf_id):
+        start, stop, point, end = path.compaction_windows(k, lookback, window)
+        look, span = stop - start, end - point
+        epoch = path.epoch(point) if point < len(path.messages) else None
+        base = {**_identity(session, record), "lookback": look, "window": span, "summary_chars": len(record.summary),
+                "messages_after": (epoch[1] if epoch is not None else point) - point}
+        sid, file, cid = base["session"], base["file"], base["compaction_id"]
+        if look < MIN_SPAN or span < MIN_SPAN:
+            rows.append({**base, "point": "after", "position": point, "entry_id": None, "measured": False,
+                         "n_controls": 0})
+            continue
+        row, events = _measure(path, start, stop, point, end)
+        shown = _Shown(record, path.messages[stop:point])
+        named = [shown.named_by(ev) for ev in events]
+        picks = _controls(path, point, look, span, controls)
+        rows.append({**base, "point": "after", "position": point, "entry_id": path.messages[point][0],
+                     "measured": True, "n_controls": len(picks), **row,
+                     "reuses": sum(ev.signal in ("rereads", "reruns") for ev in events),
+                     "reuses_summary": named.count("summary"), "reuses_kept": named.count("kept")})
+        event_rows.extend(_event_row(sid, file, cid, "after", point, ev, how) for ev, how in zip(events, named))
+        for q in picks:
+            crow, cevents = _measure(path, q - look, q, q, q + span)
+            rows.append({**base, "point": "control", "position": q, "entry_id": path.messages[q][0],
+                         "measured": True, "n_controls": len(picks), **crow,
+                         "summary_chars": math.nan, "messages_after": math.nan})
+            event_rows.extend(_event_row(sid, file, cid, "control", q, ev, None) for ev in cevents)
     out = frame(rows, columns=POINT_COLUMNS)
     out.attrs["events"] = frame(event_rows, columns=EVENT_COLUMNS)
     return out
@@ -1085,42 +1095,30 @@ def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | 
     from pimem.summarizers.baselines import baseline_summarizers
 
     session = as_session(session)
-    sid = str(session.header.get("id", ""))
-    file = str(getattr(session, "path", "") or "")
     rows: list[dict[str, Any]] = []
-    done: set[Any] = set()
-    for path in _session_paths(session, leaf_id):
-        records = path.records
-        others: dict[str, list[float]] = {}
-        if baselines:
+    scores: dict[int, dict[str, list[float]]] = {}  # per path: each baseline's score of each compaction
+    for path, k, record in _compactions(session, leaf_id):
+        row: dict[str, Any] = {**_identity(session, record), "summary_chars": len(record.summary)}
+        rows.append(row)
+        if not str(record.summary).strip():
+            continue
+        row.update({m: v for m, v in summary_measures(record).items()
+                    if isinstance(v, (int, float, bool, np.number)) or v is None})
+        if not baselines:
+            continue
+        if id(path) not in scores:
             named = dict(baseline_summarizers(budget=None))
-            compared = compare_sources(session, named, records=records, leaf_id=path.leaf)
-            per = compared.per_compaction
-            for name in named:
-                scores = per[per["source"] == name].sort_values("compaction")
-                others[name] = scores["score"].astype(float).tolist() if "score" in scores else []
-        for k, record in enumerate(records):
-            cid = record.entry.get("id")
-            if cid in done:
-                continue
-            done.add(cid)
-            row: dict[str, Any] = {"session": sid, "agent": agent_of(session), "file": file,
-                                   "compaction": record.index, "compaction_id": cid,
-                                   "compaction_key": _compaction_key(sid, record.entry),
-                                   "summary_chars": len(record.summary)}
-            if str(record.summary).strip():
-                row.update({m: v for m, v in summary_measures(record).items()
-                            if isinstance(v, (int, float, bool, np.number)) or v is None})
-            if baselines and str(record.summary).strip():
-                beaten = []
-                for name, scores in others.items():
-                    theirs = scores[k] if k < len(scores) else math.nan
-                    row[f"score_{name.replace(' ', '_')}"] = theirs
-                    mine = row.get("score", math.nan)
-                    if not (math.isnan(theirs) or math.isnan(mine)):
-                        beaten.append(1.0 if mine > theirs else 0.5 if mine == theirs else 0.0)
-                row["recorded_rank"] = sum(beaten) / len(beaten) if beaten else math.nan
-            rows.append(row)
+            per = compare_sources(session, named, records=path.records, leaf_id=path.leaf).per_compaction
+            scores[id(path)] = {name: (per[per["source"] == name].sort_values("compaction")["score"].astype(float)
+                                       .tolist() if "score" in per else []) for name in named}
+        beaten = []
+        for name, theirs_all in scores[id(path)].items():
+            theirs = theirs_all[k] if k < len(theirs_all) else math.nan
+            row[f"score_{name.replace(' ', '_')}"] = theirs
+            mine = row.get("score", math.nan)
+            if not (math.isnan(theirs) or math.isnan(mine)):
+                beaten.append(1.0 if mine > theirs else 0.5 if mine == theirs else 0.0)
+        row["recorded_rank"] = sum(beaten) / len(beaten) if beaten else math.nan
     return frame(rows)
 
 
@@ -1143,6 +1141,14 @@ def _spearman(v: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def rank_correlation(a: Sequence[float], b: Sequence[float], sessions: Sequence[Any], *,
+                     level: float = 0.95) -> tuple[float, float, float, str]:
+    """Spearman's rank correlation of ``a`` and ``b`` (one pair per compaction; NaN pairs left out) with
+    its two-stage session-clustered interval where supported: (rho, low, high, note)."""
+    return _interval(np.column_stack([np.asarray(a, dtype=float), np.asarray(b, dtype=float)]), list(sessions),
+                     _spearman, level=level)
+
+
 def rework_correlations(points: pd.DataFrame, measures: pd.DataFrame, *, level: float = 0.95,
                         measure_names: Sequence[str] | None = None, outcomes: Sequence[str] | None = None,
                         by_agent: bool = True) -> pd.DataFrame:
@@ -1162,9 +1168,8 @@ def rework_correlations(points: pd.DataFrame, measures: pd.DataFrame, *, level: 
     for agent, part in groups:
         for m in names:
             for o in wanted:
-                values = part[[m, o]].to_numpy(dtype=float)
-                ok = ~np.isnan(values).any(axis=1)
-                est, low, high, note = _interval(values, part["session"].tolist(), _spearman, level=level)
+                ok = ~np.isnan(part[[m, o]].to_numpy(dtype=float)).any(axis=1)
+                est, low, high, note = rank_correlation(part[m], part[o], part["session"], level=level)
                 rows.append({"agent": agent, "measure": m, "outcome": o, "rho": est, "rho_low": low, "rho_high": high,
                              "n_compactions": int(ok.sum()), "n_sessions": int(part["session"][ok].nunique()),
                              "note": note})
@@ -1173,8 +1178,8 @@ def rework_correlations(points: pd.DataFrame, measures: pd.DataFrame, *, level: 
 
 # --------------------------------------------------------------------------- the per-fact view
 
-FACT_COLUMNS = ["session", "agent", "file", "compaction_id", "compaction_key", "class", "kind", "value", "used_at",
-                "used_in_window", "present", "reacquired", "how"]
+FACT_COLUMNS = ["session", "agent", "file", "compaction", "compaction_id", "compaction_key", "class", "kind", "value",
+                "used_at", "used_in_window", "present", "reacquired", "how"]
 
 
 def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
@@ -1189,50 +1194,54 @@ def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: 
     from pimem.text.sections import summarizer_text
 
     session = as_session(session)
-    sid = str(session.header.get("id", ""))
-    file = str(getattr(session, "path", "") or "")
     rows: list[dict[str, Any]] = []
-    done: set[Any] = set()
-    for path in _session_paths(session, leaf_id):
-        results = {m.get("toolCallId"): text_blocks(m.get("content")) for _, m in path.messages
-                   if m.get("role") == "toolResult"}
-        for k, record in enumerate(path.records):
-            cid = record.entry.get("id")
-            if cid in done or not str(record.summary).strip():
-                continue
-            done.add(cid)
-            start, stop, point, end = path.compaction_windows(k, lookback, window)
-            events = _events(path.window(start, stop, point, end))
-            shown = [(ev.signal, index_of(ev.action.subject + "\n" + results.get(ev.action.call_id, "")[:20000]))
-                     for ev in events]
-            window_ids = {path.messages[i][0] for i in range(point, end)}
-            written = index_of(summarizer_text(record.summary))
-            for n in needed_later_facts(record):
-                how = next((signal for signal, index in shown if fact_present(n.fact, index)), None)
-                rows.append({"session": sid, "agent": agent_of(session), "file": file, "compaction_id": cid,
-                             "compaction_key": _compaction_key(sid, record.entry), "class": n.cls, "kind": n.fact.kind,
-                             "value": n.fact.value, "used_at": n.used_at, "used_in_window": n.used_at in window_ids,
-                             "present": fact_present(n.fact, written), "reacquired": how is not None, "how": how})
+    results: dict[int, dict[Any, str]] = {}  # per path: each tool call's output
+    for path, k, record in _compactions(session, leaf_id):
+        if not str(record.summary).strip():
+            continue
+        if id(path) not in results:
+            results[id(path)] = {m.get("toolCallId"): text_blocks(m.get("content")) for _, m in path.messages
+                                 if m.get("role") == "toolResult"}
+        start, stop, point, end = path.compaction_windows(k, lookback, window)
+        events = _events(path.window(start, stop, point, end))
+        shown = [(ev.signal, index_of(ev.action.subject + "\n" + results[id(path)].get(ev.action.call_id, "")[:20000]))
+                 for ev in events]
+        window_ids = {path.messages[i][0] for i in range(point, end)}
+        written = index_of(summarizer_text(record.summary))
+        identity = _identity(session, record)
+        for n in needed_later_facts(record):
+            how = next((signal for signal, index in shown if fact_present(n.fact, index)), None)
+            rows.append({**identity, "class": n.cls, "kind": n.fact.kind, "value": n.fact.value, "used_at": n.used_at,
+                         "used_in_window": n.used_at in window_ids, "present": fact_present(n.fact, written),
+                         "reacquired": how is not None, "how": how})
     return frame(rows, columns=FACT_COLUMNS)
+
+
+def _dropped_minus_kept(v: np.ndarray) -> float:
+    """Re-acquired share of the dropped facts minus that of the kept ones (columns: reacquired, present)."""
+    dropped, kept = v[v[:, 1] == 0, 0], v[v[:, 1] == 1, 0]
+    return float(dropped.mean() - kept.mean()) if len(dropped) and len(kept) else math.nan
 
 
 def reacquisition_table(facts: pd.DataFrame, *, level: float = 0.95, in_window: bool = True) -> pd.DataFrame:
     """Per agent and fact class: the share of needed-later facts re-acquired by rework when the summary
-    dropped them and when it kept them, and the difference, each with a session-clustered interval
-    (where supported). ``in_window``: only facts first used in the window."""
+    dropped them and when it kept them, and the difference (dropped − kept), each with a session-clustered
+    interval where supported. ``in_window``: only facts first used in the window."""
     data = facts[facts["used_in_window"].astype(bool)] if in_window else facts
     rows = []
     for (agent, cls), part in [*data.groupby(["agent", "class"], sort=True),
-                               *((((a, "all"), p) for a, p in data.groupby("agent", sort=True)))]:
+                               *(((a, "all"), p) for a, p in data.groupby("agent", sort=True))]:
         row: dict[str, Any] = {"agent": agent, "class": cls, "n_facts": len(part),
                                "n_dropped": int((~part["present"].astype(bool)).sum()),
                                "n_sessions": part["session"].nunique()}
         for name, flag in (("dropped", False), ("kept", True)):
             sel = part[part["present"].astype(bool) == flag]
-            est, low, high, note = _interval(sel["reacquired"].to_numpy(dtype=float), sel["session"].tolist(), _mean,
-                                             level=level)
+            est, low, high, _ = _interval(sel["reacquired"].to_numpy(dtype=float), sel["session"].tolist(), _mean,
+                                          level=level)
             row.update({f"reacquired_{name}": est, f"reacquired_{name}_low": low, f"reacquired_{name}_high": high})
-        row["note"] = note
+        both = np.column_stack([part["reacquired"].to_numpy(dtype=float), part["present"].to_numpy(dtype=float)])
+        est, low, high, note = _interval(both, part["session"].tolist(), _dropped_minus_kept, level=level)
+        row.update({"difference": est, "difference_low": low, "difference_high": high, "note": note})
         rows.append(row)
     return frame(rows)
 

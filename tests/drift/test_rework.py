@@ -374,8 +374,7 @@ def test_session_clustered_intervals_appear_where_their_coverage_is_supported() 
     est, low, high, note = rework._interval(values, sessions, rework._mean, level=0.95)
     assert est == pytest.approx(values.mean()) and low < est < high and "bootstrap" in note
     x = rng.normal(size=len(sessions))
-    rho, low, high, _ = rework._interval(np.column_stack([x, -x + 0.1 * rng.normal(size=len(x))]), sessions,
-                                         rework._spearman, level=0.95)
+    rho, low, high, _ = rework.rank_correlation(x, -x + 0.1 * rng.normal(size=len(x)), sessions, level=0.95)
     assert rho < -0.9 and low < rho <= high < -0.8
 
 
@@ -506,8 +505,8 @@ def test_odd_messages_are_read_without_failing() -> None:
     odd = [
         ("a", {"role": "assistant", "content": [{"type": "toolCall", "id": "x", "name": None, "arguments": None},
                                                 {"type": "toolCall", "name": "edit", "arguments": {"path": 3}},
-                                                {"type": "toolCall", "id": "y", "name": "MultiEdit",
-                                                 "arguments": {"file_path": "a.py", "edits": [None, {"old_string": 1}]}},
+                                                {"type": "toolCall", "id": "y", "name": "MultiEdit", "arguments": {
+                                                    "file_path": "a.py", "edits": [None, {"old_string": 1}]}},
                                                 {"type": "toolCall", "id": "z", "name": "Read",
                                                  "arguments": {"file_path": "b.py", "offset": "ten", "limit": -5}},
                                                 {"type": "toolCall", "id": "w", "name": "bash",
