@@ -161,7 +161,10 @@ def main() -> None:
         points.to_csv(args.out / "rework_points.csv", index=False)
         points.attrs["events"].to_csv(args.out / "rework_events.csv", index=False)
     print("\n### Examples: the most rework beyond the controls\n")
-    print(markdown(rework.rework_examples(points, count=5), index=False))
+    examples = rework.rework_examples(points, count=5)
+    examples["file"] = [str(Path(f).relative_to(DATASETS)) if Path(f).is_relative_to(DATASETS) else f
+                        for f in examples["file"]]
+    print(markdown(examples, index=False))
     if args.no_measures:
         return
     t0 = time.perf_counter()
