@@ -100,12 +100,16 @@ import pandas as pd
 from pimem.base.js import utf16_len
 from pimem.base.tables import frame
 from pimem.drift.intervals import interval_supported
-from pimem.drift.needed import kept_index
+from pimem.drift.measures import compare_sources, summary_measures
+from pimem.drift.needed import kept_index, needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records, source_text
 from pimem.errors import ConfigurationError
+from pimem.replays.orphans import orphan_references
 from pimem.sessions.load import as_session
-from pimem.text.facts import content_words, fold, index_of, normalize_path
+from pimem.summarizers.baselines import baseline_summarizers
+from pimem.text.facts import content_words, fact_present, fold, index_of, normalize_path
 from pimem.text.messages import message_text, text_blocks
+from pimem.text.sections import summarizer_text
 
 __all__ = ["SIGNALS", "COUNT_SIGNALS", "PROGRESS_SIGNALS", "DEFAULT_WINDOW", "DEFAULT_LOOKBACK", "DEFAULT_CONTROLS",
            "MIN_SPAN", "POINT_COLUMNS", "EVENT_COLUMNS", "TABLE_COLUMNS", "CORRELATION_COLUMNS", "FACT_COLUMNS",
@@ -1091,9 +1095,6 @@ def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | 
     with ``baselines`` also each degenerate baseline's ``score`` on the same span at the recorded length
     (``score_<baseline>``) and ``recorded_rank``, the share of the baselines the recorded summary
     out-scores (ties count half). One row per compaction, keyed like :func:`rework_points`."""
-    from pimem.drift.measures import compare_sources, summary_measures
-    from pimem.summarizers.baselines import baseline_summarizers
-
     session = as_session(session)
     rows: list[dict[str, Any]] = []
     scores: dict[int, dict[str, list[float]]] = {}  # per path: each baseline's score of each compaction
@@ -1189,10 +1190,6 @@ def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: 
     the compaction by rework (``reacquired``): a re-read or re-run whose file, command or output holds
     it, or a repeated instruction or question that states it (``how``: the signal). ``used_in_window``:
     its first later use falls in the window (only those facts could have been re-acquired there)."""
-    from pimem.drift.needed import needed_later_facts
-    from pimem.text.facts import fact_present
-    from pimem.text.sections import summarizer_text
-
     session = as_session(session)
     rows: list[dict[str, Any]] = []
     results: dict[int, dict[Any, str]] = {}  # per path: each tool call's output
@@ -1254,8 +1251,6 @@ def rework_vs_orphans(session: Any, points: pd.DataFrame | None = None) -> pd.Da
     references on the recording (:func:`pimem.replays.orphans.orphan_references`, the closed-loop
     baseline: facts of the span the agent used before the next compaction that its context did not
     hold at that use), each on the longest path through the compaction."""
-    from pimem.replays.orphans import orphan_references
-
     session = as_session(session)
     points = points if points is not None else rework_points(session)
     table = paired(points, ["rework", "rereads"])
