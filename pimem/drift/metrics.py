@@ -41,12 +41,12 @@ import numpy as np
 import pandas as pd
 
 from pimem.base.js import utf16_len
-from pimem.base.tables import Column, Table, frame
+from pimem.base.tables import Column, Table
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.session_manager import build_session_path
 from pimem.drift.needed import FACT_CLASSES, needed_later_facts, span_needed_facts, weighted_recall
 from pimem.drift.records import compaction_records
-from pimem.drift.rework import POINT_COLUMNS, rework_points
+from pimem.drift.rework import POINTS, rework_points
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
@@ -452,7 +452,7 @@ def _rework(given: Any, source: Any, leaf_id: str | None) -> pd.DataFrame:
     """The rework after the recording's own compactions on the measured path; empty for a replay (open
     loop) or a bare entry list."""
     if (hasattr(given, "session") and hasattr(given, "events")) or not hasattr(source, "header"):
-        return frame([], columns=POINT_COLUMNS)
+        return POINTS.frame([])
     return rework_points(source, leaf_id=leaf_id if leaf_id is not None else source.leaf_id)
 
 

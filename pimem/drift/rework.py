@@ -98,13 +98,13 @@ import numpy as np
 import pandas as pd
 
 from pimem.base.js import utf16_len
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table, frame
 from pimem.drift.intervals import interval_supported
 from pimem.drift.measures import compare_sources, summary_measures
 from pimem.drift.needed import kept_index, needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records, source_text
 from pimem.errors import ConfigurationError
-from pimem.replays.orphans import orphan_references
+from pimem.replays.orphans import ORPHANS, orphan_references
 from pimem.sessions.load import as_session
 from pimem.summarizers.baselines import baseline_summarizers
 from pimem.text.facts import content_words, fact_present, fold, index_of, normalize_path
@@ -150,10 +150,16 @@ COUNT_SIGNALS: tuple[str, ...] = ("rereads", "reruns", "repeated_instructions", 
 PROGRESS_SIGNALS: tuple[str, ...] = ("steps_to_progress", "seconds_to_progress", "tokens_to_progress")
 
 
+SIGNAL_DOCS = Table("rework_signals", [
+    Column("signal", description="the signal's name (a column of :func:`rework_points`)"),
+    Column("counts", description="what it counts"),
+    Column("reading", description="how to read it"),
+], "One row per rework signal (:data:`SIGNALS`).")
+
+
 def signal_docs() -> pd.DataFrame:
-    """:data:`SIGNALS` as a table: signal, counts, reading."""
-    return frame([{"signal": k, "counts": what, "reading": how} for k, (what, how) in SIGNALS.items()],
-                 columns=["signal", "counts", "reading"])
+    """:data:`SIGNALS` as a table."""
+    return SIGNAL_DOCS.frame([{"signal": k, "counts": what, "reading": how} for k, (what, how) in SIGNALS.items()])
 
 
 # --------------------------------------------------------------------------- actions read from messages
@@ -864,13 +870,55 @@ def _measure(path: _Path, start: int, stop: int, point: int, end: int) -> tuple[
     return row, events
 
 
-POINT_COLUMNS = ["session", "agent", "file", "compaction", "compaction_id", "compaction_key", "point", "position",
-                 "entry_id", "lookback", "window", "measured", "n_controls", *COUNT_SIGNALS,
-                 "returned_to_earlier_task", "rework", "reread_files", "reuses", "reuses_summary", "reuses_kept",
-                 "progress",
-                 *PROGRESS_SIGNALS, "progress_entry_id", "summary_chars", "messages_after"]
-EVENT_COLUMNS = ["session", "file", "compaction_id", "point", "position", "signal", "entry_id", "subject",
-                 "earlier_entry_id", "earlier_kind", "earlier_subject", "named", "note"]
+_IDENTITY = [
+    Column("session", description="the session's id (copies of one session share it)"),
+    Column("agent", description="``pi``, ``claude-code`` or ``codex``"),
+    Column("file", description="the session file the compaction was measured in"),
+    Column("compaction", description="its position among the compactions of its path (0 first)"),
+    Column("compaction_id", description="the compaction entry"),
+    Column("compaction_key", description="what names the compaction across copies: session id and summary text"),
+]
+
+POINTS = Table("rework_points", [
+    *_IDENTITY,
+    Column("point", description="``after`` (the compaction) or ``control`` (a matched point of the same path)"),
+    Column("position", description="the point: the index of the window's first message on the path"),
+    Column("entry_id", description="the entry of that message"),
+    Column("lookback", description="messages in the look-back (the same at a compaction and its controls)"),
+    Column("window", description="messages in the window (the same at a compaction and its controls)"),
+    Column("measured", description="at least 10 messages of look-back and of window (else the signals are NaN)"),
+    Column("n_controls", description="the compaction's controls"),
+    *(Column(s, description=SIGNALS[s][0]) for s in (*COUNT_SIGNALS, "returned_to_earlier_task", "rework")),
+    Column("reread_files", description="distinct files among the re-reads"),
+    Column("reuses", description="re-reads and re-runs (after a compaction)"),
+    Column("reuses_summary", description="of those, the ones whose file or command the summary names"),
+    Column("reuses_kept", description="the others whose file or command the kept tail or restored messages show"),
+    Column("progress", description="the window holds a new edit or a new passing command"),
+    *(Column(s, description=SIGNALS[s][0]) for s in PROGRESS_SIGNALS),
+    Column("progress_entry_id", description="the entry of that progress"),
+    Column("summary_chars", description="characters of the stored summary (NaN at a control)"),
+    Column("messages_after", description="messages after the compaction before the next one or the end (NaN at a "
+           "control)"),
+], "One row per compaction and per matched control: what the agent did in the window after it.")
+POINT_COLUMNS = POINTS.names
+
+EVENTS = Table("rework_events", [
+    Column("session", description="the session's id"),
+    Column("file", description="the session file"),
+    Column("compaction_id", description="the compaction the point belongs to"),
+    Column("point", description="``after`` or ``control``"),
+    Column("position", description="the point's position on the path"),
+    Column("signal", description="the signal the event counts for"),
+    Column("entry_id", description="the entry of the repeating action"),
+    Column("subject", description="its file, command or text"),
+    Column("earlier_entry_id", description="the entry of what it repeats or undoes (None for a git revert)"),
+    Column("earlier_kind", description="what that was: ``read``, ``write``, ``edit``, ``run``, ``instruct``, …"),
+    Column("earlier_subject", description="its file, command or text"),
+    Column("named", description="after a compaction: ``summary`` or ``kept`` for a re-read or re-run whose file or "
+           "command the summary names or the kept tail shows, else empty; None at a control"),
+    Column("note", description="``git`` for a reverting git command"),
+], "One row per rework event of :func:`rework_points` (``attrs[\"events\"]``).")
+EVENT_COLUMNS = EVENTS.names
 
 
 def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
@@ -916,8 +964,8 @@ def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int =
                          "measured": True, "n_controls": len(picks), **crow,
                          "summary_chars": math.nan, "messages_after": math.nan})
             event_rows.extend(_event_row(sid, file, cid, "control", q, ev, None) for ev in cevents)
-    out = frame(rows, columns=POINT_COLUMNS)
-    out.attrs["events"] = frame(event_rows, columns=EVENT_COLUMNS)
+    out = POINTS.frame(rows)
+    out.attrs["events"] = EVENTS.frame(event_rows)
     return out
 
 
@@ -951,8 +999,8 @@ def rework_corpus(sources: Iterable[Any], *, window: int = DEFAULT_WINDOW, lookb
             parts.append(points)
             sizes[str(getattr(session, "path", "") or "")] = len(session.entries)
     if not parts:
-        out = frame([], columns=POINT_COLUMNS)
-        out.attrs.update(events=frame([], columns=EVENT_COLUMNS), copies=0)
+        out = POINTS.frame([])
+        out.attrs.update(events=EVENTS.frame([]), copies=0)
         return out
     points = pd.concat(parts, ignore_index=True)
     after = points[points["point"] == "after"].copy()
@@ -1046,9 +1094,23 @@ def _mean(v: np.ndarray) -> float:
     return float(np.mean(v))
 
 
-TABLE_COLUMNS = ["agent", "signal", "statistic", "n_compactions", "n_sessions", "after", "after_low", "after_high",
-                 "control", "control_low", "control_high", "excess", "excess_low", "excess_high",
-                 "share_after", "share_control", "note"]
+REWORK_TABLE = Table("rework_table", [
+    Column("agent", description="the agent (or ``all``)"),
+    Column("signal", description="the signal (:data:`SIGNALS`)"),
+    Column("statistic", description="``mean``, or ``median`` for seconds and tokens"),
+    Column("n_compactions", description="measured compactions with a control"),
+    Column("n_sessions", description="their sessions"),
+    *(Column(f"{name}{end}", description=f"{what}{how}") for name, what in (
+        ("after", "the statistic after compaction"), ("control", "the statistic at the controls (each compaction's "
+                                                                 "controls averaged first)"),
+        ("excess", "the statistic of after − control, compaction by compaction"))
+      for end, how in (("", ""), ("_low", ": low end of its session-clustered interval (NaN where not supported)"),
+                       ("_high", ": high end of that interval"))),
+    Column("share_after", description="share of compactions with any such event after them (counts only)"),
+    Column("share_control", description="share of control points with any (each compaction's controls averaged)"),
+    Column("note", description="how the interval of ``after`` was made, or why there is none"),
+], "One row per agent and signal: after compaction against matched controls.")
+TABLE_COLUMNS = REWORK_TABLE.names
 
 
 def rework_table(points: pd.DataFrame, *, level: float = 0.95, signals: Sequence[str] | None = None,
@@ -1080,7 +1142,7 @@ def rework_table(points: pd.DataFrame, *, level: float = 0.95, signals: Sequence
                 row["share_control"] = float(part[f"{s}_control_share"].mean()) if len(part) else math.nan
             row["note"] = notes[0]
             rows.append(row)
-    out = frame(rows, columns=TABLE_COLUMNS)
+    out = REWORK_TABLE.frame(rows)
     measured = points[(points["point"] == "after")]
     out.attrs["unmatched"] = int(len(measured) - len(table))
     return out
@@ -1123,8 +1185,18 @@ def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | 
     return frame(rows)
 
 
-CORRELATION_COLUMNS = ["agent", "measure", "outcome", "rho", "rho_low", "rho_high", "n_compactions", "n_sessions",
-                       "note"]
+CORRELATIONS = Table("rework_correlations", [
+    Column("agent", description="the agent, or ``all``"),
+    Column("measure", description="the summary measure (a column of :func:`compaction_measures`)"),
+    Column("outcome", description="the rework signal (``<signal>_excess``: after minus the controls)"),
+    Column("rho", description="Spearman's rank correlation over the compactions"),
+    Column("rho_low", description="low end of its session-clustered interval (NaN where not supported)"),
+    Column("rho_high", description="high end of that interval"),
+    Column("n_compactions", description="compactions with both values"),
+    Column("n_sessions", description="their sessions"),
+    Column("note", description="how the interval was made, or why there is none"),
+], "One row per agent, measure and rework outcome.")
+CORRELATION_COLUMNS = CORRELATIONS.names
 DEFAULT_MEASURES = ("score", "recall_faithful", "faithfulness", "needed_recall", "needed_recall_constraint",
                     "needed_recall_decision", "needed_recall_error", "needed_recall_artifact",
                     "needed_recall_reference", "recorded_rank", "score_empty_template", "score_fact_dump",
@@ -1174,13 +1246,23 @@ def rework_correlations(points: pd.DataFrame, measures: pd.DataFrame, *, level: 
                 rows.append({"agent": agent, "measure": m, "outcome": o, "rho": est, "rho_low": low, "rho_high": high,
                              "n_compactions": int(ok.sum()), "n_sessions": int(part["session"][ok].nunique()),
                              "note": note})
-    return frame(rows, columns=CORRELATION_COLUMNS)
+    return CORRELATIONS.frame(rows)
 
 
 # --------------------------------------------------------------------------- the per-fact view
 
-FACT_COLUMNS = ["session", "agent", "file", "compaction", "compaction_id", "compaction_key", "class", "kind", "value",
-                "used_at", "used_in_window", "present", "reacquired", "how"]
+FACTS = Table("rework_facts", [
+    *_IDENTITY,
+    Column("class", description="the fact's class (:data:`pimem.drift.needed.FACT_CLASSES`)"),
+    Column("kind", description="the fact's kind"),
+    Column("value", description="the normalized value"),
+    Column("used_at", description="the entry of its first use after the compaction"),
+    Column("used_in_window", description="that use falls in the window"),
+    Column("present", description="the summary states it"),
+    Column("reacquired", description="a rework event of the window holds it"),
+    Column("how", description="the signal of that event"),
+], "One row per needed-later fact of each compaction with a summary.")
+FACT_COLUMNS = FACTS.names
 
 
 def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
@@ -1211,13 +1293,29 @@ def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: 
             rows.append({**identity, "class": n.cls, "kind": n.fact.kind, "value": n.fact.value, "used_at": n.used_at,
                          "used_in_window": n.used_at in window_ids, "present": fact_present(n.fact, written),
                          "reacquired": how is not None, "how": how})
-    return frame(rows, columns=FACT_COLUMNS)
+    return FACTS.frame(rows)
 
 
 def _dropped_minus_kept(v: np.ndarray) -> float:
     """Re-acquired share of the dropped facts minus that of the kept ones (columns: reacquired, present)."""
     dropped, kept = v[v[:, 1] == 0, 0], v[v[:, 1] == 1, 0]
     return float(dropped.mean() - kept.mean()) if len(dropped) and len(kept) else math.nan
+
+
+REACQUISITION = Table("rework_reacquisition", [
+    Column("agent", description="the agent"),
+    Column("class", description="the fact class, or ``all``"),
+    Column("n_facts", description="needed-later facts"),
+    Column("n_dropped", description="those the summary does not state"),
+    Column("n_sessions", description="their sessions"),
+    *(Column(f"{name}{end}", description=f"{what}{how}") for name, what in (
+        ("reacquired_dropped", "share of the dropped facts re-acquired by rework"),
+        ("reacquired_kept", "share of the kept facts re-acquired by rework"),
+        ("difference", "reacquired_dropped − reacquired_kept"))
+      for end, how in (("", ""), ("_low", ": low end of its session-clustered interval (NaN where not supported)"),
+                       ("_high", ": high end of that interval"))),
+    Column("note", description="how the difference's interval was made, or why there is none"),
+], "One row per agent and fact class: facts dropped or kept by the summary, and re-acquired by rework.")
 
 
 def reacquisition_table(facts: pd.DataFrame, *, level: float = 0.95, in_window: bool = True) -> pd.DataFrame:
@@ -1240,10 +1338,24 @@ def reacquisition_table(facts: pd.DataFrame, *, level: float = 0.95, in_window: 
         est, low, high, note = _interval(both, part["session"].tolist(), _dropped_minus_kept, level=level)
         row.update({"difference": est, "difference_low": low, "difference_high": high, "note": note})
         rows.append(row)
-    return frame(rows)
+    return REACQUISITION.frame(rows)
 
 
 # --------------------------------------------------------------------------- rework beside orphan references
+
+
+VS_ORPHANS = Table("rework_orphans", [
+    *_IDENTITY[:3], Column("compaction_id", description="the compaction entry"), _IDENTITY[5],
+    Column("rework", description="rework after the compaction"),
+    Column("rework_control", description="the mean at its controls"),
+    Column("rework_excess", description="rework − rework_control"),
+    Column("rereads", description="re-reads after the compaction"),
+    Column("rereads_control", description="the mean at its controls"),
+    Column("references", description="span facts the agent used before the next compaction (:mod:`pimem.replays."
+           "orphans`)"),
+    Column("orphans", description="those its context did not hold at their first use"),
+    Column("orphan_rate", description="orphans / references"),
+], "One row per recorded compaction with a control: rework beside orphan references.")
 
 
 def rework_vs_orphans(session: Any, points: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -1256,11 +1368,20 @@ def rework_vs_orphans(session: Any, points: pd.DataFrame | None = None) -> pd.Da
     table = paired(points, ["rework", "rereads"])
     parts = [orphan_references(session, leaf_id=path.leaf) for path in _session_paths(session, None)]
     orphans = (pd.concat([_plain(p) for p in parts], ignore_index=True).drop_duplicates("compaction_id")
-               if parts else frame([], columns=["compaction_id", "references", "orphans", "orphan_rate"]))
-    columns = ["session", "agent", "file", "compaction_id", "compaction_key", "rework", "rework_control",
-               "rework_excess", "rereads", "rereads_control"]
-    return table[columns].merge(orphans[["compaction_id", "references", "orphans", "orphan_rate"]],
-                                on="compaction_id", how="left")
+               if parts else ORPHANS.frame([]))
+    joined = table.merge(orphans[["compaction_id", "references", "orphans", "orphan_rate"]], on="compaction_id",
+                         how="left")
+    return VS_ORPHANS.frame(joined[VS_ORPHANS.names].to_dict("records"))
+
+
+EXAMPLES = Table("rework_examples", [
+    Column("session", description="the session's id"),
+    Column("file", description="the session file"),
+    Column("compaction_id", description="the compaction entry"),
+    Column("rework", description="rework after it"),
+    Column("rework_control", description="the mean at its controls"),
+    Column("what", description="signal and file (last segment) or command, with how many times"),
+], "The compactions with the most rework beyond their controls, one per session.")
 
 
 def rework_examples(points: pd.DataFrame, *, count: int = 3) -> pd.DataFrame:
@@ -1285,4 +1406,11 @@ def rework_examples(points: pd.DataFrame, *, count: int = 3) -> pd.DataFrame:
         rows.append({"session": r["session"], "file": r["file"], "compaction_id": r["compaction_id"],
                      "rework": r["rework"], "rework_control": r["rework_control"],
                      "what": "; ".join(f"{k} ×{n}" if n > 1 else k for k, n in what.items())})
-    return frame(rows, columns=["session", "file", "compaction_id", "rework", "rework_control", "what"])
+    return EXAMPLES.frame(rows)
+
+
+for _table, _function in ((POINTS, rework_points), (POINTS, rework_corpus), (REWORK_TABLE, rework_table),
+                          (CORRELATIONS, rework_correlations), (FACTS, fact_reacquisition),
+                          (REACQUISITION, reacquisition_table), (SIGNAL_DOCS, signal_docs),
+                          (VS_ORPHANS, rework_vs_orphans), (EXAMPLES, rework_examples)):
+    _table.document(_function)

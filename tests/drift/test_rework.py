@@ -521,3 +521,23 @@ def test_odd_messages_are_read_without_failing() -> None:
     assert kinds.count("edit") == 1 and "read" in kinds  # the MultiEdit pair with an old_string
     read = next(a for a in actions if a.kind == "read" and a.subject == "b.py")
     assert read.lines == (1, math.inf)
+
+
+def test_the_rework_tables_are_their_declarations() -> None:
+    from pimem.experiments.tables import TABLES
+
+    sessions = [_long_session(f"s{i}", after=40 + 2 * i).session() for i in range(3)]
+    points = rework_corpus(sessions, window=W, lookback=W)
+    assert list(points.columns) == TABLES["rework_points"].names
+    assert list(points.attrs["events"].columns) == TABLES["rework_events"].names
+    assert list(rework_table(points).columns) == TABLES["rework_table"].names
+    measures = rework.compaction_measures(sessions[0], baselines=False)
+    assert list(measures.columns[:6]) == [c.name for c in rework._IDENTITY]
+    assert list(rework_correlations(points, measures).columns) == TABLES["rework_correlations"].names
+    facts = rework.fact_reacquisition(sessions[0], window=W, lookback=W)
+    assert list(facts.columns) == TABLES["rework_facts"].names
+    assert list(rework.reacquisition_table(facts).columns) == TABLES["rework_reacquisition"].names
+    assert list(rework.signal_docs().columns) == TABLES["rework_signals"].names
+    assert list(rework.rework_vs_orphans(sessions[0]).columns) == TABLES["rework_orphans"].names
+    assert list(rework.rework_examples(points).columns) == TABLES["rework_examples"].names
+    assert list(rework_corpus([]).columns) == TABLES["rework_points"].names
