@@ -443,17 +443,17 @@ def drift_report(
     report.attrs["facts"] = FACTS.frame(fact_rows)
     report.attrs["presence"] = PRESENCE.frame(presence if presence["key"] else [])
     report.attrs["sections"] = SECTIONS.frame(section_rows)
-    report.attrs["rework"] = _rework(result_or_session, source, leaf_id)
+    report.attrs["rework"] = _rework(result_or_session, source, leaf_id, records)
     report.attrs["notes"] = notes
     return report
 
 
-def _rework(given: Any, source: Any, leaf_id: str | None) -> pd.DataFrame:
+def _rework(given: Any, source: Any, leaf_id: str | None, records: Sequence[Any]) -> pd.DataFrame:
     """The rework after the recording's own compactions on the measured path; empty for a replay (open
     loop) or a bare entry list."""
     if (hasattr(given, "session") and hasattr(given, "events")) or not hasattr(source, "header"):
         return POINTS.frame([])
-    return rework_points(source, leaf_id=leaf_id if leaf_id is not None else source.leaf_id)
+    return rework_points(source, leaf_id=leaf_id if leaf_id is not None else source.leaf_id, records=records)
 
 
 # --------------------------------------------------------------------------- tidy views

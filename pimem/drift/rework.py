@@ -772,7 +772,10 @@ def _leaves_by_compaction(session: Any) -> dict[str, str | None]:
     return {k: v[1] for k, v in best.items()}
 
 
-def _session_paths(session: Any, leaf_id: str | None) -> list[_Path]:
+def _session_paths(session: Any, leaf_id: str | None,
+                   records: Sequence[CompactionRecord] | None = None) -> list[_Path]:
+    """The paths to measure: the one to ``leaf_id`` (whose ``records`` may be given), or for each
+    compaction the longest path through it."""
     if leaf_id is not None:
         leaves: list[str | None] = [leaf_id]
     else:
@@ -781,25 +784,27 @@ def _session_paths(session: Any, leaf_id: str | None) -> list[_Path]:
                 if isinstance(e.get("source"), dict) and "replacementHistory" in e["source"]}
     out = []
     for leaf in leaves:
-        records = compaction_records(session, leaf_id=leaf)
-        if not records:
+        given = records is not None and leaf_id is not None
+        found = list(records) if given and records is not None else compaction_records(session, leaf_id=leaf)
+        if not found:
             continue
-        messages = list(records[0].path.messages) if records[0].path is not None else []
+        messages = list(found[0].path.messages) if found[0].path is not None else []
         cuts = []
-        for r in records:
+        for r in found:
             resume = r.later_start
             while resume < len(messages) and messages[resume][0] in restored:
                 resume += 1
             cuts.append((r.later_start, resume))
-        out.append(_Path(messages, path_actions(messages), cuts, records, leaf))
+        out.append(_Path(messages, path_actions(messages), cuts, found, leaf))
     return out
 
 
-def _compactions(session: Any, leaf_id: str | None) -> Iterator[tuple[_Path, int, CompactionRecord]]:
+def _compactions(session: Any, leaf_id: str | None, records: Sequence[CompactionRecord] | None = None
+                 ) -> Iterator[tuple[_Path, int, CompactionRecord]]:
     """Each compaction of a session once, on the longest path through it (or the path to ``leaf_id``):
     (path, its index on the path, its record)."""
     done: set[Any] = set()
-    for path in _session_paths(session, leaf_id):
+    for path in _session_paths(session, leaf_id, records):
         for k, record in enumerate(path.records):
             if record.entry.get("id") not in done:
                 done.add(record.entry.get("id"))
@@ -922,11 +927,13 @@ EVENT_COLUMNS = EVENTS.names
 
 
 def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
-                  controls: int = DEFAULT_CONTROLS, leaf_id: str | None = None) -> pd.DataFrame:
+                  controls: int = DEFAULT_CONTROLS, leaf_id: str | None = None,
+                  records: Sequence[CompactionRecord] | None = None) -> pd.DataFrame:
     """One row per compaction (``point == "after"``) and per matched control (``point == "control"``)
     with the signals of :data:`SIGNALS` (module docs: windows, controls, definitions).
 
-    Each compaction is measured on the longest path through it (or on the path to ``leaf_id``).
+    Each compaction is measured on the longest path through it (or on the path to ``leaf_id``, whose
+    :func:`~pimem.drift.records.compaction_records` may be given as ``records``).
     ``attrs["events"]``: one row per rework event (signal, entry, what it repeats, and for a compaction's
     re-reads and re-runs whether the summary or kept tail named the file or command).
     """
@@ -938,7 +945,7 @@ def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int =
     session = as_session(session)
     rows: list[dict[str, Any]] = []
     event_rows: list[dict[str, Any]] = []
-    for path, k, record in _compactions(session, leaf_id):
+    for path, k, record in _compactions(session, leaf_id, records):
         start, stop, point, end = path.compaction_windows(k, lookback, window)
         look, span = stop - start, end - point
         epoch = path.epoch(point) if point < len(path.messages) else None
