@@ -105,7 +105,7 @@ from pimem.drift.needed import kept_index, needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records, source_text
 from pimem.errors import ConfigurationError
 from pimem.replays.orphans import ORPHANS, orphan_references
-from pimem.sessions.load import as_session
+from pimem.sessions.load import SessionLike, as_session
 from pimem.summarizers.baselines import baseline_summarizers
 from pimem.text.facts import content_words, fact_present, fold, index_of, normalize_path
 from pimem.text.messages import message_text, text_blocks
@@ -926,7 +926,7 @@ EVENTS = Table("rework_events", [
 EVENT_COLUMNS = EVENTS.names
 
 
-def rework_points(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
+def rework_points(session: SessionLike, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
                   controls: int = DEFAULT_CONTROLS, leaf_id: str | None = None,
                   records: Sequence[CompactionRecord] | None = None) -> pd.DataFrame:
     """One row per compaction (``point == "after"``) and per matched control (``point == "control"``)
@@ -988,7 +988,7 @@ def _event_row(sid: str, file: str, cid: Any, point: str, position: int, ev: _Ev
 # --------------------------------------------------------------------------- many sessions
 
 
-def rework_corpus(sources: Iterable[Any], *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
+def rework_corpus(sources: Iterable[SessionLike], *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
                   controls: int = DEFAULT_CONTROLS) -> pd.DataFrame:
     """:func:`rework_points` over many sessions (loaded ones or paths, read one at a time), each
     compaction counted once: copies of one session (checkpoint files, a v1 file and its migration) hold
@@ -1158,7 +1158,7 @@ def rework_table(points: pd.DataFrame, *, level: float = 0.95, signals: Sequence
 # --------------------------------------------------------------------------- the measures held against rework
 
 
-def compaction_measures(session: Any, *, baselines: bool = True, leaf_id: str | None = None) -> pd.DataFrame:
+def compaction_measures(session: SessionLike, *, baselines: bool = True, leaf_id: str | None = None) -> pd.DataFrame:
     """The summary measures of every compaction of a session (each on the longest path through it):
     ``score`` and its parts, ``needed_recall`` and its classes (:func:`pimem.drift.measures.summary_measures`);
     with ``baselines`` also each degenerate baseline's ``score`` on the same span at the recorded length
@@ -1272,7 +1272,7 @@ FACTS = Table("rework_facts", [
 FACT_COLUMNS = FACTS.names
 
 
-def fact_reacquisition(session: Any, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
+def fact_reacquisition(session: SessionLike, *, window: int = DEFAULT_WINDOW, lookback: int = DEFAULT_LOOKBACK,
                        leaf_id: str | None = None) -> pd.DataFrame:
     """One row per needed-later fact of every compaction (:func:`pimem.drift.needed.needed_later_facts`):
     whether the summary states it (``present``) and whether the agent got it back in the window after
@@ -1365,7 +1365,7 @@ VS_ORPHANS = Table("rework_orphans", [
 ], "One row per recorded compaction with a control: rework beside orphan references.")
 
 
-def rework_vs_orphans(session: Any, points: pd.DataFrame | None = None) -> pd.DataFrame:
+def rework_vs_orphans(session: SessionLike, points: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per recorded compaction of a session: its rework (after it and at its controls) beside its orphan
     references on the recording (:func:`pimem.replays.orphans.orphan_references`, the closed-loop
     baseline: facts of the span the agent used before the next compaction that its context did not
