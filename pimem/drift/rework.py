@@ -101,7 +101,7 @@ from pimem.base.js import utf16_len
 from pimem.base.tables import Column, Table, frame
 from pimem.drift.intervals import interval_supported
 from pimem.drift.measures import compare_sources, summary_measures
-from pimem.drift.needed import kept_index, needed_later_facts
+from pimem.drift.needed import needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records, source_text
 from pimem.errors import ConfigurationError
 from pimem.replays.orphans import ORPHANS, orphan_references
