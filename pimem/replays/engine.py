@@ -161,6 +161,11 @@ class Replayer:
         self.left_out: list[Any] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
         self.step = 0
+        # The replay's clock: where each replayed message and the latest compaction and context edit
+        # sit on the replayed branch (see predates).
+        self._position: dict[int, int] = {}
+        self._compaction_at = -1
+        self._edit_at = -1
         self._checked_windows: set[Any] = set()
         # the previous request: (its projected messages list, how many, their estimate, its tokens)
         self._prev_request: tuple[list[dict] | None, int, int, float] = (None, 0, 0, 0.0)
@@ -240,6 +245,25 @@ class Replayer:
     def acting(self) -> bool:
         return self.triggers == "threshold"
 
+    def predates(self, message: dict) -> bool:
+        """Whether the replayed ``message`` was written before the latest compaction on the branch.
+
+        Pi compares the message's ``timestamp`` with the compaction entry's, both from its live clock,
+        so the comparison is the order in which they were written. A replay cannot compare the
+        recorded timestamps: a recorded answer is stamped when its request started, earlier than the
+        entry written before it (every assistant of the real Pi sessions in ``shared/datasets``), so
+        a compaction stamped like that entry would seem to postdate the answer to the request sent
+        after it. The replay compares positions on the replayed branch instead.
+        """
+        at = self._position.get(id(message))
+        return at is not None and at < self._compaction_at
+
+    def edited_after(self, message: dict) -> bool:
+        """Whether a ``context_edit`` was written after the replayed ``message`` (Pi's
+        ``hasPostAssistantContextEdit``: the message's usage no longer describes the projection)."""
+        at = self._position.get(id(message))
+        return at is not None and at < self._edit_at
+
     def check_next_turn(self) -> None:
         if not self.settings.enabled:
             return
@@ -254,20 +278,16 @@ class Replayer:
             return
         if skip_aborted and message.get("stopReason") == "aborted":
             return
-        compaction = self.rep.latest_compaction
-        if compaction is not None:
-            ts = timestamp_ms(message.get("timestamp"))
-            cts = timestamp_ms(compaction.get("timestamp"))
-            if ts is not None and cts is not None and ts <= cts:
-                self.check_row(check, float("nan"), note="assistant predates the latest compaction")
-                return
+        if self.predates(message):
+            self.check_row(check, float("nan"), note="assistant predates the latest compaction")
+            return
         info = self.model_info()
         window = info.context_window
         same_model = self.model_arg is not None or (
             message.get("provider") == (self.rep.projection.model or {}).get("provider"))
         overflow = same_model and (
             (message.get("stopReason") == "error" and is_context_overflow(message))
-            or (self.tokens.silent_overflow and not self.rep.has_context_edit and is_context_overflow(message, window)))
+            or (self.tokens.silent_overflow and not self.edited_after(message) and is_context_overflow(message, window)))
         if overflow:
             decision = self.strategy.should_compact(self.check_point(check, "overflow", input_tokens(message)))
             row = self._row(kind="check", check=check, reason="overflow", context_tokens=input_tokens(message),
@@ -276,7 +296,7 @@ class Replayer:
             if self.acting() and decision:
                 row["fired"] = self.run_compaction("overflow", False, check)
             return
-        tokens, note = self.tokens.check_tokens(self.rep, message, compaction)
+        tokens, note = self.tokens.check_tokens(self.rep, message, self.predates)
         row = self.check_row(check, tokens, note)
         if row["should_compact"] and self.acting():
             row["fired"] = self.run_compaction("threshold", False, check)
@@ -481,10 +501,20 @@ class Replayer:
     def _append_written(self, entry: dict) -> None:
         """Track an entry the replay wrote itself (a compaction, a refusal, a context edit)."""
         self.written[entry["type"] if entry["type"] != "message" else "refusal"] += 1
-        self.rep.append(entry)
+        self._append_replayed(entry)
 
     def _append_replayed(self, entry: dict) -> None:
         """Track an entry just appended to the new session."""
+        at = len(self.rep.path)
+        etype = entry.get("type")
+        if etype == "message":
+            message = entry.get("message")
+            if isinstance(message, dict):
+                self._position[id(message)] = at
+        elif etype == "compaction":
+            self._compaction_at = at
+        elif etype == "context_edit":
+            self._edit_at = at
         self.rep.append(entry)
 
     def append(self, entry: dict) -> None:

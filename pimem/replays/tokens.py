@@ -17,13 +17,14 @@ and the simulated usage of every replayed call.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Sequence
+import math
+from typing import Any, Callable, ClassVar, Literal, Sequence
 
-from pimem.core.compaction.compaction import TokenCache, get_assistant_usage
+from pimem.core.compaction.compaction import TokenCache
 from pimem.core.context_tracker import ContextTracker
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import Calibration
-from pimem.replays.recording import RecordedPath, input_tokens, timestamp_ms, usage_tokens, walk_recording
+from pimem.replays.recording import RecordedPath, input_tokens, output_tokens, usage_tokens, walk_recording
 from pimem.text.tokenizers import TiktokenCounter
 
 __all__ = ["TokenSource", "EstimateTokens", "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
@@ -81,13 +82,14 @@ class TokenSource:
         """What the ``next_turn`` check reads: ``estimateProjectedContextTokens``."""
         return rep.context_estimate(self.usage).tokens
 
-    def check_tokens(self, rep: ContextTracker, message: dict, compaction: dict | None) -> tuple[float, str | None]:
+    def check_tokens(self, rep: ContextTracker, message: dict,
+                     predates: Callable[[dict], bool]) -> tuple[float, str | None]:
         """What ``agent_end``/``before_prompt`` read after ``message``, and why the check gives up (or None).
 
         Pi's ``_checkCompaction``: with a ``context_edit`` in the projection,
         ``estimateProjectedContextTokens``; for an errored or zero-usage message,
-        ``estimateContextTokens`` (giving up when its usage predates the latest compaction);
-        otherwise the message's own usage.
+        ``estimateContextTokens`` (giving up when its usage predates the latest compaction:
+        ``predates(message)``); otherwise the message's own usage.
         """
         if rep.has_context_edit:
             return rep.context_estimate(self.usage).tokens, None
@@ -95,10 +97,8 @@ class TokenSource:
         if message.get("stopReason") == "error" or not direct:
             tokens = rep.context_usage_estimate(self.usage).tokens
             usage_msg = rep.usage_message()
-            if usage_msg is not None and compaction is not None:
-                uts, cts = timestamp_ms(usage_msg.get("timestamp")), timestamp_ms(compaction.get("timestamp"))
-                if uts is not None and cts is not None and uts <= cts:
-                    return tokens, "usage predates the latest compaction"
+            if usage_msg is not None and predates(usage_msg):
+                return tokens, "usage predates the latest compaction"
             return tokens, None
         return direct, None
 
@@ -146,23 +146,30 @@ class CalibratedTokens(TokenSource):
         sim = self.simulated.get(id(message))
         return sim if sim is not None else usage_tokens(message)
 
-    def simulate_input(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> tuple[float, bool]:
-        """The calibrated request size for ``message`` in the replayed context, and whether it was floored."""
-        return self.calibration.simulate(input_tokens(message), rec.usage_free_estimate(), rep.usage_free_estimate())
+    def request_size(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> tuple[float, bool]:
+        """The one rule for the size of the request ``message`` answers, and whether it was floored.
+
+        A response with recorded input (aborted and errored ones included) has it shifted by what the
+        replay changed (:meth:`Calibration.simulate`); one without (a refusal, a call that failed before
+        the provider counted it) gets the fit's own model of the request, never below the overhead.
+        """
+        recorded = input_tokens(message)
+        if recorded > 0:
+            return self.calibration.simulate(recorded, rec.usage_free_estimate(), rep.usage_free_estimate())
+        return self.calibration.overhead + self.calibration.slope * rep.usage_free_estimate(), False
 
     def record_call(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> None:
-        if get_assistant_usage(message) is None:
+        # the usage every later check reads for this response: its request as the call row sizes it,
+        # plus what it wrote; a response without recorded usage keeps none (Pi's checks then estimate)
+        if not usage_tokens(message):
             return
-        simulated_input, floored = self.simulate_input(message, rec, rep)
+        size, floored = self.request_size(message, rec, rep)
         self.floored_calls += floored
-        self.simulated[id(message)] = usage_tokens(message) - input_tokens(message) + simulated_input
+        written = usage_tokens(message) - input_tokens(message)
+        self.simulated[id(message)] = (written if math.isfinite(written) else output_tokens(message)) + size
 
     def call_tokens(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> float:
-        if get_assistant_usage(message) is not None:
-            return self.simulate_input(message, rec, rep)[0]
-        # no recorded usage to shift (an errored or aborted call): the fit's own model of the request,
-        # never below the overhead every request carries
-        return self.calibration.overhead + self.calibration.slope * rep.usage_free_estimate()
+        return self.request_size(message, rec, rep)[0]
 
 
 class CharsTokens(TokenSource):
@@ -178,7 +185,8 @@ class CharsTokens(TokenSource):
     def next_turn_tokens(self, rep: ContextTracker) -> float:
         return self.count(rep)
 
-    def check_tokens(self, rep: ContextTracker, message: dict, compaction: dict | None) -> tuple[float, str | None]:
+    def check_tokens(self, rep: ContextTracker, message: dict,
+                     predates: Callable[[dict], bool]) -> tuple[float, str | None]:
         return self.count(rep), None
 
     def call_tokens(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> float:
