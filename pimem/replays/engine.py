@@ -151,12 +151,16 @@ class Replayer:
         self.leaf_at: list[Any] = []
         self.last_assistant: dict | None = None
         self.last_tool_results: list[dict] = []
+        self.next_turn_checked = False  # the check before the next request was made (at a steering message)
         self.in_run = False
         self.overflow_attempted = False
         self.refused_requests = 0
         self.failed_turns = 0
         self.refusal_kept = False  # Pi's last assistant is a refusal kept in the context (a failed retry)
         self.failed_run = False  # a turn failed: the rest of its recorded run never happened
+        self.completed = False  # the last run ended with a completed answer and no prompt came since
+        self.unasked = 0  # recorded answers to a completed answer, which Pi 0.87.1 never asks for
+        self.unasked_left_out = 0  # the recorded entries of their runs
         self.written: collections.Counter[str] = collections.Counter()  # entries the replay wrote, by kind
         self.left_out: list[Any] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
@@ -553,17 +557,24 @@ class Replayer:
                 continue
             message: Any = entry.get("message") if etype == "message" else None
             role = message.get("role") if message else None
+            if role == "assistant" and self.completed:
+                # Pi 0.87.1 asks for nothing after a completed answer until the next prompt
+                # (agent.continue cannot continue from it): this recorded answer, and its run, never happen
+                self.unasked += 1
+                self.failed_run = True
             if self.failed_run and role in ("assistant", "toolResult"):
                 # Pi's run ended with the refusal: its answer, tool results and later calls never happened
                 self.rec.append(entry)
                 self.left_out.append(entry.get("id"))
+                self.unasked_left_out += self.completed
                 self.leaf_at.append(self.new.leaf_id)
                 continue
             if role == "user":
                 self.failed_run = False
+                self.completed = False
             if role == "assistant":
                 self.apply_context_edits(entry)
-                if self.last_tool_results and self.in_run:
+                if self.last_tool_results and self.in_run and not self.next_turn_checked:
                     self.check_next_turn()
                 accepted = self.send_request(message)
                 self.tokens.record_call(message, self.rec, self.rep)
@@ -585,7 +596,11 @@ class Replayer:
                     continue
             elif role == "user":
                 if self.in_run and self.last_tool_results:
-                    self.check_next_turn()  # a steering message inside the run
+                    # a steering message inside the run: Pi checks once before the next request,
+                    # before the steering messages are appended
+                    if not self.next_turn_checked:
+                        self.check_next_turn()
+                        self.next_turn_checked = True
                 elif self.refusal_kept:
                     self.overflow_failed("before_prompt")  # Pi's last assistant is the kept refusal
                     self.in_run = True
@@ -603,11 +618,13 @@ class Replayer:
                     self.last_assistant = message
                     self.refusal_kept = False
                 self.last_tool_results = []
+                self.next_turn_checked = False
                 if accepted and message.get("stopReason") not in ("error", "length"):
                     self.overflow_attempted = False
                 ends_run = message.get("stopReason") in ("error", "aborted") or not has_tool_calls(message)
                 if ends_run:
                     self.in_run = False
+                    self.completed = accepted and message.get("stopReason") == "stop"
                     if accepted:  # a failed turn's agent_end check was its overflow recovery
                         self.check_after_assistant("agent_end", skip_aborted=True)
                 else:
@@ -620,8 +637,11 @@ class Replayer:
             self.warn(f"{len(failed_recorded)} recorded compaction(s) could not be made again with the strategy "
                       f"{self.strategy.spec()} ({failed_recorded[0].get('error')}); replay the compactions of another "
                       f"Pi release with its strategy: --strategy pi-0.13.2 or pi-1.6.0")
+        if self.unasked:
+            self.warn(f"{self.unasked:,} recorded answer(s) follow a completed answer with no prompt between (an older "
+                      f"Pi's continuation): Pi 0.87.1 asks for none, so they and their runs are left out")
         if self.refused_requests:
-            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, len(self.left_out),
+            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, len(self.left_out) - self.unasked_left_out,
                                        self.model_info().context_window))
         return ReplayResult(  # its tables are made from the rows when first read
             session=self.new, compactions=self.compactions, settings=self.settings,
