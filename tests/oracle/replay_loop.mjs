@@ -19,7 +19,7 @@
 // The result: the compactions in order ({reason, willRetry, tokensBefore, firstKept, after}: the
 // positions on the recorded branch of the first kept entry and of the last recorded entry before the
 // compaction),
-// the failed compactions, and the number of requests answered and refused.
+// the failed compactions, the number of requests answered and refused, and the CPU time of the run.
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
@@ -113,6 +113,7 @@ function cannedTools(names, results, ids) {
 }
 
 async function replayRun(req, workDir) {
+    const cpuStart = process.cpuUsage();
     const agentDir = mkdtempSync(join(workDir, "agent-"));
     const copy = join(agentDir, basename(req.path));
     copyFileSync(req.path, copy);
@@ -246,8 +247,10 @@ async function replayRun(req, workDir) {
         delete e.firstKeptEntryId;
     }
     session.dispose?.();
+    const cpu = process.cpuUsage(cpuStart);
     return {
         events,
+        cpuSeconds: (cpu.user + cpu.system) / 1e6, // the whole run in this process, file copy and open included
         // every request in order: its recorded answer's position and its size (refusals: position null)
         requests: log.filter((e) => e.kind === "accepted" || e.kind === "refused").map((e) =>
             [e.id === undefined ? null : position.get(e.id), e.tokens]),
