@@ -199,7 +199,19 @@ class Replayer:
         self._checked_windows.add(window)
         for problem in check_settings(self.settings, window):
             self.warn(problem)
-        for problem in check_room(self.settings, window, self.tokens.overhead):
+        try:
+            problems = check_room(self.settings, window, self.tokens.overhead)
+        except ConfigurationError as exc:
+            fit = self.tokens.warning()
+            if fit is None:
+                raise
+            # the overhead comes from a fit that is not to be trusted: the recorded usage is the
+            # suspect, not the window
+            raise ConfigurationError(
+                f"the token calibration of this session cannot be trusted ({fit}); its overhead of "
+                f"{self.tokens.overhead:,.0f} tokens leaves no room in the {window:,}-token window. Check the "
+                f"recorded usage, or replay with token_source='chars' or 'tiktoken'") from exc
+        for problem in problems:
             self.warn(problem)
 
     # -- events ------------------------------------------------------------------------------------

@@ -4,12 +4,19 @@ Recorded usage in replayed assistant messages stays as recorded, but after the r
 differently from the recording it describes a context the replay never sent. A token source
 decides how the replay counts instead (``docs/replay.md``, "Token sources"):
 
-* :class:`EstimateTokens` (``"estimate"``): exactly Pi's formulas on the replayed session,
-  recorded usage included; the differential-testing mode.
+* :class:`EstimateTokens` (``"estimate"``): Pi's literal arithmetic on the replayed file, recorded
+  usage included. After a replayed compaction that usage describes the *uncompacted* recording's
+  requests (stale): it is what Pi itself would compute on that file, the differential-testing mode
+  (``tests/replays/test_replay_loop_oracle.py``), not a model of the replayed request.
 * :class:`CalibratedTokens` (``"calibrated"``, the default): Pi's formulas with each assistant's
   usage replaced by a simulated usage of the replayed request (:mod:`pimem.replays.calibration`).
-* :class:`CharsTokens` (``"chars"``): chars/4 of the replayed projected context, no usage.
-* :class:`TiktokenTokens` (``"tiktoken"``): cl100k_base counts of the projected messages.
+* :class:`CharsTokens` (``"chars"``): chars/4 of the replayed projected context plus what every
+  request carries that no estimate sees (the calibration's overhead: system prompt and tools), no usage.
+* :class:`TiktokenTokens` (``"tiktoken"``): cl100k_base counts of the projected messages plus that
+  overhead.
+
+How well each predicts what the provider counted right after a real compaction, out of sample:
+:mod:`pimem.replays.validation`.
 
 A replay makes one instance per run (:func:`make_token_source`); the calibrated one holds the fit
 and the simulated usage of every replayed call.
@@ -17,20 +24,41 @@ and the simulated usage of every replayed call.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
 import math
-from typing import Any, Callable, ClassVar, Literal, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Literal, Sequence
 
-from pimem.core.compaction.compaction import TokenCache
+from pimem.core.compaction.compaction import TokenCache, get_assistant_usage
 from pimem.core.context_tracker import ContextTracker
 from pimem.errors import ConfigurationError
-from pimem.replays.calibration import Calibration
+from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD, Calibration, fit_calibration
 from pimem.replays.recording import RecordedPath, input_tokens, output_tokens, usage_tokens, walk_recording
+from pimem.replays.validation import partial_recording
 from pimem.text.tokenizers import TiktokenCounter
 
-__all__ = ["TokenSource", "EstimateTokens", "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
+__all__ = ["modelled_sizes_scaled", "TokenSource", "EstimateTokens", "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
            "TokenSourceName", "get_token_source", "make_token_source"]
 
 TokenSourceName = Literal["estimate", "calibrated", "chars", "tiktoken"]
+
+
+_MODELLED_SCALE: contextvars.ContextVar[float] = contextvars.ContextVar("pimem_modelled_scale", default=1.0)
+
+
+@contextlib.contextmanager
+def modelled_sizes_scaled(scale: float) -> Iterator[None]:
+    """Within this block calibrated replays multiply every request size they model (a request whose
+    context differs from the recording's) by ``scale``: a replay under a validated error
+    (:func:`pimem.replays.validation.replay_intervals`)."""
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ConfigurationError(f"scale must be a positive finite number, not {scale!r}")
+    token = _MODELLED_SCALE.set(float(scale))
+    try:
+        yield
+    finally:
+        _MODELLED_SCALE.reset(token)
 
 
 class TokenSource:
@@ -107,6 +135,28 @@ class TokenSource:
         return rep.context_estimate(self.usage).tokens
 
 
+def calibration_of(path: Sequence[dict], cache: TokenCache) -> Calibration:
+    """The recording's calibration (:func:`~pimem.replays.recording.walk_recording`), restricted for a
+    partial recording (:func:`restricted_fit`)."""
+    estimates, calibration = walk_recording(path, cache)
+    partial = partial_recording(path)
+    return restricted_fit(path, estimates, partial) if partial else calibration
+
+
+def restricted_fit(path: Sequence[dict], estimates: Sequence[float], partial: str) -> Calibration:
+    """The calibration of a partial recording: fitted only on the requests after its first compaction
+    (before it every request also carried context the file does not hold); none without one."""
+    first = next((i for i, e in enumerate(path) if e.get("type") == "compaction"), len(path))
+    xs, ys = [], []
+    for i in range(first + 1, len(path)):
+        entry = path[i]
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if isinstance(message, dict) and get_assistant_usage(message) is not None:
+            xs.append(estimates[i])
+            ys.append(input_tokens(message))
+    return dataclasses.replace(fit_calibration(xs, ys), partial=partial)
+
+
 class EstimateTokens(TokenSource):
     """``"estimate"``: exactly what Pi computes on the replayed session, recorded usage included."""
 
@@ -127,10 +177,14 @@ class CalibratedTokens(TokenSource):
     def __init__(self) -> None:
         super().__init__()
         self.simulated: dict[int, float] = {}  # id(message) -> simulated usage total
+        self.scale = _MODELLED_SCALE.get()
         self.recorded_estimates: list[float] = []  # E_rec before each step of the path
 
     def start(self, path: Sequence[dict], cache: TokenCache) -> None:
         self.recorded_estimates, self.calibration = walk_recording(path, cache)
+        partial = partial_recording(path)
+        if partial:
+            self.calibration = restricted_fit(path, self.recorded_estimates, partial)
 
     def recording(self) -> RecordedPath:
         return RecordedPath(self.recorded_estimates)
@@ -154,9 +208,15 @@ class CalibratedTokens(TokenSource):
         the provider counted it) gets the fit's own model of the request, never below the overhead.
         """
         recorded = input_tokens(message)
+        e_rep = rep.usage_free_estimate()
         if recorded > 0:
-            return self.calibration.simulate(recorded, rec.usage_free_estimate(), rep.usage_free_estimate())
-        return self.calibration.overhead + self.calibration.slope * rep.usage_free_estimate(), False
+            e_rec = rec.usage_free_estimate()
+            size, floored = self.calibration.simulate(recorded, e_rec, e_rep)
+            if e_rep == e_rec:  # the request the recording sent: its recorded size
+                return size, floored
+        else:
+            size, floored = self.calibration.overhead + self.calibration.slope * e_rep, False
+        return size * self.scale, floored
 
     def record_call(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> None:
         # the usage every later check reads for this response: its request as the call row sizes it,
@@ -173,14 +233,32 @@ class CalibratedTokens(TokenSource):
 
 
 class CharsTokens(TokenSource):
-    """``"chars"``: chars/4 over the replayed projected context, no usage at all."""
+    """``"chars"``: the overhead every request carries plus chars/4 over the replayed projected
+    context, no usage at all. The overhead is the calibration's (fitted over the recording; 0 when
+    it cannot be fitted, with its warning)."""
 
     name = "chars"
     silent_overflow = False
+    _overhead = 0.0
+
+    def start(self, path: Sequence[dict], cache: TokenCache) -> None:
+        self.calibration = calibration_of(path, cache)
+        plausible = self.calibration.overhead <= MAX_PLAUSIBLE_OVERHEAD
+        self._overhead = self.calibration.overhead if plausible else 0.0
+
+    @property
+    def overhead(self) -> float:
+        return self._overhead
+
+    def warning(self) -> str | None:
+        problem = self.calibration.warning()
+        if problem and self._overhead != self.calibration.overhead:
+            problem += f"; {self.name} counts no overhead"
+        return problem
 
     def count(self, rep: ContextTracker) -> float:
         """The replayed context's size by this source."""
-        return rep.usage_free_estimate()
+        return self._overhead + rep.usage_free_estimate()
 
     def next_turn_tokens(self, rep: ContextTracker) -> float:
         return self.count(rep)
@@ -202,7 +280,7 @@ class TiktokenTokens(CharsTokens):
         return TiktokenCounter()
 
     def count(self, rep: ContextTracker) -> float:
-        return rep.counted_total
+        return self._overhead + rep.counted_total
 
 
 _SOURCES: dict[str, type[TokenSource]] = {cls.name: cls for cls in (EstimateTokens, CalibratedTokens, CharsTokens,

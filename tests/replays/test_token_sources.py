@@ -84,3 +84,112 @@ def test_an_errored_response_with_recorded_input_is_sized_from_it() -> None:
     assert source.request_size(refused, Path(), Rep())[0] == pytest.approx(1000 + 1.2 * 3000)  # type: ignore[arg-type]
     source.record_call(refused, Path(), Rep())  # type: ignore[arg-type]
     assert source.usage(refused) == 0  # no usage: Pi's checks estimate from the last valid one
+
+
+def _chat_with_usage(n: int, input_tokens: int, first: int | None = None) -> list[dict]:
+    """A Pi v3 session of ``n`` small exchanges whose answers recorded ``input_tokens`` of input (and
+    growing), the first ``first`` when given."""
+    entries: list[dict] = [{"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00.000Z",
+                            "cwd": "/w"}]
+    parent = None
+    for i in range(n):
+        for role, body in (("user", f"question {i} " + "x" * 200), ("assistant", f"answer {i} " + "y" * 200)):
+            eid = f"{role[0]}{i}"
+            message: dict[str, Any] = {"role": role, "timestamp": 1735689600000 + 2 * i + (role == "assistant")}
+            if role == "user":
+                message["content"] = [{"type": "text", "text": body}]
+            else:
+                size = first if (first is not None and i == 0) else input_tokens + 120 * i
+                message.update(content=[{"type": "text", "text": body}], provider="anthropic", model="claude-opus-4-5",
+                               api="anthropic-messages", stopReason="stop",
+                               usage={"input": size, "output": 50, "cacheRead": 0, "cacheWrite": 0,
+                                      "totalTokens": size + 50})
+            entries.append({"type": "message", "id": eid, "parentId": parent,
+                            "timestamp": f"2025-01-01T00:00:{i:02d}.{500 if role == 'assistant' else 0:03d}Z",
+                            "message": message})
+            parent = eid
+    return entries
+
+
+def test_implausible_recorded_usage_names_the_fit_not_the_window(tmp_path) -> None:
+    """After a plausible first request every request recorded ~867k tokens for a few hundred estimated:
+    the calibration's overhead is no request's real overhead, and the error says so instead of blaming
+    the 200k window."""
+    import json
+
+    from pimem.errors import ConfigurationError
+
+    path = tmp_path / "huge.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in _chat_with_usage(12, 867_000, first=2_000)) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(ConfigurationError, match="token calibration of this session cannot be trusted.*implausible"):
+        engine.replay(path, CompactionSettings(), context_window=200_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = engine.replay(path, CompactionSettings(), context_window=200_000, token_source="chars")
+    assert result.calls["context_tokens"].max() < 10_000
+
+
+def test_a_first_request_far_above_its_estimate_marks_a_partial_recording(tmp_path) -> None:
+    """Every request recorded ~867k tokens from the first one on: the file lacks what they carried; the
+    fit is refused (no compaction to restrict it to) and the warning says why."""
+    import json
+
+    path = tmp_path / "partial.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in _chat_with_usage(12, 867_000)) + "\n", encoding="utf-8")
+    with pytest.warns(Warning, match="partial recording \\(its first request counted 867,000 tokens"):
+        result = engine.replay(path, CompactionSettings(), context_window=2_000_000)
+    assert result.calibration.points == 0 and result.calibration.overhead == 0
+
+
+def test_a_partial_transcript_is_detected_and_its_fit_restricted() -> None:
+    """A Claude Code transcript that starts mid-conversation (its first request counted 121,765 tokens for
+    45 estimated) was fitted with an overhead of 121.5k at R² 1.00 and no warning; it is now named a
+    partial recording and fitted only on the requests after its first compaction."""
+    from pimem.core.compaction.compaction import TokenCache
+    from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD
+    from pimem.replays.recording import walk_recording
+    from pimem.replays.validation import partial_recording
+    from pimem.sessions.load import load_session
+    from tests.conftest import SHARED_DIR
+
+    path = SHARED_DIR / "datasets" / "claude-code" / "entireio-cli" / "3f_603dd13c2c_0_full.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = load_session(path)
+    branch = session.get_branch()
+    whole = walk_recording(branch)[1]
+    assert whole.overhead > MAX_PLAUSIBLE_OVERHEAD  # the whole-file fit that went unnoticed
+    assert "first request counted" in (partial_recording(branch) or "")
+    source = tokens.CalibratedTokens()
+    source.start(branch, TokenCache())
+    warning = source.warning() or ""
+    assert "partial recording" in warning
+    assert source.calibration.overhead < MAX_PLAUSIBLE_OVERHEAD
+    assert source.calibration.points < whole.points
+
+
+@pytest.mark.parametrize("name", ["chars", "tiktoken"])
+def test_what_if_sources_carry_the_overhead_every_request_carries(auth: Any, name: str) -> None:
+    """chars/4 and cl100k_base leave out the system prompt and tools every request carries; each
+    what-if source adds the calibration's overhead, so its first request is that much above the count."""
+    from pimem.replays.recording import calibrate_recording
+
+    overhead = calibrate_recording(auth.get_branch()).overhead
+    assert overhead > 500
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        counted = engine.replay(auth, CompactionSettings(), context_window=10**6, token_source=name)
+    source = tokens.make_token_source(name)
+    assert isinstance(source, tokens.CharsTokens)
+    first = counted.calls.iloc[0]
+    path = auth.get_branch()
+    step = int(first.step)
+    from pimem.core.context_tracker import ContextTracker
+    from pimem.text.tokenizers import TiktokenCounter
+
+    tracker = ContextTracker(path[:step], counter=TiktokenCounter() if name == "tiktoken" else None)
+    bare = tracker.counted_total if name == "tiktoken" else tracker.usage_free_estimate()
+    assert first.context_tokens == pytest.approx(overhead + bare)
