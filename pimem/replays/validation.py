@@ -382,6 +382,7 @@ def replay_intervals(session: Any, errors: Sequence[float], *, draws: int = 40, 
     rows = []
     for metric, value in base.items():
         column = np.array([s[metric] for s in sampled], dtype=float)
-        rows.append({"metric": metric, "value": value, "low": float(np.nanquantile(column, lo_q)),
-                     "high": float(np.nanquantile(column, hi_q)), "draws": draws})
+        # quantiles at observed values (a count stays a count), widened rather than narrowed
+        rows.append({"metric": metric, "value": value, "low": float(np.nanquantile(column, lo_q, method="lower")),
+                     "high": float(np.nanquantile(column, hi_q, method="higher")), "draws": draws})
     return pd.DataFrame(rows)
