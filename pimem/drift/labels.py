@@ -172,7 +172,7 @@ def cohen_kappa(first: Sequence[object], second: Sequence[object]) -> float:
     """Cohen's kappa of two labellings of the same items: (observed − chance agreement) / (1 − chance);
     NaN when chance agreement is 1 (both passes gave every item one and the same label)."""
     if len(first) != len(second) or not first:
-        raise ValueError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
+        raise ConfigurationError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
     n = len(first)
     observed = sum(a == b for a, b in zip(first, second)) / n
     chance = sum(list(first).count(c) * list(second).count(c) for c in set(first) | set(second)) / (n * n)
@@ -216,10 +216,15 @@ def matcher_check(
 ) -> MatcherCheck:
     """Run ``matcher`` over every labelled fact against its compaction's summary (see module docs).
 
-    ``session``: the recorded session the labels were made on (its compaction ids must match).
     Columns of ``.facts``: the label fields, ``predicted`` (present / absent / contradicted, None on
     error), ``predicted_present``, ``label_present``, ``split`` (:func:`label_split`), ``agree``, ``error``, and — with ``used_later`` —
     ``auto_used_later`` against ``label_used_later``.
+
+    Args:
+        labels: the labelled facts (a table, or the file :func:`load_labels` reads).
+        session: the recorded session the labels were made on (its compaction ids must match).
+        matcher: ``"rules"``, ``"normalized"``, ``"embedding"`` or a callable (fact, summary) → label.
+        used_later: also check the automatic needed-later decision against the labels'.
     """
     df = load_labels(labels) if not isinstance(labels, pd.DataFrame) else labels.copy()
     session = session_or_entries(session)

@@ -37,10 +37,11 @@ from pimem.drift.intervals import MIN_COMPACTION_FACTS
 from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
 from pimem.text.sections import parse_summary, section_items, summarizer_text
-from pimem.errors import ConfigurationError
+from pimem.core.llm import Summarizer
+from pimem.errors import ArgumentTypeError, ConfigurationError
 from pimem.base.tables import frame
 from pimem.drift.faithfulness import faithfulness_measures
-from pimem.sessions.load import session_or_entries
+from pimem.sessions.load import SessionLike, session_or_entries
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
            "measure_docs"]
@@ -257,13 +258,17 @@ def summary_measures(
 
 @dataclass
 class Comparison:
-    """Summary sources measured on the same compactions (see :func:`compare_sources`).
+    """Summary sources measured on the same compactions (see :func:`compare_sources`); ``table``:
+    measures × sources (mean over the compactions a source summarized).
 
-    ``per_compaction``: one row per source × compaction (``source``, ``kind``, ``compaction``,
-    ``max_tokens``, ``error``, then the measures); ``table``: measures × sources (mean over the
-    compactions a source summarized); ``summaries``: stored texts per source; ``needed``: the
-    needed-later facts per source and compaction; ``records``: the compactions each source was
-    measured on.
+    Args:
+        per_compaction: one row per source × compaction (``source``, ``kind``, ``compaction``,
+            ``max_tokens``, ``error``, then the measures).
+        summaries: the stored texts per source.
+        records: the compactions each source was measured on.
+        needed: the needed-later facts per source and compaction.
+        notes: what the comparison could not do as asked (cuts elsewhere, a record's own notes).
+        summarizers: the summarizer of each source that is one.
     """
 
     per_compaction: pd.DataFrame
@@ -303,16 +308,9 @@ class Comparison:
                                            "present"])
 
 
-def _is_session_like(value: Any) -> bool:
-    import os
-
-    return (isinstance(value, (str, os.PathLike)) or hasattr(value, "entries")
-            or (hasattr(value, "session") and hasattr(value, "events")))
-
-
 def compare_sources(
-    session: Any,
-    sources: Mapping[str, Any],
+    session: SessionLike | Sequence[dict],
+    sources: Mapping[str, SessionLike | Summarizer],
     *,
     max_tokens: int | str | Sequence[int] | None = "matched",
     weights: Mapping[str, float] | None = None,
@@ -326,14 +324,24 @@ def compare_sources(
     A source is ``"recorded"`` (the summaries stored in ``session``), another session — a
     :class:`pimem.Session`, a session file path or a replay result — whose own compactions are
     measured against its own spans, or a summarizer (anything with ``complete``), which summarizes
-    the recorded spans of ``session`` exactly (:func:`pimem.drift.records.resummarize`).
-    ``max_tokens`` is the summarizers' budget: ``"matched"`` (default) gives each compaction the
-    length of the summary ``session`` recorded for it, an int or one int per compaction a fixed
-    budget, None Pi's own ``0.8 × reserveTokens``. Adding a column needs only another entry.
-    ``records``: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and
-    their cached needed-later facts) across comparisons. ``matched=True`` is ``max_tokens="matched"``,
-    ``matched=False`` Pi's own budget (``max_tokens=None``); giving both with different meanings is an
-    error. The budget each summarizer got is the ``budget_tokens`` row of :attr:`Comparison.table`.
+    the recorded spans of ``session`` exactly (:func:`pimem.drift.records.resummarize`). Adding a
+    column needs only another entry. The budget each summarizer got is the ``budget_tokens`` row of
+    :attr:`Comparison.table`.
+
+    Args:
+        session: the reference session (anything :func:`pimem.as_session` takes, or a list of entries).
+        sources: name → source, as above.
+        max_tokens: the summarizers' budget: ``"matched"`` (default) gives each compaction the length of
+            the summary ``session`` recorded for it, an int or one int per compaction a fixed budget,
+            None Pi's own ``0.8 × reserveTokens``.
+        weights: the weight of each class of needed-later fact (default :data:`~pimem.drift.needed.DEFAULT_WEIGHTS`).
+        leaf_id: the leaf whose path is measured (default: the session's current leaf).
+        horizon: how far after a compaction a later use counts: ``"end"`` (to the leaf) or ``"next"`` (to the
+            next compaction).
+        records: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and their
+            cached needed-later facts) across comparisons.
+        matched: ``True`` is ``max_tokens="matched"``, ``False`` Pi's own budget (``max_tokens=None``);
+            giving both with different meanings is an error.
     """
     session = session_or_entries(session)
     reference = records if records is not None else compaction_records(session, leaf_id=leaf_id, horizon=horizon)
@@ -374,22 +382,23 @@ def compare_sources(
             recs, kind = reference, "recorded"
             texts: list[str | None] = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)
-        elif _is_session_like(src) and not hasattr(src, "complete"):
-            src = session_or_entries(src)
-            recs, kind = compaction_records(src, horizon=horizon), "recorded"
-            texts = [r.summary for r in recs]
-            errors, limits = [None] * len(recs), [None] * len(recs)
-            if [r.entry.get("firstKeptEntryId") for r in recs] != [r.entry.get("firstKeptEntryId") for r in reference]:
-                notes.append(f"{name}: its compactions cut elsewhere than the reference's; each is measured "
-                             f"on its own span, kept tail and later trajectory")
-        elif hasattr(src, "complete"):
+        elif isinstance(src, Summarizer):  # anything with complete()
             out = resummarize(session, src, max_tokens=budgets, leaf_id=leaf_id)
             summarizers[name] = src
             recs, kind = reference, "summarizer"
             texts, errors, limits = out.summaries, out.errors, out.max_tokens
         else:
-            raise ConfigurationError(f"source {name!r}: expected 'recorded', a session, a session file, a replay result "
-                            f"or a summarizer; got {type(src).__name__}")
+            try:
+                other = session_or_entries(src)
+            except ArgumentTypeError:
+                raise ArgumentTypeError(f"source {name!r}: expected 'recorded', a session, a session file, a replay "
+                                        f"result or a summarizer; got {type(src).__name__}") from None
+            recs, kind = compaction_records(other, horizon=horizon), "recorded"
+            texts = [r.summary for r in recs]
+            errors, limits = [None] * len(recs), [None] * len(recs)
+            if [r.entry.get("firstKeptEntryId") for r in recs] != [r.entry.get("firstKeptEntryId") for r in reference]:
+                notes.append(f"{name}: its compactions cut elsewhere than the reference's; each is measured "
+                             f"on its own span, kept tail and later trajectory")
         summaries[name] = texts
         records_by[name] = recs
         needed_by[name] = []
@@ -412,7 +421,11 @@ def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -
     """Needed-later recall of each summary's first *B* tokens (Pi's estimate), for each budget *B*.
 
     Columns: ``source``, ``compaction``, ``budget``, ``tokens`` (of the prefix, ≤ budget),
-    ``needed_recall``. Default budgets: 16 steps up to the longest summary written.
+    ``needed_recall``.
+
+    Args:
+        comparison: what :func:`compare_sources` returned.
+        budgets: the budgets in tokens (default: 16 steps up to the longest summary written).
     """
     longest = max((_tokens(summarizer_text(t)) for texts in comparison.summaries.values() for t in texts
                    if t is not None), default=0)

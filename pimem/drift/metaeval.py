@@ -64,6 +64,7 @@ from pimem.drift.intervals import cluster_interval
 from pimem.drift.measures import summary_measures
 from pimem.drift.needed import needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records
+from pimem.errors import ConfigurationError
 from pimem.text.facts import BARE_FILE, PATH_TOKEN, extract_facts
 from pimem.text.sections import summarizer_text
 
@@ -329,7 +330,7 @@ def ordered_as_expected(a: float, relation: str, b: float, tolerance: float = TO
         return abs(a - b) <= 1e-9
     if relation == "~":
         return abs(a - b) <= tolerance * max(abs(a), 1e-9)
-    raise ValueError(f"unknown relation {relation!r}")
+    raise ConfigurationError(f"unknown relation {relation!r} (relations: >, =, ~)")
 
 
 @dataclass

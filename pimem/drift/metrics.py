@@ -88,7 +88,7 @@ from pimem.drift.records import compaction_records
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
-from pimem.sessions.load import session_or_entries
+from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import (
     FACT_KINDS,
     Fact,
@@ -224,7 +224,7 @@ def _first_user_request(path: Sequence[dict]) -> str:
 
 
 def drift_report(
-    result_or_session: Any,
+    result_or_session: SessionLike | Sequence[dict],
     *,
     leaf_id: str | None = None,
     include_thinking: bool = False,
@@ -233,16 +233,14 @@ def drift_report(
     """One row per compaction on the active path, with chain metrics (columns in module docs).
 
     Args:
-        result_or_session: a :class:`pimem.Session`, a replay result (anything with ``.session``), a
-            session file's path, or a list of entries.
+        result_or_session: a :class:`pimem.Session`, a replay result (its replayed session), a session
+            file's path (:func:`pimem.as_session`), or a list of entries.
         leaf_id: the leaf whose path is measured (default: the session's current leaf).
         include_thinking: count the assistant's thinking among the facts of a span.
         spans: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.
 
     Long frames are in ``report.attrs``.
     """
-
-
     source = session_or_entries(result_or_session)
     spans = list(spans) if spans is not None else compaction_spans(source, leaf_id=leaf_id)
     records = compaction_records(source, leaf_id=leaf_id, spans=spans)

@@ -57,7 +57,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import orjson
 import pandas as pd
@@ -70,11 +70,11 @@ from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
 from pimem.experiments.run_measures import run_measures
-from pimem.replays.cost import as_price
+from pimem.replays.cost import Price, as_price
 from pimem.replays.engine import replay
 from pimem.replays.recording import shared_recordings
 from pimem.replays.strategies.base import get_strategy
-from pimem.sessions.load import load_session
+from pimem.sessions.load import SessionLike, as_session, load_session
 from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
 from pimem.summarizers.cached import CachedSummarizer
 
@@ -458,7 +458,7 @@ def _is_dask_client(client: Any) -> bool:
 
 
 def sweep(
-    sessions: Iterable[Any],
+    sessions: Iterable[SessionLike],
     grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]],
     *,
     summarizer: Summarizer | str | None = None,
@@ -467,17 +467,18 @@ def sweep(
     progress: bool = True,
     results_path: str | os.PathLike | None = None,
     client: Any = None,
-    measures: bool | str = True,
-    prices: Mapping[str, Any] | None = None,
+    measures: bool | Literal["cost"] = True,
+    prices: Mapping[str, Price | Mapping[str, float]] | None = None,
     cost_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
 ) -> pd.DataFrame:
     """Replay every session under every setting of ``grid``; one row per run.
 
     Args:
-        sessions: paths or ``Session`` objects. A path that cannot be read (permissions, a FIFO, a
-            device) is left out with a ``SkippedFileWarning``; a file that reads but does not load gives
-            its runs an ``error``.
+        sessions: paths, ``Session`` objects or replay results (their replayed session;
+            :func:`pimem.as_session`). A path that cannot be read (permissions, a FIFO, a device) is left
+            out with a ``SkippedFileWarning``; a file that reads but does not load gives its runs an
+            ``error``.
         grid: a dict of lists (cartesian product) or a list of setting dicts with keys from
             :data:`SETTING_KEYS`.
         summarizer: the summarizer of every run that names none (default the offline one).
@@ -487,13 +488,14 @@ def sweep(
         results_path: a JSONL file that makes the sweep resumable, or a ``.parquet`` file for the final
             table (its log beside it; see module docs).
         client: a ``dask.distributed.Client`` to run on.
-        measures: add drift and cost columns.
+        measures: add drift and cost columns (``"cost"``: the cost columns only).
         prices: model prices for the cost columns (as in :func:`pimem.replays.cost.replay_cost`).
         cost_model: the model whose price the cost columns use.
         cache_ttl_s: how long a provider keeps a prompt cache, for the cost columns.
     """
     settings = expand_grid(grid)
-    refs = list(sessions)
+    # paths stay paths (each is loaded where its runs go); a session or a result is resolved here
+    refs = [ref if isinstance(ref, (str, os.PathLike)) else as_session(ref) for ref in sessions]
     ident = _summarizer_identity(summarizer)
     measure_options: dict[str, Any] | None = None
     if measures:

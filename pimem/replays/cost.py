@@ -21,63 +21,27 @@ caching bills it (Anthropic's ``cache_control``, which Pi sets; OpenAI's automat
   with ``cacheRetention: "none"``) and its response at the output price; the token counts are
   what the summarizer reported (the offline extractive summarizer reports Pi's chars/4 estimates).
 
-Prices are US dollars per million tokens, :data:`PRICES` (providers' list prices; override per
-call with ``prices={"model": Price(...)}`` or ``{"model": {"input": …, …}}``, or edit a copy).
-A model is found by its id with a date suffix or provider prefix removed (``claude-sonnet-4-5-20250929``
-→ ``claude-sonnet-4-5``); an unknown model is a :class:`~pimem.errors.UnknownPriceError` naming the
-known ones, never a silent zero.
+Prices are US dollars per million tokens, from :mod:`pimem.replays.prices`: the caller's
+``prices={"model": Price(...)}`` (or ``{"model": {"input": …, …}}``) first, then genai-prices' maintained
+data, then :data:`PRICES` (Pi 0.87.1's own table); an unknown model is a
+:class:`~pimem.errors.UnknownPriceError`, never a silent zero.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
 from typing import Any, Mapping, TypedDict, cast
 
 import pandas as pd
 
 from pimem.base.tables import as_flag, column_total, is_missing
 from pimem.core.session_manager import build_session_projection
-from pimem.errors import ConfigurationError, UnknownPriceError
+from pimem.errors import ConfigurationError
+from pimem.replays.prices import PRICES, Price, as_price, price_for
 
-__all__ = ["Price", "PRICES", "price_for", "replay_cost", "recorded_cost", "ReplayCost", "COST_COLUMNS"]
+__all__ = ["Price", "PRICES", "price_for", "as_price", "replay_cost", "recorded_cost", "ReplayCost",
+           "COST_COLUMNS"]
 
-
-@dataclass(frozen=True)
-class Price:
-    """US dollars per million tokens.
-
-    Args:
-        input: per million uncached input tokens.
-        output: per million output tokens.
-        cache_read: per million input tokens read from the prompt cache.
-        cache_write: per million input tokens written to the prompt cache.
-    """
-
-    input: float
-    output: float
-    cache_read: float
-    cache_write: float
-
-
-# Providers' list prices (per million tokens; Anthropic cache writes at the 5-minute rate).
-PRICES: dict[str, Price] = {
-    "claude-opus-4-5": Price(5.0, 25.0, 0.50, 6.25),
-    "claude-opus-4-1": Price(15.0, 75.0, 1.50, 18.75),
-    "claude-opus-4": Price(15.0, 75.0, 1.50, 18.75),
-    "claude-sonnet-4-5": Price(3.0, 15.0, 0.30, 3.75),
-    "claude-sonnet-4": Price(3.0, 15.0, 0.30, 3.75),
-    "claude-haiku-4-5": Price(1.0, 5.0, 0.10, 1.25),
-    "claude-3-5-haiku": Price(0.80, 4.0, 0.08, 1.0),
-    "gpt-5.1": Price(1.25, 10.0, 0.125, 1.25),
-    "gpt-5": Price(1.25, 10.0, 0.125, 1.25),
-    "gpt-5-mini": Price(0.25, 2.0, 0.025, 0.25),
-    "gpt-4.1": Price(2.0, 8.0, 0.50, 2.0),
-    "gpt-4.1-mini": Price(0.40, 1.60, 0.10, 0.40),
-    "gpt-4o-mini": Price(0.15, 0.60, 0.075, 0.15),
-    "free": Price(0.0, 0.0, 0.0, 0.0),  # a local model
-}
 
 class ReplayCost(TypedDict):
     """What :func:`replay_cost` returns: token counts, then US dollars."""
@@ -97,41 +61,6 @@ class ReplayCost(TypedDict):
 
 
 COST_COLUMNS = list(ReplayCost.__annotations__)
-
-_DATE = re.compile(r"-(20\d{6}|\d{4}-\d{2}-\d{2}|latest)$")
-
-
-def as_price(value: Any) -> Price:
-    """A :class:`Price` from a ``Price`` or a mapping of its four fields."""
-    if isinstance(value, Price):
-        return value
-    if isinstance(value, Mapping):
-        try:
-            fields = {k: float(v) for k, v in value.items()}
-            price = Price(**fields)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"a price needs input, output, cache_read, cache_write: {exc}") from None
-        bad = {k: v for k, v in fields.items() if not (math.isfinite(v) and v >= 0)}
-        if bad:
-            raise ConfigurationError("a price is a finite number of dollars per million tokens, at least 0; got "
-                                     + ", ".join(f"{k}={v}" for k, v in bad.items()))
-        return price
-    raise ConfigurationError(f"a price is a Price or a mapping, not {value!r}")
-
-
-def price_for(model: str, prices: Mapping[str, Any] | None = None) -> Price:
-    """The price of ``model`` (``prices`` first, then :data:`PRICES`); see the module docs."""
-    table = dict(PRICES)
-    table.update({k: as_price(v) for k, v in (prices or {}).items()})
-    name = str(model or "").strip()
-    candidates = [name, name.rsplit("/", 1)[-1]]
-    candidates += [_DATE.sub("", c) for c in candidates]
-    for c in candidates:
-        if c in table:
-            return table[c]
-    raise UnknownPriceError(f"no price for model {model!r}; pass prices={{{model!r}: Price(...)}}. "
-                             f"Known: {', '.join(sorted(table))}")
-
 
 def _session_model(result: Any) -> str:
     model = build_session_projection(result.session).model or {}

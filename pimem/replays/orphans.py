@@ -247,8 +247,9 @@ def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = N
     """One row per compaction on the active path: references, orphans, orphan rate (module docs).
 
     Args:
-        result_or_session: a :class:`~pimem.replays.result.ReplayResult` (its replayed session) or a
-            ``Session`` (its own compactions: the closed-loop baseline).
+        result_or_session: a :class:`~pimem.replays.result.ReplayResult` (its replayed session), a
+            ``Session`` (its own compactions: the closed-loop baseline) or a session file's path
+            (:func:`pimem.as_session`).
         leaf_id: the leaf whose path is measured (default: the session's current leaf).
         examples: how many orphaned facts ``orphan_examples`` lists (as ``kind:value``).
         spans: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.

@@ -19,6 +19,7 @@ from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
 from pimem.core.session_manager import build_session_projection
+from pimem.errors import ConfigurationError
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source
 from pimem.replays.orphans import ORPHAN_COLUMNS, orphan_rate, orphan_rows
@@ -193,7 +194,7 @@ class ReplayResult:
         """The rows of the ``"events"`` or ``"calls"`` table as dicts, without making the table
         (the replay's own rows while the table was not edited: read them, do not change them)."""
         if name not in _TABLES:
-            raise ValueError(f"a replay's tables are {sorted(_TABLES)}, not {name!r}")
+            raise ConfigurationError(f"a replay's tables are {sorted(_TABLES)}, not {name!r}")
         return _TABLES[name].rows_of(self)
 
     def summary(self) -> ReplaySummary:

@@ -758,7 +758,7 @@ def frame_template(frame: Callable[["Session"], pd.DataFrame]) -> pd.DataFrame:
 
 
 def load_sessions(
-    paths_or_root: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    paths_or_root: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
     progress: bool = True,
     workers: int | None = None,
     *,
