@@ -35,14 +35,18 @@ from pimem.core.context_tracker import ContextTracker
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD, Calibration, fit_calibration
 from pimem.replays.recording import RecordedPath, input_tokens, output_tokens, usage_tokens, walk_recording
-from pimem.replays.validation import partial_recording
 from pimem.text.tokenizers import TiktokenCounter
 
-__all__ = ["modelled_sizes_scaled", "TokenSource", "EstimateTokens", "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
+__all__ = ["modelled_sizes_scaled", "partial_recording", "IMPLAUSIBLE_FIRST_EXCESS", "TokenSource", "EstimateTokens",
+           "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
            "TokenSourceName", "get_token_source", "make_token_source"]
 
 TokenSourceName = Literal["estimate", "calibrated", "chars", "tiktoken"]
 
+
+# No agent's per-request overhead comes near this (Pi 2-3k, Claude Code 25-50k tokens): a first
+# request that much above its estimate carries context the file does not hold.
+IMPLAUSIBLE_FIRST_EXCESS = 80_000
 
 _MODELLED_SCALE: contextvars.ContextVar[float] = contextvars.ContextVar("pimem_modelled_scale", default=1.0)
 
@@ -133,6 +137,35 @@ class TokenSource:
     def call_tokens(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> float:
         """The size of the request the recorded response ``message`` answers, in the replayed context."""
         return rep.context_estimate(self.usage).tokens
+
+
+def partial_recording(path_entries: Sequence[dict]) -> str | None:
+    """Why the recorded path does not start at its conversation's start, or None.
+
+    A partial recording (a transcript that starts mid-conversation) sent context the file does not
+    hold: its first entry names a parent that is not in the file, or its first request is far larger
+    than its estimate (more than :data:`IMPLAUSIBLE_FIRST_EXCESS` tokens above it). The Claude Code
+    importer makes a record whose parent is missing a root (with a warning); the second test finds
+    the 20 such transcripts of the real corpus.
+    """
+    if not path_entries:
+        return None
+    if path_entries[0].get("parentId") is not None:
+        return "its first entry's parent is not in the file"
+    cache = TokenCache()
+    estimate = 0.0
+    for entry in path_entries:
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "assistant" and get_assistant_usage(message) is not None:
+            recorded = input_tokens(message)
+            if recorded - estimate > IMPLAUSIBLE_FIRST_EXCESS:
+                return (f"its first request counted {recorded:,.0f} tokens for {estimate:,.0f} estimated (more than "
+                        f"{IMPLAUSIBLE_FIRST_EXCESS:,} above: context the file does not hold)")
+            return None
+        estimate += cache.estimate(message)
+    return None
 
 
 def calibration_of(path: Sequence[dict], cache: TokenCache) -> Calibration:

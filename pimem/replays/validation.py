@@ -48,19 +48,20 @@ from pimem.core.compaction.compaction import TokenCache, get_assistant_usage
 from pimem.core.context_tracker import ContextTracker
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MIN_POINTS, fit_calibration
+from pimem.replays.cost import replay_cost
+from pimem.replays.engine import replay
 from pimem.replays.recording import input_tokens, usage_tokens
+from pimem.replays.tokens import modelled_sizes_scaled, partial_recording
+from pimem.sessions.load import load_session
 from pimem.text.tokenizers import TiktokenCounter
 
-__all__ = ["corpus_files", "request_sizes", "partial_recording", "validate", "validation_table", "agent_profiles",
-           "interval_coverage", "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
+__all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "interval_coverage",
+           "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
 SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "chars", "tiktoken", "estimate", "chars-bare", "tiktoken-bare")
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
 LATER = 10
-# No agent's per-request overhead comes near this (Pi 2-3k, Claude Code 25-50k tokens): a first
-# request that much above its estimate carries context the file does not hold.
-IMPLAUSIBLE_FIRST_EXCESS = 80_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,35 +85,6 @@ def corpus_files(shared_dir: str | Path) -> list[CorpusFile]:
             if path.name.endswith((".jsonl", ".jsonl.gz")):
                 files.append(CorpusFile(agent, path))
     return files
-
-
-def partial_recording(path_entries: Sequence[dict]) -> str | None:
-    """Why the recorded path does not start at its conversation's start, or None.
-
-    A partial recording (a transcript that starts mid-conversation) sent context the file does not
-    hold: its first entry names a parent that is not in the file, or its first request is far larger
-    than its estimate (more than :data:`IMPLAUSIBLE_FIRST_EXCESS` tokens above it). The Claude Code
-    importer makes a record whose parent is missing a root (with a warning); the second test finds
-    the 20 such transcripts of the real corpus.
-    """
-    if not path_entries:
-        return None
-    if path_entries[0].get("parentId") is not None:
-        return "its first entry's parent is not in the file"
-    cache = TokenCache()
-    estimate = 0.0
-    for entry in path_entries:
-        message = entry.get("message") if entry.get("type") == "message" else None
-        if not isinstance(message, dict):
-            continue
-        if message.get("role") == "assistant" and get_assistant_usage(message) is not None:
-            recorded = input_tokens(message)
-            if recorded - estimate > IMPLAUSIBLE_FIRST_EXCESS:
-                return (f"its first request counted {recorded:,.0f} tokens for {estimate:,.0f} estimated (more than "
-                        f"{IMPLAUSIBLE_FIRST_EXCESS:,} above: context the file does not hold)")
-            return None
-        estimate += cache.estimate(message)
-    return None
 
 
 def request_sizes(path_entries: Sequence[dict], *, tiktoken: bool = True) -> pd.DataFrame:
@@ -167,8 +139,6 @@ def _compaction_key(entry: dict) -> str:
 
 
 def _load(path: Path) -> Any:
-    from pimem.sessions.load import load_session
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return load_session(path)
@@ -181,7 +151,7 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
     One row per (compaction, k, source): ``agent``, ``file``, ``session`` (the header's id: copies of a
     session share it), ``compaction`` (a key of the summary), ``k``, ``source``, ``predicted``,
     ``recorded``, ``error`` (``predicted / recorded − 1``) and ``fit_points``. ``partial``: what to do
-    with a partial recording (:func:`partial_recording`): ``"restrict"`` fits only on the requests after
+    with a partial recording (:func:`~pimem.replays.tokens.partial_recording`): ``"restrict"`` fits only on the requests after
     its first compaction (the file holds all they sent), ``"refuse"`` scores none of its compactions,
     ``"keep"`` treats it as whole. ``calibrated+profile`` is filled in by :func:`agent_profiles`.
     """
@@ -357,10 +327,6 @@ def replay_intervals(session: Any, errors: Sequence[float], *, draws: int = 40, 
     sizes is shared by its requests. Returns one row per metric: ``value`` (the unscaled replay),
     ``low``, ``high`` (the quantiles over the ``draws`` replays) and ``draws``.
     """
-    from pimem.replays.cost import replay_cost
-    from pimem.replays.engine import replay
-    from pimem.replays.tokens import modelled_sizes_scaled
-
     values = [float(e) for e in errors if isinstance(e, (int, float)) and math.isfinite(e) and e > -1]
     if not values:
         raise ConfigurationError("replay_intervals needs at least one finite error above -1")

@@ -149,7 +149,7 @@ def test_a_partial_transcript_is_detected_and_its_fit_restricted() -> None:
     from pimem.core.compaction.compaction import TokenCache
     from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD
     from pimem.replays.recording import walk_recording
-    from pimem.replays.validation import partial_recording
+    from pimem.replays.tokens import partial_recording
     from pimem.sessions.load import load_session
     from tests.conftest import SHARED_DIR
 

@@ -15,11 +15,11 @@ from pimem.replays.validation import (
     CorpusFile,
     corpus_files,
     interval_coverage,
-    partial_recording,
     request_sizes,
     validate,
     validation_table,
 )
+from pimem.replays.tokens import partial_recording
 from tests.conftest import SHARED_DIR
 
 
