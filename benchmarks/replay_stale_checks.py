@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import warnings
 from pathlib import Path
-from typing import Any
-
-from pimem.replays import engine, tokens
-from pimem.replays.recording import input_tokens, usage_tokens
-from pimem.sessions.load import load_session
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pimem.replays import engine  # noqa: E402
+from pimem.sessions.load import load_session  # noqa: E402
+from tests.replays.test_token_sources import logged_checks, stale_checks  # noqa: E402
+
 REAL = Path(os.environ.get("PIMEM_SHARED_DIR", ROOT.parent / "shared")) / "datasets" / "pi-mono"
 FILES = ["before-compaction.jsonl", "large-session.jsonl", "history/compact.jsonl", "history/session.jsonl"]
 
@@ -34,22 +36,6 @@ def main() -> None:
     parser.add_argument("--keep", type=int, default=2000)
     args = parser.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
-    calls: dict[int, float] = {}
-    checks: list[tuple[dict, float]] = []
-    call_tokens, check_tokens = engine.Replayer.call_tokens, tokens.CalibratedTokens.check_tokens
-
-    def logged_call(self: Any, message: dict) -> float:
-        calls[id(message)] = value = call_tokens(self, message)
-        return value
-
-    def logged_check(self: Any, rep: Any, message: dict, *rest: Any) -> tuple[float, str | None]:
-        value = check_tokens(self, rep, message, *rest)
-        if not rep.has_context_edit and message.get("stopReason") != "error" and usage_tokens(message):
-            checks.append((message, value[0]))
-        return value
-
-    engine.Replayer.call_tokens = logged_call  # type: ignore[method-assign]
-    tokens.CalibratedTokens.check_tokens = logged_check  # type: ignore[method-assign]
     total_compactions = total_stale = 0
     print("| session | " + " | ".join(f"{w:,}" for w in windows) + " |")
     print("| --- |" + " --- |" * len(windows))
@@ -57,14 +43,12 @@ def main() -> None:
         session = load_session(REAL / name)
         cells = []
         for window in windows:
-            calls.clear()
-            checks.clear()
-            with warnings.catch_warnings():
+            with logged_checks() as (calls, checks), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = engine.replay(session, {"reserve_tokens": args.reserve, "keep_recent_tokens": args.keep},
                                        context_window=window)
             compactions = len(result.compactions)
-            stale = sum(1 for m, v in checks if abs(v - (calls[id(m)] + usage_tokens(m) - input_tokens(m))) > 0.5)
+            stale = len(stale_checks(calls, checks))
             total_compactions += compactions
             total_stale += stale
             cells.append(f"{compactions} ({stale})")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -15,8 +16,11 @@ from pimem.replays.recording import input_tokens, usage_tokens
 SMALL = CompactionSettings(reserve_tokens=4096, keep_recent_tokens=2000)
 
 
-def _replay_logging_checks(session: Any, window: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict, list]:
-    """A calibrated replay, with the size each call got and what each direct-path check read."""
+@contextlib.contextmanager
+def logged_checks() -> Iterator[tuple[dict[int, float], list[tuple[dict, float]]]]:
+    """Within the block, the size each replayed call got (by message) and what each calibrated
+    direct-path check read (Pi reads the response's own usage there: no context edit in the
+    projection, the response neither errored nor without usage)."""
     calls: dict[int, float] = {}
     checks: list[tuple[dict, float]] = []
     call_tokens, check_tokens = engine.Replayer.call_tokens, tokens.CalibratedTokens.check_tokens
@@ -25,27 +29,34 @@ def _replay_logging_checks(session: Any, window: int, monkeypatch: pytest.Monkey
         calls[id(message)] = value = call_tokens(self, message)
         return value
 
-    def logged_check(self: Any, rep: Any, message: dict, predates: Any) -> tuple[float, str | None]:
-        value = check_tokens(self, rep, message, predates)
+    def logged_check(self: Any, rep: Any, message: dict, *rest: Any) -> tuple[float, str | None]:
+        value = check_tokens(self, rep, message, *rest)
         if not rep.has_context_edit and message.get("stopReason") != "error" and usage_tokens(message):
-            checks.append((message, value[0]))  # Pi reads the response's own usage here
+            checks.append((message, value[0]))
         return value
 
-    monkeypatch.setattr(engine.Replayer, "call_tokens", logged_call)
-    monkeypatch.setattr(tokens.CalibratedTokens, "check_tokens", logged_check)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = engine.replay(session, SMALL, context_window=window)
-    return result, calls, checks
+    engine.Replayer.call_tokens = logged_call  # type: ignore[method-assign]
+    tokens.CalibratedTokens.check_tokens = logged_check  # type: ignore[method-assign]
+    try:
+        yield calls, checks
+    finally:
+        engine.Replayer.call_tokens = call_tokens  # type: ignore[method-assign]
+        tokens.CalibratedTokens.check_tokens = check_tokens  # type: ignore[method-assign]
 
 
-def test_a_check_after_an_aborted_response_reads_its_replayed_size(large_session: Any,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def stale_checks(calls: dict[int, float], checks: list[tuple[dict, float]]) -> list[tuple[dict, float]]:
+    """The checks that read a number other than their response's call row (size plus what it wrote)."""
+    return [(m, v) for m, v in checks if abs(v - (calls[id(m)] + usage_tokens(m) - input_tokens(m))) > 0.5]
+
+
+def test_a_check_after_an_aborted_response_reads_its_replayed_size(large_session: Any) -> None:
     """The check after step 232 of ``large-session.jsonl`` (reserve 4096, keep 2000, window 24000)
     read the recorded usage of the aborted answer at step 232 from the original, uncompacted run
     (69,972 tokens) while its call row sized the same request at 19,453 and so compacted; every
     direct-path check now reads the call row's size plus what the response wrote."""
-    result, calls, checks = _replay_logging_checks(large_session, 24000, monkeypatch)
+    with logged_checks() as (calls, checks), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = engine.replay(large_session, SMALL, context_window=24000)
     path = large_session.get_branch(None)
     aborted = path[232]["message"]
     assert aborted["stopReason"] == "aborted" and usage_tokens(aborted) == 69972
@@ -54,8 +65,7 @@ def test_a_check_after_an_aborted_response_reads_its_replayed_size(large_session
     written = usage_tokens(aborted) - input_tokens(aborted)
     assert check.context_tokens == pytest.approx(call.context_tokens + written)
     assert check.context_tokens < 24000 - 4096 and not check.should_compact
-    stale = [(m, v) for m, v in checks if abs(v - (calls[id(m)] + usage_tokens(m) - input_tokens(m))) > 0.5]
-    assert checks and not stale
+    assert checks and not stale_checks(calls, checks)
     aborted_checked = [m for m, _ in checks if m.get("stopReason") == "aborted"]
     assert aborted_checked  # the rule is exercised on aborted responses too
 
