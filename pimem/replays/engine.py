@@ -584,7 +584,10 @@ class Replayer:
                 continue
             message: Any = entry.get("message") if etype == "message" else None
             role = message.get("role") if message else None
-            if role == "assistant" and self.completed:
+            if (etype == "message" and role not in ("assistant", "toolResult")) or etype in ("custom_message",
+                                                                                           "branch_summary"):
+                self.completed = False  # a prompt, a bash run or an extension's message: Pi may be asked again
+            if role == "assistant" and self.completed and not self.failed_run:
                 # Pi 0.87.1 asks for nothing after a completed answer until the next prompt
                 # (agent.continue cannot continue from it): this recorded answer, and its run, never happen
                 self.unasked += 1
@@ -598,7 +601,6 @@ class Replayer:
                 continue
             if role == "user":
                 self.failed_run = False
-                self.completed = False
             if role == "assistant":
                 self.apply_context_edits(entry)
                 if self.last_tool_results and self.in_run and not self.next_turn_checked:
