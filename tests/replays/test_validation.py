@@ -19,6 +19,7 @@ from pimem.replays.validation import (
     validate,
     validation_table,
 )
+from pimem.errors import ConfigurationError
 from pimem.replays.tokens import partial_recording
 from tests.conftest import SHARED_DIR
 
@@ -130,3 +131,20 @@ def test_interval_coverage_holds_out_each_session() -> None:
     assert result["low"] < -0.1 < 0.1 < result["high"]
     two = interval_coverage(frame[frame["session"].isin(["s0", "s1"])]).set_index("agent").loc["a"]
     assert two["n"] == 0 and not two["holds"]
+
+
+def test_replay_intervals_follow_the_errors(auth) -> None:
+    """No error: every draw is the replay itself. Errors of ±40%: a replay that models its sizes 40%
+    larger compacts at least as often, one 40% smaller at most as often, and the interval spans both."""
+    from pimem.replays.validation import replay_intervals
+
+    settings = {"reserve_tokens": 2000, "keep_recent_tokens": 2000}
+    exact = replay_intervals(auth, [0.0], draws=3, settings=settings, context_window=12_000).set_index("metric")
+    assert (exact["low"] == exact["value"]).all() and (exact["high"] == exact["value"]).all()
+    assert exact.loc["compactions", "value"] >= 1
+    spread = replay_intervals(auth, [-0.4, 0.4], draws=8, seed=1, settings=settings,
+                              context_window=12_000).set_index("metric")
+    assert spread.loc["compactions", "low"] <= exact.loc["compactions", "value"] <= spread.loc["compactions", "high"]
+    assert spread.loc["compactions", "low"] < spread.loc["compactions", "high"]
+    with pytest.raises(ConfigurationError, match="at least one finite error"):
+        replay_intervals(auth, [float("nan")], draws=2)
