@@ -7,11 +7,15 @@ had not sent before. For every real compaction in a corpus :func:`validate` fits
 the requests before it only, predicts the requests after it from the context actually sent, and
 compares with the recorded input (``input + cacheRead + cacheWrite``):
 
-* ``calibrated``: ``overhead + slope · E`` (``E``: Pi's usage-free chars/4 estimate of the request),
-  the fit of :mod:`pimem.replays.calibration`;
-* ``calibrated+profile``: the same times what the agent adds right after a compaction, fitted on the
+* ``calibrated``: what a replay computes (:meth:`~pimem.replays.calibration.Calibration.simulate`): the
+  last request before the compaction shifted by what changed, ``E`` (Pi's usage-free chars/4 estimate
+  of the request) converted by the fit of :mod:`pimem.replays.calibration`; ``calibrated-fit`` is the
+  fitted line ``overhead + slope · E`` itself;
+* ``calibrated+profile``: the same plus what the agent adds right after a compaction, fitted on the
   *other* sessions' compactions of the same agent (:func:`agent_profiles`; Claude Code re-attaches the
   files it read last, which the transcript does not show);
+* ``anchored``, ``anchored+profile``: a candidate model no replay uses yet: the overhead measured by the
+  session's first request (it holds little else) and the median rate of the last 10 requests above it;
 * ``chars``, ``tiktoken``: the fit's overhead plus ``E`` or the cl100k_base count of the projected
   messages (what every request carries is no part of either count);
 * ``chars-bare``, ``tiktoken-bare``: the bare counts (the sources before they carried the overhead);
@@ -59,8 +63,9 @@ __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "age
            "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
-SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "chars", "tiktoken", "estimate", "chars-bare", "tiktoken-bare")
+SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "anchored", "anchored+profile", "chars", "tiktoken", "estimate", "chars-bare", "tiktoken-bare")
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
+_RECENT = 10  # the requests before a compaction whose rate the anchored candidate takes
 LATER = 10
 
 
@@ -124,10 +129,16 @@ def _predictions(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, np.ndar
         return None
     e, t = after["estimate"].to_numpy(), after["counted"].to_numpy()
     # what a replay computes: the last request the recording sent before, shifted by what changed
-    last = before.iloc[-1]
+    first, last = before.iloc[0], before.iloc[-1]
     calibrated = np.array([fit.simulate(last["recorded"], last["estimate"], x)[0] for x in e])
+    # a candidate: the overhead the session's first request measured (it holds almost nothing else),
+    # the rate of the last requests above it
+    overhead = min(max(0.0, first["recorded"] - fit.slope * first["estimate"]), last["recorded"])
+    recent = before.tail(_RECENT)
+    rate = float(np.median((recent["recorded"] - overhead) / recent["estimate"].clip(lower=1)))
+    anchored = overhead + rate * e
     return {"calibrated": calibrated, "calibrated+profile": calibrated, "calibrated-fit": fit.overhead + fit.slope * e,
-            "chars": fit.overhead + e,
+            "anchored": anchored, "anchored+profile": anchored, "chars": fit.overhead + e,
             "tiktoken": fit.overhead + t, "estimate": after["pi_estimate"].to_numpy(), "chars-bare": e,
             "tiktoken-bare": t}
 
@@ -197,20 +208,21 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
 
 
 def agent_profiles(frame: pd.DataFrame, *, ks: Sequence[int] = EARLY) -> pd.DataFrame:
-    """Fill ``calibrated+profile``: the calibrated prediction times ``1 + m``, ``m`` the median of
-    ``recorded / calibrated − 1`` over the requests ``ks`` after the compactions of the *other*
+    """Fill ``calibrated+profile`` and ``anchored+profile``: the prediction plus ``m`` tokens, ``m`` the
+    median of ``recorded − predicted`` over the requests ``ks`` after the compactions of the *other*
     sessions of the same agent (none: ``m = 0``). What an agent adds right after compacting (Claude
     Code re-attaches recently read files) is learnt out of sample, one session held out at a time;
     later requests keep the plain prediction."""
-    cal = frame[(frame["source"] == "calibrated") & frame["k"].isin(list(ks))]
-    ratio = cal["recorded"] / cal["predicted"] - 1
     out = frame.copy()
-    rows = (out["source"] == "calibrated+profile") & out["k"].isin(list(ks))
-    for (agent, session), index in out[rows].groupby(["agent", "session"]).groups.items():
-        others = ratio[(cal["agent"] == agent) & (cal["session"] != session)]
-        m = float(others.median()) if len(others) else 0.0
-        out.loc[index, "predicted"] = out.loc[index, "predicted"] * (1 + m)
-    out.loc[rows, "error"] = out.loc[rows, "predicted"] / out.loc[rows, "recorded"] - 1
+    for base in ("calibrated", "anchored"):
+        plain = frame[(frame["source"] == base) & frame["k"].isin(list(ks))]
+        added = plain["recorded"] - plain["predicted"]
+        rows = (out["source"] == f"{base}+profile") & out["k"].isin(list(ks))
+        for (agent, session), index in out[rows].groupby(["agent", "session"]).groups.items():
+            others = added[(plain["agent"] == agent) & (plain["session"] != session)]
+            m = float(others.median()) if len(others) else 0.0
+            out.loc[index, "predicted"] = out.loc[index, "predicted"] + m
+        out.loc[rows, "error"] = out.loc[rows, "predicted"] / out.loc[rows, "recorded"] - 1
     return out
 
 
