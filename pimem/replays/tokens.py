@@ -168,12 +168,12 @@ def partial_recording(path_entries: Sequence[dict]) -> str | None:
     return None
 
 
-def calibration_of(path: Sequence[dict], cache: TokenCache) -> Calibration:
-    """The recording's calibration (:func:`~pimem.replays.recording.walk_recording`), restricted for a
-    partial recording (:func:`restricted_fit`)."""
+def calibrated_walk(path: Sequence[dict], cache: TokenCache) -> tuple[Sequence[float], Calibration]:
+    """The recording's estimates and calibration (:func:`~pimem.replays.recording.walk_recording`), the
+    fit restricted for a partial recording (:func:`restricted_fit`)."""
     estimates, calibration = walk_recording(path, cache)
     partial = partial_recording(path)
-    return restricted_fit(path, estimates, partial) if partial else calibration
+    return estimates, restricted_fit(path, estimates, partial) if partial else calibration
 
 
 def restricted_fit(path: Sequence[dict], estimates: Sequence[float], partial: str) -> Calibration:
@@ -191,7 +191,8 @@ def restricted_fit(path: Sequence[dict], estimates: Sequence[float], partial: st
 
 
 class EstimateTokens(TokenSource):
-    """``"estimate"``: exactly what Pi computes on the replayed session, recorded usage included."""
+    """``"estimate"``: Pi's literal arithmetic on the replayed file, recorded usage included (stale after a
+    replayed compaction): the differential-testing mode, no model of the replayed request."""
 
     name = "estimate"
 
@@ -211,13 +212,10 @@ class CalibratedTokens(TokenSource):
         super().__init__()
         self.simulated: dict[int, float] = {}  # id(message) -> simulated usage total
         self.scale = _MODELLED_SCALE.get()
-        self.recorded_estimates: list[float] = []  # E_rec before each step of the path
+        self.recorded_estimates: Sequence[float] = []  # E_rec before each step of the path
 
     def start(self, path: Sequence[dict], cache: TokenCache) -> None:
-        self.recorded_estimates, self.calibration = walk_recording(path, cache)
-        partial = partial_recording(path)
-        if partial:
-            self.calibration = restricted_fit(path, self.recorded_estimates, partial)
+        self.recorded_estimates, self.calibration = calibrated_walk(path, cache)
 
     def recording(self) -> RecordedPath:
         return RecordedPath(self.recorded_estimates)
@@ -275,7 +273,7 @@ class CharsTokens(TokenSource):
     _overhead = 0.0
 
     def start(self, path: Sequence[dict], cache: TokenCache) -> None:
-        self.calibration = calibration_of(path, cache)
+        self.calibration = calibrated_walk(path, cache)[1]
         plausible = self.calibration.overhead <= MAX_PLAUSIBLE_OVERHEAD
         self._overhead = self.calibration.overhead if plausible else 0.0
 
