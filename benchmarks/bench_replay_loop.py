@@ -27,7 +27,8 @@ from pimem.replays.engine import replay  # noqa: E402
 from tests.conftest import REAL_DIR  # noqa: E402
 from tests.oracle.client import Oracle  # noqa: E402
 from tests.support.summarizers import OracleSummarizer  # noqa: E402
-from tests.replays.test_replay_loop_oracle import CASES, case_key, pi_compactions, pimem_compactions, run_pi  # noqa: E402
+from tests.replays.test_replay_loop_oracle import (  # noqa: E402
+    CASES, case_key, pi_compactions, pimem_compactions, run_pi)
 
 
 def main() -> None:

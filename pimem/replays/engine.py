@@ -670,7 +670,8 @@ class Replayer:
             self.warn(f"{self.unasked:,} recorded answer(s) follow a completed answer with no prompt between (an older "
                       f"Pi's continuation): Pi 0.87.1 asks for none, so they and their runs are left out")
         if self.refused_requests:
-            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, len(self.left_out) - self.unasked_left_out,
+            left_out = len(self.left_out) - self.unasked_left_out
+            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, left_out,
                                        self.model_info().context_window))
         return ReplayResult(  # its tables are made from the rows when first read
             session=self.new, compactions=self.compactions, settings=self.settings,

@@ -63,7 +63,8 @@ __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "age
            "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
-SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "anchored", "anchored+profile", "chars", "tiktoken", "estimate", "chars-bare", "tiktoken-bare")
+SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "anchored", "anchored+profile", "chars", "tiktoken",
+           "estimate", "chars-bare", "tiktoken-bare")
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
 _RECENT = 10  # the requests before a compaction whose rate the anchored candidate takes
 LATER = 10
@@ -162,9 +163,10 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
     One row per (compaction, k, source): ``agent``, ``file``, ``session`` (the header's id: copies of a
     session share it), ``compaction`` (a key of the summary), ``k``, ``source``, ``predicted``,
     ``recorded``, ``error`` (``predicted / recorded − 1``) and ``fit_points``. ``partial``: what to do
-    with a partial recording (:func:`~pimem.replays.tokens.partial_recording`): ``"restrict"`` fits only on the requests after
-    its first compaction (the file holds all they sent), ``"refuse"`` scores none of its compactions,
-    ``"keep"`` treats it as whole. ``calibrated+profile`` is filled in by :func:`agent_profiles`.
+    with a partial recording (:func:`~pimem.replays.tokens.partial_recording`): ``"restrict"`` fits only
+    on the requests after its first compaction (the file holds all they sent), ``"refuse"`` scores none
+    of its compactions, ``"keep"`` treats it as whole. The ``+profile`` sources are filled in by
+    :func:`agent_profiles`.
     """
     if partial not in ("restrict", "refuse", "keep"):
         raise ConfigurationError(f"partial must be 'restrict', 'refuse' or 'keep', not {partial!r}")
