@@ -7,6 +7,7 @@ here (``tests/package/test_exported_members.py`` checks that every line resolves
 from __future__ import annotations
 
 from pimem.base.js import js_slice as js_slice, js_stringify as js_stringify, utf16_len as utf16_len
+from pimem.base.tables import Column as Column, Table as Table
 from pimem.core.agent_session import (
     Cancel as Cancel,
     Hooks as Hooks,
@@ -87,6 +88,7 @@ from pimem.errors import (
     ArgumentTypeError as ArgumentTypeError,
     CacheCorruptError as CacheCorruptError,
     CacheUnavailableError as CacheUnavailableError,
+    ColumnError as ColumnError,
     ConfigurationError as ConfigurationError,
     EntryNotFoundError as EntryNotFoundError,
     InvalidEntryError as InvalidEntryError,
@@ -111,6 +113,7 @@ from pimem.errors import (
 )
 from pimem.experiments.run_measures import run_measures as run_measures
 from pimem.experiments.sweep import sweep as sweep
+from pimem.experiments.tables import columns as columns
 from pimem.experiments.uncertainty import (
     bootstrap_ci as bootstrap_ci,
     paired_difference as paired_difference,

@@ -20,6 +20,7 @@ promise), never bad input; the test lists the few places that raise one and why:
     │   ├── ArgumentTypeError (TypeError)       an argument of a type pimem cannot use
     │   ├── UnknownColumnError (KeyError)       a column a table does not have
     │   └── UnknownPriceError                   a model the price table does not know
+    ├── ColumnError (ValueError)                a table's value that cannot be read (names file, row, column)
     ├── CacheCorruptError (RuntimeError)        a summary cache that cannot be read (damaged, not a cache)
     ├── CacheUnavailableError (RuntimeError)    a sound summary cache not usable now (locked, disk full)
     ├── NoRecordingError (LookupError)          a recording holds no summary for this request
@@ -51,6 +52,7 @@ __all__ = [
     "ConfigurationError",
     "ArgumentTypeError",
     "UnknownColumnError",
+    "ColumnError",
     "CacheCorruptError",
     "CacheUnavailableError",
     "NoRecordingError",
@@ -118,6 +120,16 @@ class UnknownColumnError(ConfigurationError, KeyError):
 
 class UnknownPriceError(ConfigurationError):
     """A model the price table does not know (pass ``prices=`` to price it)."""
+
+
+class ColumnError(PimemError, ValueError):
+    """A table's value that cannot be read: the message names the source, the row, the table
+    and the column; ``table``, ``column``, ``row`` (position in the table) and ``value`` (the value
+    read, when it was read but is not of the column's dtype) say it again."""
+
+    def __init__(self, message: str, *, table: str = "", column: str = "", row: int = -1, value: object = None) -> None:
+        super().__init__(message)
+        self.table, self.column, self.row, self.value = table, column, row, value
 
 
 class CacheCorruptError(PimemError, RuntimeError):

@@ -39,12 +39,12 @@ from pimem.drift.records import CompactionRecord, compaction_records, resummariz
 from pimem.text.sections import parse_summary, section_items, summarizer_text
 from pimem.core.llm import Summarizer
 from pimem.errors import ArgumentTypeError, ConfigurationError
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table, frame
 from pimem.drift.faithfulness import faithfulness_measures
 from pimem.sessions.load import SessionLike, session_or_entries
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
-           "measure_docs"]
+           "measure_docs", "MEASURE_DOCS", "NEEDED_FACTS", "RECALL_CURVE"]
 
 CONTENT_SECTIONS: tuple[str, ...] = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions",
                                      "next_steps", "critical_context")
@@ -177,10 +177,41 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+MEASURE_DOCS = Table("measure_docs", [
+    Column("measure", description="the column of a comparison"),
+    Column("group", description="what kind of measure it is (content, format, length, pipeline check, …)"),
+    Column("measures", description="what it measures"),
+    Column("rewards", description="what it rewards"),
+    Column("gamed_by", description="how it can be gamed"),
+], "One row per measure of :data:`MEASURES`.")
+
+NEEDED_FACTS = Table("needed_facts", [
+    Column("source", description="the summary source"),
+    Column("compaction", description="the compaction"),
+    Column("class", description="the fact's class (:data:`pimem.drift.needed.FACT_CLASSES`)"),
+    Column("kind", description="the fact's kind"),
+    Column("value", description="the fact"),
+    Column("used_at", description="the entry that used it later"),
+    Column("how", description="how it was used"),
+    Column("present", description="the source's summary holds it"),
+], "One row per needed-later fact and source.")
+
+RECALL_CURVE = Table("recall_curve", [
+    Column("source", description="the summary source"),
+    Column("compaction", description="the compaction"),
+    Column("budget", description="the budget B, tokens"),
+    Column("tokens", description="Pi's estimate of the summary's first B tokens (≤ budget)"),
+    Column("needed_recall", description="needed-later recall of that prefix"),
+], "Needed-later recall of each summary's first B tokens, for each budget B.")
+
+
 def measure_docs() -> pd.DataFrame:
-    """:data:`MEASURES` as a table: measure, group, measures, rewards, gamed_by."""
-    return frame([{"measure": k, "group": g, "measures": what, "rewards": rew, "gamed_by": gam}
-                         for k, (g, what, rew, gam) in MEASURES.items()])
+    """:data:`MEASURES` as a table."""
+    return MEASURE_DOCS.frame([{"measure": k, "group": g, "measures": what, "rewards": rew, "gamed_by": gam}
+                               for k, (g, what, rew, gam) in MEASURES.items()])
+
+
+MEASURE_DOCS.document(measure_docs)
 
 
 def _tokens(text: str) -> int:
@@ -295,7 +326,7 @@ class Comparison:
         return recall_curve(self, budgets)
 
     def facts(self) -> pd.DataFrame:
-        """One row per needed-later fact and source: compaction, class, kind, value, used_at, present."""
+        """One row per needed-later fact and source (:data:`NEEDED_FACTS`)."""
         rows = []
         for source, per in self.needed.items():
             for rec, needed, stored in zip(self.records[source], per, self.summaries[source]):
@@ -304,8 +335,7 @@ class Comparison:
                     rows.append({"source": source, "compaction": rec.index, "class": n.cls, "kind": n.fact.kind,
                                  "value": n.fact.value, "used_at": n.used_at, "how": n.how,
                                  "present": bool(index is not None and fact_present(n.fact, index))})
-        return frame(rows, columns=["source", "compaction", "class", "kind", "value", "used_at", "how",
-                                           "present"])
+        return NEEDED_FACTS.frame(rows)
 
 
 def compare_sources(
@@ -420,9 +450,6 @@ def compare_sources(
 def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -> pd.DataFrame:
     """Needed-later recall of each summary's first *B* tokens (Pi's estimate), for each budget *B*.
 
-    Columns: ``source``, ``compaction``, ``budget``, ``tokens`` (of the prefix, ≤ budget),
-    ``needed_recall``.
-
     Args:
         comparison: what :func:`compare_sources` returned.
         budgets: the budgets in tokens (default: 16 steps up to the longest summary written).
@@ -450,4 +477,7 @@ def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -
                     tokens = _tokens(prefix)
                 rows.append({"source": source, "compaction": rec.index, "budget": int(b),
                              "tokens": tokens, "needed_recall": weighted_recall(needed, present)})
-    return frame(rows, columns=["source", "compaction", "budget", "tokens", "needed_recall"])
+    return RECALL_CURVE.frame(rows)
+
+
+RECALL_CURVE.document(recall_curve)

@@ -57,7 +57,7 @@ from typing import Any
 import pandas as pd
 
 from pimem.base.js import utf16_len
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table, frame
 from pimem.core.session_manager import Session, load_session, migrate_to_current_version
 from pimem.sessions.load import load_session as load_any_session
 from pimem.drift.intervals import cluster_interval
@@ -333,6 +333,18 @@ def ordered_as_expected(a: float, relation: str, b: float, tolerance: float = TO
     raise ConfigurationError(f"unknown relation {relation!r} (relations: >, =, ~)")
 
 
+META_PAIRS = Table("meta_pairs", [
+    Column("session", description="the session"),
+    Column("compaction", description="the compaction's position in its session's list"),
+    Column("pair", description="the expected order, ``a <relation> b`` of two rewrites"),
+    Column("measure", description="the measure"),
+    Column("a", description="its value on the first rewrite"),
+    Column("b", description="its value on the second"),
+    Column("in_order", description="the values are in the expected order"),
+    Column("nan", description="either value is NaN"),
+], "One row per compaction, expected pair of rewrites and measure.")
+
+
 @dataclass
 class MetaEvaluation:
     """Scores of every rewrite (``scores``: one row per compaction × rewrite) and the pairs."""
@@ -343,7 +355,7 @@ class MetaEvaluation:
 
     @property
     def pairs(self) -> pd.DataFrame:
-        """One row per compaction × expected pair × measure: ``a``, ``b``, ``in_order``, ``nan``."""
+        """One row per compaction × expected pair × measure (:data:`META_PAIRS`)."""
         rows = []
         wide = {(r["session"], r["compaction"], r["rewrite"]): r for r in self.scores.to_dict("records")}
         keys = sorted({(s, c) for s, c, _ in wide})
@@ -357,7 +369,7 @@ class MetaEvaluation:
                     rows.append({"session": session, "compaction": compaction, "pair": f"{a} {rel} {b}",
                                  "measure": m, "a": va, "b": vb, "in_order": ordered_as_expected(va, rel, vb),
                                  "nan": math.isnan(va) or math.isnan(vb)})
-        return frame(rows, columns=["session", "compaction", "pair", "measure", "a", "b", "in_order", "nan"])
+        return META_PAIRS.frame(rows)
 
     def table(self, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
         """Per measure: share of pairs in order, its interval (where supported), n pairs, n compactions,

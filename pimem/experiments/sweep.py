@@ -69,16 +69,18 @@ from pimem.base.memo import forget_memos
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
-from pimem.experiments.run_measures import run_measures
-from pimem.replays.cost import Price, as_price
+from pimem.base.tables import Column, Table
+from pimem.experiments.run_measures import RUN_MEASURES, run_measures
+from pimem.replays.cost import COST, Price, as_price
 from pimem.replays.engine import replay
 from pimem.replays.recording import shared_recordings
+from pimem.replays.result import SUMMARY
 from pimem.replays.strategies.base import get_strategy
 from pimem.sessions.load import SessionLike, as_session, load_session
 from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
 from pimem.summarizers.cached import CachedSummarizer
 
-__all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "chunk_runs", "SETTING_KEYS"]
+__all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "chunk_runs", "SETTING_KEYS", "SWEEP"]
 
 # setting keys understood per run; anything else is an error naming the key
 SETTING_KEYS = (
@@ -86,6 +88,36 @@ SETTING_KEYS = (
     "seed", "leaf_id", "sample", "strategy", "summarizer",
 )
 _COMPACTION_KEYS = ("enabled", "reserve_tokens", "keep_recent_tokens")
+
+_SETTING_DOCS = {
+    "reserve_tokens": "the setting's ``reserveTokens``", "keep_recent_tokens": "its ``keepRecentTokens``",
+    "enabled": "compaction enabled", "context_window": "the context window replayed with",
+    "token_source": "how request tokens were counted", "triggers": "what made the replay compact",
+    "seed": "the seed of the replayed session's ids", "leaf_id": "the leaf replayed (None: the current one)",
+    "sample": "the draw of a ``sample`` axis", "strategy": "the compaction strategy's spec",
+    "summarizer": "the summarizer of a ``summarizer`` axis",
+}
+
+# A run's row; the DataFrame has a column when some run has it (``calibration_*`` with a calibrated
+# token source, the measures and cost with ``measures``, ``traceback`` after an error).
+SWEEP = Table("sweep", [
+    Column("run_hash", description="the run's key: the session's content, the setting and the summarizer"),
+    Column("session", description="the session's label (its path)"),
+    Column("session_hash", description="the session's content hash"),
+    Column("setting_index", description="the setting's position in the grid"),
+    Column("session_index", description="the session's position"),
+    *(Column(k, description=_SETTING_DOCS[k]) for k in SETTING_KEYS),
+    *(c for c in SUMMARY.columns if c.name not in SETTING_KEYS),  # the summary's value, at the setting's place
+    *RUN_MEASURES.columns,
+    *COST.columns,
+    Column("error", description="why the run failed (None: it did not)"),
+    Column("traceback", description="where it failed"),
+    Column("summarizer_calls", description="summary requests that reached the summarizer (cache misses)"),
+    Column("elapsed_s", description="seconds the run took"),
+    Column("worker_pid", description="the process that ran it"),
+    Column("resumed", description="the row was read from the results log of an earlier start"),
+], "One row per run (a session under a setting), in session then setting order; made as pandas makes it from "
+   "the runs' rows, with a column where some run has it.")
 
 
 def expand_grid(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -472,7 +504,8 @@ def sweep(
     cost_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
 ) -> pd.DataFrame:
-    """Replay every session under every setting of ``grid``; one row per run.
+    """Replay every session under every setting of ``grid``; one row per run (columns: :data:`SWEEP`,
+    ``pimem.columns("sweep")``).
 
     Args:
         sessions: paths, ``Session`` objects or replay results (their replayed session;
