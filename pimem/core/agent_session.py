@@ -37,7 +37,7 @@ from pimem.core.compaction.compaction import (
 from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import COMPUTE_SYSTEM_MESSAGE
-from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
+from pimem.errors import ArgumentTypeError, ConfigurationError, EntryNotFoundError, SummarizationError
 
 __all__ = [
     "Cancel",
@@ -241,7 +241,7 @@ def _settings_for(settings: Any, model: ModelInfo) -> CompactionSettings:
         return settings.compaction_for(model.provider, model.id)
     if settings is None:
         return CompactionSettings()
-    raise TypeError(f"settings must be CompactionSettings or Settings, not {type(settings).__name__}")
+    raise ArgumentTypeError(f"settings must be CompactionSettings or Settings, not {type(settings).__name__}")
 
 
 def run_compaction(

@@ -34,13 +34,13 @@ from typing import Any, Mapping, TypedDict, cast
 
 import pandas as pd
 
-from pimem.base.tables import as_flag, column_total, is_missing
+from pimem.base.tables import Column, Table, as_flag, column_total, is_missing
 from pimem.core.session_manager import build_session_projection
 from pimem.errors import ConfigurationError
 from pimem.replays.prices import PRICES, Price, as_price, price_for
 
-__all__ = ["Price", "PRICES", "price_for", "as_price", "replay_cost", "recorded_cost", "ReplayCost",
-           "COST_COLUMNS"]
+__all__ = ["Price", "PRICES", "price_for", "as_price", "replay_cost", "recorded_cost", "ReplayCost", "COST",
+           "COST_COLUMNS", "RECORDED_COST"]
 
 
 class ReplayCost(TypedDict):
@@ -60,7 +60,32 @@ class ReplayCost(TypedDict):
     cache_hit_rate: float
 
 
-COST_COLUMNS = list(ReplayCost.__annotations__)
+COST = Table("cost", [
+    Column("cost_model", description="the priced model"),
+    Column("cache_read_tokens", description="request tokens read from the prompt cache"),
+    Column("cache_write_tokens", description="request tokens written to the prompt cache"),
+    Column("input_tokens", description="uncached request tokens (0: every request writes the cache)"),
+    Column("output_tokens", description="the recorded responses' output tokens"),
+    Column("cost_cache_read", description="US dollars for the cache reads"),
+    Column("cost_cache_write", description="US dollars for the cache writes"),
+    Column("cost_input", description="US dollars for uncached input"),
+    Column("cost_output", description="US dollars for the output"),
+    Column("cost_summarization", description="US dollars for the summary requests and responses"),
+    Column("cost_total", description="the sum of the costs"),
+    Column("cache_hit_rate", description="cache reads / request tokens (NaN without requests)"),
+], "What a replay would cost: one value each (a sweep row carries them).")
+COST_COLUMNS = COST.names  # the keys of :class:`ReplayCost`, in order
+
+RECORDED_COST = Table("recorded_cost", [
+    Column("entry_id", description="the assistant entry"),
+    Column("model", description="its model"),
+    Column("input", description="recorded usage"),
+    Column("output", description="recorded usage"),
+    Column("cache_read", description="recorded usage"),
+    Column("cache_write", description="recorded usage"),
+    Column("cost", description="US dollars by the price table"),
+    Column("recorded_cost", description="``usage.cost.total`` as Pi recorded it"),
+], "One row per assistant message with usage on the active path, priced.")
 
 def _session_model(result: Any) -> str:
     model = build_session_projection(result.session).model or {}
@@ -88,7 +113,7 @@ def replay_cost(
     ``model``: the priced model (default: the session's current model); ``summarizer_model``: the
     model that writes summaries (default: ``model``); ``cache_ttl_s``: a request more than this
     after the previous one reads nothing from the cache (None: the cache never expires).
-    Returns the :data:`COST_COLUMNS`.
+    Returns the values of :data:`COST` (the keys of :class:`ReplayCost`).
 
     Args:
         result: the replay.
@@ -159,5 +184,7 @@ def recorded_cost(session: Any, prices: Mapping[str, Any] | None = None) -> pd.D
         rows.append({"entry_id": entry.get("id"), "model": msg.get("model"), "input": u.get("input"),
                      "output": u.get("output"), "cache_read": u.get("cacheRead"), "cache_write": u.get("cacheWrite"),
                      "cost": ours, "recorded_cost": (u.get("cost") or {}).get("total")})
-    return pd.DataFrame(rows, columns=["entry_id", "model", "input", "output", "cache_read", "cache_write", "cost",
-                                       "recorded_cost"])
+    return RECORDED_COST.frame(rows)
+
+
+RECORDED_COST.document(recorded_cost)

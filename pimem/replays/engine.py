@@ -15,18 +15,24 @@ import math
 import random
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from pimem.base.js import utf16_len
-from pimem.core.agent_session import CompactFailedEvent, run_compaction
-from pimem.core.compaction.compaction import CompactionSettings
+from pimem.core.agent_session import CompactFailedEvent, Hooks, run_compaction
+from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
 from pimem.core.context_tracker import ContextTracker
 from pimem.core.llm import Summarizer
 from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import Session, require_message_objects
 from pimem.sessions import session as sessions
-from pimem.errors import ConfigurationError, JavaScriptTypeError, ReplayWarning, SummarizationError
-from pimem.replays.config import TRIGGERS, ReplayConfig, Trigger, load_recording, resolve_model
+from pimem.errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    JavaScriptTypeError,
+    ReplayWarning,
+    SummarizationError,
+)
+from pimem.replays.config import TRIGGERS, ReplayConfig, StrategySpec, Trigger, resolve_model
 from pimem.replays.navigate import navigate
 from pimem.replays.recording import (
     RecordedPath,
@@ -42,6 +48,7 @@ from pimem.replays.settings import check_room, check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
 from pimem.replays.tokens import make_token_source
+from pimem.sessions.load import SessionLike, as_session
 from pimem.summarizers.registry import default_summarizer
 from pimem.base.js import js_stringify
 
@@ -54,28 +61,29 @@ __all__ = ["replay", "Replayer", "ReplayResult", "ReplayConfig", "navigate", "ch
 
 
 def replay(
-    session: Any,
-    settings: Any = None,
+    session: SessionLike,
+    settings: CompactionSettings | Mapping[str, Any] | None = None,
     *,
-    model: Any = None,
+    model: ModelInfo | None = None,
     context_window: int | None = None,
     summarizer: Summarizer | None = None,
     leaf_id: str | None = None,
     token_source: TokenSourceName = "calibrated",
     triggers: Trigger = "threshold",
-    hooks: Any = None,
+    hooks: Hooks | None = None,
     seed: int = 0,
     progress: bool = False,
     stop_on_error: bool = False,
     sample: int = 0,
-    strategy: Any = None,
+    strategy: StrategySpec = None,
 ) -> ReplayResult:
     """Replay the recorded path of ``session`` into a new session, compacting where Pi 0.87.1's agent
     loop would have (``docs/replay.md``).
 
     Args:
-        session: a ``Session``, a replay result or a session file's path.
-        settings: the ``CompactionSettings`` to replay under (default Pi's).
+        session: a ``Session``, a replay result (its replayed session is replayed again) or a session
+            file's path (:func:`pimem.as_session`).
+        settings: the ``CompactionSettings`` to replay under, or a mapping of their fields (default Pi's).
         model: a ``ModelInfo``; default from the session's model via the table in
             ``pimem.core.settings_manager``.
         context_window: overrides the model's context window.
@@ -91,17 +99,24 @@ def replay(
             and going on.
         sample: numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
             temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws.
-        strategy: the compaction strategy (a name such as ``"masking:keep_turns=5"`` or a
+        strategy: the compaction strategy (a name such as ``"masking:keep_turns=5"``, a mapping or a
             :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi 0.87.1).
 
     Settings that leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
     (:func:`check_settings`).
     """
-    original = load_recording(session)
+    original = as_session(session)
     if settings is None:
         settings = CompactionSettings()
-    elif isinstance(settings, dict):
+    elif isinstance(settings, Mapping):
+        fields = [f.name for f in dataclasses.fields(CompactionSettings)]
+        unknown = [k for k in settings if k not in fields]
+        if unknown:
+            raise ArgumentTypeError(f"settings: no field {unknown[0]!r} (fields: {', '.join(fields)})")
         settings = CompactionSettings(**settings)
+    elif not isinstance(settings, CompactionSettings):
+        raise ArgumentTypeError(f"settings must be CompactionSettings, a mapping of their fields or None; "
+                                f"got {type(settings).__name__}")
     if summarizer is None:
         summarizer = default_summarizer()
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pimem.base.bundled import bundled_dir
 from pimem.sessions.load import load_session
+from pimem.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from pimem.sessions.session import Session
@@ -53,7 +54,7 @@ def real_session_paths(kind: str | None = None) -> list[Path]:
             transcripts that compacted two or three times); None keeps both.
     """
     if kind is not None and kind not in REAL_KINDS:
-        raise ValueError(f"kind must be one of {', '.join(REAL_KINDS)} or None, not {kind!r}")
+        raise ConfigurationError(f"kind must be one of {', '.join(REAL_KINDS)} or None, not {kind!r}")
     root = real_dir()
     return [p for k in REAL_KINDS if kind in (None, k) for p in sorted((root / k).glob(f"*{_REAL_SUFFIX}"))]
 

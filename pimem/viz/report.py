@@ -42,8 +42,9 @@ from pimem.experiments.uncertainty import sweep_summary
 from pimem.replays.engine import TOKEN_SOURCES, replay
 from pimem.replays.recording import calibrate_recording
 from pimem.replays.orphans import OPEN_LOOP_NOTE, orphan_rate, orphan_references
+from pimem.replays.result import ReplayResult
 from pimem.sessions.discover import dedupe_session_paths
-from pimem.sessions.load import as_session, load_session
+from pimem.sessions.load import SessionLike, as_session, load_session
 from pimem.summarizers.baselines import baseline_summarizers
 from pimem.summarizers.cached import CachedSummarizer
 from pimem.summarizers.registry import get_summarizer
@@ -139,11 +140,9 @@ _REPORT_COLUMNS = [
 ]
 
 
-def _resolve(session_or_result: Any) -> tuple[Any, Any]:
-    """(session, replay result or None) from a Session, a ReplayResult or a path."""
-    if hasattr(session_or_result, "session") and hasattr(session_or_result, "events"):
-        return session_or_result.session, session_or_result
-    return as_session(session_or_result), None
+def _resolve(session_or_result: SessionLike) -> tuple[Any, ReplayResult | None]:
+    """(session, replay result or None) from a Session, a ReplayResult or a path (:func:`pimem.as_session`)."""
+    return as_session(session_or_result), session_or_result if isinstance(session_or_result, ReplayResult) else None
 
 
 def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
@@ -202,7 +201,7 @@ def _replay_entries_text(session: Any, result: Any) -> str:
             + (f" ({'; '.join(parts)})" if parts else "") + f" and {n_written:,} written by the replay ({what})")
 
 
-def drift_report_html(session_or_result: Any, title: str = "Summary drift report", *,
+def drift_report_html(session_or_result: SessionLike, title: str = "Summary drift report", *,
                       report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
                       compare_max: int = 40, index_href: str | None = None) -> str:
     """The HTML text of :func:`write_drift_report` (nothing written); ``report``: the drift
@@ -250,14 +249,14 @@ def _replay_context(result: Any) -> dict[str, Any]:
             "floored_calls": result.floored_calls, "warnings": list(result.warnings)}
 
 
-def _orphans_context(session_or_result: Any) -> dict[str, Any]:
+def _orphans_context(session_or_result: SessionLike) -> dict[str, Any]:
     """The orphan-reference rate per compaction (:mod:`pimem.replays.orphans`)."""
-    replayed = hasattr(session_or_result, "orphan_references")
-    table = session_or_result.orphan_references() if replayed else orphan_references(session_or_result)
-    return {"replayed": replayed, "rate": orphan_rate(table), "table": table_view(table)}
+    result = session_or_result if isinstance(session_or_result, ReplayResult) else None
+    table = result.orphan_references() if result is not None else orphan_references(session_or_result)
+    return {"replayed": result is not None, "rate": orphan_rate(table), "table": table_view(table)}
 
 
-def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
+def write_drift_report(session_or_result: SessionLike, path: str | os.PathLike, title: str = "Summary drift report", *,
                        report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
                        compare_max: int = 40, index_href: str | None = None) -> Path:
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.

@@ -10,7 +10,7 @@ import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.replays.engine import replay
-from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, ReplaySummary
+from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, SUMMARY, ReplaySummary
 from pimem.sessions.samples import sample_session_paths
 
 KINDS = {int: (int,), float: (int, float), str: (str,)}
@@ -34,6 +34,8 @@ def test_the_summary_is_described_by_its_typeddict(token_source: str) -> None:
     wrong = {k: v for k, v in summary.items() if not isinstance(v, _kinds_of(hints[k]))}
     assert wrong == {}
     assert summary["compactions"] > 0  # the replay compacted: the figures are not all defaults
+    assert set(SUMMARY.names) == set(hints)  # the declared columns are the TypedDict's keys
+    assert list(summary) == [c for c in SUMMARY.names if c in summary]  # in the declared order
 
 
 def _table_figures(result) -> dict:
