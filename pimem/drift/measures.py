@@ -174,6 +174,21 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
         "pipeline check", "the <modified-files> block against Pi's true modified list",
         "nothing the summarizer does: compact() writes the block", "every summarizer scores the same",
     ),
+    "rework_excess": (
+        "recording (not a summary measure)",
+        "what the recorded agent did after a real compaction beyond matched points of the same session without "
+        "one: re-reads, re-runs, reverts, repeated instructions and questions (pimem.drift.rework; recordings only, "
+        "a replay cannot show it)", "–",
+        "not a score: read by rules, so a check the agent would have made anyway counts (the controls say how "
+        "often); agents differ in habits, so compare an agent with its own controls",
+    ),
+    "orphan_rate": (
+        "replay (not a summary measure)",
+        "after a replayed compaction, the share of the recorded agent's later uses of span facts that the replayed "
+        "context did not hold (pimem.replays.orphans): how far the replay's later turns can be trusted", "–",
+        "describes the replay's cut and kept tail more than the summary; for what a real compaction cost, read "
+        "rework_excess on the recording",
+    ),
 }
 
 

@@ -26,7 +26,9 @@ never the file blocks ``compact()`` appends. What each measure rewards and how i
 
 ``report.attrs`` holds the long frames that the helper functions read: ``"facts"`` (:data:`FACTS`,
 one row per fact), ``"presence"`` (:data:`PRESENCE`, fact × compaction), ``"sections"``
-(:data:`SECTIONS`, compaction × section) and ``"notes"``.
+(:data:`SECTIONS`, compaction × section), ``"rework"`` (what the recorded agent did after each
+compaction and at matched points without one: :func:`pimem.drift.rework.rework_points`; empty for a
+replay, whose recorded turns never saw its compactions) and ``"notes"``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.session_manager import build_session_path
 from pimem.drift.needed import FACT_CLASSES, needed_later_facts, span_needed_facts, weighted_recall
 from pimem.drift.records import compaction_records
+from pimem.drift.rework import POINTS, rework_points
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
@@ -440,8 +443,17 @@ def drift_report(
     report.attrs["facts"] = FACTS.frame(fact_rows)
     report.attrs["presence"] = PRESENCE.frame(presence if presence["key"] else [])
     report.attrs["sections"] = SECTIONS.frame(section_rows)
+    report.attrs["rework"] = _rework(result_or_session, source, leaf_id, records)
     report.attrs["notes"] = notes
     return report
+
+
+def _rework(given: Any, source: Any, leaf_id: str | None, records: Sequence[Any]) -> pd.DataFrame:
+    """The rework after the recording's own compactions on the measured path; empty for a replay (open
+    loop) or a bare entry list."""
+    if (hasattr(given, "session") and hasattr(given, "events")) or not hasattr(source, "header"):
+        return POINTS.frame([])
+    return rework_points(source, leaf_id=leaf_id if leaf_id is not None else source.leaf_id, records=records)
 
 
 # --------------------------------------------------------------------------- tidy views

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pimem.base.tables import Table
-from pimem.drift import labels, measures, metaeval, metrics, probes, resume_probe
+from pimem.drift import labels, measures, metaeval, metrics, probes, resume_probe, rework
 from pimem.errors import ConfigurationError
 from pimem.experiments import run_measures, sweep
 from pimem.replays import cost, orphans, result
@@ -27,6 +27,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     probes.PROBES, probes.PROBE_REPORT, resume_probe.RESUME_PROBE, metaeval.META_PAIRS,
     labels.MATCHER_ACCURACY, labels.CONTRADICTION_FIGURES,
     run_measures.RUN_MEASURES, run_measures.MASKED_NEEDED, sweep.SWEEP,
+    rework.POINTS, rework.EVENTS, rework.REWORK_TABLE, rework.CORRELATIONS, rework.FACTS, rework.REACQUISITION,
+    rework.SIGNAL_DOCS, rework.VS_ORPHANS, rework.EXAMPLES,
 )}
 
 

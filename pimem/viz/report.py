@@ -37,6 +37,7 @@ from pimem.core.session_manager import session_entry_to_context_messages
 from pimem.drift import drift_report, headline, lost_facts
 from pimem.drift.measures import compare_sources, measure_docs
 from pimem.drift.records import compaction_records
+from pimem.drift.rework import rework_table
 from pimem.experiments.sweep import sweep
 from pimem.experiments.uncertainty import sweep_summary
 from pimem.replays.engine import TOKEN_SOURCES, replay
@@ -57,6 +58,7 @@ from pimem.viz import (
     plot_sweep_heatmaps,
 )
 from pimem.viz.measure_plots import plot_measures, plot_recall_curve
+from pimem.viz.rework_plots import plot_rework
 from pimem.viz.templating import format_cell as _fmt, render as _render
 
 if TYPE_CHECKING:
@@ -226,7 +228,7 @@ def drift_report_html(session_or_result: SessionLike, title: str = "Summary drif
                                       tall=len(report) > 20),
             n_lost=len(lost), lost=table_view(lost, max_rows=200, tall=len(lost) > 20),
             measures_html=Markup(measures_section_html(subject, report, sources=sources, compare_max=compare_max)),
-            orphans=_orphans_context(subject))
+            orphans=_orphans_context(subject), rework=_rework_context(report, replayed=result is not None))
     if result is None and len(estimate_vs_usage_table(session)):
         context["estimates_png"] = figure_png(plot_estimate_vs_usage(session)[0])
     return _render("drift_report.html.j2", **context)
@@ -254,6 +256,22 @@ def _orphans_context(session_or_result: SessionLike) -> dict[str, Any]:
     result = session_or_result if isinstance(session_or_result, ReplayResult) else None
     table = result.orphan_references() if result is not None else orphan_references(session_or_result)
     return {"replayed": result is not None, "rate": orphan_rate(table), "table": table_view(table)}
+
+
+_REWORK_COLUMNS = ["compaction", "point", "position", "entry_id", "rework", "rereads", "reuses_summary", "reuses_kept",
+                   "reruns", "reverts", "repeated_instructions", "repeated_questions", "returned_to_earlier_task",
+                   "steps_to_progress"]
+
+
+def _rework_context(report: pd.DataFrame, *, replayed: bool) -> dict[str, Any]:
+    """What the recorded agent did after each compaction and at its matched controls (:mod:`pimem.drift.rework`)."""
+    points = report.attrs.get("rework")
+    if replayed or points is None or not len(points):
+        return {"replayed": replayed, "table": None, "png": None}
+    measured = points[points["measured"].astype(bool)]
+    return {"replayed": False, "table": table_view(measured[[c for c in _REWORK_COLUMNS if c in points.columns]]),
+            "unmeasured": int((~points["measured"].astype(bool)).sum()),
+            "png": figure_png(plot_rework(rework_table(points))[0]) if len(measured) else None}
 
 
 def write_drift_report(session_or_result: SessionLike, path: str | os.PathLike, title: str = "Summary drift report", *,
