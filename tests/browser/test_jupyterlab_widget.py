@@ -28,6 +28,8 @@ except ImportError:  # the browser fixture skips (or fails in CI) with the reaso
 
 from tests.support.notebooks import KERNEL_NAME, kernel_dir, kernel_env
 
+pytestmark = pytest.mark.slow  # minutes: left out of scripts/test --fast
+
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "datasets" / "sessions" / "ventas-pipeline-refactor.jsonl"  # three leaves, a branch summary
 RUN_TRIES = 5

@@ -12,6 +12,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+pytestmark = pytest.mark.slow  # minutes: left out of scripts/test --fast
+
 REPO = Path(__file__).resolve().parents[2]
 SESSION = REPO / "datasets" / "sessions" / "auth-login-bug.jsonl"
 

@@ -11,6 +11,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+pytestmark = pytest.mark.slow  # minutes: left out of scripts/test --fast
+
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("base", "core", "releases", "text", "sessions", "summarizers", "replays", "drift", "experiments", "viz")
 
