@@ -30,13 +30,14 @@ data, then :data:`PRICES` (Pi 0.87.1's own table); an unknown model is a
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Mapping, TypedDict, cast
 
 import pandas as pd
 
 from pimem.base.tables import Column, Table, as_flag, column_total, is_missing
 from pimem.core.session_manager import build_session_projection
-from pimem.errors import ConfigurationError
+from pimem.errors import ConfigurationError, PimemWarning
 from pimem.replays.prices import PRICES, Price, as_price, price_for
 
 __all__ = ["Price", "PRICES", "price_for", "as_price", "replay_cost", "recorded_cost", "ReplayCost", "COST",
@@ -125,7 +126,7 @@ def replay_cost(
     model = model or _session_model(result)
     price = price_for(model, prices)
     sprice = price_for(summarizer_model, prices) if summarizer_model else price
-    read = write = output = 0.0
+    read = write = output = largest = 0.0
     prev_ts: float | None = None
     for call in _rows(result, "calls"):
         tokens: Any = call.get("context_tokens")
@@ -139,9 +140,14 @@ def replay_cost(
             hit = 0.0
         read += hit
         write += max(float(tokens) - hit, 0.0)
+        largest = max(largest, float(tokens))
         output += float(call.get("output_tokens") or 0)
         if not is_missing(ts):
             prev_ts = ts
+    if price.long_context_above is not None and largest > price.long_context_above:
+        warnings.warn(f"{model}: requests of up to {largest:,.0f} input tokens are priced at the base tier; "
+                      f"above {price.long_context_above:,} tokens the provider charges more (cost understated)",
+                      PimemWarning, stacklevel=2)
     events = _rows(result, "events")
     s_in = column_total(events, "request_tokens")
     s_out = column_total(events, "response_tokens")

@@ -4,7 +4,8 @@
    ``pimem sweep --prices FILE.json``), which always wins;
 2. `genai-prices <https://pypi.org/project/genai-prices/>`_, the maintained price data of current models
    (offline: the snapshot the installed package carries; it is never updated over the network), at the
-   prices in force today and at the base tier (a note names a model's long-context tiers);
+   prices in force today and at the base tier (``Price.long_context_above`` says where a dearer tier starts;
+   a replay with larger requests warns);
 3. :data:`PRICES`, Pi 0.87.1's own table (pi-ai's model catalog: Anthropic, OpenAI and Google models, and
    ``free`` for a local model), for a model genai-prices does not know.
 
@@ -22,7 +23,7 @@ import functools
 import math
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
@@ -43,12 +44,16 @@ class Price:
         cache_read: per million input tokens read from the prompt cache.
         cache_write: per million input tokens written to the prompt cache (equal to ``input`` where the
             provider charges no write premium).
+        long_context_above: a request with more input tokens than this costs more (a tier this price does
+            not hold); :func:`~pimem.replays.cost.replay_cost` warns when a replay has such requests.
     """
 
     input: float
     output: float
     cache_read: float
     cache_write: float
+    #: input tokens above which a request costs more (a long-context tier), or None; not part of the price
+    long_context_above: int | None = field(default=None, compare=False)
 
 
 # Pi 0.87.1's own table: pi-ai's catalog (dist/providers/data/{anthropic,openai,google}.json), as
@@ -148,16 +153,25 @@ PRICES: dict[str, Price] = {**{k: _pi_price(v) for k, v in _PI_0_87_1.items()}, 
 _DATE = re.compile(r"-(20\d{6}|\d{4}-\d{2}-\d{2}|latest)$")
 
 
+_PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
+
+
 def as_price(value: Any) -> Price:
     """A :class:`Price` from a ``Price`` or a mapping of its four fields."""
     if isinstance(value, Price):
         return value
     if isinstance(value, Mapping):
         try:
-            fields = {k: float(v) for k, v in value.items()}
-            price = Price(**fields)
+            fields = {str(k): float(v) for k, v in value.items()}
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"a price needs input, output, cache_read, cache_write: {exc}") from None
+        missing = [k for k in _PRICE_FIELDS if k not in fields]
+        unknown = sorted(set(fields) - set(_PRICE_FIELDS))
+        if missing or unknown:
+            raise ConfigurationError("a price needs input, output, cache_read, cache_write: "
+                                     + "; ".join(x for x in (f"missing {', '.join(missing)}" if missing else "",
+                                                             f"unknown {', '.join(unknown)}" if unknown else "") if x))
+        price = Price(fields["input"], fields["output"], fields["cache_read"], fields["cache_write"])
         bad = {k: v for k, v in fields.items() if not (math.isfinite(v) and v >= 0)}
         if bad:
             raise ConfigurationError("a price is a finite number of dollars per million tokens, at least 0; got "
@@ -205,7 +219,7 @@ def genai_price(model: str) -> tuple[Price, str, str] | None:
             continue
         tier = min((t for t in (t1, t2, t3, t4) if t is not None), default=None)
         note = f"priced at the base tier; requests over {tier:,} input tokens cost more" if tier else ""
-        price = Price(inp, out, read if read is not None else inp, write if write is not None else inp)
+        price = Price(inp, out, read if read is not None else inp, write if write is not None else inp, tier)
         return price, str(info.id), note
     return None
 
@@ -234,9 +248,7 @@ def price_for(model: str, prices: Mapping[str, Any] | None = None) -> Price:
     found = genai_price(str(model or ""))
     pi = _pi_entry(model)
     if found is not None:
-        price, matched, note = found
-        if note:
-            _warn_once(f"price of {model!r} ({matched} in genai-prices): {note}")
+        price = found[0]
         if pi is not None and pi[1] != price:
             _warn_once(f"price of {model!r}: genai-prices ({_show(price)}) differs from Pi 0.87.1's table "
                        f"({_show(pi[1])}); costs use genai-prices (pass prices=pimem.PRICES to bill as Pi does)")

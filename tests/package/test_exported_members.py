@@ -107,9 +107,18 @@ def _python_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
+GUIDE = ["getting-started", "what-it-does", "strategies", "data", "models", "other-agents", "testing", "layout"]
+
+
+def _readme_and_guide() -> str:
+    """The README and the guide pages its reference moved to."""
+    pages = [REPO / "README.md", *(REPO / "docs" / f"{name}.md" for name in GUIDE)]
+    return "\n".join(page.read_text(encoding="utf-8") for page in pages)
+
+
 def test_the_readme_python_blocks_use_only_names_pimem_has() -> None:
-    blocks = _python_blocks((REPO / "README.md").read_text(encoding="utf-8"))
-    assert blocks  # the README shows code
+    blocks = _python_blocks(_readme_and_guide())
+    assert blocks  # the README and its guide pages show code
     used: set[str] = set()
     for block in blocks:
         tree = ast.parse(block)
@@ -129,10 +138,10 @@ def test_every_pimem_name_the_docs_mention_exists(doc: Path) -> None:
 
 
 def test_the_functions_the_readme_names_bare_are_on_the_facade() -> None:
-    """``compare_sources(session, {...})`` in the README's prose is ``pimem.compare_sources``: every
+    """``compare_sources(session, {...})`` in the README's (and its guide's) prose is ``pimem.compare_sources``: every
     backticked call is a facade name or a method of a facade class, and every backticked name that a
     pimem module exports is on the facade."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = _readme_and_guide()
     classes = [getattr(pimem, n) for n in pimem.__all__ if inspect.isclass(getattr(pimem, n))]
     calls = set(re.findall(r"`([A-Za-z_]\w*)\(", text))
     assert {"compare_sources", "drift_report", "replay", "sweep"} <= calls

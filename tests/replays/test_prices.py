@@ -40,26 +40,25 @@ def test_the_callers_prices_win_and_pi_s_table_fills_what_genai_prices_lacks() -
         price_for("mystery-1")
 
 
-def test_a_disagreement_or_a_long_context_tier_is_said_not_hidden() -> None:
+def test_a_disagreement_with_pis_table_is_said_not_hidden() -> None:
+    from pimem.replays import prices
+
     table = price_table()
     differing = table[table["differs"]]
     assert len(differing) >= 1
     model = differing["model"].iloc[0]
+    prices._warn_once.cache_clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        from pimem.replays import prices
-
-        prices._warn_once.cache_clear()
         got = price_for(model)
-        price_for("claude-sonnet-4-5")
+        price_for("claude-sonnet-4-5")  # the same in both: nothing to say
     messages = [str(w.message) for w in caught if issubclass(w.category, PimemWarning)]
     assert got == genai_price(model)[0] != PRICES[model]
-    assert any(f"price of {model!r}: genai-prices" in m and "differs from Pi 0.87.1's table" in m
-               and "prices=pimem.PRICES" in m for m in messages), messages
-    assert any("'claude-sonnet-4-5'" in m and "requests over 200,000 input tokens cost more" in m
-               for m in messages), messages
+    assert len(messages) == 1 and f"price of {model!r}: genai-prices" in messages[0], messages
+    assert "differs from Pi 0.87.1's table" in messages[0] and "prices=pimem.PRICES" in messages[0]
     row = table.set_index("model").loc["claude-sonnet-4-5"]
     assert row["genai_input"] == row["pi_input"] == 3.0 and not row["differs"]
+    assert "requests over 200,000 input tokens cost more" in row["note"]
 
 
 def test_pis_table_is_pi_0_87_1s_catalog() -> None:
@@ -79,3 +78,30 @@ def test_pis_table_is_pi_0_87_1s_catalog() -> None:
                                                  c["cacheWrite"] or c["input"]), model_id
                 seen += 1
     assert seen == len(PRICES) - 1  # and "free"
+
+
+def test_a_replay_with_requests_above_a_long_context_tier_says_its_cost_is_understated() -> None:
+    """Sonnet 4.5 costs more per token in requests above 200,000 input tokens; the price is the base tier's,
+    so a replay with such requests warns, and one without does not."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from pimem.replays.cost import replay_cost
+
+    assert price_for("claude-sonnet-4-5").long_context_above == 200_000
+    assert price_for("claude-opus-4-5").long_context_above is None
+
+    def result(*sizes: int) -> SimpleNamespace:
+        calls = pd.DataFrame({"context_tokens": list(sizes), "prefix_tokens": [0] * len(sizes),
+                              "timestamp": [1000 * i for i in range(len(sizes))], "output_tokens": [100] * len(sizes),
+                              "refused": [False] * len(sizes)})
+        return SimpleNamespace(calls=calls, events=pd.DataFrame(columns=["request_tokens", "response_tokens"]))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        small = replay_cost(result(150_000, 190_000), model="claude-sonnet-4-5")
+        large = replay_cost(result(150_000, 250_000), model="claude-sonnet-4-5")
+    said = [str(w.message) for w in caught if issubclass(w.category, PimemWarning)]
+    assert len(said) == 1 and "up to 250,000 input tokens" in said[0] and "above 200,000" in said[0], said
+    assert large["cost_total"] > small["cost_total"] > 0

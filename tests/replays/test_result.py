@@ -10,7 +10,9 @@ import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.replays.engine import replay
+from pimem.replays.recording import calibrate_recording
 from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, SUMMARY, ReplaySummary
+from pimem.sessions.load import load_session
 from pimem.sessions.samples import sample_session_paths
 
 KINDS = {int: (int,), float: (int, float), str: (str,)}
@@ -105,7 +107,9 @@ def test_the_summary_reads_the_tables_as_their_columns_say(case: str) -> None:
     for path in sample_session_paths():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = replay(path, CompactionSettings(**settings), context_window=window, token_source="chars",
+            # the window counts from what every request carries (chars adds the calibration's overhead)
+            overhead = int(calibrate_recording(load_session(path).get_branch()).overhead)
+            result = replay(path, CompactionSettings(**settings), context_window=window + overhead, token_source="chars",
                             strategy="masking:keep_turns=2" if case == "masking" else None)
         assert _summary_figures(result.summary()) == _table_figures(result)
         seen.append(_table_figures(result))
