@@ -232,11 +232,11 @@ class Replayer:
     # -- events ------------------------------------------------------------------------------------
 
     def _row(self, **values: Any) -> dict:
-        row: dict[str, Any] = {c: None for c in EVENT_COLUMNS}
-        row["step"] = self.step
-        row["entry_id"] = self.path[self.step].get("id") if self.step < len(self.path) else None
-        row["leaf_id"] = self.new.leaf_id
-        row.update(values)
+        """An event row of the columns given (the others are missing: a check row holds 12 of the
+        table's 30, and a replay writes about one per recorded entry)."""
+        row: dict[str, Any] = {"step": self.step,
+                               "entry_id": self.path[self.step].get("id") if self.step < len(self.path) else None,
+                               "leaf_id": self.new.leaf_id, **values}
         self.events.append(row)
         return row
 
@@ -549,10 +549,15 @@ class Replayer:
         self.rep.append(entry)
 
     def append(self, entry: dict) -> None:
-        new_entry = dict(entry)
-        new_entry["parentId"] = self.new.leaf_id
-        self.new.append_entry(new_entry)
-        self._append_replayed(new_entry)
+        """Append a recorded entry to the new session: the recorded dict itself where its parent is
+        the new leaf already (nearly every entry: a replay holds no second copy of the path), else a
+        copy with the new leaf as its parent."""
+        parent = self.new.leaf_id
+        if entry.get("parentId") != parent or parent is None and "parentId" not in entry:
+            entry = dict(entry)
+            entry["parentId"] = parent
+        self.new.append_entry(entry)
+        self._append_replayed(entry)
 
     def run(self) -> ReplayResult:
         """Walk the recorded path once; the result of the replay."""
@@ -661,7 +666,7 @@ class Replayer:
             elif role == "toolResult":
                 self.last_tool_results.append(message)
             self.leaf_at.append(self.new.leaf_id)
-        failed_recorded = [e for e in self.events if e["kind"] == "compact_failed" and e["check"] == "recorded"]
+        failed_recorded = [e for e in self.events if e["kind"] == "compact_failed" and e.get("check") == "recorded"]
         if failed_recorded:
             self.warn(f"{len(failed_recorded)} recorded compaction(s) could not be made again with the strategy "
                       f"{self.strategy.spec()} ({failed_recorded[0].get('error')}); replay the compactions of another "

@@ -193,8 +193,10 @@ class _Table:
         if obj is None:
             return None  # the field's default: made from the rows
         table = obj.__dict__.get(self.key)
-        if table is None:
-            table = obj.__dict__[self.key] = self.table.frame(getattr(obj, self.rows) or [])
+        if table is None:  # made by columns: a column a row does not hold is None there (a replay's rows hold
+            rows = getattr(obj, self.rows) or []  # only the columns they set)
+            table = self.table.frame({name: [row.get(name) for row in rows] for name in self.table.names})
+            obj.__dict__[self.key] = table
         return table
 
     def __set__(self, obj: Any, value: Any) -> None:

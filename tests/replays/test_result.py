@@ -128,7 +128,8 @@ def test_the_tables_are_made_from_the_replays_rows_when_first_read() -> None:
     assert "_events_table" not in result.__dict__ and "_calls_table" not in result.__dict__
     events, calls = result.events, result.calls
     assert list(events.columns) == EVENT_COLUMNS and list(calls.columns) == CALL_COLUMNS
-    assert events.equals(pd.DataFrame(result._event_rows, columns=EVENT_COLUMNS))
+    assert events.equals(pd.DataFrame({c: [r.get(c) for r in result._event_rows] for c in EVENT_COLUMNS}))
+    assert all(r.keys() <= set(EVENT_COLUMNS) for r in result._event_rows)
     assert calls.equals(pd.DataFrame(result._call_rows, columns=CALL_COLUMNS))
     assert result.events is events  # made once
     assert (events["kind"] == "compaction").sum() == before["compactions"] > 0
