@@ -43,7 +43,7 @@ from pimem.replays.recording import (
     output_tokens,
     timestamp_ms,
 )
-from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, ReplayResult
+from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, CallRow, EventRow, ReplayResult
 from pimem.replays.settings import check_room, check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
@@ -160,8 +160,8 @@ class Replayer:
         self.rec: RecordedPath = self.tokens.recording()
         self.rep = ContextTracker(cache=est_cache, counter=self.tokens.counter())
         self.warnings: list[str] = []
-        self.events: list[dict] = []
-        self.calls: list[dict] = []
+        self.events: list[EventRow] = []
+        self.calls: list[CallRow] = []
         self.compactions: list[dict] = []
         self.leaf_at: list[Any] = []
         self.last_assistant: dict | None = None
@@ -231,12 +231,12 @@ class Replayer:
 
     # -- events ------------------------------------------------------------------------------------
 
-    def _row(self, **values: Any) -> dict:
+    def _row(self, **values: Any) -> EventRow:
         """An event row of the columns given (the others are missing: a check row holds 12 of the
         table's 30, and a replay writes about one per recorded entry)."""
-        row: dict[str, Any] = {"step": self.step,
-                               "entry_id": self.path[self.step].get("id") if self.step < len(self.path) else None,
-                               "leaf_id": self.new.leaf_id, **values}
+        row = EventRow(**{"step": self.step,
+                          "entry_id": self.path[self.step].get("id") if self.step < len(self.path) else None,
+                          "leaf_id": self.new.leaf_id, **values})
         self.events.append(row)
         return row
 
@@ -262,7 +262,7 @@ class Replayer:
                           threshold=window - self.settings.reserve_tokens, settings=self.settings,
                           tracker=self.rep, will_retry=will_retry)
 
-    def check_row(self, check: str, tokens: float, note: str | None = None) -> dict:
+    def check_row(self, check: str, tokens: float, note: str | None = None) -> EventRow:
         tokens = self.known_tokens(tokens, "check")
         window = self.model_info().context_window
         decision = bool(note is None and window > 0
@@ -613,13 +613,14 @@ class Replayer:
                 accepted = self.send_request(message)
                 self.tokens.record_call(message, self.rec, self.rep)
                 tokens = self.known_tokens(self.call_tokens(message), "call")
-                self.calls.append({"step": i, "entry_id": entry.get("id"), "context_tokens": tokens,
-                                   "recorded_tokens": input_tokens(message),
-                                   # a refused request caches nothing: the next one reads what the last answered wrote
-                                   "prefix_tokens": self.cached_prefix(tokens) if accepted else 0.0,
-                                   "output_tokens": output_tokens(message),
-                                   "timestamp": timestamp_ms(message.get("timestamp", entry.get("timestamp"))),
-                                   "refused": not accepted})
+                self.calls.append(CallRow(step=i, entry_id=entry.get("id"), context_tokens=tokens,
+                                          recorded_tokens=input_tokens(message),
+                                          # a refused request caches nothing: the next one reads what the last
+                                          # answered wrote
+                                          prefix_tokens=self.cached_prefix(tokens) if accepted else 0.0,
+                                          output_tokens=output_tokens(message),
+                                          timestamp=timestamp_ms(message.get("timestamp", entry.get("timestamp"))),
+                                          refused=not accepted))
                 if not accepted:
                     self.rec.append(entry)
                     self.left_out.append(entry.get("id"))

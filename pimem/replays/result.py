@@ -7,6 +7,7 @@ reads. The tables are made from the replay's rows when first read (a sweep never
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, cast
@@ -25,7 +26,8 @@ from pimem.replays.tokens import get_token_source
 from pimem.replays.orphans import ORPHANS, orphan_rate, orphan_rows
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
 
-__all__ = ["ReplayResult", "ReplaySummary", "EVENTS", "CALLS", "SUMMARY", "EVENT_COLUMNS", "CALL_COLUMNS"]
+__all__ = ["ReplayResult", "ReplaySummary", "EVENTS", "CALLS", "SUMMARY", "EVENT_COLUMNS", "CALL_COLUMNS", "EventRow",
+           "CallRow"]
 
 CALLS = Table("calls", [
     Column("step", description="the recorded entry's position on the replayed path"),
@@ -78,6 +80,59 @@ EVENTS = Table("events", [
 
 CALL_COLUMNS = CALLS.names
 EVENT_COLUMNS = EVENTS.names
+
+
+class _Row(Mapping[str, Any]):
+    """One row of a replay's table, its values in slots: a mapping of the columns the row holds (a
+    column it does not hold reads as missing), whose values can be set. A replay writes about one
+    event row per recorded entry: in slots an event row takes 256 bytes, as a dict 464 or more."""
+
+    __slots__ = ()
+    _columns: frozenset[str] = frozenset()
+
+    def __init__(self, **values: Any) -> None:
+        for key, value in values.items():
+            self[key] = value
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._columns:
+            try:
+                return getattr(self, key)
+            except AttributeError:
+                pass
+        raise KeyError(key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self._columns:
+            raise KeyError(f"{type(self).__name__} has no column {key!r}")
+        setattr(self, key, value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default) if key in self._columns else default
+
+    def __iter__(self) -> Iterator[str]:
+        names: tuple[str, ...] = self.__slots__
+        return (name for name in names if hasattr(self, name))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self)!r})"
+
+
+class EventRow(_Row):
+    """A row of the events table (:data:`EVENTS`)."""
+
+    __slots__ = tuple(EVENT_COLUMNS)
+    _columns = frozenset(EVENT_COLUMNS)
+
+
+class CallRow(_Row):
+    """A row of the calls table (:data:`CALLS`)."""
+
+    __slots__ = tuple(CALL_COLUMNS)
+    _columns = frozenset(CALL_COLUMNS)
 
 _CALIBRATED = " (a calibrated token source only)"
 
@@ -258,8 +313,8 @@ class ReplayResult:
     _orphans: Any = field(repr=False, default=None)
     _orphan_rows: list[dict] | None = field(repr=False, default=None)
     _spans: Any = field(repr=False, default=None)
-    _event_rows: list[dict] | None = field(repr=False, default=None)  # the tables' rows, as the replay made them
-    _call_rows: list[dict] | None = field(repr=False, default=None)
+    _event_rows: list[EventRow] | None = field(repr=False, default=None)  # the tables' rows, as the replay made them
+    _call_rows: list[CallRow] | None = field(repr=False, default=None)
 
     def compaction_spans(self) -> list[CompactionSpan]:
         """The replayed session's compactions with the spans they summarized
