@@ -136,7 +136,8 @@ def test_every_option_has_help_and_says_its_default() -> None:
 
 
 def test_study_help_states_the_real_default_grid() -> None:
-    from pimem.viz.report import DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES, STUDY_TOKEN_SOURCES
+    from pimem.experiments.study import (DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES,
+                                         STUDY_TOKEN_SOURCES)
 
     helps = {(c, o): a.help % {} for c, o, a in _options(build_parser())}
     for option, shares in (("--reserve", DEFAULT_RESERVE_SHARES), ("--keep", DEFAULT_KEEP_SHARES),

@@ -137,7 +137,7 @@ def test_study_writes_every_part(study, sample_paths):
     # reserve 2048/4096 × keep 2000/6000 × window 30000/3000, under two token sources: window 3000
     # leaves no room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048); at 30000 what
     # leaves each session room for its largest step and compacts it
-    from pimem.viz.report import session_size, study_grid
+    from pimem.experiments.study import session_size, study_grid
 
     grids = {str(p): study_grid(session_size(p), [2048, 4096], [2000, 6000], [30000, 3000]) for p in sample_paths}
     assert len(df) == sum(len(g) for g, _ in grids.values()) * 2
@@ -203,14 +203,6 @@ def test_study_rejects_bad_arguments(sample_paths, tmp_path):
         run_study(sample_paths, tmp_path / "o", reserve=[5000], window=[4000], progress=False)
     with pytest.raises(ValueError, match="no session"):
         run_study([], tmp_path / "o", progress=False)
-
-
-def test_study_names_stay_distinct_when_a_stem_looks_like_a_renamed_one():
-    from pimem.viz.report import _unique_names
-
-    names = _unique_names([Path("a/s.jsonl"), Path("b/s.jsonl"), Path("c/s-2.jsonl")])
-    assert len(set(names)) == 3
-    assert names[0] == "s" and names[2] == "s-2"
 
 
 def test_study_index_links_survive_unusual_file_names():
@@ -349,43 +341,6 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
     assert error in lost  # as written, not lower-cased
     assert error.lower() not in lost
     assert "loadConfig" in lost and "loadConfig(" not in lost  # identifiers as normalized, case kept
-
-
-def test_study_grids_are_derived_from_each_session(samples_dir):
-    """Left out, the grid follows the session: windows hold the request overhead plus a fifth and two
-    fifths of the conversation; reserve and keep are shares of the room left for it."""
-    from pimem.viz.report import (DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES, SessionSize,
-                                  session_size, study_grid)
-
-    size = session_size(samples_dir / "logslice-since-flag.jsonl")
-    assert size.estimate > 50000 and size.overhead > 0 and size.slope > 0.5 and size.largest_step > 1000
-    grid, left_out = study_grid(size)
-    assert len(grid) + left_out == 18 and len(grid) >= 12
-    windows = sorted({g["context_window"] for g in grid})
-    assert len(windows) == len(DEFAULT_WINDOW_SHARES)
-    least = size.room_needed(0, 0) / (1 - 0.8 * max(DEFAULT_RESERVE_SHARES) - max(DEFAULT_KEEP_SHARES))
-    for w, share in zip(windows, DEFAULT_WINDOW_SHARES):
-        room = max(share * size.slope * size.estimate, least * share / min(DEFAULT_WINDOW_SHARES))
-        assert w == pytest.approx(size.overhead + room, rel=0.05)
-    runs = set()
-    for g in grid:
-        room = g["context_window"] - size.overhead
-        assert g["reserve_tokens"] == pytest.approx(g["reserve_share"] * room, rel=0.05)
-        assert g["keep_recent_tokens"] < g["context_window"] - g["reserve_tokens"]
-        # no cell is degenerate: the summary, the kept tail and two largest steps fit; the session
-        # reaches the threshold; and no two cells are the same setting
-        assert room >= 0.8 * g["reserve_tokens"] + g["keep_recent_tokens"] + 2 * size.largest_step
-        assert g["context_window"] - g["reserve_tokens"] < size.reach
-        runs.add((g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]))
-    assert len(runs) == len(grid)
-    # a session whose largest step is most of it has no such setting, and the study says why
-    small = session_size(samples_dir / "ventas-pipeline-refactor.jsonl")
-    assert small.largest_step > 0.3 * (small.reach - small.overhead)
-    assert study_grid(small) == ([], 18)
-    # values given are used as they are; settings without room are left out and counted
-    grid, left_out = study_grid(SessionSize(10000), reserve=[1000, 9000], window=[8000])
-    assert {g["reserve_tokens"] for g in grid} == {1000} and left_out == 3
-    assert all(g["window_share"] != g["window_share"] for g in grid)  # NaN: not a share
 
 
 @pytest.mark.slow
