@@ -304,16 +304,30 @@ _TABLE_SUFFIXES = (".csv", ".parquet")
 
 
 def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: Sequence[str] = ()) -> None:
-    """Refuse, before any work, an output that would replace a source session or has a wrong suffix."""
+    """Refuse, before any work, an output that would replace a source session, has a wrong suffix or
+    sits in a folder that does not exist (:func:`_check_output_folder`)."""
     if output is None:
         return
     out = Path(output)
+    _check_output_folder(out.parent, output)
     if out.exists():
         for source in sources:
             if Path(source).exists() and os.path.samefile(out, source):
                 raise UserError(f"{out}: refusing to overwrite the source session file")
     if suffixes and out.suffix.lower() not in suffixes:
         raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
+
+
+def _check_output_folder(folder: str | Path, output: str | Path | None = None) -> None:
+    """Refuse, before any work, to write into a folder that does not exist: an output never creates
+    folders the user did not ask for. ``output`` (a file or folder the user named) is made inside it."""
+    where = Path(folder)
+    if where.is_dir():
+        return
+    named = f"{output}: " if output is not None else ""
+    if where.exists():
+        raise UserError(f"{named}{where} is not a folder")
+    raise UserError(f"{named}the folder {where} does not exist; create it first or choose another output")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -358,6 +372,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: expected a folder")
+    _check_output_folder(out.parent, out)
     sources: list[tuple[Path, Path | None]] = []
     for item in args.sources:
         p = Path(item)
@@ -646,6 +661,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder; -o names the folder the study is written to")
+    _check_output_folder(out.parent, out)
     paths = _session_paths(items, exclude=[out])
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
                         workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
@@ -680,6 +696,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         elif args.action == "record":
             from pimem.experiments import model_summaries
 
+            if args.output is not None:
+                _check_output_folder(Path(args.output).parent, args.output)
             started = localmodel.running_server() is None
             if started:
                 localmodel.start()
@@ -701,6 +719,7 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
+    _check_output_folder(out.parent, out)
     if args.names and not args.html:
         raise UserError("notebook names are for --html (copying takes them all)")
     if args.html:
@@ -870,8 +889,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "drift report per session and an index.html linking them.")
     a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
     a.add_argument("-o", "--output", required=True,
-                   help="output folder (required; created if missing; .jsonl files inside it are never read "
-                        "as sessions, so it may sit inside the sessions folder)")
+                   help="output folder (required; created if missing, in a folder that exists; .jsonl files "
+                        "inside it are never read as sessions, so it may sit inside the sessions folder)")
     a.add_argument("--reserve", type=_int_list, default=None,
                    help="reserveTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each window "
                         "leaves for the conversation)")
