@@ -30,7 +30,7 @@ Every run row carries the replay's :meth:`~pimem.replays.engine.ReplayResult.sum
 measures (needed-later recall of its summaries, what masking removed; see
 :mod:`pimem.experiments.run_measures`) and its cache-aware cost (:mod:`pimem.replays.cost`; ``prices`` overrides
 the price table, ``cost_model`` the priced model). ``measures="cost"`` leaves the drift measures out,
-``measures=False`` both.
+``measures=False`` both; ``measures="score"`` adds the headline summary score (about a second a compaction).
 
 :func:`sweep_runs` gives the runs one by one as they finish, each with its
 :class:`~pimem.replays.engine.ReplayResult` when a ``keep`` test accepts the run's row: a study takes its
@@ -74,7 +74,7 @@ from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
 from pimem.base.tables import Column, Table
-from pimem.experiments.run_measures import RUN_MEASURES, run_measures
+from pimem.experiments.run_measures import RUN_MEASURES, RUN_SCORE, run_measures
 from pimem.replays.cost import COST, Price, as_price
 from pimem.replays.engine import replay
 from pimem.replays.recording import shared_recordings
@@ -114,6 +114,7 @@ SWEEP = Table("sweep", [
     *(Column(k, description=_SETTING_DOCS[k]) for k in SETTING_KEYS),
     *(c for c in SUMMARY.columns if c.name not in SETTING_KEYS),  # the summary's value, at the setting's place
     *RUN_MEASURES.columns,
+    *RUN_SCORE.columns,
     *COST.columns,
     Column("error", description="why the run failed (None: it did not)"),
     Column("traceback", description="where it failed"),
@@ -515,7 +516,7 @@ def sweep(
     progress: bool = True,
     results_path: str | os.PathLike | None = None,
     client: Any = None,
-    measures: bool | Literal["cost"] = True,
+    measures: bool | Literal["cost", "score"] = True,
     prices: Mapping[str, Price | Mapping[str, float]] | None = None,
     cost_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
@@ -537,7 +538,8 @@ def sweep(
         results_path: a JSONL file that makes the sweep resumable, or a ``.parquet`` file for the final
             table (its log beside it; see module docs).
         client: a ``dask.distributed.Client`` to run on.
-        measures: add drift and cost columns (``"cost"``: the cost columns only).
+        measures: add drift and cost columns (``"cost"``: the cost columns only; ``"score"``: the headline
+            summary score too, :func:`pimem.experiments.run_measures.run_measures`).
         prices: model prices for the cost columns (as in :func:`pimem.replays.cost.replay_cost`).
         cost_model: the model whose price the cost columns use.
         cache_ttl_s: how long a provider keeps a prompt cache, for the cost columns.
@@ -570,7 +572,7 @@ def sweep_runs(
     progress: bool = True,
     results_path: str | os.PathLike | None = None,
     client: Any = None,
-    measures: bool | Literal["cost"] = True,
+    measures: bool | Literal["cost", "score"] = True,
     prices: Mapping[str, Price | Mapping[str, float]] | None = None,
     cost_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
@@ -591,7 +593,9 @@ def sweep_runs(
     if measures:
         measure_options = {"prices": {k: as_price(v) for k, v in (prices or {}).items()} or None,
                            "cost_model": cost_model, "cache_ttl_s": cache_ttl_s, "drift": measures != "cost"}
-        if prices or cost_model or cache_ttl_s != 300.0 or measures == "cost":
+        if measures == "score":
+            measure_options["score"] = True
+        if prices or cost_model or cache_ttl_s != 300.0 or measures in ("cost", "score"):
             ident = {"summarizer": ident, "measures": measure_options}
     cache_path = str(cache) if isinstance(cache, (str, os.PathLike)) else cache
     tasks: list[dict[str, Any]] = []
@@ -616,7 +620,7 @@ def sweep_runs(
     for t in tasks:
         prev = done.get(t["run_hash"])
         if prev is not None and measures and ("cost_total" not in prev or (
-                measures != "cost" and "needed_recall" not in prev)):
+                measures != "cost" and "needed_recall" not in prev) or (measures == "score" and "score" not in prev)):
             prev = None  # logged without measures: run again to add them
         if prev is not None:
             prev = dict(prev)
