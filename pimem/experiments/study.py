@@ -1,23 +1,28 @@
-"""The study: a grid of compaction settings for each session, the sweep over it, and the run each
-session's drift report is made from, as data.
+"""The study: which compaction settings suit a model, measured on recorded sessions, as data.
 
-* :func:`design_study` — the sessions (each file once), their sizes (:func:`session_size`) and the
-  grid each runs (:func:`study_grid`), with the settings left out.
-* :func:`run_study_sweep` — the sweep of every session over its grid under each token source
-  (:func:`pimem.experiments.sweep.sweep_runs`), the summary per setting
-  (:func:`pimem.experiments.uncertainty.sweep_summary`) and, per session, the run its drift report is
-  made from (:class:`ReportRun`). That run is the sweep's own, sent back by the process that ran it,
-  when it is the setting preferred before the sweep (the middle of the grid, when it compacts); the
-  session is replayed again only when another setting had to be chosen or the run was resumed from
-  the sweep's log. Only that one result crosses from a worker: a replay pickled costs about a third of
-  replaying it again.
+* :func:`design_study` — the sessions (each file once), what each recorded (:func:`session_size`:
+  its model and window, its size, its own compactions) and the grid each runs (:func:`study_grid`):
+  model windows in tokens (the recorded model's own first, then :data:`STUDY_WINDOWS`) × reserve ×
+  keep in tokens, with every setting left out and why.
+* :func:`run_study_sweep` — every session over its grid under each token source
+  (:func:`pimem.experiments.sweep.sweep_runs`; the reference source with the summary-quality
+  measures, ``measures="score"``), the summary per setting (:func:`study_summary`) and, per session,
+  the drift of its own recorded summaries and of a replay at a setting where compactions repeat
+  (:class:`ReportRun`).
+* :func:`study_summary` — per window and setting: compactions, refused requests, cost, ``score`` and
+  ``needed_recall``, each the mean over the same sessions (paired), with its interval where one
+  holds and its ``n``; copies of one session (checkpoint files of one session id) count once;
+  sessions whose token calibration is poor are summarized apart.
 
-:func:`pimem.viz.report.run_study` writes them out as pages.
+The replay a report is made from is the sweep's own, sent back by the process that ran it (no
+session is replayed twice; only a run resumed from the sweep's log is replayed again).
+:func:`pimem.viz.report.run_study` writes all of it as pages.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 import warnings
@@ -29,10 +34,13 @@ import pandas as pd
 
 from pimem.base.tables import format_number, frame
 from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
-from pimem.core.session_manager import session_entry_to_context_messages
-from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning, SummarizationError
+from pimem.core.session_manager import build_session_projection, session_entry_to_context_messages
+from pimem.drift import drift_report
+from pimem.drift.intervals import interval_supported
+from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning
 from pimem.experiments.sweep import runs_frame, sweep_runs
-from pimem.experiments.uncertainty import sweep_summary
+from pimem.experiments.uncertainty import bootstrap_ci, token_source_bands
+from pimem.replays.config import resolve_model
 from pimem.replays.engine import TOKEN_SOURCES, replay
 from pimem.replays.recording import calibrate_recording
 from pimem.sessions.discover import dedupe_session_paths
@@ -44,32 +52,35 @@ if TYPE_CHECKING:
     from pimem.replays.result import ReplayResult
     from pimem.replays.tokens import TokenSourceName
 
-__all__ = ["design_study", "run_study_sweep", "StudyDesign", "StudyResults", "ReportRun", "study_grid",
-           "session_size", "SessionSize", "unique_names", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
-           "DEFAULT_KEEP_SHARES", "STUDY_TOKEN_SOURCES", "SUMMARY_METRICS", "STEP_MULTIPLE", "MIN_SUMMARY_TOKENS"]
+__all__ = ["design_study", "run_study_sweep", "study_summary", "StudyDesign", "StudyResults", "ReportRun",
+           "study_grid", "session_size", "SessionSize", "unique_names", "session_units", "STUDY_WINDOWS",
+           "STUDY_RESERVES", "STUDY_KEEPS", "STUDY_TOKEN_SOURCES", "STUDY_METRICS", "QUALITY_METRICS",
+           "REPEATED_COMPACTIONS", "MIN_SUMMARY_TOKENS", "LEVELS", "supported_level", "paired_block"]
 
-# Study grids derived from each session (see study_grid): windows as shares of the session's size,
-# reserve and keep as shares of the window's room for conversation (Pi's defaults are 8% and 10% of a
-# 200k window).
-DEFAULT_WINDOW_SHARES = (0.2, 0.4)
-DEFAULT_RESERVE_SHARES = (0.05, 0.1, 0.2)
-DEFAULT_KEEP_SHARES = (0.05, 0.1, 0.2)
-SUMMARY_SHARE = 0.8  # Pi caps a summary at 0.8 × reserveTokens
-STEP_MULTIPLE = 2  # the room a turn in progress needs, in the session's largest steps
-MIN_SUMMARY_TOKENS = 256  # a reserve whose cap is below this leaves no room for a summary
+# The default grid, in tokens: model windows (the recorded model's own is put first), and reserve
+# and keep around Pi's defaults (16,384 and 20,000), halved and doubled.
+STUDY_WINDOWS = (128_000, 200_000, 1_000_000)
+STUDY_RESERVES = (8_192, 16_384, 32_768)
+STUDY_KEEPS = (10_000, 20_000, 40_000)
 STUDY_TOKEN_SOURCES = ("calibrated", "chars", "tiktoken")
-# the metrics of the summary per setting
-SUMMARY_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens",
-                   "orphan_reference_rate")
+# what the study reports per setting; the quality measures need a compaction (a summary to measure)
+STUDY_METRICS = ("compactions", "refused_requests", "cost_total", "score", "needed_recall")
+QUALITY_METRICS = ("score", "needed_recall")
+BANDED_METRICS = ("compactions", "refused_requests", "cost_total")  # also run under the other sources
+REPEATED_COMPACTIONS = 2  # a drift report shows drift across rewrites from this many compactions on
+SUMMARY_SHARE = 0.8  # Pi caps a summary at 0.8 × reserveTokens
+MIN_SUMMARY_TOKENS = 256  # a reserve whose cap is below this leaves no room for a summary
 _SETTING = ("reserve_tokens", "keep_recent_tokens", "context_window")
+_PI_DEFAULTS = (16_384, 20_000)
 
 
 # --------------------------------------------------------------------------- sessions and grids
 
 
 def unique_names(paths: Sequence[Path]) -> list[str]:
-    """File stems made distinct (``a``, ``a-2``, …), never equal to another file's stem."""
-    stems = [p.stem or "session" for p in paths]
+    """File names without ``.jsonl`` / ``.jsonl.gz``, made distinct (``a``, ``a-2``, …), never equal to
+    another file's name."""
+    stems = [_stem(p) for p in paths]
     taken = set(stems)
     names: list[str] = []
     used: set[str] = set()
@@ -81,6 +92,13 @@ def unique_names(paths: Sequence[Path]) -> list[str]:
         used.add(name)
         names.append(name)
     return names
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".jsonl"):
+        name = name.removesuffix(suffix) if name != suffix else name
+    return name or "session"
 
 
 def _int_values(name: str, values: Any) -> list[int]:
@@ -98,25 +116,22 @@ def _int_values(name: str, values: Any) -> list[int]:
 
 @dataclass(frozen=True)
 class SessionSize:
-    """What a study grid is derived from (:func:`session_size`)."""
+    """What a session recorded, for its grid and for the reasons given about it (:func:`session_size`)."""
 
     estimate: int
     overhead: float = 0.0
     slope: float = 1.0
     largest_step: float = 0.0  # the most one request adds, in provider tokens (a prompt or tool results, the reply)
     recorded_peak: float = 0.0  # the largest request the recording made, in provider tokens
+    model: str | None = None  # "provider/modelId" of the model the session ends with (None: it names none)
+    model_window: int = 200_000  # that model's context window (Pi's table; 200,000 for a model not in it)
+    session_id: str | None = None  # the header's id: checkpoint copies of one session share it
+    recorded_compactions: int = 0  # compactions on the recorded path
 
     @property
     def reach(self) -> float:
         """The largest context a replay that never compacts would send (estimate or recorded usage)."""
         return max(self.tokens, self.recorded_peak)
-
-    def room_needed(self, reserve: float, keep: float) -> float:
-        """The least room above the overhead in which no turn fails: after a compaction a request holds
-        the summary (at most :data:`SUMMARY_SHARE` of ``reserve``, Pi's cap), the kept tail (about
-        ``keep``, more where the cut point moves on to the next turn) and the turn in progress:
-        :data:`STEP_MULTIPLE` times the session's largest step, in provider tokens."""
-        return SUMMARY_SHARE * reserve + keep + STEP_MULTIPLE * self.largest_step
 
     @property
     def tokens(self) -> float:
@@ -128,7 +143,7 @@ def session_size(path: str | os.PathLike) -> SessionSize:
     """Pi's usage-free estimate of every message on the session's path, compactions ignored (the
     context a replay that never compacts would reach), with the session's token calibration
     (:mod:`pimem.replays.calibration`: the overhead every request carries and provider tokens per
-    estimated token)."""
+    estimated token), its largest step and request, its model and that model's window."""
     session = load_session(path)
     branch = session.get_branch()
     total = 0
@@ -166,97 +181,80 @@ def session_size(path: str | os.PathLike) -> SessionSize:
         peak = max(peak, tokens - (usage.get("output") or 0 if isinstance(usage.get("output"), (int, float)) else 0))
         previous = tokens or previous
     step_tokens = max(calibration.slope * max(largest, step), grown)
-    return SessionSize(total + system, calibration.overhead, calibration.slope, step_tokens, peak)
-
-
-def _nice(value: float, least: int = 100) -> int:
-    """Two significant digits, at least ``least`` (16,384 → 16,000; 1,234 → 1,200)."""
-    if value <= least:
-        return least
-    magnitude = 10 ** (len(str(int(value))) - 2)
-    return int(round(value / magnitude) * magnitude)
+    current = build_session_projection(branch).model
+    model = (f"{current.get('provider')}/{current.get('modelId')}" if isinstance(current, dict)
+             and isinstance(current.get("modelId"), str) else None)
+    window = resolve_model(None, None, current if isinstance(current, dict) else None).context_window
+    session_id = session.header.get("id") if isinstance(session.header.get("id"), str) else None
+    return SessionSize(total + system, calibration.overhead, calibration.slope, step_tokens, peak, model,
+                       int(window), session_id, sum(1 for e in branch if e.get("type") == "compaction"))
 
 
 def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, keep: Sequence[int] | None = None,
-               window: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], int]:
-    """The settings a study runs on one session, and how many were left out.
+               window: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The settings a study runs on one session, and those left out with why.
 
-    A dimension given as values is used as is; one left out is derived from the session
-    (``size``: :func:`session_size`, or an estimate in tokens): each window holds the overhead
-    every request carries plus :data:`DEFAULT_WINDOW_SHARES` of the conversation in provider
-    tokens (``overhead + share · slope · estimate``), and reserve and keep are
-    :data:`DEFAULT_RESERVE_SHARES` / :data:`DEFAULT_KEEP_SHARES` of what each window leaves for the
-    conversation (``window − overhead``), all rounded to two significant digits (windows at least
-    100, reserve and keep at least 10). The smallest derived window leaves at least the room in
-    which its largest reserve and keep still hold the session's largest step
-    (:meth:`SessionSize.room_needed`), the others that room in proportion to their share. Each
-    setting carries ``window_share``, ``reserve_share`` and ``keep_share`` (NaN for a dimension
-    given as values). Left out (and counted): settings that leave no room (reserve ≥ window), that
-    are degenerate for the session (keep ≥ window − reserve, or the overhead every request carries
-    plus keep reaching window − reserve: every check compacts again; a window not above the
-    overhead; room below :meth:`SessionSize.room_needed`: turns would fail; a reserve whose
-    summary cap, ``SUMMARY_SHARE · reserve``, is below :data:`MIN_SUMMARY_TOKENS`; a threshold the
-    session never reaches: no compaction, the same run as every such cell), and a setting two
-    shares round to that is already in the grid: no two cells are the same run.
+    Windows, reserves and keeps are in tokens: the values given, else the recorded model's own
+    window followed by :data:`STUDY_WINDOWS`, and :data:`STUDY_RESERVES` × :data:`STUDY_KEEPS`. A
+    setting is left out only when Pi could not work with it: reserve ≥ window; keep ≥ window −
+    reserve, or the overhead every request carries plus keep reaching window − reserve (every check
+    compacts again); a summary cap (``SUMMARY_SHARE`` × reserve) below :data:`MIN_SUMMARY_TOKENS`.
+    A setting whose threshold the session never reaches runs (no compaction is a result), and so
+    does one where requests are refused (counted). Each setting carries ``model_window``: whether
+    its window is the recorded model's.
     """
-    nan = float("nan")
     if not isinstance(size, SessionSize):
         size = SessionSize(int(size))
-    r_shares, k_shares = DEFAULT_RESERVE_SHARES, DEFAULT_KEEP_SHARES
-    # the least room in which the largest derived reserve and keep leave the largest step room too
-    least_room = max(size.room_needed(0, 0) / (1 - SUMMARY_SHARE * max(r_shares) - max(k_shares)),
-                     MIN_SUMMARY_TOKENS / SUMMARY_SHARE / max(r_shares))
-    windows = ([(w, nan) for w in window] if window is not None
-               else [(_nice(size.overhead + max(share * size.slope * size.estimate,
-                                                least_room * share / min(DEFAULT_WINDOW_SHARES))), share)
-                     for share in DEFAULT_WINDOW_SHARES])
+    windows = list(dict.fromkeys(window if window is not None else (size.model_window, *STUDY_WINDOWS)))
+    reserves = list(reserve) if reserve is not None else list(STUDY_RESERVES)
+    keeps = list(keep) if keep is not None else list(STUDY_KEEPS)
     settings: list[dict[str, Any]] = []
-    seen: set[tuple[int, int, int]] = set()
-    left_out = 0
-    for w, w_share in windows:
-        room = w - size.overhead if w > size.overhead else w  # what the window leaves for the conversation
-        reserves = [(r, nan) for r in reserve] if reserve is not None else [
-            (_nice(room * share, 10), share) for share in r_shares]
-        keeps = [(k, nan) for k in keep] if keep is not None else [
-            (_nice(room * share, 10), share) for share in k_shares]
-        for r, r_share in reserves:
-            for k, k_share in keeps:
-                degenerate = (r >= w or k >= w - r or (size.overhead and (
-                    w <= size.overhead or size.overhead + k >= w - r))
-                    or room < size.room_needed(r, k)  # turns would fail: no room for the largest step
-                    or SUMMARY_SHARE * r < MIN_SUMMARY_TOKENS  # no room for a summary
-                    or w - r >= size.reach)  # never compacts: every such cell is the same run
-                if degenerate or (r, k, w) in seen:
-                    left_out += 1
-                    continue
-                seen.add((r, k, w))
-                settings.append({"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w,
-                                 "window_share": w_share, "reserve_share": r_share, "keep_share": k_share})
+    left_out: list[dict[str, Any]] = []
+    for w in windows:
+        for r in reserves:
+            for k in keeps:
+                reason = _left_out_reason(size, r, k, w)
+                cell = {"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w}
+                if reason:
+                    left_out.append({**cell, "reason": reason})
+                else:
+                    settings.append({**cell, "model_window": w == size.model_window})
     return settings, left_out
 
 
-def _no_setting_text(size: SessionSize) -> str:
-    """Why no setting of a session's grid is left: the room its largest step needs against the session."""
-    return (f"no setting of the grid fits this session: a window in which it compacts (below "
-            f"{format_number(size.reach)} tokens) leaves too little room above its overhead of "
-            f"{format_number(size.overhead)} tokens for its largest step ({format_number(size.largest_step)} tokens; "
-            f"{STEP_MULTIPLE} of them, the kept tail and the summary must fit after a compaction), so every "
-            f"compacting setting would fail turns")
+def _left_out_reason(size: SessionSize, r: int, k: int, w: int) -> str | None:
+    """Why Pi could not work with reserve ``r``, keep ``k`` in window ``w`` (None: it can)."""
+    if r >= w:
+        return "reserve ≥ window: no room for any context"
+    if k >= w - r:
+        return "keep ≥ window − reserve: every check compacts again"
+    if size.overhead and size.overhead + k >= w - r:
+        return (f"the overhead every request carries ({format_number(size.overhead)} tokens) plus keep reaches "
+                "window − reserve: every check compacts again")
+    if SUMMARY_SHARE * r < MIN_SUMMARY_TOKENS:
+        return f"reserve leaves a summary fewer than {MIN_SUMMARY_TOKENS} tokens (Pi caps it at 0.8 × reserve)"
+    return None
+
+
+def session_units(sizes: Mapping[str, SessionSize]) -> dict[str, str]:
+    """Per session path, the unit it counts as in statistics: its session id (copies of one session,
+    such as the checkpoint files of one Claude Code session, count once), else the path."""
+    return {path: size.session_id or path for path, size in sizes.items()}
 
 
 @dataclass
 class StudyDesign:
-    """What a study runs (:func:`design_study`): the sessions, their sizes and grids, the token sources.
+    """What a study runs (:func:`design_study`): the sessions, what they recorded, their grids, the sources.
 
-    ``reserves``, ``keeps`` and ``windows`` are the values given (None: derived per session);
-    ``left_out`` counts, per session, the settings of its grid left out (:func:`study_grid`).
+    ``reserves``, ``keeps`` and ``windows`` are the values given (None: the defaults);
+    ``left_out`` lists, per session path, the settings of its grid left out and why.
     """
 
     paths: list[Path]
     names: list[str]
     sizes: dict[str, SessionSize]
     grids: dict[str, list[dict[str, Any]]]
-    left_out: list[int]
+    left_out: dict[str, list[dict[str, Any]]]
     reserves: list[int] | None
     keeps: list[int] | None
     windows: list[int] | None
@@ -264,36 +262,35 @@ class StudyDesign:
     reference: TokenSourceName
 
     @property
-    def by(self) -> list[str]:
-        """The columns that name a setting across sessions: tokens where given, else shares."""
-        return [("context_window" if self.windows is not None else "window_share"),
-                ("reserve_tokens" if self.reserves is not None else "reserve_share"),
-                ("keep_recent_tokens" if self.keeps is not None else "keep_share")]
+    def n_settings(self) -> int:
+        """The settings run over all sessions (each under every token source)."""
+        return sum(len(grid) for grid in self.grids.values())
 
     @property
-    def n_settings(self) -> int:
-        """The distinct settings over all sessions (each runs under every token source)."""
-        return sum(len({tuple(g[k] for k in _SETTING) for g in grid}) for grid in self.grids.values())
+    def units(self) -> dict[str, str]:
+        """Per session path, the unit it counts as (:func:`session_units`)."""
+        return session_units(self.sizes)
 
-    def left_out_text(self) -> str:
-        """How many settings were left out: "N per session", "N in all", or "" for none."""
-        if not any(self.left_out):
-            return ""
-        return (f"{self.left_out[0]} per session" if len(set(self.left_out)) == 1
-                else f"{sum(self.left_out)} in all")
+    @property
+    def window_order(self) -> list[int]:
+        """Every window of the study: the recorded models' own first (most sessions first), then the rest."""
+        recorded: dict[int, int] = {}
+        for size in self.sizes.values():
+            recorded[size.model_window] = recorded.get(size.model_window, 0) + 1
+        all_windows = {g["context_window"] for grid in self.grids.values() for g in grid}
+        first = [w for w, _ in sorted(recorded.items(), key=lambda kv: (-kv[1], kv[0])) if w in all_windows]
+        return first + sorted(all_windows - set(first))
 
-    def sweep_grid(self, path: Path) -> list[dict[str, Any]]:
-        """The sweep's settings for one session: each setting of its grid once, under every source."""
-        unique = list(dict.fromkeys(tuple(g[k] for k in _SETTING) for g in self.grids[str(path)]))
-        return [{"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w, "token_source": src}
-                for r, k, w in unique for src in self.sources]
+    def sweep_grid(self, path: Path, sources: Sequence[str]) -> list[dict[str, Any]]:
+        """The sweep's settings for one session under ``sources``."""
+        return [{**{k: g[k] for k in _SETTING}, "token_source": src} for g in self.grids[str(path)] for src in sources]
 
 
 def design_study(paths: Sequence[str | os.PathLike], reserve: Sequence[int] | None = None,
                  keep: Sequence[int] | None = None, window: Sequence[int] | None = None,
                  token_sources: Sequence[str] = STUDY_TOKEN_SOURCES) -> StudyDesign:
     """The sessions of a study (each file once; a file that cannot be read is left out with a
-    :class:`~pimem.errors.SkippedFileWarning`), their sizes and their grids (:func:`study_grid`).
+    :class:`~pimem.errors.SkippedFileWarning`), what they recorded and their grids (:func:`study_grid`).
 
     Raises :class:`FileNotFoundError` for a missing file and
     :class:`~pimem.errors.ConfigurationError` for bad values or when no setting is left to run.
@@ -323,15 +320,12 @@ def design_study(paths: Sequence[str | os.PathLike], reserve: Sequence[int] | No
     if not session_paths:
         raise ConfigurationError("none of the session files given can be read")
     grids: dict[str, list[dict[str, Any]]] = {}
-    left_out: list[int] = []
+    left_out: dict[str, list[dict[str, Any]]] = {}
     for p in session_paths:
-        grids[str(p)], n = study_grid(sizes[str(p)], reserves, keeps, windows)
-        left_out.append(n)
+        grids[str(p)], left_out[str(p)] = study_grid(sizes[str(p)], reserves, keeps, windows)
     if not any(grids.values()):
-        raise ConfigurationError("no setting is left to run: each leaves no room in its window (reserve ≥ window, "
-                                 "or keep ≥ window − reserve), too little room above the tokens every request "
-                                 "carries for the session's largest step (turns would fail), or a threshold the "
-                                 "session never reaches (the same run as no compaction)")
+        reasons = sorted({cell["reason"] for cells in left_out.values() for cell in cells})
+        raise ConfigurationError("no setting is left to run: " + "; ".join(reasons))
     return StudyDesign(session_paths, unique_names(session_paths), sizes, grids, left_out, reserves, keeps,
                        windows, sources, reference)
 
@@ -341,19 +335,26 @@ def design_study(paths: Sequence[str | os.PathLike], reserve: Sequence[int] | No
 
 @dataclass
 class ReportRun:
-    """The run a session's drift report is made from, or why there is none (``error``).
+    """What a session's drift reports are made from.
 
-    ``setting`` holds ``reserve_tokens``, ``keep_recent_tokens`` and ``context_window``; ``result`` the
-    replay under the study's reference token source; ``reused``: it is the sweep's own run (False: the
-    run was resumed from the sweep's log and replayed again here).
+    ``recorded``: the drift report (:func:`pimem.drift.drift_report`) of the session's own recorded
+    summaries (None without a recorded compaction). ``setting`` and ``result``: the replay under the
+    study's reference token source at a setting where compactions repeat (:func:`_report_setting`),
+    ``report`` its drift report; ``reused``: that replay is the sweep's own (False: its run was
+    resumed from the sweep's log and replayed again here). ``reason``: why there is no replay report,
+    an expected outcome (no setting compacts); ``error``: what failed unexpectedly.
     """
 
     path: Path
     name: str
     size: SessionSize
+    recorded: pd.DataFrame | None = field(default=None, repr=False)
     setting: dict[str, Any] | None = None
     result: ReplayResult | None = field(default=None, repr=False)
+    report: pd.DataFrame | None = field(default=None, repr=False)
     reused: bool = False
+    compactions: int = 0
+    reason: str | None = None
     error: str | None = None
 
 
@@ -362,9 +363,9 @@ class StudyResults:
     """What :func:`run_study_sweep` measured.
 
     ``runs``: one row per session × setting × token source (the sweep's columns, with ``name``,
-    ``session_size`` and the grid's shares); ``summary``: per setting, over the sessions
-    (:func:`pimem.experiments.uncertainty.sweep_summary`; empty when no run finished); ``reports``: per
-    session, the run of its drift report (results dropped once ``on_report`` has had them).
+    ``unit``, ``session_size`` and ``model_window``); ``summary``: :func:`study_summary` of them;
+    ``reports``: per session, what its drift reports are made from (replay results dropped once
+    ``on_report`` has had them).
     """
 
     design: StudyDesign
@@ -391,30 +392,41 @@ class StudyResults:
         return ok[ok["token_source"] == self.design.reference] if "token_source" in ok.columns else ok
 
 
-def _middle(grid: list[dict[str, Any]]) -> int:
-    """Where a session's drift report is made when it can be: the middle of its grid."""
-    return (len(grid) - 1) // 2
+def _report_setting(rows: pd.DataFrame, size: SessionSize) -> tuple[dict[str, Any] | None, str | None]:
+    """The setting of a session's replay report, from its reference runs, and a note when it is not
+    one where compactions repeat. Preferred: compactions repeat (at least
+    :data:`REPEATED_COMPACTIONS`), no turn failed, the recorded model's window, reserve and keep
+    nearest Pi's defaults; else the run with the most compactions. None: no run compacts."""
+    done = rows[rows["error"].isna()] if "error" in rows.columns else rows
+    if not len(done) or "compactions" not in done.columns or not (done["compactions"] > 0).any():
+        return None, None
+
+    def rank(r: Any) -> tuple:
+        distance = abs(math.log(r.reserve_tokens / _PI_DEFAULTS[0])) + abs(math.log(
+            max(r.keep_recent_tokens, 1) / _PI_DEFAULTS[1]))
+        return (r.compactions < REPEATED_COMPACTIONS, bool(r.failed_turns), r.context_window != size.model_window,
+                round(distance, 6), r.context_window, r.reserve_tokens, r.keep_recent_tokens)
+
+    best = min(done[done["compactions"] > 0].itertuples(), key=rank)
+    setting = {k: int(getattr(best, k)) for k in _SETTING}
+    note = None
+    if best.compactions < REPEATED_COMPACTIONS:
+        note = (f"no setting of the grid compacts this session {REPEATED_COMPACTIONS} times or more: the replay "
+                f"report shows {int(best.compactions)} compaction, so no drift across rewrites")
+    return setting, note
 
 
-def _report_setting(rows: pd.DataFrame, grid: list[dict[str, Any]]) -> dict[str, Any]:
-    """The setting of a session's drift report: the compacting setting (reference runs) nearest the
-    middle of its grid, so that the report has compactions to measure; the middle if none compacts."""
-    middle = _middle(grid)
-    if len(rows) and "compactions" in rows.columns:
-        done = rows[rows["error"].isna()] if "error" in rows.columns else rows
-        compacting = {(r.reserve_tokens, r.keep_recent_tokens, r.context_window)
-                      for r in done[done["compactions"] > 0].itertuples()}
-        candidates = [i for i, g in enumerate(grid) if tuple(g[k] for k in _SETTING) in compacting]
-        if candidates:
-            return grid[min(candidates, key=lambda i: (abs(i - middle), i))]
-    return grid[middle]
+def _no_compaction_reason(size: SessionSize, grid: list[dict[str, Any]]) -> str:
+    """Why no setting compacts a session: its largest context against the lowest threshold of its grid."""
+    lowest = min(g["context_window"] - g["reserve_tokens"] for g in grid)
+    return (f"never compacts at any setting of the grid: the session's largest context "
+            f"({format_number(size.reach)} tokens) stays below the lowest threshold, window − reserve = "
+            f"{format_number(lowest)} tokens")
 
 
-def _keep_for_report(row: Mapping[str, Any], setting: tuple[Any, ...], reference: str) -> bool:
-    """Whether a sweep run is sent back for the drift report: the run of the session's preferred report
-    setting (:func:`_middle`) under the reference source, when it compacts (:func:`_report_setting`)."""
-    return (not row.get("error") and row.get("token_source") == reference and bool(row.get("compactions"))
-            and tuple(row.get(k) for k in _SETTING) == setting)
+def _keep_for_report(row: Mapping[str, Any], reference: str) -> bool:
+    """Whether a sweep run is sent back as a possible replay report: it compacts under the reference source."""
+    return not row.get("error") and row.get("token_source") == reference and bool(row.get("compactions"))
 
 
 def run_study_sweep(
@@ -425,9 +437,10 @@ def run_study_sweep(
     workers: int | None = None,
     progress: bool = True,
     on_report: Callable[[ReportRun], None] | None = None,
+    n_boot: int = 2000,
 ) -> StudyResults:
-    """Sweep every session of ``design`` over its grid, summarize the runs per setting, and find each
-    session's drift-report run (see module docs).
+    """Sweep every session of ``design`` over its grid, summarize the runs per setting, and make each
+    session's drift reports (see module docs).
 
     Args:
         design: the study (:func:`design_study`).
@@ -435,57 +448,68 @@ def run_study_sweep(
         results_path: the sweep's JSONL log (an interrupted study resumes from it).
         workers: processes to run in (as for :func:`pimem.sweep`).
         progress: show progress bars.
-        on_report: called with each session's :class:`ReportRun` as soon as it is known (its result
-            is then dropped, so that one replay is held at a time).
+        on_report: called with each session's :class:`ReportRun` as soon as it is known (its replay
+            result is then dropped, so that one replay is held at a time).
+        n_boot: bootstrap replicates of the intervals.
     """
     start = time.perf_counter()
     reference = design.reference
+    keep = functools.partial(_keep_for_report, reference=reference)
+    others = [src for src in design.sources if src != reference]
     frames: list[pd.DataFrame] = []
     reports: list[ReportRun] = []
     summarizer: CachedSummarizer | None = None
     try:
         for path, name in zip(design.paths, design.names):
-            report = ReportRun(path, name, design.sizes[str(path)])
-            grid = design.sweep_grid(path)
+            size = design.sizes[str(path)]
+            report = ReportRun(path, name, size)
             kept: dict[tuple[Any, ...], Any] = {}
             rows: list[dict[str, Any]] = []
+            grid = design.grids[str(path)]
             if grid:
-                preferred = design.grids[str(path)][_middle(design.grids[str(path)])]
-                keep = functools.partial(_keep_for_report, setting=tuple(preferred[k] for k in _SETTING),
-                                         reference=reference)
-                for row, result in sweep_runs([str(path)], grid, workers=workers, cache=cache, progress=progress,
-                                              results_path=results_path, measures="cost", keep=keep):
+                for row, result in sweep_runs([str(path)], design.sweep_grid(path, [reference]), workers=workers,
+                                              cache=cache, progress=progress, results_path=results_path,
+                                              measures="score", keep=keep):
                     rows.append(row)
                     if result is not None:
                         kept[tuple(row[k] for k in _SETTING)] = result
+                if others:
+                    rows.extend(row for row, _ in sweep_runs(
+                        [str(path)], design.sweep_grid(path, others), workers=workers, cache=cache, progress=progress,
+                        results_path=results_path, measures="cost"))
                 frames.append(runs_frame(rows))
             try:
-                if not design.grids[str(path)]:
-                    raise ConfigurationError(_no_setting_text(report.size))
-                runs = runs_frame(rows)
-                if len(runs) and "token_source" in runs.columns:
-                    runs = runs[runs["token_source"] == reference]
-                chosen = _report_setting(runs, design.grids[str(path)])
-                report.setting = {k: chosen[k] for k in _SETTING}
-                report.result = kept.pop(tuple(chosen[k] for k in _SETTING), None)
-                report.reused = report.result is not None
-                if report.result is None:  # resumed from the log, or no run compacts: replayed here
-                    if summarizer is None:
-                        summarizer = CachedSummarizer(get_summarizer("extractive"), cache)
-                    settings = CompactionSettings(reserve_tokens=chosen["reserve_tokens"],
-                                                  keep_recent_tokens=chosen["keep_recent_tokens"])
+                if size.recorded_compactions:
                     with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", PimemWarning)  # kept on the result, shown in the report
-                        report.result = replay(path, settings, context_window=chosen["context_window"],
-                                               summarizer=summarizer, token_source=reference)
-                kept.clear()
-                s = report.result.summary()
-                if s["failed_compactions"] and not s["compactions"]:
-                    failures = report.result.events.loc[report.result.events["kind"] == "compact_failed",
-                                                        "error"].dropna()
-                    report.error = (f"{SummarizationError.__name__}: every compaction failed "
-                                    f"({s['failed_compactions']})"
-                                    + (f"; the first: {failures.iloc[0]}" if len(failures) else ""))
+                        warnings.simplefilter("ignore", PimemWarning)  # shown in the report
+                        report.recorded = drift_report(load_session(path))
+                if not grid:
+                    reasons = sorted({cell["reason"] for cell in design.left_out[str(path)]})
+                    report.reason = "no setting of the grid can run: " + "; ".join(reasons)
+                else:
+                    runs = runs_frame(rows)
+                    runs = runs[runs["token_source"] == reference] if len(runs) else runs
+                    chosen, note = _report_setting(runs, size)
+                    if chosen is None:
+                        report.reason = _no_compaction_reason(size, grid)
+                    else:
+                        report.setting, report.reason = chosen, note
+                        report.result = kept.pop(tuple(chosen[k] for k in _SETTING), None)
+                        report.reused = report.result is not None
+                        if report.result is None:  # resumed from the log: replayed here
+                            if summarizer is None:
+                                summarizer = CachedSummarizer(get_summarizer("extractive"), cache)
+                            settings = CompactionSettings(reserve_tokens=chosen["reserve_tokens"],
+                                                          keep_recent_tokens=chosen["keep_recent_tokens"])
+                            with warnings.catch_warnings():
+                                warnings.simplefilter("ignore", PimemWarning)  # kept on the result
+                                report.result = replay(path, settings, context_window=chosen["context_window"],
+                                                       summarizer=summarizer, token_source=reference)
+                        kept.clear()
+                        report.compactions = report.result.summary()["compactions"]
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", PimemWarning)
+                            report.report = drift_report(report.result)
             except Exception as exc:  # noqa: BLE001 - one broken session must not stop the study
                 report.error = f"{type(exc).__name__}: {exc}"
             if on_report is not None:
@@ -499,16 +523,154 @@ def run_study_sweep(
     df = pd.concat(frames, ignore_index=True) if frames else frame()
     if "session" in df.columns:
         name_of = {str(p): n for p, n in zip(design.paths, design.names)}
-        shares = frame([{"session": key, **g} for key, grid in design.grids.items() for g in grid])
+        model_window = frame([{"session": key, **{k: g[k] for k in _SETTING}, "model_window": g["model_window"]}
+                              for key, grid in design.grids.items() for g in grid])
         df.insert(1, "name", df["session"].map(name_of))
-        df.insert(2, "session_size", df["session"].map({k: round(v.tokens) for k, v in design.sizes.items()}))
-        df = df.merge(shares, on=["session", *_SETTING], how="left")
-    results = StudyResults(design, df, frame(), reports, 0.0)
-    ok = results.ok
-    metrics = [m for m in SUMMARY_METRICS if m in ok.columns]
-    if len(ok) and metrics:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PimemWarning)  # one session: the index says so
-            results.summary = sweep_summary(ok, metrics, reference=reference, sources=design.sources, by=design.by)
-    results.elapsed_s = time.perf_counter() - start
-    return results
+        df.insert(2, "unit", df["session"].map(design.units))
+        df.insert(3, "session_size", df["session"].map({k: round(v.tokens) for k, v in design.sizes.items()}))
+        df = df.merge(model_window, on=["session", *_SETTING], how="left")
+    summary = study_summary(df, reference=reference, sources=design.sources, n_boot=n_boot) if len(df) else frame()
+    return StudyResults(design, df, summary, reports, time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+SUMMARY_COLUMNS = ["group", "context_window", "reserve_tokens", "keep_recent_tokens", "metric", "mean", "ci_low",
+                   "ci_high", "level", "n", "band_low", "band_high", "note"]
+# the interval levels tried, highest first: each mean gets the highest one whose coverage holds at its n
+LEVELS = (0.95, 0.9, 0.8, 0.5)
+
+
+def _warned(df: pd.DataFrame, reference: str) -> set[str]:
+    """The units any of whose reference runs carries a calibration warning."""
+    if "calibration_warning" not in df.columns:
+        return set()
+    ref = df[df["token_source"] == reference] if "token_source" in df.columns else df
+    return set(ref.loc[ref["calibration_warning"].notna(), "unit"])
+
+
+def supported_level(n: int) -> float | None:
+    """The highest of :data:`LEVELS` at which a session-level bootstrap interval over ``n`` sessions was shown
+    to cover (:func:`pimem.drift.intervals.interval_supported`); None: none (fewer than a handful)."""
+    for level in LEVELS:
+        if interval_supported(n, level)[0]:
+            return level
+    return None
+
+
+def paired_block(per: pd.DataFrame, metric: str) -> tuple[list[Any], list[tuple[int, int]]]:
+    """The units and settings a metric is compared on, every unit at every setting (paired): of the
+    blocks "the settings at least t units have, and the units that have all of them", the one with the
+    most values (ties: more units). ``per``: one row per unit and setting (``reserve_tokens``,
+    ``keep_recent_tokens``)."""
+    have = per.dropna(subset=[metric])
+    settings_of: dict[Any, set[tuple[int, int]]] = {
+        u: {(int(r), int(k)) for r, k in zip(g["reserve_tokens"], g["keep_recent_tokens"])}
+        for u, g in have.groupby("unit")}
+    counts: dict[tuple[int, int], int] = {}
+    for cells in settings_of.values():
+        for cell in cells:
+            counts[cell] = counts.get(cell, 0) + 1
+    best: tuple[int, int, list[Any], list[tuple[int, int]]] = (0, 0, [], [])
+    for t in sorted(set(counts.values()), reverse=True):
+        chosen = sorted(c for c, k in counts.items() if k >= t)
+        units = sorted(u for u, own in settings_of.items() if set(chosen) <= own)
+        if units and (len(units) * len(chosen), len(units)) > best[:2]:
+            best = (len(units) * len(chosen), len(units), units, chosen)
+    return best[2], best[3]
+
+
+def study_summary(runs: pd.DataFrame, *, reference: str = "calibrated", sources: Sequence[str] | None = None,
+                  metrics: Sequence[str] = STUDY_METRICS, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per group, window, setting and metric: the mean over sessions, its interval, its level and ``n``.
+
+    ``runs``: a study's runs (a sweep frame with a ``unit`` column; without one each session is its
+    own unit). Copies of one unit are averaged first. ``group``: ``"main"``, or ``"calibration
+    warned"`` for the units whose token calibration carries a warning (summarized apart, never mixed
+    in). Within a group and window, a metric is compared on the same units at every setting shown
+    (paired; :func:`paired_block`): every setting for the counts and the cost; for a summary measure,
+    which needs a compaction, the settings where enough sessions compact (the others are NaN and
+    ``note`` says why). Intervals: the session-level paired bootstrap of
+    :func:`pimem.experiments.uncertainty.bootstrap_ci` at the highest level whose coverage at that ``n``
+    holds (:func:`supported_level`; NaN below a handful of sessions). ``band_low``/``band_high``: the
+    lowest and highest mean across the token sources (for the metrics every source measures).
+    """
+    columns = SUMMARY_COLUMNS
+    if not len(runs):
+        return frame(columns=columns)
+    ok = runs[runs["error"].isna()] if "error" in runs.columns else runs
+    if "unit" not in ok.columns:
+        ok = ok.assign(unit=ok["session"])
+    warned = _warned(ok, reference)
+    keys = ["reserve_tokens", "keep_recent_tokens"]
+    rows: list[dict[str, Any]] = []
+    for group, part in (("main", ok[~ok["unit"].isin(warned)]), ("calibration warned", ok[ok["unit"].isin(warned)])):
+        if not len(part):
+            continue
+        ref = part[part["token_source"] == reference] if "token_source" in part.columns else part
+        for window in sorted(ref["context_window"].unique()):
+            in_window = ref[ref["context_window"] == window]
+            settings = sorted({(int(r), int(k)) for r, k in zip(in_window["reserve_tokens"],
+                                                                in_window["keep_recent_tokens"])})
+            all_units = in_window["unit"].nunique()
+            for metric in metrics:
+                if metric not in in_window.columns:
+                    continue
+                per = in_window.groupby(["unit", *keys])[metric].mean().reset_index()
+                units, cells = paired_block(per, metric)
+                note = _left_out_note(metric, all_units, units, settings, cells)
+                level = supported_level(len(units))
+                chosen = in_window[in_window["unit"].isin(units)
+                                   & pd.Series([c in set(cells) for c in zip(in_window["reserve_tokens"],
+                                                                              in_window["keep_recent_tokens"])],
+                                               index=in_window.index)]
+                stats = (_paired_stats(chosen.assign(session=chosen["unit"]), metric, level, n_boot, seed)
+                         if units else None)
+                bands = None
+                if metric in BANDED_METRICS and "token_source" in part.columns and part["token_source"].nunique() > 1:
+                    every = part[(part["context_window"] == window) & part["unit"].isin(units)]
+                    if len(every):
+                        bands = token_source_bands(every.assign(session=every["unit"]), [metric], sources=sources,
+                                                   by=keys)
+                for r, k in settings:
+                    row = {"group": group, "context_window": int(window), "reserve_tokens": r,
+                           "keep_recent_tokens": k, "metric": metric, "mean": math.nan, "ci_low": math.nan,
+                           "ci_high": math.nan, "level": level if level is not None else math.nan,
+                           "n": len(units) if (r, k) in cells else 0, "band_low": math.nan, "band_high": math.nan,
+                           "note": note}
+                    if stats is not None and (r, k) in cells:
+                        hit = stats[(stats["reserve_tokens"] == r) & (stats["keep_recent_tokens"] == k)]
+                        if len(hit):
+                            row.update(mean=hit[metric].iloc[0], ci_low=hit[f"{metric}_ci_low"].iloc[0],
+                                       ci_high=hit[f"{metric}_ci_high"].iloc[0])
+                    if bands is not None and (r, k) in cells:
+                        hit = bands[(bands["reserve_tokens"] == r) & (bands["keep_recent_tokens"] == k)]
+                        if len(hit):
+                            row.update(band_low=hit[f"{metric}_band_low"].iloc[0],
+                                       band_high=hit[f"{metric}_band_high"].iloc[0])
+                    rows.append(row)
+    return frame(rows, columns=columns)
+
+
+def _left_out_note(metric: str, all_units: int, units: Sequence[Any], settings: Sequence[tuple[int, int]],
+                   cells: Sequence[tuple[int, int]]) -> str:
+    """What a metric's paired comparison in a window leaves out, in words ("" for nothing)."""
+    parts = []
+    why = ("no compaction, so no summary to measure" if metric in QUALITY_METRICS else "no value")
+    if len(units) < all_units:
+        parts.append(f"{all_units - len(units)} of {all_units} sessions left out ({why} at some setting)")
+    if len(cells) < len(settings):
+        parts.append(f"{len(settings) - len(cells)} of {len(settings)} settings blank (–): too few of the "
+                     f"sessions have a value there ({why}) to compare them with the rest on the same sessions")
+    return "; ".join(parts)
+
+
+def _paired_stats(df: pd.DataFrame, metric: str, level: float | None, n_boot: int, seed: int) -> pd.DataFrame:
+    """:func:`~pimem.experiments.uncertainty.bootstrap_ci` of one metric over reserve × keep at ``level``
+    (None: the means alone)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PimemWarning)  # n and the missing interval are shown instead
+        return bootstrap_ci(df.drop(columns=["token_source"], errors="ignore"), [metric], n_boot=n_boot, seed=seed,
+                            by=["reserve_tokens", "keep_recent_tokens"], confidence=level or 0.95,
+                            check_coverage=True)

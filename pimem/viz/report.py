@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 from markupsafe import Markup
@@ -29,8 +29,9 @@ from pimem.drift import drift_report, headline, lost_facts
 from pimem.drift.measures import compare_sources, measure_docs
 from pimem.drift.records import compaction_records
 from pimem.drift.rework import rework_table
-from pimem.experiments.study import (MIN_SUMMARY_TOKENS, STEP_MULTIPLE, STUDY_TOKEN_SOURCES, SUMMARY_METRICS,
-                                     DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES, ReportRun,
+from pimem.experiments.advise import pareto_front
+from pimem.experiments.study import (QUALITY_METRICS, REPEATED_COMPACTIONS, STUDY_KEEPS, STUDY_METRICS,
+                                     STUDY_RESERVES, STUDY_TOKEN_SOURCES, STUDY_WINDOWS, ReportRun, StudyDesign,
                                      design_study, run_study_sweep)
 from pimem.replays.orphans import OPEN_LOOP_NOTE, orphan_rate, orphan_references
 from pimem.replays.result import ReplayResult
@@ -43,16 +44,14 @@ from pimem.viz import (
     plot_drift,
     plot_estimate_vs_usage,
     plot_session_tree,
-    plot_sweep_heatmaps,
 )
+from pimem.viz.figures import plot_pooled_drift, plot_setting_tradeoffs
 from pimem.viz.measure_plots import plot_measures, plot_recall_curve
 from pimem.viz.rework_plots import plot_rework
 from pimem.viz.templating import format_cell as _fmt, render as _render
 
 __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
            "figure_png"]
-
-_HEATMAP_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens")
 
 # --------------------------------------------------------------------------- figures and tables
 
@@ -324,32 +323,31 @@ def run_study(
     progress: bool = True,
     token_sources: Sequence[str] = STUDY_TOKEN_SOURCES,
 ) -> str:
-    """The main job: sweep ``paths`` over reserve × keep × window and write a browsable study.
+    """The main job: which compaction settings suit a model, on ``paths``, as a browsable study.
 
-    Grids (:func:`pimem.experiments.study.study_grid`): values given are used for every session; a
-    dimension left out is derived from each session's size (windows a fifth and two fifths of it,
-    reserve and keep 5–20% of the window), so every session compacts and every report measures
-    something. Settings without room (reserve ≥ window) or degenerate (keep ≥ window − reserve) are
-    left out. Every setting runs under each of ``token_sources``: the spread is the token-source band.
-    The runs are :func:`pimem.experiments.study.run_study_sweep`'s; this writes them out.
+    The study (:mod:`pimem.experiments.study`) replays every session over model windows × reserve ×
+    keep in tokens (default: the recorded model's own window, then 128,000, 200,000 and 1,000,000;
+    reserve 8,192, 16,384, 32,768; keep 10,000, 20,000, 40,000) with the offline extractive summarizer,
+    under each of ``token_sources`` (the spread is the token-source band), with the summary-quality
+    measures under the reference source. This writes it out.
 
-    Writes into ``out_dir``: ``sweep.csv`` (one row per session × setting × token source, with
-    the shares of the derived grid), ``summary.csv`` (per setting: mean over sessions, 95%
-    session-level paired bootstrap interval, band across token sources;
-    :func:`pimem.experiments.uncertainty.sweep_summary`), heatmaps of the calibrated runs
-    (``heatmap-w<window>.png``; per window share of the session size for derived grids),
-    ``replays/<name>.jsonl`` and ``reports/<name>.html`` (each session's run at a setting of its
-    grid that compacts, with its drift report), ``index.html`` linking everything, and
-    ``cache.sqlite`` (the summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished runs:
-    an interrupted study resumes). Summaries come from the offline extractive summarizer.
-    Returns a short text summary.
+    Writes into ``out_dir``: ``index.html`` (per window: compactions, refused requests, cost, summary
+    ``score`` and ``needed_recall`` per setting over the same sessions, with intervals, ``n`` and the
+    Pareto front; the drift of the recorded summaries across repeated compactions beside a replay's;
+    every session with its result or the reason it has none), ``sweep.csv`` (one row per session ×
+    setting × token source), ``summary.csv`` (:func:`pimem.experiments.study.study_summary`),
+    ``tradeoff-w<window>.png``, ``reports/<name>.html`` and ``replays/<name>.jsonl`` (a replay at a
+    setting where compactions repeat, and its drift report), ``reports/<name>-recorded.html`` (the
+    drift of the session's own recorded summaries), ``drift.png``, and ``cache.sqlite`` (the
+    summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished runs: an interrupted study
+    resumes). Returns a short text summary.
 
     Args:
         paths: the session files.
         out_dir: the folder to write into (made if missing; a study never overwrites a session file).
-        reserve: the ``reserve_tokens`` values (default: derived per session).
-        keep: the ``keep_recent_tokens`` values (default: derived per session).
-        window: the context windows (default: derived per session).
+        reserve: the ``reserve_tokens`` values (default: 8,192, 16,384, 32,768).
+        keep: the ``keep_recent_tokens`` values (default: 10,000, 20,000, 40,000).
+        window: the context windows (default: each session's model's, then 128k, 200k and 1M).
         workers: processes to run in (as for :func:`pimem.sweep`).
         progress: show a progress bar.
         token_sources: the token sources every setting runs under (default: calibrated, chars, tiktoken).
@@ -364,83 +362,127 @@ def run_study(
     (out / "reports").mkdir(exist_ok=True)
 
     per_session: list[dict[str, Any]] = []
+    recorded: dict[str, pd.DataFrame] = {}
+    replayed: dict[str, pd.DataFrame] = {}
 
-    def write_report(run: ReportRun) -> None:
-        """The session's replay and drift report, and its row of the index."""
-        row: dict[str, Any] = {"name": run.name, "path": str(run.path), "size": round(run.size.tokens)}
+    def write_reports(run: ReportRun) -> None:
+        """The session's drift reports (its recorded summaries; a replay's) and its row of the index."""
+        size = run.size
+        row: dict[str, Any] = {"name": run.name, "path": str(run.path), "model": size.model or "not recorded",
+                               "model_window": size.model_window, "size": round(size.reach),
+                               "recorded_compactions": size.recorded_compactions, "recorded_report": None,
+                               "report": None, "replay": None, "setting": None, "compactions": None,
+                               "refused_requests": None, "failed_turns": None, "reused": run.reused,
+                               "reason": run.reason, "error": run.error}
         try:
+            if run.recorded is not None and len(run.recorded):
+                recorded[run.name] = run.recorded
+                write_drift_report(run.path, out / "reports" / f"{run.name}-recorded.html",
+                                   title=f"Recorded summaries: {run.name}", report=run.recorded,
+                                   index_href="../index.html")
+                row["recorded_report"] = f"reports/{run.name}-recorded.html"
             result = run.result
             if result is not None and run.setting is not None:
                 mr, mk, mw = (run.setting[k] for k in ("reserve_tokens", "keep_recent_tokens", "context_window"))
                 result.write(out / "replays" / f"{run.name}.jsonl")
-                write_drift_report(result, out / "reports" / f"{run.name}.html",
-                                   title=f"Summary drift: {run.name} (reserve {mr}, keep {mk}, window {mw})",
+                write_drift_report(result, out / "reports" / f"{run.name}.html", report=run.report, compare_max=0,
+                                   title=f"Summary drift: {run.name} (reserve {mr:,}, keep {mk:,}, window {mw:,})",
                                    index_href="../index.html")
+                if run.report is not None:
+                    replayed[run.name] = run.report
                 s = result.summary()
-                row.update(reserve=mr, keep=mk, window=mw, compactions=s["compactions"],
-                           peak_context_tokens=s["peak_context_tokens"], refused_requests=s["refused_requests"],
-                           failed_turns=s["failed_turns"], orphan_reference_rate=s["orphan_reference_rate"],
-                           warnings=s["warnings"], summary_calls=s["summary_calls"],
+                row.update(setting=f"{mr:,} / {mk:,} / {mw:,}", compactions=s["compactions"],
+                           refused_requests=s["refused_requests"], failed_turns=s["failed_turns"],
                            report=f"reports/{run.name}.html", replay=f"replays/{run.name}.jsonl")
-            error = run.error
         except Exception as exc:  # noqa: BLE001 - one broken session must not stop the study
-            error = f"{type(exc).__name__}: {exc}"
-        per_session.append({k: row[k] for k in ("name", "path", "size")} | {"error": error} if error
-                           else row | {"error": None})
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        per_session.append(row)
 
     results = run_study_sweep(design, cache=out / "cache.sqlite", results_path=out / "sweep-runs.jsonl",
-                              workers=workers, progress=progress, on_report=write_report)
-    df, summary, by, reference = results.runs, results.summary, design.by, design.reference
+                              workers=workers, progress=progress, on_report=write_reports)
+    df, summary = results.runs, results.summary
     write_table(df.drop(columns=[c for c in ("traceback",) if c in df.columns]), out / "sweep.csv")
-    if len(summary):
-        write_table(summary, out / "summary.csv")
+    write_table(summary, out / "summary.csv")
 
-    heatmaps: list[tuple[Any, str]] = []
-    calibrated = results.reference_runs
-    if len(calibrated):
-        for w in sorted(calibrated[by[0]].dropna().unique()):
-            part = calibrated[calibrated[by[0]] == w]
-            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1],
-                                          ncols=2)  # 2 × 2: readable on an 800 px screen
-            label = f"context window {w:,}" if design.windows is not None else f"context window {w:.0%} of each session"
-            fig.suptitle(f"{label} — mean over {part['session'].nunique()} session(s), {reference} tokens")
-            name = f"heatmap-w{int(w)}.png" if design.windows is not None else f"heatmap-w{round(w * 100)}pct.png"
-            atomic_write_bytes(out / name, figure_png(fig))
-            heatmaps.append((w, name))
+    windows: list[dict[str, Any]] = []
+    for w in design.window_order:
+        views = {group: _window_table(summary, group, w) for group in ("main", "calibration warned")}
+        main = views["main"]
+        if main is None and views["calibration warned"] is None:
+            continue
+        png = None
+        if main is not None and main.means.get("score", pd.Series(dtype=float)).notna().any():
+            name = f"tradeoff-w{w}.png"
+            atomic_write_bytes(out / name, figure_png(plot_setting_tradeoffs(
+                main.means, title=f"Window {w:,}: cost against summary score, mean over {main.n_text}")[0]))
+            png = name
+        windows.append({"window": w, "recorded_by": sum(1 for size in design.sizes.values() if size.model_window == w),
+                        "main": main, "warned": views["calibration warned"], "png": png})
+
+    drift_png = None
+    if recorded or replayed:
+        fig, _ = plot_pooled_drift({"recorded summaries (real)": list(recorded.values()),
+                                    "replayed summaries (extractive, each session's report setting)":
+                                        list(replayed.values())})
+        atomic_write_bytes(out / "drift.png", figure_png(fig))
+        drift_png = "drift.png"
 
     elapsed = time.perf_counter() - start
-    grid_text = _grid_text(design.reserves, design.keeps, design.windows)
-    skipped = design.left_out_text()
-    index = _index_html(df, per_session, heatmaps, grid_text, skipped, elapsed, summary=summary, by=by,
-                        sources=design.sources, reference=reference)
+    units = design.units
+    warned = _warned_names(df, design)
+    index = _index_html(per_session, windows=windows, drift_png=drift_png, sources=design.sources,
+                        reference=design.reference, runs=_runs(df), elapsed=elapsed, n_units=len(set(units.values())),
+                        warned=warned, left_out=_left_out_rows(design), errors=table_view(_failed_runs(df)),
+                        grid_text=_grid_text(design), refused_note=_refused_note(df))
     atomic_write_text(out / "index.html", escape_lone_surrogates(index))
 
     ok = results.ok
-    lines = [
-        f"study of {len(design.paths)} session(s), {design.n_settings} setting(s) × {len(design.sources)} token "
-        f"source(s) = {_runs(df)} runs ({results.errors} with errors) in {elapsed:.1f} s",
-        f"  {grid_text}" + (f" (settings without room or degenerate left out: {skipped})" if skipped else ""),
-    ]
-    if "refused_requests" in ok.columns and len(ok):
-        refusing = ok[ok["refused_requests"] > 0]
-        lines.append(f"  requests larger than the window, refused by the provider: {int(ok['refused_requests'].sum()):,} "
-                     f"in {len(refusing):,} of {len(ok):,} runs; failed turns: {int(ok['failed_turns'].sum()):,}; "
-                     f"runs above their window not reported as refused: "
-                     f"{int((ok['peak_context_tokens'] > ok['context_window']).sum()):,}")
-    if len(summary) and "compactions" in summary.columns:
-        lines.append(f"  compactions per session ({reference}): {summary['compactions'].min():.1f} – "
-                     f"{summary['compactions'].max():.1f} across settings")
-    lines.append("  drift reports:")
+    lines = [f"study of {len(design.paths)} session(s) ({len(set(units.values()))} distinct), {design.n_settings} "
+             f"setting(s) × {len(design.sources)} token source(s) = {_runs(df)} runs ({results.errors} with errors) "
+             f"in {elapsed:.1f} s",
+             f"  {_grid_text(design)}"]
+    note = _refused_note(ok)
+    if note:
+        lines.append(f"  {note[0].lower()}{note[1:]}")
+    lines.append("  per session:")
     for row in per_session:
-        if row.get("error"):
-            lines.append(f"    {row['name']}: failed: {row['error']}")
-        else:
-            lines.append(f"    {row['name']}: {row['compactions']} compactions, {row['refused_requests']} refused "
-                         f"request(s), {row['failed_turns']} failed turn(s) at reserve {row['reserve']}, keep "
-                         f"{row['keep']}, window {row['window']} -> {out / row['report']}")
+        lines.append(f"    {row['name']}: " + _session_line(row, out))
     lines.append(f"  open {out / 'index.html'}")
     return StudySummary("\n".join(lines), sessions=len(per_session),
                         failed_sessions=sum(1 for row in per_session if row.get("error")))
+
+
+def _index_html(sessions: Sequence[Mapping[str, Any]], *, windows: Sequence[Mapping[str, Any]] = (),
+                drift_png: str | None = None, sources: Sequence[str] = ("calibrated",), reference: str = "calibrated",
+                runs: int = 0, elapsed: float = 0.0, n_units: int | None = None,
+                warned: Sequence[Mapping[str, Any]] = (), left_out: TableView | None = None,
+                errors: TableView | None = None, grid_text: str = "", refused_note: str | None = None) -> str:
+    """The study's ``index.html`` (``sessions``: one row per session, as :func:`run_study` makes them)."""
+    fields = ("name", "path", "model", "model_window", "size", "recorded_compactions", "recorded_report", "report",
+              "replay", "setting", "compactions", "refused_requests", "failed_turns", "reason", "error")
+    rows = [{f: r.get(f) for f in fields} for r in sessions]
+    return _render("study_index.html.j2", title="pimem study: which compaction settings for my model?",
+                   index_href=None, open_loop_note=OPEN_LOOP_NOTE, sessions=rows, windows=list(windows),
+                   drift_png=drift_png, sources=list(sources), reference=reference, runs=runs, elapsed=elapsed,
+                   n_sessions=len(rows), n_units=len(rows) if n_units is None else n_units, warned=list(warned),
+                   left_out=left_out, repeated=REPEATED_COMPACTIONS, rework=None, errors=errors,
+                   grid_text=grid_text, refused_note=refused_note)
+
+
+def _session_line(row: Mapping[str, Any], out: Path) -> str:
+    """One session's line of the text summary: its replay report, the reason it has none, or its error."""
+    if row.get("error"):
+        return f"failed: {row['error']}"
+    parts = []
+    if row.get("report"):
+        parts.append(f"{row['compactions']} compactions, {row['refused_requests']} refused request(s), "
+                     f"{row['failed_turns']} failed turn(s) at reserve / keep / window {row['setting']} -> "
+                     f"{out / row['report']}")
+    if row.get("reason"):
+        parts.append(f"{'no replay report: ' if not row.get('report') else ''}{row['reason']}")
+    if row.get("recorded_report"):
+        parts.append(f"its {row['recorded_compactions']} recorded compaction(s) -> {out / row['recorded_report']}")
+    return "; ".join(parts)
 
 
 class StudySummary(str):
@@ -458,8 +500,11 @@ class StudySummary(str):
 
 def _refuse_to_overwrite(sources: Sequence[Path], out: Path, names: Sequence[str]) -> None:
     """Raise :class:`SourceOverwriteError` (before any work) when a file the study writes is a source."""
-    targets = [out / f for f in ("sweep.csv", "summary.csv", "index.html", "cache.sqlite", "sweep-runs.jsonl")]
+    targets = [out / f for f in ("sweep.csv", "summary.csv", "index.html", "cache.sqlite", "sweep-runs.jsonl",
+                                 "drift.png")]
     targets += [out / "replays" / f"{n}.jsonl" for n in names] + [out / "reports" / f"{n}.html" for n in names]
+    targets += [out / "reports" / f"{n}-recorded.html" for n in names]
+
     def file_id(path: Path) -> tuple[int, int] | None:
         try:
             st = os.stat(path)
@@ -478,43 +523,49 @@ def _refuse_to_overwrite(sources: Sequence[Path], out: Path, names: Sequence[str
 
 
 def _runs(df: pd.DataFrame) -> int:
-    """Distinct runs of a study frame (a setting two shares round to appears once per share)."""
+    """Distinct runs of a study frame."""
     return int(df["run_hash"].nunique()) if "run_hash" in df.columns else len(df)
 
 
-def _grid_text(reserves: list[int] | None, keeps: list[int] | None, windows: list[int] | None) -> str:
-    def dim(values: list[int] | None, shares: Sequence[float], of: str) -> str:
-        if values is not None:
-            return ", ".join(f"{v:,}" for v in values)
-        return ", ".join(f"{s:.0%}" for s in shares) + f" of {of}"
+def _grid_text(design: StudyDesign) -> str:
+    """The grid in words: windows, reserves and keeps in tokens."""
+    def values(given: list[int] | None, default: Sequence[int]) -> str:
+        return ", ".join(f"{v:,}" for v in (given if given is not None else default))
 
-    return (f"reserve {dim(reserves, DEFAULT_RESERVE_SHARES, 'the room for conversation')} × keep "
-            f"{dim(keeps, DEFAULT_KEEP_SHARES, 'the room for conversation')} × window = request overhead + "
-            f"{dim(windows, DEFAULT_WINDOW_SHARES, 'each session')}" if windows is None else
-            f"reserve {dim(reserves, DEFAULT_RESERVE_SHARES, 'the room for conversation')} × keep "
-            f"{dim(keeps, DEFAULT_KEEP_SHARES, 'the room for conversation')} × window {dim(windows, (), '')}")
+    windows = (values(design.windows, ()) if design.windows is not None
+               else "each session's model's own, then " + values(None, STUDY_WINDOWS))
+    return (f"window {windows} × reserve {values(design.reserves, STUDY_RESERVES)} × keep "
+            f"{values(design.keeps, STUDY_KEEPS)} (tokens)")
 
 
-def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: list[tuple[Any, str]],
-                grid_text: str, skipped: str, elapsed: float, *, summary: pd.DataFrame, by: list[str],
-                sources: list[str], reference: str) -> str:
-    fields = ("name", "error", "size", "reserve", "keep", "window", "compactions", "peak_context_tokens",
-              "refused_requests", "failed_turns", "orphan_reference_rate", "warnings", "report", "replay")
-    failed = None
-    if "error" in df.columns and df["error"].notna().any():
-        failed = table_view(df[df["error"].notna()][[c for c in ("session", "reserve_tokens", "keep_recent_tokens",
-                                                                 "context_window", "token_source", "error")
-                                                     if c in df.columns]])
-    return _render(
-        "study_index.html.j2", title="pimem study", index_href=None, open_loop_note=OPEN_LOOP_NOTE,
-        sessions=[{f: r.get(f) for f in fields} for r in per_session], grid_text=grid_text, sources=sources,
-        runs=_runs(df), elapsed=elapsed, reference=reference, skipped=skipped, refused_note=_refused_note(df),
-        step_multiple=STEP_MULTIPLE, min_summary_tokens=MIN_SUMMARY_TOKENS,
-        heatmaps=[(f"Context window {w:,}" if by[0] == "context_window" else f"Context window {w:.0%} of each session",
-                   name) for w, name in heatmaps],
-        summary=table_view(_summary_cells(summary, by)) if len(summary) else None,
-        n_sessions=int(summary["n_sessions"].max()) if len(summary) and "n_sessions" in summary.columns else 0,
-        failed=failed)
+def _warned_names(df: pd.DataFrame, design: StudyDesign) -> list[dict[str, Any]]:
+    """The sessions whose token calibration carries a warning (summarized apart), with the warning."""
+    if "calibration_warning" not in df.columns or "name" not in df.columns:
+        return []
+    ref = df[(df["token_source"] == design.reference) & df["calibration_warning"].notna()]
+    return [{"name": name, "warning": str(group["calibration_warning"].iloc[0])}
+            for name, group in ref.groupby("name", sort=True)]
+
+
+def _left_out_rows(design: StudyDesign) -> TableView | None:
+    """Settings left out of some session's grid, grouped by reason, with how many sessions."""
+    rows: dict[tuple[int, int, int, str], set[str]] = {}
+    for path, name in zip(design.paths, design.names):
+        for cell in design.left_out[str(path)]:
+            key = (cell["context_window"], cell["reserve_tokens"], cell["keep_recent_tokens"], cell["reason"])
+            rows.setdefault(key, set()).add(name)
+    if not rows:
+        return None
+    table = frame([{"window": w, "reserve": r, "keep": k, "sessions": len(names), "why": reason}
+                   for (w, r, k, reason), names in sorted(rows.items())])
+    return table_view(table, tall=len(table) > 20)
+
+
+def _failed_runs(df: pd.DataFrame) -> pd.DataFrame | None:
+    if "error" not in df.columns or not df["error"].notna().any():
+        return None
+    return df[df["error"].notna()][[c for c in ("name", "reserve_tokens", "keep_recent_tokens", "context_window",
+                                                "token_source", "error") if c in df.columns]]
 
 
 def _refused_note(df: pd.DataFrame) -> str | None:
@@ -528,20 +579,87 @@ def _refused_note(df: pd.DataFrame) -> str | None:
             f"{int(done['failed_turns'].sum()):,}; runs above their window not reported as refused: {above:,}.")
 
 
-def _summary_cells(summary: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """One text cell per metric: ``mean [interval] {band}``."""
-    view = summary[by + ["n_sessions"]].copy()
-    for column in by:
-        if column.endswith("_share"):
-            view[column] = [f"{v:.0%}" for v in summary[column]]
-    for metric in SUMMARY_METRICS:
-        if metric not in summary.columns:
+@dataclass(frozen=True)
+class WindowTable:
+    """One window's settings as the index shows them: the table view, the means (for the figure and the
+    front), ``n`` per metric, and the notes on what was left out."""
+
+    view: TableView
+    means: pd.DataFrame
+    n: dict[str, int]
+    notes: list[str]
+
+    @property
+    def n_text(self) -> str:
+        counts = sorted({v for v in self.n.values() if v})
+        if not counts:
+            return "no session"
+        return (f"{counts[0]:,} session(s)" if len(counts) == 1
+                else f"{counts[0]:,}–{counts[-1]:,} sessions (per measure)")
+
+
+_METRIC_HEADS = {"compactions": "compactions", "refused_requests": "refused requests", "cost_total": "cost (US$)",
+                 "score": "score", "needed_recall": "needed recall"}
+
+
+def _cell(metric: str, mean: float, low: float, high: float, band_low: float, band_high: float) -> str:
+    """``mean [interval] {band}`` with each number in the metric's unit."""
+    if pd.isna(mean):
+        return "–"
+
+    def num(v: float) -> str:
+        if metric == "cost_total":
+            return f"${v:,.2f}"
+        if metric in QUALITY_METRICS:
+            return f"{v:.3f}"
+        return f"{v:,.1f}" if v != round(v) else f"{int(round(v)):,}"
+
+    text = num(mean)
+    if pd.notna(low) and pd.notna(high):
+        text += f" [{num(low)}–{num(high)}]"
+    if pd.notna(band_low) and pd.notna(band_high) and (band_low != mean or band_high != mean):
+        text += f" {{{num(band_low)}–{num(band_high)}}}"
+    return text
+
+
+def _window_table(summary: pd.DataFrame, group: str, window: int) -> WindowTable | None:
+    """The index's table of one window for one group of sessions (None: none ran there)."""
+    part = summary[(summary["group"] == group) & (summary["context_window"] == window)] if len(summary) else summary
+    if not len(part):
+        return None
+    keys = ["reserve_tokens", "keep_recent_tokens"]
+    settings = part[keys].drop_duplicates().sort_values(keys).reset_index(drop=True)
+    means = settings.copy()
+    cells = pd.DataFrame({"reserve (tokens)": [f"{v:,}" for v in settings["reserve_tokens"]],
+                          "keep (tokens)": [f"{v:,}" for v in settings["keep_recent_tokens"]]})
+    n: dict[str, int] = {}
+    notes: list[tuple[str, str]] = []
+    for metric in STUDY_METRICS:
+        rows = settings.merge(part[part["metric"] == metric], on=keys, how="left")
+        if rows["metric"].isna().all():
             continue
-        cells = []
-        for _, r in summary.iterrows():
-            cell = f"{_fmt(r[metric])} [{_fmt(r[f'{metric}_ci_low'])}, {_fmt(r[f'{metric}_ci_high'])}]"
-            if f"{metric}_band_low" in summary.columns:
-                cell += f" {{{_fmt(r[f'{metric}_band_low'])}–{_fmt(r[f'{metric}_band_high'])}}}"
-            cells.append(cell)
-        view[metric] = cells
-    return view
+        n[metric] = int(rows["n"].max())
+        means[metric] = rows["mean"].to_numpy(dtype=float)
+        level = rows["level"].dropna()
+        head = f"{_METRIC_HEADS[metric]} (n={n[metric]:,}" + (f"; {level.iloc[0]:.0%} interval)" if len(level)
+                                                               else ")")
+        cells[head] = [_cell(metric, *vals) for vals in zip(rows["mean"], rows["ci_low"], rows["ci_high"],
+                                                           rows["band_low"], rows["band_high"])]
+        note = next((t for t in rows["note"] if isinstance(t, str) and t), "")
+        if n[metric] == 0:
+            notes.append((_METRIC_HEADS[metric], "blank (–): no session has a value at any setting of this window"
+                          + (" (none compacts here: no summary to measure)" if metric in QUALITY_METRICS else "")))
+        elif note:
+            notes.append((_METRIC_HEADS[metric], note))
+        if n[metric] and not len(level):
+            notes.append((_METRIC_HEADS[metric], f"no interval: over {n[metric]:,} session(s) a bootstrap interval was "
+                          "not shown to cover at any level from 50% (pimem.drift.intervals)"))
+    means["on_front"] = pareto_front(means)
+    cells.insert(0, "front", ["★" if f else "" for f in means["on_front"]])
+    said: dict[str, list[str]] = {}
+    for metric, text in notes:  # one line per remark, naming every measure it applies to
+        said.setdefault(text, []).append(metric)
+    view = TableView("table-wrap", [([str(c)], "" if i >= 3 else "l") for i, c in enumerate(cells.columns)],
+                     [[(str(v), "" if i >= 3 else "l") for i, v in enumerate(row)] for row in cells.itertuples(index=False)],
+                     0)
+    return WindowTable(view, means, n, [f"{', '.join(metrics)}: {text}." for text, metrics in said.items()])
