@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pimem import __version__
-from pimem.base.files import mark_output_file, write_table
+from pimem.base.files import atomic_write_text, mark_output_file, write_table
 from pimem.base.js import js_stringify
 from pimem.base.tables import as_string, format_number, frame
 from pimem.core.compaction.compaction import CompactionSettings, estimate_context_tokens, estimate_tokens
@@ -674,6 +674,68 @@ def cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    """``pimem advise``: the Pareto front of settings for a model on a corpus, checked on held-out sessions,
+    and the settings.json block of the pick."""
+    from pimem.experiments.advise import advise
+
+    if args.output is not None:
+        _check_output(args.output, args.sessions, (".json",))
+    if len(args.window or []) > 1 or len(args.folds) > 1:
+        raise UserError("--window and --folds take one value")
+    paths = _session_paths(args.sessions, exclude=[])
+    advice = advise([str(p) for p in paths], args.model, reserve=args.reserve, keep=args.keep,
+                    window=args.window[0] if args.window else None, folds=args.folds[0], workers=args.workers,
+                    cache=args.cache, progress=not args.quiet)
+    print(advice_text(advice))
+    if advice.pick is None:
+        print("pimem: error: no setting could be picked: no session ran at every setting", file=sys.stderr)
+        return 1
+    if args.output is not None:
+        mark_output_file(args.output)
+        atomic_write_text(Path(args.output), advice.settings_json() + "\n")
+        print(f"wrote {args.output}")
+    return 0
+
+
+def advice_text(advice: Any) -> str:
+    """What ``pimem advise`` prints: the settings with their means, intervals and n, the front, the held-out
+    check and the settings.json block."""
+    table = advice.table
+    lines = [f"{advice.model} at its {advice.context_window:,}-token window: {int(table['n'].max()) if len(table) else 0} "
+             f"session(s) at every setting (copies of one session once)"]
+    for session, why in advice.left_out.items():
+        lines.append(f"  left out: {session}: {why}")
+    lines.append(f"  {'front':5s} {'reserve':>8s} {'keep':>8s}  {'cost (US$)':28s} {'score':26s} {'refused requests':22s}")
+
+    def cell(metric: str, row: Any, money: bool = False, digits: int = 3) -> str:
+        mean, low, high = row.get(metric), row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+        if mean is None or mean != mean:
+            return "–"
+        fmt = (lambda v: f"${v:,.2f}") if money else (lambda v: f"{v:.{digits}f}")
+        return fmt(mean) + (f" [{fmt(low)}–{fmt(high)}]" if low == low and high == high and low is not None else "")
+
+    for _, row in table.iterrows():
+        lines.append(f"  {'★' if row['on_front'] else '':5s} {int(row['reserve_tokens']):>8,} "
+                     f"{int(row['keep_recent_tokens']):>8,}  {cell('cost_total', row, money=True):28s} "
+                     f"{cell('score', row):26s} {cell('refused_requests', row, digits=1):22s}")
+    v = advice.validation
+    if len(v):
+        loss = advice.held_out_loss()
+        lines.append(f"  held-out check ({len(v)} folds): the held-out best setting is on the fitted front in "
+                     f"{advice.held_out_hit_rate:.0%} of folds; held-out loss of the pick: score "
+                     f"{loss['score']:+.3f}, cost {loss['cost_total']:+,.2f} US$ (mean over folds)")
+    else:
+        lines.append("  held-out check: fewer than 2 sessions, none made")
+    if advice.pick is not None:
+        lines.append(f"  pick: reserveTokens {advice.pick['reserve_tokens']:,}, keepRecentTokens "
+                     f"{advice.pick['keep_recent_tokens']:,} (front: fewest refused requests, then the best score, "
+                     f"then the lowest cost)")
+        lines.append("settings.json (~/.pi/agent/ or <project>/.pi/):")
+        lines.append(advice.settings_json())
+    return "\n".join(lines)
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     """``pimem model``: install, verify, start, stop the local model server; record its summaries."""
     try:
@@ -883,24 +945,23 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", required=True, help="report file (.html; required)")
     a.set_defaults(func=cmd_drift)
 
-    a = sub.add_parser("study", help="the main job: sweep + figures + drift reports for a set of sessions",
-                       description="Sweep sessions over a reserve × keep × window grid with the offline "
-                                   "extractive summarizer, then write the results, heatmaps, one replay and "
-                                   "drift report per session and an index.html linking them.")
+    a = sub.add_parser("study", help="the main job: which compaction settings suit a model, on a set of sessions",
+                       description="Replay sessions over model windows × reserve × keep (in tokens) with the offline "
+                                   "extractive summarizer, then write per window the compactions, refused requests, "
+                                   "cost and summary quality of every setting (paired over the sessions, with "
+                                   "intervals), the drift of the recorded and replayed summaries across repeated "
+                                   "compactions, one replay and drift report per session, and an index.html.")
     a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
     a.add_argument("-o", "--output", required=True,
                    help="output folder (required; created if missing, in a folder that exists; .jsonl files "
                         "inside it are never read as sessions, so it may sit inside the sessions folder)")
     a.add_argument("--reserve", type=_int_list, default=None,
-                   help="reserveTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each window "
-                        "leaves for the conversation)")
+                   help="reserveTokens values, comma-separated (default: 8192,16384,32768)")
     a.add_argument("--keep", type=_int_list, default=None,
-                   help="keepRecentTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each "
-                        "window leaves for the conversation)")
+                   help="keepRecentTokens values, comma-separated (default: 10000,20000,40000)")
     a.add_argument("--window", type=_positive_int_list, default=None,
-                   help="context windows, comma-separated (default: the per-request overhead plus 20%% and 40%% "
-                        "of each session's size, at least the room its largest step needs, so that every "
-                        "session compacts without failed turns)")
+                   help="context windows in tokens, comma-separated (default: each session's model's own window, "
+                        "then 128000,200000,1000000)")
     a.add_argument("--token-source", type=_token_sources, default=["calibrated", "chars", "tiktoken"],
                    help="token sources each setting runs under; the band across them is reported "
                         "(default: calibrated,chars,tiktoken)")
@@ -908,6 +969,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
+
+    a = sub.add_parser("advise", help="the reserve and keep to give Pi for a model, from a corpus of sessions",
+                       description="Replay the sessions at the model's context window over reserve × keep, find the "
+                                   "settings on the Pareto front of cost, summary quality and refused requests "
+                                   "(means over the same sessions, with intervals), check the pick on held-out "
+                                   "sessions, and print the settings.json block that sets it for that model.")
+    a.add_argument("sessions", nargs="+", help="session files or folders")
+    a.add_argument("--model", required=True,
+                   help="the model as Pi names it, provider/modelId (required; e.g. anthropic/claude-opus-4-5); its "
+                        "window comes from Pi's model table, its prices from genai-prices")
+    a.add_argument("--window", type=_positive_int_list, default=None,
+                   help="the model's context window in tokens (default: Pi's model table; needed for a model "
+                        "not in it)")
+    a.add_argument("--reserve", type=_int_list, default=[8192, 16384, 32768],
+                   help="reserveTokens values, comma-separated (default: 8192,16384,32768)")
+    a.add_argument("--keep", type=_int_list, default=[10000, 20000, 40000],
+                   help="keepRecentTokens values, comma-separated (default: 10000,20000,40000)")
+    a.add_argument("--folds", type=_positive_int_list, default=[5],
+                   help="held-out folds of the check, at most one a session (default: 5)")
+    a.add_argument("-o", "--output", default=None,
+                   help="write the settings.json block to this file too (default: print it only)")
+    a.add_argument("--cache", default=None, help="SQLite file for the summaries, reused by a re-run (default: none)")
+    a.add_argument("--workers", type=_non_negative_int, default=None,
+                   help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    a.set_defaults(func=cmd_advise)
 
     a = sub.add_parser("notebooks", help="the research notebooks: copy them out to open, or render them as HTML",
                        description="Copy the notebooks bundled with pimem into a folder to open in JupyterLab "
