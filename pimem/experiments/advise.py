@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table
 from pimem.core.settings_manager import Settings, lookup_model
 from pimem.errors import ConfigurationError, PimemWarning
 from pimem.experiments.study import STUDY_KEEPS, STUDY_RESERVES, session_size, session_units
@@ -41,12 +41,37 @@ from pimem.experiments.sweep import sweep
 from pimem.experiments.uncertainty import bootstrap_ci
 from pimem.sessions.discover import dedupe_session_paths
 
-__all__ = ["advise", "Advice", "pareto_front", "settings_block", "ADVICE_METRICS", "OBJECTIVES"]
+__all__ = ["advise", "Advice", "pareto_front", "settings_block", "ADVICE_METRICS", "OBJECTIVES", "ADVICE",
+           "ADVICE_CHECK"]
 
 # what the front trades off, and which way is better
 OBJECTIVES: dict[str, str] = {"cost_total": "min", "score": "max", "refused_requests": "min"}
 ADVICE_METRICS = ("cost_total", "score", "refused_requests", "needed_recall", "compactions")
 _SETTING = ["reserve_tokens", "keep_recent_tokens"]
+
+_METRIC_DOCS = {"cost_total": "the session's cost at the model's prices, US dollars",
+                "score": "the headline summary score (faithful needed-later recall × faithfulness)",
+                "refused_requests": "requests larger than the window, refused by the provider",
+                "needed_recall": "needed-later recall of the summaries", "compactions": "compactions"}
+ADVICE = Table("advice", [
+    Column("reserve_tokens", description="the setting's reserveTokens"),
+    Column("keep_recent_tokens", description="the setting's keepRecentTokens"),
+    Column("n", description="sessions compared, each at every setting (copies of one session once)"),
+    *(c for m in ADVICE_METRICS for c in (
+        Column(m, description=f"mean over the sessions: {_METRIC_DOCS[m]}"),
+        Column(f"{m}_ci_low", description=f"the low end of {m}'s interval (NaN where its coverage at n "
+               "was not shown)"),
+        Column(f"{m}_ci_high", description=f"the high end of {m}'s interval"))),
+    Column("on_front", description="on the Pareto front of cost, score and refused requests"),
+], "One row per setting the advisor tried (pimem.advise: Advice.table).")
+ADVICE_CHECK = Table("advice_check", [
+    Column("held_out", description="the sessions held out in this fold"),
+    Column("pick", description="the pick fitted on the other sessions (reserve / keep)"),
+    Column("best", description="the best setting on the held-out sessions by the same rule"),
+    Column("best_on_front", description="1 when that best is on the front fitted without them"),
+    Column("score_loss", description="the held-out best's score minus the pick's, on the held-out sessions"),
+    Column("cost_loss", description="the pick's cost minus the held-out best's, US dollars"),
+], "One row per held-out fold of the advisor's check (Advice.validation).")
 
 
 def pareto_front(table: pd.DataFrame, objectives: Mapping[str, str] = OBJECTIVES) -> pd.Series:
@@ -112,7 +137,7 @@ def _fit(runs: pd.DataFrame, units: Sequence[str], n_boot: int, seed: int) -> pd
         table = table.merge(stats[[*_SETTING, metric, f"{metric}_ci_low", f"{metric}_ci_high"]], on=_SETTING,
                             how="left")
     table["on_front"] = pareto_front(table, {k: v for k, v in OBJECTIVES.items() if k in needed})
-    return table
+    return ADVICE.frame(table.to_dict("records"))
 
 
 @dataclass
@@ -186,7 +211,7 @@ def _validate(runs: pd.DataFrame, units: Sequence[str], folds: int, seed: int) -
     """The held-out check of the module docs: one row per fold."""
     rows = []
     if len(units) < 2:
-        return frame(columns=["held_out", "pick", "best", "best_on_front", "score_loss", "cost_loss"])
+        return ADVICE_CHECK.frame([])
     for held in _folds(units, folds, seed):
         fit_units = [u for u in units if u not in held]
         fitted = _fit(runs, fit_units, n_boot=1, seed=seed)
@@ -206,7 +231,7 @@ def _validate(runs: pd.DataFrame, units: Sequence[str], folds: int, seed: int) -
                 row["score_loss"] = float(best["score"] - at_pick["score"].iloc[0]) if "score" in test else math.nan
                 row["cost_loss"] = float(at_pick["cost_total"].iloc[0] - best["cost_total"])
         rows.append(row)
-    return frame(rows, columns=["held_out", "pick", "best", "best_on_front", "score_loss", "cost_loss"])
+    return ADVICE_CHECK.frame(rows)
 
 
 def advise(
@@ -279,7 +304,7 @@ def advise(
                 left_out.setdefault(str(session), text)
     warned_units = {units[s] for s in left_out if s in units}
     usable = sorted({u for u in ok["unit"] if u not in warned_units})
-    table = _fit(ok, usable, n_boot=n_boot, seed=seed) if usable else frame(columns=[*_SETTING, "n", "on_front"])
+    table = _fit(ok, usable, n_boot=n_boot, seed=seed) if usable else ADVICE.frame([])
     pick = _pick(table, table["on_front"]) if len(table) else None
     chosen = None if pick is None else {k: int(pick[k]) for k in _SETTING}
     validation = _validate(ok, usable, folds, seed)

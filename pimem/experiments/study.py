@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 
 import pandas as pd
 
-from pimem.base.tables import format_number, frame
+from pimem.base.tables import Column, Table, format_number, frame
 from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
 from pimem.core.session_manager import build_session_projection, session_entry_to_context_messages
 from pimem.drift import drift_report
 from pimem.drift.intervals import interval_supported
 from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError, SkippedFileWarning
-from pimem.experiments.sweep import runs_frame, sweep_runs
+from pimem.experiments.sweep import SWEEP, runs_frame, sweep_runs
 from pimem.experiments.uncertainty import bootstrap_ci, token_source_bands
 from pimem.replays.config import resolve_model
 from pimem.replays.engine import TOKEN_SOURCES, replay
@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["design_study", "run_study_sweep", "study_summary", "StudyDesign", "StudyResults", "ReportRun",
            "study_grid", "session_size", "SessionSize", "unique_names", "session_units", "STUDY_WINDOWS",
            "STUDY_RESERVES", "STUDY_KEEPS", "STUDY_TOKEN_SOURCES", "STUDY_METRICS", "QUALITY_METRICS",
-           "REPEATED_COMPACTIONS", "MIN_SUMMARY_TOKENS", "LEVELS", "supported_level", "paired_block"]
+           "REPEATED_COMPACTIONS", "MIN_SUMMARY_TOKENS", "LEVELS", "supported_level", "paired_block",
+           "STUDY_SUMMARY", "STUDY_RUNS"]
 
 # The default grid, in tokens: model windows (the recorded model's own is put first), and reserve
 # and keep around Pi's defaults (16,384 and 20,000), halved and doubled.
@@ -333,6 +334,17 @@ def design_study(paths: Sequence[str | os.PathLike], reserve: Sequence[int] | No
 # --------------------------------------------------------------------------- runs
 
 
+STUDY_RUNS = Table("study_runs", [
+    *SWEEP.columns[:1],
+    Column("name", description="the session's name in the study (its file name, made distinct)"),
+    Column("unit", description="what the session counts as in statistics: its session id (copies once)"),
+    Column("session_size", description="the largest context it reaches without compacting, provider tokens"),
+    *SWEEP.columns[1:],
+    Column("model_window", description="whether the run's window is the recorded model's own"),
+], "One row per session × setting × token source of a study: a sweep row, with the session's name, unit "
+   "and size (pimem.experiments.study.run_study_sweep).")
+
+
 @dataclass
 class ReportRun:
     """What a session's drift reports are made from.
@@ -536,8 +548,26 @@ def run_study_sweep(
 # --------------------------------------------------------------------------- statistics
 
 
-SUMMARY_COLUMNS = ["group", "context_window", "reserve_tokens", "keep_recent_tokens", "metric", "mean", "ci_low",
-                   "ci_high", "level", "n", "band_low", "band_high", "note"]
+STUDY_SUMMARY = Table("study_summary", [
+    Column("group", description="\"main\", or \"calibration warned\" for the sessions whose token calibration "
+           "carries a warning (summarized apart)"),
+    Column("context_window", description="the model window, in tokens"),
+    Column("reserve_tokens", description="the setting's reserveTokens"),
+    Column("keep_recent_tokens", description="the setting's keepRecentTokens"),
+    Column("metric", description="the measure (compactions, refused_requests, cost_total, score, needed_recall)"),
+    Column("mean", description="its mean over the sessions compared (reference token source); NaN: too few of "
+           "them have it at this setting (see note)"),
+    Column("ci_low", description="the interval's low end (session-level paired bootstrap at level)"),
+    Column("ci_high", description="the interval's high end"),
+    Column("level", description="the interval's level: the highest whose coverage at n holds (NaN: none)"),
+    Column("n", description="sessions compared, each at every setting of the window shown (copies of one "
+           "session once)"),
+    Column("band_low", description="the lowest mean across the token sources (counts and cost)"),
+    Column("band_high", description="the highest mean across the token sources"),
+    Column("note", description="what the comparison left out, and why"),
+], "One row per group, window, setting and measure of a study: the mean over the same sessions, its interval "
+   "and n (pimem.experiments.study.study_summary).")
+SUMMARY_COLUMNS = STUDY_SUMMARY.names
 # the interval levels tried, highest first: each mean gets the highest one whose coverage holds at its n
 LEVELS = (0.95, 0.9, 0.8, 0.5)
 
@@ -596,9 +626,8 @@ def study_summary(runs: pd.DataFrame, *, reference: str = "calibrated", sources:
     holds (:func:`supported_level`; NaN below a handful of sessions). ``band_low``/``band_high``: the
     lowest and highest mean across the token sources (for the metrics every source measures).
     """
-    columns = SUMMARY_COLUMNS
     if not len(runs):
-        return frame(columns=columns)
+        return STUDY_SUMMARY.frame([])
     ok = runs[runs["error"].isna()] if "error" in runs.columns else runs
     if "unit" not in ok.columns:
         ok = ok.assign(unit=ok["session"])
@@ -650,7 +679,7 @@ def study_summary(runs: pd.DataFrame, *, reference: str = "calibrated", sources:
                             row.update(band_low=hit[f"{metric}_band_low"].iloc[0],
                                        band_high=hit[f"{metric}_band_high"].iloc[0])
                     rows.append(row)
-    return frame(rows, columns=columns)
+    return STUDY_SUMMARY.frame(rows)
 
 
 def _left_out_note(metric: str, all_units: int, units: Sequence[Any], settings: Sequence[tuple[int, int]],

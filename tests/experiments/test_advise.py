@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from pimem.core.settings_manager import Settings
-from pimem.experiments.advise import advise, pareto_front, settings_block
+from pimem.experiments.advise import ADVICE, ADVICE_CHECK, advise, pareto_front, settings_block
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_PI = REPO / "datasets" / "real" / "pi"
@@ -60,6 +60,7 @@ def test_advise_on_real_sessions_checks_its_pick_on_held_out_ones(tmp_path):
     assert set(runs["context_window"]) == {128_000} and runs["error"].isna().all()
     assert set(runs["cost_model"]) == {"claude-opus-4-5"}  # priced at the model asked for
     table = advice.table
+    assert list(table.columns) == ADVICE.names and list(advice.validation.columns) == ADVICE_CHECK.names
     assert len(table) == 4 and table["on_front"].any()
     assert (table["n"] == table["n"].iloc[0]).all() and table["n"].iloc[0] >= 2  # the same sessions everywhere
     on = table[table["on_front"]]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from pimem.experiments.run_measures import run_measures
-from pimem.experiments.study import (STUDY_KEEPS, STUDY_RESERVES, STUDY_WINDOWS, SessionSize, design_study,
+from pimem.experiments.study import (STUDY_KEEPS, STUDY_SUMMARY, STUDY_RESERVES, STUDY_WINDOWS, SessionSize, design_study,
                                      paired_block, run_study_sweep, session_size, study_grid, study_summary,
                                      supported_level, unique_names)
 
@@ -107,6 +107,7 @@ def test_summary_counts_copies_once_pairs_quality_and_keeps_warned_sessions_apar
         ("b", "B", "chars", 1, 5, math.nan, None), ("b", "B", "chars", 2, 5, math.nan, None),
     ])
     s = study_summary(runs, metrics=("compactions", "score"), n_boot=50)
+    assert list(s.columns) == STUDY_SUMMARY.names
     main = s[s["group"] == "main"].set_index(["metric", "reserve_tokens"])
     assert main.loc[("compactions", 1), "mean"] == pytest.approx((3 + 1) / 2)
     assert main.loc[("compactions", 1), "n"] == 2  # A once, B
