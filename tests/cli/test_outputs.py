@@ -29,10 +29,11 @@ def _outputs(session: Path, missing: Path) -> list[list[str]]:
         ["study", str(session), "-o", str(missing / "study")],
         ["import", str(session), "-o", str(missing / "imported")],
         ["notebooks", "-o", str(missing / "nb")],
+        ["advise", str(session), "--model", "anthropic/claude-sonnet-4-5", "-o", str(missing / "settings.json")],
     ]
 
 
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(9))
 def test_an_output_in_a_missing_folder_is_refused_and_nothing_is_made(samples_dir, tmp_path, capsys, index):
     missing = tmp_path / "nonexistent-dir"
     argv = _outputs(samples_dir / "auth-login-bug.jsonl", missing)[index]
