@@ -687,7 +687,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     advice = advise([str(p) for p in paths], args.model, reserve=args.reserve, keep=args.keep,
                     window=args.window[0] if args.window else None, folds=args.folds[0], workers=args.workers,
                     cache=args.cache, progress=not args.quiet)
-    print(advice_text(advice))
+    print(_advice_text(advice))
     if advice.pick is None:
         print("pimem: error: no setting could be picked: no session ran at every setting", file=sys.stderr)
         return 1
@@ -698,7 +698,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     return 0
 
 
-def advice_text(advice: Any) -> str:
+def _advice_text(advice: Any) -> str:
     """What ``pimem advise`` prints: the settings with their means, intervals and n, the front, the held-out
     check and the settings.json block."""
     table = advice.table
