@@ -686,7 +686,8 @@ def _left_out_note(metric: str, all_units: int, units: Sequence[Any], settings: 
                    cells: Sequence[tuple[int, int]]) -> str:
     """What a metric's paired comparison in a window leaves out, in words ("" for nothing)."""
     parts = []
-    why = ("no compaction, so no summary to measure" if metric in QUALITY_METRICS else "no value")
+    why = ("no compaction, so no summary to measure" if metric in QUALITY_METRICS
+           else "the setting is left out of its grid: Pi cannot work with it there")
     if len(units) < all_units:
         parts.append(f"{all_units - len(units)} of {all_units} sessions left out ({why} at some setting)")
     if len(cells) < len(settings):

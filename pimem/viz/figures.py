@@ -1178,8 +1178,7 @@ def plot_setting_tradeoffs(table: pd.DataFrame, *, x: str = "cost_total", y: str
     ax.set_xlabel(_human(x, 40) + (" (US dollars)" if x.startswith("cost") else ""))
     ax.set_ylabel(_human(y, 40))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right", title="reserve / keep (tokens); red: requests refused",
-              title_fontsize=7)
+    ax.legend(fontsize=7, loc="best", title="reserve / keep (tokens); red: requests refused", title_fontsize=7)
     ax.set_title(title or "Trade-off over the grid", fontsize=10)
     return fig, ax
 
