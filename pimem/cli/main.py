@@ -702,8 +702,10 @@ def _advice_text(advice: Any) -> str:
     """What ``pimem advise`` prints: the settings with their means, intervals and n, the front, the held-out
     check and the settings.json block."""
     table = advice.table
-    lines = [f"{advice.model} at its {advice.context_window:,}-token window: {int(table['n'].max()) if len(table) else 0} "
-             f"session(s) at every setting (copies of one session once)"]
+    n = int(table["n"].max()) if len(table) else 0
+    lines = [f"{advice.model} at its {advice.context_window:,}-token window: {n} session(s) at every setting (copies "
+             f"of one session once)" + (f", of {advice.n_sessions} usable: the others never compact at some setting, "
+                                        "so have no score there" if n < advice.n_sessions else "")]
     for session, why in advice.left_out.items():
         lines.append(f"  left out: {session}: {why}")
     lines.append(f"  {'front':5s} {'reserve':>8s} {'keep':>8s}  {'cost (US$)':28s} {'score':26s} {'refused requests':22s}")

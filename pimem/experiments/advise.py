@@ -165,6 +165,14 @@ class Advice:
     left_out: dict[str, str] = field(default_factory=dict)
 
     @property
+    def n_sessions(self) -> int:
+        """Sessions the statistics could use (copies of one session once; those left out not counted); the
+        table compares the ones among them that have every objective at every setting (its ``n``)."""
+        left = set(self.left_out)
+        kept = self.runs[~self.runs["session"].isin(left)] if len(self.runs) else self.runs
+        return int(kept["unit"].nunique()) if "unit" in kept.columns else 0
+
+    @property
     def front(self) -> pd.DataFrame:
         """The settings on the front."""
         return self.table[self.table["on_front"]]

@@ -63,6 +63,8 @@ def test_advise_on_real_sessions_checks_its_pick_on_held_out_ones(tmp_path):
     assert list(table.columns) == ADVICE.names and list(advice.validation.columns) == ADVICE_CHECK.names
     assert len(table) == 4 and table["on_front"].any()
     assert (table["n"] == table["n"].iloc[0]).all() and table["n"].iloc[0] >= 2  # the same sessions everywhere
+    assert advice.n_sessions == runs["unit"].nunique() - len({runs.loc[runs["session"] == s, "unit"].iloc[0]
+                                                              for s in advice.left_out}) >= table["n"].iloc[0]
     on = table[table["on_front"]]
     for _, row in table[~table["on_front"]].iterrows():  # every setting off the front is beaten by one on it
         assert any(o.cost_total <= row["cost_total"] and o.score >= row["score"]
