@@ -436,6 +436,20 @@ def _no_compaction_reason(size: SessionSize, grid: list[dict[str, Any]]) -> str:
             f"{format_number(lowest)} tokens")
 
 
+def _every_compaction_failed(rows: pd.DataFrame) -> str | None:
+    """The error of a session none of whose runs compacted because every compaction it tried failed
+    (the summarizer failed), with the first reason; None when some compaction worked or none was tried."""
+    if not len(rows) or "failed_compactions" not in rows.columns:
+        return None
+    done = rows[rows["error"].isna()] if "error" in rows.columns else rows
+    tried = int(done["failed_compactions"].fillna(0).sum())
+    if not tried or (done["compactions"] > 0).any():
+        return None
+    reasons = done["failure_reasons"].dropna() if "failure_reasons" in done.columns else pd.Series(dtype=object)
+    return (f"SummarizationError: every compaction failed ({tried} in {len(done)} runs)"
+            + (f"; the first: {reasons.iloc[0]}" if len(reasons) else ""))
+
+
 def _keep_for_report(row: Mapping[str, Any], reference: str) -> bool:
     """Whether a sweep run is sent back as a possible replay report: it compacts under the reference source."""
     return not row.get("error") and row.get("token_source") == reference and bool(row.get("compactions"))
@@ -502,7 +516,10 @@ def run_study_sweep(
                     runs = runs_frame(rows)
                     runs = runs[runs["token_source"] == reference] if len(runs) else runs
                     chosen, note = _report_setting(runs, size)
-                    if chosen is None:
+                    failed = _every_compaction_failed(runs)
+                    if chosen is None and failed:
+                        report.error = failed
+                    elif chosen is None:
                         report.reason = _no_compaction_reason(size, grid)
                     else:
                         report.setting, report.reason = chosen, note
