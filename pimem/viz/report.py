@@ -419,6 +419,7 @@ def run_study(
         windows.append({"window": w, "recorded_by": sum(1 for size in design.sizes.values() if size.model_window == w),
                         "main": main, "warned": views["calibration warned"], "png": png})
 
+    rework = _rework_section(out, [r.attrs.get("rework") for r in recorded.values()])
     drift_png = None
     if recorded or replayed:
         fig, _ = plot_pooled_drift({"recorded summaries (real)": list(recorded.values()),
@@ -430,7 +431,7 @@ def run_study(
     elapsed = time.perf_counter() - start
     units = design.units
     warned = _warned_names(df, design)
-    index = _index_html(per_session, windows=windows, drift_png=drift_png, sources=design.sources,
+    index = _index_html(per_session, windows=windows, drift_png=drift_png, rework=rework, sources=design.sources,
                         reference=design.reference, runs=_runs(df), elapsed=elapsed, n_units=len(set(units.values())),
                         warned=warned, left_out=_left_out_rows(design), errors=table_view(_failed_runs(df)),
                         grid_text=_grid_text(design), refused_note=_refused_note(df))
@@ -453,7 +454,8 @@ def run_study(
 
 
 def _index_html(sessions: Sequence[Mapping[str, Any]], *, windows: Sequence[Mapping[str, Any]] = (),
-                drift_png: str | None = None, sources: Sequence[str] = ("calibrated",), reference: str = "calibrated",
+                drift_png: str | None = None, rework: Mapping[str, Any] | None = None,
+                sources: Sequence[str] = ("calibrated",), reference: str = "calibrated",
                 runs: int = 0, elapsed: float = 0.0, n_units: int | None = None,
                 warned: Sequence[Mapping[str, Any]] = (), left_out: TableView | None = None,
                 errors: TableView | None = None, grid_text: str = "", refused_note: str | None = None) -> str:
@@ -465,8 +467,50 @@ def _index_html(sessions: Sequence[Mapping[str, Any]], *, windows: Sequence[Mapp
                    index_href=None, open_loop_note=OPEN_LOOP_NOTE, sessions=rows, windows=list(windows),
                    drift_png=drift_png, sources=list(sources), reference=reference, runs=runs, elapsed=elapsed,
                    n_sessions=len(rows), n_units=len(rows) if n_units is None else n_units, warned=list(warned),
-                   left_out=left_out, repeated=REPEATED_COMPACTIONS, rework=None, errors=errors,
+                   left_out=left_out, repeated=REPEATED_COMPACTIONS, rework=rework, errors=errors,
                    grid_text=grid_text, refused_note=refused_note)
+
+
+_REWORK_SIGNALS = ("rework", "rereads", "reruns", "repeated_instructions", "reverts", "steps_to_progress")
+
+
+def _rework_section(out: Path, points: Sequence[pd.DataFrame | None]) -> dict[str, Any] | None:
+    """What followed each recorded compaction of the study's sessions against matched points without one
+    (:mod:`pimem.drift.rework`, from the recorded drift reports): its figure (``rework.png``) and table.
+    None: no session has a measured compaction."""
+    parts = [p for p in points if p is not None and len(p)]
+    if not parts:
+        return None
+    plain = []
+    for p in parts:
+        q = p.copy()
+        q.attrs = {}  # the events behind each session's points: not needed here, and pandas compares attrs
+        plain.append(q)
+    joined = pd.concat(plain, ignore_index=True)
+    table = rework_table(joined)
+    if not len(table):
+        return None
+    atomic_write_bytes(out / "rework.png", figure_png(plot_rework(table)[0]))
+    shown = table[table["signal"].isin(_REWORK_SIGNALS)]
+    view = frame({"agent": shown["agent"], "signal": shown["signal"],
+                  "after": [_with_interval(*v) for v in zip(shown["after"], shown["after_low"], shown["after_high"])],
+                  "control": [_with_interval(*v) for v in zip(shown["control"], shown["control_low"],
+                                                              shown["control_high"])],
+                  "excess": [_with_interval(*v) for v in zip(shown["excess"], shown["excess_low"],
+                                                             shown["excess_high"])],
+                  "compactions": shown["n_compactions"], "sessions": shown["n_sessions"]})
+    after = joined[joined["point"] == "after"]
+    measured = int(after["measured"].astype(bool).sum())
+    paired = int(table.loc[table["signal"] == "rework", "n_compactions"].sum())
+    return {"png": "rework.png", "table": table_view(view), "compactions": int(len(after)), "measured": measured,
+            "unmatched": measured - paired}
+
+
+def _with_interval(value: float, low: float, high: float) -> str:
+    """``value [low–high]`` (the interval where one is given)."""
+    if pd.isna(value):
+        return "–"
+    return _fmt(value) + (f" [{_fmt(low)}–{_fmt(high)}]" if pd.notna(low) and pd.notna(high) else "")
 
 
 def _session_line(row: Mapping[str, Any], out: Path) -> str:
@@ -501,7 +545,7 @@ class StudySummary(str):
 def _refuse_to_overwrite(sources: Sequence[Path], out: Path, names: Sequence[str]) -> None:
     """Raise :class:`SourceOverwriteError` (before any work) when a file the study writes is a source."""
     targets = [out / f for f in ("sweep.csv", "summary.csv", "index.html", "cache.sqlite", "sweep-runs.jsonl",
-                                 "drift.png")]
+                                 "drift.png", "rework.png")]
     targets += [out / "replays" / f"{n}.jsonl" for n in names] + [out / "reports" / f"{n}.html" for n in names]
     targets += [out / "reports" / f"{n}-recorded.html" for n in names]
 

@@ -194,7 +194,8 @@ def test_study_writes_every_part(study, study_paths):
                     f"{int(df['failed_turns'].sum()):,}; runs above their window not reported as refused: 0.")
     assert refused_note in html.unescape(index)
     assert "Settings left out" in index and "reserve ≥ window" in html.unescape(index)
-    assert "What followed each real compaction" in index  # the marked place for the rework signals
+    assert "What followed each real compaction" in index  # the recorded agents' rework after compactions
+    assert (out / "rework.png").exists() == ("'rework.png'" in index)
     assert str(out / "index.html") in summary
 
 
