@@ -404,27 +404,29 @@ class StudyResults:
         return ok[ok["token_source"] == self.design.reference] if "token_source" in ok.columns else ok
 
 
+def _rank(row: Mapping[str, Any], size: SessionSize) -> tuple:
+    """How a compacting run ranks as a session's replay report (lower first): compactions repeat (at least
+    :data:`REPEATED_COMPACTIONS`), no turn failed, the recorded model's window, reserve and keep nearest
+    Pi's defaults, then the smaller setting."""
+    distance = abs(math.log(row["reserve_tokens"] / _PI_DEFAULTS[0])) + abs(math.log(
+        max(row["keep_recent_tokens"], 1) / _PI_DEFAULTS[1]))
+    return (row["compactions"] < REPEATED_COMPACTIONS, bool(row.get("failed_turns")),
+            row["context_window"] != size.model_window, round(distance, 6), row["context_window"],
+            row["reserve_tokens"], row["keep_recent_tokens"])
+
+
 def _report_setting(rows: pd.DataFrame, size: SessionSize) -> tuple[dict[str, Any] | None, str | None]:
-    """The setting of a session's replay report, from its reference runs, and a note when it is not
-    one where compactions repeat. Preferred: compactions repeat (at least
-    :data:`REPEATED_COMPACTIONS`), no turn failed, the recorded model's window, reserve and keep
-    nearest Pi's defaults; else the run with the most compactions. None: no run compacts."""
+    """The setting of a session's replay report, from its reference runs (:func:`_rank`'s first), and a
+    note when compactions do not repeat there. None: no run compacts."""
     done = rows[rows["error"].isna()] if "error" in rows.columns else rows
     if not len(done) or "compactions" not in done.columns or not (done["compactions"] > 0).any():
         return None, None
-
-    def rank(r: Any) -> tuple:
-        distance = abs(math.log(r.reserve_tokens / _PI_DEFAULTS[0])) + abs(math.log(
-            max(r.keep_recent_tokens, 1) / _PI_DEFAULTS[1]))
-        return (r.compactions < REPEATED_COMPACTIONS, bool(r.failed_turns), r.context_window != size.model_window,
-                round(distance, 6), r.context_window, r.reserve_tokens, r.keep_recent_tokens)
-
-    best = min(done[done["compactions"] > 0].itertuples(), key=rank)
-    setting = {k: int(getattr(best, k)) for k in _SETTING}
+    best = min((r for r in done.to_dict("records") if r["compactions"] > 0), key=lambda r: _rank(r, size))
+    setting = {k: int(best[k]) for k in _SETTING}
     note = None
-    if best.compactions < REPEATED_COMPACTIONS:
+    if best["compactions"] < REPEATED_COMPACTIONS:
         note = (f"no setting of the grid compacts this session {REPEATED_COMPACTIONS} times or more: the replay "
-                f"report shows {int(best.compactions)} compaction, so no drift across rewrites")
+                f"report shows {int(best['compactions'])} compaction, so no drift across rewrites")
     return setting, note
 
 
@@ -490,6 +492,7 @@ def run_study_sweep(
             size = design.sizes[str(path)]
             report = ReportRun(path, name, size)
             kept: dict[tuple[Any, ...], Any] = {}
+            best: dict[str, Any] | None = None
             rows: list[dict[str, Any]] = []
             grid = design.grids[str(path)]
             if grid:
@@ -497,8 +500,8 @@ def run_study_sweep(
                                               cache=cache, progress=progress, results_path=results_path,
                                               measures="score", keep=keep):
                     rows.append(row)
-                    if result is not None:
-                        kept[tuple(row[k] for k in _SETTING)] = result
+                    if result is not None and (best is None or _rank(row, size) < _rank(best, size)):
+                        best, kept = row, {tuple(row[k] for k in _SETTING): result}  # one replay held at a time
                 if others:
                     rows.extend(row for row, _ in sweep_runs(
                         [str(path)], design.sweep_grid(path, others), workers=workers, cache=cache, progress=progress,
