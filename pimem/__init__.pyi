@@ -111,6 +111,7 @@ from pimem.errors import (
     UnknownPriceError as UnknownPriceError,
     UserError as UserError,
 )
+from pimem.experiments.advise import Advice as Advice, advise as advise
 from pimem.experiments.run_measures import run_measures as run_measures
 from pimem.experiments.sweep import sweep as sweep
 from pimem.experiments.tables import columns as columns

@@ -1,8 +1,9 @@
 """Screenshots of a study's HTML pages in headless Chromium, for the documentation.
 
     .venv/bin/python scripts/screenshots.py STUDY_DIR docs/screenshots [--width 1400] [--part-height 1600]
+        [--pages index.html reports/NAME.html ...]
 
-Each page (``index.html``, ``reports/*.html``) is rendered at ``--width`` pixels, its full
+Each page (``index.html``, ``reports/*.html``, or the ``--pages`` named) is rendered at ``--width`` pixels, its full
 height measured, and the page cut into parts of ``--part-height`` pixels; every part is saved
 as a 256-colour PNG (``<page>-<width>-<n>.png``). Needs Chromium (Debian: ``apt-get install chromium``).
 """
@@ -88,10 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=1400, help="viewport width in pixels (default: 1400)")
     parser.add_argument("--part-height", type=int, default=1600, help="height of each saved part (default: 1600)")
     parser.add_argument("--max-parts", type=int, default=3, help="parts kept per page (default: 3)")
+    parser.add_argument("--pages", nargs="+", default=None,
+                        help="the pages to picture, relative to the study folder (default: the index and every report)")
     args = parser.parse_args(argv)
     exe = _chromium()
-    args.out.mkdir(parents=True, exist_ok=True)
-    pages = [args.study / "index.html", *sorted((args.study / "reports").glob("*.html"))]
+    if not args.out.parent.is_dir():
+        sys.exit(f"screenshots: the folder {args.out.parent} does not exist")
+    args.out.mkdir(exist_ok=True)
+    pages = ([args.study / p for p in args.pages] if args.pages
+             else [args.study / "index.html", *sorted((args.study / "reports").glob("*.html"))])
     record = []
     for page in pages:
         text = page.read_text(encoding="utf-8")

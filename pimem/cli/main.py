@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pimem import __version__
-from pimem.base.files import mark_output_file, write_table
+from pimem.base.files import atomic_write_text, mark_output_file, write_table
 from pimem.base.js import js_stringify
 from pimem.base.tables import as_string, format_number, frame
 from pimem.core.compaction.compaction import CompactionSettings, estimate_context_tokens, estimate_tokens
@@ -304,16 +304,30 @@ _TABLE_SUFFIXES = (".csv", ".parquet")
 
 
 def _check_output(output: str | None, sources: Sequence[str | Path], suffixes: Sequence[str] = ()) -> None:
-    """Refuse, before any work, an output that would replace a source session or has a wrong suffix."""
+    """Refuse, before any work, an output that would replace a source session, has a wrong suffix or
+    sits in a folder that does not exist (:func:`_check_output_folder`)."""
     if output is None:
         return
     out = Path(output)
+    _check_output_folder(out.parent, output)
     if out.exists():
         for source in sources:
             if Path(source).exists() and os.path.samefile(out, source):
                 raise UserError(f"{out}: refusing to overwrite the source session file")
     if suffixes and out.suffix.lower() not in suffixes:
         raise UserError(f"{out}: expected a {' or '.join(suffixes)} file")
+
+
+def _check_output_folder(folder: str | Path, output: str | Path | None = None) -> None:
+    """Refuse, before any work, to write into a folder that does not exist: an output never creates
+    folders the user did not ask for. ``output`` (a file or folder the user named) is made inside it."""
+    where = Path(folder)
+    if where.is_dir():
+        return
+    named = f"{output}: " if output is not None else ""
+    if where.exists():
+        raise UserError(f"{named}{where} is not a folder")
+    raise UserError(f"{named}the folder {where} does not exist; create it first or choose another output")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -380,6 +394,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: expected a folder")
+    _check_output_folder(out.parent, out)
     sources: list[tuple[Path, Path | None]] = []
     for item in args.sources:
         p = Path(item)
@@ -670,6 +685,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder; -o names the folder the study is written to")
+    _check_output_folder(out.parent, out)
     paths = _session_paths(items, exclude=[out])
     summary = run_study(paths, out, reserve=args.reserve, keep=args.keep, window=args.window,
                         workers=args.workers, progress=not args.quiet, token_sources=args.token_source)
@@ -680,6 +696,70 @@ def cmd_study(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    """``pimem advise``: the Pareto front of settings for a model on a corpus, checked on held-out sessions,
+    and the settings.json block of the pick."""
+    from pimem.experiments.advise import advise
+
+    if args.output is not None:
+        _check_output(args.output, args.sessions, (".json",))
+    if len(args.window or []) > 1 or len(args.folds) > 1:
+        raise UserError("--window and --folds take one value")
+    paths = _session_paths(args.sessions, exclude=[])
+    advice = advise([str(p) for p in paths], args.model, reserve=args.reserve, keep=args.keep,
+                    window=args.window[0] if args.window else None, folds=args.folds[0], workers=args.workers,
+                    cache=args.cache, progress=not args.quiet)
+    print(_advice_text(advice))
+    if advice.pick is None:
+        print("pimem: error: no setting could be picked: no session ran at every setting", file=sys.stderr)
+        return 1
+    if args.output is not None:
+        mark_output_file(args.output)
+        atomic_write_text(Path(args.output), advice.settings_json() + "\n")
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _advice_text(advice: Any) -> str:
+    """What ``pimem advise`` prints: the settings with their means, intervals and n, the front, the held-out
+    check and the settings.json block."""
+    table = advice.table
+    n = int(table["n"].max()) if len(table) else 0
+    lines = [f"{advice.model} at its {advice.context_window:,}-token window: {n} session(s) at every setting (copies "
+             f"of one session once)" + (f", of {advice.n_sessions} usable: the others never compact at some setting, "
+                                        "so have no score there" if n < advice.n_sessions else "")]
+    for session, why in advice.left_out.items():
+        lines.append(f"  left out: {session}: {why}")
+    lines.append(f"  {'front':5s} {'reserve':>8s} {'keep':>8s}  {'cost (US$)':28s} {'score':26s} {'refused requests':22s}")
+
+    def cell(metric: str, row: Any, money: bool = False, digits: int = 3) -> str:
+        mean, low, high = row.get(metric), row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+        if mean is None or mean != mean:
+            return "–"
+        fmt = (lambda v: f"${v:,.2f}") if money else (lambda v: f"{v:.{digits}f}")
+        return fmt(mean) + (f" [{fmt(low)}–{fmt(high)}]" if low == low and high == high and low is not None else "")
+
+    for _, row in table.iterrows():
+        lines.append(f"  {'★' if row['on_front'] else '':5s} {int(row['reserve_tokens']):>8,} "
+                     f"{int(row['keep_recent_tokens']):>8,}  {cell('cost_total', row, money=True):28s} "
+                     f"{cell('score', row):26s} {cell('refused_requests', row, digits=1):22s}")
+    v = advice.validation
+    if len(v):
+        loss = advice.held_out_loss()
+        lines.append(f"  held-out check ({len(v)} folds): the held-out best setting is on the fitted front in "
+                     f"{advice.held_out_hit_rate:.0%} of folds; held-out loss of the pick: score "
+                     f"{loss['score']:+.3f}, cost {loss['cost_total']:+,.2f} US$ (mean over folds)")
+    else:
+        lines.append("  held-out check: fewer than 2 sessions, none made")
+    if advice.pick is not None:
+        lines.append(f"  pick: reserveTokens {advice.pick['reserve_tokens']:,}, keepRecentTokens "
+                     f"{advice.pick['keep_recent_tokens']:,} (front: fewest refused requests, then the best score, "
+                     f"then the lowest cost)")
+        lines.append("settings.json (~/.pi/agent/ or <project>/.pi/):")
+        lines.append(advice.settings_json())
+    return "\n".join(lines)
 
 
 def cmd_model(args: argparse.Namespace) -> int:
@@ -704,6 +784,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         elif args.action == "record":
             from pimem.experiments import model_summaries
 
+            if args.output is not None:
+                _check_output_folder(Path(args.output).parent, args.output)
             started = localmodel.running_server() is None
             if started:
                 localmodel.start()
@@ -725,6 +807,7 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
+    _check_output_folder(out.parent, out)
     if args.names and not args.html:
         raise UserError("notebook names are for --html (copying takes them all)")
     if args.html:
@@ -888,24 +971,23 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", required=True, help="report file (.html; required)")
     a.set_defaults(func=cmd_drift)
 
-    a = sub.add_parser("study", help="the main job: sweep + figures + drift reports for a set of sessions",
-                       description="Sweep sessions over a reserve × keep × window grid with the offline "
-                                   "extractive summarizer, then write the results, heatmaps, one replay and "
-                                   "drift report per session and an index.html linking them.")
+    a = sub.add_parser("study", help="the main job: which compaction settings suit a model, on a set of sessions",
+                       description="Replay sessions over model windows × reserve × keep (in tokens) with the offline "
+                                   "extractive summarizer, then write per window the compactions, refused requests, "
+                                   "cost and summary quality of every setting (paired over the sessions, with "
+                                   "intervals), the drift of the recorded and replayed summaries across repeated "
+                                   "compactions, one replay and drift report per session, and an index.html.")
     a.add_argument("sessions", nargs="*", help="session files or folders (default: the bundled samples)")
     a.add_argument("-o", "--output", required=True,
-                   help="output folder (required; created if missing; .jsonl files inside it are never read "
-                        "as sessions, so it may sit inside the sessions folder)")
+                   help="output folder (required; created if missing, in a folder that exists; .jsonl files "
+                        "inside it are never read as sessions, so it may sit inside the sessions folder)")
     a.add_argument("--reserve", type=_int_list, default=None,
-                   help="reserveTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each window "
-                        "leaves for the conversation)")
+                   help="reserveTokens values, comma-separated (default: 8192,16384,32768)")
     a.add_argument("--keep", type=_int_list, default=None,
-                   help="keepRecentTokens values, comma-separated (default: 5%%, 10%% and 20%% of what each "
-                        "window leaves for the conversation)")
+                   help="keepRecentTokens values, comma-separated (default: 10000,20000,40000)")
     a.add_argument("--window", type=_positive_int_list, default=None,
-                   help="context windows, comma-separated (default: the per-request overhead plus 20%% and 40%% "
-                        "of each session's size, at least the room its largest step needs, so that every "
-                        "session compacts without failed turns)")
+                   help="context windows in tokens, comma-separated (default: each session's model's own window, "
+                        "then 128000,200000,1000000)")
     a.add_argument("--token-source", type=_token_sources, default=["calibrated", "chars", "tiktoken"],
                    help="token sources each setting runs under; the band across them is reported "
                         "(default: calibrated,chars,tiktoken)")
@@ -913,6 +995,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=cmd_study)
+
+    a = sub.add_parser("advise", help="the reserve and keep to give Pi for a model, from a corpus of sessions",
+                       description="Replay the sessions at the model's context window over reserve × keep, find the "
+                                   "settings on the Pareto front of cost, summary quality and refused requests "
+                                   "(means over the same sessions, with intervals), check the pick on held-out "
+                                   "sessions, and print the settings.json block that sets it for that model.")
+    a.add_argument("sessions", nargs="+", help="session files or folders")
+    a.add_argument("--model", required=True,
+                   help="the model as Pi names it, provider/modelId (required; e.g. anthropic/claude-opus-4-5); its "
+                        "window comes from Pi's model table, its prices from genai-prices")
+    a.add_argument("--window", type=_positive_int_list, default=None,
+                   help="the model's context window in tokens (default: Pi's model table; needed for a model "
+                        "not in it)")
+    a.add_argument("--reserve", type=_int_list, default=[8192, 16384, 32768],
+                   help="reserveTokens values, comma-separated (default: 8192,16384,32768)")
+    a.add_argument("--keep", type=_int_list, default=[10000, 20000, 40000],
+                   help="keepRecentTokens values, comma-separated (default: 10000,20000,40000)")
+    a.add_argument("--folds", type=_positive_int_list, default=[5],
+                   help="held-out folds of the check, at most one a session (default: 5)")
+    a.add_argument("-o", "--output", default=None,
+                   help="write the settings.json block to this file too (default: print it only)")
+    a.add_argument("--cache", default=None, help="SQLite file for the summaries, reused by a re-run (default: none)")
+    a.add_argument("--workers", type=_non_negative_int, default=None,
+                   help="worker processes for the sweep (default: one per CPU; 1 runs in this process)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    a.set_defaults(func=cmd_advise)
 
     a = sub.add_parser("notebooks", help="the research notebooks: copy them out to open, or render them as HTML",
                        description="Copy the notebooks bundled with pimem into a folder to open in JupyterLab "

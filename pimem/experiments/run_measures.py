@@ -6,6 +6,9 @@ that the recording used later and the kept tail does not show, and how many the 
 :mod:`pimem.drift.needed`), then the cost columns of :func:`pimem.replays.cost.replay_cost`
 (:data:`pimem.replays.cost.COST`; cache-aware, per model). A fact masked by a context edit and
 later in a summarized span counts at both (the summary of a masked context cannot hold it either).
+With ``score=True`` it adds :data:`RUN_SCORE`: the headline summary measure (:mod:`pimem.drift.measures`:
+faithful needed-later recall × faithfulness) and its parts, each the mean over the run's compactions that
+have it (about a second a compaction: asked for, not by default).
 """
 
 from __future__ import annotations
@@ -19,13 +22,15 @@ import pandas as pd
 from pimem.base.tables import Column, Table
 from pimem.core.session_manager import build_session_projection
 from pimem.drift.metrics import chain_headline
-from pimem.drift.needed import Trajectory, fact_class
-from pimem.drift.records import entry_messages, source_text
+from pimem.drift.measures import summary_measures
+from pimem.drift.needed import Trajectory, fact_class, span_needed_facts
+from pimem.drift.records import compaction_records, entry_messages, source_text
 from pimem.errors import PimemWarning, UnknownPriceError
 from pimem.replays.cost import replay_cost
 from pimem.text.facts import SummaryIndex, extract_facts, fact_present
 
-__all__ = ["run_measures", "masked_needed_facts", "RUN_MEASURES", "MEASURE_COLUMNS", "MASKED_NEEDED"]
+__all__ = ["run_measures", "masked_needed_facts", "RUN_MEASURES", "MEASURE_COLUMNS", "MASKED_NEEDED", "RUN_SCORE",
+           "SCORE_COLUMNS"]
 
 RUN_MEASURES = Table("run_measures", [
     Column("needed_recall", description="mean needed-later recall of the run's compaction summaries "
@@ -42,6 +47,14 @@ RUN_MEASURES = Table("run_measures", [
            "across summaries, masking and hybrids"),
 ], "One run's drift measures (a sweep row carries them, then the cost columns).")
 MEASURE_COLUMNS = RUN_MEASURES.names
+
+RUN_SCORE = Table("run_score", [
+    Column("score", description="mean over the run's compactions of the headline summary measure, faithful "
+           "needed-later recall × faithfulness (:mod:`pimem.drift.measures`); NaN without a compaction"),
+    Column("recall_faithful", description="mean faithful needed-later recall, the headline's first part"),
+    Column("faithfulness", description="mean share of the summaries' checkable claims the span supports"),
+], "One run's headline summary score (with run_measures(score=True); a sweep with measures=\"score\").")
+SCORE_COLUMNS = RUN_SCORE.names
 
 MASKED_NEEDED = Table("masked_needed", [
     Column("edit_id", description="the context edit"),
@@ -111,6 +124,17 @@ def _masked_needed_rows(result: Any) -> list[dict]:
     return rows
 
 
+def _score_means(result: Any) -> dict[str, float]:
+    """The mean over the run's compactions of :func:`pimem.drift.measures.summary_measures`' headline
+    and its parts (the needed-later facts of each span found once, as the drift measures find them)."""
+    spans = result.compaction_spans() if callable(getattr(result, "compaction_spans", None)) else None
+    rows = []
+    for record in compaction_records(result, spans=spans):
+        facts, needed = span_needed_facts(record)
+        rows.append(summary_measures(record, needed=needed, span_facts=facts))
+    return {column: _mean(row.get(column, math.nan) for row in rows) for column in SCORE_COLUMNS}
+
+
 def _mean(values: Any) -> float:
     vals = [float(v) for v in values if v == v]
     return sum(vals) / len(vals) if vals else math.nan
@@ -120,6 +144,7 @@ def run_measures(
     result: Any,
     *,
     drift: bool = True,
+    score: bool = False,
     cost: bool = True,
     prices: Mapping[str, Any] | None = None,
     cost_model: str | None = None,
@@ -132,6 +157,7 @@ def run_measures(
     Args:
         result: the replay.
         drift: measure the summaries.
+        score: add the headline ``score`` and its parts (slower; see module docs).
         cost: price the replay.
         prices: prices by model name, looked up before the built-in table.
         cost_model: the priced model (default: the session's current model).
@@ -155,6 +181,8 @@ def run_measures(
             "masked_needed": masked,
             "context_needed_recall": weighted / total if total else math.nan,
         })
+    if score:
+        out.update(_score_means(result))
     if cost:
         try:
             out.update(replay_cost(result, model=cost_model, summarizer_model=summarizer_model, prices=prices,

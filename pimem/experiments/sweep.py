@@ -30,7 +30,11 @@ Every run row carries the replay's :meth:`~pimem.replays.engine.ReplayResult.sum
 measures (needed-later recall of its summaries, what masking removed; see
 :mod:`pimem.experiments.run_measures`) and its cache-aware cost (:mod:`pimem.replays.cost`; ``prices`` overrides
 the price table, ``cost_model`` the priced model). ``measures="cost"`` leaves the drift measures out,
-``measures=False`` both.
+``measures=False`` both; ``measures="score"`` adds the headline summary score (about a second a compaction).
+
+:func:`sweep_runs` gives the runs one by one as they finish, each with its
+:class:`~pimem.replays.engine.ReplayResult` when a ``keep`` test accepts the run's row: a study takes its
+drift report's run from there instead of replaying it again (:mod:`pimem.experiments.study`).
 
 Parallelism: ``concurrent.futures.ProcessPoolExecutor`` (``workers`` processes; 1 runs in this
 process), or a Dask cluster when ``client`` is a ``dask.distributed.Client``. Runs go out in chunks of
@@ -57,7 +61,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, get_type_hints
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, get_type_hints
 
 import orjson
 import pandas as pd
@@ -70,7 +74,7 @@ from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError, ReplayWarning, SessionFormatError, SkippedFileWarning
 from pimem.base.tables import Column, Table
-from pimem.experiments.run_measures import RUN_MEASURES, run_measures
+from pimem.experiments.run_measures import RUN_MEASURES, RUN_SCORE, run_measures
 from pimem.replays.cost import COST, Price, as_price
 from pimem.replays.engine import replay
 from pimem.replays.recording import shared_recordings
@@ -80,7 +84,8 @@ from pimem.sessions.load import SessionLike, as_session, load_session
 from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
 from pimem.summarizers.cached import CachedSummarizer
 
-__all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "chunk_runs", "SETTING_KEYS", "SWEEP"]
+__all__ = ["sweep", "sweep_runs", "runs_frame", "expand_grid", "run_hash", "log_path_for", "chunk_runs",
+           "SETTING_KEYS", "SWEEP"]
 
 # setting keys understood per run; anything else is an error naming the key
 SETTING_KEYS = (
@@ -109,6 +114,7 @@ SWEEP = Table("sweep", [
     *(Column(k, description=_SETTING_DOCS[k]) for k in SETTING_KEYS),
     *(c for c in SUMMARY.columns if c.name not in SETTING_KEYS),  # the summary's value, at the setting's place
     *RUN_MEASURES.columns,
+    *RUN_SCORE.columns,
     *COST.columns,
     Column("error", description="why the run failed (None: it did not)"),
     Column("traceback", description="where it failed"),
@@ -333,11 +339,19 @@ def _session_runs(session_hash: str) -> Iterator[None]:
             _running -= 1
 
 
-def _run_chunk(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _run_chunk(tasks: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
     """Replay a chunk of runs of one session (see :func:`_session_runs`); never raises (errors go in
-    each run's ``error`` column)."""
+    each run's ``error`` column). Each run gives its row and, when its task's ``keep`` accepts the
+    row, its :class:`~pimem.replays.engine.ReplayResult` (else None)."""
     with _session_runs(tasks[0]["session_hash"]):
-        return [_run(task) for task in tasks]
+        return [_run_kept(task) for task in tasks]
+
+
+def _run_kept(task: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """A run's row, and its result when the task's ``keep`` accepts the row (the rest is dropped here)."""
+    row, result = _run(task)
+    keep = task.get("keep")
+    return row, (result if result is not None and keep is not None and keep(row) else None)
 
 
 def chunk_runs(tasks: Sequence[dict[str, Any]], workers: int) -> list[list[dict[str, Any]]]:
@@ -367,7 +381,8 @@ def _setting_fields(setting: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _run(task: dict[str, Any]) -> dict[str, Any]:
+def _run(task: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """One run: its row and its result (None when it failed)."""
     setting = task["setting"]
     row: dict[str, Any] = {"run_hash": task["run_hash"], "session": task["label"],
                            "session_hash": task["session_hash"], "setting_index": task["setting_index"],
@@ -375,6 +390,7 @@ def _run(task: dict[str, Any]) -> dict[str, Any]:
     row.update(_setting_fields(setting))
     start = time.perf_counter()
     counter = None
+    result = None
     try:
         session = _load_ref(task["ref"], task["session_hash"])
         base = task["summarizer"]
@@ -403,10 +419,11 @@ def _run(task: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - one failing run must not stop the sweep
         row["error"] = f"{type(exc).__name__}: {exc}"
         row["traceback"] = traceback.format_exc(limit=8)
+        result = None
     row["summarizer_calls"] = counter.calls if counter is not None else 0
     row["elapsed_s"] = time.perf_counter() - start
     row["worker_pid"] = os.getpid()
-    return row
+    return row, result
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -452,7 +469,8 @@ def _read_results(path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
 
 _NUMBER_COLUMNS = frozenset(
     [name for name, kind in get_type_hints(ReplaySummary).items() if kind in (int, float)]
-    + [c.name for c in RUN_MEASURES.columns] + [c.name for c in COST.columns if c.name != "cost_model"]
+    + [c.name for c in RUN_MEASURES.columns] + [c.name for c in RUN_SCORE.columns]
+    + [c.name for c in COST.columns if c.name != "cost_model"]
     + ["summarizer_calls", "elapsed_s", "worker_pid", "setting_index", "session_index"])
 _TEXT_COLUMNS = frozenset(
     [name for name, kind in get_type_hints(ReplaySummary).items() if kind in (str, str | None)]
@@ -566,7 +584,7 @@ def sweep(
     progress: bool = True,
     results_path: str | os.PathLike | None = None,
     client: Any = None,
-    measures: bool | Literal["cost"] = True,
+    measures: bool | Literal["cost", "score"] = True,
     prices: Mapping[str, Price | Mapping[str, float]] | None = None,
     cost_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
@@ -588,10 +606,52 @@ def sweep(
         results_path: a JSONL file that makes the sweep resumable, or a ``.parquet`` file for the final
             table (its log beside it; see module docs).
         client: a ``dask.distributed.Client`` to run on.
-        measures: add drift and cost columns (``"cost"``: the cost columns only).
+        measures: add drift and cost columns (``"cost"``: the cost columns only; ``"score"``: the headline
+            summary score too, :func:`pimem.experiments.run_measures.run_measures`).
         prices: model prices for the cost columns (as in :func:`pimem.replays.cost.replay_cost`).
         cost_model: the model whose price the cost columns use.
         cache_ttl_s: how long a provider keeps a prompt cache, for the cost columns.
+    """
+    rows = [row for row, _ in sweep_runs(
+        sessions, grid, summarizer=summarizer, workers=workers, cache=cache, progress=progress,
+        results_path=results_path, client=client, measures=measures, prices=prices, cost_model=cost_model,
+        cache_ttl_s=cache_ttl_s)]
+    df = runs_frame(rows)
+    if results_path is not None and Path(results_path).suffix.lower() == ".parquet":
+        _write_parquet(df, Path(results_path))
+    return df
+
+
+def runs_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The rows of :func:`sweep_runs` as :func:`sweep`'s table: in session, then setting order."""
+    df = pd.DataFrame(list(rows))
+    if len(df):
+        df = df.sort_values(["session_index", "setting_index"], kind="stable").reset_index(drop=True)
+    return df
+
+
+def sweep_runs(
+    sessions: Iterable[SessionLike],
+    grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]],
+    *,
+    summarizer: Summarizer | str | None = None,
+    workers: int | None = None,
+    cache: str | os.PathLike | None = None,
+    progress: bool = True,
+    results_path: str | os.PathLike | None = None,
+    client: Any = None,
+    measures: bool | Literal["cost", "score"] = True,
+    prices: Mapping[str, Price | Mapping[str, float]] | None = None,
+    cost_model: str | None = None,
+    cache_ttl_s: float | None = 300.0,
+    keep: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> Iterator[tuple[dict[str, Any], Any]]:
+    """The runs of :func:`sweep` as they finish (runs resumed from the log first): ``(row, result)``.
+
+    ``result`` is the run's :class:`~pimem.replays.engine.ReplayResult` when ``keep`` accepts its row
+    (a function a worker process can receive: defined at a module's top level), else None; runs
+    resumed from the log and runs that failed have none. The other arguments are :func:`sweep`'s; a
+    ``.parquet`` ``results_path`` is not written here (:func:`sweep` writes it from the rows).
     """
     settings = expand_grid(grid)
     # paths stay paths (each is loaded where its runs go); a session or a result is resolved here
@@ -601,7 +661,9 @@ def sweep(
     if measures:
         measure_options = {"prices": {k: as_price(v) for k, v in (prices or {}).items()} or None,
                            "cost_model": cost_model, "cache_ttl_s": cache_ttl_s, "drift": measures != "cost"}
-        if prices or cost_model or cache_ttl_s != 300.0 or measures == "cost":
+        if measures == "score":
+            measure_options["score"] = True
+        if prices or cost_model or cache_ttl_s != 300.0 or measures in ("cost", "score"):
             ident = {"summarizer": ident, "measures": measure_options}
     cache_path = str(cache) if isinstance(cache, (str, os.PathLike)) else cache
     tasks: list[dict[str, Any]] = []
@@ -618,16 +680,16 @@ def sweep(
             tasks.append({"ref": ref, "label": label, "session_hash": shash, "session_index": si,
                           "setting_index": ki, "setting": setting, "summarizer": summarizer,
                           "cache": cache_path, "run_hash": run_hash(shash, setting, ident), "size": size,
-                          "measures": measure_options})
+                          "measures": measure_options, "keep": keep})
     results_file = log_path_for(results_path) if results_path is not None else None
     done = _read_results(results_file) if results_file is not None else {}
-    rows: list[dict[str, Any]] = []
+    resumed: list[dict[str, Any]] = []
     todo = []
     for t in tasks:
         logged = done.get(t["run_hash"])
         prev = logged[1] if logged is not None else None
         if prev is not None and measures and ("cost_total" not in prev or (
-                measures != "cost" and "needed_recall" not in prev)):
+                measures != "cost" and "needed_recall" not in prev) or (measures == "score" and "score" not in prev)):
             prev = None  # logged without measures: run again to add them
         if prev is not None and logged is not None:
             problem = _logged_row_problem(prev, t)
@@ -638,7 +700,7 @@ def sweep(
         if prev is not None:
             prev = dict(prev)
             prev.update(session_index=t["session_index"], setting_index=t["setting_index"], resumed=True)
-            rows.append(prev)
+            resumed.append(prev)
         else:
             todo.append(t)
 
@@ -646,25 +708,27 @@ def sweep(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(tasks), initial=len(rows), desc="sweep")
+        bar = tqdm(total=len(tasks), initial=len(resumed), desc="sweep")
 
-    def finish(row: dict[str, Any]) -> None:
+    def finish(row: dict[str, Any]) -> dict[str, Any]:
         row["resumed"] = False
         if results_file is not None:
             _append_result(results_file, row)
-        rows.append(row)
         if bar is not None:
             bar.update(1)
+        return row
 
     try:
+        for row in resumed:
+            yield row, None
         if _is_dask_client(client):
             from distributed import as_completed as dask_as_completed
 
             chunks = chunk_runs(todo, max(1, sum(client.nthreads().values())))
             futures = [client.submit(_run_chunk, c, pure=False) for c in chunks]
             for fut in dask_as_completed(futures):
-                for row in fut.result():
-                    finish(row)
+                for row, result in fut.result():
+                    yield finish(row), result
         else:
             n = workers if workers is not None else (os.cpu_count() or 1)
             if n <= 1 or len(todo) <= 1:
@@ -672,19 +736,14 @@ def sweep(
                     for chunk in chunk_runs(todo, 1):
                         with _session_runs(chunk[0]["session_hash"]):
                             for t in chunk:
-                                finish(_run(t))
+                                row, result = _run_kept(t)
+                                yield finish(row), result
             else:
                 with ProcessPoolExecutor(max_workers=n, initializer=_start_worker, initargs=(os.getpid(),)) as pool:
                     futures = [pool.submit(_run_chunk, c) for c in chunk_runs(todo, n)]
                     for fut in as_completed(futures):
-                        for row in fut.result():
-                            finish(row)
+                        for row, result in fut.result():
+                            yield finish(row), result
     finally:
         if bar is not None:
             bar.close()
-    df = pd.DataFrame(rows)
-    if len(df):
-        df = df.sort_values(["session_index", "setting_index"], kind="stable").reset_index(drop=True)
-    if results_path is not None and Path(results_path).suffix.lower() == ".parquet":
-        _write_parquet(df, Path(results_path))
-    return df

@@ -13,7 +13,7 @@ from typing import Any
 from pimem.base.tables import Table
 from pimem.drift import labels, measures, metaeval, metrics, probes, resume_probe, rework
 from pimem.errors import ConfigurationError
-from pimem.experiments import run_measures, sweep
+from pimem.experiments import advise, run_measures, study, sweep
 from pimem.replays import cost, orphans, result
 from pimem.sessions import discover, frames
 
@@ -26,7 +26,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     metrics.RETENTION, metrics.SURVIVAL, measures.MEASURE_DOCS, measures.NEEDED_FACTS, measures.RECALL_CURVE,
     probes.PROBES, probes.PROBE_REPORT, resume_probe.RESUME_PROBE, metaeval.META_PAIRS,
     labels.MATCHER_ACCURACY, labels.CONTRADICTION_FIGURES,
-    run_measures.RUN_MEASURES, run_measures.MASKED_NEEDED, sweep.SWEEP,
+    run_measures.RUN_MEASURES, run_measures.RUN_SCORE, run_measures.MASKED_NEEDED, sweep.SWEEP, study.STUDY_RUNS,
+    study.STUDY_SUMMARY, advise.ADVICE, advise.ADVICE_CHECK,
     rework.POINTS, rework.EVENTS, rework.REWORK_TABLE, rework.CORRELATIONS, rework.FACTS, rework.REACQUISITION,
     rework.SIGNAL_DOCS, rework.VS_ORPHANS, rework.EXAMPLES,
 )}

@@ -56,6 +56,8 @@ __all__ = [
     "plot_drift",
     "plot_estimate_vs_usage",
     "plot_compared",
+    "plot_pooled_drift",
+    "plot_setting_tradeoffs",
 ]
 
 STATUS_COLORS = {
@@ -1030,6 +1032,157 @@ def plot_compared(plot: Callable[..., tuple[Any, Any]], items: Mapping[str, Any]
     return fig, results
 
 
+# --------------------------------------------------------------------------- the study
+
+
+def _pooled_retention(reports: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Retention by age pooled over drift reports: facts present ÷ observed, per age, and how many."""
+    parts = [retention_by_age(r) for r in reports if r is not None and len(r)]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=["age", "n", "n_present", "retention", "sessions"])
+    joined = pd.concat([p.assign(sessions=1) for p in parts], ignore_index=True)
+    g = joined.groupby("age", sort=True).agg(n=("n", "sum"), n_present=("n_present", "sum"),
+                                             sessions=("sessions", "sum")).reset_index()
+    g["retention"] = g["n_present"] / g["n"]
+    return g
+
+
+def _pooled_similarity(reports: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Each summary's similarity to the previous one (whole summary, cosine), per compaction number:
+    the mean over the reports that have it, and how many do."""
+    rows = []
+    for r in reports:
+        if r is None or not len(r) or "sim_prev_cosine" not in r.columns:
+            continue
+        for number, value in zip(r["compaction"], r["sim_prev_cosine"]):
+            if pd.notna(value):
+                rows.append({"compaction": int(number) + 1, "similarity": float(value)})
+    if not rows:
+        return pd.DataFrame(columns=["compaction", "similarity", "n"])
+    df = pd.DataFrame(rows)
+    return df.groupby("compaction", sort=True).agg(similarity=("similarity", "mean"),
+                                                   n=("similarity", "size")).reset_index()
+
+
+def _pooled_sections(reports: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per template section, its mean similarity to its previous version over every compaction that has
+    both versions, and how many such pairs there are."""
+    parts = []
+    for r in reports:
+        if r is None or not len(r) or r.attrs.get("sections") is None:
+            continue
+        s = section_similarity(r)
+        parts.append(s[s["cosine_prev"].notna()][["section", "cosine_prev"]])
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=["section", "similarity", "n"])
+    joined = pd.concat(parts, ignore_index=True)
+    order = list(dict.fromkeys(joined["section"]))
+    g = joined.groupby("section", sort=False).agg(similarity=("cosine_prev", "mean"), n=("cosine_prev", "size"))
+    return g.reindex(order).reset_index()
+
+
+def plot_pooled_drift(groups: Mapping[str, Sequence[pd.DataFrame]], *, title: str | None = None,
+                      colors: Sequence[str] = ("#8e44ad", "#2a9d8f")) -> tuple[Any, Any]:
+    """Drift across repeated compactions, pooled over sessions, one line (or bar) per group of drift reports
+    (e.g. the sessions' own recorded summaries and a replay's): retention of captured facts by age
+    (facts present ÷ observed, ``n`` = observations), each summary's similarity to the previous one
+    by compaction number (``n`` = sessions), and each template section's similarity to its previous
+    version (``n`` = compaction pairs that have the section twice). Returns ``(fig, axes)``."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), layout="constrained")
+    ages, sims, sections = axes
+    width = 0.8 / max(len(groups), 1)
+    section_order: list[str] = []
+    pooled_sections = {name: _pooled_sections(reports) for name, reports in groups.items()}
+    for table in pooled_sections.values():
+        section_order += [s for s in table["section"] if s not in section_order]
+    for i, (name, reports) in enumerate(groups.items()):
+        color = colors[i % len(colors)]
+        n_sessions = sum(1 for r in reports if r is not None and len(r))
+        label = f"{name} ({n_sessions:,} session{'s' if n_sessions != 1 else ''})"
+        r = _pooled_retention(reports)
+        if len(r):
+            ages.plot(r["age"], r["retention"], color=color, lw=1.6, label=label, **_marker(len(r)))
+            _label_set(ages, [_text(ages, a, v, f"n={format_number(n)}", dy=5, fontsize=7, ha="center", va="bottom",
+                                    color=color) for a, v, n in zip(r["age"], r["retention"], r["n"])])
+        s = _pooled_similarity(reports)
+        if len(s):
+            sims.plot(s["compaction"], s["similarity"], color=color, lw=1.6, label=label, **_marker(len(s)))
+            _label_set(sims, [_text(sims, c, v, f"n={format_number(n)}", dy=5, fontsize=7, ha="center",
+                                    va="bottom", color=color) for c, v, n in zip(s["compaction"], s["similarity"], s["n"])])
+        t = pooled_sections[name]
+        if len(t):
+            x = np.array([section_order.index(sec) for sec in t["section"]], dtype=float) + (i - (len(groups) - 1) / 2) * width
+            sections.bar(x, t["similarity"], width=width, color=color, label=label)
+            _label_set(sections, [_text(sections, xi, v, f"{format_number(n)}", dy=2, fontsize=6, ha="center",
+                                        va="bottom") for xi, v, n in zip(x, t["similarity"], t["n"])])
+    for ax, xlabel, ylabel, what in (
+            (ages, "age (compactions since the fact was first summarized)", "retention of captured facts",
+             "Fact retention by age"),
+            (sims, "compaction (1 = first)", "similarity to the previous summary (cosine)",
+             "Each summary against the one before"),
+            (sections, "template section", "similarity to its previous version (cosine)",
+             "Sections across rewrites (n = pairs)")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(0, 1.1)
+        ax.set_title(what, fontsize=10)
+        ax.grid(alpha=0.3)
+    _integer_ticks(ages.xaxis)
+    _integer_ticks(sims.xaxis)
+    if section_order:
+        sections.set_xticks(range(len(section_order)))
+        sections.set_xticklabels([s.replace("_", " ") for s in section_order], rotation=35, ha="right", fontsize=7)
+    else:
+        sections.text(0.5, 0.5, "no summary with Pi's template sections twice", transform=sections.transAxes,
+                      ha="center")
+    for ax, empty in ((ages, "no fact followed across compactions"), (sims, "no session compacts twice")):
+        if not ax.lines:
+            ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center")
+    handles, labels = ages.get_legend_handles_labels()
+    if not handles:
+        handles, labels = sims.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside upper center", ncol=len(handles), fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig, list(axes)
+
+
+def plot_setting_tradeoffs(table: pd.DataFrame, *, x: str = "cost_total", y: str = "score",
+                           ax: Any = None, title: str | None = None) -> tuple[Any, Any]:
+    """One point per setting (``reserve_tokens`` / ``keep_recent_tokens`` as its label): ``x`` against ``y``
+    (default cost against summary score), with the settings on the Pareto front (``on_front``) filled and
+    joined, the others hollow, and settings that refuse requests (``refused_requests`` > 0) in red."""
+    fig, ax = _figure(ax, figsize=(6.5, 4.4))
+    data = table.dropna(subset=[x, y]) if x in table.columns and y in table.columns else table.iloc[:0]
+    if not len(data):
+        ax.text(0.5, 0.5, f"no setting has both {_human(x)} and {_human(y)}", transform=ax.transAxes, ha="center")
+        ax.set_title(title or "Trade-off over the grid", fontsize=10)
+        return fig, ax
+    front = data["on_front"].astype(bool) if "on_front" in data.columns else pd.Series(False, index=data.index)
+    refused = (data["refused_requests"] > 0) if "refused_requests" in data.columns else pd.Series(False, index=data.index)
+    colors = np.where(refused, "#d62728", "#1f4e79")
+    ax.scatter(data.loc[~front, x], data.loc[~front, y], s=40, facecolors="none", edgecolors=colors[~front.to_numpy()],
+               label="other settings")
+    ax.scatter(data.loc[front, x], data.loc[front, y], s=46, c=colors[front.to_numpy()], label="on the Pareto front")
+    line = data[front].sort_values(x)
+    if len(line) > 1:
+        ax.plot(line[x], line[y], color="#1f4e79", lw=0.8, alpha=0.6)
+    labels = [f"{int(r):,} / {int(k):,}" for r, k in zip(data["reserve_tokens"], data["keep_recent_tokens"])]
+    _label_set(ax, [_text(ax, a, b, lab, dx=5, dy=3, fontsize=7, ha="left", va="bottom")
+                    for a, b, lab in zip(data[x], data[y], labels)])
+    ax.set_xlabel(_human(x, 40) + (" (US dollars)" if x.startswith("cost") else ""))
+    ax.set_ylabel(_human(y, 40))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best", title="reserve / keep (tokens); red: requests refused", title_fontsize=7)
+    ax.set_title(title or "Trade-off over the grid", fontsize=10)
+    return fig, ax
+
+
 def display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
     """``plot`` whose figure's texts show lone UTF-16 surrogates (which Pi's strings may hold and no
     font can render) as ``\\udXXX`` escapes instead of failing when the figure is drawn."""
@@ -1051,3 +1204,4 @@ def display_safe(plot: Callable[..., Any]) -> Callable[..., Any]:
 
 for _name in [n for n in __all__ if n.startswith("plot_")]:
     globals()[_name] = display_safe(globals()[_name])
+

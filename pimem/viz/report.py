@@ -3,9 +3,10 @@
 * :func:`write_drift_report` — one HTML file (figures embedded as base64 PNG, tables as HTML)
   describing a session's or a replay's chain of compactions, rendered from the Jinja2 templates in
   ``pimem/viz/templates`` with autoescaping: every text from a session is escaped.
-* :func:`run_study` — sweep sessions over a reserve × keep × window grid with the offline
-  extractive summarizer (cached), write the results table, heatmaps, a replay and a drift
-  report per session, and an ``index.html`` that links everything.
+* :func:`run_study` — write the study (:mod:`pimem.experiments.study`: sessions swept over a
+  reserve × keep × window grid with the offline extractive summarizer, cached) as the results
+  table, heatmaps, a replay and a drift report per session, and an ``index.html`` that links
+  everything.
 """
 
 from __future__ import annotations
@@ -14,40 +15,28 @@ import io
 import math
 import os
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 from markupsafe import Markup
 
-from pimem.errors import (
-    ConfigurationError,
-    PimemWarning,
-    SessionFormatError,
-    SkippedFileWarning,
-    SourceOverwriteError,
-    SummarizationError,
-)
+from pimem.errors import SourceOverwriteError
 from pimem.base.files import atomic_write_bytes, atomic_write_text, mark_output, write_table
-from pimem.base.tables import escape_lone_surrogates, format_number, frame
-from pimem.core.compaction.compaction import CompactionSettings, estimate_tokens
-from pimem.core.session_manager import session_entry_to_context_messages
+from pimem.base.tables import escape_lone_surrogates, frame
 from pimem.drift import drift_report, headline, lost_facts
 from pimem.drift.measures import compare_sources, measure_docs
 from pimem.drift.records import compaction_records
 from pimem.drift.rework import rework_table
-from pimem.experiments.sweep import sweep
-from pimem.experiments.uncertainty import sweep_summary
-from pimem.replays.engine import TOKEN_SOURCES, replay
-from pimem.replays.recording import calibrate_recording
+from pimem.experiments.advise import pareto_front
+from pimem.experiments.study import (QUALITY_METRICS, REPEATED_COMPACTIONS, STUDY_KEEPS, STUDY_METRICS,
+                                     STUDY_RESERVES, STUDY_TOKEN_SOURCES, STUDY_WINDOWS, ReportRun, StudyDesign,
+                                     design_study, run_study_sweep)
 from pimem.replays.orphans import OPEN_LOOP_NOTE, orphan_rate, orphan_references
 from pimem.replays.result import ReplayResult
-from pimem.sessions.discover import dedupe_session_paths
-from pimem.sessions.load import SessionLike, as_session, load_session
+from pimem.sessions.load import SessionLike, as_session
 from pimem.summarizers.baselines import baseline_summarizers
-from pimem.summarizers.cached import CachedSummarizer
 from pimem.summarizers.registry import get_summarizer
 from pimem.viz import (
     estimate_vs_usage_table,
@@ -55,33 +44,14 @@ from pimem.viz import (
     plot_drift,
     plot_estimate_vs_usage,
     plot_session_tree,
-    plot_sweep_heatmaps,
 )
+from pimem.viz.figures import plot_pooled_drift, plot_setting_tradeoffs
 from pimem.viz.measure_plots import plot_measures, plot_recall_curve
 from pimem.viz.rework_plots import plot_rework
 from pimem.viz.templating import format_cell as _fmt, render as _render
 
-if TYPE_CHECKING:
-    from pimem.replays.tokens import TokenSourceName
-
 __all__ = ["write_drift_report", "drift_report_html", "measures_section_html", "default_sources", "run_study",
-           "study_grid", "session_size", "SessionSize", "figure_png", "DEFAULT_WINDOW_SHARES", "DEFAULT_RESERVE_SHARES",
-           "DEFAULT_KEEP_SHARES", "STUDY_TOKEN_SOURCES"]
-
-# Study grids derived from each session (see study_grid): windows as shares of the session's size,
-# reserve and keep as shares of the window's room for conversation (Pi's defaults are 8% and 10% of a
-# 200k window).
-DEFAULT_WINDOW_SHARES = (0.2, 0.4)
-DEFAULT_RESERVE_SHARES = (0.05, 0.1, 0.2)
-DEFAULT_KEEP_SHARES = (0.05, 0.1, 0.2)
-SUMMARY_SHARE = 0.8  # Pi caps a summary at 0.8 × reserveTokens
-STEP_MULTIPLE = 2  # the room a turn in progress needs, in the session's largest steps
-MIN_SUMMARY_TOKENS = 256  # a reserve whose cap is below this leaves no room for a summary
-STUDY_TOKEN_SOURCES = ("calibrated", "chars", "tiktoken")
-_SUMMARY_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens",
-                    "orphan_reference_rate")
-
-_HEATMAP_METRICS = ("compactions", "summarization_request_tokens", "peak_context_tokens", "mean_context_tokens")
+           "figure_png"]
 
 # --------------------------------------------------------------------------- figures and tables
 
@@ -343,200 +313,6 @@ def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sourc
 # --------------------------------------------------------------------------- the study
 
 
-def _unique_names(paths: Sequence[Path]) -> list[str]:
-    """File stems made distinct (``a``, ``a-2``, …), never equal to another file's stem."""
-    stems = [p.stem or "session" for p in paths]
-    taken = set(stems)
-    names: list[str] = []
-    used: set[str] = set()
-    for base in stems:
-        name, n = base, 1
-        while name in used or (name != base and name in taken):
-            n += 1
-            name = f"{base}-{n}"
-        used.add(name)
-        names.append(name)
-    return names
-
-
-def _int_values(name: str, values: Any, default: Sequence[int]) -> list[int]:
-    if values is None:
-        return list(default)
-    if isinstance(values, (int, float)):
-        values = [values]
-    out = []
-    for v in values:
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != int(v):
-            raise ConfigurationError(f"{name}: {v!r} is not a non-negative integer")
-        out.append(int(v))
-    if not out:
-        raise ConfigurationError(f"{name}: no values given")
-    return sorted(set(out))
-
-
-@dataclass(frozen=True)
-class SessionSize:
-    """What a study grid is derived from (:func:`session_size`)."""
-
-    estimate: int
-    overhead: float = 0.0
-    slope: float = 1.0
-    largest_step: float = 0.0  # the most one request adds, in provider tokens (a prompt or tool results, the reply)
-    recorded_peak: float = 0.0  # the largest request the recording made, in provider tokens
-
-    @property
-    def reach(self) -> float:
-        """The largest context a replay that never compacts would send (estimate or recorded usage)."""
-        return max(self.tokens, self.recorded_peak)
-
-    def room_needed(self, reserve: float, keep: float) -> float:
-        """The least room above the overhead in which no turn fails: after a compaction a request holds
-        the summary (at most :data:`SUMMARY_SHARE` of ``reserve``, Pi's cap), the kept tail (about
-        ``keep``, more where the cut point moves on to the next turn) and the turn in progress:
-        :data:`STEP_MULTIPLE` times the session's largest step, in provider tokens."""
-        return SUMMARY_SHARE * reserve + keep + STEP_MULTIPLE * self.largest_step
-
-    @property
-    def tokens(self) -> float:
-        """The session in provider tokens: ``overhead + slope · estimate``."""
-        return self.overhead + self.slope * self.estimate
-
-
-def session_size(path: str | os.PathLike) -> SessionSize:
-    """Pi's usage-free estimate of every message on the session's path, compactions ignored (the
-    context a replay that never compacts would reach), with the session's token calibration
-    (:mod:`pimem.replays.calibration`: the overhead every request carries and provider tokens per
-    estimated token)."""
-    session = load_session(path)
-    branch = session.get_branch()
-    total = 0
-    system = 0
-    step = largest = 0
-    for entry in branch:
-        if entry.get("type") == "compaction":
-            continue
-        for message in session_entry_to_context_messages(entry):
-            if message.get("role") == "system":
-                system = estimate_tokens(message)  # only the current system message is sent
-                continue
-            tokens = estimate_tokens(message)
-            total += tokens
-            step += tokens
-            if message.get("role") == "assistant":  # a reply closes the step it answers
-                largest = max(largest, step)
-                step = 0
-    calibration = calibrate_recording(branch)
-    # the largest growth of the recorded usage from one call to the next (when a step is larger in
-    # provider tokens than its estimate says: images, thinking)
-    grown = peak = 0.0
-    previous = None
-    for entry in branch:
-        answer = entry.get("message") if entry.get("type") == "message" else None
-        if entry.get("type") == "compaction":
-            previous = None
-        if not answer or answer.get("role") != "assistant" or not isinstance(answer.get("usage"), dict):
-            continue
-        usage = answer["usage"]
-        tokens = sum(usage.get(k) or 0 for k in ("input", "cacheRead", "cacheWrite", "output")
-                     if isinstance(usage.get(k), (int, float)))
-        if tokens and previous:
-            grown = max(grown, tokens - previous)
-        peak = max(peak, tokens - (usage.get("output") or 0 if isinstance(usage.get("output"), (int, float)) else 0))
-        previous = tokens or previous
-    step_tokens = max(calibration.slope * max(largest, step), grown)
-    return SessionSize(total + system, calibration.overhead, calibration.slope, step_tokens, peak)
-
-
-def _nice(value: float, least: int = 100) -> int:
-    """Two significant digits, at least ``least`` (16,384 → 16,000; 1,234 → 1,200)."""
-    if value <= least:
-        return least
-    magnitude = 10 ** (len(str(int(value))) - 2)
-    return int(round(value / magnitude) * magnitude)
-
-
-def study_grid(size: SessionSize | int, reserve: Sequence[int] | None = None, keep: Sequence[int] | None = None,
-               window: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], int]:
-    """The settings a study runs on one session, and how many were left out.
-
-    A dimension given as values is used as is; one left out is derived from the session
-    (``size``: :func:`session_size`, or an estimate in tokens): each window holds the overhead
-    every request carries plus :data:`DEFAULT_WINDOW_SHARES` of the conversation in provider
-    tokens (``overhead + share · slope · estimate``), and reserve and keep are
-    :data:`DEFAULT_RESERVE_SHARES` / :data:`DEFAULT_KEEP_SHARES` of what each window leaves for the
-    conversation (``window − overhead``), all rounded to two significant digits (windows at least
-    100, reserve and keep at least 10). The smallest derived window leaves at least the room in
-    which its largest reserve and keep still hold the session's largest step
-    (:meth:`SessionSize.room_needed`), the others that room in proportion to their share. Each
-    setting carries ``window_share``, ``reserve_share`` and ``keep_share`` (NaN for a dimension
-    given as values). Left out (and counted): settings that leave no room (reserve ≥ window), that
-    are degenerate for the session (keep ≥ window − reserve, or the overhead every request carries
-    plus keep reaching window − reserve: every check compacts again; a window not above the
-    overhead; room below :meth:`SessionSize.room_needed`: turns would fail; a reserve whose
-    summary cap, ``SUMMARY_SHARE · reserve``, is below :data:`MIN_SUMMARY_TOKENS`; a threshold the
-    session never reaches: no compaction, the same run as every such cell), and a setting two
-    shares round to that is already in the grid: no two cells are the same run.
-    """
-    nan = float("nan")
-    if not isinstance(size, SessionSize):
-        size = SessionSize(int(size))
-    r_shares, k_shares = DEFAULT_RESERVE_SHARES, DEFAULT_KEEP_SHARES
-    # the least room in which the largest derived reserve and keep leave the largest step room too
-    least_room = max(size.room_needed(0, 0) / (1 - SUMMARY_SHARE * max(r_shares) - max(k_shares)),
-                     MIN_SUMMARY_TOKENS / SUMMARY_SHARE / max(r_shares))
-    windows = ([(w, nan) for w in window] if window is not None
-               else [(_nice(size.overhead + max(share * size.slope * size.estimate,
-                                                least_room * share / min(DEFAULT_WINDOW_SHARES))), share)
-                     for share in DEFAULT_WINDOW_SHARES])
-    settings: list[dict[str, Any]] = []
-    seen: set[tuple[int, int, int]] = set()
-    left_out = 0
-    for w, w_share in windows:
-        room = w - size.overhead if w > size.overhead else w  # what the window leaves for the conversation
-        reserves = [(r, nan) for r in reserve] if reserve is not None else [
-            (_nice(room * share, 10), share) for share in r_shares]
-        keeps = [(k, nan) for k in keep] if keep is not None else [
-            (_nice(room * share, 10), share) for share in k_shares]
-        for r, r_share in reserves:
-            for k, k_share in keeps:
-                degenerate = (r >= w or k >= w - r or (size.overhead and (
-                    w <= size.overhead or size.overhead + k >= w - r))
-                    or room < size.room_needed(r, k)  # turns would fail: no room for the largest step
-                    or SUMMARY_SHARE * r < MIN_SUMMARY_TOKENS  # no room for a summary
-                    or w - r >= size.reach)  # never compacts: every such cell is the same run
-                if degenerate or (r, k, w) in seen:
-                    left_out += 1
-                    continue
-                seen.add((r, k, w))
-                settings.append({"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w,
-                                 "window_share": w_share, "reserve_share": r_share, "keep_share": k_share})
-    return settings, left_out
-
-
-def _no_setting_text(size: SessionSize) -> str:
-    """Why no setting of a session's grid is left: the room its largest step needs against the session."""
-    return (f"no setting of the grid fits this session: a window in which it compacts (below "
-            f"{format_number(size.reach)} tokens) leaves too little room above its overhead of "
-            f"{format_number(size.overhead)} tokens for its largest step ({format_number(size.largest_step)} tokens; "
-            f"{STEP_MULTIPLE} of them, the kept tail and the summary must fit after a compaction), so every "
-            f"compacting setting would fail turns")
-
-
-def _report_setting(rows: pd.DataFrame, grid: list[dict[str, Any]]) -> dict[str, Any]:
-    """The setting of a session's drift report: the compacting setting (calibrated runs) nearest the
-    middle of its grid, so that the report has compactions to measure; the middle if none compacts."""
-    middle = (len(grid) - 1) // 2
-    if len(rows) and "compactions" in rows.columns:
-        done = rows[rows["error"].isna()] if "error" in rows.columns else rows
-        compacting = {(r.reserve_tokens, r.keep_recent_tokens, r.context_window)
-                      for r in done[done["compactions"] > 0].itertuples()}
-        candidates = [i for i, g in enumerate(grid)
-                      if (g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]) in compacting]
-        if candidates:
-            return grid[min(candidates, key=lambda i: (abs(i - middle), i))]
-    return grid[middle]
-
-
 def run_study(
     paths: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -547,204 +323,210 @@ def run_study(
     progress: bool = True,
     token_sources: Sequence[str] = STUDY_TOKEN_SOURCES,
 ) -> str:
-    """The main job: sweep ``paths`` over reserve × keep × window and write a browsable study.
+    """The main job: which compaction settings suit a model, on ``paths``, as a browsable study.
 
-    Grids (:func:`study_grid`): values given are used for every session; a dimension left out
-    is derived from each session's size (windows a fifth and two fifths of it, reserve and keep
-    5–20% of the window), so every session compacts and every report measures something.
-    Settings without room (reserve ≥ window) or degenerate (keep ≥ window − reserve) are left
-    out. Every setting runs under each of ``token_sources``: the spread is the token-source band.
+    The study (:mod:`pimem.experiments.study`) replays every session over model windows × reserve ×
+    keep in tokens (default: the recorded model's own window, then 128,000, 200,000 and 1,000,000;
+    reserve 8,192, 16,384, 32,768; keep 10,000, 20,000, 40,000) with the offline extractive summarizer,
+    under each of ``token_sources`` (the spread is the token-source band), with the summary-quality
+    measures under the reference source. This writes it out.
 
-    Writes into ``out_dir``: ``sweep.csv`` (one row per session × setting × token source, with
-    the shares of the derived grid), ``summary.csv`` (per setting: mean over sessions, 95%
-    session-level paired bootstrap interval, band across token sources;
-    :func:`pimem.experiments.uncertainty.sweep_summary`), heatmaps of the calibrated runs
-    (``heatmap-w<window>.png``; per window share of the session size for derived grids),
-    ``replays/<name>.jsonl`` and ``reports/<name>.html`` (each session replayed at a setting of
-    its grid that compacts, with its drift report), ``index.html`` linking everything, and
-    ``cache.sqlite`` (the summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished runs:
-    an interrupted study resumes). Summaries come from the offline extractive summarizer.
-    Returns a short text summary.
+    Writes into ``out_dir``: ``index.html`` (per window: compactions, refused requests, cost, summary
+    ``score`` and ``needed_recall`` per setting over the same sessions, with intervals, ``n`` and the
+    Pareto front; the drift of the recorded summaries across repeated compactions beside a replay's;
+    every session with its result or the reason it has none), ``sweep.csv`` (one row per session ×
+    setting × token source), ``summary.csv`` (:func:`pimem.experiments.study.study_summary`),
+    ``tradeoff-w<window>.png``, ``reports/<name>.html`` and ``replays/<name>.jsonl`` (a replay at a
+    setting where compactions repeat, and its drift report), ``reports/<name>-recorded.html`` (the
+    drift of the session's own recorded summaries), ``drift.png``, and ``cache.sqlite`` (the
+    summaries, reused by a re-run) and ``sweep-runs.jsonl`` (finished runs: an interrupted study
+    resumes). Returns a short text summary.
 
     Args:
         paths: the session files.
         out_dir: the folder to write into (made if missing; a study never overwrites a session file).
-        reserve: the ``reserve_tokens`` values (default: derived per session).
-        keep: the ``keep_recent_tokens`` values (default: derived per session).
-        window: the context windows (default: derived per session).
+        reserve: the ``reserve_tokens`` values (default: 8,192, 16,384, 32,768).
+        keep: the ``keep_recent_tokens`` values (default: 10,000, 20,000, 40,000).
+        window: the context windows (default: each session's model's, then 128k, 200k and 1M).
         workers: processes to run in (as for :func:`pimem.sweep`).
         progress: show a progress bar.
         token_sources: the token sources every setting runs under (default: calibrated, chars, tiktoken).
     """
     start = time.perf_counter()
-    session_paths = [Path(p) for p in paths]
-    if not session_paths:
-        raise ConfigurationError("no session files given")
-    for p in session_paths:
-        if not p.exists():
-            raise FileNotFoundError(f"session file not found: {p}")
-    session_paths = dedupe_session_paths(session_paths)
-    _refuse_to_overwrite(session_paths, Path(out_dir), _unique_names(session_paths))
-    reserves = None if reserve is None else _int_values("reserve", reserve, ())
-    keeps = None if keep is None else _int_values("keep", keep, ())
-    windows = None if window is None else _int_values("window", window, ())
-    sources = list(dict.fromkeys(token_sources))
-    if not sources or any(src not in TOKEN_SOURCES for src in sources):
-        raise ConfigurationError(f"token_sources must be some of {TOKEN_SOURCES}, not {token_sources!r}")
-    reference = cast("TokenSourceName", "calibrated" if "calibrated" in sources else sources[0])
-    sizes: dict[str, SessionSize] = {}
-    for p in list(session_paths):
-        try:
-            sizes[str(p)] = session_size(p)
-        except (OSError, SessionFormatError) as exc:  # unreadable, a FIFO, not a session: the rest goes on
-            why = str(exc) if isinstance(exc, SessionFormatError) else f"{p}: cannot read: {exc.strerror or exc}"
-            warnings.warn(f"{why}; left out of the study", SkippedFileWarning, stacklevel=2)
-            session_paths.remove(p)
-    if not session_paths:
-        raise ConfigurationError("none of the session files given can be read")
-    grids: dict[str, list[dict[str, Any]]] = {}
-    left_out_by_session: list[int] = []
-    for p in session_paths:
-        grids[str(p)], left_out = study_grid(sizes[str(p)], reserves, keeps, windows)
-        left_out_by_session.append(left_out)
-    skipped = (f"{left_out_by_session[0]} per session" if len(set(left_out_by_session)) == 1
-               else f"{sum(left_out_by_session)} in all") if any(left_out_by_session) else ""
-    if not any(grids.values()):
-        raise ConfigurationError("no setting is left to run: each leaves no room in its window (reserve ≥ window, "
-                                 "or keep ≥ window − reserve), too little room above the tokens every request "
-                                 "carries for the session's largest step (turns would fail), or a threshold the "
-                                 "session never reaches (the same run as no compaction)")
+    design = design_study(paths, reserve, keep, window, token_sources)
     out = Path(out_dir)
+    _refuse_to_overwrite(design.paths, out, design.names)  # before anything is written
     for folder in (out, out / "replays", out / "reports"):
         mark_output(folder)  # every file in them is pimem's: never read back as sessions
-    cache_path = out / "cache.sqlite"
-
-    frames = []
-    for p in session_paths:
-        unique = list(dict.fromkeys((g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"])
-                                    for g in grids[str(p)]))
-        grid = [{"reserve_tokens": r, "keep_recent_tokens": k, "context_window": w, "token_source": src}
-                for r, k, w in unique for src in sources]
-        if grid:
-            frames.append(sweep([str(p)], grid, workers=workers, cache=cache_path, progress=progress,
-                                results_path=out / "sweep-runs.jsonl", measures="cost"))
-    df = pd.concat(frames, ignore_index=True) if frames else frame()
-    names = _unique_names(session_paths)
-    _refuse_to_overwrite(session_paths, out, names)
-    name_of = {str(p): n for p, n in zip(session_paths, names)}
-    shares = frame([{"session": key, **g} for key, grid in grids.items() for g in grid])
-    if "session" in df.columns:
-        df.insert(1, "name", df["session"].map(name_of))
-        df.insert(2, "session_size", df["session"].map({k: round(v.tokens) for k, v in sizes.items()}))
-        df = df.merge(shares, on=["session", "reserve_tokens", "keep_recent_tokens", "context_window"], how="left")
-    write_table(df.drop(columns=[c for c in ("traceback",) if c in df.columns]), out / "sweep.csv")
-    errors = int(df.loc[df["error"].notna(), "run_hash"].nunique()) if "error" in df.columns else 0
-
-    ok = df[df["error"].isna()] if "error" in df.columns else df
-    by = [("context_window" if windows is not None else "window_share"),
-          ("reserve_tokens" if reserves is not None else "reserve_share"),
-          ("keep_recent_tokens" if keeps is not None else "keep_share")]
-    metrics = [m for m in _SUMMARY_METRICS if m in ok.columns]
-    summary = frame()
-    if len(ok) and metrics:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PimemWarning)  # one session: the index says so
-            summary = sweep_summary(ok, metrics, reference=reference, sources=sources, by=by)
-        write_table(summary, out / "summary.csv")
-
-    heatmaps: list[tuple[Any, str]] = []
-    calibrated = ok[ok["token_source"] == reference] if "token_source" in ok.columns else ok
-    if len(calibrated):
-        for w in sorted(calibrated[by[0]].dropna().unique()):
-            part = calibrated[calibrated[by[0]] == w]
-            fig, _ = plot_sweep_heatmaps(part, [m for m in _HEATMAP_METRICS if m in part.columns], x=by[2], y=by[1],
-                                          ncols=2)  # 2 × 2: readable on an 800 px screen
-            label = f"context window {w:,}" if windows is not None else f"context window {w:.0%} of each session"
-            fig.suptitle(f"{label} — mean over {part['session'].nunique()} session(s), {reference} tokens")
-            name = f"heatmap-w{int(w)}.png" if windows is not None else f"heatmap-w{round(w * 100)}pct.png"
-            atomic_write_bytes(out / name, figure_png(fig))
-            heatmaps.append((w, name))
-
-    summarizer = CachedSummarizer(get_summarizer("extractive"), cache_path)
     (out / "replays").mkdir(exist_ok=True)
     (out / "reports").mkdir(exist_ok=True)
-    per_session: list[dict[str, Any]] = []
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(session_paths), desc="drift reports")
-    try:
-        for p, name in zip(session_paths, names):
-            row: dict[str, Any] = {"name": name, "path": str(p), "size": round(sizes[str(p)].tokens)}
-            try:
-                if not grids[str(p)]:
-                    raise ConfigurationError(_no_setting_text(sizes[str(p)]))
-                runs = calibrated[calibrated["session"] == str(p)] if len(calibrated) else calibrated
-                chosen = _report_setting(runs, grids[str(p)])
-                mr, mk, mw = chosen["reserve_tokens"], chosen["keep_recent_tokens"], chosen["context_window"]
-                settings = CompactionSettings(reserve_tokens=mr, keep_recent_tokens=mk)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", PimemWarning)  # kept on the result, shown in the report
-                    result = replay(p, settings, context_window=mw, summarizer=summarizer, token_source=reference)
-                result.write(out / "replays" / f"{name}.jsonl")
-                write_drift_report(result, out / "reports" / f"{name}.html",
-                                   title=f"Summary drift: {name} (reserve {mr}, keep {mk}, window {mw})",
+    per_session: list[dict[str, Any]] = []
+    recorded: dict[str, pd.DataFrame] = {}
+    replayed: dict[str, pd.DataFrame] = {}
+
+    def write_reports(run: ReportRun) -> None:
+        """The session's drift reports (its recorded summaries; a replay's) and its row of the index."""
+        size = run.size
+        row: dict[str, Any] = {"name": run.name, "path": str(run.path), "model": size.model or "not recorded",
+                               "model_window": size.model_window, "size": round(size.reach),
+                               "recorded_compactions": size.recorded_compactions, "recorded_report": None,
+                               "report": None, "replay": None, "setting": None, "compactions": None,
+                               "refused_requests": None, "failed_turns": None, "reused": run.reused,
+                               "reason": run.reason, "error": run.error}
+        try:
+            if run.recorded is not None and len(run.recorded):
+                recorded[run.name] = run.recorded
+                write_drift_report(run.path, out / "reports" / f"{run.name}-recorded.html",
+                                   title=f"Recorded summaries: {run.name}", report=run.recorded,
                                    index_href="../index.html")
+                row["recorded_report"] = f"reports/{run.name}-recorded.html"
+            result = run.result
+            if result is not None and run.setting is not None:
+                mr, mk, mw = (run.setting[k] for k in ("reserve_tokens", "keep_recent_tokens", "context_window"))
+                result.write(out / "replays" / f"{run.name}.jsonl")
+                write_drift_report(result, out / "reports" / f"{run.name}.html", report=run.report, compare_max=0,
+                                   title=f"Summary drift: {run.name} (reserve {mr:,}, keep {mk:,}, window {mw:,})",
+                                   index_href="../index.html")
+                if run.report is not None:
+                    replayed[run.name] = run.report
                 s = result.summary()
-                if s["failed_compactions"] and not s["compactions"]:
-                    failures = result.events.loc[result.events["kind"] == "compact_failed", "error"].dropna()
-                    raise SummarizationError(f"every compaction failed ({s['failed_compactions']})"
-                                             + (f"; the first: {failures.iloc[0]}" if len(failures) else ""))
-                row.update(reserve=mr, keep=mk, window=mw, compactions=s["compactions"],
-                           peak_context_tokens=s["peak_context_tokens"], refused_requests=s["refused_requests"],
-                           failed_turns=s["failed_turns"],
-                           orphan_reference_rate=s["orphan_reference_rate"], warnings=s["warnings"],
-                           summary_calls=s["summary_calls"], report=f"reports/{name}.html",
-                           replay=f"replays/{name}.jsonl", error=None)
-            except Exception as exc:  # noqa: BLE001 - one broken session must not stop the study
-                row.update(error=f"{type(exc).__name__}: {exc}")
-            per_session.append(row)
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-        summarizer.close()
+                row.update(setting=f"{mr:,} / {mk:,} / {mw:,}", compactions=s["compactions"],
+                           refused_requests=s["refused_requests"], failed_turns=s["failed_turns"],
+                           report=f"reports/{run.name}.html", replay=f"replays/{run.name}.jsonl")
+        except Exception as exc:  # noqa: BLE001 - one broken session must not stop the study
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        per_session.append(row)
+
+    results = run_study_sweep(design, cache=out / "cache.sqlite", results_path=out / "sweep-runs.jsonl",
+                              workers=workers, progress=progress, on_report=write_reports)
+    df, summary = results.runs, results.summary
+    write_table(df.drop(columns=[c for c in ("traceback",) if c in df.columns]), out / "sweep.csv")
+    write_table(summary, out / "summary.csv")
+
+    windows: list[dict[str, Any]] = []
+    for w in design.window_order:
+        views = {group: _window_table(summary, group, w) for group in ("main", "calibration warned")}
+        main = views["main"]
+        if main is None and views["calibration warned"] is None:
+            continue
+        png = None
+        if main is not None and main.means.get("score", pd.Series(dtype=float)).notna().any():
+            name = f"tradeoff-w{w}.png"
+            atomic_write_bytes(out / name, figure_png(plot_setting_tradeoffs(
+                main.means, title=f"Window {w:,}: cost against summary score, mean over {main.n_text}")[0]))
+            png = name
+        windows.append({"window": w, "recorded_by": sum(1 for size in design.sizes.values() if size.model_window == w),
+                        "main": main, "warned": views["calibration warned"], "png": png})
+
+    rework = _rework_section(out, [r.attrs.get("rework") for r in recorded.values()])
+    drift_png = None
+    if recorded or replayed:
+        fig, _ = plot_pooled_drift({"recorded summaries (real)": list(recorded.values()),
+                                    "replayed summaries (extractive, each session's report setting)":
+                                        list(replayed.values())})
+        atomic_write_bytes(out / "drift.png", figure_png(fig))
+        drift_png = "drift.png"
 
     elapsed = time.perf_counter() - start
-    grid_text = _grid_text(reserves, keeps, windows)
-    index = _index_html(df, per_session, heatmaps, grid_text, skipped, elapsed, summary=summary, by=by,
-                        sources=sources, reference=reference)
+    units = design.units
+    warned = _warned_names(df, design)
+    index = _index_html(per_session, windows=windows, drift_png=drift_png, rework=rework, sources=design.sources,
+                        reference=design.reference, runs=_runs(df), elapsed=elapsed, n_units=len(set(units.values())),
+                        warned=warned, left_out=_left_out_rows(design), errors=table_view(_failed_runs(df)),
+                        grid_text=_grid_text(design), refused_note=_refused_note(df))
     atomic_write_text(out / "index.html", escape_lone_surrogates(index))
 
-    n_settings = sum(len({(g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]) for g in grid})
-                     for grid in grids.values())
-    lines = [
-        f"study of {len(session_paths)} session(s), {n_settings} setting(s) × {len(sources)} token source(s) = "
-        f"{_runs(df)} runs ({errors} with errors) in {elapsed:.1f} s",
-        f"  {grid_text}" + (f" (settings without room or degenerate left out: {skipped})" if skipped else ""),
-    ]
-    if "refused_requests" in ok.columns and len(ok):
-        refusing = ok[ok["refused_requests"] > 0]
-        lines.append(f"  requests larger than the window, refused by the provider: {int(ok['refused_requests'].sum()):,} "
-                     f"in {len(refusing):,} of {len(ok):,} runs; failed turns: {int(ok['failed_turns'].sum()):,}; "
-                     f"runs above their window not reported as refused: "
-                     f"{int((ok['peak_context_tokens'] > ok['context_window']).sum()):,}")
-    if len(summary) and "compactions" in summary.columns:
-        lines.append(f"  compactions per session ({reference}): {summary['compactions'].min():.1f} – "
-                     f"{summary['compactions'].max():.1f} across settings")
-    lines.append("  drift reports:")
+    ok = results.ok
+    lines = [f"study of {len(design.paths)} session(s) ({len(set(units.values()))} distinct), {design.n_settings} "
+             f"setting(s) × {len(design.sources)} token source(s) = {_runs(df)} runs ({results.errors} with errors) "
+             f"in {elapsed:.1f} s",
+             f"  {_grid_text(design)}"]
+    note = _refused_note(ok)
+    if note:
+        lines.append(f"  {note[0].lower()}{note[1:]}")
+    lines.append("  per session:")
     for row in per_session:
-        if row.get("error"):
-            lines.append(f"    {row['name']}: failed: {row['error']}")
-        else:
-            lines.append(f"    {row['name']}: {row['compactions']} compactions, {row['refused_requests']} refused "
-                         f"request(s), {row['failed_turns']} failed turn(s) at reserve {row['reserve']}, keep "
-                         f"{row['keep']}, window {row['window']} -> {out / row['report']}")
+        lines.append(f"    {row['name']}: " + _session_line(row, out))
     lines.append(f"  open {out / 'index.html'}")
     return StudySummary("\n".join(lines), sessions=len(per_session),
                         failed_sessions=sum(1 for row in per_session if row.get("error")))
+
+
+def _index_html(sessions: Sequence[Mapping[str, Any]], *, windows: Sequence[Mapping[str, Any]] = (),
+                drift_png: str | None = None, rework: Mapping[str, Any] | None = None,
+                sources: Sequence[str] = ("calibrated",), reference: str = "calibrated",
+                runs: int = 0, elapsed: float = 0.0, n_units: int | None = None,
+                warned: Sequence[Mapping[str, Any]] = (), left_out: TableView | None = None,
+                errors: TableView | None = None, grid_text: str = "", refused_note: str | None = None) -> str:
+    """The study's ``index.html`` (``sessions``: one row per session, as :func:`run_study` makes them)."""
+    fields = ("name", "path", "model", "model_window", "size", "recorded_compactions", "recorded_report", "report",
+              "replay", "setting", "compactions", "refused_requests", "failed_turns", "reason", "error")
+    rows = [{f: r.get(f) for f in fields} for r in sessions]
+    return _render("study_index.html.j2", title="pimem study: which compaction settings for my model?",
+                   index_href=None, open_loop_note=OPEN_LOOP_NOTE, sessions=rows, windows=list(windows),
+                   drift_png=drift_png, sources=list(sources), reference=reference, runs=runs, elapsed=elapsed,
+                   n_sessions=len(rows), n_units=len(rows) if n_units is None else n_units, warned=list(warned),
+                   left_out=left_out, repeated=REPEATED_COMPACTIONS, rework=rework, errors=errors,
+                   grid_text=grid_text, refused_note=refused_note)
+
+
+_REWORK_SIGNALS = ("rework", "rereads", "reruns", "repeated_instructions", "reverts", "steps_to_progress")
+
+
+def _rework_section(out: Path, points: Sequence[pd.DataFrame | None]) -> dict[str, Any] | None:
+    """What followed each recorded compaction of the study's sessions against matched points without one
+    (:mod:`pimem.drift.rework`, from the recorded drift reports): its figure (``rework.png``) and table.
+    None: no session has a measured compaction."""
+    parts = [p for p in points if p is not None and len(p)]
+    if not parts:
+        return None
+    plain = []
+    for p in parts:
+        q = p.copy()
+        q.attrs = {}  # the events behind each session's points: not needed here, and pandas compares attrs
+        plain.append(q)
+    joined = pd.concat(plain, ignore_index=True)
+    table = rework_table(joined)
+    if not len(table):
+        return None
+    atomic_write_bytes(out / "rework.png", figure_png(plot_rework(table)[0]))
+    shown = table[table["signal"].isin(_REWORK_SIGNALS)]
+    view = frame({"agent": shown["agent"], "signal": shown["signal"],
+                  "after": [_with_interval(*v) for v in zip(shown["after"], shown["after_low"], shown["after_high"])],
+                  "control": [_with_interval(*v) for v in zip(shown["control"], shown["control_low"],
+                                                              shown["control_high"])],
+                  "excess": [_with_interval(*v) for v in zip(shown["excess"], shown["excess_low"],
+                                                             shown["excess_high"])],
+                  "compactions": shown["n_compactions"], "sessions": shown["n_sessions"]})
+    after = joined[joined["point"] == "after"]
+    measured = int(after["measured"].astype(bool).sum())
+    paired = int(table.loc[table["signal"] == "rework", "n_compactions"].sum())
+    return {"png": "rework.png", "table": table_view(view), "compactions": int(len(after)), "measured": measured,
+            "unmatched": measured - paired}
+
+
+def _with_interval(value: float, low: float, high: float) -> str:
+    """``value [low–high]`` (the interval where one is given)."""
+    if pd.isna(value):
+        return "–"
+    return _fmt(value) + (f" [{_fmt(low)}–{_fmt(high)}]" if pd.notna(low) and pd.notna(high) else "")
+
+
+def _session_line(row: Mapping[str, Any], out: Path) -> str:
+    """One session's line of the text summary: its replay report, the reason it has none, or its error."""
+    if row.get("error"):
+        return f"failed: {row['error']}"
+    parts = []
+    if row.get("report"):
+        parts.append(f"{row['compactions']} compactions, {row['refused_requests']} refused request(s), "
+                     f"{row['failed_turns']} failed turn(s) at reserve / keep / window {row['setting']} -> "
+                     f"{out / row['report']}")
+    if row.get("reason"):
+        parts.append(f"{'no replay report: ' if not row.get('report') else ''}{row['reason']}")
+    if row.get("recorded_report"):
+        parts.append(f"its {row['recorded_compactions']} recorded compaction(s) -> {out / row['recorded_report']}")
+    return "; ".join(parts)
 
 
 class StudySummary(str):
@@ -762,8 +544,11 @@ class StudySummary(str):
 
 def _refuse_to_overwrite(sources: Sequence[Path], out: Path, names: Sequence[str]) -> None:
     """Raise :class:`SourceOverwriteError` (before any work) when a file the study writes is a source."""
-    targets = [out / f for f in ("sweep.csv", "summary.csv", "index.html", "cache.sqlite", "sweep-runs.jsonl")]
+    targets = [out / f for f in ("sweep.csv", "summary.csv", "index.html", "cache.sqlite", "sweep-runs.jsonl",
+                                 "drift.png", "rework.png")]
     targets += [out / "replays" / f"{n}.jsonl" for n in names] + [out / "reports" / f"{n}.html" for n in names]
+    targets += [out / "reports" / f"{n}-recorded.html" for n in names]
+
     def file_id(path: Path) -> tuple[int, int] | None:
         try:
             st = os.stat(path)
@@ -782,43 +567,49 @@ def _refuse_to_overwrite(sources: Sequence[Path], out: Path, names: Sequence[str
 
 
 def _runs(df: pd.DataFrame) -> int:
-    """Distinct runs of a study frame (a setting two shares round to appears once per share)."""
+    """Distinct runs of a study frame."""
     return int(df["run_hash"].nunique()) if "run_hash" in df.columns else len(df)
 
 
-def _grid_text(reserves: list[int] | None, keeps: list[int] | None, windows: list[int] | None) -> str:
-    def dim(values: list[int] | None, shares: Sequence[float], of: str) -> str:
-        if values is not None:
-            return ", ".join(f"{v:,}" for v in values)
-        return ", ".join(f"{s:.0%}" for s in shares) + f" of {of}"
+def _grid_text(design: StudyDesign) -> str:
+    """The grid in words: windows, reserves and keeps in tokens."""
+    def values(given: list[int] | None, default: Sequence[int]) -> str:
+        return ", ".join(f"{v:,}" for v in (given if given is not None else default))
 
-    return (f"reserve {dim(reserves, DEFAULT_RESERVE_SHARES, 'the room for conversation')} × keep "
-            f"{dim(keeps, DEFAULT_KEEP_SHARES, 'the room for conversation')} × window = request overhead + "
-            f"{dim(windows, DEFAULT_WINDOW_SHARES, 'each session')}" if windows is None else
-            f"reserve {dim(reserves, DEFAULT_RESERVE_SHARES, 'the room for conversation')} × keep "
-            f"{dim(keeps, DEFAULT_KEEP_SHARES, 'the room for conversation')} × window {dim(windows, (), '')}")
+    windows = (values(design.windows, ()) if design.windows is not None
+               else "each session's model's own, then " + values(None, STUDY_WINDOWS))
+    return (f"window {windows} × reserve {values(design.reserves, STUDY_RESERVES)} × keep "
+            f"{values(design.keeps, STUDY_KEEPS)} (tokens)")
 
 
-def _index_html(df: pd.DataFrame, per_session: list[dict[str, Any]], heatmaps: list[tuple[Any, str]],
-                grid_text: str, skipped: str, elapsed: float, *, summary: pd.DataFrame, by: list[str],
-                sources: list[str], reference: str) -> str:
-    fields = ("name", "error", "size", "reserve", "keep", "window", "compactions", "peak_context_tokens",
-              "refused_requests", "failed_turns", "orphan_reference_rate", "warnings", "report", "replay")
-    failed = None
-    if "error" in df.columns and df["error"].notna().any():
-        failed = table_view(df[df["error"].notna()][[c for c in ("session", "reserve_tokens", "keep_recent_tokens",
-                                                                 "context_window", "token_source", "error")
-                                                     if c in df.columns]])
-    return _render(
-        "study_index.html.j2", title="pimem study", index_href=None, open_loop_note=OPEN_LOOP_NOTE,
-        sessions=[{f: r.get(f) for f in fields} for r in per_session], grid_text=grid_text, sources=sources,
-        runs=_runs(df), elapsed=elapsed, reference=reference, skipped=skipped, refused_note=_refused_note(df),
-        step_multiple=STEP_MULTIPLE, min_summary_tokens=MIN_SUMMARY_TOKENS,
-        heatmaps=[(f"Context window {w:,}" if by[0] == "context_window" else f"Context window {w:.0%} of each session",
-                   name) for w, name in heatmaps],
-        summary=table_view(_summary_cells(summary, by)) if len(summary) else None,
-        n_sessions=int(summary["n_sessions"].max()) if len(summary) and "n_sessions" in summary.columns else 0,
-        failed=failed)
+def _warned_names(df: pd.DataFrame, design: StudyDesign) -> list[dict[str, Any]]:
+    """The sessions whose token calibration carries a warning (summarized apart), with the warning."""
+    if "calibration_warning" not in df.columns or "name" not in df.columns:
+        return []
+    ref = df[(df["token_source"] == design.reference) & df["calibration_warning"].notna()]
+    return [{"name": name, "warning": str(group["calibration_warning"].iloc[0])}
+            for name, group in ref.groupby("name", sort=True)]
+
+
+def _left_out_rows(design: StudyDesign) -> TableView | None:
+    """Settings left out of some session's grid, grouped by reason, with how many sessions."""
+    rows: dict[tuple[int, int, int, str], set[str]] = {}
+    for path, name in zip(design.paths, design.names):
+        for cell in design.left_out[str(path)]:
+            key = (cell["context_window"], cell["reserve_tokens"], cell["keep_recent_tokens"], cell["reason"])
+            rows.setdefault(key, set()).add(name)
+    if not rows:
+        return None
+    table = frame([{"window": w, "reserve": r, "keep": k, "sessions": len(names), "why": reason}
+                   for (w, r, k, reason), names in sorted(rows.items())])
+    return table_view(table, tall=len(table) > 20)
+
+
+def _failed_runs(df: pd.DataFrame) -> pd.DataFrame | None:
+    if "error" not in df.columns or not df["error"].notna().any():
+        return None
+    return df[df["error"].notna()][[c for c in ("name", "reserve_tokens", "keep_recent_tokens", "context_window",
+                                                "token_source", "error") if c in df.columns]]
 
 
 def _refused_note(df: pd.DataFrame) -> str | None:
@@ -832,20 +623,87 @@ def _refused_note(df: pd.DataFrame) -> str | None:
             f"{int(done['failed_turns'].sum()):,}; runs above their window not reported as refused: {above:,}.")
 
 
-def _summary_cells(summary: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """One text cell per metric: ``mean [interval] {band}``."""
-    view = summary[by + ["n_sessions"]].copy()
-    for column in by:
-        if column.endswith("_share"):
-            view[column] = [f"{v:.0%}" for v in summary[column]]
-    for metric in _SUMMARY_METRICS:
-        if metric not in summary.columns:
+@dataclass(frozen=True)
+class WindowTable:
+    """One window's settings as the index shows them: the table view, the means (for the figure and the
+    front), ``n`` per metric, and the notes on what was left out."""
+
+    view: TableView
+    means: pd.DataFrame
+    n: dict[str, int]
+    notes: list[str]
+
+    @property
+    def n_text(self) -> str:
+        counts = sorted({v for v in self.n.values() if v})
+        if not counts:
+            return "no session"
+        return (f"{counts[0]:,} session(s)" if len(counts) == 1
+                else f"{counts[0]:,}–{counts[-1]:,} sessions (per measure)")
+
+
+_METRIC_HEADS = {"compactions": "compactions", "refused_requests": "refused requests", "cost_total": "cost (US$)",
+                 "score": "score", "needed_recall": "needed recall"}
+
+
+def _cell(metric: str, mean: float, low: float, high: float, band_low: float, band_high: float) -> str:
+    """``mean [interval] {band}`` with each number in the metric's unit."""
+    if pd.isna(mean):
+        return "–"
+
+    def num(v: float) -> str:
+        if metric == "cost_total":
+            return f"${v:,.2f}"
+        if metric in QUALITY_METRICS:
+            return f"{v:.3f}"
+        return f"{v:,.1f}" if v != round(v) else f"{int(round(v)):,}"
+
+    text = num(mean)
+    if pd.notna(low) and pd.notna(high):
+        text += f" [{num(low)}–{num(high)}]"
+    if pd.notna(band_low) and pd.notna(band_high) and (band_low != mean or band_high != mean):
+        text += f" {{{num(band_low)}–{num(band_high)}}}"
+    return text
+
+
+def _window_table(summary: pd.DataFrame, group: str, window: int) -> WindowTable | None:
+    """The index's table of one window for one group of sessions (None: none ran there)."""
+    part = summary[(summary["group"] == group) & (summary["context_window"] == window)] if len(summary) else summary
+    if not len(part):
+        return None
+    keys = ["reserve_tokens", "keep_recent_tokens"]
+    settings = part[keys].drop_duplicates().sort_values(keys).reset_index(drop=True)
+    means = settings.copy()
+    cells = pd.DataFrame({"reserve (tokens)": [f"{v:,}" for v in settings["reserve_tokens"]],
+                          "keep (tokens)": [f"{v:,}" for v in settings["keep_recent_tokens"]]})
+    n: dict[str, int] = {}
+    notes: list[tuple[str, str]] = []
+    for metric in STUDY_METRICS:
+        rows = settings.merge(part[part["metric"] == metric], on=keys, how="left")
+        if rows["metric"].isna().all():
             continue
-        cells = []
-        for _, r in summary.iterrows():
-            cell = f"{_fmt(r[metric])} [{_fmt(r[f'{metric}_ci_low'])}, {_fmt(r[f'{metric}_ci_high'])}]"
-            if f"{metric}_band_low" in summary.columns:
-                cell += f" {{{_fmt(r[f'{metric}_band_low'])}–{_fmt(r[f'{metric}_band_high'])}}}"
-            cells.append(cell)
-        view[metric] = cells
-    return view
+        n[metric] = int(rows["n"].max())
+        means[metric] = rows["mean"].to_numpy(dtype=float)
+        level = rows["level"].dropna()
+        head = f"{_METRIC_HEADS[metric]} (n={n[metric]:,}" + (f"; {level.iloc[0]:.0%} interval)" if len(level)
+                                                               else ")")
+        cells[head] = [_cell(metric, *vals) for vals in zip(rows["mean"], rows["ci_low"], rows["ci_high"],
+                                                           rows["band_low"], rows["band_high"])]
+        note = next((t for t in rows["note"] if isinstance(t, str) and t), "")
+        if n[metric] == 0:
+            notes.append((_METRIC_HEADS[metric], "blank (–): no session has a value at any setting of this window"
+                          + (" (none compacts here: no summary to measure)" if metric in QUALITY_METRICS else "")))
+        elif note:
+            notes.append((_METRIC_HEADS[metric], note))
+        if n[metric] and not len(level):
+            notes.append((_METRIC_HEADS[metric], f"no interval: over {n[metric]:,} session(s) a bootstrap interval was "
+                          "not shown to cover at any level from 50% (pimem.drift.intervals)"))
+    means["on_front"] = pareto_front(means)
+    cells.insert(0, "front", ["★" if f else "" for f in means["on_front"]])
+    said: dict[str, list[str]] = {}
+    for metric, text in notes:  # one line per remark, naming every measure it applies to
+        said.setdefault(text, []).append(metric)
+    view = TableView("table-wrap", [([str(c)], "" if i >= 3 else "l") for i, c in enumerate(cells.columns)],
+                     [[(str(v), "" if i >= 3 else "l") for i, v in enumerate(row)] for row in cells.itertuples(index=False)],
+                     0)
+    return WindowTable(view, means, n, [f"{', '.join(metrics)}: {text}." for text, metrics in said.items()])

@@ -13,7 +13,7 @@ import pytest
 
 from pimem.cli.main import build_parser, main
 
-COMMANDS = ["ls", "show", "context", "replay", "sweep", "drift", "study"]
+COMMANDS = ["ls", "show", "context", "replay", "sweep", "drift", "study", "advise"]
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -136,13 +136,14 @@ def test_every_option_has_help_and_says_its_default() -> None:
 
 
 def test_study_help_states_the_real_default_grid() -> None:
-    from pimem.viz.report import DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES, STUDY_TOKEN_SOURCES
+    from pimem.experiments.study import STUDY_KEEPS, STUDY_RESERVES, STUDY_TOKEN_SOURCES, STUDY_WINDOWS
 
     helps = {(c, o): a.help % {} for c, o, a in _options(build_parser())}
-    for option, shares in (("--reserve", DEFAULT_RESERVE_SHARES), ("--keep", DEFAULT_KEEP_SHARES),
-                           ("--window", DEFAULT_WINDOW_SHARES)):
-        text = helps[("study", option)]
-        assert all(f"{share:.0%}" in text for share in shares), (option, text)
+    for command, option, values in (("study", "--reserve", STUDY_RESERVES), ("study", "--keep", STUDY_KEEPS),
+                                    ("study", "--window", STUDY_WINDOWS), ("advise", "--reserve", STUDY_RESERVES),
+                                    ("advise", "--keep", STUDY_KEEPS)):
+        text = helps[(command, option)]
+        assert ",".join(str(v) for v in values) + ")" in text, (option, text)
     assert f"default: {','.join(STUDY_TOKEN_SOURCES)})" in helps[("study", "--token-source")]
 
 

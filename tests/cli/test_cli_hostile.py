@@ -69,6 +69,7 @@ def test_the_same_file_by_path_symlink_and_copy_counts_once(tmp_path, capsys):
     a = write_tiny_session(tmp_path / "a.jsonl")
     (tmp_path / "link.jsonl").symlink_to(a)
     shutil.copy(a, tmp_path / "copy.jsonl")
+    (tmp_path / "out").mkdir()  # an output's folder must exist (none is made)
     code, out, err = run(["sweep", str(a), str(tmp_path / "link.jsonl"), str(tmp_path / "copy.jsonl"), str(a),
                           "-o", str(tmp_path / "out" / "r.csv"), *FAST_SWEEP], capsys)
     assert code == 0, err

@@ -86,7 +86,9 @@ def test_a_link_at_the_study_cache_fails_the_runs_and_writes_nothing_through_it(
     session = write_tiny_session(tmp_path / "a.jsonl")
     before = _planted(tmp_path / "st" / "cache.sqlite", tmp_path / "victim.txt")
     code, out, err = run(["study", str(session), "-o", str(tmp_path / "st"), *FAST_STUDY], capsys)
-    assert code != 0 and "a symbolic link at the summary cache's name" in out + err
+    assert "Traceback" not in err and "(1 with errors)" in out
+    logged = [json.loads(line) for line in (tmp_path / "st" / "sweep-runs.jsonl").read_text().splitlines()]
+    assert logged and all("a symbolic link at the summary cache's name" in (r["error"] or "") for r in logged)
     assert (tmp_path / "victim.txt").read_bytes() == before
 
 

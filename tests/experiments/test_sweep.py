@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from pimem.experiments.sweep import SWEEP, chunk_runs, expand_grid, sweep
+from pimem.core.compaction.compaction import CompactionSettings
+from pimem.experiments.sweep import SWEEP, chunk_runs, expand_grid, sweep, sweep_runs
+from pimem.replays.engine import replay
 
 GRID = {"reserve_tokens": [2000, 4000], "keep_recent_tokens": [3000], "context_window": [16000, 24000],
         "token_source": ["chars"]}
@@ -189,3 +193,35 @@ def test_a_process_forgets_the_memos_when_it_moves_on_to_another_sessions_runs(m
     with sweep_module._session_runs("c"):
         pass
     assert len(forgotten) == 3
+
+
+ONE_WINDOW = {"reserve_tokens": [2000, 4000], "keep_recent_tokens": [3000], "context_window": [16000],
+              "token_source": ["chars"]}
+
+
+def _compacts(row: dict, least: int) -> bool:
+    return (row.get("compactions") or 0) >= least
+
+
+def test_sweep_runs_send_back_the_results_keep_accepts(samples_dir, tmp_path):
+    """The rows are the sweep's; the results sent back are those of the runs ``keep`` accepts, from
+    worker processes as from this one, and equal a replay of the same setting."""
+    path = samples_dir / "auth-login-bug.jsonl"
+    keep = functools.partial(_compacts, least=1)
+    table = sweep([path], ONE_WINDOW, workers=1, progress=False)
+    for workers in (1, 2):
+        pairs = list(sweep_runs([path], ONE_WINDOW, workers=workers, progress=False, keep=keep))
+        assert sorted(r["run_hash"] for r, _ in pairs) == sorted(table["run_hash"])
+        assert [result is not None for _, result in pairs] == [r["compactions"] >= 1 for r, _ in pairs]
+        assert any(result is not None for _, result in pairs)
+        for row, result in pairs:
+            if result is None:
+                continue
+            assert result.summary()["compactions"] == row["compactions"]
+            again = replay(path, CompactionSettings(reserve_tokens=row["reserve_tokens"],
+                                                    keep_recent_tokens=row["keep_recent_tokens"]),
+                           context_window=row["context_window"], token_source="chars")
+            assert [e["summary"] for e in result.compactions] == [e["summary"] for e in again.compactions]
+            assert [e["type"] for e in result.session.entries] == [e["type"] for e in again.session.entries]
+    # without keep no result crosses back
+    assert all(result is None for _, result in sweep_runs([path], ONE_WINDOW, workers=1, progress=False))

@@ -25,7 +25,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("bundled_dir", "ValueError"): "pimem's own callers name the bundled folder: another name is a mistake in pimem",
     ("bundled_dir", "FileNotFoundError"): "a data folder the installation lacks: what open() raises for a missing file",
     ("sample_dir", "FileNotFoundError"): "the same, with how to make the samples in a source checkout",
-    ("run_study", "FileNotFoundError"): "a session path that does not exist: what open() raises for it",
+    ("design_study", "FileNotFoundError"): "a session path that does not exist: what open() raises for it",
+    ("advise", "FileNotFoundError"): "the same, for the advisor's corpus",
     ("_reject_constant", "ValueError"): "json.loads's contract (as json.JSONDecodeError): the readers of lines and of "
                                         "settings catch it and record the line as Pi does",
     ("_key_at", "ValueError"): "loads_deep is json.loads for deep nesting: the same contract",

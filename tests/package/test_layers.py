@@ -56,7 +56,8 @@ LAZY: dict[tuple[str, str], str] = {
        "`pimem --help`, `ls` and `show` start without pandas or matplotlib; each command loads its own stack"
        for module in ("pimem.replays.engine", "pimem.replays.cost", "pimem.sessions.discover",
                       "pimem.experiments.sweep", "pimem.experiments.uncertainty", "pimem.viz.report",
-                      "pimem.experiments.model_summaries", "pimem.viz.notebooks")},
+                      "pimem.experiments.model_summaries", "pimem.viz.notebooks",
+                      "pimem.experiments.advise")},
 }
 
 

@@ -6,6 +6,7 @@ import base64
 import html
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 import matplotlib
 
@@ -120,74 +121,112 @@ def test_drift_report_leaves_the_target_alone_on_failure(tmp_path):
 
 
 STUDY_SOURCES = ("calibrated", "chars")
+STUDY_GRID = {"reserve": [2048, 4096], "keep": [2000, 6000], "window": [30000, 3000]}
+ODD_NAME = "fix #1 50%"  # a file name a link must quote
 
 
 @pytest.fixture(scope="module")
-def study(sample_paths, tmp_path_factory) -> tuple[Path, str]:
+def study_paths(sample_paths, tmp_path_factory) -> list[Path]:
+    """The samples, one of them under a name with characters a link must quote."""
+    folder = tmp_path_factory.mktemp("sessions")
+    paths = []
+    for i, p in enumerate(sample_paths):
+        target = folder / (f"{ODD_NAME}.jsonl" if i == 0 else p.name)
+        target.write_bytes(p.read_bytes())
+        paths.append(target)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def study(study_paths, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("study")
-    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[30000, 3000],
-                        workers=2, progress=False, token_sources=STUDY_SOURCES)
+    summary = run_study(study_paths, out, **STUDY_GRID, workers=2, progress=False, token_sources=STUDY_SOURCES)
     return out, summary
 
 
 @pytest.mark.slow
-def test_study_writes_every_part(study, sample_paths):
+def test_study_writes_every_part(study, study_paths):
     out, summary = study
     df = pd.read_csv(out / "sweep.csv")
-    # reserve 2048/4096 × keep 2000/6000 × window 30000/3000, under two token sources: window 3000
-    # leaves no room (reserve 4096 ≥ window) or is degenerate (keep ≥ 3000 − 2048); at 30000 what
-    # leaves each session room for its largest step and compacts it
-    from pimem.viz.report import session_size, study_grid
+    # reserve 2048/4096 × keep 2000/6000 × window 30000/3000 under two token sources: at 3000 reserve
+    # 4096 ≥ window and keep ≥ window − reserve leave nothing; the rest runs, compacting or not
+    from pimem.experiments.study import session_size, study_grid
 
-    grids = {str(p): study_grid(session_size(p), [2048, 4096], [2000, 6000], [30000, 3000]) for p in sample_paths}
+    grids = {str(p): study_grid(session_size(p), **STUDY_GRID) for p in study_paths}
     assert len(df) == sum(len(g) for g, _ in grids.values()) * 2
     for p, (g, left_out) in grids.items():
-        assert len(g) + left_out == 8
+        assert len(g) + len(left_out) == 8
+        assert {cell["context_window"] for cell in left_out} == {3000} and all(cell["reason"] for cell in left_out)
         assert len(df[df["session"] == p]) == len(g) * 2
     assert set(df["context_window"]) == {30000}
     assert set(df["token_source"]) == set(STUDY_SOURCES)
-    left = [lo for _, lo in grids.values()]
-    said = f"{left[0]} per session" if len(set(left)) == 1 else f"{sum(left)} in all"
-    assert f"(settings without room or degenerate left out: {said})" in summary
     assert df["error"].isna().all()
+    # the quality measures ran under the reference source, the cost under every source
+    calibrated = df[df["token_source"] == "calibrated"]
+    assert "score" in df.columns and calibrated.loc[calibrated["compactions"] > 0, "needed_recall"].notna().any()
+    assert calibrated.loc[calibrated["compactions"] > 0, "score"].notna().any()
+    assert df["cost_total"].notna().all()
     table = pd.read_csv(out / "summary.csv")
-    assert len(table) == 4 and (table["n_sessions"] == df["session"].nunique()).all()
-    assert (table["compactions_band_low"] <= table["compactions"]).all()
-    assert (table["compactions"] <= table["compactions_band_high"]).all()
-    assert (df.loc[df["context_window"] == 30000, "compactions"] > 0).any()
-    assert (out / "heatmap-w30000.png").read_bytes().startswith(PNG)
-    studied = [p for p in sample_paths if grids[str(p)][0]]
+    assert set(table["metric"]) == {"compactions", "refused_requests", "cost_total", "score", "needed_recall"}
+    assert (table["n"] <= df["unit"].nunique()).all()
+    banded = table.dropna(subset=["band_low", "mean"])
+    assert len(banded) and (banded["band_low"] <= banded["mean"] + 1e-9).all()
+    assert (banded["mean"] <= banded["band_high"] + 1e-9).all()
+    index = (out / "index.html").read_text()
+    studied = [p for p in study_paths if (out / "reports" / f"{p.stem}.html").exists()]
     assert len(studied) >= 2
     for p in studied:
         report = (out / "reports" / f"{p.stem}.html").read_text()
         assert report.startswith("<!DOCTYPE html>")
         replayed = load_session(out / "replays" / f"{p.stem}.jsonl")
         assert len(replayed.entries) >= len(load_session(p).get_branch()) - 10
-    index = (out / "index.html").read_text()
-    for link in ["sweep.csv", "heatmap-w30000.png"] + [f"reports/{p.stem}.html" for p in studied]:
-        assert f"'{link}'" in index
+    for p in study_paths:  # the recorded summaries of every session that has some
+        if load_session(p).get_branch() and any(e["type"] == "compaction" for e in load_session(p).get_branch()):
+            assert (out / "reports" / f"{p.stem}-recorded.html").exists()
+    for link in ["sweep.csv", "summary.csv", "drift.png"] + [f"reports/{p.stem}.html" for p in studied]:
         assert (out / link).exists()
+        assert f"'{quote(link)}'" in index
     assert (out / "cache.sqlite").exists()
     assert f"{len(df)} runs (0 with errors)" in summary
-    # every count of the index is the sweep's: runs, refused requests, failed turns
-    assert f"({len(df)} runs, " in index
+    assert f"({len(df):,} runs, " in index
     refused_note = (f"Requests larger than the window, refused by the provider: {int(df['refused_requests'].sum()):,} "
                     f"in {int((df['refused_requests'] > 0).sum()):,} of {len(df):,} runs; failed turns: "
                     f"{int(df['failed_turns'].sum()):,}; runs above their window not reported as refused: 0.")
     assert refused_note in html.unescape(index)
-    # a session without a setting that fits says why
-    for p in sample_paths:
-        if not grids[str(p)][0]:
-            assert "no setting of the grid fits this session" in html.unescape(index)
+    assert "Settings left out" in index and "reserve ≥ window" in html.unescape(index)
+    assert "What followed each real compaction" in index  # the recorded agents' rework after compactions
+    assert (out / "rework.png").exists() == ("'rework.png'" in index)
     assert str(out / "index.html") in summary
 
 
 @pytest.mark.slow
-def test_study_rerun_resumes_from_its_results(study, sample_paths):
+def test_every_study_session_has_a_result_or_a_reason(study, study_paths):
+    """No session ends in a failure: each has a replay report, or the index and the summary say why not."""
+    out, summary = study
+    index = html.unescape((out / "index.html").read_text())
+    assert "failed:" not in summary and "failed: " not in index
+    for p in study_paths:
+        line = next(x for x in summary.splitlines() if x.strip().startswith(f"{p.stem}:"))
+        if (out / "reports" / f"{p.stem}.html").exists():
+            assert " compactions, " in line
+        else:
+            assert "no replay report: " in line and "never compacts" in line
+            assert "never compacts at any setting of the grid" in index
+
+
+@pytest.mark.slow
+def test_study_links_quote_unusual_file_names(study):
+    out, _ = study
+    index = (out / "index.html").read_text()
+    assert f"href='{quote(f'reports/{ODD_NAME}-recorded.html')}'" in index
+    assert f">{ODD_NAME}<" in index  # the visible name stays as it is
+
+
+@pytest.mark.slow
+def test_study_rerun_resumes_from_its_results(study, study_paths):
     out, _ = study
     before = pd.read_csv(out / "sweep.csv")
-    summary = run_study(sample_paths, out, reserve=[2048, 4096], keep=[2000, 6000], window=[30000, 3000],
-                        workers=1, progress=False, token_sources=STUDY_SOURCES)
+    summary = run_study(study_paths, out, **STUDY_GRID, workers=1, progress=False, token_sources=STUDY_SOURCES)
     after = pd.read_csv(out / "sweep.csv")
     assert after["resumed"].all()
     pd.testing.assert_series_equal(before["compactions"], after["compactions"])
@@ -203,27 +242,6 @@ def test_study_rejects_bad_arguments(sample_paths, tmp_path):
         run_study(sample_paths, tmp_path / "o", reserve=[5000], window=[4000], progress=False)
     with pytest.raises(ValueError, match="no session"):
         run_study([], tmp_path / "o", progress=False)
-
-
-def test_study_names_stay_distinct_when_a_stem_looks_like_a_renamed_one():
-    from pimem.viz.report import _unique_names
-
-    names = _unique_names([Path("a/s.jsonl"), Path("b/s.jsonl"), Path("c/s-2.jsonl")])
-    assert len(set(names)) == 3
-    assert names[0] == "s" and names[2] == "s-2"
-
-
-def test_study_index_links_survive_unusual_file_names():
-    from pimem.viz.report import _index_html
-
-    row = {"name": "fix #1 50%", "size": 10, "reserve": 1, "keep": 1, "window": 5, "compactions": 1,
-           "peak_context_tokens": 2.0, "orphan_reference_rate": 0.5, "warnings": None,
-           "report": "reports/fix #1 50%.html", "replay": "replays/fix #1 50%.jsonl"}
-    page = _index_html(pd.DataFrame(), [row], [], "grid", "", 0.1, summary=pd.DataFrame(), by=[],
-                       sources=["calibrated"], reference="calibrated")
-    assert "href='reports/fix%20%231%2050%25.html'" in page
-    assert "href='replays/fix%20%231%2050%25.jsonl'" in page
-    assert ">fix #1 50%<" in page  # the visible name stays as it is
 
 
 # --------------------------------------------------------------------------- tables that scale
@@ -351,75 +369,10 @@ def test_lost_facts_are_shown_as_written(tmp_path) -> None:
     assert "loadConfig" in lost and "loadConfig(" not in lost  # identifiers as normalized, case kept
 
 
-def test_study_grids_are_derived_from_each_session(samples_dir):
-    """Left out, the grid follows the session: windows hold the request overhead plus a fifth and two
-    fifths of the conversation; reserve and keep are shares of the room left for it."""
-    from pimem.viz.report import (DEFAULT_KEEP_SHARES, DEFAULT_RESERVE_SHARES, DEFAULT_WINDOW_SHARES, SessionSize,
-                                  session_size, study_grid)
-
-    size = session_size(samples_dir / "logslice-since-flag.jsonl")
-    assert size.estimate > 50000 and size.overhead > 0 and size.slope > 0.5 and size.largest_step > 1000
-    grid, left_out = study_grid(size)
-    assert len(grid) + left_out == 18 and len(grid) >= 12
-    windows = sorted({g["context_window"] for g in grid})
-    assert len(windows) == len(DEFAULT_WINDOW_SHARES)
-    least = size.room_needed(0, 0) / (1 - 0.8 * max(DEFAULT_RESERVE_SHARES) - max(DEFAULT_KEEP_SHARES))
-    for w, share in zip(windows, DEFAULT_WINDOW_SHARES):
-        room = max(share * size.slope * size.estimate, least * share / min(DEFAULT_WINDOW_SHARES))
-        assert w == pytest.approx(size.overhead + room, rel=0.05)
-    runs = set()
-    for g in grid:
-        room = g["context_window"] - size.overhead
-        assert g["reserve_tokens"] == pytest.approx(g["reserve_share"] * room, rel=0.05)
-        assert g["keep_recent_tokens"] < g["context_window"] - g["reserve_tokens"]
-        # no cell is degenerate: the summary, the kept tail and two largest steps fit; the session
-        # reaches the threshold; and no two cells are the same setting
-        assert room >= 0.8 * g["reserve_tokens"] + g["keep_recent_tokens"] + 2 * size.largest_step
-        assert g["context_window"] - g["reserve_tokens"] < size.reach
-        runs.add((g["reserve_tokens"], g["keep_recent_tokens"], g["context_window"]))
-    assert len(runs) == len(grid)
-    # a session whose largest step is most of it has no such setting, and the study says why
-    small = session_size(samples_dir / "ventas-pipeline-refactor.jsonl")
-    assert small.largest_step > 0.3 * (small.reach - small.overhead)
-    assert study_grid(small) == ([], 18)
-    # values given are used as they are; settings without room are left out and counted
-    grid, left_out = study_grid(SessionSize(10000), reserve=[1000, 9000], window=[8000])
-    assert {g["reserve_tokens"] for g in grid} == {1000} and left_out == 3
-    assert all(g["window_share"] != g["window_share"] for g in grid)  # NaN: not a share
-
-
 @pytest.mark.slow
-def test_a_default_study_measures_something_in_every_report(samples_dir, tmp_path):
-    """A session of 60k estimated tokens: with the derived grid its drift report has compactions,
-    states the open-loop assumption and shows the orphan-reference rate; no run fails a turn. A
-    session of 2k whose largest step is most of it has no setting, and the index says why."""
-    paths = [samples_dir / "logslice-since-flag.jsonl"]
-    tiny = samples_dir / "gpxkit-antimeridian.jsonl"
-    out = tmp_path / "study"
-    summary = run_study(paths + [tiny], out, workers=1, progress=False, token_sources=STUDY_SOURCES)
-    df = pd.read_csv(out / "sweep.csv")
-    assert df["error"].isna().all()
-    assert set(df["window_share"]) == {0.2, 0.4}
-    assert set(df["session"]) == {str(p) for p in paths}
-    assert (df.groupby("session")["context_window"].nunique() == 2).all()
-    assert (df["failed_turns"] == 0).all() and (df["compactions"] > 0).all()
-    assert (df["peak_context_tokens"] <= df["context_window"]).all()
-    assert (out / "heatmap-w20pct.png").read_bytes().startswith(PNG)
-    assert "no setting of the grid fits this session" in html.unescape((out / "index.html").read_text())
-    for p in paths:
-        report = (out / "reports" / f"{p.stem}.html").read_text()
-        assert "No compaction on the active path" not in report
-        assert "The replay is open-loop" in report and "Orphan references" in report
-    index = (out / "index.html").read_text()
-    assert "The replay is open-loop" in index and "orphan-reference rate" in index
-    assert "paired bootstrap" in index and "band across the token sources" in index
-    assert " 0 compactions" not in summary
-
-
-@pytest.mark.slow
-def test_every_study_report_links_back_to_the_index(study, sample_paths):
+def test_every_study_report_links_back_to_the_index(study, study_paths):
     out, _ = study
-    for p in sample_paths:
+    for p in study_paths:
         if not (out / "reports" / f"{p.stem}.html").exists():  # no setting of the grid fits it: the index says why
             assert p.stem in (out / "index.html").read_text(encoding="utf-8")
             continue
@@ -427,17 +380,6 @@ def test_every_study_report_links_back_to_the_index(study, sample_paths):
         links = re.findall(r"<a href='([^']*)'>&larr; back to the study index</a>", report)
         assert links == ["../index.html", "../index.html"]  # at the top and the bottom
         assert (out / "reports" / links[0]).resolve() == (out / "index.html").resolve()
-
-
-@pytest.mark.slow
-def test_study_heatmaps_are_two_panels_wide_to_stay_readable_at_800_px(study):
-    import matplotlib.image as mpimg
-
-    out, _ = study
-    height, width = mpimg.imread(out / "heatmap-w30000.png").shape[:2]
-    # four panels in 2 × 2 at 100 dpi: about 860 px wide, so an 800 px page shows them at ≥ 85% scale
-    # (in one row of four they were 1,720 px wide and shown at 45%)
-    assert width <= 900 and height >= 0.7 * width, (width, height)
 
 
 def test_report_and_index_escape_markup_in_session_names_and_summaries(tmp_path) -> None:
@@ -457,12 +399,12 @@ def test_report_and_index_escape_markup_in_session_names_and_summaries(tmp_path)
     assert html.escape(error, quote=False).split("'")[0] in text
 
     name = "<script>n</script> & co"
-    row = {"name": name, "size": 10, "reserve": 1, "keep": 1, "window": 5, "compactions": 1,
-           "peak_context_tokens": 2.0, "orphan_reference_rate": 0.5, "warnings": "w & <u>",
-           "report": f"reports/{name}.html", "replay": f"replays/{name}.jsonl"}
-    page = _index_html(pd.DataFrame(), [row, {"name": name, "error": "E: <i>&"}], [], "grid & <g>", "", 0.1,
-                       summary=pd.DataFrame(), by=[], sources=["calibrated"], reference="calibrated")
-    assert "<script" not in page and "<i>" not in page and "<u>" not in page
+    row = {"name": name, "model": "p/<m>", "model_window": 5, "size": 10, "recorded_compactions": 1,
+           "setting": "1 / 1 / 5", "compactions": 1, "refused_requests": 0, "failed_turns": 0,
+           "reason": "w & <u>", "report": f"reports/{name}.html", "replay": f"replays/{name}.jsonl"}
+    page = _index_html([row, {"name": name, "model": "m", "model_window": 5, "size": 1, "recorded_compactions": 0,
+                              "error": "E: <i>&"}], grid_text="grid & <g>")
+    assert "<script" not in page and "<i>" not in page and "<u>" not in page and "<m>" not in page
     assert "w &amp; &lt;u&gt;" in page
     assert page.count(">&lt;script&gt;n&lt;/script&gt; &amp; co<") == 2  # both rows show the name as text
     assert "href='reports/%3Cscript%3En%3C/script%3E%20%26%20co.html'" in page

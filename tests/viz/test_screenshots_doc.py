@@ -29,9 +29,9 @@ def test_the_readme_states_the_settings_of_the_pages_pictured() -> None:
     assert pages, "pages.json lists the pages the pictures were taken from"
     for page in pages:
         if page["page"].startswith("reports/"):
-            # the report's own title names its replay setting, e.g. "(reserve 4096, keep 4000, window 16000)"
-            setting = re.search(r"\(reserve (\d+), keep (\d+), window (\d+)\)", page["title"])
+            # the report's own title names its replay setting, e.g. "(reserve 16,384, keep 20,000, window 200,000)"
+            setting = re.search(r"\(reserve ([\d,]+), keep ([\d,]+), window ([\d,]+)\)", page["title"])
             assert setting, page
-            reserve, keep, window = (f"{int(v):,}" for v in setting.groups())
+            reserve, keep, window = (f"{int(v.replace(',', '')):,}" for v in setting.groups())
             assert f"reserve {reserve}, keep {keep}, window {window}" in readme, page
         assert page["back_link"] == page["page"].startswith("reports/")
