@@ -20,7 +20,11 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+# One browser per test module, not per session: Playwright's sync API keeps an asyncio loop running in
+# the worker process while it is open, and a later test of the same process that runs a loop of its own
+# (nbclient executing a notebook) would then fail with "asyncio.run() cannot be called from a running
+# event loop".
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     exe = chromium()
     if exe is None:
@@ -30,7 +34,9 @@ def browser() -> Iterator[Any]:
     except ImportError:
         _missing("Playwright's Python package is not installed (scripts/setup installs it)")
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+        b = p.chromium.launch(executable_path=exe, args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
         try:
             yield b
         finally:
