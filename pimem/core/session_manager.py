@@ -48,7 +48,6 @@ from pimem.core.messages import (
     create_custom_message,
 )
 from pimem.core.pi_ai import get_current_system_message
-from pimem.core.speedups import compiled
 from pimem.errors import (
     EntryNotFoundError,
     InvalidEntryError,
@@ -1176,10 +1175,6 @@ def _run_path(session: "Session", leaf_id: Any) -> tuple[list[dict], list] | Non
     if at is None:
         at = len(entries) - 1
     run_start, types = session._run_start, session._types
-    if _fast_run_path is not None:
-        done = _fast_run_path(entries, run_start, positions, types, at)
-        if done is not None:
-            return done
     pieces = []
     total = 0
     while True:
@@ -1205,7 +1200,6 @@ def _run_path(session: "Session", leaf_id: Any) -> tuple[list[dict], list] | Non
     return path, path_types
 
 
-_fast_run_path: Any = compiled.run_path if compiled is not None else None
 
 
 def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
@@ -1437,10 +1431,6 @@ def context_settings_of(
     if not checked and "message" in types:
         if {e.get("message").__class__ for e, t in zip(path, types) if t == "message"} != _ONLY_DICT:
             require_message_objects(path)  # raises for the first message entry without an object
-    if _fast_settings is not None:
-        done = _fast_settings(path, types)
-        if done is not None:
-            return done
     thinking_level: Any = "off"
     if "thinking_level_change" in types:
         thinking_level = path[len(types) - 1 - types[::-1].index("thinking_level_change")].get("thinkingLevel")
@@ -1465,7 +1455,6 @@ def context_settings_of(
 
 
 _ONLY_DICT = frozenset((dict,))
-_fast_settings: Any = compiled.context_settings if compiled is not None else None
 
 
 def session_entry_to_context_messages(entry: dict) -> list[dict]:
@@ -1528,10 +1517,6 @@ def context_entries_and_types(
     types = [e.get("type") for e in path] if path_types is None else path_types
     if "compaction" not in types:
         return path, types
-    if (walked or path_ids is not None) and _fast_select is not None:
-        done = _fast_select(path, types)
-        if done is not None:
-            return done
     compaction_idx = len(types) - 1 - types[::-1].index("compaction")
     compaction = path[compaction_idx]
     if path_ids is not None:
@@ -1575,7 +1560,6 @@ def context_entries_and_types(
     return context_entries, context_types
 
 
-_fast_select: Any = compiled.select_context if compiled is not None else None
 
 
 def _context_from(path: list[dict], types: list, compaction_idx: int, start: int) -> tuple[list[dict], list]:
@@ -1631,8 +1615,6 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     return out
 
 
-_fast_project: Any = compiled.project_plain if compiled is not None else None
-_fast_project_edited: Any = compiled.project_edited if compiled is not None else None
 
 
 def project_parts(
@@ -1641,19 +1623,11 @@ def project_parts(
     """The projection as parallel lists: entry types, messages per entry, all messages."""
     if types is None:
         types = [e.get("type") for e in context_entries]
-    if _fast_project is not None and "context_edit" not in types:
-        done = _fast_project(context_entries, types, session_entry_to_context_messages, True)
-        if done is not None:
-            return types, done[0], done[1]
     per_entry: list[list[dict]] = []
     messages: list[dict] = []
     add_entry = per_entry.append
     add = messages.append
     if "context_edit" in types:
-        if _fast_project_edited is not None:
-            done = _fast_project_edited(context_entries, types, project_context_entry, True)
-            if done is not None:
-                return types, done[0], done[1]
         edits: dict[Any, dict] = {}
         for entry, etype in zip(context_entries, types):
             if etype == "context_edit":
@@ -1720,15 +1694,7 @@ def _context_of_path(path: list[dict], checked: bool = False, types: list | None
 def context_messages(context_entries: list[dict], types: list) -> list[dict]:
     """The messages of :func:`project_parts` alone (without the per-entry lists)."""
     if "context_edit" in types:
-        if _fast_project_edited is not None:
-            done = _fast_project_edited(context_entries, types, project_context_entry, False)
-            if done is not None:
-                return done[1]
         return project_parts(context_entries, types)[2]
-    if _fast_project is not None:
-        done = _fast_project(context_entries, types, session_entry_to_context_messages, False)
-        if done is not None:
-            return done[1]
     messages: list[dict] = []
     add = messages.append
     to_msgs = session_entry_to_context_messages

@@ -6,9 +6,6 @@ where ``estimate_chars`` counts JavaScript string lengths (UTF-16 code units),
 ``estimate_context_tokens`` trusts the last valid assistant usage and estimates what follows;
 ``estimate_projected_context_tokens`` distrusts usage captured before a later ``context_edit``
 or compaction. :class:`TokenCache` memoizes per-message estimates by object identity.
-Where the package was built with its C extension (:mod:`pimem.core.speedups`), the estimate of plain
-JSON messages is computed there; ``estimate_chars_py``, the pure-Python port, decides every other case
-and is the reference the extension is tested against.
 
 Cut points, preparation and the summary requests are ports of Pi's functions; the LLM call
 goes through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). These pure
@@ -54,7 +51,6 @@ from pimem.core.session_manager import (
     project_parts,
     session_entry_to_context_messages,
 )
-from pimem.core.speedups import compiled as _COMPILED
 from pimem.errors import JavaScriptTypeError, SummarizationError
 
 __all__ = [
@@ -227,20 +223,6 @@ class CompactionResult:
 ESTIMATED_IMAGE_CHARS = 4800
 
 
-_fast_chars: Callable[[Any], int] | None = _COMPILED.chars if _COMPILED is not None else None
-_fast_tokens: Callable[[Any], int] | None = _COMPILED.tokens if _COMPILED is not None else None
-_fast_context_tokens: Callable[[Any], tuple | None] | None = _COMPILED.context_tokens if _COMPILED is not None else None
-_fast_entries_checked: Callable[[Any, int, int], bool | None] | None = (
-    _COMPILED.message_entries_checked if _COMPILED is not None else None
-)
-_fast_tokens_back: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None = (
-    _COMPILED.tokens_back if _COMPILED is not None else None
-)
-_fast_parts_tokens_back: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None = (
-    _COMPILED.parts_tokens_back if _COMPILED is not None else None
-)
-
-
 def _js_length(value: Any, what: str) -> int:
     if isinstance(value, str):
         return len(value) if value.isascii() else utf16_len(value)
@@ -297,21 +279,7 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
     Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
     output, system content, sections and added tools, 4800 per image.
     ``estimate_tokens(m) == ceil(estimate_chars(m) / 4)``; raises ``TypeError`` where Pi's
-    function throws. The compiled estimate answers for plain JSON data, :func:`estimate_chars_py`
-    for the rest.
-
-    Args:
-        message: one agent message.
-    """
-    if _fast_chars is not None:
-        chars = _fast_chars(message)
-        if chars >= 0:
-            return chars
-    return estimate_chars_py(message)
-
-
-def estimate_chars_py(message: Mapping[str, Any]) -> int:
-    """:func:`estimate_chars` in pure Python: the reference port, which the compiled estimate is tested against.
+    function throws.
 
     Args:
         message: one agent message.
@@ -382,11 +350,7 @@ def estimate_tokens(message: Mapping[str, Any]) -> int:
     Args:
         message: one agent message.
     """
-    if _fast_tokens is not None:
-        tokens = _fast_tokens(message)
-        if tokens >= 0:
-            return tokens
-    return -(-estimate_chars_py(message) // 4)
+    return -(-estimate_chars(message) // 4)
 
 
 def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
@@ -472,10 +436,6 @@ def estimate_context_tokens(
         messages: the context's messages, in order.
         cache: per-message estimates to reuse.
     """
-    if cache is None and _fast_context_tokens is not None:
-        done = _fast_context_tokens(messages)
-        if done is not None:
-            return ContextUsageEstimate(*done)
     est = cache.estimate if cache is not None else estimate_tokens
     info = _last_usage_info(messages)
     if info is None:
@@ -713,27 +673,13 @@ def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index
 
 def _kept_from(
     items: Sequence[Any], start_index: int, end_index: int, keep_recent_tokens: float,
-    tokens_of: Callable[[Any], int], walk: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None,
+    tokens_of: Callable[[Any], int],
 ) -> int:
     """Pi's walk back from the end of a cut-point search: the index at which the tokens of
-    ``items[end_index - 1]``, ``items[end_index - 2]``, … reach ``keep_recent_tokens``, or -1.
-
-    ``walk`` is the compiled walk (or None): it adds up the items it decides and stops at the first other
-    one, which ``tokens_of`` takes before the walk goes on.
-    """
+    ``items[end_index - 1]``, ``items[end_index - 2]``, … reach ``keep_recent_tokens``, or -1."""
     accumulated = 0
     i = end_index - 1
     while i >= start_index:
-        if walk is not None:
-            state = walk(items, start_index, i + 1, keep_recent_tokens, accumulated)
-            if state is None:
-                walk = None
-            else:
-                i, accumulated, hit = state
-                if hit:
-                    return i
-                if i < start_index:
-                    return -1
         tokens = tokens_of(items[i])
         if tokens != 0:
             accumulated += tokens
@@ -756,20 +702,18 @@ def find_cut_point(
     """
     # cutPoints[0], cutPoints.find(c >= i) and cutPoints.at(-1) are found by scanning, without the
     # list, where every message entry of the range has a message object (Pi reads each one's role).
-    checked = None if _fast_entries_checked is None else _fast_entries_checked(entries, start_index, end_index)
-    if checked is None:
-        try:
-            checked = {e["message"].__class__ for e in entries[start_index:end_index]
-                       if e["type"] == "message"} <= _DICT
-        except (KeyError, TypeError):  # an entry without a type or a message: the full scan decides
-            checked = False
+    try:
+        checked = {e["message"].__class__ for e in entries[start_index:end_index]
+                   if e["type"] == "message"} <= _DICT
+    except (KeyError, TypeError):  # an entry without a type or a message: the full scan decides
+        checked = False
     if not checked:
         find_valid_cut_points(entries, start_index, end_index)  # raises where Pi throws
     first_cut = _next_cut_point(entries, start_index, end_index)
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    reached = _kept_from(entries, start_index, end_index, keep_recent_tokens, _entry_tokens, _fast_tokens_back)
+    reached = _kept_from(entries, start_index, end_index, keep_recent_tokens, _entry_tokens)
     if reached >= 0:
         cut_index = _next_cut_point(entries, reached, end_index)
         if cut_index < 0:  # the last cut point of the range
@@ -850,9 +794,7 @@ def cut_point_parts(
             tokens += est(m)
         return tokens
 
-    # the compiled walk over plain messages only where the estimate is Pi's own
-    walk = _fast_parts_tokens_back if est is estimate_tokens else None
-    reached = _kept_from(per_entry, start_index, end_index, keep_recent_tokens, tokens_of, walk)
+    reached = _kept_from(per_entry, start_index, end_index, keep_recent_tokens, tokens_of)
     if reached >= 0:
         exceeded = True
         found = -1

@@ -27,7 +27,6 @@ from pimem.base.js import (
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import content_text
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
-from pimem.core.speedups import compiled
 from pimem.errors import JavaScriptTypeError
 
 __all__ = [
@@ -85,15 +84,10 @@ def extract_file_ops_from_message(message: dict, file_ops: FileOperations) -> No
     add_file_ops((message,), file_ops)
 
 
-_fast_file_ops: Any = compiled.add_file_ops if compiled is not None else None
-
-
 def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
     """Fast twin of :func:`extract_file_ops_from_message` over many messages, in one loop (the pipeline's hot
-    path; the C extension takes plain JSON data)."""
+    path)."""
     read, written, edited = file_ops.read, file_ops.written, file_ops.edited
-    if _fast_file_ops is not None and _fast_file_ops(messages, read, written, edited):
-        return
     for content in [m.get("content") for m in messages if m.get("role") == "assistant"]:
         if content.__class__ is not list and not isinstance(content, list):
             continue
