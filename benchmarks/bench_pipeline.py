@@ -56,7 +56,7 @@ from pimem.core.compaction.utils import (
     serialize_conversation,
     serialize_messages,
 )
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.messages import convert_to_llm  # noqa: E402
 from pimem.core.session_manager import build_session_path, build_session_projection
 

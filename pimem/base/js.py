@@ -52,6 +52,7 @@ __all__ = [
     "js_entries",
     "js_sorted",
     "date_ms",
+    "js_trim",
 ]
 
 _MAX_SAFE_DIGITS = 15  # every integer with at most 15 digits is exact as a double
@@ -319,16 +320,19 @@ def js_stringify_length(value: Any) -> int:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return len(js_number(value))
     try:
-        # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
-        # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
-        # (Below 512 bytes the check costs more than the pass.)
-        data = orjson.dumps(value)
-        if len(data) < 512:
+        if value.__class__ is dict and len(value) <= 16:  # tool-call arguments: a few fields
             data = orjson.dumps(_prepare(value))
         else:
-            marked = data.translate(_VALUE_STARTS)
-            if b":0" in marked or b":n" in marked or b':"0' in marked:
+            # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
+            # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
+            # (Below 512 bytes the check costs more than the pass.)
+            data = orjson.dumps(value)
+            if len(data) < 512:
                 data = orjson.dumps(_prepare(value))
+            else:
+                marked = data.translate(_VALUE_STARTS)
+                if b":0" in marked or b":n" in marked or b':"0' in marked:
+                    data = orjson.dumps(_prepare(value))
     except (TypeError, RecursionError):
         return utf16_len(js_stringify(value))
     if data.isascii():
@@ -362,6 +366,19 @@ def utf16_len(s: str) -> int:
     if s.isascii():
         return len(s)
     return len(s.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+# String.prototype.trim's WhiteSpace and LineTerminator (Python's str.strip() takes other characters)
+_JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def js_trim(s: str) -> str:
+    """JavaScript ``s.trim()``.
+
+    Args:
+        s: the string.
+    """
+    return s.strip(_JS_WHITESPACE)
 
 
 def _clamp_index(i: int | float | None, length: int, default: int) -> int:
