@@ -222,6 +222,7 @@ _UNDEFINED = UNDEFINED
 
 _Fragment = orjson.Fragment
 _SAFE_INT = 10**_MAX_SAFE_DIGITS
+_DIGITS = frozenset("0123456789")
 
 
 def _prepare(value: Any) -> Any:
@@ -321,7 +322,15 @@ def js_stringify_length(value: Any) -> int:
         return len(js_number(value))
     try:
         if value.__class__ is dict and len(value) <= 16:  # tool-call arguments: a few fields
-            data = orjson.dumps(_prepare(value))
+            for key, item in value.items():
+                # orjson writes strings and integers below 10**15 as JavaScript does, and keeps the key
+                # order where no key can be an array index (led by a digit)
+                if key.__class__ is not str or key[:1] in _DIGITS or not (
+                        item.__class__ is str or (item.__class__ is int and -_SAFE_INT < item < _SAFE_INT)):
+                    data = orjson.dumps(_prepare(value))
+                    break
+            else:
+                data = orjson.dumps(value)
         else:
             # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
             # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
@@ -368,12 +377,8 @@ def utf16_len(s: str) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) >> 1
 
 
-# String.prototype.trim's WhiteSpace and LineTerminator (Python's str.strip() takes other characters)
-_JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-
-
 def js_trim(s: str) -> str:
-    """JavaScript ``s.trim()``.
+    """JavaScript ``s.trim()`` (its WhiteSpace and LineTerminator: Python's ``str.strip()`` takes others).
 
     Args:
         s: the string.

@@ -16,7 +16,6 @@ import re
 import time
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence, cast
@@ -92,6 +91,7 @@ _USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
 _UNHASHABLE = (dict, list)
+_ID, _PARENT_ID = itemgetter("id"), itemgetter("parentId")
 _LINE_BREAKS = re.compile(r"[\r\n]+")
 _SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _MAX_USAGE = 2**63  # no token count reaches it; beyond, a usage field is damage (1e308, inf)
@@ -1248,11 +1248,14 @@ def is_walked_path(path: Sequence[dict]) -> bool:
 
     :func:`build_session_path` of such a list (no leaf given) is the list itself."""
     try:
-        ids = [e["id"] for e in path]
-        parents = [e["parentId"] for e in path]
+        ids = list(map(_ID, path))
         "".join(ids)  # raises unless every id is a string
-    except (KeyError, TypeError):  # a field missing, an id of another type
+    except (KeyError, TypeError):  # no id, or an id of another type
         return False
+    try:
+        parents = list(map(_PARENT_ID, path))
+    except KeyError:  # an entry without a parentId (as a root, it names none)
+        parents = [e.get("parentId") for e in path]
     if parents[1:] != ids[:-1]:
         return False
     id_set = set(ids)
@@ -1323,8 +1326,15 @@ def message_object(entry: dict) -> dict:
                              "object; pimem does not project such entries (`pimem show` lists them)")
 
 
-def require_message_objects(path: Iterable[dict]) -> None:
-    """Raise :func:`message_object`'s error for the first message entry of ``path`` without a message object."""
+def require_message_objects(path: Sequence[dict]) -> None:
+    """Raise :func:`message_object`'s error for the first message entry of ``path`` without a message object
+    (where Pi, reading every entry's messages, throws; one pass that runs in C where every entry has a type
+    and every message entry a message)."""
+    try:
+        if {e["message"].__class__ for e in path if e["type"] == "message"} <= _ONLY_DICT:
+            return
+    except (KeyError, TypeError):  # an entry without a type or a message: the entries are read one by one
+        pass
     for entry in path:
         if lacks_message_object(entry):
             message_object(entry)
@@ -1351,8 +1361,7 @@ def get_session_context_settings(
     if types is None:
         types = [e.get("type") for e in path]
     if not checked and "message" in types:
-        if {e.get("message").__class__ for e, t in zip(path, types) if t == "message"} != _ONLY_DICT:
-            require_message_objects(path)  # raises for the first message entry without an object
+        require_message_objects(path)
     thinking_level: Any = "off"
     if "thinking_level_change" in types:
         last = len(types) - 1 - types[::-1].index("thinking_level_change")
@@ -1377,8 +1386,56 @@ def get_session_context_settings(
     return thinking_level, model
 
 
+class EntryMessages:
+    """The context messages of consecutive entries (``sessionEntryToContextMessages`` of each), kept as Pi's
+    answers come: ``own`` holds, in order, the message of every entry that brings exactly its own message
+    (nearly every message entry), ``other`` the messages of each other entry by its position.
+
+    Args:
+        own: the entries' own messages, in order.
+        other: position → messages, for every entry that brings other than exactly its own message.
+        count: how many entries.
+    """
+
+    __slots__ = ("own", "other", "count")
+
+    def __init__(self, own: list[dict], other: dict[int, list[dict]], count: int) -> None:
+        self.own, self.other, self.count = own, other, count
+
+    def flat(self) -> list[dict]:
+        """Every message, in the entries' order (Pi's ``flatMap``)."""
+        if not self.other:
+            return self.own
+        out: list[dict] = []
+        own, taken, previous = self.own, 0, 0
+        for position, messages in self.other.items():  # positions ascending
+            step = position - previous
+            out += own[taken : taken + step]
+            out += messages
+            taken += step
+            previous = position + 1
+        out += own[taken:]
+        return out
+
+    def per_entry(self) -> list[list[dict]]:
+        """Each entry's messages."""
+        lists = [[m] for m in self.own]
+        if not self.other:
+            return lists
+        out: list[list[dict]] = []
+        taken, previous = 0, 0
+        for position, messages in self.other.items():
+            step = position - previous
+            out += lists[taken : taken + step]
+            out.append(messages)
+            taken += step
+            previous = position + 1
+        out += lists[taken:]
+        return out
+
+
 @port("session-manager.js", "sessionEntryToContextMessages")
-def session_entries_to_context_messages(entries: Iterable[dict]) -> list[list[dict]]:
+def session_entry_to_context_messages_of(entries: Sequence[dict], types: Sequence[Any] | None = None) -> EntryMessages:
     """``sessionEntryToContextMessages`` of each entry, in one loop: the context messages it contributes.
 
     A message entry brings its message (with empty content where a user, assistant, tool-result or
@@ -1389,40 +1446,44 @@ def session_entries_to_context_messages(entries: Iterable[dict]) -> list[list[di
 
     Args:
         entries: session entries.
+        types: their types, if known.
     """
-    out: list[list[dict]] = []
-    add = out.append
-    for entry in entries:
-        etype = entry.get("type")
+    own: list[dict] = []
+    add = own.append
+    other: dict[int, list[dict]] = {}
+    position = -1
+    for entry, etype in zip(entries, [e.get("type") for e in entries] if types is None else types):
+        position += 1
         if etype == "message":
             message = entry.get("message")
             if message.__class__ is not dict:
                 message = message_object(entry)
-            if message.get("content") is None:
-                role = message.get("role")
-                if role == "system":
-                    add([{**message, "content": ""}])
-                    continue
-                if role in ("user", "assistant", "toolResult"):
-                    add([{**message, "content": []}])
-                    continue
-            add([message])
+            if message.get("content") is not None:
+                add(message)
+                continue
+            role = message.get("role")
+            if role == "system":
+                other[position] = [{**message, "content": ""}]
+            elif role in ("user", "assistant", "toolResult"):
+                other[position] = [{**message, "content": []}]
+            else:
+                add(message)
         elif etype == "custom_message":
             content = entry.get("content")
-            add([create_custom_message(
+            other[position] = [create_custom_message(
                 entry.get("customType", UNDEFINED),
                 [] if content is None else content,
                 entry.get("display", UNDEFINED),
                 entry.get("details", UNDEFINED),
                 entry.get("timestamp", UNDEFINED),
-            )])
+            )]
         elif etype == "branch_summary":
             if js_truthy(entry.get("summary")):
-                add([create_branch_summary_message(
+                other[position] = [create_branch_summary_message(
                     entry["summary"], entry.get("fromId", UNDEFINED), entry.get("timestamp", UNDEFINED)
-                )])
+                )]
             else:
-                add([])
+                other[position] = []
         elif etype == "compaction":
             summary = create_compaction_summary_message(
                 entry.get("summary", UNDEFINED),
@@ -1430,20 +1491,20 @@ def session_entries_to_context_messages(entries: Iterable[dict]) -> list[list[di
                 entry.get("timestamp", UNDEFINED),
             )
             system_message: Any = entry.get("systemMessage")
-            add([system_message, summary] if js_truthy(system_message) else [summary])
+            other[position] = [system_message, summary] if js_truthy(system_message) else [summary]
         else:
-            add([])
-    return out
+            other[position] = []
+    return EntryMessages(own, other, position + 1)
 
 
 @port("session-manager.js", "sessionEntryToContextMessages", part=True)
 def session_entry_to_context_messages(entry: dict) -> list[dict]:
-    """``sessionEntryToContextMessages`` of one entry (:func:`session_entries_to_context_messages`).
+    """``sessionEntryToContextMessages`` of one entry (:func:`session_entry_to_context_messages_of`).
 
     Args:
         entry: one session entry.
     """
-    return session_entries_to_context_messages((entry,))[0]
+    return session_entry_to_context_messages_of((entry,)).flat()
 
 
 @port("session-manager.js", "buildContextEntries", part=True)
@@ -1545,7 +1606,7 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
 
 
 @port("session-manager.js", "buildSessionProjection", part=True)
-def project_context_entries(context_entries: list[dict], types: list | None = None) -> list[list[dict]]:
+def project_context_entries(context_entries: list[dict], types: list | None = None) -> EntryMessages:
     """The messages of each context entry, as ``buildSessionProjection`` projects them: the entry's messages
     with the latest ``context_edit`` targeting it applied (:func:`project_context_entry`); none for a
     compaction after the first entry (only the newest compaction, first, brings its summary).
@@ -1558,30 +1619,27 @@ def project_context_entries(context_entries: list[dict], types: list | None = No
         types = [e.get("type") for e in context_entries]
     later_compactions = "compaction" in types[1:]
     if "context_edit" not in types and not later_compactions:
-        return session_entries_to_context_messages(context_entries)
+        return session_entry_to_context_messages_of(context_entries, types)
     edits: dict[Any, dict] = {}
     for entry, etype in zip(context_entries, types):
         if etype == "context_edit":
             edits[entry.get("targetId", UNDEFINED)] = entry
-    if later_compactions:
-        kept = [i for i, t in enumerate(types) if i == 0 or t != "compaction"]
-        per_entry: list[list[dict]] = [[] for _ in context_entries]
-        for i, messages in zip(kept, session_entries_to_context_messages([context_entries[i] for i in kept])):
-            per_entry[i] = messages
-    else:
-        per_entry = session_entries_to_context_messages(context_entries)
+    projected = [i for i, t in enumerate(types) if i == 0 or t != "compaction"]
+    per_entry: list[list[dict]] = [[] for _ in context_entries]
+    brought = session_entry_to_context_messages_of([context_entries[i] for i in projected],
+                                                   [types[i] for i in projected])
+    for i, messages in zip(projected, brought.per_entry()):
+        per_entry[i] = messages
     if edits:
         get_edit = edits.get
-        for i, entry in enumerate(context_entries):
-            if i > 0 and types[i] == "compaction":
-                continue
-            edit = _lookup_any(get_edit, entry.get("id", UNDEFINED))
+        for i in projected:
+            edit = _lookup_any(get_edit, context_entries[i].get("id", UNDEFINED))
             if edit is not None:
                 per_entry[i] = apply_context_edit(per_entry[i], edit)
-    return per_entry
+    return EntryMessages([], dict(enumerate(per_entry)), len(per_entry))
 
 
-def _projection(path: list[dict], types: list | None, checked: bool) -> tuple[Any, Any, list[dict], list[list[dict]]]:
+def _projection(path: list[dict], types: list | None, checked: bool) -> tuple[Any, Any, list[dict], EntryMessages]:
     """(thinking level, model, context entries, their messages) of a walked path."""
     if types is None:
         types = [e.get("type") for e in path]
@@ -1591,17 +1649,22 @@ def _projection(path: list[dict], types: list | None, checked: bool) -> tuple[An
 
 
 @port("session-manager.js", "buildSessionProjection", part=True)
-def project_session_path(path: list[dict], types: list | None = None, *, checked: bool = False) -> SessionProjection:
+def project_session_path(path: list[dict], types: list | None = None, *, checked: bool = False,
+                         pairs: bool = False) -> SessionProjection:
     """``buildSessionProjection`` of the path to the leaf (:func:`build_session_path`'s).
 
     Args:
         path: the walked path, root first.
         types: its entry types, if known.
         checked: every message entry of the path is known to hold a message object.
+        pairs: the entries as plain ``(source entry, messages)`` tuples, not :class:`ProjectedEntry` (for
+            callers that only index them, as the preparation does).
     """
-    thinking_level, model, context_entries, per_entry = _projection(path, types, checked)
-    entries = list(map(projected_entry, zip(context_entries, per_entry)))
-    return SessionProjection(entries, list(chain.from_iterable(per_entry)), thinking_level, model)
+    thinking_level, model, context_entries, brought = _projection(path, types, checked)
+    per_entry = brought.per_entry()
+    entries: list = list(zip(context_entries, per_entry)) if pairs else list(
+        map(projected_entry, zip(context_entries, per_entry)))
+    return SessionProjection(entries, brought.flat(), thinking_level, model)
 
 
 @port("session-manager.js", "buildSessionProjection")
@@ -1624,8 +1687,8 @@ def session_path_context(path: list[dict], types: list | None = None, *, checked
         types: its entry types, if known.
         checked: every message entry of the path is known to hold a message object.
     """
-    thinking_level, model, _, per_entry = _projection(path, types, checked)
-    return SessionContext(cast("list[AgentMessage]", list(chain.from_iterable(per_entry))), thinking_level, model)
+    thinking_level, model, _, brought = _projection(path, types, checked)
+    return SessionContext(cast("list[AgentMessage]", brought.flat()), thinking_level, model)
 
 
 @port("session-manager.js", "buildSessionContext")

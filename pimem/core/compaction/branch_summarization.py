@@ -28,6 +28,7 @@ from pimem.core.messages import (
     create_custom_message,
 )
 from pimem.core.porting import port
+from pimem.core.session_manager import walk_to_root
 from pimem.core.prompts import (
     BRANCH_SUMMARY_PREAMBLE,
     BRANCH_SUMMARY_PROMPT,
@@ -106,16 +107,16 @@ def collect_entries_for_branch_summary(session: Any, old_leaf_id: str | None, ta
         if e.get("id") in old_path:
             common = e.get("id")
             break
+    # from the old leaf up to the common ancestor (the session's walk; a parentId cycle, where Pi would loop
+    # forever, ends it)
     entries: list[dict] = []
-    seen: set[int] = set()  # a parentId cycle (Pi would loop forever) ends the walk
-    current = old_leaf_id
-    while js_truthy(current) and current != common:
-        entry = session.get_entry(current)
-        if entry is None or id(entry) in seen:
-            break
-        seen.add(id(entry))
-        entries.append(entry)
-        current = entry.get("parentId")
+    if old_leaf_id != common:
+        leaf = session.get_entry(old_leaf_id)
+        limit = len(getattr(session, "entries", ()))  # a bound of the walk only (beyond it, cycles are looked for)
+        for entry in walk_to_root(leaf, session.get_entry, limit) if leaf is not None else ():
+            if entry is not leaf and entry.get("id") == common:
+                break
+            entries.append(entry)
     entries.reverse()
     return entries, common
 

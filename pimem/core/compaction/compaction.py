@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify_length, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
@@ -44,8 +44,9 @@ from pimem.core.session_manager import (
     ProjectedEntry,
     SessionProjection,
     project_session_path,
-    session_entries_to_context_messages,
+    require_message_objects,
     session_entry_to_context_messages,
+    session_entry_to_context_messages_of,
     session_path_of,
 )
 from pimem.errors import JavaScriptTypeError, SummarizationError
@@ -222,7 +223,7 @@ ESTIMATED_IMAGE_CHARS = 4800
 
 def _js_length(value: Any, what: str) -> int:
     """JavaScript's ``value.length`` of a string (UTF-16 code units) or an array; a TypeError otherwise."""
-    if isinstance(value, str):
+    if value.__class__ is str or isinstance(value, str):
         return utf16_len(value)
     if isinstance(value, list):
         return len(value)
@@ -535,13 +536,45 @@ def _any_role(messages: list[dict], roles: frozenset) -> bool:
     return False
 
 
+@port("compaction/compaction.js", "isTurnStartEntry", part=True)
+def _starts_turn(etype: Any, messages: list[dict]) -> bool:
+    """``isTurnStartEntry`` of an entry of type ``etype`` bringing ``messages``."""
+    return etype != "compaction" and _any_role(messages, _TURN_START_ROLES)
+
+
 @port("compaction/compaction.js", "isTurnStartEntry")
 def is_turn_start_entry(entry: dict) -> bool:
     """``isTurnStartEntry``: a user, bash, custom or summary message among the entry's context messages
     (never a compaction)."""
-    if entry.get("type") == "compaction":
-        return False
-    return _any_role(session_entry_to_context_messages(entry), _TURN_START_ROLES)
+    return _starts_turn(entry.get("type"), session_entry_to_context_messages(entry))
+
+
+_BLOCK = 32  # entries whose messages a search reads at once
+
+
+def _entry_messages(entries: Sequence[dict]) -> Callable[[int, int], list[list[dict]]]:
+    """``(a, b) -> the context messages of entries[a:b]``, each entry's (Pi's ``sessionEntryToContextMessages``)."""
+    return lambda a, b: session_entry_to_context_messages_of(entries[a:b]).per_entry()
+
+
+def _backward(messages_of: Callable[[int, int], list[list[dict]]], start: int, end: int
+              ) -> Iterator[tuple[int, list[dict]]]:
+    """(i, the messages of entry i) for i from ``end - 1`` down to ``start``, read a block at a time."""
+    b = end
+    while b > start:
+        a = max(start, b - _BLOCK)
+        lists = messages_of(a, b)
+        for k in range(b - a - 1, -1, -1):
+            yield a + k, lists[k]
+        b = a
+
+
+def _forward(messages_of: Callable[[int, int], list[list[dict]]], start: int, end: int
+             ) -> Iterator[tuple[int, list[dict]]]:
+    """(i, the messages of entry i) for i from ``start`` up to ``end - 1``, read a block at a time."""
+    for a in range(start, end, _BLOCK):
+        b = min(end, a + _BLOCK)
+        yield from zip(range(a, b), messages_of(a, b))
 
 
 @port("compaction/compaction.js", "findValidCutPoints")
@@ -553,9 +586,8 @@ def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: 
         start_index: the first index.
         end_index: the index after the last.
     """
-    per_entry = session_entries_to_context_messages(entries[start_index:end_index])
-    return [start_index + k for k, msgs in enumerate(per_entry)
-            if _any_role(msgs, _CUT_POINT_ROLES) and entries[start_index + k].get("type") != "compaction"]
+    return [i for i, messages in _forward(_entry_messages(entries), start_index, end_index)
+            if entries[i].get("type") != "compaction" and _any_role(messages, _CUT_POINT_ROLES)]
 
 
 @port("compaction/compaction.js", "findTurnStartIndex")
@@ -567,19 +599,18 @@ def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index
         entry_index: where the search starts, going back.
         start_index: the first index it may return.
     """
-    for i in range(entry_index, start_index - 1, -1):
-        if is_turn_start_entry(entries[i]):
+    for i, messages in _backward(_entry_messages(entries), start_index, entry_index + 1):
+        if _starts_turn(entries[i].get("type"), messages):
             return i
     return -1
 
 
-def _budget_reached_at(per_entry: Sequence[list[dict]], start: int, end: int, keep_recent_tokens: float) -> int:
-    """The walk back from the end of a cut-point search (both of Pi's): the index at which the estimated
-    tokens of the entries' messages, added from ``end - 1`` down, reach ``keep_recent_tokens``; -1 if they
-    never do (the estimates stop there: nothing before it is read)."""
+def _budget_reached_at(backward: Iterable[tuple[int, list[dict]]], keep_recent_tokens: float) -> int:
+    """The walk back from the end of a cut-point search (both of Pi's), over ``(index, the entry's messages)``
+    from the last entry down: the index at which the estimated tokens of the messages, added up, reach
+    ``keep_recent_tokens``; -1 if they never do (the estimates stop there: nothing before it is read)."""
     accumulated = 0
-    for i in range(end - 1, start - 1, -1):
-        messages = per_entry[i]
+    for i, messages in backward:
         tokens = estimate_tokens(messages[0]) if len(messages) == 1 else estimate_messages_tokens(messages)
         if tokens == 0:
             continue
@@ -595,8 +626,10 @@ def find_cut_point(
 ) -> CutPointResult:
     """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``.
 
-    Pi lists every valid cut point first; here the first one and the first one at or after the entry where
-    the budget is reached are found by scanning (the same answer: only the entries up to them are read).
+    Pi lists every valid cut point first (reading every entry's messages, and throwing at a message entry
+    without a message); here the same throw comes from one check of the range, and the first cut point and
+    the first one at or after the entry where the budget is reached are found by scanning only as far as
+    they are (the same answer: only the entries up to them are read).
 
     Args:
         entries: the entries to cut.
@@ -605,27 +638,29 @@ def find_cut_point(
         keep_recent_tokens: the tokens to keep.
     """
     start = start_index
-    # every entry's context messages, as Pi's list of cut points reads them (and throws where Pi throws)
-    per_entry = session_entries_to_context_messages([entries[i] for i in range(start, end_index)])
-    count = len(per_entry)
+    require_message_objects([entries[i] for i in range(start, end_index)])  # Pi's list reads every entry
+    messages_of = _entry_messages(entries)
 
-    def is_cut(i: int) -> bool:
-        return _any_role(per_entry[i - start], _CUT_POINT_ROLES) and entries[i].get("type") != "compaction"
+    def cut_points(a: int, b: int, backward: bool = False) -> Iterator[int]:
+        scan = _backward(messages_of, a, b) if backward else _forward(messages_of, a, b)
+        return (i for i, messages in scan
+                if entries[i].get("type") != "compaction" and _any_role(messages, _CUT_POINT_ROLES))
 
-    first_cut = next((i for i in range(start, end_index) if is_cut(i)), -1)
+    first_cut = next(cut_points(start, end_index), -1)
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    reached = _budget_reached_at(per_entry, 0, count, keep_recent_tokens)
+    reached = _budget_reached_at(_backward(messages_of, start, end_index), keep_recent_tokens)
     if reached >= 0:
         # cutPoints.find((c) => c >= reached) ?? cutPoints.at(-1)
-        cut_index = next((c for c in range(start + reached, end_index) if is_cut(c)), -1)
+        cut_index = next(cut_points(reached, end_index), -1)
         if cut_index < 0:
-            cut_index = next(c for c in range(end_index - 1, start - 1, -1) if is_cut(c))
-    while cut_index > start_index:
-        if entries[cut_index - 1].get("type") == "compaction" or len(per_entry[cut_index - 1 - start]) > 0:
+            cut_index = next(cut_points(start, end_index, backward=True))
+    # back over adjacent entries that add nothing to the context, stopping at a compaction
+    for i, messages in _backward(messages_of, start_index, cut_index):
+        if entries[i].get("type") == "compaction" or len(messages) > 0:
             break
-        cut_index -= 1
+        cut_index = i
     starts_turn = is_turn_start_entry(entries[cut_index])
     turn_start = -1 if starts_turn else find_turn_start_index(entries, cut_index, start_index)
     return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
@@ -721,7 +756,8 @@ def find_projected_cut_point(
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    reached = _budget_reached_at([e[1] for e in entries], start_index, end_index, keep_recent_tokens)
+    backward = zip(range(end_index - 1, start_index - 1, -1), map(_MESSAGES, reversed(entries[start_index:end_index])))
+    reached = _budget_reached_at(backward, keep_recent_tokens)
     exceeded = reached >= 0
     if exceeded:
         cut_index = next((c for c in range(reached, end_index) if is_projected_cut_point(entries[c])), -1)
@@ -854,7 +890,7 @@ def prepare_compaction(
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
     path, walked = session_path_of(path_entries)
-    projection = project_session_path(path)  # buildSessionProjection(pathEntries)
+    projection = project_session_path(path, pairs=True)  # buildSessionProjection(pathEntries)
     entries = projection.entries
     # Only the first projected entry can be a compaction that brings messages (the newest one).
     boundary_start = 1 if entries and entries[0][0].get("type") == "compaction" and entries[0][1] else 0

@@ -88,10 +88,7 @@ def extract_file_ops_from_messages(messages: Iterable[dict], file_ops: FileOpera
         file_ops: the file operations to add to.
     """
     read, written, edited = file_ops.read, file_ops.written, file_ops.edited
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        content = message.get("content")
+    for content in [m.get("content") for m in messages if m.get("role") == "assistant"]:
         if not isinstance(content, list):
             continue
         for block in content:

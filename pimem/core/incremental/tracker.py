@@ -114,26 +114,10 @@ class ContextTracker:
                 self._latest_invalidating = i
                 if e.get("type") == "compaction":
                     self._latest_compaction = i
-        self._chain = self._is_chain()
+        # following parent links from the last entry walks exactly ``path`` back
+        self._chain = sm.is_walked_path(self.path)
         self._settings: tuple[Any, dict | None] = ("off", None)  # the path's, kept along a chain
         self._rebuild()
-
-    def _is_chain(self) -> bool:
-        """Whether following parent links from the last entry walks exactly ``path`` back: every id a
-        distinct string, every entry the child of the one before, the root's parent not on the path."""
-        path, index = self.path, self._first_index
-        if len(index) != len(path):
-            return False
-        previous: Any = None
-        for i, e in enumerate(path):
-            eid = e.get("id")
-            if eid.__class__ is not str or not eid:
-                return False
-            if i and e.get("parentId") != previous:
-                return False
-            previous = eid
-        root_parent = path[0].get("parentId") if path else None
-        return not (root_parent.__class__ is str and root_parent in index)
 
     def _rebuild(self) -> None:
         if self.path:
