@@ -318,7 +318,7 @@ def js_stringify_length(value: Any) -> int:
     Args:
         value: JSON data.
     """
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if value.__class__ is not dict and isinstance(value, (int, float)) and not isinstance(value, bool):
         return len(js_number(value))
     try:
         if value.__class__ is dict and len(value) <= 16:  # tool-call arguments: a few fields

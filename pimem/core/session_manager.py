@@ -1451,24 +1451,31 @@ def session_entry_to_context_messages_of(entries: Sequence[dict], types: Sequenc
     own: list[dict] = []
     add = own.append
     other: dict[int, list[dict]] = {}
-    position = -1
     for entry, etype in zip(entries, [e.get("type") for e in entries] if types is None else types):
-        position += 1
+        # every entry goes to ``own`` or to ``other``: this one's position is how many went before
         if etype == "message":
+            try:
+                message = entry["message"]
+                if message["content"] is not None and message.__class__ is dict:
+                    add(message)  # its own message, as it is (nearly every message entry)
+                    continue
+            except (KeyError, TypeError):  # no message object, or a message without content
+                pass
             message = entry.get("message")
             if message.__class__ is not dict:
                 message = message_object(entry)
+            role = message.get("role")
             if message.get("content") is not None:
                 add(message)
-                continue
-            role = message.get("role")
-            if role == "system":
-                other[position] = [{**message, "content": ""}]
+            elif role == "system":
+                other[len(own) + len(other)] = [{**message, "content": ""}]
             elif role in ("user", "assistant", "toolResult"):
-                other[position] = [{**message, "content": []}]
+                other[len(own) + len(other)] = [{**message, "content": []}]
             else:
                 add(message)
-        elif etype == "custom_message":
+            continue
+        position = len(own) + len(other)
+        if etype == "custom_message":
             content = entry.get("content")
             other[position] = [create_custom_message(
                 entry.get("customType", UNDEFINED),
@@ -1494,7 +1501,7 @@ def session_entry_to_context_messages_of(entries: Sequence[dict], types: Sequenc
             other[position] = [system_message, summary] if js_truthy(system_message) else [summary]
         else:
             other[position] = []
-    return EntryMessages(own, other, position + 1)
+    return EntryMessages(own, other, len(own) + len(other))
 
 
 @port("session-manager.js", "sessionEntryToContextMessages", part=True)
