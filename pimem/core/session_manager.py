@@ -1386,22 +1386,17 @@ def get_session_context_settings(
     return thinking_level, model
 
 
-class EntryMessages:
+class EntryMessages(tuple):
     """The context messages of consecutive entries (``sessionEntryToContextMessages`` of each), kept as Pi's
     answers come: ``own`` holds, in order, the message of every entry that brings exactly its own message
-    (nearly every message entry), ``other`` the messages of each other entry by its position.
-
-    Args:
-        own: the entries' own messages, in order.
-        other: position → messages, for every entry that brings other than exactly its own message.
-        count: how many entries.
+    (nearly every message entry), ``other`` the messages of each other entry by its position. A pair
+    ``(own, other)`` underneath.
     """
 
-    __slots__ = ("own", "other", "count")
+    __slots__ = ()
 
-    def __init__(self, own: list[dict], other: dict[int, list[dict]], count: int) -> None:
-        self.own, self.other, self.count = own, other, count
-
+    own = property(itemgetter(0), doc="The entries' own messages, in order.")
+    other = property(itemgetter(1), doc="Position → messages, for every entry bringing other than its own message.")
     def flat(self) -> list[dict]:
         """Every message, in the entries' order (Pi's ``flatMap``)."""
         if not self.other:
@@ -1432,6 +1427,9 @@ class EntryMessages:
             previous = position + 1
         out += lists[taken:]
         return out
+
+
+_entry_messages = partial(tuple.__new__, EntryMessages)
 
 
 @port("session-manager.js", "sessionEntryToContextMessages")
@@ -1501,7 +1499,7 @@ def session_entry_to_context_messages_of(entries: Sequence[dict], types: Sequenc
             other[position] = [system_message, summary] if js_truthy(system_message) else [summary]
         else:
             other[position] = []
-    return EntryMessages(own, other, len(own) + len(other))
+    return _entry_messages((own, other))
 
 
 @port("session-manager.js", "sessionEntryToContextMessages", part=True)
@@ -1511,7 +1509,8 @@ def session_entry_to_context_messages(entry: dict) -> list[dict]:
     Args:
         entry: one session entry.
     """
-    return session_entry_to_context_messages_of((entry,)).flat()
+    own, other = session_entry_to_context_messages_of((entry,), (entry.get("type"),))
+    return own or other[0]
 
 
 @port("session-manager.js", "buildContextEntries", part=True)
@@ -1643,7 +1642,7 @@ def project_context_entries(context_entries: list[dict], types: list | None = No
             edit = _lookup_any(get_edit, context_entries[i].get("id", UNDEFINED))
             if edit is not None:
                 per_entry[i] = apply_context_edit(per_entry[i], edit)
-    return EntryMessages([], dict(enumerate(per_entry)), len(per_entry))
+    return _entry_messages(([], dict(enumerate(per_entry))))
 
 
 def _projection(path: list[dict], types: list | None, checked: bool) -> tuple[Any, Any, list[dict], EntryMessages]:

@@ -39,11 +39,11 @@ from pimem.core.compaction.compaction import (
 from pimem.core.compaction.utils import compute_file_lists, extract_file_ops_from_messages, format_file_operations
 from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+from pimem.core.incremental.paths import build_session_path, build_session_projection
 from pimem.core.session_manager import (
-    build_session_path,
-    build_session_projection,
     is_walked_path,
     session_entry_to_context_messages,
+    session_entry_to_context_messages_of,
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 from pimem.sessions.compactions import compaction_spans, projection_after
@@ -129,9 +129,10 @@ def compaction_records(
     position = {id(e): i for i, e in enumerate(path)}
     shared = PathMessages([])
     first_message: list[int] = []  # index into shared.messages of each path entry's first message
-    for e in path:
+    for e, brought in zip(path, session_entry_to_context_messages_of(path).per_entry()):
         first_message.append(len(shared.messages))
-        shared.messages.extend((e.get("id"), m) for m in entry_messages(e))
+        if e.get("type") != "compaction":  # entry_messages of each entry
+            shared.messages.extend((e.get("id"), m) for m in brought if m.get("role") != "system")
     records: list[CompactionRecord] = []
     walked = is_walked_path(path)
     for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):

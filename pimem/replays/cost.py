@@ -38,7 +38,7 @@ from typing import Any, Mapping, TypedDict, cast
 import pandas as pd
 
 from pimem.base.tables import as_flag, column_total, is_missing
-from pimem.core.session_manager import build_session_projection
+from pimem.core.incremental.paths import build_session_projection
 from pimem.errors import ConfigurationError, UnknownPriceError
 
 __all__ = ["Price", "PRICES", "price_for", "replay_cost", "recorded_cost", "ReplayCost", "COST_COLUMNS"]

@@ -18,7 +18,7 @@ from pimem.base.tables import as_flag, column_total, frame, is_missing, number_a
 from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
-from pimem.core.session_manager import build_session_projection
+from pimem.core.incremental.paths import build_session_projection
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source
 from pimem.replays.orphans import ORPHAN_COLUMNS, orphan_rate, orphan_rows

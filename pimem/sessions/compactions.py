@@ -12,10 +12,9 @@ from typing import Any, Sequence
 
 from pimem.base.js import UNDEFINED
 from pimem.core.compaction.utils import FileOperations, compute_file_lists, extract_file_ops_from_message
+from pimem.core.incremental.paths import build_session_path, build_session_projection
 from pimem.core.session_manager import (
     SessionProjection,
-    build_session_path,
-    build_session_projection,
     get_session_context_settings,
     is_walked_path,
     project_session_path,

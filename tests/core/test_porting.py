@@ -186,7 +186,7 @@ def test_a_changed_port_changes_what_the_public_calls_answer(monkeypatch: pytest
     assert pimem.estimate_tokens({"role": "user", "content": "hi"}) == 250
     assert pimem.estimate_context_tokens([{"role": "user", "content": "hi"}]).tokens == 250
     monkeypatch.setattr(sm, "session_entry_to_context_messages_of",
-                        lambda entries, types=None: sm.EntryMessages([], {}, len(entries)))
+                        lambda entries, types=None: sm.EntryMessages(([], dict.fromkeys(range(len(entries)), []))))
     assert before.messages and pimem.build_session_context(session).messages == []
     path = session.get_branch()
     monkeypatch.setattr(utils, "extract_file_ops_from_messages", lambda messages, file_ops: file_ops.read.add("x"))

@@ -287,7 +287,9 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
             elif btype == "toolCall":
                 if "arguments" not in block:
                     raise JavaScriptTypeError("toolCall block has no arguments")
-                chars += _js_length(block.get("name"), "toolCall name") + js_stringify_length(block["arguments"])
+                name = block.get("name")
+                chars += (utf16_len(name) if name.__class__ is str else _js_length(name, "toolCall name")) + \
+                    js_stringify_length(block["arguments"])
                 continue
             else:
                 continue

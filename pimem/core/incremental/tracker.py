@@ -157,6 +157,7 @@ class ContextTracker:
         self._total = 0
         self._non_system = 0
         self._system: list[dict] = []
+        self._system_tokens: tuple[list, int, int] | None = None  # (_system, its length, the current one's tokens)
         self._usage: dict | None = None
         self._usage_index: int | None = None
         self._usage_entry_pos = -1
@@ -411,13 +412,13 @@ class ContextTracker:
         # only an assistant message or a model change names a model (and a non-object message raises)
         names_model = etype == "model_change" or (etype == "message" and (
             entry.get("message").__class__ is not dict or entry["message"].get("role") == "assistant"))
+        named = get_session_context_settings((entry,), (etype,))[1] if names_model else None
         if self._chain and (names_model or etype == "thinking_level_change"):
             thinking_level, model = self._settings
             if etype == "thinking_level_change":
                 thinking_level = entry.get("thinkingLevel")
-            else:
-                _, found = get_session_context_settings((entry,))
-                model = found if found is not None else model
+            elif named is not None:
+                model = named
             self._settings = (thinking_level, model)
         if etype in ("compaction", "context_edit"):
             self._latest_invalidating = index
@@ -432,7 +433,7 @@ class ContextTracker:
         proj = self.projection
         edit = self._edits.get(entry.get("id", UNDEFINED))
         messages = project_context_entry(entry, edit) if edit is not None else session_entry_to_context_messages(entry)
-        proj.entries.append(ProjectedEntry(entry, messages))
+        proj.entries.append(projected_entry((entry, messages)))
         proj.messages.extend(messages)
         self._sources.append(entry)
         self._types.append(etype)
@@ -440,10 +441,8 @@ class ContextTracker:
         self._account(len(self._sources) - 1)
         if etype == "thinking_level_change":
             proj.thinking_level = entry.get("thinkingLevel")
-        elif names_model:
-            _, model = get_session_context_settings((entry,))
-            if model is not None:
-                proj.model = model
+        elif named is not None:
+            proj.model = named
 
     def extend(self, entries: Sequence[dict]) -> None:
         """``append`` each entry in turn."""
@@ -487,8 +486,12 @@ class ContextTracker:
 
     def usage_free_estimate(self) -> int:
         """Pi's estimate without usage: the current system message plus every non-system message."""
-        system = self.current_system_message()
-        return (estimate_tokens(system) if system is not None else 0) + self._non_system
+        memo = self._system_tokens
+        if memo is None or memo[0] is not self._system or memo[1] != len(self._system):
+            system = self.current_system_message()  # a new object each time: estimated once per state
+            memo = self._system_tokens = (self._system, len(self._system),
+                                          estimate_tokens(system) if system is not None else 0)
+        return memo[2] + self._non_system
 
     def usage_message(self) -> dict | None:
         """The assistant message whose usage the estimates anchor on (the last valid one)."""
