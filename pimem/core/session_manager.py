@@ -1399,32 +1399,33 @@ class EntryMessages(tuple):
     other = property(itemgetter(1), doc="Position → messages, for every entry bringing other than its own message.")
     def flat(self) -> list[dict]:
         """Every message, in the entries' order (Pi's ``flatMap``)."""
-        if not self.other:
-            return self.own
+        own, other = self
         out: list[dict] = []
-        own, taken, previous = self.own, 0, 0
-        for position, messages in self.other.items():  # positions ascending
-            step = position - previous
-            out += own[taken : taken + step]
+        taken = 0
+        # the k-th other entry, at position p, comes after p - k own messages; most bring none
+        for k, position, messages in [(k, p, m) for k, (p, m) in enumerate(other.items()) if m]:
+            upto = position - k
+            out += own[taken:upto]
             out += messages
-            taken += step
-            previous = position + 1
+            taken = upto
+        if not taken and not out:
+            return own
         out += own[taken:]
         return out
 
     def per_entry(self) -> list[list[dict]]:
         """Each entry's messages."""
-        lists = [[m] for m in self.own]
-        if not self.other:
+        own, other = self
+        lists = [[m] for m in own]
+        if not other:
             return lists
         out: list[list[dict]] = []
-        taken, previous = 0, 0
-        for position, messages in self.other.items():
-            step = position - previous
-            out += lists[taken : taken + step]
+        taken = 0
+        for k, (position, messages) in enumerate(other.items()):
+            upto = position - k
+            out += lists[taken:upto]
             out.append(messages)
-            taken += step
-            previous = position + 1
+            taken = upto
         out += lists[taken:]
         return out
 
@@ -1514,7 +1515,8 @@ def session_entry_to_context_messages(entry: dict) -> list[dict]:
 
 
 @port("session-manager.js", "buildContextEntries", part=True)
-def select_context_entries(path: list[dict], types: list | None = None) -> tuple[list[dict], list]:
+def select_context_entries(path: list[dict], types: list | None = None,
+                           position_of: Callable[[str], int | None] | None = None) -> tuple[list[dict], list]:
     """``buildContextEntries`` on the path to the leaf (:func:`build_session_path`'s), with the entries'
     types: the latest compaction, the entries from its ``firstKeptEntryId`` on but system messages, then
     every entry after it. Without a compaction, the path itself.
@@ -1522,6 +1524,7 @@ def select_context_entries(path: list[dict], types: list | None = None) -> tuple
     Args:
         path: the walked path, root first (its entries with truthy ids have distinct ids).
         types: the path's entry types, if known.
+        position_of: where on the path the entry with a given string id is (None: not on it), if known.
     """
     if types is None:
         types = [e.get("type") for e in path]
@@ -1531,7 +1534,11 @@ def select_context_entries(path: list[dict], types: list | None = None) -> tuple
     compaction = path[compaction_idx]
     first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
     start = compaction_idx
-    if first_kept.__class__ is str and first_kept:
+    if first_kept.__class__ is str and first_kept and position_of is not None:
+        found = position_of(first_kept)
+        if found is not None and found < compaction_idx:
+            start = found
+    elif first_kept.__class__ is str and first_kept:
         # The walked path holds at most one entry with this id: search back from the compaction
         # (the kept entries are the ones just before it).
         for i in range(compaction_idx - 1, -1, -1):
@@ -1645,18 +1652,20 @@ def project_context_entries(context_entries: list[dict], types: list | None = No
     return _entry_messages(([], dict(enumerate(per_entry))))
 
 
-def _projection(path: list[dict], types: list | None, checked: bool) -> tuple[Any, Any, list[dict], EntryMessages]:
+def _projection(path: list[dict], types: list | None, checked: bool, position_of: Any
+                ) -> tuple[Any, Any, list[dict], EntryMessages]:
     """(thinking level, model, context entries, their messages) of a walked path."""
     if types is None:
         types = [e.get("type") for e in path]
     thinking_level, model = get_session_context_settings(path, types, checked=checked)
-    context_entries, context_types = select_context_entries(path, types)
+    context_entries, context_types = select_context_entries(path, types, position_of)
     return thinking_level, model, context_entries, project_context_entries(context_entries, context_types)
 
 
 @port("session-manager.js", "buildSessionProjection", part=True)
 def project_session_path(path: list[dict], types: list | None = None, *, checked: bool = False,
-                         pairs: bool = False) -> SessionProjection:
+                         pairs: bool = False, position_of: Callable[[str], int | None] | None = None
+                         ) -> SessionProjection:
     """``buildSessionProjection`` of the path to the leaf (:func:`build_session_path`'s).
 
     Args:
@@ -1665,8 +1674,9 @@ def project_session_path(path: list[dict], types: list | None = None, *, checked
         checked: every message entry of the path is known to hold a message object.
         pairs: the entries as plain ``(source entry, messages)`` tuples, not :class:`ProjectedEntry` (for
             callers that only index them, as the preparation does).
+        position_of: where on the path the entry with a given string id is, if known.
     """
-    thinking_level, model, context_entries, brought = _projection(path, types, checked)
+    thinking_level, model, context_entries, brought = _projection(path, types, checked, position_of)
     per_entry = brought.per_entry()
     entries: list = list(zip(context_entries, per_entry)) if pairs else list(
         map(projected_entry, zip(context_entries, per_entry)))
@@ -1685,15 +1695,17 @@ def build_session_projection(source: Any, leaf_id: Any = None) -> SessionProject
 
 
 @port("session-manager.js", "buildSessionContext", part=True)
-def session_path_context(path: list[dict], types: list | None = None, *, checked: bool = False) -> SessionContext:
+def session_path_context(path: list[dict], types: list | None = None, *, checked: bool = False,
+                         position_of: Callable[[str], int | None] | None = None) -> SessionContext:
     """``buildSessionContext`` of the path to the leaf: the projection's messages and settings.
 
     Args:
         path: the walked path, root first.
         types: its entry types, if known.
         checked: every message entry of the path is known to hold a message object.
+        position_of: where on the path the entry with a given string id is, if known.
     """
-    thinking_level, model, _, brought = _projection(path, types, checked)
+    thinking_level, model, _, brought = _projection(path, types, checked, position_of)
     return SessionContext(cast("list[AgentMessage]", brought.flat()), thinking_level, model)
 
 

@@ -54,8 +54,11 @@ def test_indexed_paths_equal_the_ports_walk() -> None:
                 found = paths.indexed_path(session, leaf)
                 if found is not None:  # None only where a parentId cycle is met
                     answered += 1
-                    assert ids(found[0]) == ids(want), leaf
-                    assert found[1] == [e.get("type") for e in want]
+                    assert ids(found.path) == ids(want), leaf
+                    assert found.types == [e.get("type") for e in want]
+                    on_path = {e["id"]: k for k, e in enumerate(want)}
+                    for eid in {e["id"] for e in session.entries} | {"missing"}:
+                        assert found.position_of(eid) == on_path.get(eid), (leaf, eid)
                 assert ids(paths.build_session_path(session, leaf)) == ids(want)
                 assert paths.build_session_context(session, leaf) == sm.build_session_context(session, leaf)
             session.append_entry(entry(f"n{round_}", rng.choice(leaves[:-5])))  # the index catches up

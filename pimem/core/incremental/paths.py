@@ -17,7 +17,7 @@ the port as it is. They are what ``pimem.build_session_context`` and its sibling
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NamedTuple
 from weakref import WeakKeyDictionary
 
 from pimem.base.js import js_truthy
@@ -28,6 +28,7 @@ from pimem.core.session_manager import NULL_LEAF, Session, SessionContext, Sessi
 __all__ = [
     "SessionIndex",
     "session_index",
+    "IndexedPath",
     "indexed_path",
     "build_session_path",
     "build_session_context",
@@ -81,14 +82,15 @@ class SessionIndex:
         self.count = len(entries)
         return self.exact
 
-    def path(self, session: Session, leaf_id: Any = None) -> tuple[list[dict], list] | None:
-        """(the port's ``build_session_path(session, leaf_id)``, the path's entry types) from the runs, or None
+    def path(self, session: Session, leaf_id: Any = None) -> tuple[list[dict], list, list[int]] | None:
+        """(the port's ``build_session_path(session, leaf_id)``, the path's entry types, the slices of the
+        session's entries it is made of as ``[start, end, start, end, ...]`` root first) from the runs, or None
         where they cannot answer (a parentId cycle: the port stops that walk)."""
         entries = session.entries
         if leaf_id is None:
             leaf_id = NULL_LEAF if session._leaf_id is None else session._leaf_id
         if leaf_id is NULL_LEAF or not entries:
-            return [], []
+            return [], [], []
         positions = self.positions
         at = None
         if js_truthy(leaf_id):
@@ -115,13 +117,32 @@ class SessionIndex:
             if at is None:
                 break
         if len(pieces) == 2:
-            return entries[pieces[0]:pieces[1]], types[pieces[0]:pieces[1]]
+            return entries[pieces[0]:pieces[1]], types[pieces[0]:pieces[1]], pieces
         path: list[dict] = []
         path_types: list = []
+        slices: list[int] = []
         for k in range(len(pieces) - 2, -1, -2):
             path.extend(entries[pieces[k]:pieces[k + 1]])
             path_types.extend(types[pieces[k]:pieces[k + 1]])
-        return path, path_types
+            slices += pieces[k : k + 2]
+        return path, path_types, slices
+
+    def finder(self, slices: list[int]) -> Callable[[str], int | None]:
+        """``id -> where on the path made of ``slices`` the session's entry with that id is`` (None: not on it)."""
+        positions = self.positions
+
+        def position_of(eid: str) -> int | None:
+            at = positions.get(eid)
+            if at is not None:
+                offset = 0
+                for k in range(0, len(slices), 2):
+                    start, end = slices[k], slices[k + 1]
+                    if start <= at < end:
+                        return offset + at - start
+                    offset += end - start
+            return None
+
+        return position_of
 
 
 _INDEXES: WeakKeyDictionary[Session, SessionIndex] = WeakKeyDictionary()
@@ -139,9 +160,21 @@ def session_index(session: Session) -> SessionIndex | None:
     return index if index.catch_up(session) else None
 
 
-def indexed_path(session: Session, leaf_id: Any = None) -> tuple[list[dict], list, bool] | None:
-    """(the path to the leaf, its entry types, whether its message entries all hold message objects) from
-    the session's index, or None where the index cannot answer.
+class IndexedPath(NamedTuple):
+    """A session's path from its index, with what the port's steps after the walk can use."""
+
+    path: list[dict]
+    """The port's ``build_session_path(session, leaf)``."""
+    types: list
+    """The path's entry types."""
+    checked: bool
+    """Whether every message entry of the path holds a message object."""
+    position_of: Callable[[str], int | None]
+    """Where on the path the entry with a given string id is (None: not on it)."""
+
+
+def indexed_path(session: Session, leaf_id: Any = None) -> IndexedPath | None:
+    """The path to the leaf and what the index knows of it, or None where the index cannot answer.
 
     Args:
         session: a session.
@@ -151,7 +184,7 @@ def indexed_path(session: Session, leaf_id: Any = None) -> tuple[list[dict], lis
     if index is None:
         return None
     found = index.path(session, leaf_id)
-    return None if found is None else (found[0], found[1], index.checked)
+    return None if found is None else IndexedPath(found[0], found[1], index.checked, index.finder(found[2]))
 
 
 @derived("session-manager.js", "buildSessionPath", port=sm.build_session_path)
@@ -183,7 +216,8 @@ def build_session_context(source: Any, leaf_id: Any = None) -> SessionContext:
     if isinstance(source, Session):
         found = indexed_path(source, leaf_id)
         if found is not None:
-            return sm.session_path_context(found[0], found[1], checked=found[2])
+            return sm.session_path_context(found.path, found.types, checked=found.checked,
+                                           position_of=found.position_of)
     return sm.build_session_context(source, leaf_id)
 
 
@@ -199,7 +233,8 @@ def build_session_projection(source: Any, leaf_id: Any = None) -> SessionProject
     if isinstance(source, Session):
         found = indexed_path(source, leaf_id)
         if found is not None:
-            return sm.project_session_path(found[0], found[1], checked=found[2])
+            return sm.project_session_path(found.path, found.types, checked=found.checked,
+                                           position_of=found.position_of)
     return sm.build_session_projection(source, leaf_id)
 
 
@@ -215,5 +250,5 @@ def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
     if isinstance(source, Session):
         found = indexed_path(source, leaf_id)
         if found is not None:
-            return sm.select_context_entries(found[0], found[1])[0]
+            return sm.select_context_entries(found.path, found.types, found.position_of)[0]
     return sm.build_context_entries(source, leaf_id)
