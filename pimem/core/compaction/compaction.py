@@ -640,7 +640,10 @@ def find_cut_point(
         keep_recent_tokens: the tokens to keep.
     """
     start = start_index
-    require_message_objects([entries[i] for i in range(start, end_index)])  # Pi's list reads every entry
+    if end_index > len(entries):
+        raise IndexError(f"end_index {end_index} is past the {len(entries)} entries")  # Pi reads undefined there
+    # Pi's list of cut points reads every entry of the range
+    require_message_objects(entries[start:end_index] if start >= 0 else [entries[i] for i in range(start, end_index)])
     messages_of = _entry_messages(entries)
 
     def cut_points(a: int, b: int, backward: bool = False) -> Iterator[int]:
