@@ -1,9 +1,13 @@
-"""Pi session files: load (with Pi's parsing and v1→v3 migration), walk the tree, append, write.
+"""Pi 0.87.1's ``core/session-manager.js``: load (with Pi's parsing and v1→v3 migration), walk the tree,
+append, write, and project a path into the model's context.
 
 Entries stay plain dicts in Pi's JSON shape. Loading follows Pi 0.87.1's
 ``loadEntriesFromFile`` + ``migrateToCurrentVersion``; what Pi silently skips or would trip
 over is recorded in :attr:`Session.warnings`; what makes a file unusable raises
-:class:`SessionFormatError` naming the file and line.
+:class:`SessionFormatError` naming the file and line. A :class:`Session` keeps what Pi's
+``SessionManager`` keeps (the entries, the id index, the labels, the leaf) and nothing between calls: the
+paths, contexts and projections are computed from it each time (:mod:`pimem.core.incremental.paths` takes
+a session's paths from an index kept beside it).
 """
 
 from __future__ import annotations

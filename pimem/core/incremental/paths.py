@@ -17,7 +17,8 @@ the port as it is. They are what ``pimem.build_session_context`` and its sibling
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from operator import itemgetter
+from typing import Any, Callable, NamedTuple, TypeVar
 from weakref import WeakKeyDictionary
 
 from pimem.base.js import js_truthy
@@ -145,6 +146,7 @@ class SessionIndex:
         return position_of
 
 
+T = TypeVar("T")
 _INDEXES: WeakKeyDictionary[Session, SessionIndex] = WeakKeyDictionary()
 
 
@@ -187,6 +189,16 @@ def indexed_path(session: Session, leaf_id: Any = None) -> IndexedPath | None:
     return None if found is None else IndexedPath(found[0], found[1], index.checked, index.finder(found[2]))
 
 
+def _from_index(source: Any, leaf_id: Any, on_path: Callable[[IndexedPath], T], port: Callable[[Any, Any], T]) -> T:
+    """``on_path`` of a session's indexed path to the leaf; ``port(source, leaf_id)`` for anything else, or where
+    the index cannot answer."""
+    if isinstance(source, Session):
+        found = indexed_path(source, leaf_id)
+        if found is not None:
+            return on_path(found)
+    return port(source, leaf_id)
+
+
 @derived("session-manager.js", "buildSessionPath", port=sm.build_session_path)
 def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
     """``buildSessionPath``: :func:`~pimem.core.session_manager.build_session_path`, a session's path taken
@@ -196,11 +208,7 @@ def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
         source: a session, or a list of entries (its last entry is the default leaf).
         leaf_id: the leaf (as the port takes it).
     """
-    if isinstance(source, Session):
-        found = indexed_path(source, leaf_id)
-        if found is not None:
-            return found[0]
-    return sm.build_session_path(source, leaf_id)
+    return _from_index(source, leaf_id, _PATH, sm.build_session_path)
 
 
 @derived("session-manager.js", "buildSessionContext", port=sm.build_session_context)
@@ -213,12 +221,7 @@ def build_session_context(source: Any, leaf_id: Any = None) -> SessionContext:
         leaf_id: the leaf; ``None`` is Pi's default leaf (the last entry of a list, or the session's
             current leaf), :data:`~pimem.core.session_manager.NULL_LEAF` Pi's ``null`` leaf (an empty context).
     """
-    if isinstance(source, Session):
-        found = indexed_path(source, leaf_id)
-        if found is not None:
-            return sm.session_path_context(found.path, found.types, checked=found.checked,
-                                           position_of=found.position_of)
-    return sm.build_session_context(source, leaf_id)
+    return _from_index(source, leaf_id, _context, sm.build_session_context)
 
 
 @derived("session-manager.js", "buildSessionProjection", port=sm.build_session_projection)
@@ -230,12 +233,7 @@ def build_session_projection(source: Any, leaf_id: Any = None) -> SessionProject
         source: a session, or a list of entries (its last entry is the default leaf).
         leaf_id: the leaf (as the port takes it).
     """
-    if isinstance(source, Session):
-        found = indexed_path(source, leaf_id)
-        if found is not None:
-            return sm.project_session_path(found.path, found.types, checked=found.checked,
-                                           position_of=found.position_of)
-    return sm.build_session_projection(source, leaf_id)
+    return _from_index(source, leaf_id, _projection, sm.build_session_projection)
 
 
 @derived("session-manager.js", "buildContextEntries", port=sm.build_context_entries)
@@ -247,8 +245,20 @@ def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
         source: a session, or a list of entries.
         leaf_id: the leaf (as the port takes it).
     """
-    if isinstance(source, Session):
-        found = indexed_path(source, leaf_id)
-        if found is not None:
-            return sm.select_context_entries(found.path, found.types, found.position_of)[0]
-    return sm.build_context_entries(source, leaf_id)
+    return _from_index(source, leaf_id, _context_entries, sm.build_context_entries)
+
+
+# What the port does with a walked path, given what the index knows of it.
+_PATH: Callable[[IndexedPath], list[dict]] = itemgetter(0)
+
+
+def _context(found: IndexedPath) -> SessionContext:
+    return sm.session_path_context(found.path, found.types, checked=found.checked, position_of=found.position_of)
+
+
+def _projection(found: IndexedPath) -> SessionProjection:
+    return sm.project_session_path(found.path, found.types, checked=found.checked, position_of=found.position_of)
+
+
+def _context_entries(found: IndexedPath) -> list[dict]:
+    return sm.select_context_entries(found.path, found.types, found.position_of)[0]
