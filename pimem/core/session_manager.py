@@ -724,7 +724,13 @@ class Session:
         return path
 
     def _on_branch(self, entry_id: Any) -> bool:
-        """Whether an entry of the active branch has this id."""
+        """Whether an entry of the active branch has this id: the walk from the leaf up stops where it is
+        found (an edit's target is normally recent); where it is not, ``get_branch`` (which records a cycle)."""
+        leaf = self.get_entry(self._leaf_id) if self._leaf_id else None
+        if leaf is not None:
+            last = walk_to_root(leaf, self._by_id.get, len(self._by_id) + 1, lambda e: e.get("id") == entry_id)[-1]
+            if last.get("id") == entry_id:
+                return True
         return any(e.get("id") == entry_id for e in self.get_branch())
 
     def common_ancestor(self, a: str | None, b: str | None) -> str | None:
@@ -1180,15 +1186,18 @@ def _parent_entry(entry: dict, lookup: Any) -> dict | None:
 
 
 @port("session-manager.js", "buildSessionPath", part=True)
-def walk_to_root(leaf: dict, lookup: Callable[[Any], dict | None], limit: int) -> list[dict]:
+def walk_to_root(leaf: dict, lookup: Callable[[Any], dict | None], limit: int,
+                 until: Callable[[dict], bool] | None = None) -> list[dict]:
     """The entries from ``leaf`` up to its root, leaf first: each next one is what the entry's truthy
     ``parentId`` finds with ``lookup`` (Pi's ``index.get``), until it finds nothing.
 
     Where Pi would loop forever on a parentId cycle the walk stops before the first entry met twice;
-    ``limit`` is the most entries a walk without a cycle can meet (the entries indexed). Every walk
-    from a leaf to the root in pimem is this one.
+    ``limit`` is the most entries a walk without a cycle can meet (the entries indexed). ``until``: stop
+    after the first entry for which it holds. Every walk from a leaf to the root in pimem is this one.
     """
     path = [leaf]
+    if until is not None and until(leaf):
+        return path
     append = path.append
     current: Any = leaf
     for _ in range(limit):
@@ -1204,6 +1213,8 @@ def walk_to_root(leaf: dict, lookup: Callable[[Any], dict | None], limit: int) -
         if current is None:
             return path
         append(current)
+        if until is not None and until(current):
+            return path
     # more entries than the index holds: a parentId cycle
     path = [leaf]
     seen = {id(leaf)}
@@ -1214,6 +1225,8 @@ def walk_to_root(leaf: dict, lookup: Callable[[Any], dict | None], limit: int) -
             return path
         seen.add(id(found))
         path.append(found)
+        if until is not None and until(found):
+            return path
         current = found
 
 

@@ -110,13 +110,12 @@ def collect_entries_for_branch_summary(session: Any, old_leaf_id: str | None, ta
     # from the old leaf up to the common ancestor (the session's walk; a parentId cycle, where Pi would loop
     # forever, ends it)
     entries: list[dict] = []
-    if old_leaf_id != common:
-        leaf = session.get_entry(old_leaf_id)
+    leaf = session.get_entry(old_leaf_id) if old_leaf_id != common else None
+    if leaf is not None:
         limit = len(getattr(session, "entries", ()))  # a bound of the walk only (beyond it, cycles are looked for)
-        for entry in walk_to_root(leaf, session.get_entry, limit) if leaf is not None else ():
-            if entry is not leaf and entry.get("id") == common:
-                break
-            entries.append(entry)
+        entries = walk_to_root(leaf, session.get_entry, limit, lambda e: e is not leaf and e.get("id") == common)
+        if entries[-1] is not leaf and entries[-1].get("id") == common:
+            entries.pop()  # the common ancestor itself stays
     entries.reverse()
     return entries, common
 
