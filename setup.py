@@ -8,7 +8,7 @@ import shutil
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-BUNDLED = ("sessions", "model-summaries", "labels", "notebooks")  # pimem.base.bundled.BUNDLED
+BUNDLED = ("sessions", "real", "model-summaries", "labels", "notebooks")  # pimem.base.bundled.BUNDLED
 
 
 class build_py_with_data(build_py):

@@ -1,9 +1,13 @@
-"""Type stubs of the lazy facade (``pimem/__init__.py``): every public ``pimem.X`` name with its home,
-so that IDEs and type checkers see them (``tests/package/test_stub.py`` keeps this and ``_EXPORTS`` equal)."""
+"""The one list of pimem's public names: each ``from HOME import NAME as NAME`` line is ``pimem.NAME``.
+
+The lazy facade (``pimem/__init__.py``) reads this file to know what to load from where, and type
+checkers and IDEs read it for the types, so the two cannot disagree. To export a name, add its line
+here (``tests/package/test_exported_members.py`` checks that every line resolves)."""
 
 from __future__ import annotations
 
 from pimem.base.js import js_slice as js_slice, js_stringify as js_stringify, utf16_len as utf16_len
+from pimem.base.tables import Column as Column, Table as Table
 from pimem.core.agent_session import (
     Cancel as Cancel,
     Hooks as Hooks,
@@ -67,21 +71,28 @@ from pimem.core.session_manager import (
 )
 from pimem.core.settings_manager import Settings as Settings, load_settings as load_settings
 from pimem.drift import (
+    Comparison as Comparison,
     Fact as Fact,
     SummarySections as SummarySections,
     compaction_metrics as compaction_metrics,
+    compare_sources as compare_sources,
     drift_report as drift_report,
     extract_facts as extract_facts,
+    matcher_check as matcher_check,
+    measure_docs as measure_docs,
     parse_summary as parse_summary,
     probe_eval as probe_eval,
+    recall_curve as recall_curve,
     retention_by_age as retention_by_age,
     survival_curves as survival_curves,
 )
 from pimem.drift.labels import labels_dir as labels_dir
 from pimem.drift.resume_probe import resume_probe as resume_probe
 from pimem.errors import (
+    ArgumentTypeError as ArgumentTypeError,
     CacheCorruptError as CacheCorruptError,
     CacheUnavailableError as CacheUnavailableError,
+    ColumnError as ColumnError,
     ConfigurationError as ConfigurationError,
     EntryNotFoundError as EntryNotFoundError,
     InvalidEntryError as InvalidEntryError,
@@ -100,11 +111,13 @@ from pimem.errors import (
     SkippedFileWarning as SkippedFileWarning,
     SourceOverwriteError as SourceOverwriteError,
     SummarizationError as SummarizationError,
+    UnknownColumnError as UnknownColumnError,
     UnknownPriceError as UnknownPriceError,
     UserError as UserError,
 )
 from pimem.experiments.run_measures import run_measures as run_measures
 from pimem.experiments.sweep import sweep as sweep
+from pimem.experiments.tables import columns as columns
 from pimem.experiments.uncertainty import (
     bootstrap_ci as bootstrap_ci,
     paired_difference as paired_difference,
@@ -141,6 +154,9 @@ from pimem.sessions.load import (
 )
 from pimem.sessions.samples import (
     load_samples as load_samples,
+    load_real_sessions as load_real_sessions,
+    real_dir as real_dir,
+    real_session_paths as real_session_paths,
     sample_dir as sample_dir,
     sample_session_paths as sample_session_paths,
 )

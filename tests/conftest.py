@@ -5,19 +5,20 @@ local OpenAI-compatible server (``server``), an empty local-model folder (``mode
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from tests.support.real_data import SHARED_DIR, real_pi_dir
+
 pytest_plugins = ["tests.oracle.plugin"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = REPO_ROOT / "datasets" / "sessions"
-# The real sessions live outside the repository, beside it in ../shared when present.
-SHARED_DIR = Path(os.environ.get("PIMEM_SHARED_DIR", REPO_ROOT.parent / "shared"))
-REAL_DIR = SHARED_DIR / "datasets" / "pi-mono"
+# The large real corpus lives outside the repository, in SHARED_DIR (../shared, or $PIMEM_SHARED_DIR;
+# /nonexistent hides it); the real Pi sessions fall back to the bundled ones (tests/support/real_data.py).
+REAL_DIR = real_pi_dir()
 REAL_V3 = ["before-compaction.jsonl", "large-session.jsonl"]
 REAL_V1 = ["before-compaction.v1.jsonl", "large-session.v1.jsonl"]
 
@@ -41,8 +42,6 @@ def sample_paths(samples_dir: Path) -> list[Path]:
 
 @pytest.fixture(scope="session")
 def real_dir() -> Path:
-    if not REAL_DIR.is_dir():
-        pytest.skip("real Pi sessions not available (../shared/datasets/pi-mono)")
     return REAL_DIR
 
 
@@ -53,7 +52,10 @@ def real_v3_paths(real_dir: Path) -> list[Path]:
 
 @pytest.fixture(scope="session")
 def real_v1_paths(real_dir: Path) -> list[Path]:
-    return [real_dir / n for n in REAL_V1]
+    paths = [real_dir / n for n in REAL_V1]
+    if not all(p.exists() for p in paths):
+        pytest.skip("the v1 originals of the real Pi sessions are not bundled (../shared/datasets/pi-mono)")
+    return paths
 
 
 @pytest.fixture(scope="module")

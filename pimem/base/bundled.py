@@ -1,5 +1,5 @@
 """Where the data bundled with pimem lives: ``datasets/<name>`` of a source checkout, or
-``pimem/data/<name>`` of an installed wheel (the build copies ``datasets/sessions``,
+``pimem/data/<name>`` of an installed wheel (the build copies ``datasets/sessions``, ``datasets/real``,
 ``datasets/model-summaries``, ``datasets/labels`` and ``notebooks`` there; see ``setup.py``)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 __all__ = ["BUNDLED", "bundled_dir", "bundled_candidates"]
 
 #: The folders of ``datasets/`` that wheels and sdists carry as package data.
-BUNDLED = ("sessions", "model-summaries", "labels", "notebooks")
+BUNDLED = ("sessions", "real", "model-summaries", "labels", "notebooks")
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # .../pimem
 

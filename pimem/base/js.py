@@ -31,7 +31,7 @@ from typing import Any, Iterable
 import orjson
 
 from pimem.base.memo import on_forget
-from pimem.errors import JavaScriptTypeError
+from pimem.errors import ArgumentTypeError, ConfigurationError, JavaScriptTypeError
 
 __all__ = [
     "js_stringify",
@@ -175,7 +175,7 @@ def _encode(value: Any, out: list[str]) -> None:
             items = []
             for key in _ordered_keys(value):
                 if not isinstance(key, str):
-                    raise TypeError(f"object keys must be str, not {type(key).__name__}")
+                    raise ArgumentTypeError(f"object keys must be str, not {type(key).__name__}")
                 item = value[key]
                 if item is not _UNDEFINED:
                     items.append((key, item))
@@ -196,7 +196,7 @@ def _encode(value: Any, out: list[str]) -> None:
         elif hasattr(value, "__index__"):  # e.g. numpy integers
             out.append(js_number(int(value.__index__())))
         else:
-            raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
+            raise ArgumentTypeError(f"value of type {type(value).__name__} is not JSON serializable")
 
 
 class _Undefined:
@@ -555,9 +555,10 @@ def _parse_date_text(s: str) -> int | None:
 
 
 def to_iso(ms: int | float) -> str:
-    """``new Date(ms).toISOString()``; raises ValueError where JavaScript throws RangeError."""
+    """``new Date(ms).toISOString()``; raises :class:`~pimem.errors.ConfigurationError` (a ``ValueError``)
+    where JavaScript throws RangeError."""
     if ms != ms or ms in (math.inf, -math.inf) or abs(ms) > _MAX_TIME_MS:
-        raise ValueError("Invalid time value")
+        raise ConfigurationError(f"Invalid time value: {ms!r}")
     t = int(ms)  # TimeClip truncates toward zero
     days, rem = divmod(t, 86400000)
     # civil_from_days
@@ -778,7 +779,7 @@ def js_entries(value: Any) -> list[tuple[str, Any]]:
             for i in range(len(units) // 2)
         ]
     if value is None or value is UNDEFINED:
-        raise TypeError("Cannot convert undefined or null to object")
+        raise JavaScriptTypeError("Cannot convert undefined or null to object")
     return []
 
 

@@ -32,7 +32,7 @@ from pimem.errors import (
 )
 from pimem.replays.strategies import get_strategy
 from pimem.sessions.samples import sample_dir
-from pimem.sessions.load import load_session
+from pimem.sessions.load import as_session, load_session
 from pimem.summarizers import local_server as localmodel
 from pimem.summarizers.options import (
     DEFAULT_DEADLINE,
@@ -165,7 +165,7 @@ def _load(path: str | Path):
     if p.is_dir():
         raise UserError(f"{p} is a folder, expected a session file (.jsonl)")
     try:
-        return load_session(p)
+        return as_session(p)
     except SessionFormatError as exc:
         raise UserError(str(exc)) from None
     except (OSError, UnicodeError) as exc:

@@ -38,7 +38,7 @@ from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.pi_ai import content_text
 from pimem.core.porting import not_ported, port
 from pimem.core.session_manager import COMPUTE_SYSTEM_MESSAGE
-from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
+from pimem.errors import ArgumentTypeError, ConfigurationError, EntryNotFoundError, SummarizationError
 
 __all__ = [
     "Cancel",
@@ -242,7 +242,7 @@ def _settings_for(settings: Any, model: ModelInfo) -> CompactionSettings:
         return settings.compaction_for(model.provider, model.id)
     if settings is None:
         return CompactionSettings()
-    raise TypeError(f"settings must be CompactionSettings or Settings, not {type(settings).__name__}")
+    raise ArgumentTypeError(f"settings must be CompactionSettings or Settings, not {type(settings).__name__}")
 
 
 @port("agent-session.js", "AgentSession._runAutoCompaction")

@@ -13,11 +13,13 @@ a session's paths from an index kept beside it).
 from __future__ import annotations
 
 import copy
+import gzip
 import hashlib
 import os
 import random
 import re
 import time
+import zlib
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
@@ -312,10 +314,29 @@ def _parse_bad_line(raw: bytes) -> tuple[Any, bool]:
 
 
 _READ_CHUNK = 1 << 18  # 256 KiB: small against any file, large against a line
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _open_session_bytes(file: str, buffering: int = -1) -> Any:
+    """The regular file opened for binary reading, decompressed when it is gzip'd (by content, not name)."""
+    f = io.open_regular(file, buffering=buffering)
+    if f.read(2) == _GZIP_MAGIC:
+        f.close()
+        return gzip.open(file, "rb")
+    f.seek(0)
+    return f
+
+
+def _read_block(f: Any, file: str) -> bytes:
+    try:
+        return cast(bytes, f.read(_READ_CHUNK))
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise SessionFormatError(f"{file}: corrupt gzip data: {exc}") from exc
 
 
 def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
-    """(line number, bytes without the newline, ended by a newline) for every line.
+    """(line number, bytes without the newline, ended by a newline) for every line (of the
+    decompressed content when the file is gzip'd).
 
     Reads in blocks so the whole file and all its lines are never in memory together; a
     line longer than a block is joined once (no quadratic concatenation).
@@ -323,9 +344,9 @@ def _read_lines(file: str) -> Iterable[tuple[int, bytes, bool]]:
     lineno = 0
     pending: list[bytes] = []
     pending_bytes = 0
-    with io.open_regular(file, buffering=0) as f:
+    with _open_session_bytes(file, buffering=0) as f:
         while True:
-            block = f.read(_READ_CHUNK)
+            block = _read_block(f, file)
             if not block:
                 break
             lines = block.split(b"\n")
@@ -426,14 +447,15 @@ def load_session(
     if not parsed:
         if malformed == 0 and lineno == blank:
             raise SessionFormatError(f"{file}:1: empty file, not a Pi session")
-        raise SessionFormatError(_no_entries_message(file, Path(file).read_bytes(), malformed))
+        with _open_session_bytes(file) as f:
+            raise SessionFormatError(_no_entries_message(file, f.read(), malformed))
     header = parsed[0]
     problem = not_a_header(header)
     if problem is not None:
         raise SessionFormatError(f"{file}:{line_numbers[0]}: {problem}")
 
     if migration_rng is None and _needs_migration(header):
-        with open(file, "rb") as f:
+        with _open_session_bytes(file) as f:  # of the content: a gzip'd copy gets the same ids
             migration_rng = random.Random(hashlib.file_digest(f, "sha256").digest())
     migrate_to_current_version(parsed, migration_rng or rng)
 

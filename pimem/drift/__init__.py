@@ -13,6 +13,11 @@
   did afterwards; :func:`needed_later_facts` and :func:`summary_measures` — the measures grounded
   in that trajectory; :func:`compare_sources` — measures × summary sources on the same spans;
   :func:`recall_curve` — recall against summary tokens.
+* :func:`rework_points` — what the recorded agent did after each compaction (re-reads, re-runs, reverts,
+  repeated instructions and questions, returns to a finished task, the way to new progress) and at
+  matched points without one; :func:`rework_corpus`, :func:`rework_table` and
+  :func:`rework_correlations` — over many sessions, per agent, and the measures held against it
+  (:mod:`pimem.drift.rework`).
 * :func:`matcher_check` — the automatic matcher against a hand-labelled set.
 * :func:`generate_probes` / :func:`probe_eval` — session-specific questions, answered from
   summary + kept context and graded 0–5 on six dimensions by a chat-model judge.
@@ -66,6 +71,14 @@ _EXPORTS: dict[str, str] = {
     "measure_docs": "pimem.drift.measures",
     "recall_curve": "pimem.drift.measures",
     "summary_measures": "pimem.drift.measures",
+    # what agents did after real compactions
+    "rework_points": "pimem.drift.rework",
+    "rework_corpus": "pimem.drift.rework",
+    "rework_table": "pimem.drift.rework",
+    "rework_correlations": "pimem.drift.rework",
+    "compaction_measures": "pimem.drift.rework",
+    "fact_reacquisition": "pimem.drift.rework",
+    "rework_vs_orphans": "pimem.drift.rework",
     # the matcher against labels
     "EntailmentMatcher": "pimem.drift.labels",
     "load_labels": "pimem.drift.labels",

@@ -34,7 +34,7 @@ from pimem.base.bundled import bundled_dir
 from pimem.drift.chat import JudgeError, ask, require_chat_model
 from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, numbers_in_text, fact_present, fold, normalize_path
 from pimem.errors import ConfigurationError, LabelFormatError
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table, frame
 from pimem.drift.needed import used_later as auto_used
 from pimem.drift.embedding import EmbeddingModel, embedding_matcher, load_embedding_model, max_similarity, tune_threshold
 from pimem.drift.intervals import cluster_interval
@@ -172,7 +172,7 @@ def cohen_kappa(first: Sequence[object], second: Sequence[object]) -> float:
     """Cohen's kappa of two labellings of the same items: (observed − chance agreement) / (1 − chance);
     NaN when chance agreement is 1 (both passes gave every item one and the same label)."""
     if len(first) != len(second) or not first:
-        raise ValueError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
+        raise ConfigurationError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
     n = len(first)
     observed = sum(a == b for a, b in zip(first, second)) / n
     chance = sum(list(first).count(c) * list(second).count(c) for c in set(first) | set(second)) / (n * n)
@@ -216,10 +216,15 @@ def matcher_check(
 ) -> MatcherCheck:
     """Run ``matcher`` over every labelled fact against its compaction's summary (see module docs).
 
-    ``session``: the recorded session the labels were made on (its compaction ids must match).
     Columns of ``.facts``: the label fields, ``predicted`` (present / absent / contradicted, None on
     error), ``predicted_present``, ``label_present``, ``split`` (:func:`label_split`), ``agree``, ``error``, and — with ``used_later`` —
     ``auto_used_later`` against ``label_used_later``.
+
+    Args:
+        labels: the labelled facts (a table, or the file :func:`load_labels` reads).
+        session: the recorded session the labels were made on (its compaction ids must match).
+        matcher: ``"rules"``, ``"normalized"``, ``"embedding"`` or a callable (fact, summary) → label.
+        used_later: also check the automatic needed-later decision against the labels'.
     """
     df = load_labels(labels) if not isinstance(labels, pd.DataFrame) else labels.copy()
     session = session_or_entries(session)
@@ -276,6 +281,36 @@ def matcher_check(
     return MatcherCheck(df)
 
 
+_CONFUSION = [
+    Column("n", description="facts or claims checked"),
+    Column("tp", description="true positives"),
+    Column("fp", description="false positives"),
+    Column("fn", description="false negatives"),
+    Column("tn", description="true negatives"),
+]
+
+MATCHER_ACCURACY = Table("matcher_accuracy", [
+    Column("matcher", description="the matcher's name"),
+    Column("facts", description="``all`` or ``free text``"),
+    *_CONFUSION,
+    Column("precision", description="tp ÷ (tp + fp)"),
+    Column("recall", description="tp ÷ (tp + fn)"),
+], "Precision and recall of \"present\" per matcher and subset of facts.")
+
+CONTRADICTION_FIGURES = Table("contradiction_figures", [
+    Column("split", description="the labels' split"),
+    Column("n", description="claims checked"),
+    Column("n_contradicted", description="claims labelled contradicted"),
+    Column("n_sessions", description="sessions"),
+    Column("n_compactions", description="compactions"),
+    *_CONFUSION[1:],
+    *(Column(f"{name}{part}", description=f"{name}{what}")
+      for name in ("precision", "recall")
+      for part, what in (("", ""), ("_low", ", interval's low end"), ("_high", ", interval's high end"),
+                         ("_note", ": why the interval is NaN, if it is")))
+], "Precision and recall of \"contradicted\" per split, with bootstrap intervals.")
+
+
 def matcher_accuracy(labels: Any, session: Any, matchers: dict[str, Any]) -> Any:
     """Precision and recall of "present" for each named matcher on a labelled-facts set
     (:func:`pimem.drift.labels.matcher_check`), over all facts and over the free-text ones: one row per
@@ -289,7 +324,7 @@ def matcher_accuracy(labels: Any, session: Any, matchers: dict[str, Any]) -> Any
             rows.append({"matcher": name, "facts": subset,
                          **precision_recall(list(part["label_present"].astype(bool)),
                                             list(part["predicted_present"].astype(bool)))})
-    return frame(rows)
+    return MATCHER_ACCURACY.frame(rows)
 
 
 def tuned_thresholds(labels: Any, session: Any, *, split: str = "tune",
@@ -358,4 +393,4 @@ def contradiction_figures(checked: Any, *, level: float = 0.95, seed: int = 0) -
                                   [c for c, k in zip(compactions, keep) if k], level=level, seed=seed)
             row.update({name: iv.estimate, f"{name}_low": iv.low, f"{name}_high": iv.high, f"{name}_note": iv.note})
         rows.append(row)
-    return frame(rows)
+    return CONTRADICTION_FIGURES.frame(rows)

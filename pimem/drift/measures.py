@@ -37,13 +37,14 @@ from pimem.drift.intervals import MIN_COMPACTION_FACTS
 from pimem.drift.needed import FACT_CLASSES, NeededFact, carried_later_facts, needed_later_facts, weighted_recall
 from pimem.drift.records import CompactionRecord, compaction_records, resummarize
 from pimem.text.sections import parse_summary, section_items, summarizer_text
-from pimem.errors import ConfigurationError
-from pimem.base.tables import frame
+from pimem.core.llm import Summarizer
+from pimem.errors import ArgumentTypeError, ConfigurationError
+from pimem.base.tables import Column, Table, frame
 from pimem.drift.faithfulness import faithfulness_measures
-from pimem.sessions.load import session_or_entries
+from pimem.sessions.load import SessionLike, session_or_entries
 
 __all__ = ["MEASURES", "CONTENT_SECTIONS", "Comparison", "summary_measures", "compare_sources", "recall_curve",
-           "measure_docs"]
+           "measure_docs", "MEASURE_DOCS", "NEEDED_FACTS", "RECALL_CURVE"]
 
 CONTENT_SECTIONS: tuple[str, ...] = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions",
                                      "next_steps", "critical_context")
@@ -173,13 +174,59 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
         "pipeline check", "the <modified-files> block against Pi's true modified list",
         "nothing the summarizer does: compact() writes the block", "every summarizer scores the same",
     ),
+    "rework_excess": (
+        "recording (not a summary measure)",
+        "what the recorded agent did after a real compaction beyond matched points of the same session without "
+        "one: re-reads, re-runs, reverts, repeated instructions and questions (pimem.drift.rework; recordings only, "
+        "a replay cannot show it)", "–",
+        "not a score: read by rules, so a check the agent would have made anyway counts (the controls say how "
+        "often); agents differ in habits, so compare an agent with its own controls",
+    ),
+    "orphan_rate": (
+        "replay (not a summary measure)",
+        "after a replayed compaction, the share of the recorded agent's later uses of span facts that the replayed "
+        "context did not hold (pimem.replays.orphans): how far the replay's later turns can be trusted", "–",
+        "describes the replay's cut and kept tail more than the summary; for what a real compaction cost, read "
+        "rework_excess on the recording",
+    ),
 }
 
 
+MEASURE_DOCS = Table("measure_docs", [
+    Column("measure", description="the column of a comparison"),
+    Column("group", description="what kind of measure it is (content, format, length, pipeline check, …)"),
+    Column("measures", description="what it measures"),
+    Column("rewards", description="what it rewards"),
+    Column("gamed_by", description="how it can be gamed"),
+], "One row per measure of :data:`MEASURES`.")
+
+NEEDED_FACTS = Table("needed_facts", [
+    Column("source", description="the summary source"),
+    Column("compaction", description="the compaction"),
+    Column("class", description="the fact's class (:data:`pimem.drift.needed.FACT_CLASSES`)"),
+    Column("kind", description="the fact's kind"),
+    Column("value", description="the fact"),
+    Column("used_at", description="the entry that used it later"),
+    Column("how", description="how it was used"),
+    Column("present", description="the source's summary holds it"),
+], "One row per needed-later fact and source.")
+
+RECALL_CURVE = Table("recall_curve", [
+    Column("source", description="the summary source"),
+    Column("compaction", description="the compaction"),
+    Column("budget", description="the budget B, tokens"),
+    Column("tokens", description="Pi's estimate of the summary's first B tokens (≤ budget)"),
+    Column("needed_recall", description="needed-later recall of that prefix"),
+], "Needed-later recall of each summary's first B tokens, for each budget B.")
+
+
 def measure_docs() -> pd.DataFrame:
-    """:data:`MEASURES` as a table: measure, group, measures, rewards, gamed_by."""
-    return frame([{"measure": k, "group": g, "measures": what, "rewards": rew, "gamed_by": gam}
-                         for k, (g, what, rew, gam) in MEASURES.items()])
+    """:data:`MEASURES` as a table."""
+    return MEASURE_DOCS.frame([{"measure": k, "group": g, "measures": what, "rewards": rew, "gamed_by": gam}
+                               for k, (g, what, rew, gam) in MEASURES.items()])
+
+
+MEASURE_DOCS.document(measure_docs)
 
 
 def _tokens(text: str) -> int:
@@ -257,13 +304,17 @@ def summary_measures(
 
 @dataclass
 class Comparison:
-    """Summary sources measured on the same compactions (see :func:`compare_sources`).
+    """Summary sources measured on the same compactions (see :func:`compare_sources`); ``table``:
+    measures × sources (mean over the compactions a source summarized).
 
-    ``per_compaction``: one row per source × compaction (``source``, ``kind``, ``compaction``,
-    ``max_tokens``, ``error``, then the measures); ``table``: measures × sources (mean over the
-    compactions a source summarized); ``summaries``: stored texts per source; ``needed``: the
-    needed-later facts per source and compaction; ``records``: the compactions each source was
-    measured on.
+    Args:
+        per_compaction: one row per source × compaction (``source``, ``kind``, ``compaction``,
+            ``max_tokens``, ``error``, then the measures).
+        summaries: the stored texts per source.
+        records: the compactions each source was measured on.
+        needed: the needed-later facts per source and compaction.
+        notes: what the comparison could not do as asked (cuts elsewhere, a record's own notes).
+        summarizers: the summarizer of each source that is one.
     """
 
     per_compaction: pd.DataFrame
@@ -290,7 +341,7 @@ class Comparison:
         return recall_curve(self, budgets)
 
     def facts(self) -> pd.DataFrame:
-        """One row per needed-later fact and source: compaction, class, kind, value, used_at, present."""
+        """One row per needed-later fact and source (:data:`NEEDED_FACTS`)."""
         rows = []
         for source, per in self.needed.items():
             for rec, needed, stored in zip(self.records[source], per, self.summaries[source]):
@@ -299,20 +350,12 @@ class Comparison:
                     rows.append({"source": source, "compaction": rec.index, "class": n.cls, "kind": n.fact.kind,
                                  "value": n.fact.value, "used_at": n.used_at, "how": n.how,
                                  "present": bool(index is not None and fact_present(n.fact, index))})
-        return frame(rows, columns=["source", "compaction", "class", "kind", "value", "used_at", "how",
-                                           "present"])
-
-
-def _is_session_like(value: Any) -> bool:
-    import os
-
-    return (isinstance(value, (str, os.PathLike)) or hasattr(value, "entries")
-            or (hasattr(value, "session") and hasattr(value, "events")))
+        return NEEDED_FACTS.frame(rows)
 
 
 def compare_sources(
-    session: Any,
-    sources: Mapping[str, Any],
+    session: SessionLike | Sequence[dict],
+    sources: Mapping[str, SessionLike | Summarizer],
     *,
     max_tokens: int | str | Sequence[int] | None = "matched",
     weights: Mapping[str, float] | None = None,
@@ -326,14 +369,24 @@ def compare_sources(
     A source is ``"recorded"`` (the summaries stored in ``session``), another session — a
     :class:`pimem.Session`, a session file path or a replay result — whose own compactions are
     measured against its own spans, or a summarizer (anything with ``complete``), which summarizes
-    the recorded spans of ``session`` exactly (:func:`pimem.drift.records.resummarize`).
-    ``max_tokens`` is the summarizers' budget: ``"matched"`` (default) gives each compaction the
-    length of the summary ``session`` recorded for it, an int or one int per compaction a fixed
-    budget, None Pi's own ``0.8 × reserveTokens``. Adding a column needs only another entry.
-    ``records``: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and
-    their cached needed-later facts) across comparisons. ``matched=True`` is ``max_tokens="matched"``,
-    ``matched=False`` Pi's own budget (``max_tokens=None``); giving both with different meanings is an
-    error. The budget each summarizer got is the ``budget_tokens`` row of :attr:`Comparison.table`.
+    the recorded spans of ``session`` exactly (:func:`pimem.drift.records.resummarize`). Adding a
+    column needs only another entry. The budget each summarizer got is the ``budget_tokens`` row of
+    :attr:`Comparison.table`.
+
+    Args:
+        session: the reference session (anything :func:`pimem.as_session` takes, or a list of entries).
+        sources: name → source, as above.
+        max_tokens: the summarizers' budget: ``"matched"`` (default) gives each compaction the length of
+            the summary ``session`` recorded for it, an int or one int per compaction a fixed budget,
+            None Pi's own ``0.8 × reserveTokens``.
+        weights: the weight of each class of needed-later fact (default :data:`~pimem.drift.needed.DEFAULT_WEIGHTS`).
+        leaf_id: the leaf whose path is measured (default: the session's current leaf).
+        horizon: how far after a compaction a later use counts: ``"end"`` (to the leaf) or ``"next"`` (to the
+            next compaction).
+        records: the session's :func:`~pimem.drift.records.compaction_records`, to reuse them (and their
+            cached needed-later facts) across comparisons.
+        matched: ``True`` is ``max_tokens="matched"``, ``False`` Pi's own budget (``max_tokens=None``);
+            giving both with different meanings is an error.
     """
     session = session_or_entries(session)
     reference = records if records is not None else compaction_records(session, leaf_id=leaf_id, horizon=horizon)
@@ -374,22 +427,23 @@ def compare_sources(
             recs, kind = reference, "recorded"
             texts: list[str | None] = [r.summary for r in recs]
             errors, limits = [None] * len(recs), [None] * len(recs)
-        elif _is_session_like(src) and not hasattr(src, "complete"):
-            src = session_or_entries(src)
-            recs, kind = compaction_records(src, horizon=horizon), "recorded"
-            texts = [r.summary for r in recs]
-            errors, limits = [None] * len(recs), [None] * len(recs)
-            if [r.entry.get("firstKeptEntryId") for r in recs] != [r.entry.get("firstKeptEntryId") for r in reference]:
-                notes.append(f"{name}: its compactions cut elsewhere than the reference's; each is measured "
-                             f"on its own span, kept tail and later trajectory")
-        elif hasattr(src, "complete"):
+        elif isinstance(src, Summarizer):  # anything with complete()
             out = resummarize(session, src, max_tokens=budgets, leaf_id=leaf_id)
             summarizers[name] = src
             recs, kind = reference, "summarizer"
             texts, errors, limits = out.summaries, out.errors, out.max_tokens
         else:
-            raise ConfigurationError(f"source {name!r}: expected 'recorded', a session, a session file, a replay result "
-                            f"or a summarizer; got {type(src).__name__}")
+            try:
+                other = session_or_entries(src)
+            except ArgumentTypeError:
+                raise ArgumentTypeError(f"source {name!r}: expected 'recorded', a session, a session file, a replay "
+                                        f"result or a summarizer; got {type(src).__name__}") from None
+            recs, kind = compaction_records(other, horizon=horizon), "recorded"
+            texts = [r.summary for r in recs]
+            errors, limits = [None] * len(recs), [None] * len(recs)
+            if [r.entry.get("firstKeptEntryId") for r in recs] != [r.entry.get("firstKeptEntryId") for r in reference]:
+                notes.append(f"{name}: its compactions cut elsewhere than the reference's; each is measured "
+                             f"on its own span, kept tail and later trajectory")
         summaries[name] = texts
         records_by[name] = recs
         needed_by[name] = []
@@ -411,8 +465,9 @@ def compare_sources(
 def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -> pd.DataFrame:
     """Needed-later recall of each summary's first *B* tokens (Pi's estimate), for each budget *B*.
 
-    Columns: ``source``, ``compaction``, ``budget``, ``tokens`` (of the prefix, ≤ budget),
-    ``needed_recall``. Default budgets: 16 steps up to the longest summary written.
+    Args:
+        comparison: what :func:`compare_sources` returned.
+        budgets: the budgets in tokens (default: 16 steps up to the longest summary written).
     """
     longest = max((_tokens(summarizer_text(t)) for texts in comparison.summaries.values() for t in texts
                    if t is not None), default=0)
@@ -437,4 +492,7 @@ def recall_curve(comparison: Comparison, budgets: Sequence[int] | None = None) -
                     tokens = _tokens(prefix)
                 rows.append({"source": source, "compaction": rec.index, "budget": int(b),
                              "tokens": tokens, "needed_recall": weighted_recall(needed, present)})
-    return frame(rows, columns=["source", "compaction", "budget", "tokens", "needed_recall"])
+    return RECALL_CURVE.frame(rows)
+
+
+RECALL_CURVE.document(recall_curve)

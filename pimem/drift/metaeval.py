@@ -57,13 +57,14 @@ from typing import Any
 import pandas as pd
 
 from pimem.base.js import utf16_len
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table, frame
 from pimem.core.session_manager import Session, load_session, migrate_to_current_version
 from pimem.sessions.load import load_session as load_any_session
 from pimem.drift.intervals import cluster_interval
 from pimem.drift.measures import summary_measures
 from pimem.drift.needed import needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records
+from pimem.errors import ConfigurationError
 from pimem.text.facts import BARE_FILE, PATH_TOKEN, extract_facts
 from pimem.text.sections import summarizer_text
 
@@ -329,7 +330,19 @@ def ordered_as_expected(a: float, relation: str, b: float, tolerance: float = TO
         return abs(a - b) <= 1e-9
     if relation == "~":
         return abs(a - b) <= tolerance * max(abs(a), 1e-9)
-    raise ValueError(f"unknown relation {relation!r}")
+    raise ConfigurationError(f"unknown relation {relation!r} (relations: >, =, ~)")
+
+
+META_PAIRS = Table("meta_pairs", [
+    Column("session", description="the session"),
+    Column("compaction", description="the compaction's position in its session's list"),
+    Column("pair", description="the expected order, ``a <relation> b`` of two rewrites"),
+    Column("measure", description="the measure"),
+    Column("a", description="its value on the first rewrite"),
+    Column("b", description="its value on the second"),
+    Column("in_order", description="the values are in the expected order"),
+    Column("nan", description="either value is NaN"),
+], "One row per compaction, expected pair of rewrites and measure.")
 
 
 @dataclass
@@ -342,7 +355,7 @@ class MetaEvaluation:
 
     @property
     def pairs(self) -> pd.DataFrame:
-        """One row per compaction × expected pair × measure: ``a``, ``b``, ``in_order``, ``nan``."""
+        """One row per compaction × expected pair × measure (:data:`META_PAIRS`)."""
         rows = []
         wide = {(r["session"], r["compaction"], r["rewrite"]): r for r in self.scores.to_dict("records")}
         keys = sorted({(s, c) for s, c, _ in wide})
@@ -356,7 +369,7 @@ class MetaEvaluation:
                     rows.append({"session": session, "compaction": compaction, "pair": f"{a} {rel} {b}",
                                  "measure": m, "a": va, "b": vb, "in_order": ordered_as_expected(va, rel, vb),
                                  "nan": math.isnan(va) or math.isnan(vb)})
-        return frame(rows, columns=["session", "compaction", "pair", "measure", "a", "b", "in_order", "nan"])
+        return META_PAIRS.frame(rows)
 
     def table(self, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
         """Per measure: share of pairs in order, its interval (where supported), n pairs, n compactions,

@@ -16,58 +16,19 @@ span plus the previous compaction's ``details`` (unless ``fromHook``), through
 
 **Tokens** are Pi's estimates (:func:`pimem.core.compaction.compaction.estimate_tokens`, chars ÷ 4 in UTF-16 units).
 
-Report columns (one row per compaction, in path order):
-
-==================================== ==========================================================
-``compaction``                       0-based index in the chain
-``entry_id``, ``first_kept_entry_id`` the compaction entry and its first kept entry
-``span_start_id``                    first entry of the summarized span (None if empty)
-``n_entries``, ``n_messages``        entries / messages summarized
-``tokens_before``                    recorded ``tokensBefore``
-``span_tokens``                      estimated tokens of the summarized messages
-``summary_tokens``                   estimated tokens of the stored summary (its context cost)
-``written_tokens``                   estimated tokens of what the summarizer wrote (no file blocks)
-``prev_summary_tokens``              estimated tokens of the previous summary (0 for the first)
-``compression_ratio``                span_tokens ÷ summary_tokens
-``compression_ratio_with_prev``      (span_tokens + prev_summary_tokens) ÷ summary_tokens
-``compresses``                       compression_ratio_with_prev > 1
-``split_turn``                       summary holds a split-turn part
-``conformance``, ``missing``,        see :class:`pimem.text.sections.Conformance`
-``extra``, ``renamed``, ``reordered``,
-``empty``, ``conformant``,
-``files_block_present``
-``pipeline_read_precision/recall``,  a check of Pi's pipeline, not of the summary: the
-``pipeline_modified_precision/recall`` ``<read-files>`` / ``<modified-files>`` blocks that
-                                     ``compact()`` appends, against the true lists (NaN when there
-                                     is no block / no truth); every summarizer gets the same
-``file_mention_recall``              true files (read ∪ modified) named in the summarizer's text
-``n_facts``, ``fact_recall``         facts of the span, and the share present in the summarizer's
-                                     text: unweighted, grows with length (a fact dump scores 1.0)
-``recall_<kind>``                    the same per fact kind (NaN when the span has none)
-``needed_recall``, ``n_needed``,     needed-later recall (:mod:`pimem.drift.needed`): facts the
-``needed_recall_<class>``            recording used after the compaction and the kept tail does not
-                                     show, class-weighted; the headline content measure
-``content_sections``                 share of the eight content sections holding something
-``n_new_facts``, ``new_fact_recall`` facts first seen in this span
-``n_seen``, ``n_held``,              facts seen in any span so far, those this summary holds,
-``cumulative_loss``                  and 1 − held ÷ seen
-``prev_retention``                   of the true facts the previous summary held, share still held
-``n_lost``                           how many of those were dropped
-``prev_summary_retention``           of the facts stated by the previous summary's text
-                                     (paths, identifiers, numbers), share still present
-``sim_prev_jaccard/cosine``          body similarity to the previous summary
-``goal_sim_request_jaccard/cosine``  Goal section vs the first user request on the path
-``goal_sim_first_jaccard/cosine``    Goal section vs the first summary's Goal
-==================================== ==========================================================
+The report has one row per compaction, in path order; its columns are declared once in
+:data:`DRIFT_REPORT` (``pimem.columns("drift_report")`` lists them; :func:`drift_report`'s
+docstring too).
 
 Every content measure reads the text the summarizer wrote (:func:`pimem.text.sections.summarizer_text`),
 never the file blocks ``compact()`` appends. What each measure rewards and how it can be gamed:
 :data:`pimem.drift.measures.MEASURES`.
 
-``report.attrs`` holds the long frames that the helper functions read: ``"facts"`` (one row per
-fact: key, kind, value, surface (the text as written), entry_id, introduced_at), ``"presence"`` (fact × compaction:
-present, in_span), ``"sections"`` (compaction × section: present, tokens, jaccard_prev,
-cosine_prev) and ``"notes"``.
+``report.attrs`` holds the long frames that the helper functions read: ``"facts"`` (:data:`FACTS`,
+one row per fact), ``"presence"`` (:data:`PRESENCE`, fact × compaction), ``"sections"``
+(:data:`SECTIONS`, compaction × section), ``"rework"`` (what the recorded agent did after each
+compaction and at matched points without one: :func:`pimem.drift.rework.rework_points`; empty for a
+replay, whose recorded turns never saw its compactions) and ``"notes"``.
 """
 
 from __future__ import annotations
@@ -80,15 +41,16 @@ import numpy as np
 import pandas as pd
 
 from pimem.base.js import utf16_len
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.session_manager import build_session_path
 from pimem.drift.needed import FACT_CLASSES, needed_later_facts, span_needed_facts, weighted_recall
 from pimem.drift.records import compaction_records
+from pimem.drift.rework import POINTS, rework_points
 from pimem.drift.similarity import TfidfSpace, jaccard
 from pimem.errors import ConfigurationError
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
-from pimem.sessions.load import session_or_entries
+from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import (
     FACT_KINDS,
     Fact,
@@ -107,6 +69,129 @@ from pimem.text.sections import (COMPACTION_SECTIONS, SummarySections, parse_sum
 
 _CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
                      "critical_context")
+
+_CONFORMANCE = "see :class:`pimem.text.sections.Conformance`"
+_PIPELINE = ("a check of Pi's pipeline, not of the summary: the file block ``compact()`` appends against the true "
+             "list (NaN when there is no block / no truth); every summarizer gets the same")
+
+# What :func:`compaction_metrics` returns, in order.
+METRIC_COLUMNS = [
+    Column("n_messages", description="messages summarized"),
+    Column("span_tokens", description="estimated tokens of the summarized messages"),
+    Column("summary_tokens", description="estimated tokens of the stored summary (its context cost)"),
+    Column("written_tokens", description="estimated tokens of what the summarizer wrote (no file blocks)"),
+    Column("prev_summary_tokens", description="estimated tokens of the previous summary (0 for the first)"),
+    Column("compression_ratio", description="span_tokens ÷ summary_tokens"),
+    Column("compression_ratio_with_prev", description="(span_tokens + prev_summary_tokens) ÷ summary_tokens"),
+    Column("compresses", description="compression_ratio_with_prev > 1"),
+    Column("split_turn", description="the summary holds a split-turn part"),
+    Column("n_expected", description="template sections expected; " + _CONFORMANCE),
+    Column("n_found", description="template sections found"),
+    Column("missing", description="template sections not found"),
+    Column("extra", description="headings naming no section"),
+    Column("renamed", description="sections found by alias or prefix, as ``title -> section``"),
+    Column("reordered", description="the sections found are out of template order"),
+    Column("order_inversions", description="adjacent inversions of that order"),
+    Column("empty", description="sections found with no content"),
+    Column("duplicated", description="sections found more than once"),
+    Column("conformance", description="found ÷ expected"),
+    Column("conformant", description="every section under its own name, in order, none empty, nothing extra"),
+    Column("files_block_present", description="the summary holds a ``<read-files>`` or ``<modified-files>`` block"),
+    Column("pipeline_read_precision", description="``<read-files>``: " + _PIPELINE),
+    Column("pipeline_read_recall", description="``<read-files>``, recall"),
+    Column("pipeline_modified_precision", description="``<modified-files>``: " + _PIPELINE),
+    Column("pipeline_modified_recall", description="``<modified-files>``, recall"),
+    Column("file_mention_recall", description="true files (read ∪ modified) named in the summarizer's text"),
+    Column("n_facts", description="facts of the span"),
+    Column("fact_recall", description="the share of them present in the summarizer's text: unweighted, grows with "
+           "length (a fact dump scores 1.0)"),
+    *(Column(f"recall_{kind}", description=f"fact_recall of the {kind} facts (NaN when the span has none)")
+      for kind in FACT_KINDS),
+    Column("prev_summary_retention", description="of the facts the previous summary's text states (paths, "
+           "identifiers, numbers), the share still present"),
+    Column("sim_prev_jaccard", description="body similarity to the previous summary, Jaccard"),
+    Column("sim_prev_cosine", description="body similarity to the previous summary, TF-IDF cosine"),
+]
+
+DRIFT_REPORT = Table("drift_report", [
+    Column("compaction", description="0-based index in the chain"),
+    Column("entry_id", description="the compaction entry"),
+    Column("first_kept_entry_id", description="its first kept entry"),
+    Column("span_start_id", description="first entry of the summarized span (None if empty)"),
+    Column("n_entries", description="entries summarized"),
+    Column("tokens_before", description="recorded ``tokensBefore``"),
+    *METRIC_COLUMNS,
+    Column("n_needed", description="facts the recording used after the compaction and the kept tail does not show "
+           "(:mod:`pimem.drift.needed`)"),
+    Column("needed_recall", description="their class-weighted share in the summary: the headline content measure"),
+    *(Column(f"needed_recall_{cls}", description=f"needed_recall of the {cls} facts") for cls in FACT_CLASSES),
+    Column("content_sections", description="share of the eight content sections holding something"),
+    Column("n_new_facts", description="facts first seen in this span"),
+    Column("new_fact_recall", description="the share of them this summary holds"),
+    Column("n_seen", description="facts seen in any span so far"),
+    Column("n_held", description="those this summary holds"),
+    Column("cumulative_loss", description="1 − held ÷ seen"),
+    Column("prev_retention", description="of the true facts the previous summary held, the share still held"),
+    Column("n_lost", description="how many of those were dropped"),
+    Column("goal_present", description="the summary has a Goal section"),
+    Column("goal_sim_request_jaccard", description="Goal section vs the first user request on the path, Jaccard"),
+    Column("goal_sim_request_cosine", description="the same, TF-IDF cosine"),
+    Column("goal_sim_first_jaccard", description="Goal section vs the first summary's Goal, Jaccard"),
+    Column("goal_sim_first_cosine", description="the same, TF-IDF cosine"),
+], "One row per compaction on the active path, in path order.")
+
+FACTS = Table("facts", [
+    Column("key", description="``kind:normalized value``, one per fact"),
+    Column("kind", description="the fact's kind"),
+    Column("value", description="the normalized value"),
+    Column("surface", description="the text as written"),
+    Column("entry_id", description="the entry it was first seen in"),
+    Column("role", description="that message's role"),
+    Column("source", description="the part of the message it came from"),
+    Column("introduced_at", description="the compaction whose span first held it"),
+], "One row per fact of the summarized spans (``report.attrs[\"facts\"]``).")
+
+PRESENCE = Table("presence", [
+    Column("key", description="the fact"),
+    Column("kind", description="its kind"),
+    Column("compaction", description="the summary"),
+    Column("introduced_at", description="the compaction whose span first held the fact"),
+    Column("age", description="compaction − introduced_at"),
+    Column("present", description="the summary holds the fact"),
+    Column("in_span", description="the fact is in this compaction's own span"),
+], "One row per fact and compaction since it was seen (``report.attrs[\"presence\"]``).")
+
+SECTIONS = Table("sections", [
+    Column("compaction", description="the summary"),
+    Column("section", description="the template section"),
+    Column("present", description="the summary has it"),
+    Column("present_prev", description="the previous summary has it"),
+    Column("tokens", description="its chars/4"),
+    Column("jaccard_prev", description="similarity to the previous version, Jaccard"),
+    Column("cosine_prev", description="similarity to the previous version, TF-IDF cosine"),
+], "One row per compaction and template section (``report.attrs[\"sections\"]``).")
+
+LOST_FACTS = Table("lost_facts", [
+    Column("key", description="the fact"),
+    Column("kind", description="its kind"),
+    Column("lost_at", description="the compaction whose summary dropped it"),
+], "One row per fact held by one summary and dropped by the next.")
+
+RETENTION = Table("retention", [
+    Column("age", description="rewrites since the compaction whose span introduced the fact"),
+    Column("kind", description="the fact kind (``by_kind=True``)"),
+    Column("n", description="facts observed at that age"),
+    Column("n_present", description="those still present"),
+    Column("retention", description="n_present ÷ n"),
+], "Share of facts still present k compactions after the one that first covered them.")
+
+SURVIVAL = Table("survival", [
+    Column("kind", description="the fact kind, or ``all``"),
+    Column("age", description="rewrites since capture"),
+    Column("at_risk", description="facts present at every earlier age and observed at this one"),
+    Column("survived", description="those still present"),
+    Column("survival", description="Kaplan–Meier survival"),
+], "Kaplan–Meier survival of captured facts per kind.")
 
 
 def _tokens(messages: Iterable[dict]) -> int:
@@ -224,25 +309,23 @@ def _first_user_request(path: Sequence[dict]) -> str:
 
 
 def drift_report(
-    result_or_session: Any,
+    result_or_session: SessionLike | Sequence[dict],
     *,
     leaf_id: str | None = None,
     include_thinking: bool = False,
     spans: Sequence[CompactionSpan] | None = None,
 ) -> pd.DataFrame:
-    """One row per compaction on the active path, with chain metrics (columns in module docs).
+    """One row per compaction on the active path, with chain metrics (module docs).
 
     Args:
-        result_or_session: a :class:`pimem.Session`, a replay result (anything with ``.session``), a
-            session file's path, or a list of entries.
+        result_or_session: a :class:`pimem.Session`, a replay result (its replayed session), a session
+            file's path (:func:`pimem.as_session`), or a list of entries.
         leaf_id: the leaf whose path is measured (default: the session's current leaf).
         include_thinking: count the assistant's thinking among the facts of a span.
         spans: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.
 
     Long frames are in ``report.attrs``.
     """
-
-
     source = session_or_entries(result_or_session)
     spans = list(spans) if spans is not None else compaction_spans(source, leaf_id=leaf_id)
     records = compaction_records(source, leaf_id=leaf_id, spans=spans)
@@ -258,8 +341,7 @@ def drift_report(
     span_keys: list[set[tuple[str, str]]] = []
     rows: list[dict] = []
     section_rows: list[dict] = []
-    presence_columns = ["key", "kind", "compaction", "introduced_at", "age", "present", "in_span"]
-    presence: dict[str, list[Any]] = {c: [] for c in presence_columns}  # one row per fact and compaction
+    presence: dict[str, list[Any]] = {c: [] for c in PRESENCE.names}  # one row per fact and compaction
     fact_names: list[str] = []  # of the facts seen so far, in the order first seen
     fact_kinds: list[str] = []
     fact_introduced: list[int] = []
@@ -357,29 +439,21 @@ def drift_report(
             )
         notes.extend(f"compaction {span.index}: {n}" for n in span.notes + summ.notes)
         rows.append(row)
-    report = frame(rows) if rows else frame(columns=_report_columns())
-    report.attrs["facts"] = frame(
-        fact_rows, columns=["key", "kind", "value", "surface", "entry_id", "role", "source", "introduced_at"]
-    )
-    report.attrs["presence"] = (frame(presence, columns=presence_columns) if presence["key"]
-                                else frame([], columns=presence_columns))
-    report.attrs["sections"] = frame(
-        section_rows,
-        columns=["compaction", "section", "present", "present_prev", "tokens", "jaccard_prev", "cosine_prev"],
-    )
+    report = DRIFT_REPORT.frame(rows)
+    report.attrs["facts"] = FACTS.frame(fact_rows)
+    report.attrs["presence"] = PRESENCE.frame(presence if presence["key"] else [])
+    report.attrs["sections"] = SECTIONS.frame(section_rows)
+    report.attrs["rework"] = _rework(result_or_session, source, leaf_id, records)
     report.attrs["notes"] = notes
     return report
 
 
-def _report_columns() -> list[str]:
-    """The columns of a drift report, in order: what an empty report carries too."""
-    head = ["compaction", "entry_id", "first_kept_entry_id", "span_start_id", "n_entries", "tokens_before"]
-    chain = ["n_new_facts", "new_fact_recall", "n_seen", "n_held", "cumulative_loss", "prev_retention", "n_lost",
-             "goal_present", "goal_sim_request_jaccard", "goal_sim_request_cosine", "goal_sim_first_jaccard",
-             "goal_sim_first_cosine"]
-
-    needed = ["n_needed", "needed_recall", *(f"needed_recall_{cls}" for cls in FACT_CLASSES), "content_sections"]
-    return head + list(compaction_metrics("", [])) + needed + chain
+def _rework(given: Any, source: Any, leaf_id: str | None, records: Sequence[Any]) -> pd.DataFrame:
+    """The rework after the recording's own compactions on the measured path; empty for a replay (open
+    loop) or a bare entry list."""
+    if (hasattr(given, "session") and hasattr(given, "events")) or not hasattr(source, "header"):
+        return POINTS.frame([])
+    return rework_points(source, leaf_id=leaf_id if leaf_id is not None else source.leaf_id, records=records)
 
 
 # --------------------------------------------------------------------------- tidy views
@@ -396,7 +470,7 @@ def lost_facts(report: pd.DataFrame) -> pd.DataFrame:
     """Facts held by one summary and dropped by the next: key, kind, lost_at (compaction)."""
     p = _presence(report)
     if p.empty:
-        return frame(columns=["key", "kind", "lost_at"])
+        return LOST_FACTS.frame([])
     wide = p.pivot_table(index=["key", "kind"], columns="compaction", values="present", aggfunc="first")
     wide = wide.reindex(columns=sorted(wide.columns))
     # cells are bool, numpy bool or NaN (fact not yet seen): held = exactly True, dropped = exactly False
@@ -405,8 +479,8 @@ def lost_facts(report: pd.DataFrame) -> pd.DataFrame:
     dropped = np.vectorize(lambda v: v is False or v is np.False_, otypes=[bool])(cells)
     rows, cols = np.nonzero(held[:, :-1] & dropped[:, 1:])
     index = wide.index
-    return frame({"key": index.get_level_values("key")[rows], "kind": index.get_level_values("kind")[rows],
-                         "lost_at": np.asarray(wide.columns)[cols + 1]}, columns=["key", "kind", "lost_at"])
+    return LOST_FACTS.frame({"key": index.get_level_values("key")[rows], "kind": index.get_level_values("kind")[rows],
+                             "lost_at": np.asarray(wide.columns)[cols + 1]})
 
 
 def retention_by_age(
@@ -420,8 +494,7 @@ def retention_by_age(
 
     Age 0 is the compaction whose span introduced the fact. ``given_captured`` counts only facts
     that summary captured; ``exclude_rementioned`` drops observations where the fact appears
-    again in the newer span (so only survival through rewriting counts). Columns: ``age``,
-    [``kind``], ``n``, ``n_present``, ``retention``.
+    again in the newer span (so only survival through rewriting counts).
 
     Args:
         report: the drift report (one row per fact and compaction).
@@ -432,7 +505,7 @@ def retention_by_age(
     p = _presence(report).copy()
     cols = ["age"] + (["kind"] if by_kind else [])
     if p.empty:
-        return frame(columns=cols + ["n", "n_present", "retention"])
+        return RETENTION.frame([], columns=cols + ["n", "n_present", "retention"])
     if given_captured:
         captured = set(p[(p["age"] == 0) & p["present"]]["key"])
         p = p[p["key"].isin(captured)]
@@ -448,8 +521,7 @@ def survival_curves(report: pd.DataFrame, *, exclude_rementioned: bool = False) 
     """Kaplan–Meier survival of captured facts per kind (and ``"all"``).
 
     A fact is at risk at age k if it was present at every age before k and is observed at age k
-    (facts introduced late are censored). Columns: ``kind``, ``age``, ``at_risk``, ``survived``,
-    ``survival``.
+    (facts introduced late are censored).
 
     Args:
         report: the drift report (one row per fact and compaction).
@@ -460,7 +532,7 @@ def survival_curves(report: pd.DataFrame, *, exclude_rementioned: bool = False) 
         p = p[(p["age"] == 0) | ~p["in_span"]]
     rows = []
     if p.empty:
-        return frame(columns=["kind", "age", "at_risk", "survived", "survival"])
+        return SURVIVAL.frame([])
     captured = set(p[(p["age"] == 0) & p["present"]]["key"])
     p = p[p["key"].isin(captured)].sort_values(["key", "age"])
     series = {key: (kind, dict(zip(g["age"], g["present"]))) for (key, kind), g in p.groupby(["key", "kind"])}
@@ -478,7 +550,13 @@ def survival_curves(report: pd.DataFrame, *, exclude_rementioned: bool = False) 
             survived = sum(bool(o[age]) for o in at_risk)
             surv *= survived / len(at_risk)
             rows.append({"kind": kind, "age": age, "at_risk": len(at_risk), "survived": survived, "survival": surv})
-    return frame(rows, columns=["kind", "age", "at_risk", "survived", "survival"])
+    return SURVIVAL.frame(rows)
+
+
+DRIFT_REPORT.document(drift_report)
+LOST_FACTS.document(lost_facts)
+RETENTION.document(retention_by_age)
+SURVIVAL.document(survival_curves)
 
 
 def section_similarity(report: pd.DataFrame) -> pd.DataFrame:

@@ -57,17 +57,40 @@ from pimem.drift.needed import NeededFact, needed_later_facts
 from pimem.drift.records import CompactionRecord, compaction_records, source_text
 from pimem.text.sections import summarizer_text
 from pimem.text.messages import message_text
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table
 from pimem.core.compaction.utils import serialize_conversation
 from pimem.core.messages import convert_to_llm
 from pimem.drift.measures import Comparison
 
-__all__ = ["PROBE_TYPES", "PROBE_DIMENSIONS", "Probe", "generate_probes", "probe_eval", "probe_report",
+__all__ = ["PROBE_TYPES", "PROBE_DIMENSIONS", "PROBES", "PROBE_REPORT", "Probe", "generate_probes", "probe_eval",
+           "probe_report",
            "ANSWER_SYSTEM_PROMPT", "JUDGE_SYSTEM_PROMPT", "QUESTION_SYSTEM_PROMPT", "PROBE_SYSTEM_PROMPT"]
 
 PROBE_TYPES: tuple[str, ...] = ("recall", "artifact", "decision", "continuation")
 PROBE_DIMENSIONS: tuple[str, ...] = ("accuracy", "context_awareness", "artifact_trail", "completeness",
                                      "continuity", "instruction_following")
+
+PROBES = Table("probes", [
+    Column("source", description="the summary source"),
+    Column("compaction", description="the compaction probed"),
+    Column("probe_type", description="one of :data:`PROBE_TYPES`"),
+    Column("question", description="the probe"),
+    Column("reference", description="its reference answer"),
+    Column("answer", description="the answerer's answer from the summary and the kept context"),
+    *(Column(d, description="the judge's grade, 0–5") for d in PROBE_DIMENSIONS),
+    Column("score", description="the mean of the six grades"),
+    Column("summary_coverage", description="share of the probe's facts the summary holds"),
+    Column("generated_by", description="``rules`` or the questioner's model"),
+    Column("error", description="why the probe has no grade"),
+], "One row per probe and summary source: the answer and its grades.")
+
+PROBE_REPORT = Table("probe_report", [
+    Column("source", description="the summary source"),
+    *(Column(d, description="the mean grade") for d in PROBE_DIMENSIONS),
+    Column("score", description="the mean overall grade"),
+    Column("graded", description="probes graded"),
+    Column("errors", description="probes that failed"),
+], "Mean grade per source and dimension.")
 
 ANSWER_SYSTEM_PROMPT = (
     "You are a coding agent resuming a session after its history was compacted. All you know is the context "
@@ -328,8 +351,6 @@ def probe_eval(
     ``source``: a session / replay result (its stored summaries, source ``"recorded"``) or a
     :class:`pimem.drift.measures.Comparison` (every source it holds). ``judge`` grades, ``answerer``
     (default: the judge) answers; both must be chat models that did not write the summaries.
-    Columns: ``source``, ``compaction``, ``probe_type``, ``question``, ``reference``, ``answer``,
-    the six dimensions, ``score`` (their mean), ``summary_coverage``, ``generated_by``, ``error``.
 
     Args:
         source: a session or replay result, or a :class:`pimem.drift.measures.Comparison`.
@@ -377,17 +398,21 @@ def probe_eval(
             except Exception as exc:  # noqa: BLE001 - a failed probe is recorded, the rest still run
                 row["error"] = f"{type(exc).__name__}: {exc}"
             rows.append(row)
-    cols = ["source", "compaction", "probe_type", "question", "reference", "answer", *PROBE_DIMENSIONS, "score",
-            "summary_coverage", "generated_by", "error"]
-    return frame(rows, columns=cols)
+    return PROBES.frame(rows)
+
+
+PROBES.document(probe_eval)
 
 
 def probe_report(probes: pd.DataFrame) -> pd.DataFrame:
     """Mean grade per source and dimension (and overall), probes graded and failed."""
     if probes.empty:
-        return frame(columns=["source", *PROBE_DIMENSIONS, "score", "graded", "errors"])
+        return PROBE_REPORT.frame([])
     g = probes.groupby("source", sort=False)
     out = g[[*PROBE_DIMENSIONS, "score"]].mean()
     out["graded"] = g["score"].apply(lambda s: int(s.notna().sum()))
     out["errors"] = g["error"].apply(lambda s: int(s.notna().sum()))
     return out.reset_index()
+
+
+PROBE_REPORT.document(probe_report)

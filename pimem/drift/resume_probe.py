@@ -39,7 +39,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from pimem.errors import ConfigurationError, PimemWarning
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import get_current_system_message
 from pimem.core.session_manager import build_session_projection
@@ -47,10 +47,22 @@ from pimem.summarizers.options import DEFAULT_MODEL
 from pimem.summarizers.chat_format import chat_messages
 from pimem.text.facts import fold, normalize_path
 
-__all__ = ["resume_probe", "main_argument", "PROBE_COLUMNS"]
+__all__ = ["resume_probe", "main_argument", "RESUME_PROBE", "PROBE_COLUMNS"]
 
-PROBE_COLUMNS = ["compaction", "compaction_id", "entry_id", "recorded_tool", "recorded_argument", "predicted_tool",
-                 "predicted_argument", "tool_match", "argument_match", "answer", "error"]
+RESUME_PROBE = Table("resume_probe", [
+    Column("compaction", description="the replayed compaction's position (0 first)"),
+    Column("compaction_id", description="the compaction entry"),
+    Column("entry_id", description="the recorded assistant response after it"),
+    Column("recorded_tool", description="the tool the recorded response called first (None: a text answer)"),
+    Column("recorded_argument", description="that call's main argument, normalized"),
+    Column("predicted_tool", description="the tool the model called first"),
+    Column("predicted_argument", description="that call's main argument, normalized"),
+    Column("tool_match", description="the tools are the same"),
+    Column("argument_match", description="the tools and the main arguments are the same"),
+    Column("answer", description="the model's text (first 500 characters)"),
+    Column("error", description="why the row has no prediction"),
+], "One row per replayed compaction: the recorded next action and the model's.")
+PROBE_COLUMNS = RESUME_PROBE.names
 
 _MAIN_ARGUMENT = {"read": "path", "edit": "path", "write": "path", "ls": "path", "bash": "command",
                   "grep": "pattern", "find": "pattern", "glob": "pattern"}
@@ -156,7 +168,7 @@ def resume_probe(result: Any, *, model: str | None = None, base_url: str | None 
         reason = ("resume probe skipped: no chat model configured (pass model=..., or set PIMEM_MODEL with "
                   "PIMEM_BASE_URL or OPENAI_API_KEY)")
         warnings.warn(reason, PimemWarning, stacklevel=2)
-        table = frame(columns=PROBE_COLUMNS)
+        table = RESUME_PROBE.frame([])
         table.attrs["skipped"] = reason
         return table
     client = openai.OpenAI(api_key=api_key or "pimem-no-key", base_url=base_url, timeout=timeout, max_retries=2)
@@ -208,8 +220,11 @@ def resume_probe(result: Any, *, model: str | None = None, base_url: str | None 
         row["tool_match"] = row["predicted_tool"] == row["recorded_tool"]
         row["argument_match"] = bool(row["tool_match"] and row["predicted_argument"] == row["recorded_argument"])
         rows.append(row)
-    table = frame(rows, columns=PROBE_COLUMNS)
+    table = RESUME_PROBE.frame(rows)
     answered = table[table["error"].isna()]
     table.attrs["tool_match_rate"] = float(answered["tool_match"].mean()) if len(answered) else float("nan")
     table.attrs["argument_match_rate"] = float(answered["argument_match"].mean()) if len(answered) else float("nan")
     return table
+
+
+RESUME_PROBE.document(resume_probe)

@@ -27,6 +27,7 @@ import pandas as pd
 from pimem.base.bundled import bundled_dir
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
+from pimem.errors import ConfigurationError
 from pimem.replays.engine import replay
 from pimem.sessions.samples import sample_dir
 from pimem.summarizers import local_server as localmodel
@@ -105,7 +106,7 @@ def recorded_summarizer(file: str, directory: str | os.PathLike[str] | None = No
     manifest = load_manifest(root)
     entry = next((r for r in manifest["replays"] if r["file"] == file), None)
     if entry is None:
-        raise FileNotFoundError(f"{root / 'manifest.json'}: no replay named {file!r}")
+        raise ConfigurationError(f"{root / 'manifest.json'}: no replay named {file!r}")
     provenance = {**manifest["provenance"], "settings": entry["settings"], "sample": entry["sample"]}
     return RecordedSummarizer(root / file, provenance=provenance)
 

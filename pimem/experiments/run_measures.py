@@ -1,26 +1,11 @@
 """Per-run measures for comparing strategies: summary quality, what masking removed, and cost.
 
-:func:`run_measures` gives one flat dict per replay (the sweep's run rows carry it):
-
-``needed_recall``
-    The headline: mean needed-later recall of the run's compaction summaries
-    (:mod:`pimem.drift.needed`; per compaction, the facts of the summarized span that the
-    recording used later and the kept tail does not show, and how many the summary holds).
-    NaN without a compaction (or when no compaction had a needed fact).
-``n_needed``, ``fact_recall``, ``retention_after_1``, ``compression_ratio``
-    Needed facts over all compactions, mean fact recall, retention after one rewrite, mean
-    compression (:func:`pimem.drift.headline`).
-``masked_needed``
-    Facts of tool outputs masked by the run's context edits that the recording used after the
-    edit and that nothing else in the context after the edit shows (the placeholder holds none):
-    what masking lost. 0 without masking.
-``context_needed_recall``
-    Needed-later recall pooled over every reduction of the context: each compaction counts by
-    its needed facts at its recall, every masked needed fact counts as lost. Comparable across
-    summaries, masking and hybrids. A fact masked and later in a summarized span is counted at
-    both (the summary of a masked context cannot hold it either).
-cost columns
-    :func:`pimem.replays.cost.replay_cost` (cache-aware, per model).
+:func:`run_measures` gives one flat dict per replay (the sweep's run rows carry it): the values of
+:data:`RUN_MEASURES` (``needed_recall`` is the headline: per compaction, the facts of the summarized span
+that the recording used later and the kept tail does not show, and how many the summary holds;
+:mod:`pimem.drift.needed`), then the cost columns of :func:`pimem.replays.cost.replay_cost`
+(:data:`pimem.replays.cost.COST`; cache-aware, per model). A fact masked by a context edit and
+later in a summarized span counts at both (the summary of a masked context cannot hold it either).
 """
 
 from __future__ import annotations
@@ -31,6 +16,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from pimem.base.tables import Column, Table
 from pimem.core.session_manager import build_session_projection
 from pimem.drift.metrics import chain_headline
 from pimem.drift.needed import Trajectory, fact_class
@@ -39,18 +25,45 @@ from pimem.errors import PimemWarning, UnknownPriceError
 from pimem.replays.cost import replay_cost
 from pimem.text.facts import SummaryIndex, extract_facts, fact_present
 
-__all__ = ["run_measures", "masked_needed_facts", "MEASURE_COLUMNS"]
+__all__ = ["run_measures", "masked_needed_facts", "RUN_MEASURES", "MEASURE_COLUMNS", "MASKED_NEEDED"]
 
-MEASURE_COLUMNS = ["needed_recall", "n_needed", "fact_recall", "retention_after_1", "compression_ratio",
-                   "masked_needed", "context_needed_recall"]
+RUN_MEASURES = Table("run_measures", [
+    Column("needed_recall", description="mean needed-later recall of the run's compaction summaries "
+           "(:mod:`pimem.drift.needed`); NaN without a compaction, or when no compaction had a needed fact"),
+    Column("n_needed", description="needed facts over all compactions (:func:`pimem.drift.headline`)"),
+    Column("fact_recall", description="mean fact recall of the summaries"),
+    Column("retention_after_1", description="facts kept after one rewrite of a summary"),
+    Column("compression_ratio", description="mean compression of the compactions"),
+    Column("masked_needed", description="facts of tool outputs masked by the run's context edits that the recording "
+           "used after the edit and that nothing else in the context after it shows (the placeholder holds none): "
+           "what masking lost; 0 without masking"),
+    Column("context_needed_recall", description="needed-later recall pooled over every reduction of the context: "
+           "each compaction counts by its needed facts at its recall, every masked needed fact as lost; comparable "
+           "across summaries, masking and hybrids"),
+], "One run's drift measures (a sweep row carries them, then the cost columns).")
+MEASURE_COLUMNS = RUN_MEASURES.names
 
-
-_MASKED_COLUMNS = ["edit_id", "target_id", "kind", "value", "cls", "used_by", "how"]
+MASKED_NEEDED = Table("masked_needed", [
+    Column("edit_id", description="the context edit"),
+    Column("target_id", description="the entry it masked"),
+    Column("kind", description="the fact's kind"),
+    Column("value", description="the fact"),
+    Column("cls", description="the fact's class (:func:`pimem.drift.needed.fact_class`)"),
+    Column("used_by", description="the recorded entry that used it after the edit"),
+    Column("how", description="how that entry used it"),
+], "One row per needed-later fact that a replay's context edits removed.")
 
 
 def masked_needed_facts(result: Any) -> pd.DataFrame:
-    """One row per needed-later fact that the replay's context edits removed (see module docs)."""
-    return pd.DataFrame(_masked_needed_rows(result), columns=_MASKED_COLUMNS)
+    """One row per needed-later fact that the replay's context edits removed (see module docs).
+
+    Args:
+        result: the replay.
+    """
+    return MASKED_NEEDED.frame(_masked_needed_rows(result))
+
+
+MASKED_NEEDED.document(masked_needed_facts)
 
 
 def _masked_needed_rows(result: Any) -> list[dict]:
@@ -113,7 +126,8 @@ def run_measures(
     summarizer_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
 ) -> dict[str, Any]:
-    """Drift and cost measures of one replay, flat (the columns in the module docs).
+    """Drift and cost measures of one replay, flat: the values of :data:`RUN_MEASURES`, then those of
+    :data:`pimem.replays.cost.COST`.
 
     Args:
         result: the replay.

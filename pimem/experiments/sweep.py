@@ -57,7 +57,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import orjson
 import pandas as pd
@@ -69,16 +69,18 @@ from pimem.base.memo import forget_memos
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError, SessionFormatError, SkippedFileWarning
-from pimem.experiments.run_measures import run_measures
-from pimem.replays.cost import as_price
+from pimem.base.tables import Column, Table
+from pimem.experiments.run_measures import RUN_MEASURES, run_measures
+from pimem.replays.cost import COST, Price, as_price
 from pimem.replays.engine import replay
 from pimem.replays.recording import shared_recordings
+from pimem.replays.result import SUMMARY
 from pimem.replays.strategies.base import get_strategy
-from pimem.sessions.load import load_session
+from pimem.sessions.load import SessionLike, as_session, load_session
 from pimem.summarizers.registry import SUMMARIZER_NAMES, default_summarizer, get_summarizer
 from pimem.summarizers.cached import CachedSummarizer
 
-__all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "chunk_runs", "SETTING_KEYS"]
+__all__ = ["sweep", "expand_grid", "run_hash", "log_path_for", "chunk_runs", "SETTING_KEYS", "SWEEP"]
 
 # setting keys understood per run; anything else is an error naming the key
 SETTING_KEYS = (
@@ -86,6 +88,36 @@ SETTING_KEYS = (
     "seed", "leaf_id", "sample", "strategy", "summarizer",
 )
 _COMPACTION_KEYS = ("enabled", "reserve_tokens", "keep_recent_tokens")
+
+_SETTING_DOCS = {
+    "reserve_tokens": "the setting's ``reserveTokens``", "keep_recent_tokens": "its ``keepRecentTokens``",
+    "enabled": "compaction enabled", "context_window": "the context window replayed with",
+    "token_source": "how request tokens were counted", "triggers": "what made the replay compact",
+    "seed": "the seed of the replayed session's ids", "leaf_id": "the leaf replayed (None: the current one)",
+    "sample": "the draw of a ``sample`` axis", "strategy": "the compaction strategy's spec",
+    "summarizer": "the summarizer of a ``summarizer`` axis",
+}
+
+# A run's row; the DataFrame has a column when some run has it (``calibration_*`` with a calibrated
+# token source, the measures and cost with ``measures``, ``traceback`` after an error).
+SWEEP = Table("sweep", [
+    Column("run_hash", description="the run's key: the session's content, the setting and the summarizer"),
+    Column("session", description="the session's label (its path)"),
+    Column("session_hash", description="the session's content hash"),
+    Column("setting_index", description="the setting's position in the grid"),
+    Column("session_index", description="the session's position"),
+    *(Column(k, description=_SETTING_DOCS[k]) for k in SETTING_KEYS),
+    *(c for c in SUMMARY.columns if c.name not in SETTING_KEYS),  # the summary's value, at the setting's place
+    *RUN_MEASURES.columns,
+    *COST.columns,
+    Column("error", description="why the run failed (None: it did not)"),
+    Column("traceback", description="where it failed"),
+    Column("summarizer_calls", description="summary requests that reached the summarizer (cache misses)"),
+    Column("elapsed_s", description="seconds the run took"),
+    Column("worker_pid", description="the process that ran it"),
+    Column("resumed", description="the row was read from the results log of an earlier start"),
+], "One row per run (a session under a setting), in session then setting order; made as pandas makes it from "
+   "the runs' rows, with a column where some run has it.")
 
 
 def expand_grid(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -458,7 +490,7 @@ def _is_dask_client(client: Any) -> bool:
 
 
 def sweep(
-    sessions: Iterable[Any],
+    sessions: Iterable[SessionLike],
     grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]],
     *,
     summarizer: Summarizer | str | None = None,
@@ -467,17 +499,19 @@ def sweep(
     progress: bool = True,
     results_path: str | os.PathLike | None = None,
     client: Any = None,
-    measures: bool | str = True,
-    prices: Mapping[str, Any] | None = None,
+    measures: bool | Literal["cost"] = True,
+    prices: Mapping[str, Price | Mapping[str, float]] | None = None,
     cost_model: str | None = None,
     cache_ttl_s: float | None = 300.0,
 ) -> pd.DataFrame:
-    """Replay every session under every setting of ``grid``; one row per run.
+    """Replay every session under every setting of ``grid``; one row per run (columns: :data:`SWEEP`,
+    ``pimem.columns("sweep")``).
 
     Args:
-        sessions: paths or ``Session`` objects. A path that cannot be read (permissions, a FIFO, a
-            device) is left out with a ``SkippedFileWarning``; a file that reads but does not load gives
-            its runs an ``error``.
+        sessions: paths, ``Session`` objects or replay results (their replayed session;
+            :func:`pimem.as_session`). A path that cannot be read (permissions, a FIFO, a device) is left
+            out with a ``SkippedFileWarning``; a file that reads but does not load gives its runs an
+            ``error``.
         grid: a dict of lists (cartesian product) or a list of setting dicts with keys from
             :data:`SETTING_KEYS`.
         summarizer: the summarizer of every run that names none (default the offline one).
@@ -487,13 +521,14 @@ def sweep(
         results_path: a JSONL file that makes the sweep resumable, or a ``.parquet`` file for the final
             table (its log beside it; see module docs).
         client: a ``dask.distributed.Client`` to run on.
-        measures: add drift and cost columns.
+        measures: add drift and cost columns (``"cost"``: the cost columns only).
         prices: model prices for the cost columns (as in :func:`pimem.replays.cost.replay_cost`).
         cost_model: the model whose price the cost columns use.
         cache_ttl_s: how long a provider keeps a prompt cache, for the cost columns.
     """
     settings = expand_grid(grid)
-    refs = list(sessions)
+    # paths stay paths (each is loaded where its runs go); a session or a result is resolved here
+    refs = [ref if isinstance(ref, (str, os.PathLike)) else as_session(ref) for ref in sessions]
     ident = _summarizer_identity(summarizer)
     measure_options: dict[str, Any] | None = None
     if measures:

@@ -1,18 +1,25 @@
-"""How sure a sweep's numbers are: token-source bands and session-level paired bootstrap intervals.
+"""How sure a sweep's numbers are: the spread across token sources and session-level paired bootstrap intervals.
 
 Two kinds of uncertainty sit in every sweep result, and neither shows in a single number:
 
 Token-source sensitivity (:func:`token_source_bands`)
     A replay counts tokens with a model of what the provider would have counted (the token
-    source: ``calibrated``, ``chars``, ``tiktoken``, ``estimate``; see :mod:`pimem.replays.engine`).
+    source: ``calibrated``, ``chars``, ``tiktoken``, ``estimate``; see :mod:`pimem.replays.tokens`).
     Compactions fire where the count crosses the threshold, so the counts and sizes depend on that
     choice: on ``large-session.jsonl`` at window 100000 (Pi's reserve and keep) a replay compacts
-    7 times with ``calibrated``, once with ``chars`` and 138 times with ``estimate``. Run the
-    sweep with ``token_source`` as a grid axis; the band of a setting is the lowest and highest
-    value across sources. ``estimate`` reads recorded usage that describes the recording's context
-    after the replay compacted elsewhere (it is Pi's literal arithmetic on the replayed file, kept
-    for differential testing), so it is a poor model of the replayed request; the default band
-    sources are :data:`BAND_SOURCES` and ``estimate`` joins only when asked.
+    twice with ``calibrated``, once with ``chars`` and 69 times with ``estimate``. Run the sweep with
+    ``token_source`` as a grid axis; the *band* of a setting is the lowest and highest value across
+    sources. It says how much the choice of source matters and nothing more: it is **not** a
+    prediction interval. On the requests right after real compactions the spread of ``calibrated``,
+    ``chars`` and ``tiktoken`` held the recorded size for 14% of Claude Code requests (n=196; 33%
+    before ``chars`` and ``tiktoken`` carried the overhead, when it was 12.8× wide;
+    :func:`pimem.replays.validation.source_spread_coverage`). A prediction interval of a replay's
+    counts comes from the validated request-size errors (:func:`pimem.replays.validation.replay_intervals`,
+    with its coverage checked on held-out sessions by :func:`pimem.replays.validation.interval_coverage`).
+    ``estimate`` reads recorded usage that describes the recording's context after the replay
+    compacted elsewhere (it is Pi's literal arithmetic on the replayed file, kept for differential
+    testing), so it is a poor model of the replayed request; the default band sources are
+    :data:`BAND_SOURCES` and ``estimate`` joins only when asked.
 
 Sampling of sessions (:func:`bootstrap_ci`, :func:`paired_difference`)
     A mean over a handful of sessions is one draw of the sessions a researcher happens to have.
@@ -29,9 +36,10 @@ Sampling of sessions (:func:`bootstrap_ci`, :func:`paired_difference`)
     says what a percentile interval would have covered, and a warning says why.
 
 :func:`sweep_summary` puts both beside each setting's mean: ``<metric>``, ``<metric>_ci_low``,
-``<metric>_ci_high`` (reference source) and ``<metric>_band_low``, ``<metric>_band_high`` (across
-sources). ``n_sessions`` counts the sessions that ran the setting; a metric that is NaN for a
-session (an orphan-reference rate without references) is left out of that session's mean.
+``<metric>_ci_high`` (reference source) and ``<metric>_band_low``, ``<metric>_band_high`` (the spread
+across sources, not an interval). ``n_sessions`` counts the sessions that ran the setting; a metric
+that is NaN for a session (an orphan-reference rate without references) is left out of that
+session's mean.
 """
 
 from __future__ import annotations
@@ -286,7 +294,7 @@ def sweep_summary(df: pd.DataFrame, metrics: Sequence[str] | None = None, *, ref
                   sources: Sequence[str] | None = BAND_SOURCES, n_boot: int = 2000, confidence: float = 0.95,
                   seed: int = 0, by: Sequence[str] | None = None, check_coverage: bool = True) -> pd.DataFrame:
     """Per setting: the mean and bootstrap interval under the ``reference`` token source, and the
-    band across token sources when the sweep ran several (module docs). ``by``: the columns
+    band across token sources when the sweep ran several (the spread, not an interval: module docs). ``by``: the columns
     that name a setting (default :func:`setting_columns`).
 
     Args:

@@ -65,12 +65,15 @@ from dataclasses import dataclass
 from typing import Sequence
 
 __all__ = ["Calibration", "fit_calibration", "SLOPE_RANGE", "MIN_POINTS", "MIN_R2",
-           "MAX_MEDIAN_RELATIVE_ERROR"]
+           "MAX_MEDIAN_RELATIVE_ERROR", "MAX_PLAUSIBLE_OVERHEAD"]
 
 SLOPE_RANGE = (0.5, 4.0)
 MIN_POINTS = 5
 MIN_R2 = 0.9
 MAX_MEDIAN_RELATIVE_ERROR = 0.1
+# What a request carries that no estimate sees: Pi 2-3k tokens, Claude Code 25-50k on the real
+# sessions. A fit that puts it past this read usage of context the file does not hold.
+MAX_PLAUSIBLE_OVERHEAD = 100_000
 _OUTLIER_MADS = 6.0
 _MIN_SCALE = 0.01  # relative residuals within 6% are never outliers, however tight the rest
 _FLOOR_MIN_ESTIMATE = 1000
@@ -92,6 +95,8 @@ class Calibration:
         median_relative_error: the median ``|residual| / recorded`` (nan without a fit).
         unconstrained_overhead: the overhead of the fit without the constraints (nan without a fit).
         unconstrained_slope: the slope of the fit without the constraints (nan without a fit).
+        partial: why the recording does not start at its conversation's start (its fit was restricted
+            to the requests after its first compaction), or None.
     """
 
     overhead: float = 0.0
@@ -103,6 +108,7 @@ class Calibration:
     median_relative_error: float = float("nan")
     unconstrained_overhead: float = float("nan")
     unconstrained_slope: float = float("nan")
+    partial: str | None = None
 
     @property
     def constrained(self) -> bool:
@@ -115,6 +121,9 @@ class Calibration:
     def warning(self) -> str | None:
         """Why this fit should not be trusted, or None."""
         problems = []
+        if self.partial:
+            problems.append(f"a partial recording ({self.partial}): fitted only on the {self.points} request(s) after "
+                            f"its first compaction, whose context the file holds")
         if self.points < MIN_POINTS:
             problems.append(f"only {self.points} assistant message(s) with usage (need {MIN_POINTS}); "
                             f"using overhead 0 and rate 1")
@@ -124,6 +133,9 @@ class Calibration:
             if not (self.median_relative_error <= MAX_MEDIAN_RELATIVE_ERROR):
                 problems.append(f"median relative error {self.median_relative_error:.0%} > "
                                 f"{MAX_MEDIAN_RELATIVE_ERROR:.0%}")
+            if self.overhead > MAX_PLAUSIBLE_OVERHEAD:
+                problems.append(f"an overhead of {self.overhead:,.0f} tokens per request is implausible (above "
+                                f"{MAX_PLAUSIBLE_OVERHEAD:,}): the recorded usage counts context the file does not hold")
             if self.constrained:
                 problems.append(f"the unconstrained fit was impossible (overhead "
                                 f"{self.unconstrained_overhead:,.0f}, rate {self.unconstrained_slope:.2f}); "

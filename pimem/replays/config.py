@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Mapping, Union
 
+from pimem.core.agent_session import Hooks
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
 from pimem.core.llm import Summarizer
-from pimem.core.session_manager import Session
 from pimem.core.settings_manager import lookup_model
 from pimem.errors import ConfigurationError
+from pimem.replays.strategies.base import CompactionStrategy
 from pimem.replays.tokens import TokenSourceName, get_token_source
-from pimem.sessions.load import load_session
 
-__all__ = ["ReplayConfig", "Trigger", "TRIGGERS", "load_recording", "resolve_model", "with_window"]
+__all__ = ["ReplayConfig", "StrategySpec", "Trigger", "TRIGGERS", "resolve_model", "with_window"]
 
 Trigger = Literal["threshold", "recorded", "none"]
 TRIGGERS = ("threshold", "recorded", "none")
+
+StrategySpec = Union[CompactionStrategy, str, Mapping[str, Any], None]
+"""What names a compaction strategy: a strategy, a name or spec string (``"masking:keep_turns=5"``),
+a mapping (``{"name": "masking", "keep_turns": 5}``), or None (Pi 0.87.1); see
+:func:`~pimem.replays.strategies.get_strategy`."""
 
 
 @dataclass(frozen=True)
@@ -40,11 +45,11 @@ class ReplayConfig:
     leaf_id: str | None = None
     token_source: TokenSourceName = "calibrated"
     triggers: Trigger = "threshold"
-    hooks: Any = None
+    hooks: Hooks | None = None
     seed: int = 0
     stop_on_error: bool = False
     progress: bool = False
-    strategy: Any = None
+    strategy: StrategySpec = None
 
     def __post_init__(self) -> None:
         get_token_source(self.token_source)  # raises for an unknown name
@@ -57,13 +62,6 @@ class ReplayConfig:
         if self.context_window is not None:
             return self.context_window
         return getattr(self.model, "context_window", None)
-
-
-def load_recording(session: Any) -> Session:
-    """``session`` itself, or the session loaded from a path."""
-    if isinstance(session, Session):
-        return session
-    return load_session(session)
 
 
 def resolve_model(model: ModelInfo | None, context_window: int | None, current: dict | None) -> ModelInfo:

@@ -21,63 +21,28 @@ caching bills it (Anthropic's ``cache_control``, which Pi sets; OpenAI's automat
   with ``cacheRetention: "none"``) and its response at the output price; the token counts are
   what the summarizer reported (the offline extractive summarizer reports Pi's chars/4 estimates).
 
-Prices are US dollars per million tokens, :data:`PRICES` (providers' list prices; override per
-call with ``prices={"model": Price(...)}`` or ``{"model": {"input": …, …}}``, or edit a copy).
-A model is found by its id with a date suffix or provider prefix removed (``claude-sonnet-4-5-20250929``
-→ ``claude-sonnet-4-5``); an unknown model is a :class:`~pimem.errors.UnknownPriceError` naming the
-known ones, never a silent zero.
+Prices are US dollars per million tokens, from :mod:`pimem.replays.prices`: the caller's
+``prices={"model": Price(...)}`` (or ``{"model": {"input": …, …}}``) first, then genai-prices' maintained
+data, then :data:`PRICES` (Pi 0.87.1's own table); an unknown model is a
+:class:`~pimem.errors.UnknownPriceError`, never a silent zero.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
+import warnings
 from typing import Any, Mapping, TypedDict, cast
 
 import pandas as pd
 
-from pimem.base.tables import as_flag, column_total, is_missing
+from pimem.base.tables import Column, Table, as_flag, column_total, is_missing
 from pimem.core.incremental.paths import build_session_projection
-from pimem.errors import ConfigurationError, UnknownPriceError
+from pimem.errors import ConfigurationError, PimemWarning
+from pimem.replays.prices import PRICES, Price, as_price, price_for
 
-__all__ = ["Price", "PRICES", "price_for", "replay_cost", "recorded_cost", "ReplayCost", "COST_COLUMNS"]
+__all__ = ["Price", "PRICES", "price_for", "as_price", "replay_cost", "recorded_cost", "ReplayCost", "COST",
+           "COST_COLUMNS", "RECORDED_COST"]
 
-
-@dataclass(frozen=True)
-class Price:
-    """US dollars per million tokens.
-
-    Args:
-        input: per million uncached input tokens.
-        output: per million output tokens.
-        cache_read: per million input tokens read from the prompt cache.
-        cache_write: per million input tokens written to the prompt cache.
-    """
-
-    input: float
-    output: float
-    cache_read: float
-    cache_write: float
-
-
-# Providers' list prices (per million tokens; Anthropic cache writes at the 5-minute rate).
-PRICES: dict[str, Price] = {
-    "claude-opus-4-5": Price(5.0, 25.0, 0.50, 6.25),
-    "claude-opus-4-1": Price(15.0, 75.0, 1.50, 18.75),
-    "claude-opus-4": Price(15.0, 75.0, 1.50, 18.75),
-    "claude-sonnet-4-5": Price(3.0, 15.0, 0.30, 3.75),
-    "claude-sonnet-4": Price(3.0, 15.0, 0.30, 3.75),
-    "claude-haiku-4-5": Price(1.0, 5.0, 0.10, 1.25),
-    "claude-3-5-haiku": Price(0.80, 4.0, 0.08, 1.0),
-    "gpt-5.1": Price(1.25, 10.0, 0.125, 1.25),
-    "gpt-5": Price(1.25, 10.0, 0.125, 1.25),
-    "gpt-5-mini": Price(0.25, 2.0, 0.025, 0.25),
-    "gpt-4.1": Price(2.0, 8.0, 0.50, 2.0),
-    "gpt-4.1-mini": Price(0.40, 1.60, 0.10, 0.40),
-    "gpt-4o-mini": Price(0.15, 0.60, 0.075, 0.15),
-    "free": Price(0.0, 0.0, 0.0, 0.0),  # a local model
-}
 
 class ReplayCost(TypedDict):
     """What :func:`replay_cost` returns: token counts, then US dollars."""
@@ -96,42 +61,32 @@ class ReplayCost(TypedDict):
     cache_hit_rate: float
 
 
-COST_COLUMNS = list(ReplayCost.__annotations__)
+COST = Table("cost", [
+    Column("cost_model", description="the priced model"),
+    Column("cache_read_tokens", description="request tokens read from the prompt cache"),
+    Column("cache_write_tokens", description="request tokens written to the prompt cache"),
+    Column("input_tokens", description="uncached request tokens (0: every request writes the cache)"),
+    Column("output_tokens", description="the recorded responses' output tokens"),
+    Column("cost_cache_read", description="US dollars for the cache reads"),
+    Column("cost_cache_write", description="US dollars for the cache writes"),
+    Column("cost_input", description="US dollars for uncached input"),
+    Column("cost_output", description="US dollars for the output"),
+    Column("cost_summarization", description="US dollars for the summary requests and responses"),
+    Column("cost_total", description="the sum of the costs"),
+    Column("cache_hit_rate", description="cache reads / request tokens (NaN without requests)"),
+], "What a replay would cost: one value each (a sweep row carries them).")
+COST_COLUMNS = COST.names  # the keys of :class:`ReplayCost`, in order
 
-_DATE = re.compile(r"-(20\d{6}|\d{4}-\d{2}-\d{2}|latest)$")
-
-
-def as_price(value: Any) -> Price:
-    """A :class:`Price` from a ``Price`` or a mapping of its four fields."""
-    if isinstance(value, Price):
-        return value
-    if isinstance(value, Mapping):
-        try:
-            fields = {k: float(v) for k, v in value.items()}
-            price = Price(**fields)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"a price needs input, output, cache_read, cache_write: {exc}") from None
-        bad = {k: v for k, v in fields.items() if not (math.isfinite(v) and v >= 0)}
-        if bad:
-            raise ConfigurationError("a price is a finite number of dollars per million tokens, at least 0; got "
-                                     + ", ".join(f"{k}={v}" for k, v in bad.items()))
-        return price
-    raise ConfigurationError(f"a price is a Price or a mapping, not {value!r}")
-
-
-def price_for(model: str, prices: Mapping[str, Any] | None = None) -> Price:
-    """The price of ``model`` (``prices`` first, then :data:`PRICES`); see the module docs."""
-    table = dict(PRICES)
-    table.update({k: as_price(v) for k, v in (prices or {}).items()})
-    name = str(model or "").strip()
-    candidates = [name, name.rsplit("/", 1)[-1]]
-    candidates += [_DATE.sub("", c) for c in candidates]
-    for c in candidates:
-        if c in table:
-            return table[c]
-    raise UnknownPriceError(f"no price for model {model!r}; pass prices={{{model!r}: Price(...)}}. "
-                             f"Known: {', '.join(sorted(table))}")
-
+RECORDED_COST = Table("recorded_cost", [
+    Column("entry_id", description="the assistant entry"),
+    Column("model", description="its model"),
+    Column("input", description="recorded usage"),
+    Column("output", description="recorded usage"),
+    Column("cache_read", description="recorded usage"),
+    Column("cache_write", description="recorded usage"),
+    Column("cost", description="US dollars by the price table"),
+    Column("recorded_cost", description="``usage.cost.total`` as Pi recorded it"),
+], "One row per assistant message with usage on the active path, priced.")
 
 def _session_model(result: Any) -> str:
     model = build_session_projection(result.session).model or {}
@@ -159,7 +114,7 @@ def replay_cost(
     ``model``: the priced model (default: the session's current model); ``summarizer_model``: the
     model that writes summaries (default: ``model``); ``cache_ttl_s``: a request more than this
     after the previous one reads nothing from the cache (None: the cache never expires).
-    Returns the :data:`COST_COLUMNS`.
+    Returns the values of :data:`COST` (the keys of :class:`ReplayCost`).
 
     Args:
         result: the replay.
@@ -171,7 +126,7 @@ def replay_cost(
     model = model or _session_model(result)
     price = price_for(model, prices)
     sprice = price_for(summarizer_model, prices) if summarizer_model else price
-    read = write = output = 0.0
+    read = write = output = largest = 0.0
     prev_ts: float | None = None
     for call in _rows(result, "calls"):
         tokens: Any = call.get("context_tokens")
@@ -185,9 +140,14 @@ def replay_cost(
             hit = 0.0
         read += hit
         write += max(float(tokens) - hit, 0.0)
+        largest = max(largest, float(tokens))
         output += float(call.get("output_tokens") or 0)
         if not is_missing(ts):
             prev_ts = ts
+    if price.long_context_above is not None and largest > price.long_context_above:
+        warnings.warn(f"{model}: requests of up to {largest:,.0f} input tokens are priced at the base tier; "
+                      f"above {price.long_context_above:,} tokens the provider charges more (cost understated)",
+                      PimemWarning, stacklevel=2)
     events = _rows(result, "events")
     s_in = column_total(events, "request_tokens")
     s_out = column_total(events, "response_tokens")
@@ -230,5 +190,7 @@ def recorded_cost(session: Any, prices: Mapping[str, Any] | None = None) -> pd.D
         rows.append({"entry_id": entry.get("id"), "model": msg.get("model"), "input": u.get("input"),
                      "output": u.get("output"), "cache_read": u.get("cacheRead"), "cache_write": u.get("cacheWrite"),
                      "cost": ours, "recorded_cost": (u.get("cost") or {}).get("total")})
-    return pd.DataFrame(rows, columns=["entry_id", "model", "input", "output", "cache_read", "cache_write", "cost",
-                                       "recorded_cost"])
+    return RECORDED_COST.frame(rows)
+
+
+RECORDED_COST.document(recorded_cost)

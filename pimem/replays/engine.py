@@ -15,18 +15,24 @@ import math
 import random
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from pimem.base.js import utf16_len
-from pimem.core.agent_session import CompactFailedEvent, run_compaction
-from pimem.core.compaction.compaction import CompactionSettings
+from pimem.core.agent_session import CompactFailedEvent, Hooks, run_compaction
+from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
 from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.llm import Summarizer
 from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import Session, require_message_objects
 from pimem.sessions import session as sessions
-from pimem.errors import ConfigurationError, JavaScriptTypeError, ReplayWarning, SummarizationError
-from pimem.replays.config import TRIGGERS, ReplayConfig, Trigger, load_recording, resolve_model
+from pimem.errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    JavaScriptTypeError,
+    ReplayWarning,
+    SummarizationError,
+)
+from pimem.replays.config import TRIGGERS, ReplayConfig, StrategySpec, Trigger, resolve_model
 from pimem.replays.navigate import navigate
 from pimem.replays.recording import (
     RecordedPath,
@@ -42,6 +48,7 @@ from pimem.replays.settings import check_room, check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
 from pimem.replays.tokens import make_token_source
+from pimem.sessions.load import SessionLike, as_session
 from pimem.summarizers.registry import default_summarizer
 from pimem.base.js import js_stringify
 
@@ -54,28 +61,29 @@ __all__ = ["replay", "Replayer", "ReplayResult", "ReplayConfig", "navigate", "ch
 
 
 def replay(
-    session: Any,
-    settings: Any = None,
+    session: SessionLike,
+    settings: CompactionSettings | Mapping[str, Any] | None = None,
     *,
-    model: Any = None,
+    model: ModelInfo | None = None,
     context_window: int | None = None,
     summarizer: Summarizer | None = None,
     leaf_id: str | None = None,
     token_source: TokenSourceName = "calibrated",
     triggers: Trigger = "threshold",
-    hooks: Any = None,
+    hooks: Hooks | None = None,
     seed: int = 0,
     progress: bool = False,
     stop_on_error: bool = False,
     sample: int = 0,
-    strategy: Any = None,
+    strategy: StrategySpec = None,
 ) -> ReplayResult:
     """Replay the recorded path of ``session`` into a new session, compacting where Pi 0.87.1's agent
     loop would have (``docs/replay.md``).
 
     Args:
-        session: a ``Session``, a replay result or a session file's path.
-        settings: the ``CompactionSettings`` to replay under (default Pi's).
+        session: a ``Session``, a replay result (its replayed session is replayed again) or a session
+            file's path (:func:`pimem.as_session`).
+        settings: the ``CompactionSettings`` to replay under, or a mapping of their fields (default Pi's).
         model: a ``ModelInfo``; default from the session's model via the table in
             ``pimem.core.settings_manager``.
         context_window: overrides the model's context window.
@@ -91,17 +99,24 @@ def replay(
             and going on.
         sample: numbers the draw of every summary request (``SummaryRequest.sample``): with a model at
             temperature > 0 behind a cache, ``sample=0, 1, …`` give distinct cached draws.
-        strategy: the compaction strategy (a name such as ``"masking:keep_turns=5"`` or a
+        strategy: the compaction strategy (a name such as ``"masking:keep_turns=5"``, a mapping or a
             :class:`~pimem.replays.strategies.CompactionStrategy`; default Pi 0.87.1).
 
     Settings that leave no room in the window raise :class:`~pimem.errors.ConfigurationError`
     (:func:`check_settings`).
     """
-    original = load_recording(session)
+    original = as_session(session)
     if settings is None:
         settings = CompactionSettings()
-    elif isinstance(settings, dict):
+    elif isinstance(settings, Mapping):
+        fields = [f.name for f in dataclasses.fields(CompactionSettings)]
+        unknown = [k for k in settings if k not in fields]
+        if unknown:
+            raise ArgumentTypeError(f"settings: no field {unknown[0]!r} (fields: {', '.join(fields)})")
         settings = CompactionSettings(**settings)
+    elif not isinstance(settings, CompactionSettings):
+        raise ArgumentTypeError(f"settings must be CompactionSettings, a mapping of their fields or None; "
+                                f"got {type(settings).__name__}")
     if summarizer is None:
         summarizer = default_summarizer()
     if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
@@ -151,16 +166,25 @@ class Replayer:
         self.leaf_at: list[Any] = []
         self.last_assistant: dict | None = None
         self.last_tool_results: list[dict] = []
+        self.next_turn_checked = False  # the check before the next request was made (at a steering message)
         self.in_run = False
         self.overflow_attempted = False
         self.refused_requests = 0
         self.failed_turns = 0
         self.refusal_kept = False  # Pi's last assistant is a refusal kept in the context (a failed retry)
         self.failed_run = False  # a turn failed: the rest of its recorded run never happened
+        self.completed = False  # the last run ended with a completed answer and no prompt came since
+        self.unasked = 0  # recorded answers to a completed answer, which Pi 0.87.1 never asks for
+        self.unasked_left_out = 0  # the recorded entries of their runs
         self.written: collections.Counter[str] = collections.Counter()  # entries the replay wrote, by kind
         self.left_out: list[Any] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
         self.step = 0
+        # The replay's clock: where each replayed message and the latest compaction and context edit
+        # sit on the replayed branch (see predates).
+        self._position: dict[int, int] = {}
+        self._compaction_at = -1
+        self._edit_at = -1
         self._checked_windows: set[Any] = set()
         # the previous request: (its projected messages list, how many, their estimate, its tokens)
         self._prev_request: tuple[list[dict] | None, int, int, float] = (None, 0, 0, 0.0)
@@ -190,7 +214,19 @@ class Replayer:
         self._checked_windows.add(window)
         for problem in check_settings(self.settings, window):
             self.warn(problem)
-        for problem in check_room(self.settings, window, self.tokens.overhead):
+        try:
+            problems = check_room(self.settings, window, self.tokens.overhead)
+        except ConfigurationError as exc:
+            fit = self.tokens.warning()
+            if fit is None:
+                raise
+            # the overhead comes from a fit that is not to be trusted: the recorded usage is the
+            # suspect, not the window
+            raise ConfigurationError(
+                f"the token calibration of this session cannot be trusted ({fit}); its overhead of "
+                f"{self.tokens.overhead:,.0f} tokens leaves no room in the {window:,}-token window. Check the "
+                f"recorded usage, or replay with token_source='chars' or 'tiktoken'") from exc
+        for problem in problems:
             self.warn(problem)
 
     # -- events ------------------------------------------------------------------------------------
@@ -240,6 +276,25 @@ class Replayer:
     def acting(self) -> bool:
         return self.triggers == "threshold"
 
+    def predates(self, message: dict) -> bool:
+        """Whether the replayed ``message`` was written before the latest compaction on the branch.
+
+        Pi compares the message's ``timestamp`` with the compaction entry's, both from its live clock,
+        so the comparison is the order in which they were written. A replay cannot compare the
+        recorded timestamps: a recorded answer is stamped when its request started, earlier than the
+        entry written before it (every assistant of the real Pi sessions in ``shared/datasets``), so
+        a compaction stamped like that entry would seem to postdate the answer to the request sent
+        after it. The replay compares positions on the replayed branch instead.
+        """
+        at = self._position.get(id(message))
+        return at is not None and at < self._compaction_at
+
+    def edited_after(self, message: dict) -> bool:
+        """Whether a ``context_edit`` was written after the replayed ``message`` (Pi's
+        ``hasPostAssistantContextEdit``: the message's usage no longer describes the projection)."""
+        at = self._position.get(id(message))
+        return at is not None and at < self._edit_at
+
     def check_next_turn(self) -> None:
         if not self.settings.enabled:
             return
@@ -254,20 +309,16 @@ class Replayer:
             return
         if skip_aborted and message.get("stopReason") == "aborted":
             return
-        compaction = self.rep.latest_compaction
-        if compaction is not None:
-            ts = timestamp_ms(message.get("timestamp"))
-            cts = timestamp_ms(compaction.get("timestamp"))
-            if ts is not None and cts is not None and ts <= cts:
-                self.check_row(check, float("nan"), note="assistant predates the latest compaction")
-                return
+        if self.predates(message):
+            self.check_row(check, float("nan"), note="assistant predates the latest compaction")
+            return
         info = self.model_info()
         window = info.context_window
         same_model = self.model_arg is not None or (
             message.get("provider") == (self.rep.projection.model or {}).get("provider"))
         overflow = same_model and (
             (message.get("stopReason") == "error" and is_context_overflow(message))
-            or (self.tokens.silent_overflow and not self.rep.has_context_edit and is_context_overflow(message, window)))
+            or (self.tokens.silent_overflow and not self.edited_after(message) and is_context_overflow(message, window)))
         if overflow:
             decision = self.strategy.should_compact(self.check_point(check, "overflow", input_tokens(message)))
             row = self._row(kind="check", check=check, reason="overflow", context_tokens=input_tokens(message),
@@ -276,7 +327,7 @@ class Replayer:
             if self.acting() and decision:
                 row["fired"] = self.run_compaction("overflow", False, check)
             return
-        tokens, note = self.tokens.check_tokens(self.rep, message, compaction)
+        tokens, note = self.tokens.check_tokens(self.rep, message, self.predates)
         row = self.check_row(check, tokens, note)
         if row["should_compact"] and self.acting():
             row["fired"] = self.run_compaction("threshold", False, check)
@@ -481,10 +532,20 @@ class Replayer:
     def _append_written(self, entry: dict) -> None:
         """Track an entry the replay wrote itself (a compaction, a refusal, a context edit)."""
         self.written[entry["type"] if entry["type"] != "message" else "refusal"] += 1
-        self.rep.append(entry)
+        self._append_replayed(entry)
 
     def _append_replayed(self, entry: dict) -> None:
         """Track an entry just appended to the new session."""
+        at = len(self.rep.path)
+        etype = entry.get("type")
+        if etype == "message":
+            message = entry.get("message")
+            if isinstance(message, dict):
+                self._position[id(message)] = at
+        elif etype == "compaction":
+            self._compaction_at = at
+        elif etype == "context_edit":
+            self._edit_at = at
         self.rep.append(entry)
 
     def append(self, entry: dict) -> None:
@@ -523,17 +584,26 @@ class Replayer:
                 continue
             message: Any = entry.get("message") if etype == "message" else None
             role = message.get("role") if message else None
+            if (etype == "message" and role not in ("assistant", "toolResult")) or etype in ("custom_message",
+                                                                                           "branch_summary"):
+                self.completed = False  # a prompt, a bash run or an extension's message: Pi may be asked again
+            if role == "assistant" and self.completed and not self.failed_run:
+                # Pi 0.87.1 asks for nothing after a completed answer until the next prompt
+                # (agent.continue cannot continue from it): this recorded answer, and its run, never happen
+                self.unasked += 1
+                self.failed_run = True
             if self.failed_run and role in ("assistant", "toolResult"):
                 # Pi's run ended with the refusal: its answer, tool results and later calls never happened
                 self.rec.append(entry)
                 self.left_out.append(entry.get("id"))
+                self.unasked_left_out += self.completed
                 self.leaf_at.append(self.new.leaf_id)
                 continue
             if role == "user":
                 self.failed_run = False
             if role == "assistant":
                 self.apply_context_edits(entry)
-                if self.last_tool_results and self.in_run:
+                if self.last_tool_results and self.in_run and not self.next_turn_checked:
                     self.check_next_turn()
                 accepted = self.send_request(message)
                 self.tokens.record_call(message, self.rec, self.rep)
@@ -555,7 +625,11 @@ class Replayer:
                     continue
             elif role == "user":
                 if self.in_run and self.last_tool_results:
-                    self.check_next_turn()  # a steering message inside the run
+                    # a steering message inside the run: Pi checks once before the next request,
+                    # before the steering messages are appended
+                    if not self.next_turn_checked:
+                        self.check_next_turn()
+                        self.next_turn_checked = True
                 elif self.refusal_kept:
                     self.overflow_failed("before_prompt")  # Pi's last assistant is the kept refusal
                     self.in_run = True
@@ -573,11 +647,13 @@ class Replayer:
                     self.last_assistant = message
                     self.refusal_kept = False
                 self.last_tool_results = []
+                self.next_turn_checked = False
                 if accepted and message.get("stopReason") not in ("error", "length"):
                     self.overflow_attempted = False
                 ends_run = message.get("stopReason") in ("error", "aborted") or not has_tool_calls(message)
                 if ends_run:
                     self.in_run = False
+                    self.completed = accepted and message.get("stopReason") == "stop"
                     if accepted:  # a failed turn's agent_end check was its overflow recovery
                         self.check_after_assistant("agent_end", skip_aborted=True)
                 else:
@@ -590,8 +666,12 @@ class Replayer:
             self.warn(f"{len(failed_recorded)} recorded compaction(s) could not be made again with the strategy "
                       f"{self.strategy.spec()} ({failed_recorded[0].get('error')}); replay the compactions of another "
                       f"Pi release with its strategy: --strategy pi-0.13.2 or pi-1.6.0")
+        if self.unasked:
+            self.warn(f"{self.unasked:,} recorded answer(s) follow a completed answer with no prompt between (an older "
+                      f"Pi's continuation): Pi 0.87.1 asks for none, so they and their runs are left out")
         if self.refused_requests:
-            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, len(self.left_out),
+            left_out = len(self.left_out) - self.unasked_left_out
+            self.warn(_refusal_warning(self.refused_requests, self.failed_turns, left_out,
                                        self.model_info().context_window))
         return ReplayResult(  # its tables are made from the rows when first read
             session=self.new, compactions=self.compactions, settings=self.settings,

@@ -2,34 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from pimem.core.agent_session import run_tree_navigation
+from pimem.core.agent_session import Hooks, TreeOutcome, run_tree_navigation
+from pimem.core.compaction.compaction import ModelInfo
 from pimem.core.llm import Summarizer
-from pimem.core.session_manager import build_session_projection
-from pimem.replays.config import load_recording, resolve_model, with_window
+from pimem.core.session_manager import Session, build_session_projection
+from pimem.replays.config import resolve_model, with_window
+from pimem.sessions.load import SessionLike, as_session
 from pimem.summarizers.registry import default_summarizer
 
 __all__ = ["navigate"]
 
 
 def navigate(
-    session: Any,
+    session: SessionLike,
     target_id: str,
     summarize: bool = True,
     summarizer: Summarizer | None = None,
-    hooks: Any = None,
+    hooks: Hooks | None = None,
     *,
-    model: Any = None,
+    model: ModelInfo | None = None,
     context_window: int | None = None,
     reserve_tokens: int = 16384,
     custom_instructions: str | None = None,
     replace_instructions: bool | None = None,
     label: str | None = None,
     old_leaf_id: str | None = None,
-    timestamp: Any = None,
+    timestamp: str | int | float | None = None,
     with_outcome: bool = False,
-) -> Any:
+) -> Session | tuple[Session, TreeOutcome]:
     """A copy of ``session`` after Pi 0.87.1's ``/tree`` navigation to ``target_id``.
 
     Follows ``AgentSession.navigateTree`` step by step (through
@@ -60,7 +60,7 @@ def navigate(
     ``summary_entry``, ``entries_to_summarize``, ``common_ancestor_id``).
 
     Args:
-        session: the session (or its file).
+        session: the session, a replay result (its replayed session) or a session file's path.
         target_id: the entry to move to.
         summarize: leave a summary of the abandoned branch.
         summarizer: the model that writes it (default: the offline extractive one).
@@ -75,7 +75,7 @@ def navigate(
         timestamp: the new entries' time (default: now).
         with_outcome: also return the navigation's outcome.
     """
-    original = load_recording(session)
+    original = as_session(session)
     copied = original.copy()
     if old_leaf_id is not None:
         copied.leaf_id = old_leaf_id

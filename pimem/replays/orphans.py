@@ -51,7 +51,7 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from pimem.base.memo import on_forget
-from pimem.base.tables import frame
+from pimem.base.tables import Column, Table
 from pimem.core.incremental.paths import build_session_path
 from pimem.core.session_manager import is_walked_path, session_entry_to_context_messages
 from pimem.sessions.compactions import (
@@ -65,7 +65,8 @@ from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.text.facts import SummaryIndex, content_words, extract_facts, fact_present, fold, fold_by_lines
 from pimem.text.messages import message_text
 
-__all__ = ["orphan_references", "orphan_rows", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHAN_COLUMNS"]
+__all__ = ["orphan_references", "orphan_rows", "orphan_rate", "fact_in_context", "OPEN_LOOP_NOTE", "ORPHANS",
+           "ORPHAN_COLUMNS"]
 
 OPEN_LOOP_NOTE = (
     "The replay is open-loop: after a replayed compaction the recorded assistant turns are appended "
@@ -78,8 +79,17 @@ OPEN_LOOP_NOTE = (
 # the kinds an assistant message can state (tool results give errors, user messages constraints)
 _REFERENCE_KINDS = ("path", "identifier", "number", "decision", "command")
 
-ORPHAN_COLUMNS = ["compaction", "compaction_id", "first_kept_entry_id", "span_facts", "references", "orphans",
-                  "orphan_rate", "orphan_examples"]
+ORPHANS = Table("orphans", [
+    Column("compaction", description="the compaction's position among the path's compactions (0 first)"),
+    Column("compaction_id", description="the compaction entry"),
+    Column("first_kept_entry_id", description="its first kept entry"),
+    Column("span_facts", description="facts of the summarized span of the kinds an assistant turn can state"),
+    Column("references", description="distinct span facts the agent used later, before the next compaction"),
+    Column("orphans", description="those absent from the context at their first use"),
+    Column("orphan_rate", description="orphans / references (NaN when there is no reference)"),
+    Column("orphan_examples", description="the first orphaned facts, as ``kind:value``"),
+], "One row per compaction on the active path: the recorded agent's later uses of summarized facts.")
+ORPHAN_COLUMNS = ORPHANS.names
 
 
 def _context_text(message: dict) -> str:
@@ -248,14 +258,17 @@ def orphan_references(result_or_session: SessionLike, *, leaf_id: str | None = N
     """One row per compaction on the active path: references, orphans, orphan rate (module docs).
 
     Args:
-        result_or_session: a :class:`~pimem.replays.result.ReplayResult` (its replayed session) or a
-            ``Session`` (its own compactions: the closed-loop baseline).
+        result_or_session: a :class:`~pimem.replays.result.ReplayResult` (its replayed session), a
+            ``Session`` (its own compactions: the closed-loop baseline) or a session file's path
+            (:func:`pimem.as_session`).
         leaf_id: the leaf whose path is measured (default: the session's current leaf).
         examples: how many orphaned facts ``orphan_examples`` lists (as ``kind:value``).
         spans: the path's :func:`~pimem.sessions.compactions.compaction_spans`, when already computed.
     """
-    return frame(orphan_rows(result_or_session, leaf_id=leaf_id, examples=examples, spans=spans),
-                 columns=ORPHAN_COLUMNS)
+    return ORPHANS.frame(orphan_rows(result_or_session, leaf_id=leaf_id, examples=examples, spans=spans))
+
+
+ORPHANS.document(orphan_references)
 
 
 def orphan_rows(result_or_session: SessionLike, *, leaf_id: str | None = None, examples: int = 3,

@@ -1,8 +1,8 @@
 """What a replay produced (:class:`ReplayResult`) and the columns of its tables.
 
-The event table has one row per check and per compaction (:data:`EVENT_COLUMNS`), the call table
-one row per replayed assistant call (:data:`CALL_COLUMNS`); ``docs/replay.md`` says what each
-check reads.
+The event table has one row per check and per compaction (:data:`EVENTS`), the call table
+one row per replayed assistant call (:data:`CALLS`); ``docs/replay.md`` says what each check
+reads. The tables are made from the replay's rows when first read (a sweep never makes them).
 """
 
 from __future__ import annotations
@@ -14,28 +14,117 @@ from typing import Any, TypedDict, cast
 import numpy as np
 import pandas as pd
 
-from pimem.base.tables import as_flag, column_total, frame, is_missing, number_array
+from pimem.base.tables import Column, Table, as_flag, column_total, is_missing, number_array
 from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
 from pimem.core.incremental.paths import build_session_projection
+from pimem.errors import ConfigurationError
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source
-from pimem.replays.orphans import ORPHAN_COLUMNS, orphan_rate, orphan_rows
+from pimem.replays.orphans import ORPHANS, orphan_rate, orphan_rows
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
 
-__all__ = ["ReplayResult", "ReplaySummary", "EVENT_COLUMNS", "CALL_COLUMNS"]
+__all__ = ["ReplayResult", "ReplaySummary", "EVENTS", "CALLS", "SUMMARY", "EVENT_COLUMNS", "CALL_COLUMNS"]
 
-CALL_COLUMNS = ["step", "entry_id", "context_tokens", "recorded_tokens", "prefix_tokens", "output_tokens", "timestamp",
-                "refused"]
+CALLS = Table("calls", [
+    Column("step", description="the recorded entry's position on the replayed path"),
+    Column("entry_id", description="the recorded assistant entry"),
+    Column("context_tokens", description="the request's size by the token source (NaN when unknown)"),
+    Column("recorded_tokens", description="the request's size the provider recorded (input + cache read + cache write)"),
+    Column("prefix_tokens", description="the part of the request that repeats the previous request's prefix (a "
+           "prompt cache can read it; 0 for a refused request and for the first)"),
+    Column("output_tokens", description="the recorded response's output tokens"),
+    Column("timestamp", description="the recorded message's time, epoch milliseconds"),
+    Column("refused", description="the provider would refuse the request as larger than the window"),
+], "One row per replayed assistant call. Values are as the replay wrote them (dtypes as pandas infers them).")
 
-EVENT_COLUMNS = [
-    "step", "entry_id", "leaf_id", "kind", "check", "reason", "context_tokens", "threshold", "context_window",
-    "should_compact", "fired", "will_retry", "note", "compaction_id", "first_kept_entry_id",
-    "messages_summarized", "turn_prefix_messages", "split_turn", "tokens_before", "tokens_after",
-    "summary_tokens", "request_tokens", "response_tokens", "summary_calls", "latency_s", "error",
-    "from_hook", "recorded_first_kept_entry_id", "recorded_tokens_before", "context_edits",
-]
+EVENTS = Table("events", [
+    Column("step", description="the recorded entry's position on the replayed path"),
+    Column("entry_id", description="the recorded entry at that step"),
+    Column("leaf_id", description="the replayed session's leaf when the row was written"),
+    Column("kind", description="``check``, ``compaction``, ``compact_failed``, ``compact_skipped``, ``turn_failed`` "
+           "or ``context_edit``"),
+    Column("check", description="where Pi checks: ``next_turn``, ``agent_end``, ``before_prompt``, ``before_call``, "
+           "``turn`` (context edits) or ``recorded`` (a recorded compaction regenerated)"),
+    Column("reason", description="``threshold``, ``overflow``, ``manual`` or ``strategy``"),
+    Column("context_tokens", description="the context the check read, by the token source"),
+    Column("threshold", description="context window − reserve tokens"),
+    Column("context_window", description="the model's context window"),
+    Column("should_compact", description="the strategy's decision at the check"),
+    Column("fired", description="a compaction (or edit) ran and was written"),
+    Column("will_retry", description="Pi retries the refused request after this compaction"),
+    Column("note", description="why a check or compaction went as it did (``failed``, ``nothing to compact``, …)"),
+    Column("compaction_id", description="the compaction entry written"),
+    Column("first_kept_entry_id", description="the compaction's first kept entry"),
+    Column("messages_summarized", description="messages the preparation summarized"),
+    Column("turn_prefix_messages", description="messages of a split turn's prefix"),
+    Column("split_turn", description="the cut split a turn"),
+    Column("tokens_before", description="Pi's ``tokensBefore`` (see ``docs/replay.md``)"),
+    Column("tokens_after", description="Pi's estimate of the projected context after the compaction or edit"),
+    Column("summary_tokens", description="the summary's chars/4"),
+    Column("request_tokens", description="tokens the summary requests sent"),
+    Column("response_tokens", description="tokens the summary requests received"),
+    Column("summary_calls", description="summary requests made"),
+    Column("latency_s", description="seconds the compaction took"),
+    Column("error", description="why a compaction or turn failed"),
+    Column("from_hook", description="a hook supplied the compaction"),
+    Column("recorded_first_kept_entry_id", description="the recorded compaction's ``firstKeptEntryId`` "
+           "(``triggers=\"recorded\"``)"),
+    Column("recorded_tokens_before", description="the recorded compaction's ``tokensBefore``"),
+    Column("context_edits", description="context edits the strategy wrote"),
+], "One row per check, compaction, failure and context edit of a replay. Values are as the replay wrote them "
+   "(dtypes as pandas infers them).")
+
+CALL_COLUMNS = CALLS.names
+EVENT_COLUMNS = EVENTS.names
+
+_CALIBRATED = " (a calibrated token source only)"
+
+SUMMARY = Table("summary", [
+    Column("entries", description="recorded entries replayed"),
+    Column("assistant_calls", description="replayed assistant calls"),
+    Column("checks", description="compaction checks"),
+    Column("compactions", description="compactions written"),
+    Column("context_edits", description="context edits the strategy wrote"),
+    Column("threshold_compactions", description="compactions at the threshold"),
+    Column("overflow_compactions", description="compactions after an overflow"),
+    Column("manual_compactions", description="compactions at recorded points (``triggers=\"recorded\"``)"),
+    Column("failed_compactions", description="compactions that failed"),
+    Column("cancelled_compactions", description="compactions cancelled or aborted"),
+    Column("refused_requests", description="requests the provider would refuse as larger than the window"),
+    Column("failed_turns", description="turns whose request did not fit even after Pi's overflow compaction: the "
+           "run ends there"),
+    Column("left_out_entries", description="recorded entries left out after a failed turn"),
+    Column("written_entries", description="entries the replay wrote itself (compactions, refusals, edits)"),
+    Column("failure_reasons", description="why compactions and turns failed, each reason once with its count"),
+    Column("split_turns", description="compactions that split a turn"),
+    Column("summary_calls", description="summary requests"),
+    Column("summarization_request_tokens", description="tokens the summary requests sent"),
+    Column("summarization_response_tokens", description="tokens the summary requests received"),
+    Column("summary_tokens", description="chars/4 of the summaries written"),
+    Column("peak_context_tokens", description="the largest request the provider would answer"),
+    Column("mean_context_tokens", description="the mean answered request"),
+    Column("total_context_tokens_sent", description="the sum of the answered requests"),
+    Column("tokens_resent_per_call", description="total_context_tokens_sent ÷ answered calls"),
+    Column("final_context_tokens", description="Pi's usage-free estimate of the final projected context"),
+    Column("context_window", description="the model's context window replayed with"),
+    Column("calibration_slope", description="provider tokens per estimated token"),
+    Column("calibration_overhead", description="the calibration's fixed tokens per request" + _CALIBRATED),
+    Column("calibration_floor_ratio", description="the calibration's floor" + _CALIBRATED),
+    Column("calibration_points", description="recorded calls fitted" + _CALIBRATED),
+    Column("calibration_r2", description="the fit's R²" + _CALIBRATED),
+    Column("calibration_median_relative_error", description="the fit's median relative error" + _CALIBRATED),
+    Column("calibration_warning", description="why the fit is poor, if it is" + _CALIBRATED),
+    Column("floored_calls", description="calls whose simulated tokens the calibration's floor raised"),
+    Column("references_checked", description="later uses of summarized facts checked (:mod:`pimem.replays.orphans`)"),
+    Column("orphans", description="those the replayed context did not hold"),
+    Column("orphan_reference_rate", description="orphans ÷ references_checked"),
+    Column("token_source", description="how request tokens were counted"),
+    Column("triggers", description="what made the replay compact"),
+    Column("strategy", description="the compaction strategy's spec"),
+    Column("warnings", description="what the replay warned about"),
+], "What :meth:`ReplayResult.summary` returns, one value each (a sweep row carries them).")
 
 
 class _ReplayFigures(TypedDict):
@@ -94,8 +183,8 @@ class _Table:
     """A table of a :class:`ReplayResult` made from the replay's rows when first read (a sweep reads
     only the summary, which counts from the rows); a table given or set is kept as it is."""
 
-    def __init__(self, rows: str, columns: list[str]) -> None:
-        self.rows, self.columns = rows, columns
+    def __init__(self, rows: str, table: Table) -> None:
+        self.rows, self.table = rows, table
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.key = f"_{name}_table"
@@ -105,7 +194,7 @@ class _Table:
             return None  # the field's default: made from the rows
         table = obj.__dict__.get(self.key)
         if table is None:
-            table = obj.__dict__[self.key] = frame(getattr(obj, self.rows) or [], columns=self.columns)
+            table = obj.__dict__[self.key] = self.table.frame(getattr(obj, self.rows) or [])
         return table
 
     def __set__(self, obj: Any, value: Any) -> None:
@@ -134,9 +223,9 @@ class ReplayResult:
         token_source: how request tokens were counted (``"calibrated"``, ``"estimate"``, …).
         triggers: what made the replay compact (``"threshold"``, ``"recorded"`` or ``"none"``).
         context_window: the model's context window replayed with.
-        events: one row per check, compaction, failure and context edit (:data:`EVENT_COLUMNS`;
+        events: one row per check, compaction, failure and context edit (:data:`EVENTS`;
             default: made from ``_event_rows`` when first read).
-        calls: one row per replayed assistant call (:data:`CALL_COLUMNS`; default: from ``_call_rows``).
+        calls: one row per replayed assistant call (:data:`CALLS`; default: from ``_call_rows``).
         calibration_slope: the calibration's provider tokens per estimated token.
         calibration: the token calibration fitted on the recording.
         floored_calls: the calls whose simulated tokens the calibration's floor raised.
@@ -153,8 +242,8 @@ class ReplayResult:
     token_source: str
     triggers: str
     context_window: int
-    events: pd.DataFrame = _Table("_event_rows", EVENT_COLUMNS)
-    calls: pd.DataFrame = _Table("_call_rows", CALL_COLUMNS)
+    events: pd.DataFrame = _Table("_event_rows", EVENTS)
+    calls: pd.DataFrame = _Table("_call_rows", CALLS)
     calibration_slope: float = 1.0
     calibration: Calibration = field(repr=False, default_factory=Calibration)
     floored_calls: int = 0
@@ -181,7 +270,7 @@ class ReplayResult:
         """Per replayed compaction, the recorded agent's later uses of summarized facts that the
         replayed context did not hold (:func:`pimem.replays.orphans.orphan_references`; computed once)."""
         if self._orphans is None:
-            self._orphans = frame(self._orphan_rows_once(), columns=ORPHAN_COLUMNS)
+            self._orphans = ORPHANS.frame(self._orphan_rows_once())
         return self._orphans
 
     def _orphan_rows_once(self) -> list[dict]:
@@ -193,7 +282,7 @@ class ReplayResult:
         """The rows of the ``"events"`` or ``"calls"`` table as dicts, without making the table
         (the replay's own rows while the table was not edited: read them, do not change them)."""
         if name not in _TABLES:
-            raise ValueError(f"a replay's tables are {sorted(_TABLES)}, not {name!r}")
+            raise ConfigurationError(f"a replay's tables are {sorted(_TABLES)}, not {name!r}")
         return _TABLES[name].rows_of(self)
 
     def summary(self) -> ReplaySummary:

@@ -4,12 +4,19 @@ Recorded usage in replayed assistant messages stays as recorded, but after the r
 differently from the recording it describes a context the replay never sent. A token source
 decides how the replay counts instead (``docs/replay.md``, "Token sources"):
 
-* :class:`EstimateTokens` (``"estimate"``): exactly Pi's formulas on the replayed session,
-  recorded usage included; the differential-testing mode.
+* :class:`EstimateTokens` (``"estimate"``): Pi's literal arithmetic on the replayed file, recorded
+  usage included. After a replayed compaction that usage describes the *uncompacted* recording's
+  requests (stale): it is what Pi itself would compute on that file, the differential-testing mode
+  (``tests/replays/test_replay_loop_oracle.py``), not a model of the replayed request.
 * :class:`CalibratedTokens` (``"calibrated"``, the default): Pi's formulas with each assistant's
   usage replaced by a simulated usage of the replayed request (:mod:`pimem.replays.calibration`).
-* :class:`CharsTokens` (``"chars"``): chars/4 of the replayed projected context, no usage.
-* :class:`TiktokenTokens` (``"tiktoken"``): cl100k_base counts of the projected messages.
+* :class:`CharsTokens` (``"chars"``): chars/4 of the replayed projected context plus what every
+  request carries that no estimate sees (the calibration's overhead: system prompt and tools), no usage.
+* :class:`TiktokenTokens` (``"tiktoken"``): cl100k_base counts of the projected messages plus that
+  overhead.
+
+How well each predicts what the provider counted right after a real compaction, out of sample:
+:mod:`pimem.replays.validation`.
 
 A replay makes one instance per run (:func:`make_token_source`); the calibrated one holds the fit
 and the simulated usage of every replayed call.
@@ -17,20 +24,46 @@ and the simulated usage of every replayed call.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Sequence
+import contextlib
+import contextvars
+import dataclasses
+import math
+from typing import Any, Callable, ClassVar, Iterator, Literal, Sequence
 
 from pimem.core.compaction.compaction import get_assistant_usage
 from pimem.core.incremental.caches import TokenCache
 from pimem.core.incremental.tracker import ContextTracker
 from pimem.errors import ConfigurationError
-from pimem.replays.calibration import Calibration
-from pimem.replays.recording import RecordedPath, input_tokens, timestamp_ms, usage_tokens, walk_recording
+from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD, Calibration, fit_calibration
+from pimem.replays.recording import RecordedPath, input_tokens, output_tokens, usage_tokens, walk_recording
 from pimem.text.tokenizers import TiktokenCounter
 
-__all__ = ["TokenSource", "EstimateTokens", "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
+__all__ = ["modelled_sizes_scaled", "partial_recording", "IMPLAUSIBLE_FIRST_EXCESS", "TokenSource", "EstimateTokens",
+           "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
            "TokenSourceName", "get_token_source", "make_token_source"]
 
 TokenSourceName = Literal["estimate", "calibrated", "chars", "tiktoken"]
+
+
+# No agent's per-request overhead comes near this (Pi 2-3k, Claude Code 25-50k tokens): a first
+# request that much above its estimate carries context the file does not hold.
+IMPLAUSIBLE_FIRST_EXCESS = 80_000
+
+_MODELLED_SCALE: contextvars.ContextVar[float] = contextvars.ContextVar("pimem_modelled_scale", default=1.0)
+
+
+@contextlib.contextmanager
+def modelled_sizes_scaled(scale: float) -> Iterator[None]:
+    """Within this block calibrated replays multiply every request size they model (a request whose
+    context differs from the recording's) by ``scale``: a replay under a validated error
+    (:func:`pimem.replays.validation.replay_intervals`)."""
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ConfigurationError(f"scale must be a positive finite number, not {scale!r}")
+    token = _MODELLED_SCALE.set(float(scale))
+    try:
+        yield
+    finally:
+        _MODELLED_SCALE.reset(token)
 
 
 class TokenSource:
@@ -82,13 +115,14 @@ class TokenSource:
         """What the ``next_turn`` check reads: ``estimateProjectedContextTokens``."""
         return rep.context_estimate(self.usage).tokens
 
-    def check_tokens(self, rep: ContextTracker, message: dict, compaction: dict | None) -> tuple[float, str | None]:
+    def check_tokens(self, rep: ContextTracker, message: dict,
+                     predates: Callable[[dict], bool]) -> tuple[float, str | None]:
         """What ``agent_end``/``before_prompt`` read after ``message``, and why the check gives up (or None).
 
         Pi's ``_checkCompaction``: with a ``context_edit`` in the projection,
         ``estimateProjectedContextTokens``; for an errored or zero-usage message,
-        ``estimateContextTokens`` (giving up when its usage predates the latest compaction);
-        otherwise the message's own usage.
+        ``estimateContextTokens`` (giving up when its usage predates the latest compaction:
+        ``predates(message)``); otherwise the message's own usage.
         """
         if rep.has_context_edit:
             return rep.context_estimate(self.usage).tokens, None
@@ -96,10 +130,8 @@ class TokenSource:
         if message.get("stopReason") == "error" or not direct:
             tokens = rep.context_usage_estimate(self.usage).tokens
             usage_msg = rep.usage_message()
-            if usage_msg is not None and compaction is not None:
-                uts, cts = timestamp_ms(usage_msg.get("timestamp")), timestamp_ms(compaction.get("timestamp"))
-                if uts is not None and cts is not None and uts <= cts:
-                    return tokens, "usage predates the latest compaction"
+            if usage_msg is not None and predates(usage_msg):
+                return tokens, "usage predates the latest compaction"
             return tokens, None
         return direct, None
 
@@ -108,8 +140,60 @@ class TokenSource:
         return rep.context_estimate(self.usage).tokens
 
 
+def partial_recording(path_entries: Sequence[dict]) -> str | None:
+    """Why the recorded path does not start at its conversation's start, or None.
+
+    A partial recording (a transcript that starts mid-conversation) sent context the file does not
+    hold: its first entry names a parent that is not in the file, or its first request is far larger
+    than its estimate (more than :data:`IMPLAUSIBLE_FIRST_EXCESS` tokens above it). The Claude Code
+    importer makes a record whose parent is missing a root (with a warning); the second test finds
+    the 20 such transcripts of the real corpus.
+    """
+    if not path_entries:
+        return None
+    if path_entries[0].get("parentId") is not None:
+        return "its first entry's parent is not in the file"
+    cache = TokenCache()
+    estimate = 0.0
+    for entry in path_entries:
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "assistant" and get_assistant_usage(message) is not None:
+            recorded = input_tokens(message)
+            if recorded - estimate > IMPLAUSIBLE_FIRST_EXCESS:
+                return (f"its first request counted {recorded:,.0f} tokens for {estimate:,.0f} estimated (more than "
+                        f"{IMPLAUSIBLE_FIRST_EXCESS:,} above: context the file does not hold)")
+            return None
+        estimate += cache.estimate(message)
+    return None
+
+
+def calibrated_walk(path: Sequence[dict], cache: TokenCache) -> tuple[Sequence[float], Calibration]:
+    """The recording's estimates and calibration (:func:`~pimem.replays.recording.walk_recording`), the
+    fit restricted for a partial recording (:func:`restricted_fit`)."""
+    estimates, calibration = walk_recording(path, cache)
+    partial = partial_recording(path)
+    return estimates, restricted_fit(path, estimates, partial) if partial else calibration
+
+
+def restricted_fit(path: Sequence[dict], estimates: Sequence[float], partial: str) -> Calibration:
+    """The calibration of a partial recording: fitted only on the requests after its first compaction
+    (before it every request also carried context the file does not hold); none without one."""
+    first = next((i for i, e in enumerate(path) if e.get("type") == "compaction"), len(path))
+    xs, ys = [], []
+    for i in range(first + 1, len(path)):
+        entry = path[i]
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if isinstance(message, dict) and get_assistant_usage(message) is not None:
+            xs.append(estimates[i])
+            ys.append(input_tokens(message))
+    return dataclasses.replace(fit_calibration(xs, ys), partial=partial)
+
+
 class EstimateTokens(TokenSource):
-    """``"estimate"``: exactly what Pi computes on the replayed session, recorded usage included."""
+    """``"estimate"``: Pi's literal arithmetic on the replayed file, recorded usage included (stale after a
+    replayed compaction): the differential-testing mode, no model of the replayed request."""
 
     name = "estimate"
 
@@ -128,10 +212,11 @@ class CalibratedTokens(TokenSource):
     def __init__(self) -> None:
         super().__init__()
         self.simulated: dict[int, float] = {}  # id(message) -> simulated usage total
-        self.recorded_estimates: list[float] = []  # E_rec before each step of the path
+        self.scale = _MODELLED_SCALE.get()
+        self.recorded_estimates: Sequence[float] = []  # E_rec before each step of the path
 
     def start(self, path: Sequence[dict], cache: TokenCache) -> None:
-        self.recorded_estimates, self.calibration = walk_recording(path, cache)
+        self.recorded_estimates, self.calibration = calibrated_walk(path, cache)
 
     def recording(self) -> RecordedPath:
         return RecordedPath(self.recorded_estimates)
@@ -147,39 +232,71 @@ class CalibratedTokens(TokenSource):
         sim = self.simulated.get(id(message))
         return sim if sim is not None else usage_tokens(message)
 
-    def simulate_input(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> tuple[float, bool]:
-        """The calibrated request size for ``message`` in the replayed context, and whether it was floored."""
-        return self.calibration.simulate(input_tokens(message), rec.usage_free_estimate(), rep.usage_free_estimate())
+    def request_size(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> tuple[float, bool]:
+        """The one rule for the size of the request ``message`` answers, and whether it was floored.
+
+        A response with recorded input (aborted and errored ones included) has it shifted by what the
+        replay changed (:meth:`Calibration.simulate`); one without (a refusal, a call that failed before
+        the provider counted it) gets the fit's own model of the request, never below the overhead.
+        """
+        recorded = input_tokens(message)
+        e_rep = rep.usage_free_estimate()
+        if recorded > 0:
+            e_rec = rec.usage_free_estimate()
+            size, floored = self.calibration.simulate(recorded, e_rec, e_rep)
+            if e_rep == e_rec:  # the request the recording sent: its recorded size
+                return size, floored
+        else:
+            size, floored = self.calibration.overhead + self.calibration.slope * e_rep, False
+        return size * self.scale, floored
 
     def record_call(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> None:
-        if get_assistant_usage(message) is None:
+        # the usage every later check reads for this response: its request as the call row sizes it,
+        # plus what it wrote; a response without recorded usage keeps none (Pi's checks then estimate)
+        if not usage_tokens(message):
             return
-        simulated_input, floored = self.simulate_input(message, rec, rep)
+        size, floored = self.request_size(message, rec, rep)
         self.floored_calls += floored
-        self.simulated[id(message)] = usage_tokens(message) - input_tokens(message) + simulated_input
+        written = usage_tokens(message) - input_tokens(message)
+        self.simulated[id(message)] = (written if math.isfinite(written) else output_tokens(message)) + size
 
     def call_tokens(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> float:
-        if get_assistant_usage(message) is not None:
-            return self.simulate_input(message, rec, rep)[0]
-        # no recorded usage to shift (an errored or aborted call): the fit's own model of the request,
-        # never below the overhead every request carries
-        return self.calibration.overhead + self.calibration.slope * rep.usage_free_estimate()
+        return self.request_size(message, rec, rep)[0]
 
 
 class CharsTokens(TokenSource):
-    """``"chars"``: chars/4 over the replayed projected context, no usage at all."""
+    """``"chars"``: the overhead every request carries plus chars/4 over the replayed projected
+    context, no usage at all. The overhead is the calibration's (fitted over the recording; 0 when
+    it cannot be fitted, with its warning)."""
 
     name = "chars"
     silent_overflow = False
+    _overhead = 0.0
+
+    def start(self, path: Sequence[dict], cache: TokenCache) -> None:
+        self.calibration = calibrated_walk(path, cache)[1]
+        plausible = self.calibration.overhead <= MAX_PLAUSIBLE_OVERHEAD
+        self._overhead = self.calibration.overhead if plausible else 0.0
+
+    @property
+    def overhead(self) -> float:
+        return self._overhead
+
+    def warning(self) -> str | None:
+        problem = self.calibration.warning()
+        if problem and self._overhead != self.calibration.overhead:
+            problem += f"; {self.name} counts no overhead"
+        return problem
 
     def count(self, rep: ContextTracker) -> float:
         """The replayed context's size by this source."""
-        return rep.usage_free_estimate()
+        return self._overhead + rep.usage_free_estimate()
 
     def next_turn_tokens(self, rep: ContextTracker) -> float:
         return self.count(rep)
 
-    def check_tokens(self, rep: ContextTracker, message: dict, compaction: dict | None) -> tuple[float, str | None]:
+    def check_tokens(self, rep: ContextTracker, message: dict,
+                     predates: Callable[[dict], bool]) -> tuple[float, str | None]:
         return self.count(rep), None
 
     def call_tokens(self, message: dict, rec: RecordedPath, rep: ContextTracker) -> float:
@@ -195,7 +312,7 @@ class TiktokenTokens(CharsTokens):
         return TiktokenCounter()
 
     def count(self, rep: ContextTracker) -> float:
-        return rep.counted_total
+        return self._overhead + rep.counted_total
 
 
 _SOURCES: dict[str, type[TokenSource]] = {cls.name: cls for cls in (EstimateTokens, CalibratedTokens, CharsTokens,

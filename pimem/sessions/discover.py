@@ -28,12 +28,11 @@ from pimem.base.files import file_kind, open_regular, read_output_marker
 from pimem.base.js import loads_line, parse_iso_ms
 from pimem.core.pi_ai import content_text
 from pimem.core.session_manager import not_a_header
-from pimem.base.tables import as_string, category_array, frame, str_array
+from pimem.base.tables import DATETIME, Column, Table, category_array, frame, str_array
 from pimem.errors import SessionFormatError, SkippedFileWarning
 from pimem.sessions import frames
 from pimem.sessions.session import Session
 from pimem.sessions.load import load_session, sniff_format
-from pimem.sessions.frames import ms_times
 
 __all__ = [
     "Corpus",
@@ -61,22 +60,37 @@ PARALLEL_MIN_FILES = 8
 # every session, which costs about half of parsing it. On 2 cores serial loading wins.
 PARALLEL_LOAD_MIN_CPUS = 4
 
-DISCOVER_COLUMNS = [
-    "path",
-    "session_id",
-    "cwd",
-    "started",
-    "modified",
-    "name",
-    "entry_count",
-    "message_count",
-    "size_bytes",
-    "version",
-    "first_user_message",
-    "parent_session",
-    "error",
-    "source_format",
-]
+def _source_format(row: dict[str, Any]) -> Any:
+    """A session's format; a Pi session's row has none ("pi"), a file that is no session NA."""
+    if "source_format" in row:
+        return row["source_format"]
+    return "pi" if row.get("error") is None else None
+
+
+DISCOVER = Table("discover", [
+    Column("path", "string", "the file"),
+    Column("session_id", "string", "the header's ``id``"),
+    Column("cwd", "string", "the header's ``cwd`` (\"\" when absent, as Pi)"),
+    Column("started", DATETIME, "the header's ``timestamp``; NaT if invalid", path="started_ms"),
+    Column("modified", DATETIME, "Pi's ``buildSessionInfo`` rule: the latest user or assistant activity "
+           "(``message.timestamp`` in ms, else the entry's ``timestamp``), else the header timestamp, else the "
+           "file's mtime", path="modified_ms"),
+    Column("name", "string", "the latest ``session_info`` name, trimmed; an empty name clears it"),
+    Column("entry_count", "Int64", "entries as ``load_session`` keeps them: JSON-object lines after the header, "
+           "blank, malformed and non-object lines and extra headers skipped"),
+    Column("message_count", "Int64", "``message`` entries"),
+    Column("size_bytes", "Int64", "file size"),
+    Column("version", "Int64", "header ``version`` (1 when absent, as Pi assumes)"),
+    Column("first_user_message", "string", "the first user message with text, its text parts joined with \" \" "
+           "(Pi's ``firstMessage``; Pi shows \"(no messages)\" where this is NA)"),
+    Column("parent_session", "string", "the header's ``parentSession``"),
+    Column("error", "string", "why the file is not a session (empty, unreadable, first entry not a session "
+           "header); NA for sessions. Such rows have the other columns NA"),
+    Column("source_format", "category", "``\"pi\"``, ``\"claude-code\"`` or ``\"codex\"`` (NA for files that are "
+           "no session)", path=_source_format),
+], "One row per session file.", locate=lambda row: f"file {row.get('path')!r}")
+DISCOVER_COLUMNS = DISCOVER.names
+
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -524,28 +538,8 @@ def _scan_many(paths: Sequence[Path]) -> list[dict[str, Any]]:
     return [scan_session_file(p) for p in paths]
 
 
-def _ms_to_utc(values: Sequence[Any]) -> pd.Series:
-    """Epoch milliseconds → UTC times; NaT for what no ``datetime64[ns]`` holds (a timestamp of 1e20)."""
-
-    return ms_times(list(values))
-
-
 def _rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    # a Pi session's row has no source_format (an imported one has it): "pi"
-    rows = [r if "source_format" in r or r.get("error") is not None else {**r, "source_format": "pi"} for r in rows]
-    df = frame(rows)
-    for col in ("started_ms", "modified_ms", *DISCOVER_COLUMNS):
-        if col not in df.columns:
-            df[col] = None
-    df["started"] = _ms_to_utc(df["started_ms"].tolist())
-    df["modified"] = _ms_to_utc(df["modified_ms"].tolist())
-    df = df[DISCOVER_COLUMNS].copy()
-    for col in ("entry_count", "message_count", "size_bytes", "version"):
-        df[col] = pd.array(df[col].tolist(), dtype="Int64")
-    for col in ("path", "session_id", "cwd", "name", "first_user_message", "parent_session", "error"):
-        df[col] = as_string(df[col])
-    df["source_format"] = pd.Categorical(df["source_format"].tolist())
-    return df
+    return DISCOVER.frame(rows)
 
 
 def _default_workers() -> int:
@@ -582,30 +576,7 @@ def discover_sessions(
     transcript or Codex rollout is imported (``pimem.sessions.importers``) to fill its row. Each file is read once and its lines
     parsed with ``orjson`` (no ``Session`` objects are built). With ``workers`` > 1, or by default
     when the files total more than ``PARALLEL_MIN_BYTES``, files are scanned in worker processes.
-    A missing root gives an empty frame.
-
-    Columns, one row per file, sorted by path:
-
-    - ``path`` (string): the file.
-    - ``session_id`` (string): the header's ``id``.
-    - ``cwd`` (string): the header's ``cwd`` ("" when absent, as Pi).
-    - ``started`` (datetime64[ns, UTC]): the header's ``timestamp``; NaT if invalid.
-    - ``modified`` (datetime64[ns, UTC]): Pi's ``buildSessionInfo`` rule: the latest user or
-      assistant activity (``message.timestamp`` in ms, else the entry's ``timestamp``), else the
-      header timestamp, else the file's mtime.
-    - ``name`` (string): the latest ``session_info`` name, trimmed; an empty name clears it.
-    - ``entry_count`` (Int64): entries as ``load_session`` keeps them: JSON-object lines after
-      the header, blank, malformed and non-object lines and extra headers skipped.
-    - ``message_count`` (Int64): ``message`` entries.
-    - ``size_bytes`` (Int64): file size.
-    - ``version`` (Int64): header ``version`` (1 when absent, as Pi assumes).
-    - ``first_user_message`` (string): the first user message with text, its text parts joined
-      with " " (Pi's ``firstMessage``; Pi shows "(no messages)" where this is NA).
-    - ``parent_session`` (string): the header's ``parentSession``.
-    - ``error`` (string): why the file is not a session (empty, unreadable, first entry not a
-      session header); NA for sessions. Such rows have the other columns NA.
-    - ``source_format`` (categorical): ``"pi"``, ``"claude-code"`` or ``"codex"`` (NA for files
-      that are no session).
+    A missing root gives an empty frame. One row per file, sorted by path.
 
     Pi's own list leaves out a few files that are listed here: a file starting with a UTF-8
     byte-order mark (Pi's ``JSON.parse`` rejects the header line; ``load_session`` strips the
@@ -633,6 +604,9 @@ def discover_sessions(
     else:
         rows = _scan_many(paths)
     return _rows_to_frame(rows)
+
+
+DISCOVER.document(discover_sessions)
 
 
 # --------------------------------------------------------------------------- corpus loading
@@ -689,13 +663,13 @@ class Corpus:
     def __repr__(self) -> str:
         return f"Corpus({len(self.sessions)} sessions, {len(self.errors)} errors)"
 
-    def _concat(self, frame: Callable[["Session"], pd.DataFrame]) -> pd.DataFrame:
+    def _concat(self, frame: Callable[..., pd.DataFrame], columns: Iterable[str] | None) -> pd.DataFrame:
         parts = []
         ids: list[str] = []
         paths: list[str] = []
         formats: list[str] = []
         for session in self.sessions:
-            df = frame(session)
+            df = frame(session, columns)
             parts.append(df)
             sid = str(session.header.get("id", ""))
             ids.extend([sid] * len(df))
@@ -703,7 +677,7 @@ class Corpus:
             fmt = getattr(session, "source_format", None)
             formats.extend([fmt if isinstance(fmt, str) else "pi"] * len(df))
         if not parts:
-            empty = frame_template(frame)
+            empty = frame_template(frame, columns)
             empty.insert(0, "source_format", pd.Categorical([]))
             empty.insert(0, "path", pd.Categorical([]))
             empty.insert(0, "session_id", pd.Categorical([]))
@@ -718,47 +692,71 @@ class Corpus:
         out.insert(0, "session_id", category_array(ids))
         return out
 
-    def entries_df(self) -> pd.DataFrame:
-        """``pimem.sessions.frames.entries_df`` of every session, with ``session_id`` and ``path``."""
-        return self._concat(frames.entries_df)
+    def entries_df(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """``pimem.sessions.frames.entries_df`` of every session, with ``session_id`` and ``path``.
 
-    def messages_df(self) -> pd.DataFrame:
-        """``pimem.sessions.frames.messages_df`` of every session, with ``session_id`` and ``path``."""
-        return self._concat(frames.messages_df)
+        Args:
+            columns: the columns to build (default: all).
+        """
+        return self._concat(frames.entries_df, columns)
 
-    def tool_calls_df(self) -> pd.DataFrame:
-        """``pimem.sessions.frames.tool_calls_df`` of every session, with ``session_id`` and ``path``."""
-        return self._concat(frames.tool_calls_df)
+    def messages_df(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """``pimem.sessions.frames.messages_df`` of every session, with ``session_id`` and ``path``.
 
-    def usage_df(self) -> pd.DataFrame:
-        """``pimem.sessions.frames.usage_df`` of every session, with ``session_id`` and ``path``."""
-        return self._concat(frames.usage_df)
+        Args:
+            columns: the columns to build (default: all).
+        """
+        return self._concat(frames.messages_df, columns)
 
-    def compactions_df(self, *, dedupe: bool = True) -> pd.DataFrame:
+    def tool_calls_df(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """``pimem.sessions.frames.tool_calls_df`` of every session, with ``session_id`` and ``path``.
+
+        Args:
+            columns: the columns to build (default: all).
+        """
+        return self._concat(frames.tool_calls_df, columns)
+
+    def usage_df(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """``pimem.sessions.frames.usage_df`` of every session, with ``session_id`` and ``path``.
+
+        Args:
+            columns: the columns to build (default: all).
+        """
+        return self._concat(frames.usage_df, columns)
+
+    def compactions_df(self, columns: Iterable[str] | None = None, *, dedupe: bool = True) -> pd.DataFrame:
         """``pimem.sessions.frames.compactions_df`` of every session, with ``session_id`` and ``path``.
 
         A corpus may hold several copies of one session (checkpoint files that each hold the
         transcript up to then): with ``dedupe`` each compaction — one session id and entry id; for a
         Claude Code import the entry id is the boundary's uuid, tied one to one to its summary's —
         is kept once, from the copy with the most entries (rows stay in corpus order).
+
+        Args:
+            columns: the columns to build (default: all; ``dedupe`` reads ``id`` as well).
+            dedupe: keep each compaction once.
         """
-        df = self._concat(frames.compactions_df)
-        if not dedupe or df.empty:
-            return df
-        size = {str(s.path) if s.path is not None else "": len(s.entries) for s in self.sessions}
-        entries = df["path"].astype(str).map(size).fillna(0)
-        ranked = df.assign(_entries=-entries).sort_values("_entries", kind="stable")
-        keep = ranked.drop_duplicates(subset=["session_id", "id"]).index
-        return df.loc[sorted(keep)].reset_index(drop=True)
+        chosen = None if columns is None else list(columns)
+        wanted = chosen if chosen is None or not dedupe or "id" in chosen else [*chosen, "id"]
+        df = self._concat(frames.compactions_df, wanted)
+        if dedupe and not df.empty:
+            size = {str(s.path) if s.path is not None else "": len(s.entries) for s in self.sessions}
+            entries = df["path"].astype(str).map(size).fillna(0)
+            ranked = df.assign(_entries=-entries).sort_values("_entries", kind="stable")
+            keep = ranked.drop_duplicates(subset=["session_id", "id"]).index
+            df = df.loc[sorted(keep)].reset_index(drop=True)
+        if wanted is not chosen:
+            df = df.drop(columns="id")
+        return df
 
 
-def frame_template(frame: Callable[["Session"], pd.DataFrame]) -> pd.DataFrame:
+def frame_template(frame: Callable[..., pd.DataFrame], columns: Iterable[str] | None = None) -> pd.DataFrame:
     """The empty frame (right columns and dtypes) a frame function gives for an empty session."""
-    return frame(Session({"type": "session", "version": 3, "id": "", "timestamp": "", "cwd": ""}, []))
+    return frame(Session({"type": "session", "version": 3, "id": "", "timestamp": "", "cwd": ""}, []), columns)
 
 
 def load_sessions(
-    paths_or_root: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    paths_or_root: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
     progress: bool = True,
     workers: int | None = None,
     *,

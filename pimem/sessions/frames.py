@@ -1,29 +1,35 @@
 """DataFrame views of one session: entries, messages, tool calls, usage, compactions.
 
 Every function takes a :class:`~pimem.core.session_manager.Session` and returns a new DataFrame; nothing
-is cached and the session is never changed. Columns are typed: categoricals for small
-vocabularies (entry type, role, model, tool name), nullable ``Int64``/``boolean`` where a value
-can be missing, ``datetime64[ns, UTC]`` for times (entry ``timestamp`` strings are parsed as
-JavaScript's ``new Date(iso)`` does). Character counts are JavaScript string lengths (UTF-16
-code units), and token estimates are Pi's ``estimateTokens`` (``pimem.core.compaction.compaction``).
+is cached and the session is never changed. Each table's columns are declared once
+(:class:`~pimem.base.tables.Column`: name, dtype, description and where the value is read); the
+declarations build the DataFrame and write the ``Columns:`` paragraph of each function's docstring
+(``pimem.columns("entries")`` shows them as a table). ``columns=[...]`` builds only the columns
+named, in that order, and skips the work of the others (the tree walk, Pi's token estimates).
+
+Columns are typed: categoricals for small vocabularies (entry type, role, model, tool name),
+nullable ``Int64``/``boolean`` where a value can be missing, ``datetime64[ns, UTC]`` for times
+(entry ``timestamp`` strings are parsed as JavaScript's ``new Date(iso)`` does). Character counts
+are JavaScript string lengths (UTF-16 code units), and token estimates are Pi's ``estimateTokens``
+(``pimem.core.compaction.compaction``).
 
 Entries whose content is too broken for Pi's own functions (which would throw) get NA in
-the derived columns instead of an exception.
+the derived columns instead of an exception; a value that is not of its column's type (a usage
+count written as a string) is NA as well. ``strict=False`` returns ``(DataFrame, errors)``, the
+errors (:class:`~pimem.errors.ColumnError`) naming each such value's entry, file line and column.
 """
 
 from __future__ import annotations
 
 import math
-import textwrap
-from dataclasses import dataclass
-
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, overload
 
 import numpy as np
 import pandas as pd
 
 from pimem.base.js import parse_iso_ms, utf16_len
-from pimem.base.tables import category_array, frame, str_array
+from pimem.base.tables import DATETIME, Column, Table, as_float
 from pimem.core.compaction.compaction import (
     calculate_context_tokens,
     estimate_chars,
@@ -32,6 +38,7 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.messages import create_compaction_summary_message
 from pimem.core.session_manager import build_context_entries, session_entry_to_context_messages
+from pimem.errors import ColumnError
 from pimem.sessions.spans import first_kept_index
 from pimem.text.messages import message_preview
 
@@ -39,6 +46,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from pimem.core.session_manager import Session
 
 __all__ = [
+    "COMPACTIONS",
+    "ENTRIES",
+    "MESSAGES",
+    "TABLES",
+    "TOOL_CALLS",
+    "USAGE",
     "compactions_df",
     "entries_df",
     "message_chars",
@@ -49,12 +62,11 @@ __all__ = [
 
 PREVIEW_WIDTH = 120
 
+# Where Pi's own functions throw on a broken entry: the cell is NA (listed with ``strict=False``).
+_PI_THROWS: tuple[type[Exception], ...] = (TypeError, AttributeError, KeyError, ValueError)
+
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _is_num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _u16(value: Any) -> int:
@@ -76,129 +88,14 @@ def message_chars(message: dict[str, Any]) -> int:
     return estimate_chars(message)
 
 
-def _chars_and_tokens(messages: Sequence[dict[str, Any]]) -> tuple[int | None, int | None]:
-    """(chars, Pi's token estimate) summed over messages; (None, None) if Pi would throw."""
+def _sizes(messages: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """(chars, Pi's token estimate) summed over messages; raises where Pi would throw."""
     chars = tokens = 0
-    try:
-        for m in messages:
-            c = estimate_chars(m)
-            chars += c
-            tokens += -(-c // 4)  # estimate_tokens(m) == ceil(message_chars(m) / 4)
-    except (TypeError, AttributeError, KeyError, ValueError):
-        return None, None
+    for m in messages:
+        c = estimate_chars(m)
+        chars += c
+        tokens += -(-c // 4)  # estimate_tokens(m) == ceil(message_chars(m) / 4)
     return chars, tokens
-
-
-def _context_messages(entry: dict[str, Any]) -> list[dict[str, Any]] | None:
-    try:
-        return session_entry_to_context_messages(entry)
-    except (TypeError, AttributeError, KeyError, ValueError):
-        return None
-
-
-def _times(values: Iterable[Any]) -> pd.Series:
-    """ISO strings → ``datetime64[ns, UTC]`` as ``new Date(iso)`` parses them (NaT if invalid)."""
-    ms = [parse_iso_ms(v) for v in values]
-    return ms_times(ms)
-
-
-_NS_RANGE_MS = (2**63 - 1) // 1_000_000  # datetime64[ns] holds about ±292 years around 1970
-
-
-def ms_times(values: Iterable[Any]) -> pd.Series:
-    """Epoch milliseconds (numbers or None) → ``datetime64[ns, UTC]``; NaT outside its range.
-
-    Whole milliseconds and their fraction are converted separately: ``ms * 1e6`` as a double
-    is off by up to 128 ns at today's dates (1.7e18 is beyond a double's exact integers).
-    """
-    arr = np.array([_as_float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
-    valid = np.isfinite(arr) & (np.abs(arr) < _NS_RANGE_MS)
-    ms = np.where(valid, arr, 0.0)
-    whole = np.floor(ms)
-    ns = whole.astype(np.int64) * 1_000_000 + np.round((ms - whole) * 1_000_000).astype(np.int64)
-    out = pd.Series(pd.arrays.IntegerArray(ns, ~valid))
-    return pd.to_datetime(out, unit="ns", utc=True).astype("datetime64[ns, UTC]")
-
-
-def _as_float(v: Any) -> float:
-    """``float(v)``; an integer beyond the double range is infinite (as JavaScript reads it), not an error."""
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf if v > 0 else -math.inf
-
-
-def _int_col(values: Sequence[Any]) -> pd.arrays.IntegerArray:
-    if all(type(v) is int or v is None for v in values):  # the common case, fast
-        try:
-            return pd.array(values, dtype="Int64")
-        except (OverflowError, TypeError):  # an integer beyond int64: the slow path reads it as unknown
-            pass
-    # beyond int64 (usage of 1e308 in a damaged file; the loader warns) is unknown, not an OverflowError
-    return pd.array([int(v) if _is_num(v) and abs(v) < 2**63 and float(v).is_integer() else None for v in values],
-                    dtype="Int64")
-
-
-def _float_col(values: Sequence[Any]) -> np.ndarray:
-    return np.array([_as_float(v) if _is_num(v) else np.nan for v in values], dtype="float64")
-
-
-def _bool_col(values: Sequence[Any]) -> pd.arrays.BooleanArray:
-    return pd.array([v if isinstance(v, bool) else None for v in values], dtype="boolean")
-
-
-def _str_col(values: Sequence[Any]) -> pd.arrays.StringArray:
-    return str_array([v if isinstance(v, str) else None for v in values])
-
-
-def _cat_col(values: Sequence[Any]) -> pd.Categorical:
-    return category_array([v if isinstance(v, str) else None for v in values])
-
-
-def _plain_bool_col(values: Sequence[Any]) -> np.ndarray:
-    return np.array(values, dtype=bool)
-
-
-# A table's columns, stated once: name, dtype (one of these builders) and what it holds; the
-# table's docstring and its DataFrame's dtypes both come from the list.
-_BUILDERS: dict[str, Any] = {
-    "string": _str_col, "Int64": _int_col, "float": _float_col, "bool": _plain_bool_col, "boolean": _bool_col,
-    "category": _cat_col, "datetime64[ns, UTC]": _times, "object": lambda values: pd.Series(values, dtype=object),
-}
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column of a table: its name, its dtype and a description for the docstring."""
-
-    name: str
-    dtype: str
-    description: str = ""
-    build: Any = None  # the builder when not the dtype's (epoch milliseconds: ``ms_times``)
-
-
-def _rows(columns: Sequence[Column]) -> dict[str, Any]:
-    """An empty list per column, to append a table's rows to."""
-    return {c.name: [] for c in columns}
-
-
-def _table(columns: Sequence[Column], rows: dict[str, Any]) -> pd.DataFrame:
-    """The DataFrame of ``rows`` (a list of values per column; an array or Series is taken as it is)."""
-    return frame({c.name: rows[c.name] if isinstance(rows[c.name], (np.ndarray, pd.Series))
-                  else (c.build or _BUILDERS[c.dtype])(rows[c.name]) for c in columns})
-
-
-def _columns_doc(columns: Sequence[Column]) -> str:
-    """The ``Columns:`` paragraph of a table's docstring."""
-    parts = [f"``{c.name}`` ({c.dtype}{': ' + c.description if c.description else ''})" for c in columns]
-    return "Columns: " + ", ".join(parts) + "."
-
-
-def _document(columns: Sequence[Column], function: Any) -> None:
-    """Append the column list to ``function``'s docstring (at its indentation)."""
-    text = textwrap.fill(_columns_doc(columns), 100, initial_indent="    ", subsequent_indent="    ",
-                         break_long_words=False, break_on_hyphens=False)
-    function.__doc__ = (function.__doc__ or "").rstrip() + "\n\n" + text + "\n    "
 
 
 def _entry_lines(session: "Session") -> list[int | None]:
@@ -207,6 +104,26 @@ def _entry_lines(session: "Session") -> list[int | None]:
     if lines is None or len(lines) != len(session.entries):
         return [None] * len(session.entries)
     return list(lines)
+
+
+def _where(session: "Session") -> str:
+    """The session's file, for error messages."""
+    path = getattr(session, "path", None)
+    return str(path) if path else ""
+
+
+def _place(entry: Any, line: Any) -> str:
+    """An entry as an error message names it."""
+    eid = entry.get("id") if isinstance(entry, dict) else None
+    return f"entry {eid!r}" + (f" (line {line})" if line is not None else "")
+
+
+def _get(value: Any, key: str) -> Any:
+    """``value[key]`` of a dict, else None."""
+    return value.get(key) if isinstance(value, dict) else None
+
+
+# --------------------------------------------------------------------------- what the tables read of the whole session
 
 
 class _StrKeyed(dict):
@@ -277,21 +194,6 @@ class _Tree:
         return False
 
 
-def _usage_numbers(usage: Any) -> tuple[Any, Any, Any, Any, Any, Any]:
-    """(input, output, cacheRead, cacheWrite, totalTokens, cost.total) of a usage dict."""
-    if not isinstance(usage, dict):
-        return None, None, None, None, None, None
-    cost = usage.get("cost")
-    cost_total = cost.get("total") if isinstance(cost, dict) else None
-    return (
-        usage.get("input"),
-        usage.get("output"),
-        usage.get("cacheRead"),
-        usage.get("cacheWrite"),
-        usage.get("totalTokens"),
-        cost_total,
-    )
-
 
 def _tool_names(message: dict[str, Any]) -> str | None:
     role = message.get("role")
@@ -309,119 +211,6 @@ def _tool_names(message: dict[str, Any]) -> str | None:
         name = message.get("toolName")
         return name if isinstance(name, str) else None
     return None
-
-
-# --------------------------------------------------------------------------- entries
-
-
-ENTRY_COLUMNS = [
-    Column("line", "Int64", "line in the file, when the session was loaded from one"),
-    Column("id", "string", "tree link"),
-    Column("parent_id", "string", "tree link"),
-    Column("type", "category", "entry type (``message``, ``compaction``, ``label``, …, unknown kept)"),
-    Column("timestamp", "datetime64[ns, UTC]", "the entry's ``timestamp``; NaT if invalid"),
-    Column("depth", "Int64", "ancestors above the entry (a root is 0; a dangling parent ends the count)"),
-    Column("child_count", "Int64", "entries whose ``parentId`` is this id"),
-    Column("on_active_path", "bool", "on ``Session.get_branch()`` (root → current leaf)"),
-    Column("role", "category", "the message role, for ``message`` entries"),
-    Column("message_chars", "Int64", "characters Pi's estimator counts (UTF-16 units) over the context messages "
-           "the entry makes (``session_entry_to_context_messages``; 0 for entries outside context, NA where Pi "
-           "would throw)"),
-    Column("est_tokens", "Int64", "``estimate_tokens`` summed over those messages"),
-    Column("tool_names", "string", "an assistant's tool calls, comma-joined; a tool result's tool"),
-    Column("is_error", "boolean", "a tool result's ``isError``"),
-    Column("stop_reason", "category", "an assistant's ``stopReason``"),
-    Column("input", "Int64", "usage of an assistant message or ``usage`` entry, as recorded"),
-    Column("output", "Int64", "usage, as recorded"),
-    Column("cache_read", "Int64", "usage, as recorded"),
-    Column("cache_write", "Int64", "usage, as recorded"),
-    Column("total_tokens", "Int64", "usage, as recorded (NA when absent)"),
-    Column("cost_total", "float", "``usage.cost.total``"),
-    Column("provider", "category", "of an assistant message, ``model_change`` or ``usage``"),
-    Column("model", "category", "of an assistant message, ``model_change`` or ``usage``"),
-    Column("thinking_level", "category", "of a ``thinking_level_change``"),
-    Column("first_kept_entry_id", "string", "of a compaction"),
-    Column("tokens_before", "Int64", "of a compaction"),
-    Column("from_id", "string", "a branch summary's ``fromId``"),
-    Column("from_hook", "boolean", "a compaction's or branch summary's ``fromHook``"),
-    Column("summary_chars", "Int64", "UTF-16 length of a compaction's or branch summary's summary"),
-    Column("target_id", "string", "a ``label``'s or ``context_edit``'s target"),
-    Column("custom_type", "category", "of ``custom`` / ``custom_message`` entries and custom messages"),
-    Column("label", "string", "the entry's current label (``Session.get_label``)"),
-]
-
-
-def entries_df(session: "Session") -> pd.DataFrame:
-    """One row per entry, in file order (the header is not an entry)."""
-    entries = session.entries
-    tree = _Tree(session)
-    n = len(entries)
-    cols: dict[str, list[Any]] = {c.name: [None] * n for c in ENTRY_COLUMNS}
-    cols["line"] = _entry_lines(session)
-    for i, e in enumerate(entries):
-        eid = e.get("id")
-        kind = e.get("type")
-        cols["id"][i] = eid
-        cols["parent_id"][i] = e.get("parentId")
-        cols["type"][i] = kind
-        cols["timestamp"][i] = e.get("timestamp")
-        cols["depth"][i] = tree.depth.get(eid)
-        cols["child_count"][i] = tree.children.get(eid, 0)
-        cols["on_active_path"][i] = eid in tree.active
-        cols["label"][i] = session.get_label(eid) if eid is not None else None
-        msgs = _context_messages(e)
-        if msgs is not None:
-            cols["message_chars"][i], cols["est_tokens"][i] = _chars_and_tokens(msgs)
-        if kind == "message":
-            m = e.get("message")
-            if not isinstance(m, dict):
-                continue
-            role = m.get("role")
-            cols["role"][i] = role
-            cols["tool_names"][i] = _tool_names(m)
-            if role == "assistant":
-                cols["stop_reason"][i] = m.get("stopReason")
-                cols["provider"][i] = m.get("provider")
-                cols["model"][i] = m.get("model")
-                (cols["input"][i], cols["output"][i], cols["cache_read"][i], cols["cache_write"][i],
-                 cols["total_tokens"][i], cols["cost_total"][i]) = _usage_numbers(m.get("usage"))  # fmt: skip
-            elif role == "toolResult":
-                cols["is_error"][i] = m.get("isError")
-            elif role == "custom":
-                cols["custom_type"][i] = m.get("customType")
-        elif kind == "compaction":
-            cols["first_kept_entry_id"][i] = e.get("firstKeptEntryId")
-            cols["tokens_before"][i] = e.get("tokensBefore")
-            cols["from_hook"][i] = e.get("fromHook")
-            s = e.get("summary")
-            cols["summary_chars"][i] = _u16(s) if isinstance(s, str) else None
-        elif kind == "branch_summary":
-            cols["from_id"][i] = e.get("fromId")
-            cols["from_hook"][i] = e.get("fromHook")
-            s = e.get("summary")
-            cols["summary_chars"][i] = _u16(s) if isinstance(s, str) else None
-        elif kind == "model_change":
-            cols["provider"][i] = e.get("provider")
-            cols["model"][i] = e.get("modelId")
-        elif kind == "thinking_level_change":
-            cols["thinking_level"][i] = e.get("thinkingLevel")
-        elif kind in ("label", "context_edit"):
-            cols["target_id"][i] = e.get("targetId")
-        elif kind in ("custom", "custom_message"):
-            cols["custom_type"][i] = e.get("customType")
-        elif kind == "usage":
-            cols["provider"][i] = e.get("provider")
-            cols["model"][i] = e.get("model")
-            (cols["input"][i], cols["output"][i], cols["cache_read"][i], cols["cache_write"][i],
-             cols["total_tokens"][i], cols["cost_total"][i]) = _usage_numbers(e.get("usage"))  # fmt: skip
-
-    return _table(ENTRY_COLUMNS, cols)
-
-
-_document(ENTRY_COLUMNS, entries_df)
-
-
-# --------------------------------------------------------------------------- messages
 
 
 def _block_counts(content: Any) -> tuple[int, int, int, int, int]:
@@ -442,89 +231,6 @@ def _block_counts(content: Any) -> tuple[int, int, int, int, int]:
         elif kind == "image":
             images += 1
     return len(content), text, thinking, calls, images
-
-
-MESSAGE_COLUMNS = [
-    Column("line", "Int64"),
-    Column("entry_id", "string"),
-    Column("parent_id", "string"),
-    Column("timestamp", "datetime64[ns, UTC]", "entry time"),
-    Column("message_timestamp", "datetime64[ns, UTC]", "the message's own epoch-ms ``timestamp``; for assistants "
-           "this is when the request started", build=ms_times),
-    Column("role", "category"),
-    Column("depth", "Int64"),
-    Column("on_active_path", "bool"),
-    Column("preview", "string", f"one line of readable text, at most {PREVIEW_WIDTH} characters"),
-    Column("chars", "Int64", "Pi's estimator over the message, NA where Pi would throw"),
-    Column("est_tokens", "Int64", "Pi's estimator over the message, NA where Pi would throw"),
-    Column("content_blocks", "Int64", "a string content counts as one text block"),
-    Column("text_blocks", "Int64"),
-    Column("thinking_blocks", "Int64"),
-    Column("tool_call_blocks", "Int64"),
-    Column("image_blocks", "Int64"),
-    Column("tool_name", "category", "of a tool result"),
-    Column("tool_call_id", "string", "of a tool result"),
-    Column("is_error", "boolean", "of a tool result"),
-    Column("stop_reason", "category", "of an assistant"),
-    Column("provider", "category", "of an assistant"),
-    Column("model", "category", "of an assistant"),
-    Column("custom_type", "category", "of a custom message"),
-    Column("error_message", "string", "an assistant's ``errorMessage``"),
-]
-
-
-def messages_df(session: "Session") -> pd.DataFrame:
-    """One row per ``message`` entry, in file order."""
-    tree = _Tree(session)
-    lines = _entry_lines(session)
-    rows = _rows(MESSAGE_COLUMNS)
-    for i, e in enumerate(session.entries):
-        if e.get("type") != "message":
-            continue
-        m = e.get("message")
-        if not isinstance(m, dict):
-            m = {}
-        eid = e.get("id")
-        role = m.get("role")
-        rows["line"].append(lines[i])
-        rows["entry_id"].append(eid)
-        rows["parent_id"].append(e.get("parentId"))
-        rows["timestamp"].append(e.get("timestamp"))
-        rows["message_timestamp"].append(m.get("timestamp"))
-        rows["role"].append(role)
-        rows["depth"].append(tree.depth.get(eid))
-        rows["on_active_path"].append(eid in tree.active)
-        try:
-            preview = message_preview(m, PREVIEW_WIDTH)
-        except (TypeError, AttributeError, ValueError):
-            preview = None
-        rows["preview"].append(preview)
-        try:
-            chars, tokens = _chars_and_tokens([m])
-        except (TypeError, AttributeError, KeyError, ValueError):
-            chars, tokens = None, None
-        rows["chars"].append(chars)
-        rows["est_tokens"].append(tokens)
-        counts = _block_counts(m.get("content"))
-        for key, value in zip(("content_blocks", "text_blocks", "thinking_blocks", "tool_call_blocks", "image_blocks"), counts):
-            rows[key].append(value)
-        is_result = role == "toolResult"
-        is_assistant = role == "assistant"
-        rows["tool_name"].append(m.get("toolName") if is_result else None)
-        rows["tool_call_id"].append(m.get("toolCallId") if is_result else None)
-        rows["is_error"].append(m.get("isError") if is_result else None)
-        rows["stop_reason"].append(m.get("stopReason") if is_assistant else None)
-        rows["provider"].append(m.get("provider") if is_assistant else None)
-        rows["model"].append(m.get("model") if is_assistant else None)
-        rows["custom_type"].append(m.get("customType") if role == "custom" else None)
-        rows["error_message"].append(m.get("errorMessage") if is_assistant else None)
-    return _table(MESSAGE_COLUMNS, rows)
-
-
-_document(MESSAGE_COLUMNS, messages_df)
-
-
-# --------------------------------------------------------------------------- tool calls
 
 
 _DESCENDANT_WALK_LIMIT = 100_000  # ``_Tree.is_descendant``'s default limit
@@ -624,178 +330,6 @@ class _ResultIndex:
         level = (hi - lo).bit_length() - 1
         row = levels[level]
         return candidates[min(row[lo], row[hi - (1 << level)])]
-
-
-TOOL_CALL_COLUMNS = [
-    Column("call_entry_id", "string"),
-    Column("call_index", "Int64", "position among the message's tool calls"),
-    Column("call_id", "string"),
-    Column("name", "category"),
-    Column("arguments", "object", "the dict as recorded"),
-    Column("file_path", "string", "``arguments.path``, as ``read``/``write``/``edit`` take it; named so that "
-           "corpus frames can carry the session's ``path``"),
-    Column("command", "string", "``arguments.command`` of ``bash`` calls"),
-    Column("call_timestamp", "datetime64[ns, UTC]", "the assistant entry's time, i.e. when the response finished"),
-    Column("result_entry_id", "string"),
-    Column("result_timestamp", "datetime64[ns, UTC]", "the result entry's time"),
-    Column("result_chars", "Int64", "what Pi's estimator counts of the result content, UTF-16 units, images 4800"),
-    Column("result_est_tokens", "Int64"),
-    Column("is_error", "boolean"),
-    Column("latency_s", "float", "result entry time − assistant entry time, the tool's run time"),
-    Column("since_request_s", "float", "result message ``timestamp`` − assistant message ``timestamp``, from the "
-           "start of the model request to the result"),
-    Column("model", "category"),
-    Column("on_active_path", "bool", "the calling entry"),
-    Column("result_on_active_path", "boolean"),
-]
-
-
-def tool_calls_df(session: "Session") -> pd.DataFrame:
-    """One row per ``toolCall`` block of an assistant message, joined with its tool result.
-
-    The result is the ``toolResult`` message with the same ``toolCallId`` that descends from
-    the calling entry (the first in file order); failing that, the first with that id anywhere.
-    Calls without a result keep NA in the result columns.
-    """
-    tree = _Tree(session)
-    entries = session.entries
-    results: dict[Any, list[dict[str, Any]]] = {}
-    for e in entries:
-        if e.get("type") != "message":
-            continue
-        m = e.get("message")
-        if isinstance(m, dict) and m.get("role") == "toolResult":
-            results.setdefault(m.get("toolCallId"), []).append(e)
-    index_of_results = _ResultIndex(tree, results)
-
-    rows = _rows(TOOL_CALL_COLUMNS)
-    rows["call_message_ms"], rows["result_message_ms"] = [], []  # for since_request_s
-    for e in entries:
-        if e.get("type") != "message":
-            continue
-        m = e.get("message")
-        if not isinstance(m, dict) or m.get("role") != "assistant" or not isinstance(m.get("content"), list):
-            continue
-        eid = e.get("id")
-        index = 0
-        for block in m["content"]:
-            if not isinstance(block, dict) or block.get("type") != "toolCall":
-                continue
-            call_id = block.get("id")
-            args = block.get("arguments")
-            name = block.get("name")
-            result = index_of_results.find(call_id, eid)
-            rows["call_entry_id"].append(eid)
-            rows["call_index"].append(index)
-            rows["call_id"].append(call_id)
-            rows["name"].append(name)
-            rows["arguments"].append(args)
-            rows["file_path"].append(args.get("path") if isinstance(args, dict) else None)
-            rows["command"].append(args.get("command") if name == "bash" and isinstance(args, dict) else None)
-            rows["call_timestamp"].append(e.get("timestamp"))
-            rows["call_message_ms"].append(m.get("timestamp"))
-            rows["model"].append(m.get("model"))
-            rows["on_active_path"].append(eid in tree.active)
-            if result is None:
-                for k in ("result_entry_id", "result_timestamp", "result_message_ms", "result_chars",
-                          "result_est_tokens", "is_error", "result_on_active_path"):  # fmt: skip
-                    rows[k].append(None)
-            else:
-                rm = result["message"]
-                rows["result_entry_id"].append(result.get("id"))
-                rows["result_timestamp"].append(result.get("timestamp"))
-                rows["result_message_ms"].append(rm.get("timestamp"))
-                try:
-                    chars, tokens = _chars_and_tokens([rm])
-                except (TypeError, AttributeError, KeyError, ValueError):
-                    chars, tokens = None, None
-                rows["result_chars"].append(chars)
-                rows["result_est_tokens"].append(tokens)
-                rows["is_error"].append(rm.get("isError"))
-                rows["result_on_active_path"].append(result.get("id") in tree.active)
-            index += 1
-
-    call_ts = rows["call_timestamp"] = _times(rows["call_timestamp"])
-    result_ts = rows["result_timestamp"] = _times(rows["result_timestamp"])
-    rows["latency_s"] = (result_ts - call_ts).dt.total_seconds().astype("float64")
-    rows["since_request_s"] = (_float_col(rows["result_message_ms"]) - _float_col(rows["call_message_ms"])) / 1000.0
-    return _table(TOOL_CALL_COLUMNS, rows)
-
-
-_document(TOOL_CALL_COLUMNS, tool_calls_df)
-
-
-# --------------------------------------------------------------------------- usage
-
-
-USAGE_COLUMNS = [
-    Column("entry_id", "string"),
-    Column("timestamp", "datetime64[ns, UTC]"),
-    Column("kind", "category", "``assistant`` or the ``usage`` entry's ``kind``, e.g. ``cache_warm``"),
-    Column("provider", "category"),
-    Column("model", "category"),
-    Column("stop_reason", "category"),
-    Column("input", "Int64", "as recorded"),
-    Column("output", "Int64", "as recorded"),
-    Column("cache_read", "Int64", "as recorded"),
-    Column("cache_write", "Int64", "as recorded"),
-    Column("total_tokens", "Int64", "as recorded"),
-    Column("cost_total", "float"),
-    Column("context_tokens", "Int64", "Pi's ``calculateContextTokens`` — ``totalTokens`` or the sum of the four "
-           "counts; NA for ``usage`` entries"),
-    Column("valid_for_context", "bool", "Pi's ``getAssistantUsage`` accepts it — not aborted, not error, context "
-           "tokens > 0"),
-    Column("on_active_path", "bool"),
-    Column("cumulative_cost", "float", "running sum of ``cost_total`` in file order, missing costs counting 0"),
-]
-
-
-def usage_df(session: "Session") -> pd.DataFrame:
-    """Recorded token usage over time: assistant messages with a ``usage``, and ``usage`` entries,
-    in file order."""
-    tree = _Tree(session)
-    rows = _rows(USAGE_COLUMNS)
-    row_kind: Any
-    for e in session.entries:
-        kind = e.get("type")
-        if kind == "message":
-            m = e.get("message")
-            if not isinstance(m, dict) or m.get("role") != "assistant" or not isinstance(m.get("usage"), dict):
-                continue
-            usage = m["usage"]
-            row_kind, provider, model, stop = "assistant", m.get("provider"), m.get("model"), m.get("stopReason")
-            try:
-                context = calculate_context_tokens(usage)
-                valid = get_assistant_usage(m) is not None
-            except (TypeError, ValueError):
-                context, valid = None, False
-        elif kind == "usage":
-            usage = e.get("usage")
-            row_kind, provider, model, stop = e.get("kind"), e.get("provider"), e.get("model"), None
-            context, valid = None, False
-        else:
-            continue
-        numbers = _usage_numbers(usage)
-        rows["entry_id"].append(e.get("id"))
-        rows["timestamp"].append(e.get("timestamp"))
-        rows["kind"].append(row_kind)
-        rows["provider"].append(provider)
-        rows["model"].append(model)
-        rows["stop_reason"].append(stop)
-        for key, value in zip(("input", "output", "cache_read", "cache_write", "total_tokens", "cost_total"), numbers):
-            rows[key].append(value)
-        rows["context_tokens"].append(context)
-        rows["valid_for_context"].append(valid)
-        rows["on_active_path"].append(e.get("id") in tree.active)
-    rows["cost_total"] = _float_col(rows["cost_total"])
-    rows["cumulative_cost"] = np.cumsum(np.nan_to_num(rows["cost_total"], nan=0.0))
-    return _table(USAGE_COLUMNS, rows)
-
-
-_document(USAGE_COLUMNS, usage_df)
-
-
-# --------------------------------------------------------------------------- compactions
 
 
 def _context_entries(path: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -941,29 +475,613 @@ def _compaction_spans(session: "Session") -> dict[int, _CompactionSpan]:
     return spans
 
 
-COMPACTION_COLUMNS = [
-    Column("id", "string"),
-    Column("timestamp", "datetime64[ns, UTC]"),
-    Column("first_kept_entry_id", "string"),
-    Column("first_kept_found", "bool", "that entry is in the span Pi would have cut"),
-    Column("tokens_before", "Int64"),
-    Column("summary_chars", "Int64", "UTF-16 units"),
-    Column("summary_est_tokens", "Int64", "``estimate_tokens`` of the compaction summary message"),
-    Column("read_files", "Int64", "length of ``details.readFiles``"),
-    Column("modified_files", "Int64", "length of ``details.modifiedFiles``"),
-    Column("from_hook", "boolean"),
-    Column("has_system_message", "bool"),
-    Column("on_active_path", "bool"),
-    Column("previous_compaction_id", "string", "the latest compaction on its path before it"),
-    Column("path_length", "Int64", "entries from the root to the compaction's parent"),
-    Column("entries_summarized", "Int64", "context entries before the first kept entry; NA when it is not found"),
-    Column("entries_kept", "Int64", "context entries from the first kept entry; NA when it is not found"),
-    Column("summary_input", "Int64", "the summary request's recorded usage, if any"),
-    Column("summary_output", "Int64", "the summary request's recorded usage, if any"),
-]
+class _View:
+    """What a session's rows read of the whole session, each part made once, on first need
+    (a selection of columns that reads no tree walks no tree)."""
+
+    def __init__(self, session: "Session") -> None:
+        self.session = session
+
+    @cached_property
+    def tree(self) -> "_Tree":
+        return _Tree(self.session)
+
+    @cached_property
+    def lines(self) -> list[int | None]:
+        return _entry_lines(self.session)
+
+    @cached_property
+    def results(self) -> "_ResultIndex":
+        """Tool results by ``toolCallId``."""
+        results: dict[Any, list[dict[str, Any]]] = {}
+        for e in self.session.entries:
+            if e.get("type") != "message":
+                continue
+            m = e.get("message")
+            if isinstance(m, dict) and m.get("role") == "toolResult":
+                results.setdefault(m.get("toolCallId"), []).append(e)
+        return _ResultIndex(self.tree, results)
+
+    @cached_property
+    def spans(self) -> dict[int, "_CompactionSpan"]:
+        session = self.session
+        has = any(e.get("type") == "compaction" for e in session.entries)
+        return _compaction_spans(session) if has else {}
 
 
-def compactions_df(session: "Session") -> pd.DataFrame:
+# --------------------------------------------------------------------------- entries
+
+
+class _EntryRow:
+    """One entry as the entries table reads it."""
+
+    __slots__ = ("entry", "id", "index", "view", "kind", "message", "role", "usage", "_sizes")
+
+    def __init__(self, entry: dict[str, Any], index: int, view: _View) -> None:
+        self.entry = entry
+        self.id = entry.get("id")
+        self.index = index
+        self.view = view
+        kind = self.kind = entry.get("type")
+        m = entry.get("message") if kind == "message" else None
+        self.message: dict[str, Any] | None = m if isinstance(m, dict) else None
+        role = self.role = m.get("role") if isinstance(m, dict) else None
+        # an assistant message's or a ``usage`` entry's usage ({} when it is no object)
+        usage = m.get("usage") if role == "assistant" else entry.get("usage") if kind == "usage" else None  # type: ignore[union-attr]
+        self.usage: dict[str, Any] = usage if isinstance(usage, dict) else {}
+        self._sizes: tuple[int, int] | None = None
+
+    def sizes(self) -> tuple[int, int]:
+        """(chars, tokens) of the context messages the entry makes; raises where Pi would throw."""
+        if self._sizes is None:
+            self._sizes = _sizes(session_entry_to_context_messages(self.entry))
+        return self._sizes
+
+    def where(self) -> str:
+        return _place(self.entry, self.view.lines[self.index])
+
+
+def _of_kinds(kinds: tuple[str, ...], key: str) -> Any:
+    """The entry's ``key`` on entries of these types."""
+    return lambda r: r.entry.get(key) if r.kind in kinds else None
+
+
+def _of_role(role: str, key: str) -> Any:
+    """The message's ``key`` on messages of this role."""
+    return lambda r: r.message.get(key) if r.role == role else None
+
+
+def _usage_of(key: str) -> Any:
+    return lambda r: r.usage.get(key)
+
+
+def _summary_chars(r: Any) -> int | None:
+    s = r.entry.get("summary") if r.kind in ("compaction", "branch_summary") else None
+    return _u16(s) if isinstance(s, str) else None
+
+
+def _entry_provider(r: _EntryRow) -> Any:
+    if r.kind == "message":
+        return r.message.get("provider") if r.role == "assistant" else None  # type: ignore[union-attr]
+    return r.entry.get("provider") if r.kind in ("model_change", "usage") else None
+
+
+def _entry_model(r: _EntryRow) -> Any:
+    if r.kind == "message":
+        return r.message.get("model") if r.role == "assistant" else None  # type: ignore[union-attr]
+    if r.kind == "model_change":
+        return r.entry.get("modelId")
+    return r.entry.get("model") if r.kind == "usage" else None
+
+
+def _entry_custom_type(r: _EntryRow) -> Any:
+    if r.kind == "message":
+        return r.message.get("customType") if r.role == "custom" else None  # type: ignore[union-attr]
+    return r.entry.get("customType") if r.kind in ("custom", "custom_message") else None
+
+
+def _label(r: _EntryRow) -> Any:
+    return r.view.session.get_label(r.id) if r.id is not None else None
+
+
+_USAGE_AS_RECORDED = "usage of an assistant message or ``usage`` entry, as recorded"
+
+ENTRIES = Table("entries", [
+    Column("line", "Int64", "line in the file, when the session was loaded from one",
+           path=lambda r: r.view.lines[r.index]),
+    Column("id", "string", "tree link", path=lambda r: r.id),
+    Column("parent_id", "string", "tree link", path=lambda r: r.entry.get("parentId")),
+    Column("type", "category", "entry type (``message``, ``compaction``, ``label``, …, unknown kept)",
+           path=lambda r: r.kind),
+    Column("timestamp", DATETIME, "the entry's ``timestamp``; NaT if invalid", path=lambda r: r.entry.get("timestamp"),
+           value=parse_iso_ms),
+    Column("depth", "Int64", "ancestors above the entry (a root is 0; a dangling parent ends the count)",
+           path=lambda r: r.view.tree.depth.get(r.id)),
+    Column("child_count", "Int64", "entries whose ``parentId`` is this id",
+           path=lambda r: r.view.tree.children.get(r.id, 0)),
+    Column("on_active_path", "bool", "on ``Session.get_branch()`` (root → current leaf)",
+           path=lambda r: r.id in r.view.tree.active),
+    Column("role", "category", "the message role, for ``message`` entries", path=lambda r: r.role),
+    Column("message_chars", "Int64", "characters Pi's estimator counts (UTF-16 units) over the context messages "
+           "the entry makes (``session_entry_to_context_messages``; 0 for entries outside context, NA where Pi "
+           "would throw)", path=lambda r: r.sizes()[0], na_on=_PI_THROWS),
+    Column("est_tokens", "Int64", "``estimate_tokens`` summed over those messages", path=lambda r: r.sizes()[1],
+           na_on=_PI_THROWS),
+    Column("tool_names", "string", "an assistant's tool calls, comma-joined; a tool result's tool",
+           path=lambda r: _tool_names(r.message) if r.message is not None else None),
+    Column("is_error", "boolean", "a tool result's ``isError``", path=_of_role("toolResult", "isError")),
+    Column("stop_reason", "category", "an assistant's ``stopReason``", path=_of_role("assistant", "stopReason")),
+    Column("input", "Int64", _USAGE_AS_RECORDED, path=_usage_of("input")),
+    Column("output", "Int64", "usage, as recorded", path=_usage_of("output")),
+    Column("cache_read", "Int64", "usage, as recorded", path=_usage_of("cacheRead")),
+    Column("cache_write", "Int64", "usage, as recorded", path=_usage_of("cacheWrite")),
+    Column("total_tokens", "Int64", "usage, as recorded (NA when absent)", path=_usage_of("totalTokens")),
+    Column("cost_total", "float", "``usage.cost.total``", path=lambda r: _get(r.usage.get("cost"), "total")),
+    Column("provider", "category", "of an assistant message, ``model_change`` or ``usage``", path=_entry_provider),
+    Column("model", "category", "of an assistant message, ``model_change`` or ``usage``", path=_entry_model),
+    Column("thinking_level", "category", "of a ``thinking_level_change``",
+           path=_of_kinds(("thinking_level_change",), "thinkingLevel")),
+    Column("first_kept_entry_id", "string", "of a compaction", path=_of_kinds(("compaction",), "firstKeptEntryId")),
+    Column("tokens_before", "Int64", "of a compaction", path=_of_kinds(("compaction",), "tokensBefore")),
+    Column("from_id", "string", "a branch summary's ``fromId``", path=_of_kinds(("branch_summary",), "fromId")),
+    Column("from_hook", "boolean", "a compaction's or branch summary's ``fromHook``",
+           path=_of_kinds(("compaction", "branch_summary"), "fromHook")),
+    Column("summary_chars", "Int64", "UTF-16 length of a compaction's or branch summary's summary",
+           path=_summary_chars),
+    Column("target_id", "string", "a ``label``'s or ``context_edit``'s target",
+           path=_of_kinds(("label", "context_edit"), "targetId")),
+    Column("custom_type", "category", "of ``custom`` / ``custom_message`` entries and custom messages",
+           path=_entry_custom_type),
+    Column("label", "string", "the entry's current label (``Session.get_label``)", path=_label),
+], "One row per entry, in file order (the header is not an entry).", locate=lambda r: r.where())
+
+
+@overload
+def entries_df(session: "Session", columns: Iterable[str] | None = None, *,
+               strict: Literal[True] = True) -> pd.DataFrame: ...
+@overload
+def entries_df(session: "Session", columns: Iterable[str] | None = None, *,
+               strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+def entries_df(session: "Session", columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+    """One row per entry, in file order (the header is not an entry).
+
+    Args:
+        session: the session.
+        columns: the columns to build, in this order (default: all).
+        strict: False: return ``(DataFrame, errors)``, the values that could not be read.
+    """
+    view = _View(session)
+    rows = [_EntryRow(e, i, view) for i, e in enumerate(session.entries)]
+    return ENTRIES.frame(rows, columns, strict=strict, where=_where(session))
+
+
+ENTRIES.document(entries_df)
+
+
+# --------------------------------------------------------------------------- messages
+
+
+class _MessageRow:
+    """One ``message`` entry as the messages table reads it (a message that is no object reads as ``{}``)."""
+
+    __slots__ = ("entry", "index", "view", "message", "role", "_sizes", "_blocks")
+
+    def __init__(self, entry: dict[str, Any], index: int, view: _View) -> None:
+        self.entry = entry
+        self.index = index
+        self.view = view
+        m = entry.get("message")
+        self.message: dict[str, Any] = m if isinstance(m, dict) else {}
+        self.role = self.message.get("role")
+        self._sizes: tuple[int, int] | None = None
+        self._blocks: tuple[int, int, int, int, int] | None = None
+
+    def sizes(self) -> tuple[int, int]:
+        if self._sizes is None:
+            self._sizes = _sizes([self.message])
+        return self._sizes
+
+    def blocks(self) -> tuple[int, int, int, int, int]:
+        if self._blocks is None:
+            self._blocks = _block_counts(self.message.get("content"))
+        return self._blocks
+
+    def where(self) -> str:
+        return _place(self.entry, self.view.lines[self.index])
+
+
+def _message_role(role: str, key: str) -> Any:
+    return lambda r: r.message.get(key) if r.role == role else None
+
+
+def _block(i: int) -> Any:
+    return lambda r: r.blocks()[i]
+
+
+MESSAGES = Table("messages", [
+    Column("line", "Int64", "line in the file, when the session was loaded from one",
+           path=lambda r: r.view.lines[r.index]),
+    Column("entry_id", "string", "the entry's ``id``", path=lambda r: r.entry.get("id")),
+    Column("parent_id", "string", "the entry's ``parentId``", path=lambda r: r.entry.get("parentId")),
+    Column("timestamp", DATETIME, "entry time", path=lambda r: r.entry.get("timestamp"), value=parse_iso_ms),
+    Column("message_timestamp", DATETIME, "the message's own epoch-ms ``timestamp``; for assistants "
+           "this is when the request started", path=lambda r: r.message.get("timestamp")),
+    Column("role", "category", "the message's ``role``", path=lambda r: r.role),
+    Column("depth", "Int64", "ancestors above the entry", path=lambda r: r.view.tree.depth.get(r.entry.get("id"))),
+    Column("on_active_path", "bool", "on ``Session.get_branch()``",
+           path=lambda r: r.entry.get("id") in r.view.tree.active),
+    Column("preview", "string", f"one line of readable text, at most {PREVIEW_WIDTH} characters",
+           path=lambda r: message_preview(r.message, PREVIEW_WIDTH), na_on=(TypeError, AttributeError, ValueError)),
+    Column("chars", "Int64", "Pi's estimator over the message, NA where Pi would throw", path=lambda r: r.sizes()[0],
+           na_on=_PI_THROWS),
+    Column("est_tokens", "Int64", "Pi's estimator over the message, NA where Pi would throw",
+           path=lambda r: r.sizes()[1], na_on=_PI_THROWS),
+    Column("content_blocks", "Int64", "a string content counts as one text block", path=_block(0)),
+    Column("text_blocks", "Int64", "``text`` blocks", path=_block(1)),
+    Column("thinking_blocks", "Int64", "``thinking`` blocks", path=_block(2)),
+    Column("tool_call_blocks", "Int64", "``toolCall`` blocks", path=_block(3)),
+    Column("image_blocks", "Int64", "``image`` blocks", path=_block(4)),
+    Column("tool_name", "category", "of a tool result", path=_message_role("toolResult", "toolName")),
+    Column("tool_call_id", "string", "of a tool result", path=_message_role("toolResult", "toolCallId")),
+    Column("is_error", "boolean", "of a tool result", path=_message_role("toolResult", "isError")),
+    Column("stop_reason", "category", "of an assistant", path=_message_role("assistant", "stopReason")),
+    Column("provider", "category", "of an assistant", path=_message_role("assistant", "provider")),
+    Column("model", "category", "of an assistant", path=_message_role("assistant", "model")),
+    Column("custom_type", "category", "of a custom message", path=_message_role("custom", "customType")),
+    Column("error_message", "string", "an assistant's ``errorMessage``",
+           path=_message_role("assistant", "errorMessage")),
+], "One row per ``message`` entry, in file order.", locate=lambda r: r.where())
+
+
+@overload
+def messages_df(session: "Session", columns: Iterable[str] | None = None, *,
+                strict: Literal[True] = True) -> pd.DataFrame: ...
+@overload
+def messages_df(session: "Session", columns: Iterable[str] | None = None, *,
+                strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+def messages_df(session: "Session", columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+    """One row per ``message`` entry, in file order.
+
+    Args:
+        session: the session.
+        columns: the columns to build, in this order (default: all).
+        strict: False: return ``(DataFrame, errors)``, the values that could not be read.
+    """
+    view = _View(session)
+    rows = [_MessageRow(e, i, view) for i, e in enumerate(session.entries) if e.get("type") == "message"]
+    return MESSAGES.frame(rows, columns, strict=strict, where=_where(session))
+
+
+MESSAGES.document(messages_df)
+
+
+# --------------------------------------------------------------------------- tool calls
+
+
+class _CallRow:
+    """One ``toolCall`` block of an assistant message, with its tool result entry (or None)."""
+
+    __slots__ = ("entry", "message", "block", "index", "view", "result", "result_message", "_sizes")
+
+    def __init__(self, entry: dict[str, Any], message: dict[str, Any], block: dict[str, Any], index: int,
+                 view: _View, result: dict[str, Any] | None) -> None:
+        self.entry, self.message, self.block, self.index, self.view = entry, message, block, index, view
+        self.result = result
+        self.result_message: dict[str, Any] | None = result["message"] if result is not None else None
+        self._sizes: tuple[int, int] | None = None
+
+    def sizes(self) -> tuple[int, int] | None:
+        """(chars, tokens) of the result message, None without a result; raises where Pi would throw."""
+        rm = self.result_message
+        if rm is None:
+            return None
+        if self._sizes is None:
+            self._sizes = _sizes([rm])
+        return self._sizes
+
+    def where(self) -> str:
+        return _place(self.entry, None) + f", tool call {self.index}"
+
+
+def _argument(r: _CallRow, key: str) -> Any:
+    args = r.block.get("arguments")
+    return args.get(key) if isinstance(args, dict) else None
+
+
+def _result_size(i: int) -> Any:
+    def get(r: _CallRow) -> int | None:
+        sizes = r.sizes()
+        return sizes[i] if sizes is not None else None
+
+    return get
+
+
+def _seconds_between(r: _CallRow) -> float:
+    """Result message ``timestamp`` − assistant message ``timestamp``, in seconds (NaN if either is no number)."""
+    rm = r.result_message
+    if rm is None:
+        return math.nan
+    end, start = rm.get("timestamp"), r.message.get("timestamp")
+    if end.__class__ is int and start.__class__ is int:  # epoch milliseconds, as Pi writes them
+        return (as_float(end) - as_float(start)) / 1000.0
+    return (_ms(end) - _ms(start)) / 1000.0
+
+
+def _ms(value: Any) -> float:
+    return as_float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def _latency(columns: dict[str, Any]) -> Any:
+    return (columns["result_timestamp"] - columns["call_timestamp"]).dt.total_seconds().astype("float64")
+
+
+TOOL_CALLS = Table("tool_calls", [
+    Column("call_entry_id", "string", "the assistant entry", path=lambda r: r.entry.get("id")),
+    Column("call_index", "Int64", "position among the message's tool calls", path=lambda r: r.index),
+    Column("call_id", "string", "the block's ``id`` (a result's ``toolCallId``)", path=lambda r: r.block.get("id")),
+    Column("name", "category", "the tool", path=lambda r: r.block.get("name")),
+    Column("arguments", "object", "the dict as recorded", path=lambda r: r.block.get("arguments")),
+    Column("file_path", "string", "``arguments.path``, as ``read``/``write``/``edit`` take it; named so that "
+           "corpus frames can carry the session's ``path``", path=lambda r: _argument(r, "path")),
+    Column("command", "string", "``arguments.command`` of ``bash`` calls",
+           path=lambda r: _argument(r, "command") if r.block.get("name") == "bash" else None),
+    Column("call_timestamp", DATETIME, "the assistant entry's time, i.e. when the response finished",
+           path=lambda r: r.entry.get("timestamp"), value=parse_iso_ms),
+    Column("result_entry_id", "string", "the tool result entry (NA: no result)", path=lambda r: _get(r.result, "id")),
+    Column("result_timestamp", DATETIME, "the result entry's time", path=lambda r: _get(r.result, "timestamp"),
+           value=parse_iso_ms),
+    Column("result_chars", "Int64", "what Pi's estimator counts of the result content, UTF-16 units, images 4800",
+           path=_result_size(0), na_on=_PI_THROWS),
+    Column("result_est_tokens", "Int64", "``estimate_tokens`` of the result", path=_result_size(1), na_on=_PI_THROWS),
+    Column("is_error", "boolean", "the result's ``isError``", path=lambda r: _get(r.result_message, "isError")),
+    Column("latency_s", "float", "result entry time − assistant entry time, the tool's run time", path=_latency,
+           needs=("call_timestamp", "result_timestamp")),
+    Column("since_request_s", "float", "result message ``timestamp`` − assistant message ``timestamp``, from the "
+           "start of the model request to the result", path=_seconds_between),
+    Column("model", "category", "the assistant's model", path=lambda r: r.message.get("model")),
+    Column("on_active_path", "bool", "the calling entry", path=lambda r: r.entry.get("id") in r.view.tree.active),
+    Column("result_on_active_path", "boolean", "the result entry",
+           path=lambda r: r.result.get("id") in r.view.tree.active if r.result is not None else None),
+], "One row per ``toolCall`` block of an assistant message, joined with its tool result.",
+    locate=lambda r: r.where())
+_READS_RESULT = frozenset(("result_entry_id", "result_timestamp", "result_chars", "result_est_tokens", "is_error",
+                           "latency_s", "since_request_s", "result_on_active_path"))
+
+
+@overload
+def tool_calls_df(session: "Session", columns: Iterable[str] | None = None, *,
+                  strict: Literal[True] = True) -> pd.DataFrame: ...
+@overload
+def tool_calls_df(session: "Session", columns: Iterable[str] | None = None, *,
+                  strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+def tool_calls_df(session: "Session", columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+    """One row per ``toolCall`` block of an assistant message, joined with its tool result.
+
+    The result is the ``toolResult`` message with the same ``toolCallId`` that descends from
+    the calling entry (the first in file order); failing that, the first with that id anywhere.
+    Calls without a result keep NA in the result columns.
+
+    Args:
+        session: the session.
+        columns: the columns to build, in this order (default: all).
+        strict: False: return ``(DataFrame, errors)``, the values that could not be read.
+    """
+    view = _View(session)
+    # results are looked up only for the columns that read them
+    find = view.results.find if _READS_RESULT.intersection(c.name for c in TOOL_CALLS.select(columns)) else None
+    rows: list[_CallRow] = []
+    for e in session.entries:
+        if e.get("type") != "message":
+            continue
+        m = e.get("message")
+        if not isinstance(m, dict) or m.get("role") != "assistant" or not isinstance(m.get("content"), list):
+            continue
+        index = 0
+        eid = e.get("id")
+        for block in m["content"]:
+            if isinstance(block, dict) and block.get("type") == "toolCall":
+                result = find(block.get("id"), eid) if find is not None else None
+                rows.append(_CallRow(e, m, block, index, view, result))
+                index += 1
+    return TOOL_CALLS.frame(rows, columns, strict=strict, where=_where(session))
+
+
+TOOL_CALLS.document(tool_calls_df)
+
+
+# --------------------------------------------------------------------------- usage
+
+
+class _UsageRow:
+    """An assistant message with a ``usage``, or a ``usage`` entry."""
+
+    __slots__ = ("entry", "message", "usage", "view")
+
+    def __init__(self, entry: dict[str, Any], message: dict[str, Any] | None, view: _View) -> None:
+        self.entry, self.message, self.view = entry, message, view
+        self.usage: Any = message["usage"] if message is not None else entry.get("usage")
+
+    def of(self, message_key: str, entry_key: str | None) -> Any:
+        """The assistant message's ``message_key``, or the ``usage`` entry's ``entry_key``."""
+        if self.message is not None:
+            return self.message.get(message_key)
+        return self.entry.get(entry_key) if entry_key is not None else None
+
+    def context_tokens(self) -> Any:
+        return calculate_context_tokens(self.usage) if self.message is not None else None
+
+    def valid_for_context(self) -> bool:
+        if self.message is None:
+            return False
+        try:  # it throws where calculateContextTokens throws: not valid
+            return get_assistant_usage(self.message) is not None
+        except (TypeError, ValueError):
+            return False
+
+    def where(self) -> str:
+        return _place(self.entry, None)
+
+
+def _usage_rows(session: "Session", view: _View) -> list[_UsageRow]:
+    rows = []
+    for e in session.entries:
+        kind = e.get("type")
+        if kind == "message":
+            m = e.get("message")
+            if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("usage"), dict):
+                rows.append(_UsageRow(e, m, view))
+        elif kind == "usage":
+            rows.append(_UsageRow(e, None, view))
+    return rows
+
+
+def _cumulative_cost(columns: dict[str, Any]) -> Any:
+    return np.cumsum(np.nan_to_num(columns["cost_total"], nan=0.0))
+
+
+USAGE = Table("usage", [
+    Column("entry_id", "string", "the entry", path=lambda r: r.entry.get("id")),
+    Column("timestamp", DATETIME, "the entry's time", path=lambda r: r.entry.get("timestamp"), value=parse_iso_ms),
+    Column("kind", "category", "``assistant`` or the ``usage`` entry's ``kind``, e.g. ``cache_warm``",
+           path=lambda r: "assistant" if r.message is not None else r.entry.get("kind")),
+    Column("provider", "category", "the message's or entry's provider", path=lambda r: r.of("provider", "provider")),
+    Column("model", "category", "the message's or entry's model", path=lambda r: r.of("model", "model")),
+    Column("stop_reason", "category", "an assistant's ``stopReason``", path=lambda r: r.of("stopReason", None)),
+    Column("input", "Int64", "as recorded", path=lambda r: _get(r.usage, "input")),
+    Column("output", "Int64", "as recorded", path=lambda r: _get(r.usage, "output")),
+    Column("cache_read", "Int64", "as recorded", path=lambda r: _get(r.usage, "cacheRead")),
+    Column("cache_write", "Int64", "as recorded", path=lambda r: _get(r.usage, "cacheWrite")),
+    Column("total_tokens", "Int64", "as recorded", path=lambda r: _get(r.usage, "totalTokens")),
+    Column("cost_total", "float", "``usage.cost.total``", path=lambda r: _get(_get(r.usage, "cost"), "total")),
+    Column("context_tokens", "Int64", "Pi's ``calculateContextTokens`` — ``totalTokens`` or the sum of the four "
+           "counts; NA for ``usage`` entries", path=lambda r: r.context_tokens(), na_on=(TypeError, ValueError)),
+    Column("valid_for_context", "bool", "Pi's ``getAssistantUsage`` accepts it — not aborted, not error, context "
+           "tokens > 0", path=lambda r: r.valid_for_context()),
+    Column("on_active_path", "bool", "on ``Session.get_branch()``",
+           path=lambda r: r.entry.get("id") in r.view.tree.active),
+    Column("cumulative_cost", "float", "running sum of ``cost_total`` in file order, missing costs counting 0",
+           path=_cumulative_cost, needs=("cost_total",)),
+], "Recorded token usage over time: assistant messages with a ``usage``, and ``usage`` entries, in file order.",
+    locate=lambda r: r.where())
+
+
+@overload
+def usage_df(session: "Session", columns: Iterable[str] | None = None, *,
+             strict: Literal[True] = True) -> pd.DataFrame: ...
+@overload
+def usage_df(session: "Session", columns: Iterable[str] | None = None, *,
+             strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+def usage_df(session: "Session", columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+    """Recorded token usage over time: assistant messages with a ``usage``, and ``usage`` entries,
+    in file order.
+
+    Args:
+        session: the session.
+        columns: the columns to build, in this order (default: all).
+        strict: False: return ``(DataFrame, errors)``, the values that could not be read.
+    """
+    view = _View(session)
+    return USAGE.frame(_usage_rows(session, view), columns, strict=strict, where=_where(session))
+
+
+USAGE.document(usage_df)
+
+
+# --------------------------------------------------------------------------- compactions
+
+
+class _CompactionRow:
+    """One ``compaction`` entry, with the span Pi's ``prepareCompaction`` saw found on first need."""
+
+    __slots__ = ("entry", "view", "_span")
+
+    def __init__(self, entry: dict[str, Any], view: _View) -> None:
+        self.entry, self.view = entry, view
+        self._span: _SpanCounts | None = None
+
+    def span(self) -> "_SpanCounts":
+        if self._span is None:
+            e, session = self.entry, self.view.session
+            eid = e.get("id")
+            span = self.view.spans.get(id(e)) if eid and session.get_entry(eid) is e else None
+            if span is None:
+                span = _compaction_span_by_walk(session, e)
+            self._span = _SpanCounts(span, e)
+        return self._span
+
+    def details(self, key: str) -> Any:
+        details = self.entry.get("details")
+        return details.get(key) if isinstance(details, dict) else None
+
+    def where(self) -> str:
+        return _place(self.entry, None)
+
+
+class _SpanCounts:
+    """A compaction's span as the table counts it: found, summarized, kept."""
+
+    __slots__ = ("span", "found", "summarized", "kept")
+
+    def __init__(self, span: _CompactionSpan, entry: dict[str, Any]) -> None:
+        self.span = span
+        eid = entry.get("id")
+        kept_index = span.kept_index
+        self.found = kept_index is not None and kept_index < span.context_length
+        if kept_index is None and entry.get("firstKeptEntryId") == eid and isinstance(eid, str):
+            kept_index = span.context_length  # its own id: nothing kept (as first_kept_index says)
+        self.summarized = None if kept_index is None else kept_index - span.start
+        self.kept = None if kept_index is None else span.context_length - kept_index
+
+
+def _summary_tokens(r: _CompactionRow) -> int:
+    e = r.entry
+    return estimate_tokens(create_compaction_summary_message(e.get("summary"), e.get("tokensBefore"), e.get("timestamp")))
+
+
+def _length(value: Any) -> int | None:
+    return len(value) if isinstance(value, list) else None
+
+
+COMPACTIONS = Table("compactions", [
+    Column("id", "string", "the compaction entry", path=lambda r: r.entry.get("id")),
+    Column("timestamp", DATETIME, "its time", path=lambda r: r.entry.get("timestamp"), value=parse_iso_ms),
+    Column("first_kept_entry_id", "string", "its ``firstKeptEntryId``", path=lambda r: r.entry.get("firstKeptEntryId")),
+    Column("first_kept_found", "bool", "that entry is in the span Pi would have cut", path=lambda r: r.span().found),
+    Column("tokens_before", "Int64", "its ``tokensBefore``", path=lambda r: r.entry.get("tokensBefore")),
+    Column("summary_chars", "Int64", "UTF-16 units",
+           path=lambda r: _u16(r.entry.get("summary")) if isinstance(r.entry.get("summary"), str) else None),
+    Column("summary_est_tokens", "Int64", "``estimate_tokens`` of the compaction summary message",
+           path=_summary_tokens, na_on=(TypeError, AttributeError, ValueError)),
+    Column("read_files", "Int64", "length of ``details.readFiles``", path=lambda r: _length(r.details("readFiles"))),
+    Column("modified_files", "Int64", "length of ``details.modifiedFiles``",
+           path=lambda r: _length(r.details("modifiedFiles"))),
+    Column("from_hook", "boolean", "its ``fromHook``", path=lambda r: r.entry.get("fromHook")),
+    Column("has_system_message", "bool", "it carries a ``systemMessage``",
+           path=lambda r: bool(r.entry.get("systemMessage"))),
+    Column("on_active_path", "bool", "on ``Session.get_branch()``",
+           path=lambda r: r.entry.get("id") in r.view.tree.active),
+    Column("previous_compaction_id", "string", "the latest compaction on its path before it",
+           path=lambda r: _get(r.span().span.previous, "id")),
+    Column("path_length", "Int64", "entries from the root to the compaction's parent",
+           path=lambda r: r.span().span.path_length),
+    Column("entries_summarized", "Int64", "context entries before the first kept entry; NA when it is not found",
+           path=lambda r: r.span().summarized),
+    Column("entries_kept", "Int64", "context entries from the first kept entry; NA when it is not found",
+           path=lambda r: r.span().kept),
+    Column("summary_input", "Int64", "the summary request's recorded usage, if any",
+           path=lambda r: _get(r.entry.get("usage"), "input")),
+    Column("summary_output", "Int64", "the summary request's recorded usage, if any",
+           path=lambda r: _get(r.entry.get("usage"), "output")),
+], "One row per ``compaction`` entry, in file order.", locate=lambda r: r.where())
+
+
+@overload
+def compactions_df(session: "Session", columns: Iterable[str] | None = None, *,
+                   strict: Literal[True] = True) -> pd.DataFrame: ...
+@overload
+def compactions_df(session: "Session", columns: Iterable[str] | None = None, *,
+                   strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+def compactions_df(session: "Session", columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
     """One row per ``compaction`` entry, in file order.
 
     The span counts replay what Pi's ``prepareCompaction`` saw: the context entries of the
@@ -971,49 +1089,18 @@ def compactions_df(session: "Session") -> pd.DataFrame:
     compaction's summary up to ``firstKeptEntryId``, kept from there to the end.
     A compaction whose ``firstKeptEntryId`` is its own id kept nothing (Pi's projection keeps no
     entry before it; imported Claude Code and Codex compactions are such): everything is summarized.
+
+    Args:
+        session: the session.
+        columns: the columns to build, in this order (default: all).
+        strict: False: return ``(DataFrame, errors)``, the values that could not be read.
     """
-    tree = _Tree(session)
-    rows = _rows(COMPACTION_COLUMNS)
-    spans = _compaction_spans(session) if any(e.get("type") == "compaction" for e in session.entries) else {}
-    for e in session.entries:
-        if e.get("type") != "compaction":
-            continue
-        eid = e.get("id")
-        summary = e.get("summary")
-        first_kept = e.get("firstKeptEntryId")
-        details = e["details"] if isinstance(e.get("details"), dict) else {}
-        span = spans.get(id(e)) if eid and session.get_entry(eid) is e else None
-        if span is None:
-            span = _compaction_span_by_walk(session, e)
-        previous, start, kept_index = span.previous, span.start, span.kept_index
-        found = kept_index is not None and kept_index < span.context_length
-        if kept_index is None and first_kept == eid and isinstance(eid, str):
-            kept_index = span.context_length  # its own id: nothing kept (as first_kept_index says)
-        try:
-            est = estimate_tokens(create_compaction_summary_message(summary, e.get("tokensBefore"), e.get("timestamp")))
-        except (TypeError, AttributeError, ValueError):
-            est = None
-        usage = e["usage"] if isinstance(e.get("usage"), dict) else {}
-        rows["id"].append(eid)
-        rows["timestamp"].append(e.get("timestamp"))
-        rows["first_kept_entry_id"].append(first_kept)
-        rows["first_kept_found"].append(found)
-        rows["tokens_before"].append(e.get("tokensBefore"))
-        rows["summary_chars"].append(_u16(summary) if isinstance(summary, str) else None)
-        rows["summary_est_tokens"].append(est)
-        rf, mf = details.get("readFiles"), details.get("modifiedFiles")
-        rows["read_files"].append(len(rf) if isinstance(rf, list) else None)
-        rows["modified_files"].append(len(mf) if isinstance(mf, list) else None)
-        rows["from_hook"].append(e.get("fromHook"))
-        rows["has_system_message"].append(bool(e.get("systemMessage")))
-        rows["on_active_path"].append(eid in tree.active)
-        rows["previous_compaction_id"].append(previous.get("id") if previous is not None else None)
-        rows["path_length"].append(span.path_length)
-        rows["entries_summarized"].append(None if kept_index is None else kept_index - start)
-        rows["entries_kept"].append(None if kept_index is None else span.context_length - kept_index)
-        rows["summary_input"].append(usage.get("input"))
-        rows["summary_output"].append(usage.get("output"))
-    return _table(COMPACTION_COLUMNS, rows)
+    view = _View(session)
+    rows = [_CompactionRow(e, view) for e in session.entries if e.get("type") == "compaction"]
+    return COMPACTIONS.frame(rows, columns, strict=strict, where=_where(session))
 
 
-_document(COMPACTION_COLUMNS, compactions_df)
+COMPACTIONS.document(compactions_df)
+
+# The session's tables, by name.
+TABLES: dict[str, Table] = {t.name: t for t in (ENTRIES, MESSAGES, TOOL_CALLS, USAGE, COMPACTIONS)}

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import random
+import zlib
 from typing import Literal, Protocol, Sequence, Union, cast, runtime_checkable
 
 from pimem.core.session_manager import Session as CoreSession
 from pimem.core.session_manager import load_session as load_pi_session
-from pimem.errors import SessionFormatError
+from pimem.errors import ArgumentTypeError, ConfigurationError, SessionFormatError
 from pimem.sessions.importers.claude_code import import_claude_code, looks_like_claude_code
 from pimem.sessions.importers.codex import import_codex, looks_like_codex
 from pimem.sessions.importers.records import open_transcript
@@ -53,7 +54,7 @@ def sniff_format(path: str | os.PathLike[str]) -> str | None:
     try:
         with open_transcript(file) as f:
             head = f.read(_PROBE_BYTES)
-    except OSError as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a gzip'd file cut short or damaged
         raise SessionFormatError(f"{file}: cannot read: {exc}") from exc
     lines = head.split(b"\n")
     if len(head) == _PROBE_BYTES and len(lines) > 1:
@@ -100,7 +101,7 @@ def load_session(
         seed: a seed for those ids instead, so that the same file gets the same ids on every load.
     """
     if format not in ("auto",) + SESSION_FORMATS:
-        raise ValueError(f"format must be one of 'auto', 'pi', 'claude-code', 'codex', not {format!r}")
+        raise ConfigurationError(f"format must be one of 'auto', 'pi', 'claude-code', 'codex', not {format!r}")
     fmt: str = format
     if format == "auto":
         try:
@@ -134,13 +135,14 @@ the path of a session file."""
 
 
 def as_session(source: SessionLike) -> CoreSession:
-    """The session ``source`` names.
+    """The session ``source`` names: the one way every public function that takes a session reads
+    its argument.
 
     Args:
-        source: a session (returned as it is), anything holding one in ``.session`` (a replay result),
-            or the path of a session file (loaded with :func:`load_session`).
+        source: a session (returned as it is), anything holding one in ``.session`` (a replay result:
+            its replayed session), or the path of a session file (loaded with :func:`load_session`).
 
-    Raises ``TypeError`` naming the type of anything else.
+    Raises :class:`~pimem.errors.ArgumentTypeError` (a ``TypeError``) naming the type of anything else.
     """
     if isinstance(source, CoreSession):
         return source
@@ -149,7 +151,7 @@ def as_session(source: SessionLike) -> CoreSession:
         return held
     if isinstance(source, (str, os.PathLike)):
         return load_session(source)
-    raise TypeError(
+    raise ArgumentTypeError(
         f"expected a pimem Session, a replay result with .session, or the path of a session file; "
         f"got {type(source).__name__}"
     )

@@ -40,13 +40,13 @@ def client_options_from_env(env: Mapping[str, str] | None = None) -> dict[str, A
 
 
 def parse_seconds(text: str) -> float:
-    """A positive number of seconds (``ValueError`` otherwise)."""
+    """A positive number of seconds (else a :class:`~pimem.errors.ConfigurationError`, a ``ValueError``)."""
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"expected a number of seconds, got {text!r}") from None
+        raise ConfigurationError(f"expected a number of seconds, got {text!r}") from None
     if not value > 0 or value == float("inf"):
-        raise ValueError(f"expected a positive number of seconds, got {text!r}")
+        raise ConfigurationError(f"expected a positive number of seconds, got {text!r}")
     return value
 
 
@@ -60,7 +60,7 @@ def parse_retries(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"expected a whole number of retries, got {text!r}") from None
+        raise ConfigurationError(f"expected a whole number of retries, got {text!r}") from None
     if value < 0:
-        raise ValueError(f"expected a non-negative number of retries, got {text!r}")
+        raise ConfigurationError(f"expected a non-negative number of retries, got {text!r}")
     return value

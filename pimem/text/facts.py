@@ -74,7 +74,7 @@ from typing import Any
 import pandas as pd
 
 from pimem.base.memo import memoised, on_forget
-from pimem.errors import ConfigurationError
+from pimem.errors import ArgumentTypeError, ConfigurationError
 from pimem.base.tables import frame
 from pimem.core.session_manager import session_entry_to_context_messages
 from pimem.text.messages import text_blocks
@@ -282,7 +282,7 @@ def iter_messages(items: Iterable[Any]) -> list[tuple[str | None, dict]]:
             for m in _entry_messages(item):
                 out.append((item.get("id"), m))
         else:
-            raise TypeError(f"cannot read facts from {type(item).__name__}: expected an entry or a message dict")
+            raise ArgumentTypeError(f"cannot read facts from {type(item).__name__}: expected an entry or a message dict")
     return out
 
 

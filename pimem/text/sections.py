@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass, field
 
 from pimem.base.memo import memoised
-from pimem.errors import ConfigurationError
+from pimem.errors import ArgumentTypeError, ConfigurationError
 
 BRANCH_SUMMARY_PREAMBLE = (
     "The user explored a different conversation branch before returning here.\n"
@@ -447,7 +447,7 @@ def parse_summary(text: str, kind: str = "auto") -> SummarySections:
         kind: ``"compaction"``, ``"branch"`` or ``"auto"``.
     """
     if not isinstance(text, str):
-        raise TypeError(f"summary must be a string, not {type(text).__name__}")
+        raise ArgumentTypeError(f"summary must be a string, not {type(text).__name__}")
     norm = normalize_text(text)
     preamble = norm.startswith(BRANCH_SUMMARY_PREAMBLE) or norm.startswith(BRANCH_SUMMARY_PREAMBLE.rstrip("\n"))
     if kind == "auto":
@@ -532,7 +532,7 @@ def summarizer_text(summary: str) -> str:
     CRLF / CR become LF; trailing white space is dropped.
     """
     if not isinstance(summary, str):
-        raise TypeError(f"summary must be a string, not {type(summary).__name__}")
+        raise ArgumentTypeError(f"summary must be a string, not {type(summary).__name__}")
     return _ANY_FILE_BLOCK.sub("", normalize_text(summary)).rstrip()
 
 

@@ -32,6 +32,7 @@ from pimem.viz.figures import (
     plot_labelled_scatter,
 )
 from pimem.viz.measure_plots import plot_measures, plot_recall_curve
+from pimem.viz.rework_plots import plot_rework
 
 __all__ = [
     "DENSE_CALLS",
@@ -52,6 +53,7 @@ __all__ = [
     "plot_measures",
     "plot_recall_curve",
     "plot_retention_by_age",
+    "plot_rework",
     "plot_section_similarity",
     "plot_session_tree",
     "plot_summary_sizes",

@@ -25,6 +25,7 @@ from matplotlib.artist import Artist
 from matplotlib.ticker import Formatter, Locator
 
 from pimem.base.tables import escape_lone_surrogates, format_number
+from pimem.errors import ConfigurationError, UnknownColumnError
 from pimem.drift import retention_by_age, section_similarity
 from pimem.sessions.load import as_session
 from pimem.viz.data import (
@@ -641,7 +642,7 @@ def plot_estimate_vs_usage(session: Any, leaf_id: str | None = None, *, ax: Any 
 
 def _pivot(df: pd.DataFrame, metric: str, x: str, y: str, agg: str) -> pd.DataFrame:
     if metric not in df.columns:
-        raise KeyError(f"sweep results have no column {metric!r} (columns: {', '.join(map(str, df.columns))})")
+        raise UnknownColumnError(f"sweep results have no column {metric!r} (columns: {', '.join(map(str, df.columns))})")
     data = df
     if "error" in df.columns:
         data = df[df["error"].isna()]
@@ -699,7 +700,7 @@ def plot_sweep_heatmaps(df: pd.DataFrame, metrics: Sequence[str] = ("compactions
 
     metrics = [m for m in metrics if m in df.columns]
     if not metrics:
-        raise KeyError("none of the metrics is a column of the sweep results")
+        raise UnknownColumnError("none of the metrics is a column of the sweep results")
     if axes is None:
         cols = min(len(metrics), max(ncols, 1))
         rows = math.ceil(len(metrics) / cols)
@@ -974,7 +975,7 @@ def plot_drift(report: pd.DataFrame, *, axes: Any = None, title: str | None = No
                                             layout="constrained")
             axes = [named["ages"], named["sections"], named["sizes"]]
         else:
-            raise ValueError(f"arrangement must be 'row' or 'stacked', not {arrangement!r}")
+            raise ConfigurationError(f"arrangement must be 'row' or 'stacked', not {arrangement!r}")
     else:
         fig = axes[0].figure
     plot_retention_by_age(report, ax=axes[0])
@@ -1002,7 +1003,7 @@ def plot_compared(plot: Callable[..., tuple[Any, Any]], items: Mapping[str, Any]
 
     names = list(items)
     if not names:
-        raise ValueError("nothing to compare: items is empty")
+        raise ConfigurationError("nothing to compare: items is empty")
     cols = min(ncols or len(names), len(names))
     rows = math.ceil(len(names) / cols)
     fig, grid = plt.subplots(rows, cols, figsize=(panel_size[0] * cols, panel_size[1] * rows), layout="constrained",

@@ -37,13 +37,15 @@ from pimem.core.session_manager import session_entry_to_context_messages
 from pimem.drift import drift_report, headline, lost_facts
 from pimem.drift.measures import compare_sources, measure_docs
 from pimem.drift.records import compaction_records
+from pimem.drift.rework import rework_table
 from pimem.experiments.sweep import sweep
 from pimem.experiments.uncertainty import sweep_summary
 from pimem.replays.engine import TOKEN_SOURCES, replay
 from pimem.replays.recording import calibrate_recording
 from pimem.replays.orphans import OPEN_LOOP_NOTE, orphan_rate, orphan_references
+from pimem.replays.result import ReplayResult
 from pimem.sessions.discover import dedupe_session_paths
-from pimem.sessions.load import as_session, load_session
+from pimem.sessions.load import SessionLike, as_session, load_session
 from pimem.summarizers.baselines import baseline_summarizers
 from pimem.summarizers.cached import CachedSummarizer
 from pimem.summarizers.registry import get_summarizer
@@ -56,6 +58,7 @@ from pimem.viz import (
     plot_sweep_heatmaps,
 )
 from pimem.viz.measure_plots import plot_measures, plot_recall_curve
+from pimem.viz.rework_plots import plot_rework
 from pimem.viz.templating import format_cell as _fmt, render as _render
 
 if TYPE_CHECKING:
@@ -139,11 +142,9 @@ _REPORT_COLUMNS = [
 ]
 
 
-def _resolve(session_or_result: Any) -> tuple[Any, Any]:
-    """(session, replay result or None) from a Session, a ReplayResult or a path."""
-    if hasattr(session_or_result, "session") and hasattr(session_or_result, "events"):
-        return session_or_result.session, session_or_result
-    return as_session(session_or_result), None
+def _resolve(session_or_result: SessionLike) -> tuple[Any, ReplayResult | None]:
+    """(session, replay result or None) from a Session, a ReplayResult or a path (:func:`pimem.as_session`)."""
+    return as_session(session_or_result), session_or_result if isinstance(session_or_result, ReplayResult) else None
 
 
 def _headline_table(head: dict[str, Any]) -> pd.DataFrame:
@@ -202,7 +203,7 @@ def _replay_entries_text(session: Any, result: Any) -> str:
             + (f" ({'; '.join(parts)})" if parts else "") + f" and {n_written:,} written by the replay ({what})")
 
 
-def drift_report_html(session_or_result: Any, title: str = "Summary drift report", *,
+def drift_report_html(session_or_result: SessionLike, title: str = "Summary drift report", *,
                       report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
                       compare_max: int = 40, index_href: str | None = None) -> str:
     """The HTML text of :func:`write_drift_report` (nothing written); ``report``: the drift
@@ -227,7 +228,7 @@ def drift_report_html(session_or_result: Any, title: str = "Summary drift report
                                       tall=len(report) > 20),
             n_lost=len(lost), lost=table_view(lost, max_rows=200, tall=len(lost) > 20),
             measures_html=Markup(measures_section_html(subject, report, sources=sources, compare_max=compare_max)),
-            orphans=_orphans_context(subject))
+            orphans=_orphans_context(subject), rework=_rework_context(report, replayed=result is not None))
     if result is None and len(estimate_vs_usage_table(session)):
         context["estimates_png"] = figure_png(plot_estimate_vs_usage(session)[0])
     return _render("drift_report.html.j2", **context)
@@ -250,14 +251,30 @@ def _replay_context(result: Any) -> dict[str, Any]:
             "floored_calls": result.floored_calls, "warnings": list(result.warnings)}
 
 
-def _orphans_context(session_or_result: Any) -> dict[str, Any]:
+def _orphans_context(session_or_result: SessionLike) -> dict[str, Any]:
     """The orphan-reference rate per compaction (:mod:`pimem.replays.orphans`)."""
-    replayed = hasattr(session_or_result, "orphan_references")
-    table = session_or_result.orphan_references() if replayed else orphan_references(session_or_result)
-    return {"replayed": replayed, "rate": orphan_rate(table), "table": table_view(table)}
+    result = session_or_result if isinstance(session_or_result, ReplayResult) else None
+    table = result.orphan_references() if result is not None else orphan_references(session_or_result)
+    return {"replayed": result is not None, "rate": orphan_rate(table), "table": table_view(table)}
 
 
-def write_drift_report(session_or_result: Any, path: str | os.PathLike, title: str = "Summary drift report", *,
+_REWORK_COLUMNS = ["compaction", "point", "position", "entry_id", "rework", "rereads", "reuses_summary", "reuses_kept",
+                   "reruns", "reverts", "repeated_instructions", "repeated_questions", "returned_to_earlier_task",
+                   "steps_to_progress"]
+
+
+def _rework_context(report: pd.DataFrame, *, replayed: bool) -> dict[str, Any]:
+    """What the recorded agent did after each compaction and at its matched controls (:mod:`pimem.drift.rework`)."""
+    points = report.attrs.get("rework")
+    if replayed or points is None or not len(points):
+        return {"replayed": replayed, "table": None, "png": None}
+    measured = points[points["measured"].astype(bool)]
+    return {"replayed": False, "table": table_view(measured[[c for c in _REWORK_COLUMNS if c in points.columns]]),
+            "unmeasured": int((~points["measured"].astype(bool)).sum()),
+            "png": figure_png(plot_rework(rework_table(points))[0]) if len(measured) else None}
+
+
+def write_drift_report(session_or_result: SessionLike, path: str | os.PathLike, title: str = "Summary drift report", *,
                        report: pd.DataFrame | None = None, sources: dict[str, Any] | None = None,
                        compare_max: int = 40, index_href: str | None = None) -> Path:
     """Write a standalone HTML drift report of a Session, a ReplayResult or a session file.

@@ -136,11 +136,11 @@ def test_the_claude_code_set_is_well_formed():
     assert all(len(e) <= 200 for e in df["evidence"])  # short quotes only
 
 
-def _checked(labels):
+def _checked(labels, shared_dir):
     from pimem.drift.labels import label_records
     from pimem.drift.faithfulness import given_source
 
-    records = label_records(labels, SHARED_DIR)
+    records = label_records(labels, shared_dir)
     for _, row in labels[labels["evidence"] != ""].iterrows():  # every quote is verbatim in what the summarizer saw
         assert row["evidence"] in given_source(records[row["session"]][row["compaction_index"]]).text, row["id"]
     return contradiction_check(labels, records)
@@ -150,14 +150,14 @@ def _checked(labels):
 def checked():
     if not REAL_DIR.exists():
         pytest.skip("real Pi sessions not available (../shared/datasets/pi-mono)")
-    return _checked(load_contradiction_labels(LABELS))
+    return _checked(load_contradiction_labels(LABELS), REAL_DIR.parents[1])  # Pi's sessions alone
 
 
 @pytest.fixture(scope="module")
 def checked_cc():
     if not CC_DIR.exists():
         pytest.skip("real Claude Code transcripts not available (../shared/datasets/claude-code)")
-    return _checked(load_contradiction_labels(CC_LABELS))
+    return _checked(load_contradiction_labels(CC_LABELS), SHARED_DIR)
 
 
 def _assert_at_least_reported(checked, which):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pimem.experiments.sweep import chunk_runs, expand_grid, sweep
+from pimem.experiments.sweep import SWEEP, chunk_runs, expand_grid, sweep
 
 GRID = {"reserve_tokens": [2000, 4000], "keep_recent_tokens": [3000], "context_window": [16000, 24000],
         "token_source": ["chars"]}
@@ -86,6 +86,9 @@ def test_sweep_resumes_after_a_crash(sample_paths, tmp_path):
     again = sweep(sample_paths[:1], GRID, workers=1, results_path=results, progress=False)
     assert list(again.resumed) == [True, True, False, False]
     assert list(again.compactions) == list(first.compactions)
+    # every column is declared, in the declared order
+    assert list(again.columns) == [c for c in SWEEP.names if c in again.columns]
+    assert {"run_hash", "reserve_tokens", "compactions", "cost_total", "error", "resumed"} <= set(again.columns)
 
 
 def test_errors_are_captured_per_run(sample_paths, tmp_path):
@@ -93,6 +96,7 @@ def test_errors_are_captured_per_run(sample_paths, tmp_path):
     df = sweep(sample_paths[:1], grid, workers=1, progress=False)
     assert df.error.iloc[0] is None or df.error.isna().iloc[0]
     assert "token_source" in df.error.iloc[1]
+    assert set(df.columns) <= set(SWEEP.names) and "traceback" in df.columns
 
 
 @pytest.mark.slow

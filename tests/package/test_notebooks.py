@@ -24,7 +24,7 @@ from tests.support.notebooks import NOTEBOOK_DIR, REPO, WIDGET_VIEW, comparable,
 
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = ["01-loading", "02-how-pi-builds-context", "03-replay-sweep", "04-summary-drift", "05-branches",
-            "06-strategies", "07-real-compactions"]
+            "06-strategies", "07-real-compactions", "08-rework", "09-replay-truth"]
 MAX_BYTES = 400_000  # one notebook with its outputs (figures at 80 dpi)
 
 

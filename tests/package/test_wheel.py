@@ -27,7 +27,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED = ("sessions", "model-summaries", "labels", "notebooks")
+BUNDLED = ("sessions", "real", "model-summaries", "labels", "notebooks")
 
 
 def _source(name: str) -> Path:
@@ -87,9 +87,11 @@ def test_the_wheel_carries_the_samples_the_model_summaries_and_the_labels(built)
     with zipfile.ZipFile(built["wheel"]) as z:
         names = z.namelist()
     for folder in BUNDLED:
-        files = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith(f"pimem/data/{folder}/"))
-        assert files == sorted(f.name for f in _source(folder).iterdir() if f.is_file()), folder
-    assert "pimem/data/model-summaries/manifest.json" in names
+        prefix = f"pimem/data/{folder}/"
+        files = sorted(n.removeprefix(prefix) for n in names if n.startswith(prefix))
+        assert files == sorted(str(f.relative_to(_source(folder))) for f in _source(folder).rglob("*")
+                               if f.is_file() and ".ipynb_checkpoints" not in f.parts), folder
+    assert "pimem/data/model-summaries/manifest.json" in names and "pimem/data/real/NOTICE" in names
     assert "pimem/core/prompts/NOTICE" in names and "pimem/py.typed" in names and "pimem/__main__.py" in names
     templates = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("pimem/viz/templates/"))
     assert templates == sorted(p.name for p in (REPO / "pimem" / "viz" / "templates").glob("*.j2")) and templates

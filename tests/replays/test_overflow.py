@@ -12,6 +12,13 @@ from pimem.replays.engine import replay
 from pimem.sessions.load import load_session
 
 
+def _above_overhead(path, room):
+    """A window ``room`` tokens above what every request of the session carries (the chars source counts it)."""
+    from pimem.replays.recording import calibrate_recording
+
+    return int(calibrate_recording(load_session(path).get_branch()).overhead) + room
+
+
 def _replay(session, window, **kw):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -41,7 +48,7 @@ def test_no_accepted_call_is_above_the_window(sample_paths, token_source):
 
 
 def test_a_refused_request_is_written_as_pi_writes_it(sample_paths):
-    result, _ = _replay(sample_paths[0], 3000, token_source="chars")
+    result, _ = _replay(sample_paths[0], _above_overhead(sample_paths[0], 3000), token_source="chars")
     refused = result.events[(result.events["kind"] == "check") & (result.events["check"] == "before_call")]
     assert len(refused)
     errors = [e for e in result.session.entries if e.get("type") == "message"
@@ -54,20 +61,21 @@ def test_a_refused_request_is_written_as_pi_writes_it(sample_paths):
 
 
 def test_disabled_compaction_fails_the_turn(sample_paths):
-    result, caught = _replay(sample_paths[0], 3000, enabled=False, token_source="chars")
+    window = _above_overhead(sample_paths[0], 3000)
+    result, caught = _replay(sample_paths[0], window, enabled=False, token_source="chars")
     s = result.summary()
     assert s["compactions"] == 0
     assert s["refused_requests"] > 0 and s["failed_turns"] > 0
     failed = result.events[result.events["kind"] == "turn_failed"]
     assert (failed["note"] == "compaction is disabled").all()
     assert "turn failed: compaction is disabled" in s["failure_reasons"]
-    assert s["peak_context_tokens"] <= 3000
+    assert s["peak_context_tokens"] <= window
 
 
 def test_a_turn_fails_after_one_retry(sample_paths):
     # keep ≈ the window: compacting cannot make the request fit, the retry is refused again
     for path in sample_paths:
-        result, _ = _replay(path, 4000, keep=3900, reserve=1500, token_source="chars")
+        result, _ = _replay(path, _above_overhead(path, 4000), keep=3900, reserve=1500, token_source="chars")
         ev = result.events
         failed = ev[ev["kind"] == "turn_failed"]
         if (failed["note"] == "overflow recovery already attempted in this run").any():
@@ -83,7 +91,7 @@ def test_a_failed_turn_ends_its_run(sample_paths):
     calls) never happened, so the replay leaves them out and goes on at the next recorded prompt."""
     checked = 0
     for path in sample_paths:
-        result, caught = _replay(path, 3000, enabled=False, token_source="chars")
+        result, caught = _replay(path, _above_overhead(path, 3000), enabled=False, token_source="chars")
         refused = result.calls[result.calls["refused"]]
         if not len(refused):
             continue

@@ -46,10 +46,21 @@ def _kept(result, session):
     return [e for e in _path_without_compactions(session) if e["id"] not in left_out]
 
 
+def _unasked_answer(session):
+    """The one answer of large-session.jsonl recorded right after a completed answer (step 464): an
+    older Pi continued there; Pi 0.87.1 asks for nothing until the next prompt."""
+    path = session.get_branch()
+    assert [path[i]["message"].get("stopReason") for i in (463, 464)] == ["stop", "stop"]
+    return path[464]["id"]
+
+
 def test_replay_keeps_every_recorded_entry_in_order_with_its_id(large_session):
+    """Every recorded entry Pi 0.87.1 reaches, in order, with its id: all but the unasked answer."""
     result = replay(large_session, SMALL, context_window=60000)
+    assert result.left_out_ids == [_unasked_answer(large_session)]
+    assert any("follow a completed answer" in w for w in result.warnings)
     replayed = [e for e in result.session.get_branch() if e.get("type") != "compaction"]
-    recorded = _path_without_compactions(large_session)
+    recorded = [e for e in _path_without_compactions(large_session) if e["id"] not in result.left_out_ids]
     assert [e["id"] for e in replayed] == [e["id"] for e in recorded]
     for new, old in zip(replayed, recorded):
         assert {k: v for k, v in new.items() if k != "parentId"} == {k: v for k, v in old.items() if k != "parentId"}
@@ -125,12 +136,19 @@ def test_triggers_none_measures_without_compacting(large_session):
 
 
 def test_calibrated_equals_recorded_usage_when_nothing_changed(large_session):
-    """Without compactions on either side, simulated usage is the recorded usage."""
+    """Without compactions on either side, simulated usage is the recorded usage, up to the first answer
+    the replay leaves out (the unasked one at step 464); after it the replayed context is smaller."""
     cal = replay(large_session, SMALL, context_window=400000, triggers="none", token_source="calibrated")
     est = replay(large_session, SMALL, context_window=400000, triggers="none", token_source="estimate")
-    a = cal.events[cal.events.kind == "check"].context_tokens.tolist()
-    b = est.events[est.events.kind == "check"].context_tokens.tolist()
-    assert a == b
+    assert cal.left_out_ids == est.left_out_ids == [_unasked_answer(large_session)]
+    a = cal.events[cal.events.kind == "check"]
+    b = est.events[est.events.kind == "check"]
+    assert a.step.tolist() == b.step.tolist()
+    before = (a.step <= 464).to_numpy()
+    assert before.sum() > 200
+    assert a.context_tokens[before].tolist() == b.context_tokens[before].tolist()
+    later_cal, later_est = a.context_tokens[~before].to_numpy(), b.context_tokens[~before].to_numpy()
+    assert (later_cal <= later_est).all() and (later_cal < later_est).mean() > 0.9
 
 
 def test_calibrated_shifts_usage_by_what_the_replay_added(before_compaction):
@@ -419,6 +437,7 @@ def test_settings_are_checked_against_the_window():
     degenerate = CompactionSettings(reserve_tokens=4000, keep_recent_tokens=12000)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = replay(session, degenerate, context_window=16000, token_source="chars")
+        # "estimate": no calibration (chars would add its warning about this tiny session's fit)
+        result = replay(session, degenerate, context_window=16000, token_source="estimate")
     assert [w.category for w in caught] == [ReplayWarning]
     assert "keep_recent_tokens 12,000 is not below the threshold" in result.summary()["warnings"]

@@ -10,7 +10,9 @@ import pytest
 
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.replays.engine import replay
-from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, ReplaySummary
+from pimem.replays.recording import calibrate_recording
+from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, SUMMARY, ReplaySummary
+from pimem.sessions.load import load_session
 from pimem.sessions.samples import sample_session_paths
 
 KINDS = {int: (int,), float: (int, float), str: (str,)}
@@ -34,6 +36,8 @@ def test_the_summary_is_described_by_its_typeddict(token_source: str) -> None:
     wrong = {k: v for k, v in summary.items() if not isinstance(v, _kinds_of(hints[k]))}
     assert wrong == {}
     assert summary["compactions"] > 0  # the replay compacted: the figures are not all defaults
+    assert set(SUMMARY.names) == set(hints)  # the declared columns are the TypedDict's keys
+    assert list(summary) == [c for c in SUMMARY.names if c in summary]  # in the declared order
 
 
 def _table_figures(result) -> dict:
@@ -103,7 +107,9 @@ def test_the_summary_reads_the_tables_as_their_columns_say(case: str) -> None:
     for path in sample_session_paths():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = replay(path, CompactionSettings(**settings), context_window=window, token_source="chars",
+            # the window counts from what every request carries (chars adds the calibration's overhead)
+            overhead = int(calibrate_recording(load_session(path).get_branch()).overhead)
+            result = replay(path, CompactionSettings(**settings), context_window=window + overhead, token_source="chars",
                             strategy="masking:keep_turns=2" if case == "masking" else None)
         assert _summary_figures(result.summary()) == _table_figures(result)
         seen.append(_table_figures(result))

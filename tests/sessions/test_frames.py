@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pimem.base.tables import iso_times, typed_array
 from pimem.sessions import frames
 from pimem.core.compaction.compaction import calculate_context_tokens, estimate_tokens
 from pimem.sessions.session import Session
@@ -472,24 +473,24 @@ def slow_compactions_df(session: Session) -> pd.DataFrame:
         rows["summary_output"].append(usage.get("output"))
     return pd.DataFrame(
         {
-            "id": frames._str_col(rows["id"]),
-            "timestamp": frames._times(rows["timestamp"]),
-            "first_kept_entry_id": frames._str_col(rows["first_kept_entry_id"]),
+            "id": typed_array("string", rows["id"]),
+            "timestamp": iso_times(rows["timestamp"]),
+            "first_kept_entry_id": typed_array("string", rows["first_kept_entry_id"]),
             "first_kept_found": np.array(rows["first_kept_found"], dtype=bool),
-            "tokens_before": frames._int_col(rows["tokens_before"]),
-            "summary_chars": frames._int_col(rows["summary_chars"]),
-            "summary_est_tokens": frames._int_col(rows["summary_est_tokens"]),
-            "read_files": frames._int_col(rows["read_files"]),
-            "modified_files": frames._int_col(rows["modified_files"]),
-            "from_hook": frames._bool_col(rows["from_hook"]),
+            "tokens_before": typed_array("Int64", rows["tokens_before"]),
+            "summary_chars": typed_array("Int64", rows["summary_chars"]),
+            "summary_est_tokens": typed_array("Int64", rows["summary_est_tokens"]),
+            "read_files": typed_array("Int64", rows["read_files"]),
+            "modified_files": typed_array("Int64", rows["modified_files"]),
+            "from_hook": typed_array("boolean", rows["from_hook"]),
             "has_system_message": np.array(rows["has_system_message"], dtype=bool),
             "on_active_path": np.array(rows["on_active_path"], dtype=bool),
-            "previous_compaction_id": frames._str_col(rows["previous_compaction_id"]),
-            "path_length": frames._int_col(rows["path_length"]),
-            "entries_summarized": frames._int_col(rows["entries_summarized"]),
-            "entries_kept": frames._int_col(rows["entries_kept"]),
-            "summary_input": frames._int_col(rows["summary_input"]),
-            "summary_output": frames._int_col(rows["summary_output"]),
+            "previous_compaction_id": typed_array("string", rows["previous_compaction_id"]),
+            "path_length": typed_array("Int64", rows["path_length"]),
+            "entries_summarized": typed_array("Int64", rows["entries_summarized"]),
+            "entries_kept": typed_array("Int64", rows["entries_kept"]),
+            "summary_input": typed_array("Int64", rows["summary_input"]),
+            "summary_output": typed_array("Int64", rows["summary_output"]),
         }
     )
 
@@ -615,7 +616,7 @@ def slow_tool_calls_df(session: Session) -> pd.DataFrame:
                 rows["result_timestamp"].append(result.get("timestamp"))
                 rows["result_message_ms"].append(rm.get("timestamp"))
                 try:
-                    chars, tokens = frames._chars_and_tokens([rm])
+                    chars, tokens = frames.message_chars(rm), estimate_tokens(rm)
                 except (TypeError, AttributeError, KeyError, ValueError):
                     chars, tokens = None, None
                 rows["result_chars"].append(chars)
@@ -624,30 +625,30 @@ def slow_tool_calls_df(session: Session) -> pd.DataFrame:
                 rows["result_on_active_path"].append(result.get("id") in tree.active)
             index += 1
 
-    call_ts = frames._times(rows["call_timestamp"])
-    result_ts = frames._times(rows["result_timestamp"])
-    call_ms = frames._float_col(rows["call_message_ms"])
-    result_ms = frames._float_col(rows["result_message_ms"])
+    call_ts = iso_times(rows["call_timestamp"])
+    result_ts = iso_times(rows["result_timestamp"])
+    call_ms = typed_array("float", rows["call_message_ms"])
+    result_ms = typed_array("float", rows["result_message_ms"])
     return pd.DataFrame(
         {
-            "call_entry_id": frames._str_col(rows["call_entry_id"]),
-            "call_index": frames._int_col(rows["call_index"]),
-            "call_id": frames._str_col(rows["call_id"]),
-            "name": frames._cat_col(rows["name"]),
+            "call_entry_id": typed_array("string", rows["call_entry_id"]),
+            "call_index": typed_array("Int64", rows["call_index"]),
+            "call_id": typed_array("string", rows["call_id"]),
+            "name": typed_array("category", rows["name"]),
             "arguments": pd.Series(rows["arguments"], dtype=object),
-            "file_path": frames._str_col(rows["file_path"]),
-            "command": frames._str_col(rows["command"]),
+            "file_path": typed_array("string", rows["file_path"]),
+            "command": typed_array("string", rows["command"]),
             "call_timestamp": call_ts,
-            "result_entry_id": frames._str_col(rows["result_entry_id"]),
+            "result_entry_id": typed_array("string", rows["result_entry_id"]),
             "result_timestamp": result_ts,
-            "result_chars": frames._int_col(rows["result_chars"]),
-            "result_est_tokens": frames._int_col(rows["result_est_tokens"]),
-            "is_error": frames._bool_col(rows["is_error"]),
+            "result_chars": typed_array("Int64", rows["result_chars"]),
+            "result_est_tokens": typed_array("Int64", rows["result_est_tokens"]),
+            "is_error": typed_array("boolean", rows["is_error"]),
             "latency_s": (result_ts - call_ts).dt.total_seconds().astype("float64"),
             "since_request_s": (result_ms - call_ms) / 1000.0,
-            "model": frames._cat_col(rows["model"]),
+            "model": typed_array("category", rows["model"]),
             "on_active_path": np.array(rows["on_active_path"], dtype=bool),
-            "result_on_active_path": frames._bool_col(rows["result_on_active_path"]),
+            "result_on_active_path": typed_array("boolean", rows["result_on_active_path"]),
         }
     )
 
@@ -692,3 +693,88 @@ def test_tool_call_join_matches_the_slow_reference_on_samples_and_real_sessions(
         pd.testing.assert_frame_equal(fast, slow_tool_calls_df(s))
         joined += int(fast["result_entry_id"].notna().sum())
     assert joined > 0
+
+
+# --------------------------------------------------------------------------- declared columns: selection, errors, docs
+
+_FRAMES = {"entries_df": frames.ENTRIES, "messages_df": frames.MESSAGES, "tool_calls_df": frames.TOOL_CALLS,
+           "usage_df": frames.USAGE, "compactions_df": frames.COMPACTIONS}
+
+
+def _selections(table: Any) -> list[list[str]]:
+    names = table.names
+    derived = [c.name for c in table.columns if c.needs]
+    return [names[::-1], names[::3], names[1::4], *([d] for d in derived), [names[-1], names[0]]]
+
+
+def test_a_selection_of_columns_is_those_columns_of_the_whole_table(session: Session, sample_paths: list[Path]) -> None:
+    compared = 0
+    for s in [session, *(load_session(p) for p in sample_paths)]:
+        for name, table in _FRAMES.items():
+            whole = getattr(frames, name)(s)
+            assert list(whole.columns) == table.names
+            for chosen in _selections(table):
+                pd.testing.assert_frame_equal(getattr(frames, name)(s, chosen), whole[chosen])
+                compared += 1
+    assert compared > 30
+
+
+def test_a_selection_without_the_tree_or_the_results_does_not_build_them(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_tree(*args: Any) -> Any:
+        raise AssertionError("the tree was built")
+
+    monkeypatch.setattr(frames, "_Tree", no_tree)
+    assert frames.entries_df(session, ["id", "type", "timestamp", "est_tokens"])["type"].tolist()[:2] == ["message"] * 2
+    assert frames.tool_calls_df(session, ["name", "file_path"])["name"].tolist() == ["read", "bash", "edit"]
+    with pytest.raises(AssertionError, match="the tree was built"):
+        frames.tool_calls_df(session, ["result_entry_id"])
+
+
+def test_an_unknown_column_names_the_known_ones(session: Session) -> None:
+    from pimem.errors import UnknownColumnError
+
+    with pytest.raises(UnknownColumnError, match="no column 'tokens'.*est_tokens"):
+        frames.entries_df(session, ["id", "tokens"])
+
+
+def test_strict_false_names_each_value_that_could_not_be_read(tmp_path: Path) -> None:
+    header = {"type": "session", "version": 3, "id": "b", "timestamp": iso(0), "cwd": "/"}
+    bad_usage = usage(10, 2)
+    bad_usage["input"] = "12"  # a count written as text
+    entries = [
+        message("x1", None, 1, {"role": "assistant", "content": [{"type": "text"}], "usage": bad_usage,
+                                "stopReason": "stop", "timestamp": ms(1)}),  # text missing: Pi's estimator throws
+        message("x2", "x1", 2, {"role": "user", "content": "fine", "timestamp": ms(2)}),
+    ]
+    path = tmp_path / "bad.jsonl"
+    Session(header, entries).write(path)
+    loaded = load_session(path)
+    df, errors = frames.entries_df(loaded, strict=False)
+    pd.testing.assert_frame_equal(df, frames.entries_df(loaded))
+    assert pd.isna(df["est_tokens"].iloc[0]) and pd.isna(df["input"].iloc[0]) and df["est_tokens"].iloc[1] > 0
+    found = {(e.column, e.row) for e in errors}
+    assert found == {("message_chars", 0), ("est_tokens", 0), ("input", 0)}
+    text = str(next(e for e in errors if e.column == "input"))
+    assert str(path) in text and "entry 'x1' (line 2)" in text and "'12' is not Int64" in text
+    usage_df, usage_errors = frames.usage_df(loaded, strict=False)
+    assert pd.isna(usage_df["input"].iloc[0]) and [e.column for e in usage_errors] == ["input"]
+    messages, message_errors = frames.messages_df(loaded, ["entry_id", "chars"], strict=False)
+    assert [(e.column, e.row) for e in message_errors] == [("chars", 0)]
+
+
+def test_each_frame_function_documents_its_declared_columns() -> None:
+    for name, table in _FRAMES.items():
+        doc = getattr(frames, name).__doc__ or ""
+        assert all(f"- ``{c}``" in doc for c in table.names), name
+        assert doc.index("Columns:") < doc.index("Args:")
+
+
+def test_the_corpus_frames_take_a_selection(sample_paths: list[Path]) -> None:
+    from pimem.sessions.discover import load_sessions
+
+    corpus = load_sessions(sample_paths, progress=False, workers=1)
+    whole = corpus.compactions_df()
+    picked = corpus.compactions_df(["tokens_before", "summary_chars"])
+    assert list(picked.columns) == ["session_id", "path", "source_format", "tokens_before", "summary_chars"]
+    pd.testing.assert_frame_equal(picked, whole[list(picked.columns)])
+    assert list(corpus.entries_df(["type"]).columns) == ["session_id", "path", "source_format", "type"]

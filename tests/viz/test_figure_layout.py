@@ -16,6 +16,7 @@ xdist the sizes run side by side instead of every worker building every input.
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -49,6 +50,7 @@ class Inputs:
     keep_values: list[int]
     measures: pd.DataFrame | None = None  # a Comparison's measures × sources table
     curve: pd.DataFrame | None = None  # its recall-against-tokens curve
+    rework: pd.DataFrame | None = None  # a rework table (pimem.drift.rework.rework_table)
 
 
 def _comparison(session: Session, recorded: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -129,7 +131,37 @@ def small(auth, ventas) -> Inputs:
 def large() -> Inputs:
     result, effects = big_replay()
     return Inputs(Session.new("/p"), Session.new("/p"), result, effects, big_report(),
-                  big_report(compactions=120, seed=4), big_sweep(), [], *_big_comparison())
+                  big_report(compactions=120, seed=4), big_sweep(), [], *_big_comparison(), _big_rework_table())
+
+
+def _rework_table(data: Inputs) -> pd.DataFrame:
+    """The inputs' rework table, or that of their sessions (compactions too close to the start of the
+    samples to be measured: an empty figure)."""
+    from pimem.drift.rework import rework_corpus, rework_table
+
+    if data.rework is not None:
+        return data.rework
+    return rework_table(rework_corpus([data.session, data.branched]))
+
+
+def _big_rework_table(agents: int = 5, seed: int = 8) -> pd.DataFrame:
+    """A rework table of more agents than there are, every signal, values and intervals over wide ranges."""
+    import numpy as np
+
+    from pimem.drift.rework import COUNT_SIGNALS, PROGRESS_SIGNALS, TABLE_COLUMNS
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for a in range(agents):
+        for s in (*COUNT_SIGNALS, "returned_to_earlier_task", "rework", *PROGRESS_SIGNALS):
+            row = {"agent": f"agent-with-a-long-name-{a}", "signal": s, "n_compactions": int(rng.integers(1, 20_000)),
+                   "n_sessions": int(rng.integers(1, 5_000)), "note": "",
+                   "statistic": "median" if s in ("seconds_to_progress", "tokens_to_progress") else "mean"}
+            for name in ("after", "control", "excess"):
+                value = float(rng.random() * 10 ** rng.integers(0, 4))
+                row.update({name: value, f"{name}_low": value * 0.7 if a % 2 else math.nan, f"{name}_high": value * 1.4})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 FIGURES: dict[str, Callable[[Inputs], Any]] = {
@@ -150,6 +182,7 @@ FIGURES: dict[str, Callable[[Inputs], Any]] = {
                                                                           "recorded": d.other_report}),
     "plot_measures": lambda d: viz.plot_measures(d.measures),
     "plot_recall_curve": lambda d: viz.plot_recall_curve(d.curve),
+    "plot_rework": lambda d: viz.plot_rework(_rework_table(d)),
     "plot_labelled_scatter": lambda d: viz.plot_labelled_scatter(
         d.sweep.head(12).reset_index(drop=True), "reserve_tokens", "summarization_request_tokens"),
 }

@@ -17,6 +17,7 @@ import pytest  # noqa: E402
 from pimem.replays.engine import replay  # noqa: E402
 from pimem.core.compaction.compaction import CompactionSettings  # noqa: E402
 from pimem.core.session_manager import Session, load_session  # noqa: E402
+from pimem.drift import drift_report  # noqa: E402
 from pimem.viz.report import run_study, write_drift_report  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -44,6 +45,8 @@ def test_drift_report_of_a_replay(samples_dir, tmp_path):
     assert "The replay is open-loop" in text and "tokens_before is not the plotted context" in text
     orphans = text.split("<h2>Orphan references")[1].split("<h2>")[0]
     assert orphans.count("<tr>") - 1 == len(result.compactions)
+    rework = text.split("<h2>What the agent did after each compaction</h2>")[1].split("<h2>")[0]
+    assert "A replay cannot show this" in rework and "<table" not in rework
 
 
 def test_report_header_counts_agree_with_the_replay(samples_dir, tmp_path):
@@ -90,7 +93,10 @@ def test_drift_report_of_a_session_file(samples_dir, tmp_path):
     assert "3 compactions on the active path" in text
     assert "Estimate vs recorded usage" in text
     assert "closed-loop baseline" in text and "The replay is open-loop" not in text
-    assert len(_images(text)) == 5  # drift curves, measures by source, recall curve, tree, estimates
+    assert len(_images(text)) == 6  # drift curves, measures by source, recall curve, rework, tree, estimates
+    rework = text.split("<h2>What the agent did after each compaction</h2>")[1].split("<h2>")[0]
+    points = drift_report(load_session(samples_dir / "auth-login-bug.jsonl")).attrs["rework"]
+    assert rework.count("<tr>") - 1 == len(points) > 3  # each compaction and its controls
 
 
 def test_drift_report_sets_the_summaries_beside_the_baselines(samples_dir, tmp_path):
@@ -101,7 +107,8 @@ def test_drift_report_sets_the_summaries_beside_the_baselines(samples_dir, tmp_p
     assert "Pipeline check: file lists" in section and "how it can be gamed" in section
     assert "needed_recall" in section and "pipeline_modified_recall" in section
     few = write_drift_report(samples_dir / "auth-login-bug.jsonl", tmp_path / "e.html", compare_max=1).read_text()
-    assert "the comparison with other summary sources is left out" in few and len(_images(few)) == 3
+    assert "the comparison with other summary sources is left out" in few
+    assert len(_images(few)) == 4  # drift curves, rework, tree, estimates
 
 
 def test_drift_report_leaves_the_target_alone_on_failure(tmp_path):

@@ -1,0 +1,60 @@
+"""Token sources against what providers counted: every real compaction, out of sample.
+
+Run: ``.venv/bin/python benchmarks/replay_validation.py [--no-tiktoken] [--agents pi,claude-code,codex]``
+
+For every real compaction in ``../shared/datasets`` (or ``$PIMEM_SHARED_DIR/datasets``): Pi sessions,
+Claude Code transcripts, Codex rollouts with usage; copies of one compaction counted once. Each token
+source is fitted on the requests before the compaction and predicts the requests after it
+(:func:`pimem.replays.validation.validate`); the tables give the median ``|error|``, its 90th
+percentile and the median bias per agent and source, with n, for requests 1-3 after a compaction and
+for the 10th; then the coverage of 90% prediction intervals on held-out sessions
+(:func:`~pimem.replays.validation.interval_coverage`). The rows go to
+``benchmarks/results/replay_validation.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from pimem.replays.validation import corpus_files, interval_coverage, validate, validation_table
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("PIMEM_SHARED_DIR", ROOT.parent / "shared"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-tiktoken", action="store_true", help="skip the tiktoken counts (faster)")
+    parser.add_argument("--agents", default="pi,claude-code,codex")
+    parser.add_argument("--partial", default="restrict", choices=("restrict", "refuse", "keep"))
+    args = parser.parse_args()
+    agents = set(args.agents.split(","))
+    files = [f for f in corpus_files(SHARED) if f.agent in agents]
+    if not files:
+        raise SystemExit(f"no real sessions under {SHARED / 'datasets'}")
+    start = time.process_time()
+    frame = validate(files, tiktoken=not args.no_tiktoken, partial=args.partial)
+    cpu = time.process_time() - start
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "replay_validation.csv", index=False)
+    pd.set_option("display.width", 200)
+    scored = frame[frame["source"].notna()]
+    unscorable = frame[frame["source"].isna()]
+    print(f"{len(files)} files, {scored['compaction'].nunique()} compactions scored "
+          f"({unscorable['compaction'].nunique()} unscorable: too few requests before or none after), "
+          f"{scored['session'].nunique()} sessions; {cpu:.0f} CPU-s")
+    for title, ks in (("requests 1-3 after a compaction", (1, 2, 3)), ("the 10th request after", (10,))):
+        print(f"\n{title}")
+        print(validation_table(frame, ks=ks).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print("\n90% prediction intervals for requests 1-3, held out by session (calibrated+profile)")
+    print(interval_coverage(frame).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
+
+if __name__ == "__main__":
+    main()
