@@ -1831,7 +1831,7 @@ not_ported("session-manager.js", "SessionManager.getEntries", "Session.entries (
 not_ported("session-manager.js", "SessionManager.getLeafEntry", "Session.get_entry(Session.leaf_id)")
 not_ported("session-manager.js", "SessionManager._loadEntries", "load_session and the Session constructor")
 not_ported("session-manager.js", "SessionManager.getTree",
-           "the tree is read from parent ids where it is drawn (pimem.sessions.Session.render_tree, the frames)")
+           "the tree is read from parent ids where it is drawn (pimem.Session.render_tree, the frames)")
 for _name in ("buildContextEntries", "buildSessionProjection", "buildSessionContext"):
     not_ported("session-manager.js", f"SessionManager.{_name}",
                f"the module function takes the session: {_name} (session, leaf) in snake_case")

@@ -640,8 +640,9 @@ def find_cut_point(
         keep_recent_tokens: the tokens to keep.
     """
     start = start_index
-    if end_index > len(entries):
-        raise IndexError(f"end_index {end_index} is past the {len(entries)} entries")  # Pi reads undefined there
+    if end_index > len(entries):  # Pi reads entries[i].type of undefined there
+        raise JavaScriptTypeError(f"Cannot read properties of undefined (reading 'type') (end_index {end_index} is "
+                                  f"past the {len(entries)} entries)")
     # Pi's list of cut points reads every entry of the range
     require_message_objects(entries[start:end_index] if start >= 0 else [entries[i] for i in range(start, end_index)])
     messages_of = _entry_messages(entries)
