@@ -41,7 +41,6 @@ from pimem.core.incremental.caches import SerializationCache, TokenCache, serial
 from pimem.core.pi_ai import get_current_system_message
 from pimem.core.porting import derived
 from pimem.core.session_manager import (
-    ProjectedEntry,
     SessionProjection,
     build_session_path,
     get_session_context_settings,
