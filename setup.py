@@ -1,12 +1,11 @@
 """Build step: wheels carry the bundled data (``datasets/sessions``, ``datasets/model-summaries``,
-``datasets/labels``) and the notebooks as package data under ``pimem/data/``, and build the C extension
-``pimem.core.compiled`` (fast paths of the token estimate, cut points, projection and file operations; optional:
-without a C compiler pimem runs its pure-Python port alone). Everything else is in ``pyproject.toml``."""
+``datasets/labels``) and the notebooks as package data under ``pimem/data/``. pimem is pure Python (the
+wheel is ``py3-none-any``); everything else is in ``pyproject.toml``."""
 
 from pathlib import Path
 import shutil
 
-from setuptools import Extension, setup
+from setuptools import setup
 from setuptools.command.build_py import build_py
 
 BUNDLED = ("sessions", "real", "model-summaries", "labels", "notebooks")  # pimem.base.bundled.BUNDLED
@@ -28,9 +27,4 @@ class build_py_with_data(build_py):
             shutil.copytree(source, target, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
 
 
-COMPILED = Extension(
-    "pimem.core.compiled", ["pimem/core/compiled.c"], optional=True,
-    extra_compile_args=["-O2"],
-)
-
-setup(cmdclass={"build_py": build_py_with_data}, ext_modules=[COMPILED])
+setup(cmdclass={"build_py": build_py_with_data})

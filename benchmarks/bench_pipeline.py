@@ -8,8 +8,7 @@ one preparation, cold       ``prepare_compaction(path)`` on freshly parsed entri
                             (Pi: ``prepareCompaction`` on freshly parsed entries; its JIT is
                             already warm — the very first, JIT-cold call is reported apart)
 one preparation, warm       pimem: ``ContextTracker.prepare()`` on a tracker standing at the
-                            path, and ``prepare_compaction(path, cache=TokenCache)`` with a
-                            warm cache; Pi: ``prepareCompaction`` again on the same objects
+                            path; Pi: ``prepareCompaction`` again on the same objects
 projection                  ``build_session_projection(path)`` / ``buildSessionProjection``
 serialization, cold / warm  ``serialize_conversation(convert_to_llm(msgs))`` of the full
                             preparation's messages / the same with a warm SerializationCache
@@ -46,17 +45,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pimem.base.js import js_stringify, loads_line  # noqa: E402
-from pimem.core.compaction.compaction import (  # noqa: E402
-    CompactionSettings,
-    TokenCache,  # noqa: E402
-    prepare_compaction,
-)
-from pimem.core.compaction.utils import (
-    SerializationCache,
-    serialize_conversation,
-    serialize_messages,
-)
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.compaction.compaction import CompactionSettings, prepare_compaction  # noqa: E402
+from pimem.core.compaction.utils import serialize_conversation  # noqa: E402
+from pimem.core.incremental.caches import SerializationCache, serialize_messages  # noqa: E402
+from pimem.core.incremental.tracker import ContextTracker  # noqa: E402
 from pimem.core.messages import convert_to_llm  # noqa: E402
 from pimem.core.session_manager import build_session_path, build_session_projection
 
@@ -229,9 +221,6 @@ def measure_pimem(session: Path, args: argparse.Namespace) -> dict[str, Any]:
     reps = args.reps
     res: dict[str, Any] = {"prefixes": len(path)}
     res["prepare_cold"] = time_each(reps, lambda p: prepare_compaction(p, settings), lambda: load_path(session))
-    cache = TokenCache()
-    prepare_compaction(path, settings, cache=cache)
-    res["prepare_warm_cache"] = time_each(reps, lambda _: prepare_compaction(path, settings, cache=cache))
     tracker = ContextTracker(path)
     tracker.prepare(settings)
     res["prepare_warm"] = time_each(reps, lambda _: tracker.prepare(settings))
@@ -252,7 +241,6 @@ def measure_pimem(session: Path, args: argparse.Namespace) -> dict[str, Any]:
 ROWS = [
     ("one preparation, cold", "prepare_cold", "prepare_cold", "ms"),
     ("one preparation, warm (tracker)", "prepare_warm", "prepare_warm", "ms"),
-    ("one preparation, warm (cache)", "prepare_warm_cache", "prepare_warm", "ms"),
     ("projection", "projection", "projection", "ms"),
     ("serialization, cold", "serialize", "serialize", "ms"),
     ("serialization, warm cache", "serialize_warm", "serialize", "ms"),

@@ -1,16 +1,17 @@
-"""Single calls against Pi's warm Node, side by side: CPU time, interleaved rounds, medians.
+"""Single calls on the public path against Pi's warm Node, side by side: CPU time, interleaved rounds, medians.
 
 For every input file (the real Pi sessions of ``../shared/datasets/pi-mono/`` with ``history/``, and the
 bundled samples of ``datasets/sessions/``) the entries are loaded once by pimem (v1 files migrated) and
-written to a temporary file that both sides parse, so Pi and pimem work on the same JSON. Calls:
+written, header first, to a temporary file that both sides read, so Pi and pimem work on the same JSON.
+pimem's side is what a user writes: ``s = pimem.load_session(file)``, ``path = s.get_branch()``, then
 
 ==================  ==========================================================================
-per leaf            for every leaf of the tree: ``build_session_context(session, leaf)`` and
-                    ``estimate_context_tokens`` of its messages (Pi: ``buildSessionContext(entries,
-                    leaf, byId)`` + ``estimateContextTokens``; both with the session's id index)
+per leaf            for every leaf of the tree: ``pimem.build_session_context(s, leaf)`` and
+                    ``pimem.estimate_context_tokens`` of its messages (Pi: ``buildSessionContext(entries,
+                    leaf, byId)`` + ``estimateContextTokens``, with the session's id index)
 every path entry    the same for every entry of the active path taken as the leaf
-find_cut_point      ``find_cut_point(path, 0, len(path), keep)`` on the active path
-prepare_compaction  ``prepare_compaction(path, settings)`` on the active path
+find_cut_point      ``pimem.find_cut_point(path, 0, len(path), keep)`` on the active path
+prepare_compaction  ``pimem.prepare_compaction(path, settings)`` on the active path
 ==================  ==========================================================================
 
 One Node process (Pi 0.87.1 from the oracle cache, modules imported by file path) stays up for the
@@ -18,11 +19,12 @@ whole run and is warmed on every call first (``--warm`` seconds of each), so its
 round times every call once in Node and once in Python (``process.cpuUsage`` / ``time.process_time``,
 each call repeated to fill about ``--target`` seconds), the side going first alternating by round.
 The figure is the median per-call CPU time over ``--rounds`` rounds, the ratio pimem ÷ Pi of the
-medians (below 1: pimem is faster). Each timed call does all of its work: the context calls start by
-clearing what the session remembers between calls (``Session.clear_caches``: the last path walked), so a
-repeated call does not find the path it walked the time before; Pi's side has no such memo. pimem runs
-with its C extension where it is built (``PIMEM_PURE_PYTHON=1`` times the pure-Python port instead). Before timing, each call's outputs are compared (contexts,
-estimates, cut points, preparations as JSON text); the run fails unless they are identical.
+medians (below 1: pimem is faster). Each timed call does all of its own work and nothing is carried
+from one repetition to the next: what a session keeps is its index (``pimem.core.incremental.paths``:
+entry types and runs of parent links, built once per session as Pi builds its ``byId`` map once, both
+outside the timed calls, the index's cost printed with the loading time); the other calls take the path
+as a plain list and keep nothing. Before timing, each call's outputs are compared (contexts, estimates,
+cut points, preparations as JSON text); the run fails unless they are identical.
 
     .venv/bin/python benchmarks/bench_single_calls.py [file.jsonl ...] [--rounds 7] [--target 0.05]
         [--warm 0.3] [--keep 20000] [--reserve 16384] [--out benchmarks/results/single_calls.json]
@@ -46,19 +48,13 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import pimem  # noqa: E402
 from pimem.base.js import js_stringify  # noqa: E402
-from pimem.core.compaction.compaction import (  # noqa: E402
-    CompactionSettings,
-    estimate_context_tokens,
-    find_cut_point,
-    prepare_compaction,
-)
-from pimem.core import speedups  # noqa: E402
 from pimem.core.compaction.utils import set_member  # noqa: E402
-from pimem.core.session_manager import Session, build_session_context, load_session  # noqa: E402
+from pimem.core.incremental.paths import session_index  # noqa: E402
 from tests.oracle.install import node_path, pi_dist  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "datasets" / "pi-mono"
+SHARED = Path(os.environ.get("PIMEM_SHARED_DIR", ROOT.parent / "shared")) / "datasets" / "pi-mono"
 CALLS = ["per leaf", "every path entry", "find_cut_point", "prepare_compaction"]
 
 NODE_SCRIPT = r"""
@@ -75,7 +71,8 @@ const files = new Map();
 function open(file) {
   let f = files.get(file);
   if (f) return f;
-  const entries = readFileSync(file, "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+  const entries = readFileSync(file, "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l))
+    .filter((e) => e.type !== "session");
   const byId = new Map();
   for (const e of entries) byId.set(e.id, e);
   const parents = new Set(entries.map((e) => e.parentId));
@@ -180,40 +177,43 @@ def default_inputs() -> list[Path]:
 
 
 class Input:
-    """One input file: pimem's session, its active path and leaves, and the JSON file Pi reads."""
+    """One input file: the JSON file both sides read, pimem's session of it, its active path and leaves."""
 
     def __init__(self, file: Path, tmp: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            loaded = load_session(file)
+            loaded = pimem.load_session(file)
         self.name = file.name if file.parent.name != "history" else f"history/{file.name}"
         self.real = SHARED in file.parents
-        # A session of the (migrated) entries, parsed back from the file Pi reads: same JSON on both sides.
         self.json_file = tmp / f"{len(list(tmp.iterdir()))}-{file.name}"
-        self.json_file.write_text("".join(js_stringify(e) + "\n" for e in loaded.entries), encoding="utf-8")
-        entries = [json.loads(line) for line in self.json_file.read_text(encoding="utf-8").splitlines()]
-        self.session = Session(loaded.header, entries)
+        self.json_file.write_text("".join(js_stringify(e) + "\n" for e in [loaded.header, *loaded.entries]),
+                                  encoding="utf-8")
+        t0 = time.process_time()
+        self.session = pimem.load_session(self.json_file)
+        t1 = time.process_time()
+        session_index(self.session)  # built once per session, as Pi's byId (the first context call would)
+        t2 = time.process_time()
+        self.load_ms, self.index_ms = (t1 - t0) * 1e3, (t2 - t1) * 1e3
         self.path = self.session.get_branch()
         self.leaves = [e["id"] for e in self.session.leaves()]
         self.path_ids = [e["id"] for e in self.path]
 
 
 def _contexts(inp: Input, ids: list[str]) -> list:
-    inp.session.clear_caches()  # each call starts as on a fresh session: no path left from the last one
     out = []
     for leaf in ids:
-        ctx = build_session_context(inp.session, leaf)
-        out.append((ctx, estimate_context_tokens(ctx.messages)))
+        ctx = pimem.build_session_context(inp.session, leaf)
+        out.append((ctx, pimem.estimate_context_tokens(ctx.messages)))
     return out
 
 
 def pimem_calls(args: argparse.Namespace) -> dict[str, Callable[[Input], Any]]:
-    settings = CompactionSettings(True, args.reserve, args.keep)
+    settings = pimem.CompactionSettings(True, args.reserve, args.keep)
     return {
         "per leaf": lambda inp: _contexts(inp, inp.leaves),
         "every path entry": lambda inp: _contexts(inp, inp.path_ids),
-        "find_cut_point": lambda inp: find_cut_point(inp.path, 0, len(inp.path), args.keep),
-        "prepare_compaction": lambda inp: prepare_compaction(inp.path, settings),
+        "find_cut_point": lambda inp: pimem.find_cut_point(inp.path, 0, len(inp.path), args.keep),
+        "prepare_compaction": lambda inp: pimem.prepare_compaction(inp.path, settings),
     }
 
 
@@ -284,17 +284,18 @@ def main() -> int:
     digests = Digests()
     report: dict[str, Any] = {"benchmark": "single_calls", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "loadavg_start": os.getloadavg(), "keep": args.keep, "reserve": args.reserve,
-                              "rounds": args.rounds, "compiled": speedups.COMPILED, "files": {}}
+                              "rounds": args.rounds, "files": {}}
     ok = True
     with tempfile.TemporaryDirectory(prefix="pimem-inputs-") as tmp:
         inputs = [Input(f, Path(tmp)) for f in files]
-        print(f"{len(inputs)} inputs; load {os.getloadavg()[0]:.2f}; "
-              f"{'the C extension' if speedups.COMPILED else 'pure Python (no C extension)'}")
+        print(f"{len(inputs)} inputs; load {os.getloadavg()[0]:.2f}; pimem's public calls on pimem.load_session's "
+              f"{type(inputs[0].session).__module__}.Session")
         print(f"{'input':32} {'entries':>7} {'leaves':>6} {'path':>5}  " + "  ".join(f"{c:>18}" for c in args.calls))
         for inp in inputs:
             req = {"file": str(inp.json_file), "keep": args.keep, "reserve": args.reserve}
             row: dict[str, Any] = {"entries": len(inp.session.entries), "leaves": len(inp.leaves),
-                                   "path": len(inp.path), "real": inp.real, "calls": {}}
+                                   "path": len(inp.path), "real": inp.real, "load_ms": inp.load_ms,
+                                   "index_ms": inp.index_ms, "calls": {}}
             cells = []
             for call in args.calls:
                 fn = calls[call]
@@ -324,16 +325,23 @@ def main() -> int:
                 row["calls"][call] = {"pimem_s": m, "pi_s": p, "ratio": m / p, "identical": same,
                                       "pimem_rounds": mine_t, "pi_rounds": pi_t}
                 cells.append(f"{m * 1e3:7.3f}/{p * 1e3:6.3f} {m / p:4.2f}" + ("" if same else " DIFF"))
-            print(f"{inp.name:32} {row['entries']:7} {row['leaves']:6} {row['path']:5}  " + "  ".join(cells), flush=True)
+            print(f"{inp.name:32} {row['entries']:7} {row['leaves']:6} {row['path']:5}  " + "  ".join(cells)
+                  + f"   (load {inp.load_ms:.1f} ms, index {inp.index_ms:.2f} ms)", flush=True)
             report["files"][inp.name] = row
     pi.close()
     print("\ncells: pimem ms / Pi ms per call, ratio pimem/Pi (medians of the rounds)")
-    summary = {}
+    summary: dict[str, Any] = {}
     for call in args.calls:
-        ratios = [row["calls"][call]["ratio"] for row in report["files"].values()]
-        summary[call] = {"median": statistics.median(ratios), "max": max(ratios), "min": min(ratios)}
-        print(f"{call:20} median ratio {summary[call]['median']:.2f} (min {summary[call]['min']:.2f}, "
-              f"max {summary[call]['max']:.2f}) over {len(ratios)} inputs")
+        for group, rows in (("real", [r for r in report["files"].values() if r["real"]]),
+                            ("all", list(report["files"].values()))):
+            ratios = [row["calls"][call]["ratio"] for row in rows]
+            if not ratios:
+                continue
+            summary.setdefault(call, {})[group] = {"median": statistics.median(ratios), "max": max(ratios),
+                                                   "min": min(ratios), "n": len(ratios)}
+            got = summary[call][group]
+            print(f"{call:20} {group:4} median ratio {got['median']:.2f} (min {got['min']:.2f}, "
+                  f"max {got['max']:.2f}) over {len(ratios)} inputs")
     report["summary"] = summary
     report["loadavg_end"] = os.getloadavg()
     report["identical"] = ok

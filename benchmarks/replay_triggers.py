@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pimem.core.compaction.compaction import CompactionSettings, TokenCache, get_assistant_usage
+from pimem.core.compaction.compaction import CompactionSettings, get_assistant_usage
+from pimem.core.incremental.caches import TokenCache
 from pimem.replays.engine import replay
 from pimem.replays.recording import input_tokens, output_tokens, recorded_release
 from pimem.replays.validation import corpus_files

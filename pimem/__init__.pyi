@@ -29,7 +29,6 @@ from pimem.core.compaction.compaction import (
     CutPointResult as CutPointResult,
     ModelInfo as ModelInfo,
     PromptTemplates as PromptTemplates,
-    TokenCache as TokenCache,
     calculate_context_tokens as calculate_context_tokens,
     compact as compact,
     estimate_chars as estimate_chars,
@@ -43,13 +42,20 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.compaction.utils import (
     FileOperations as FileOperations,
-    SerializationCache as SerializationCache,
     compute_file_lists as compute_file_lists,
     format_file_operations as format_file_operations,
     serialize_conversation as serialize_conversation,
+)
+from pimem.core.incremental.caches import (
+    SerializationCache as SerializationCache,
+    TokenCache as TokenCache,
     serialize_messages as serialize_messages,
 )
-from pimem.core.context_tracker import ContextTracker as ContextTracker
+from pimem.core.incremental.paths import (
+    build_session_context as build_session_context,
+    build_session_projection as build_session_projection,
+)
+from pimem.core.incremental.tracker import ContextTracker as ContextTracker
 from pimem.core.llm import (
     Summarizer as Summarizer,
     SummaryRequest as SummaryRequest,
@@ -61,8 +67,6 @@ from pimem.core.session_manager import (
     NULL_LEAF as NULL_LEAF,
     SessionContext as SessionContext,
     SessionWarning as SessionWarning,
-    build_session_context as build_session_context,
-    build_session_projection as build_session_projection,
     session_entry_to_context_messages as session_entry_to_context_messages,
 )
 from pimem.core.settings_manager import Settings as Settings, load_settings as load_settings

@@ -52,6 +52,7 @@ __all__ = [
     "js_entries",
     "js_sorted",
     "date_ms",
+    "js_trim",
 ]
 
 _MAX_SAFE_DIGITS = 15  # every integer with at most 15 digits is exact as a double
@@ -247,6 +248,7 @@ _UNDEFINED = UNDEFINED
 
 _Fragment = orjson.Fragment
 _SAFE_INT = 10**_MAX_SAFE_DIGITS
+_DIGITS = frozenset("0123456789")
 
 
 def _prepare(value: Any) -> Any:
@@ -342,19 +344,30 @@ def js_stringify_length(value: Any) -> int:
     Args:
         value: JSON data.
     """
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if value.__class__ is not dict and isinstance(value, (int, float)) and not isinstance(value, bool):
         return len(js_number(value))
     try:
-        # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
-        # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
-        # (Below 512 bytes the check costs more than the pass.)
-        data = orjson.dumps(value)
-        if len(data) < 512:
-            data = orjson.dumps(_prepare(value))
+        if value.__class__ is dict and len(value) <= 16:  # tool-call arguments: a few fields
+            for key, item in value.items():
+                # orjson writes strings and integers below 10**15 as JavaScript does, and keeps the key
+                # order where no key can be an array index (led by a digit)
+                if key.__class__ is not str or key[:1] in _DIGITS or not (
+                        item.__class__ is str or (item.__class__ is int and -_SAFE_INT < item < _SAFE_INT)):
+                    data = orjson.dumps(_prepare(value))
+                    break
+            else:
+                data = orjson.dumps(value)
         else:
-            marked = data.translate(_VALUE_STARTS)
-            if b":0" in marked or b":n" in marked or b':"0' in marked:
+            # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
+            # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
+            # (Below 512 bytes the check costs more than the pass.)
+            data = orjson.dumps(value)
+            if len(data) < 512:
                 data = orjson.dumps(_prepare(value))
+            else:
+                marked = data.translate(_VALUE_STARTS)
+                if b":0" in marked or b":n" in marked or b':"0' in marked:
+                    data = orjson.dumps(_prepare(value))
     except (TypeError, RecursionError):
         return utf16_len(js_stringify(value))
     if data.isascii():
@@ -388,6 +401,15 @@ def utf16_len(s: str) -> int:
     if s.isascii():
         return len(s)
     return len(s.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+def js_trim(s: str) -> str:
+    """JavaScript ``s.trim()`` (its WhiteSpace and LineTerminator: Python's ``str.strip()`` takes others).
+
+    Args:
+        s: the string.
+    """
+    return s.strip(_JS_WHITESPACE)
 
 
 def _clamp_index(i: int | float | None, length: int, default: int) -> int:

@@ -2,7 +2,9 @@
 
 Each module mirrors one file of ``@earendil-works/pi-coding-agent@0.87.1`` (``dist/core/``) or of
 ``@earendil-works/pi-ai`` and returns what Pi returns, byte for byte (checked against the real
-release in ``tests/test_differential*.py``):
+release in ``tests/*/test_differential*.py``). Every Pi function has one home here, declared beside it
+(``porting``; the map is ``docs/porting.md``); the port keeps nothing between calls, and what remembers
+lives apart in ``incremental``, derived from the port and checked against it:
 
 ==================================== ===============================================================
 ``session_manager``                  ``core/session-manager.js``: load, migrate, tree, projection
@@ -14,7 +16,8 @@ release in ``tests/test_differential*.py``):
 ``agent_session``                    ``core/agent-session.js``: compaction runs, ``/tree``, hooks
 ``pi_ai``                            pi-ai's text, transcript and overflow helpers
 ``llm``                              the request a summarizer answers (Pi's stream function)
-``context_tracker``                  the same results, kept incrementally along a growing path
+``incremental``                      the engine: a session's index (paths as slices), memos, ``ContextTracker``
+``porting``                          the port map: ``@port``, ``@derived``, ``not_ported``
 ==================================== ===============================================================
 
 Nothing here imports pandas or the analysis modules of :mod:`pimem`; they build on this.

@@ -36,6 +36,7 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.pi_ai import content_text
+from pimem.core.porting import not_ported, port
 from pimem.core.session_manager import COMPUTE_SYSTEM_MESSAGE
 from pimem.errors import ArgumentTypeError, ConfigurationError, EntryNotFoundError, SummarizationError
 
@@ -244,6 +245,7 @@ def _settings_for(settings: Any, model: ModelInfo) -> CompactionSettings:
     raise ArgumentTypeError(f"settings must be CompactionSettings or Settings, not {type(settings).__name__}")
 
 
+@port("agent-session.js", "AgentSession._runAutoCompaction")
 def run_compaction(
     session: Any,
     settings: Any,
@@ -387,6 +389,7 @@ class TreeOutcome:
     common_ancestor_id: str | None = None
 
 
+@port("agent-session.js", "AgentSession.navigateTree")
 def run_tree_navigation(
     session: Any,
     target_id: str,
@@ -518,13 +521,8 @@ def run_tree_navigation(
 
 
 def _append_label(session: Any, target_id: str, label: str, timestamp: Any) -> None:
-    session.append_entry(
-        {
-            "type": "label",
-            "id": session.new_id(),
-            "parentId": session.leaf_id,
-            "timestamp": timestamp if isinstance(timestamp, str) else iso_now(),
-            "targetId": target_id,
-            "label": label,
-        }
-    )
+    session.append_label_change(target_id, label, timestamp if isinstance(timestamp, str) else iso_now())
+
+
+not_ported("agent-session.js", "AgentSession.compact",
+           "run_compaction with reason='manual' (Pi's manual compact and _runAutoCompaction share the steps)")

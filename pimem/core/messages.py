@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, cast
 
 from pimem.base.js import UNDEFINED, date_ms, js_string, js_truthy
 from pimem.base.types import Message
+from pimem.core.porting import port
 
 __all__ = [
     "COMPACTION_SUMMARY_PREFIX",
@@ -36,6 +37,7 @@ BRANCH_SUMMARY_PREFIX = (
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 
+@port("messages.js", "bashExecutionToText")
 def bash_execution_to_text(msg: Mapping[str, Any]) -> str:
     """``bashExecutionToText``: a bash execution rendered as user text."""
     text = f"Ran `{js_string(msg.get('command', UNDEFINED))}`\n"
@@ -58,6 +60,7 @@ def _is_js_zero(value: Any) -> bool:
     return type(value) in (int, float) and value == 0
 
 
+@port("messages.js", "createBranchSummaryMessage")
 def create_branch_summary_message(summary: Any, from_id: Any, timestamp: Any) -> dict:
     """``createBranchSummaryMessage`` (missing arguments are passed as ``UNDEFINED``)."""
     msg: dict[str, Any] = {"role": "branchSummary"}
@@ -69,6 +72,7 @@ def create_branch_summary_message(summary: Any, from_id: Any, timestamp: Any) ->
     return msg
 
 
+@port("messages.js", "createCompactionSummaryMessage")
 def create_compaction_summary_message(summary: Any, tokens_before: Any, timestamp: Any) -> dict:
     """``createCompactionSummaryMessage``."""
     msg: dict[str, Any] = {"role": "compactionSummary"}
@@ -80,6 +84,7 @@ def create_compaction_summary_message(summary: Any, tokens_before: Any, timestam
     return msg
 
 
+@port("messages.js", "createCustomMessage")
 def create_custom_message(
     custom_type: Any, content: Any, display: Any, details: Any, timestamp: Any
 ) -> dict:
@@ -104,6 +109,7 @@ def _with_timestamp(msg: Mapping[str, Any], out: dict) -> dict:
     return out
 
 
+@port("messages.js", "convertToLlm")
 def convert_to_llm(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
     """``convertToLlm``: agent messages to the LLM roles (system/user/assistant/toolResult).
 

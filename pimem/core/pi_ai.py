@@ -2,16 +2,20 @@
 
 ``contentText`` (utils/text.js), the system-message helpers ``getSystemMessageText``,
 ``getCurrentTools``, ``getCurrentSystemMessage`` and ``normalizeContext``
-(utils/transcript.js), and ``isContextOverflow`` (utils/overflow.js).
+(utils/transcript.js), ``isContextOverflow`` (utils/overflow.js) and ``uuidv7`` (utils/uuid.js).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import time
+import uuid
 from typing import Any, Iterable, Mapping, Sequence, cast
 
 from pimem.base.js import UNDEFINED, js_entries, js_prop, js_string
 from pimem.base.types import SystemMessage
+from pimem.core.porting import port
 from pimem.errors import JavaScriptTypeError
 
 __all__ = [
@@ -21,9 +25,11 @@ __all__ = [
     "get_current_system_message",
     "normalize_context",
     "is_context_overflow",
+    "uuid7",
 ]
 
 
+@port("pi-ai: utils/text.js", "contentText")
 def content_text(content: Any, separator: str = "\n") -> str:
     """pi-ai ``contentText``: a string as is, else the text blocks joined by ``separator``."""
     if content.__class__ is str:
@@ -38,6 +44,7 @@ def content_text(content: Any, separator: str = "\n") -> str:
     return separator.join(parts)
 
 
+@port("pi-ai: utils/transcript.js", "getSystemMessageText")
 def get_system_message_text(message: dict) -> str:
     """pi-ai ``getSystemMessageText``: content then sections, non-empty parts joined."""
     parts = [content_text(message.get("content"))]
@@ -48,6 +55,7 @@ def get_system_message_text(message: dict) -> str:
     return "\n\n".join(p for p in parts if len(p) > 0)
 
 
+@port("pi-ai: utils/transcript.js", "getCurrentTools")
 def get_current_tools(messages: Iterable[Mapping[str, Any]]) -> list[dict]:
     """pi-ai ``getCurrentTools``: tools after applying every system message's deltas."""
     tools: dict[Any, dict] = {}
@@ -61,6 +69,7 @@ def get_current_tools(messages: Iterable[Mapping[str, Any]]) -> list[dict]:
     return list(tools.values())
 
 
+@port("pi-ai: utils/transcript.js", "getCurrentSystemMessage")
 def get_current_system_message(messages: Sequence[Mapping[str, Any]]) -> SystemMessage | None:
     """pi-ai ``getCurrentSystemMessage``: every system message replayed into one.
 
@@ -99,6 +108,7 @@ def get_current_system_message(messages: Sequence[Mapping[str, Any]]) -> SystemM
     return cast(SystemMessage, out)
 
 
+@port("pi-ai: utils/transcript.js", "normalizeContext")
 def normalize_context(
     system_prompt: str | None, messages: list[dict], tools: list[dict] | None = None
 ) -> list[dict]:
@@ -140,6 +150,7 @@ _NON_OVERFLOW_PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
 _CEREBRAS_BODYLESS = re.compile(r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)", re.IGNORECASE)
 
 
+@port("pi-ai: utils/overflow.js", "isContextOverflow")
 def is_context_overflow(message: dict, context_window: int | None = None) -> bool:
     """pi-ai ``isContextOverflow``: an overflow error, or a silent/length-stop overflow."""
     stop = message.get("stopReason")
@@ -158,3 +169,14 @@ def is_context_overflow(message: dict, context_window: int | None = None) -> boo
         if (usage.get("input") or 0) + (usage.get("cacheRead") or 0) >= context_window * 0.99:
             return True
     return False
+
+
+@port("pi-ai: utils/uuid.js", "uuidv7")
+def uuid7() -> str:
+    """pi-ai ``uuidv7``: a fresh RFC 9562 UUIDv7 (time-ordered), as Pi's routing ids are."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    rand_a = (rand >> 62) & 0xFFF
+    rand_b = rand & ((1 << 62) - 1)
+    value = ((ms & ((1 << 48) - 1)) << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
+    return str(uuid.UUID(int=value))

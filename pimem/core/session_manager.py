@@ -1,9 +1,13 @@
-"""Pi session files: load (with Pi's parsing and v1→v3 migration), walk the tree, append, write.
+"""Pi 0.87.1's ``core/session-manager.js``: load (with Pi's parsing and v1→v3 migration), walk the tree,
+append, write, and project a path into the model's context.
 
 Entries stay plain dicts in Pi's JSON shape. Loading follows Pi 0.87.1's
 ``loadEntriesFromFile`` + ``migrateToCurrentVersion``; what Pi silently skips or would trip
 over is recorded in :attr:`Session.warnings`; what makes a file unusable raises
-:class:`SessionFormatError` naming the file and line.
+:class:`SessionFormatError` naming the file and line. A :class:`Session` keeps what Pi's
+``SessionManager`` keeps (the entries, the id index, the labels, the leaf) and nothing between calls: the
+paths, contexts and projections are computed from it each time (:mod:`pimem.core.incremental.paths` takes
+a session's paths from an index kept beside it).
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ import copy
 import hashlib
 import os
 import random
+import re
 import time
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 import orjson
 
@@ -27,6 +32,7 @@ from pimem.base.js import (
     UNDEFINED,
     iso_now,
     js_stringify,
+    js_trim,
     js_to_number,
     js_truthy,
     loads_line,
@@ -48,7 +54,7 @@ from pimem.core.messages import (
     create_custom_message,
 )
 from pimem.core.pi_ai import get_current_system_message
-from pimem.core.speedups import compiled
+from pimem.core.porting import not_ported, port
 from pimem.errors import (
     EntryNotFoundError,
     InvalidEntryError,
@@ -88,6 +94,10 @@ _MAX_WARNINGS_PER_REASON = 50
 _USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
+_UNHASHABLE = (dict, list)
+_ID, _PARENT_ID = itemgetter("id"), itemgetter("parentId")
+_LINE_BREAKS = re.compile(r"[\r\n]+")
+_SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _MAX_USAGE = 2**63  # no token count reaches it; beyond, a usage field is damage (1e308, inf)
 
 
@@ -189,6 +199,7 @@ class _WarningSink:
 # ------------------------------------------------------------------------------------------
 
 
+@port("session-manager.js", "generateId")
 def _random_id(rng: random.Random, taken: Any) -> str:
     """Pi's ``generateId``: 8 lowercase hex digits not already taken."""
     for _ in range(100):
@@ -211,6 +222,7 @@ def _uuid_from(rng: random.Random, version: int, ms: int | None = None) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+@port("session-manager.js", "migrateToCurrentVersion")
 def migrate_to_current_version(file_entries: list[dict], rng: random.Random | None = None) -> bool:
     """Pi's ``migrateToCurrentVersion`` on [header, *entries]; mutates in place.
 
@@ -240,7 +252,9 @@ def _needs_migration(header: dict | None) -> bool:
     return not _version(header) >= CURRENT_SESSION_VERSION
 
 
+@port("session-manager.js", "migrateV1ToV2")
 def _migrate_v1_to_v2(entries: list[dict], rng: random.Random) -> None:
+    """``migrateV1ToV2``: ids chained in file order, ``firstKeptEntryIndex`` to ``firstKeptEntryId``."""
     ids: set[str] = set()
     prev_id = None
     for entry in entries:
@@ -263,7 +277,9 @@ def _migrate_v1_to_v2(entries: list[dict], rng: random.Random) -> None:
                 del entry["firstKeptEntryIndex"]
 
 
+@port("session-manager.js", "migrateV2ToV3")
 def _migrate_v2_to_v3(entries: list[dict]) -> None:
+    """``migrateV2ToV3``: the ``hookMessage`` role becomes ``custom``."""
     for entry in entries:
         if entry.get("type") == "session":
             entry["version"] = 3
@@ -314,6 +330,7 @@ def _is_blank(raw: bytes) -> bool:
         return False
 
 
+@port("session-manager.js", "loadEntriesFromFile")
 def load_session(
     path: str | os.PathLike[str],
     *,
@@ -321,7 +338,8 @@ def load_session(
     seed: int | str | None = None,
     session_type: type[Session] | None = None,
 ) -> Session:
-    """Load a Pi session file (any version) into a :class:`Session`; the file is never written.
+    """Load a Pi session file (any version) into a :class:`Session` (Pi's ``loadEntriesFromFile``, then its
+    migration and index); the file is never written.
 
     v1 entries have no ids; they get 8-hex ids as Pi gives them, drawn from ``rng`` / ``seed``
     when given, else derived from the file's bytes, so the same file gets the same ids on
@@ -423,8 +441,10 @@ def _no_entries_message(file: str, data: bytes, malformed: int) -> str:
 # ------------------------------------------------------------------------------------------
 
 
+@port("session-manager.js", "SessionManager")
 class Session:
-    """A Pi session: the header, the entries (Pi's JSON dicts) and a movable leaf."""
+    """A Pi session in memory (Pi's ``SessionManager``): the header, the entries (Pi's JSON dicts) and a
+    movable leaf."""
 
     def __init__(
         self,
@@ -448,33 +468,16 @@ class Session:
         )
         self._by_id: dict[str, dict] = {}
         self._labels: dict[Any, Any] = {}
-        self._children: dict[Any, list[dict]] | None = None
         self._leaf_id: str | None = None
         self._warned_cycles: set[Any] = set()
-        # entries indexed, and message entries among them without a message object (none: a
-        # context need not check its path's messages)
-        self._indexed = 0
-        self._bad_messages = 0
-        # the last path walked, and its entries' positions by id (see _memo_path)
-        self._memo: list[dict] | None = None
-        self._memo_positions: dict[str, int] | None = None
-        # per position: the entry's type, and where the run of entries each the child of the one
-        # before that ends there starts; positions of the indexed entries by id (see _run_path)
-        self._types: list[Any] = []
-        self._run_start: list[int] = []
-        self._positions: dict[str, int] = {}
-        self._runs_valid = True
+        self._indexed = 0  # how many of the entries went through _index (the first ones)
         for entry in self.entries:
             self._index(entry)
-
-    def clear_caches(self) -> None:
-        """Forget what the session remembers between calls (the last path walked), as a freshly loaded
-        session starts; results never depend on it."""
-        self._memo = self._memo_positions = None
 
     # -- construction ------------------------------------------------------------------------
 
     @classmethod
+    @port("session-manager.js", "SessionManager.newSession")
     def new(
         cls,
         cwd: str,
@@ -500,30 +503,16 @@ class Session:
             header["parentSession"] = parent_session
         return cls(header, [], rng=rng)
 
+    @port("session-manager.js", "SessionManager._buildIndex")
     def _index(self, entry: dict) -> None:
-        """Pi's ``_buildIndex`` step for one entry (Map.set: the last entry with an id wins)."""
+        """Pi's ``_buildIndex`` step for one entry (Map.set: the last entry with an id wins; pimem indexes
+        string ids only, which are the ones a parentId can name)."""
         eid = entry.get("id")
-        position = self._indexed
         if isinstance(eid, str):
-            if eid in self._by_id:
-                self._memo = self._memo_positions = None  # paths through the old entry change
-                self._runs_valid = False
             self._by_id[eid] = entry
-            self._positions[eid] = position
         self._leaf_id = eid if isinstance(eid, str) else None
         self._indexed += 1
-        etype = entry.get("type")
-        self._types.append(etype)
-        parent = entry.get("parentId")
-        if (position and parent.__class__ is str and parent
-                and self._by_id.get(parent) is self.entries[position - 1]):
-            self._run_start.append(self._run_start[position - 1])
-        else:
-            self._run_start.append(position)
-        if etype == "message":
-            if entry.get("message").__class__ is not dict:
-                self._bad_messages += 1
-        elif etype == "label":
+        if entry.get("type") == "label":
             target = entry.get("targetId")
             try:
                 if js_truthy(entry.get("label")):
@@ -634,8 +623,9 @@ class Session:
     # -- tree ---------------------------------------------------------------------------------
 
     @property
+    @port("session-manager.js", "SessionManager.getLeafId")
     def leaf_id(self) -> str | None:
-        """Where the session stands (default: the last entry's id); set to move it."""
+        """Where the session stands (Pi's ``getLeafId``; default: the last entry's id); set to move it."""
         return self._leaf_id
 
     @leaf_id.setter
@@ -645,12 +635,14 @@ class Session:
         self._leaf_id = value
 
     @property
+    @port("session-manager.js", "SessionManager.getSessionId")
     def id(self) -> str:
-        """The session id from the header."""
+        """The session id from the header (Pi's ``getSessionId``)."""
         return self.header.get("id", "")
 
+    @port("session-manager.js", "SessionManager.getEntry")
     def get_entry(self, entry_id: Any) -> dict | None:
-        """The entry with this id (the last one if the id repeats), or None."""
+        """The entry with this id (Pi's ``getEntry``: the last one if the id repeats), or None."""
         try:
             return self._by_id.get(entry_id)
         except TypeError:
@@ -662,73 +654,51 @@ class Session:
     def __iter__(self) -> Iterator[dict]:
         return iter(self.entries)
 
-    def _children_index(self) -> dict[Any, list[dict]]:
-        if self._children is None:
-            children: dict[Any, list[dict]] = {}
-            for entry in self._by_id.values():
-                parent = entry.get("parentId", UNDEFINED)
-                try:
-                    children.setdefault(parent, []).append(entry)
-                except TypeError:
-                    continue
-            self._children = children
-        return self._children
-
+    @port("session-manager.js", "SessionManager.getChildren")
     def get_children(self, entry_id: str | None) -> list[dict]:
         """Direct children (Pi's ``getChildren``); ``None`` gives the roots (parentId null)."""
-        try:
-            return list(self._children_index().get(entry_id, ()))
-        except TypeError:
-            return []
+        return [e for e in self._by_id.values()
+                if (parent := e.get("parentId", UNDEFINED)).__class__ not in _UNHASHABLE and parent == entry_id]
 
     def leaves(self) -> list[dict]:
         """Entries without children, in index order (every branch's tip)."""
-        children = self._children_index()
-        return [e for eid, e in self._by_id.items() if eid not in children]
+        parents = set()
+        for entry in self._by_id.values():
+            parent = entry.get("parentId")
+            if parent.__class__ is str:
+                parents.add(parent)
+        return [e for eid, e in self._by_id.items() if eid not in parents]
 
+    @port("session-manager.js", "SessionManager.getBranch")
     def get_branch(self, leaf_id: str | None = None) -> list[dict]:
         """Pi's ``getBranch``: root-first entries from the root to ``leaf_id`` (default: the leaf).
 
         Unlike Pi, a parent cycle stops the walk (and is recorded once as a warning).
         """
         start = leaf_id if leaf_id is not None else self._leaf_id
-        current = self.get_entry(start) if start else None
-        path: list[dict] = []
-        visited: set[int] = set()
-        by_id = self._by_id
-        while current is not None:
-            marker = id(current)
-            if marker in visited:
-                eid = current.get("id")
-                if eid not in self._warned_cycles:
-                    self._warned_cycles.add(eid)
-                    self.warnings.append(
-                        SessionWarning(None, "parentId cycle: branch walk stopped", eid, self.path)
-                    )
-                break
-            visited.add(marker)
-            path.append(current)
-            parent = current.get("parentId")
-            current = by_id.get(parent) if isinstance(parent, str) and parent else None
+        leaf = self.get_entry(start) if start else None
+        if leaf is None:
+            return []
+        lookup = self._by_id.get
+        path = walk_to_root(leaf, lookup, len(self._by_id) + 1)
+        stop = _parent_entry(path[-1], lookup)
+        if stop is not None:  # the walk stopped at an entry met twice: a parentId cycle
+            eid = stop.get("id")
+            if eid not in self._warned_cycles:
+                self._warned_cycles.add(eid)
+                self.warnings.append(SessionWarning(None, "parentId cycle: branch walk stopped", eid, self.path))
         path.reverse()
         return path
 
     def _on_branch(self, entry_id: Any) -> bool:
-        """Whether an entry of the active branch has this id: ``get_branch`` walked from the leaf up,
-        stopping where it is found (an edit's target is normally recent)."""
-        current = self.get_entry(self._leaf_id) if self._leaf_id else None
-        visited: set[int] = set()
-        by_id = self._by_id
-        while current is not None:
-            if current.get("id") == entry_id:
+        """Whether an entry of the active branch has this id: the walk from the leaf up stops where it is
+        found (an edit's target is normally recent); where it is not, ``get_branch`` (which records a cycle)."""
+        leaf = self.get_entry(self._leaf_id) if self._leaf_id else None
+        if leaf is not None:
+            last = walk_to_root(leaf, self._by_id.get, len(self._by_id) + 1, lambda e: e.get("id") == entry_id)[-1]
+            if last.get("id") == entry_id:
                 return True
-            marker = id(current)
-            if marker in visited:  # a cycle: get_branch records it
-                return any(e.get("id") == entry_id for e in self.get_branch())
-            visited.add(marker)
-            parent = current.get("parentId")
-            current = by_id.get(parent) if isinstance(parent, str) and parent else None
-        return False
+        return any(e.get("id") == entry_id for e in self.get_branch())
 
     def common_ancestor(self, a: str | None, b: str | None) -> str | None:
         """The deepest entry id on both the path to ``a`` and the path to ``b`` (None if none).
@@ -743,8 +713,9 @@ class Session:
                 return entry.get("id")
         return None
 
+    @port("session-manager.js", "SessionManager.getLabel")
     def get_label(self, entry_id: Any) -> str | None:
-        """The entry's current label (latest label entry; an empty label clears it)."""
+        """The entry's current label (Pi's ``getLabel``: the latest label entry; an empty label clears it)."""
         try:
             return self._labels.get(entry_id)
         except TypeError:
@@ -756,34 +727,39 @@ class Session:
         return dict(self._labels)
 
     @property
+    @port("session-manager.js", "SessionManager.getSessionName")
     def name(self) -> str | None:
         """Pi's ``getSessionName``: the latest ``session_info`` name, trimmed; empty clears."""
         for entry in reversed(self.entries):
             if entry.get("type") == "session_info":
                 name = entry.get("name")
                 if isinstance(name, str):
-                    return name.strip() or None
+                    return js_trim(name) or None
                 return None
         return None
 
+    @port("session-manager.js", "SessionManager.branch")
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an existing entry (Pi's ``branch``)."""
         if entry_id not in self._by_id:
             raise EntryNotFoundError(f"Entry {entry_id} not found")
         self._leaf_id = entry_id
 
+    @port("session-manager.js", "SessionManager.resetLeaf")
     def reset_leaf(self) -> None:
         """Leaf before any entry: the next append makes a new root (Pi's ``resetLeaf``)."""
         self._leaf_id = None
 
     # -- appending ----------------------------------------------------------------------------
 
+    @port("session-manager.js", "generateId", part=True)
     def new_id(self) -> str:
         """A fresh 8-hex entry id from this session's rng (Pi's ``generateId``)."""
         return _random_id(self.rng, self._by_id)
 
+    @port("session-manager.js", "SessionManager._appendEntry")
     def append_entry(self, entry: SessionEntry | dict[str, Any]) -> dict:
-        """Append a complete entry dict, index it and move the leaf to it."""
+        """Append a complete entry dict, index it and move the leaf to it (Pi's ``_appendEntry``)."""
         row = cast(dict, entry)  # stored as given: the session's entries are plain dicts
         eid = row.get("id") if isinstance(row, dict) else None
         if not isinstance(eid, str):
@@ -793,8 +769,6 @@ class Session:
         self.entries.append(row)
         self._lines.append(None)
         self._index(row)
-        if self._children is not None:
-            self._children.setdefault(row.get("parentId", UNDEFINED), []).append(row)
         return row
 
     def _timestamp(self, timestamp: str | int | float | None) -> str:
@@ -804,6 +778,7 @@ class Session:
             return to_iso(timestamp)
         return str(timestamp)
 
+    @port("session-manager.js", "SessionManager.appendMessage")
     def append_message(self, message: dict, timestamp: str | int | float | None = None) -> SessionMessageEntry:
         """Append a ``message`` entry after the leaf (Pi's ``appendMessage``)."""
         entry = {
@@ -815,6 +790,74 @@ class Session:
         }
         return cast(SessionMessageEntry, self.append_entry(entry))
 
+    @port("session-manager.js", "SessionManager.appendThinkingLevelChange")
+    def append_thinking_level_change(self, thinking_level: Any, timestamp: str | int | float | None = None) -> dict:
+        """Append a ``thinking_level_change`` entry after the leaf (Pi's ``appendThinkingLevelChange``)."""
+        return self.append_entry({"type": "thinking_level_change", "id": self.new_id(), "parentId": self._leaf_id,
+                                  "timestamp": self._timestamp(timestamp), "thinkingLevel": thinking_level})
+
+    @port("session-manager.js", "SessionManager.appendModelChange")
+    def append_model_change(self, provider: Any, model_id: Any, timestamp: str | int | float | None = None) -> dict:
+        """Append a ``model_change`` entry after the leaf (Pi's ``appendModelChange``)."""
+        return self.append_entry({"type": "model_change", "id": self.new_id(), "parentId": self._leaf_id,
+                                  "timestamp": self._timestamp(timestamp), "provider": provider, "modelId": model_id})
+
+    @port("session-manager.js", "SessionManager.appendUsage")
+    def append_usage(self, kind: Any, provider: Any, model: Any, usage: Any, note: Any = None,
+                     timestamp: str | int | float | None = None) -> dict:
+        """Append a ``usage`` entry after the leaf (Pi's ``appendUsage``: usage outside the model's context)."""
+        entry = {"type": "usage", "id": self.new_id(), "parentId": self._leaf_id,
+                 "timestamp": self._timestamp(timestamp), "kind": kind, "provider": provider, "model": model,
+                 "usage": usage}
+        if js_truthy(note):
+            entry["note"] = note
+        return self.append_entry(entry)
+
+    @port("session-manager.js", "SessionManager.appendCustomEntry")
+    def append_custom_entry(self, custom_type: Any, data: Any = UNDEFINED,
+                            timestamp: str | int | float | None = None) -> dict:
+        """Append a ``custom`` entry (extension state, outside the context) after the leaf (Pi's
+        ``appendCustomEntry``; ``data`` left out stays undefined)."""
+        entry = {"type": "custom", "customType": custom_type, "data": data, "id": self.new_id(),
+                 "parentId": self._leaf_id, "timestamp": self._timestamp(timestamp)}
+        if data is UNDEFINED:
+            del entry["data"]
+        return self.append_entry(entry)
+
+    @port("session-manager.js", "SessionManager.appendSessionInfo")
+    def append_session_info(self, name: str, timestamp: str | int | float | None = None) -> dict:
+        """Append a ``session_info`` entry naming the session (Pi's ``appendSessionInfo``: line breaks become
+        spaces, the name is trimmed)."""
+        sanitized = js_trim(_LINE_BREAKS.sub(" ", name))
+        return self.append_entry({"type": "session_info", "id": self.new_id(), "parentId": self._leaf_id,
+                                  "timestamp": self._timestamp(timestamp), "name": sanitized})
+
+    @port("session-manager.js", "SessionManager.appendCustomMessageEntry")
+    def append_custom_message_entry(self, custom_type: Any, content: Any, display: Any, details: Any = UNDEFINED,
+                                    timestamp: str | int | float | None = None) -> dict:
+        """Append a ``custom_message`` entry (an extension's message in the context) after the leaf (Pi's
+        ``appendCustomMessageEntry``; ``details`` left out stays undefined)."""
+        entry = {"type": "custom_message", "customType": custom_type, "content": content, "display": display,
+                 "details": details, "id": self.new_id(), "parentId": self._leaf_id,
+                 "timestamp": self._timestamp(timestamp)}
+        if details is UNDEFINED:
+            del entry["details"]
+        return self.append_entry(entry)
+
+    @port("session-manager.js", "SessionManager.appendLabelChange")
+    def append_label_change(self, target_id: str, label: Any = UNDEFINED,
+                            timestamp: str | int | float | None = None) -> dict:
+        """Set or clear (``label`` empty or left out) the label of an entry with a ``label`` entry after the
+        leaf (Pi's ``appendLabelChange``)."""
+        if target_id not in self._by_id:
+            raise EntryNotFoundError(f"Entry {target_id} not found")
+        entry = {"type": "label", "id": self.new_id(), "parentId": self._leaf_id,
+                 "timestamp": self._timestamp(timestamp), "targetId": target_id, "label": label}
+        if label is UNDEFINED:
+            del entry["label"]
+        return self.append_entry(entry)
+
+    @port("session-manager.js", "SessionManager.appendContextEdit")
     def append_context_edit(
         self, target_id: str, replacement: dict | None, timestamp: str | int | float | None = None
     ) -> ContextEditEntry:
@@ -849,6 +892,7 @@ class Session:
         }
         return cast(ContextEditEntry, self.append_entry(entry))
 
+    @port("session-manager.js", "SessionManager.appendCompaction")
     def append_compaction(
         self,
         result: Any,
@@ -894,6 +938,7 @@ class Session:
         _drop_undefined(entry, ("summary", "tokensBefore"))
         return cast(CompactionEntry, self.append_entry(entry))
 
+    @port("session-manager.js", "SessionManager.branchWithSummary")
     def branch_with_summary(
         self,
         target_id: str | None,
@@ -1024,7 +1069,7 @@ NULL_LEAF: Any = _NullLeaf()
 
 @dataclass
 class SessionContext:
-    """``buildSessionContext``'s result: the messages plus thinking level and model.
+    """What ``buildSessionContext`` returns: the messages plus thinking level and model.
 
     Args:
         messages: the context's messages, in order.
@@ -1071,11 +1116,12 @@ class ProjectedEntry(tuple):
 
 
 projected_entry = partial(tuple.__new__, ProjectedEntry)
+"""``ProjectedEntry((source_entry, messages))`` without a Python-level call."""
 
 
 @dataclass
 class SessionProjection:
-    """``buildSessionProjection``'s result: entries with their messages, settings, model."""
+    """What ``buildSessionProjection`` returns: entries with their messages, settings, model."""
 
     entries: list[ProjectedEntry]
     messages: list[dict]
@@ -1086,262 +1132,164 @@ class SessionProjection:
         return SessionContext(cast("list[AgentMessage]", self.messages), self.thinking_level, self.model)
 
 
-def _entries_and_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
-    """(entries, lookup(id) -> entry | None, the default leaf id) for a Session or a list."""
-    if source.__class__ is Session:
-        # dict.get raises TypeError only for an unhashable key: _build_path looks those up with _lookup_any.
-        leaf = source._leaf_id
-        return source.entries, source._by_id.get, (NULL_LEAF if leaf is None else leaf)
-    entries = getattr(source, "entries", None)
-    if entries is not None and hasattr(source, "get_entry"):
-        leaf = getattr(source, "leaf_id", None)
-        return entries, source.get_entry, (NULL_LEAF if leaf is None else leaf)
-    entries = source
-    # the last entry with an id wins, as in Pi's Map (an object id is never found by a parsed key)
-    index = {e.get("id"): e for e in entries if e.get("id").__class__ not in (dict, list)}
-    return entries, index.get, None
+# -- the path to a leaf ----------------------------------------------------------------------
 
 
 def _lookup_any(lookup: Any, key: Any) -> dict | None:
-    """``lookup(key)`` for a parentId that is not a string: an object or array finds nothing."""
+    """``lookup(key)`` for a key that is not a string: an object or array finds nothing."""
     try:
         return lookup(key)
     except TypeError:
         return None
 
 
-def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
-    """``buildSessionPath``: the root-first path to the leaf (see module docs for leaf rules)."""
-    entries, lookup, default_leaf = _entries_and_index(source)
-    if leaf_id is None:
-        leaf_id = default_leaf
-    if source.__class__ is Session:
-        found = _run_path(source, leaf_id)
-        return found[0] if found is not None else _memo_path(source, leaf_id)
-    return _build_path(entries, lookup, leaf_id)
+def _parent_entry(entry: dict, lookup: Any) -> dict | None:
+    """The entry ``entry.parentId`` leads to as Pi's walk looks it up (``parentId ? index.get(parentId) :
+    undefined``), or None."""
+    parent = entry.get("parentId")
+    if parent.__class__ is str:
+        return lookup(parent) if parent else None
+    return _lookup_any(lookup, parent) if js_truthy(parent) else None
 
 
-def _run_path(session: "Session", leaf_id: Any) -> tuple[list[dict], list] | None:
-    """(``_build_path`` on a session, the path's entry types) from the session's runs, or None where
-    they cannot answer (an id taken again, entries added without indexing, a parentId cycle).
+@port("session-manager.js", "buildSessionPath", part=True)
+def walk_to_root(leaf: dict, lookup: Callable[[Any], dict | None], limit: int,
+                 until: Callable[[dict], bool] | None = None) -> list[dict]:
+    """The entries from ``leaf`` up to its root, leaf first: each next one is what the entry's truthy
+    ``parentId`` finds with ``lookup`` (Pi's ``index.get``), until it finds nothing.
 
-    Within a run each entry's parentId finds the entry before it in the index, so the walk through
-    a run is a slice of the entries; between runs it looks up the position of the parent.
+    Where Pi would loop forever on a parentId cycle the walk stops before the first entry met twice;
+    ``limit`` is the most entries a walk without a cycle can meet (the entries indexed). ``until``: stop
+    after the first entry for which it holds. Every walk from a leaf to the root in pimem is this one.
     """
-    entries = session.entries
-    if not session._runs_valid or session._indexed != len(entries):
-        return None
-    if leaf_id is NULL_LEAF or not entries:
-        return [], []
-    positions = session._positions
-    at = None
-    if js_truthy(leaf_id):
-        try:
-            at = positions.get(leaf_id)
-        except TypeError:  # an unhashable leaf id finds nothing
-            pass
-    if at is None:
-        at = len(entries) - 1
-    run_start, types = session._run_start, session._types
-    if _fast_run_path is not None:
-        done = _fast_run_path(entries, run_start, positions, types, at)
-        if done is not None:
-            return done
-    pieces = []
-    total = 0
-    while True:
-        start = run_start[at]
-        pieces.append(start)
-        pieces.append(at + 1)
-        total += at + 1 - start
-        if total > len(entries):
-            return None  # a parentId cycle: the walk that stops at it
-        parent = entries[start].get("parentId")
-        if not isinstance(parent, str) or not parent:
-            break  # the index has string keys only: any other parentId finds nothing
-        at = positions.get(parent)
-        if at is None:
-            break
-    if len(pieces) == 2:
-        return entries[pieces[0]:pieces[1]], types[pieces[0]:pieces[1]]
-    path: list[dict] = []
-    path_types: list = []
-    for k in range(len(pieces) - 2, -1, -2):
-        path.extend(entries[pieces[k]:pieces[k + 1]])
-        path_types.extend(types[pieces[k]:pieces[k + 1]])
-    return path, path_types
-
-
-_fast_run_path: Any = compiled.run_path if compiled is not None else None
-
-
-def _memo_path(session: "Session", leaf_id: Any) -> list[dict]:
-    """``_build_path`` on a session, reusing the last path it walked.
-
-    The session keeps that path and each of its entries' positions. A walk from the leaf stops at
-    the first entry found there (the same object at that position) and takes the path up to it
-    as it is: the entries above it are the same, since an entry's parent is only ever looked up
-    in the session's index and the memo is dropped when an id of the index is taken by another entry.
-    """
-    memo, positions = session._memo, session._memo_positions
-    if memo is None or positions is None or leaf_id is NULL_LEAF:
-        return _walk_remembering(session, leaf_id)
-    lookup = session._by_id.get
-    leaf = None
-    if js_truthy(leaf_id):
-        leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
-    if leaf is None:
-        entries = session.entries
-        if not entries:
-            return []
-        leaf = entries[-1]
-    walked: list[dict] = []
-    current: Any = leaf
-    for _ in range(len(session.entries) + 1):
-        eid = current.get("id")
-        at = positions.get(eid) if eid.__class__ is str else None
-        if at is not None and memo[at] is current:
-            path = memo[: at + 1]
-            if walked:
-                walked.reverse()
-                path.extend(walked)
-                if at == len(memo) - 1:  # the memo's own path, longer: remember the rest
-                    for k, e in enumerate(walked, at + 1):
-                        positions[e.get("id")] = k  # type: ignore[index]  # an id-less entry is never looked up
-                    memo.extend(walked)
-            return path
-        walked.append(current)
-        parent = current.get("parentId")
-        if parent.__class__ is str:
-            if not parent:
-                break
-            current = lookup(parent)
-        elif not js_truthy(parent):
-            break
-        else:
-            current = _lookup_any(lookup, parent)
-        if current is None:
-            break
-    else:  # longer than the session: a parentId cycle
-        return _build_path(session.entries, lookup, leaf_id)
-    walked.reverse()
-    _remember(session, walked)
-    return walked
-
-
-def _walk_remembering(session: "Session", leaf_id: Any) -> list[dict]:
-    """``_build_path`` on a session with no path remembered; remembers the path walked.
-
-    Each entry above the leaf is found in the session's index by its child's parentId, so that
-    key is its id and the index holds it: the positions come from the keys looked up.
-    """
-    entries = session.entries
-    by_id = session._by_id
-    lookup = by_id.get
-    leaf = _start_entry(entries, lookup, leaf_id)
-    if leaf is None:
-        return []
     path = [leaf]
-    keys: list[str] = []
-    add, add_key = path.append, keys.append
-    current: Any = leaf
-    for _ in range(len(entries)):
-        parent = current.get("parentId")
-        if parent.__class__ is not str or not parent:
-            break  # the index has string keys only: any other parentId ends the walk
-        current = lookup(parent)
-        if current is None:
-            break
-        add(current)
-        add_key(parent)
-    else:  # as long as the session: a parentId cycle (the walk stops at it and is not remembered)
-        return _build_path(entries, lookup, leaf_id)
-    path.reverse()
-    keys.reverse()
-    positions = dict(zip(keys, range(len(keys))))
-    eid = leaf.get("id")
-    if eid.__class__ is str and by_id.get(eid) is leaf:
-        positions[eid] = len(keys)
-    session._memo, session._memo_positions = list(path), positions
-    return path
-
-
-def _remember(session: "Session", path: list[dict]) -> None:
-    by_id = session._by_id
-    positions = {}
-    for k, e in enumerate(path):
-        eid = e.get("id")
-        if eid.__class__ is str and by_id.get(eid) is e:
-            positions[eid] = k
-    session._memo, session._memo_positions = list(path), positions
-
-
-def _start_entry(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> dict | None:
-    """The entry a path walk starts from: the leaf's, else the last entry; None for the null leaf or
-    an empty session."""
-    if leaf_id is NULL_LEAF:
-        return None
-    leaf = None
-    if js_truthy(leaf_id):
-        leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
-    if leaf is None and entries:
-        leaf = entries[-1]
-    return leaf
-
-
-def _build_path(entries: Sequence[dict], lookup: Any, leaf_id: Any) -> list[dict]:
-    leaf = _start_entry(entries, lookup, leaf_id)
-    if leaf is None:
-        return []
-    path = [leaf]
+    if until is not None and until(leaf):
+        return path
     append = path.append
     current: Any = leaf
-    for _ in range(len(entries)):  # a longer walk can only be a parentId cycle
+    for _ in range(limit):
         parent = current.get("parentId")
         if parent.__class__ is str:
             if not parent:
-                break
+                return path
             current = lookup(parent)
         elif not js_truthy(parent):
-            break
+            return path
         else:
             current = _lookup_any(lookup, parent)
         if current is None:
-            break
+            return path
         append(current)
-    else:
-        if _parent_of(current, lookup) is not None:
-            return _build_path_stopping_at_cycle(leaf, lookup)
-    path.reverse()
-    return path
-
-
-def _parent_of(entry: dict, lookup: Any) -> dict | None:
-    """The entry ``entry``'s parentId leads to, as the walk looks it up (None where the walk stops)."""
-    parent = entry.get("parentId")
-    if not js_truthy(parent):
-        return None
-    return _lookup_any(lookup, parent)
-
-
-def _build_path_stopping_at_cycle(leaf: dict, lookup: Any) -> list[dict]:
-    """The walk for a tree with a parentId cycle, where Pi would loop forever: stop at the first
-    entry seen twice (as ``Session.get_branch`` does, which records the cycle as a warning)."""
+        if until is not None and until(current):
+            return path
+    # more entries than the index holds: a parentId cycle
     path = [leaf]
     seen = {id(leaf)}
     current = leaf
     while True:
-        parent = current.get("parentId")
-        if not js_truthy(parent):
-            break
-        found = _lookup_any(lookup, parent)
+        found = _parent_entry(current, lookup)
         if found is None or id(found) in seen:
-            break
+            return path
+        seen.add(id(found))
+        path.append(found)
+        if until is not None and until(found):
+            return path
         current = found
-        seen.add(id(current))
-        path.append(current)
+
+
+@port("session-manager.js", "buildEntryIndex")
+def build_entry_index(entries: Iterable[dict]) -> dict[Any, dict]:
+    """``buildEntryIndex``: each entry under its id, the last one of a repeated id winning (as Pi's ``Map``;
+    an object or array id, which no parsed key can find, is left out).
+
+    Args:
+        entries: the entries.
+    """
+    index: dict[Any, dict] = {}
+    for entry in entries:
+        eid = entry.get("id")
+        if eid.__class__ is not dict and eid.__class__ is not list:
+            index[eid] = entry
+    return index
+
+
+def _source_index(source: Any) -> tuple[Sequence[dict], Any, Any]:
+    """(entries, lookup(id) -> entry | None, the default leaf id) for a session or a list of entries."""
+    if isinstance(source, Session):
+        # dict.get raises TypeError only for an unhashable key: walk_to_root looks those up with _lookup_any.
+        leaf = source._leaf_id
+        return source.entries, source._by_id.get, (NULL_LEAF if leaf is None else leaf)
+    entries = getattr(source, "entries", None)
+    if entries is not None and hasattr(source, "get_entry"):
+        leaf = getattr(source, "leaf_id", None)
+        return entries, source.get_entry, (NULL_LEAF if leaf is None else leaf)
+    return source, build_entry_index(source).get, None
+
+
+def is_walked_path(path: Sequence[dict]) -> bool:
+    """Whether ``path`` is already the walk to its last entry, and so is every prefix of it: distinct
+    non-empty string ids, each entry the child of the one before, the first one's parent not on it.
+
+    :func:`build_session_path` of such a list (no leaf given) is the list itself."""
+    try:
+        ids = list(map(_ID, path))
+        "".join(ids)  # raises unless every id is a string
+    except (KeyError, TypeError):  # no id, or an id of another type
+        return False
+    try:
+        parents = list(map(_PARENT_ID, path))
+    except KeyError:  # an entry without a parentId (as a root, it names none)
+        parents = [e.get("parentId") for e in path]
+    if parents[1:] != ids[:-1]:
+        return False
+    id_set = set(ids)
+    return not (len(id_set) != len(ids) or "" in id_set or (path and parents[0].__class__ is str
+                                                             and parents[0] in id_set))
+
+
+@port("session-manager.js", "buildSessionPath")
+def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
+    """``buildSessionPath``: the entries from the root to the leaf, root first.
+
+    Args:
+        source: a :class:`Session` (its index and current leaf) or a list of entries (indexed here as
+            Pi's ``buildEntryIndex`` does; the default leaf is the last entry).
+        leaf_id: the leaf; ``None`` is Pi's ``undefined`` (the default leaf), :data:`NULL_LEAF` Pi's
+            ``null`` (the empty path); an id not found falls back to the last entry, as in Pi.
+    """
+    return session_path_of(source, leaf_id)[0]
+
+
+@port("session-manager.js", "buildSessionPath", part=True)
+def session_path_of(source: Any, leaf_id: Any = None) -> tuple[list[dict], bool]:
+    """(:func:`build_session_path`'s path, whether ``source`` is a list that was that path already, so that
+    its truthy ids are distinct): a list for which :func:`is_walked_path` holds is taken as it is."""
+    if leaf_id is None and not hasattr(source, "entries") and is_walked_path(source):
+        return list(source), True  # the walk from the last entry meets every entry, in order
+    entries, lookup, default_leaf = _source_index(source)
+    if leaf_id is None:
+        leaf_id = default_leaf
+    if leaf_id is NULL_LEAF:
+        return [], False
+    leaf = None
+    if js_truthy(leaf_id):
+        leaf = lookup(leaf_id) if leaf_id.__class__ is str else _lookup_any(lookup, leaf_id)
+    if leaf is None:
+        if not entries:
+            return [], False
+        leaf = entries[-1]
+    path = walk_to_root(leaf, lookup, len(entries))
     path.reverse()
-    return path
+    return path, False
+
+
+# -- settings, context entries, projection -----------------------------------------------------
+
+
+def lacks_message_object(entry: dict) -> bool:
+    """Whether ``entry`` is a message entry without a message object (where Pi's ``entry.message.role``
+    throws, or pimem refuses the entry: :func:`message_object`)."""
+    return entry.get("type") == "message" and entry.get("message").__class__ is not dict
 
 
 def message_object(entry: dict) -> dict:
@@ -1362,55 +1310,46 @@ def message_object(entry: dict) -> dict:
                              "object; pimem does not project such entries (`pimem show` lists them)")
 
 
-def require_message_objects(path: Iterable[dict]) -> None:
-    """Raise :func:`message_object`'s error for the first message entry of ``path`` without a message object."""
+def require_message_objects(path: Sequence[dict]) -> None:
+    """Raise :func:`message_object`'s error for the first message entry of ``path`` without a message object
+    (where Pi, reading every entry's messages, throws; one pass that runs in C where every entry has a type
+    and every message entry a message)."""
+    try:
+        if {e["message"].__class__ for e in path if e["type"] == "message"} <= _ONLY_DICT:
+            return
+    except (KeyError, TypeError):  # an entry without a type or a message: the entries are read one by one
+        pass
     for entry in path:
-        if entry.get("type") == "message" and entry.get("message").__class__ is not dict:
+        if lacks_message_object(entry):
             message_object(entry)
 
 
-def get_session_context_settings(path: Iterable[dict]) -> tuple[Any, dict | None]:
-    """``getSessionContextSettings``: (thinking level, model) from the path."""
-    thinking_level: Any = "off"
-    model_source: dict | None = None  # the entry or assistant message the model comes from
-    from_entry = False
-    for entry in path:
-        etype = entry.get("type")
-        if etype == "message":
-            message = entry["message"] if entry.get("message").__class__ is dict else message_object(entry)
-            if message.get("role") == "assistant":
-                model_source, from_entry = message, False
-        elif etype == "thinking_level_change":
-            thinking_level = entry.get("thinkingLevel")
-        elif etype == "model_change":
-            model_source, from_entry = entry, True
-    if model_source is None:
-        return thinking_level, None
-    model: dict = {}
-    if "provider" in model_source:
-        model["provider"] = model_source["provider"]
-    key = "modelId" if from_entry else "model"
-    if key in model_source:
-        model["modelId"] = model_source[key]
-    return thinking_level, model
+_ONLY_DICT = frozenset((dict,))
 
 
-def context_settings_of(
-    path: Sequence[dict], types: Sequence[Any], checked: bool = False
+@port("session-manager.js", "getSessionContextSettings")
+def get_session_context_settings(
+    path: Sequence[dict], types: Sequence[Any] | None = None, *, checked: bool = False
 ) -> tuple[Any, dict | None]:
-    """:func:`get_session_context_settings` given the path's entry types: the last thinking-level
-    change and the last model source, searched from the end (the same result and the same error).
-    ``checked`` says every message entry of the path is known to hold a message object."""
+    """``getSessionContextSettings``: (thinking level, model) of a path: the last thinking-level change's
+    level (``"off"`` without one), and the provider and model of the last model change or assistant message.
+
+    Pi reads every entry from the first (and throws at the first message entry without a message object);
+    the same answer and the same error come from the end of the path.
+
+    Args:
+        path: the path, root first.
+        types: the entries' types, if known.
+        checked: every message entry of the path is known to hold a message object.
+    """
+    if types is None:
+        types = [e.get("type") for e in path]
     if not checked and "message" in types:
-        if {e.get("message").__class__ for e, t in zip(path, types) if t == "message"} != _ONLY_DICT:
-            require_message_objects(path)  # raises for the first message entry without an object
-    if _fast_settings is not None:
-        done = _fast_settings(path, types)
-        if done is not None:
-            return done
+        require_message_objects(path)
     thinking_level: Any = "off"
     if "thinking_level_change" in types:
-        thinking_level = path[len(types) - 1 - types[::-1].index("thinking_level_change")].get("thinkingLevel")
+        last = len(types) - 1 - types[::-1].index("thinking_level_change")
+        thinking_level = path[last].get("thinkingLevel")
     for i in range(len(types) - 1, -1, -1):
         etype = types[i]
         if etype == "message":
@@ -1431,95 +1370,160 @@ def context_settings_of(
     return thinking_level, model
 
 
-_ONLY_DICT = frozenset((dict,))
-_fast_settings: Any = compiled.context_settings if compiled is not None else None
+class EntryMessages(tuple):
+    """The context messages of consecutive entries (``sessionEntryToContextMessages`` of each), kept as Pi's
+    answers come: ``own`` holds, in order, the message of every entry that brings exactly its own message
+    (nearly every message entry), ``other`` the messages of each other entry by its position. A pair
+    ``(own, other)`` underneath.
+    """
+
+    __slots__ = ()
+
+    own = property(itemgetter(0), doc="The entries' own messages, in order.")
+    other = property(itemgetter(1), doc="Position → messages, for every entry bringing other than its own message.")
+    def flat(self) -> list[dict]:
+        """Every message, in the entries' order (Pi's ``flatMap``)."""
+        own, other = self
+        out: list[dict] = []
+        taken = 0
+        # the k-th other entry, at position p, comes after p - k own messages; most bring none
+        for k, position, messages in [(k, p, m) for k, (p, m) in enumerate(other.items()) if m]:
+            upto = position - k
+            out += own[taken:upto]
+            out += messages
+            taken = upto
+        if not taken and not out:
+            return own
+        out += own[taken:]
+        return out
+
+    def per_entry(self) -> list[list[dict]]:
+        """Each entry's messages."""
+        own, other = self
+        lists = [[m] for m in own]
+        if not other:
+            return lists
+        out: list[list[dict]] = []
+        taken = 0
+        for k, (position, messages) in enumerate(other.items()):
+            upto = position - k
+            out += lists[taken:upto]
+            out.append(messages)
+            taken = upto
+        out += lists[taken:]
+        return out
 
 
-def session_entry_to_context_messages(entry: dict) -> list[dict]:
-    """``sessionEntryToContextMessages``: the context messages one entry contributes.
+_entry_messages = partial(tuple.__new__, EntryMessages)
+
+
+@port("session-manager.js", "sessionEntryToContextMessages")
+def session_entry_to_context_messages_of(entries: Sequence[dict], types: Sequence[Any] | None = None) -> EntryMessages:
+    """``sessionEntryToContextMessages`` of each entry, in one loop: the context messages it contributes.
+
+    A message entry brings its message (with empty content where a user, assistant, tool-result or
+    system message has none); a ``custom_message`` a ``custom`` message; a branch summary with a
+    summary its summary message; a compaction its system message (if any) and its summary message;
+    every other entry nothing. A message entry without a message object raises
+    (:func:`message_object`).
 
     Args:
-        entry: one session entry.
+        entries: session entries.
+        types: their types, if known.
     """
-    etype = entry.get("type")
-    if etype == "message":
-        message = entry["message"]
-        if message.get("content") is None:
+    own: list[dict] = []
+    add = own.append
+    other: dict[int, list[dict]] = {}
+    for entry, etype in zip(entries, [e.get("type") for e in entries] if types is None else types):
+        # every entry goes to ``own`` or to ``other``: this one's position is how many went before
+        if etype == "message":
+            try:
+                message = entry["message"]
+                if message["content"] is not None and message.__class__ is dict:
+                    add(message)  # its own message, as it is (nearly every message entry)
+                    continue
+            except (KeyError, TypeError):  # no message object, or a message without content
+                pass
+            message = entry.get("message")
+            if message.__class__ is not dict:
+                message = message_object(entry)
             role = message.get("role")
-            if role == "system":
-                return [{**message, "content": ""}]
-            if role in ("user", "assistant", "toolResult"):
-                return [{**message, "content": []}]
-        return [message]
-    if etype == "custom_message":
-        content = entry.get("content")
-        return [
-            create_custom_message(
+            if message.get("content") is not None:
+                add(message)
+            elif role == "system":
+                other[len(own) + len(other)] = [{**message, "content": ""}]
+            elif role in ("user", "assistant", "toolResult"):
+                other[len(own) + len(other)] = [{**message, "content": []}]
+            else:
+                add(message)
+            continue
+        position = len(own) + len(other)
+        if etype == "custom_message":
+            content = entry.get("content")
+            other[position] = [create_custom_message(
                 entry.get("customType", UNDEFINED),
                 [] if content is None else content,
                 entry.get("display", UNDEFINED),
                 entry.get("details", UNDEFINED),
                 entry.get("timestamp", UNDEFINED),
-            )
-        ]
-    if etype == "branch_summary":
-        if js_truthy(entry.get("summary")):
-            return [
-                create_branch_summary_message(
+            )]
+        elif etype == "branch_summary":
+            if js_truthy(entry.get("summary")):
+                other[position] = [create_branch_summary_message(
                     entry["summary"], entry.get("fromId", UNDEFINED), entry.get("timestamp", UNDEFINED)
-                )
-            ]
-        return []
-    if etype == "compaction":
-        summary = create_compaction_summary_message(
-            entry.get("summary", UNDEFINED),
-            entry.get("tokensBefore", UNDEFINED),
-            entry.get("timestamp", UNDEFINED),
-        )
-        system_message: Any = entry.get("systemMessage")
-        return [system_message, summary] if js_truthy(system_message) else [summary]
-    return []
+                )]
+            else:
+                other[position] = []
+        elif etype == "compaction":
+            summary = create_compaction_summary_message(
+                entry.get("summary", UNDEFINED),
+                entry.get("tokensBefore", UNDEFINED),
+                entry.get("timestamp", UNDEFINED),
+            )
+            system_message: Any = entry.get("systemMessage")
+            other[position] = [system_message, summary] if js_truthy(system_message) else [summary]
+        else:
+            other[position] = []
+    return _entry_messages((own, other))
 
 
-def _context_entries_from_path(path: list[dict], walked: bool = False) -> list[dict]:
-    """``buildContextEntries`` on a path; ``walked`` says the path came from following
-    parent links, so that its entries with truthy ids have distinct ids."""
-    return context_entries_and_types(path, walked)[0]
+@port("session-manager.js", "sessionEntryToContextMessages", part=True)
+def session_entry_to_context_messages(entry: dict) -> list[dict]:
+    """``sessionEntryToContextMessages`` of one entry (:func:`session_entry_to_context_messages_of`).
+
+    Args:
+        entry: one session entry.
+    """
+    own, other = session_entry_to_context_messages_of((entry,), (entry.get("type"),))
+    return own or other[0]
 
 
-def context_entries_and_types(
-    path: list[dict], walked: bool = False, path_types: list | None = None, path_ids: list | None = None
-) -> tuple[list[dict], list]:
-    """(``buildContextEntries`` on a path, the entries' types); ``path_types`` are the path's, ``path_ids``
-    its ids where they are known to be distinct strings."""
-    types = [e.get("type") for e in path] if path_types is None else path_types
+@port("session-manager.js", "buildContextEntries", part=True)
+def select_context_entries(path: list[dict], types: list | None = None,
+                           position_of: Callable[[str], int | None] | None = None) -> tuple[list[dict], list]:
+    """``buildContextEntries`` on the path to the leaf (:func:`build_session_path`'s), with the entries'
+    types: the latest compaction, the entries from its ``firstKeptEntryId`` on but system messages, then
+    every entry after it. Without a compaction, the path itself.
+
+    Args:
+        path: the walked path, root first (its entries with truthy ids have distinct ids).
+        types: the path's entry types, if known.
+        position_of: where on the path the entry with a given string id is (None: not on it), if known.
+    """
+    if types is None:
+        types = [e.get("type") for e in path]
     if "compaction" not in types:
         return path, types
-    if (walked or path_ids is not None) and _fast_select is not None:
-        done = _fast_select(path, types)
-        if done is not None:
-            return done
     compaction_idx = len(types) - 1 - types[::-1].index("compaction")
     compaction = path[compaction_idx]
-    if path_ids is not None:
-        first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
-        try:
-            start = path_ids.index(first_kept, 0, compaction_idx)
-        except ValueError:
-            start = compaction_idx
-        return _context_from(path, types, compaction_idx, start)
-    if not walked:
-        # Pi looks the compaction up by id: the first entry carrying that id.
-        cid = compaction.get("id")
-        for i in range(compaction_idx + 1):
-            if path[i].get("id") == cid:
-                compaction_idx = i
-                break
-    context_entries = [compaction]
     first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
     start = compaction_idx
-    if walked and first_kept.__class__ is str and first_kept:
-        # A walked path holds at most one entry with this id: search back from the compaction
+    if first_kept.__class__ is str and first_kept and position_of is not None:
+        found = position_of(first_kept)
+        if found is not None and found < compaction_idx:
+            start = found
+    elif first_kept.__class__ is str and first_kept:
+        # The walked path holds at most one entry with this id: search back from the compaction
         # (the kept entries are the ones just before it).
         for i in range(compaction_idx - 1, -1, -1):
             if path[i].get("id") == first_kept:
@@ -1530,24 +1534,6 @@ def context_entries_and_types(
             if path[i].get("id", UNDEFINED) == first_kept:
                 start = i
                 break
-    context_types = [compaction.get("type")]
-    for i in range(start, compaction_idx):
-        entry = path[i]
-        etype = types[i]
-        if not (etype == "message" and entry["message"].get("role") == "system"):
-            context_entries.append(entry)
-            context_types.append(etype)
-    context_entries.extend(path[compaction_idx + 1 :])
-    context_types.extend(types[compaction_idx + 1 :])
-    return context_entries, context_types
-
-
-_fast_select: Any = compiled.select_context if compiled is not None else None
-
-
-def _context_from(path: list[dict], types: list, compaction_idx: int, start: int) -> tuple[list[dict], list]:
-    """The context entries of a path whose latest compaction is at ``compaction_idx`` and first kept
-    entry at ``start``: the compaction, the kept entries but system messages, everything after."""
     kept = path[start:compaction_idx]
     kept_types = types[start:compaction_idx]
     if "message" in kept_types:
@@ -1555,20 +1541,26 @@ def _context_from(path: list[dict], types: list, compaction_idx: int, start: int
         if not all(keep):
             kept = [e for e, k in zip(kept, keep) if k]
             kept_types = [t for t, k in zip(kept_types, keep) if k]
-    return ([path[compaction_idx], *kept, *path[compaction_idx + 1 :]],
+    return ([compaction, *kept, *path[compaction_idx + 1 :]],
             [types[compaction_idx], *kept_types, *types[compaction_idx + 1 :]])
 
 
+@port("session-manager.js", "buildContextEntries")
 def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
-    """``buildContextEntries``: latest compaction, its kept entries, then everything after."""
-    return _context_entries_from_path(build_session_path(source, leaf_id), True)
+    """``buildContextEntries``: the latest compaction, its kept entries, then everything after it.
+
+    Args:
+        source: a session or a list of entries (as :func:`build_session_path` takes them).
+        leaf_id: the leaf (as :func:`build_session_path` takes it).
+    """
+    return select_context_entries(build_session_path(source, leaf_id))[0]
 
 
-def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
-    """``projectContextEntry``: an entry's messages with a ``context_edit`` applied."""
-    messages = session_entry_to_context_messages(entry)
-    if edit is None:
-        return messages
+@port("session-manager.js", "projectContextEntry", part=True)
+def apply_context_edit(messages: list[dict], edit: dict) -> list[dict]:
+    """``projectContextEntry``'s edit of an entry's messages: none for a null replacement, else each user,
+    assistant, tool-result or custom message with the replacement's content (a string as one text block
+    for an assistant or tool result)."""
     replacement = edit.get("replacement", UNDEFINED)
     if replacement is None:
         return []
@@ -1598,151 +1590,111 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     return out
 
 
-_fast_project: Any = compiled.project_plain if compiled is not None else None
-_fast_project_edited: Any = compiled.project_edited if compiled is not None else None
-
-
-def project_parts(
-    context_entries: list[dict], types: list | None = None
-) -> tuple[list, list[list[dict]], list[dict]]:
-    """The projection as parallel lists: entry types, messages per entry, all messages."""
-    if types is None:
-        types = [e.get("type") for e in context_entries]
-    if _fast_project is not None and "context_edit" not in types:
-        done = _fast_project(context_entries, types, session_entry_to_context_messages, True)
-        if done is not None:
-            return types, done[0], done[1]
-    per_entry: list[list[dict]] = []
-    messages: list[dict] = []
-    add_entry = per_entry.append
-    add = messages.append
-    if "context_edit" in types:
-        if _fast_project_edited is not None:
-            done = _fast_project_edited(context_entries, types, project_context_entry, True)
-            if done is not None:
-                return types, done[0], done[1]
-        edits: dict[Any, dict] = {}
-        for entry, etype in zip(context_entries, types):
-            if etype == "context_edit":
-                edits[entry.get("targetId", UNDEFINED)] = entry
-        get_edit = edits.get
-        for index, source in enumerate(context_entries):
-            etype = types[index]
-            if index > 0 and etype == "compaction":
-                msgs: list[dict] = []
-            else:
-                edit = get_edit(source.get("id", UNDEFINED))
-                if edit is None and etype == "message":
-                    message = source["message"]
-                    if message.get("content") is not None:  # not edited: the message itself
-                        add_entry([message])
-                        add(message)
-                        continue
-                msgs = project_context_entry(source, edit)
-            add_entry(msgs)
-            messages.extend(msgs)
-        return types, per_entry, messages
-    to_msgs = session_entry_to_context_messages
-    if context_entries:  # the first entry: a compaction here brings its summary
-        msgs = to_msgs(context_entries[0])
-        add_entry(msgs)
-        messages.extend(msgs)
-    for source, etype in zip(context_entries[1:], types[1:]):
-        if etype == "message":
-            message = source["message"]
-            if message.get("content") is not None:  # nearly all: the message itself
-                add_entry([message])
-                add(message)
-                continue
-            msgs = to_msgs(source)
-        elif etype == "compaction":
-            msgs = []
-        else:
-            msgs = to_msgs(source)
-        add_entry(msgs)
-        messages.extend(msgs)
-    return types, per_entry, messages
-
-
-def _project_path(path: list[dict], walked: bool = False) -> SessionProjection:
-    types = [e.get("type") for e in path]
-    thinking_level, model = context_settings_of(path, types)
-    context_entries, types = context_entries_and_types(path, walked, types)
-    _, per_entry, messages = project_parts(context_entries, types)
-    projected = list(map(projected_entry, zip(context_entries, per_entry)))
-    return SessionProjection(projected, messages, thinking_level, model)
-
-
-def _context_of_path(path: list[dict], checked: bool = False, types: list | None = None) -> SessionContext:
-    """:func:`_project_path`'s messages and settings without the projected entries (a walked path);
-    ``types`` are the path's entry types if known."""
-    if types is None:
-        types = [e.get("type") for e in path]
-    thinking_level, model = context_settings_of(path, types, checked)
-    context_entries, types = context_entries_and_types(path, True, types)
-    messages = cast("list[AgentMessage]", context_messages(context_entries, types))
-    return SessionContext(messages, thinking_level, model)
-
-
-def context_messages(context_entries: list[dict], types: list) -> list[dict]:
-    """The messages of :func:`project_parts` alone (without the per-entry lists)."""
-    if "context_edit" in types:
-        if _fast_project_edited is not None:
-            done = _fast_project_edited(context_entries, types, project_context_entry, False)
-            if done is not None:
-                return done[1]
-        return project_parts(context_entries, types)[2]
-    if _fast_project is not None:
-        done = _fast_project(context_entries, types, session_entry_to_context_messages, False)
-        if done is not None:
-            return done[1]
-    messages: list[dict] = []
-    add = messages.append
-    to_msgs = session_entry_to_context_messages
-    first = True
-    for source, etype in zip(context_entries, types):
-        if etype == "message":
-            message = source["message"]
-            if message.get("content") is not None:
-                add(message)
-                first = False
-                continue
-        elif etype == "compaction" and not first:
-            continue
-        messages.extend(to_msgs(source))
-        first = False
-    return messages
-
-
-def is_walked_path(path: Sequence[dict]) -> bool:
-    """Whether ``path`` is already the walk to its last entry, and so is every prefix of it: distinct
-    string ids, each entry the child of the one before, the first one's parent not on it."""
-    ids = [e.get("id") for e in path]
-    if not all(i.__class__ is str and i for i in ids) or len(set(ids)) != len(ids):
-        return False
-    if path and path[0].get("parentId") in set(ids):
-        return False
-    return all(path[i].get("parentId") == ids[i - 1] for i in range(1, len(path)))
-
-
-def project_walked_path(path: list[dict]) -> SessionProjection:
-    """``buildSessionProjection`` of a path for which :func:`is_walked_path` holds (no walk again)."""
-    return _project_path(path, True)
-
-
-def build_session_projection(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionProjection:
-    """``buildSessionProjection``: projected entries (each keeps its source entry) + messages.
-
-    ``source`` is a :class:`~pimem.core.session_manager.Session` or a list of entries (without the header).
+@port("session-manager.js", "projectContextEntry")
+def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
+    """``projectContextEntry``: an entry's messages with a ``context_edit`` applied.
 
     Args:
-        source: a session or its entries (without the header).
-        leaf_id: the leaf to project from (default: the session's current leaf).
+        entry: one session entry.
+        edit: the ``context_edit`` entry targeting it, or None.
     """
-    return _project_path(build_session_path(source, leaf_id), True)
+    messages = session_entry_to_context_messages(entry)
+    return messages if edit is None else apply_context_edit(messages, edit)
 
 
-def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = None) -> SessionContext:
+@port("session-manager.js", "buildSessionProjection", part=True)
+def project_context_entries(context_entries: list[dict], types: list | None = None) -> EntryMessages:
+    """The messages of each context entry, as ``buildSessionProjection`` projects them: the entry's messages
+    with the latest ``context_edit`` targeting it applied (:func:`project_context_entry`); none for a
+    compaction after the first entry (only the newest compaction, first, brings its summary).
+
+    Args:
+        context_entries: :func:`build_context_entries`'s entries.
+        types: their types, if known.
+    """
+    if types is None:
+        types = [e.get("type") for e in context_entries]
+    later_compactions = "compaction" in types[1:]
+    if "context_edit" not in types and not later_compactions:
+        return session_entry_to_context_messages_of(context_entries, types)
+    edits: dict[Any, dict] = {}
+    for entry, etype in zip(context_entries, types):
+        if etype == "context_edit":
+            edits[entry.get("targetId", UNDEFINED)] = entry
+    projected = [i for i, t in enumerate(types) if i == 0 or t != "compaction"]
+    per_entry: list[list[dict]] = [[] for _ in context_entries]
+    brought = session_entry_to_context_messages_of([context_entries[i] for i in projected],
+                                                   [types[i] for i in projected])
+    for i, messages in zip(projected, brought.per_entry()):
+        per_entry[i] = messages
+    if edits:
+        get_edit = edits.get
+        for i in projected:
+            edit = _lookup_any(get_edit, context_entries[i].get("id", UNDEFINED))
+            if edit is not None:
+                per_entry[i] = apply_context_edit(per_entry[i], edit)
+    return _entry_messages(([], dict(enumerate(per_entry))))
+
+
+def _projection(path: list[dict], types: list | None, checked: bool, position_of: Any
+                ) -> tuple[Any, Any, list[dict], EntryMessages]:
+    """(thinking level, model, context entries, their messages) of a walked path."""
+    if types is None:
+        types = [e.get("type") for e in path]
+    thinking_level, model = get_session_context_settings(path, types, checked=checked)
+    context_entries, context_types = select_context_entries(path, types, position_of)
+    return thinking_level, model, context_entries, project_context_entries(context_entries, context_types)
+
+
+@port("session-manager.js", "buildSessionProjection", part=True)
+def project_session_path(path: list[dict], types: list | None = None, *, checked: bool = False,
+                         pairs: bool = False, position_of: Callable[[str], int | None] | None = None
+                         ) -> SessionProjection:
+    """``buildSessionProjection`` of the path to the leaf (:func:`build_session_path`'s).
+
+    Args:
+        path: the walked path, root first.
+        types: its entry types, if known.
+        checked: every message entry of the path is known to hold a message object.
+        pairs: the entries as plain ``(source entry, messages)`` tuples, not :class:`ProjectedEntry` (for
+            callers that only index them, as the preparation does).
+        position_of: where on the path the entry with a given string id is, if known.
+    """
+    thinking_level, model, context_entries, brought = _projection(path, types, checked, position_of)
+    per_entry = brought.per_entry()
+    entries: list = list(zip(context_entries, per_entry)) if pairs else list(
+        map(projected_entry, zip(context_entries, per_entry)))
+    return SessionProjection(entries, brought.flat(), thinking_level, model)
+
+
+@port("session-manager.js", "buildSessionProjection")
+def build_session_projection(source: Any, leaf_id: Any = None) -> SessionProjection:
+    """``buildSessionProjection``: projected entries (each keeps its source entry) + messages.
+
+    Args:
+        source: a session, or a list of entries (its last entry is the default leaf).
+        leaf_id: the leaf (as :func:`build_session_path` takes it).
+    """
+    return project_session_path(build_session_path(source, leaf_id))
+
+
+@port("session-manager.js", "buildSessionContext", part=True)
+def session_path_context(path: list[dict], types: list | None = None, *, checked: bool = False,
+                         position_of: Callable[[str], int | None] | None = None) -> SessionContext:
+    """``buildSessionContext`` of the path to the leaf: the projection's messages and settings.
+
+    Args:
+        path: the walked path, root first.
+        types: its entry types, if known.
+        checked: every message entry of the path is known to hold a message object.
+        position_of: where on the path the entry with a given string id is, if known.
+    """
+    thinking_level, model, _, brought = _projection(path, types, checked, position_of)
+    return SessionContext(cast("list[AgentMessage]", brought.flat()), thinking_level, model)
+
+
+@port("session-manager.js", "buildSessionContext")
+def build_session_context(source: Any, leaf_id: Any = None) -> SessionContext:
     """``buildSessionContext``: the messages the model sees at the leaf, thinking level, model.
 
     Args:
@@ -1750,11 +1702,81 @@ def build_session_context(source: "Session | Sequence[dict]", leaf_id: Any = Non
         leaf_id: the leaf; ``None`` is Pi's default leaf (the last entry of a list, or the session's
             current leaf), :data:`NULL_LEAF` Pi's ``null`` leaf (an empty context).
     """
-    if source.__class__ is Session:
-        if leaf_id is None:
-            leaf_id = NULL_LEAF if source._leaf_id is None else source._leaf_id
-        found = _run_path(source, leaf_id)
-        if found is not None:
-            return _context_of_path(found[0], source._bad_messages == 0, found[1])
-    checked = source.__class__ is Session and source._bad_messages == 0 and source._indexed == len(source.entries)
-    return _context_of_path(build_session_path(source, leaf_id), checked)
+    return session_path_context(build_session_path(source, leaf_id))
+
+
+@port("session-manager.js", "getLatestCompactionEntry")
+def get_latest_compaction_entry(entries: Sequence[dict]) -> dict | None:
+    """``getLatestCompactionEntry``: the last compaction entry of ``entries``, or None.
+
+    Args:
+        entries: session entries.
+    """
+    for entry in reversed(entries):
+        if entry.get("type") == "compaction":
+            return entry
+    return None
+
+
+@port("session-manager.js", "migrateSessionEntries")
+def migrate_session_entries(entries: list[dict], rng: random.Random | None = None) -> None:
+    """``migrateSessionEntries``: :func:`migrate_to_current_version` without its answer.
+
+    Args:
+        entries: the file's entries, header included (changed in place).
+        rng: draws the ids of v1 entries.
+    """
+    migrate_to_current_version(entries, rng)
+
+
+@port("session-manager.js", "parseSessionEntries")
+def parse_session_entries(content: str) -> list[Any]:
+    """``parseSessionEntries``: the JSON value of every line of ``content`` (trimmed), skipping blank and
+    malformed lines (no header check, no migration).
+
+    Args:
+        content: a session file's text.
+    """
+    entries = []
+    for line in js_trim(content).split("\n"):
+        if not js_trim(line):
+            continue
+        try:
+            entries.append(loads_line(line))
+        except (ValueError, RecursionError):
+            continue
+    return entries
+
+
+@port("session-manager.js", "assertValidSessionId")
+def assert_valid_session_id(session_id: str) -> None:
+    """``assertValidSessionId``: raise unless ``session_id`` is letters, digits, ``.``, ``_`` and ``-``,
+    starting and ending with a letter or digit.
+
+    Args:
+        session_id: a session id.
+    """
+    if not isinstance(session_id, str) or _SESSION_ID.fullmatch(session_id) is None:
+        raise InvalidEntryError("Session id must be non-empty, contain only alphanumeric characters, '-', '_', and "
+                                "'.', and start and end with an alphanumeric character")
+
+
+_FILES = ("pimem reads the session files it is given (load_session) and writes copies atomically (Session.write); "
+          "it never keeps, lists or rewrites Pi's own session folder")
+for _name in ("getDefaultSessionDir", "findMostRecentSession", "SessionManager.setSessionFile",
+              "SessionManager.isPersisted", "SessionManager.getSessionDir", "SessionManager.usesDefaultSessionDir",
+              "SessionManager.getSessionFile", "SessionManager._persist", "SessionManager._rewriteFile",
+              "SessionManager._setSessionFile", "SessionManager.createBranchedSession", "SessionManager.create",
+              "SessionManager.open", "SessionManager.continueRecent", "SessionManager.inMemory",
+              "SessionManager.forkFrom", "SessionManager.findById", "SessionManager.list", "SessionManager.listAll"):
+    not_ported("session-manager.js", _name, _FILES)
+not_ported("session-manager.js", "SessionManager.getCwd", "the header's ``cwd`` (Session.header)")
+not_ported("session-manager.js", "SessionManager.getHeader", "Session.header")
+not_ported("session-manager.js", "SessionManager.getEntries", "Session.entries (without the header, as Pi's)")
+not_ported("session-manager.js", "SessionManager.getLeafEntry", "Session.get_entry(Session.leaf_id)")
+not_ported("session-manager.js", "SessionManager._loadEntries", "load_session and the Session constructor")
+not_ported("session-manager.js", "SessionManager.getTree",
+           "the tree is read from parent ids where it is drawn (pimem.Session.render_tree, the frames)")
+for _name in ("buildContextEntries", "buildSessionProjection", "buildSessionContext"):
+    not_ported("session-manager.js", f"SessionManager.{_name}",
+               f"the module function takes the session: {_name} (session, leaf) in snake_case")

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from pimem.base.js import js_string
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
+from pimem.core.porting import port
 from pimem.errors import SettingsError, SettingsFileError
 from pimem.base.js import loads_deep
 
@@ -73,6 +74,7 @@ def _mergeable(value: Any) -> bool:
     return isinstance(value, dict)
 
 
+@port("settings-manager.js", "deepMergeObjects")
 def deep_merge_settings(base: Mapping[str, Any] | Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Pi's ``deepMergeObjects``: objects merge recursively, other override values replace."""
     result = dict(base)
@@ -97,6 +99,7 @@ def _js_object(value: Any) -> Any:
     return {str(i): v for i, v in enumerate(value)} if isinstance(value, list) else value
 
 
+@port("settings-manager.js", "SettingsManager.migrateSettings")
 def _migrate(settings: dict) -> dict:
     """Pi's ``migrateSettings``: queueMode, websockets, the skills object, retry.maxDelayMs."""
     if "queueMode" in settings and "steeringMode" not in settings:
@@ -133,9 +136,11 @@ def lookup_model(provider: str | None, model_id: str | None, table: Mapping[str,
     return ModelInfo(context_window=window, max_tokens=max_tokens, reasoning=reasoning, provider=provider, id=model_id)
 
 
+@port("settings-manager.js", "SettingsManager")
 @dataclass
 class Settings:
-    """Merged Pi settings (``data`` is the merged JSON) plus the model table.
+    """Merged Pi settings (Pi's ``SettingsManager``, read only: ``data`` is the merged JSON) plus the model
+    table.
 
     Args:
         data: the merged settings JSON (the project's values over the global ones).
@@ -160,13 +165,16 @@ class Settings:
 
     # -- compaction ---------------------------------------------------------
     @property
+    @port("settings-manager.js", "SettingsManager.getCompactionEnabled")
     def compaction_enabled(self) -> Any:
         """``getCompactionEnabled``: ``compaction.enabled ?? true``."""
         compaction = self.data.get("compaction")
         value = compaction.get("enabled") if isinstance(compaction, dict) else None
         return True if value is None else value
 
+    @port("settings-manager.js", "SettingsManager.getCompactionTokenSetting")
     def _token_setting(self, key: str, model_key: str | None) -> int:
+        """``getCompactionTokenSetting``: the model's override, else the ordinary setting, else the default."""
         compaction = self.data.get("compaction")
         compaction = compaction if isinstance(compaction, dict) else {}
         # JSON null is not JavaScript undefined: Pi rejects null values here.
@@ -196,6 +204,7 @@ class Settings:
             return int(ordinary)
         return DEFAULT_COMPACTION_TOKEN_SETTINGS[key]
 
+    @port("settings-manager.js", "SettingsManager.getCompactionSettings")
     def compaction_for(self, provider: str | None = None, model_id: str | None = None) -> CompactionSettings:
         """``getCompactionSettings(model)``: model override → ordinary setting → default, per field."""
         model_key = None
@@ -214,6 +223,7 @@ class Settings:
         return self.compaction_for()
 
     @property
+    @port("settings-manager.js", "SettingsManager.getBranchSummarySettings")
     def branch_summary_reserve_tokens(self) -> Any:
         """``getBranchSummarySettings().reserveTokens``: ``branchSummary.reserveTokens ?? 16384``."""
         bs = self.data.get("branchSummary")
@@ -249,6 +259,7 @@ def _parse_settings_json(text: str) -> Any:
         return loads_deep(text)
 
 
+@port("settings-manager.js", "SettingsManager.loadFromStorage")
 def _read_settings_file(path: Path, scope: str, errors: list[SettingsFileError]) -> dict[str, Any]:
     """One settings file as Pi's ``loadFromStorage`` reads it; failures are recorded, giving ``{}``."""
     if not path.exists():

@@ -31,18 +31,19 @@ from pimem.core.compaction.compaction import (
     CompactionSettings,
     build_history_prompt,
     build_turn_prefix_prompt,
-    is_turn_start_parts,
-    previous_file_ops,
+    extract_file_operations,
+    find_projected_turn_start_index,
+    get_messages_from_projected_entries_for_compaction,
+    is_projected_turn_start,
 )
-from pimem.core.compaction.utils import add_file_ops, compute_file_lists, format_file_operations
+from pimem.core.compaction.utils import compute_file_lists, extract_file_ops_from_messages, format_file_operations
 from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+from pimem.core.incremental.paths import build_session_path, build_session_projection
 from pimem.core.session_manager import (
-    build_session_path,
     is_walked_path,
-    context_entries_and_types,
-    project_parts,
     session_entry_to_context_messages,
+    session_entry_to_context_messages_of,
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
 from pimem.sessions.compactions import compaction_spans, projection_after
@@ -128,9 +129,10 @@ def compaction_records(
     position = {id(e): i for i, e in enumerate(path)}
     shared = PathMessages([])
     first_message: list[int] = []  # index into shared.messages of each path entry's first message
-    for e in path:
+    for e, brought in zip(path, session_entry_to_context_messages_of(path).per_entry()):
         first_message.append(len(shared.messages))
-        shared.messages.extend((e.get("id"), m) for m in entry_messages(e))
+        if e.get("type") != "compaction":  # entry_messages of each entry
+            shared.messages.extend((e.get("id"), m) for m in brought if m.get("role") != "system")
     records: list[CompactionRecord] = []
     walked = is_walked_path(path)
     for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):
@@ -187,29 +189,23 @@ def _preparation_at(path_before: Sequence[dict], first_kept_id: Any, previous_su
 
     A first kept id equal to the compaction's own id (an imported compaction that kept nothing)
     summarizes everything after the previous compaction."""
-    path = build_session_path(list(path_before))
-    sources, types = context_entries_and_types(path, True)
-    types, per_entry, _ = project_parts(sources, types)
-    prev_index = 0 if sources and types[0] == "compaction" and per_entry[0] else -1
+    projection = build_session_projection(list(path_before))
+    entries = projection.entries
+    sources = [e.source_entry for e in entries]
+    prev_index = 0 if entries and sources[0].get("type") == "compaction" and entries[0].messages else -1
     start = 1 if prev_index == 0 else 0
     cut = first_kept_index(sources, start, first_kept_id, compaction_id)
     if cut is None:
         raise EntryNotFoundError(f"first kept entry {first_kept_id!r} is not on the projected path before the compaction")
-    split = cut < len(sources) and not is_turn_start_parts(types[cut], per_entry[cut])
     turn_start = -1
-    if split:
-        turn_start = next((i for i in range(cut, start - 1, -1) if is_turn_start_parts(types[i], per_entry[i])), -1)
-        split = turn_start != -1
+    if cut < len(entries) and not is_projected_turn_start(entries[cut]):
+        turn_start = find_projected_turn_start_index(entries, cut, start)
+    split = turn_start != -1
     history_end = turn_start if split else cut
-
-    def msgs(a: int, b: int) -> list[dict]:
-        return [m for i in range(a, b) for m in per_entry[i] if m.get("role") != "system"]
-
-    to_summarize = msgs(start, history_end)
-    prefix = msgs(history_end, cut) if split else []
-    file_ops = previous_file_ops(sources[0] if prev_index == 0 else None)
-    add_file_ops(to_summarize, file_ops)
-    add_file_ops(prefix, file_ops)
+    to_summarize = get_messages_from_projected_entries_for_compaction(projection, start, history_end)
+    prefix = get_messages_from_projected_entries_for_compaction(projection, history_end, cut) if split else []
+    file_ops = extract_file_operations(to_summarize, sources, prev_index)
+    extract_file_ops_from_messages(prefix, file_ops)
     return CompactionPreparation(first_kept_entry_id=first_kept_id, messages_to_summarize=to_summarize,
                                  turn_prefix_messages=prefix, is_split_turn=split, tokens_before=None,
                                  previous_summary=previous_summary, file_ops=file_ops, settings=settings)

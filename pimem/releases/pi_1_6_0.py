@@ -187,11 +187,9 @@ def combine_usage(first: dict | None, second: dict | None) -> dict | None:
 def prepare_compaction(
     path_entries: Sequence[dict],
     settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS,
-    *,
-    cache: Any = None,
 ) -> CompactionPreparation | None:
     """``prepareCompaction``: 0.87.1's cut and messages, file operations with nested calls."""
-    prep = _compaction.prepare_compaction(path_entries, settings, cache=cache)
+    prep = _compaction.prepare_compaction(path_entries, settings)
     if prep is not None:
         add_nested_file_ops(prep.messages_to_summarize, prep.file_ops)
         if prep.is_split_turn:

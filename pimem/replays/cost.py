@@ -36,7 +36,7 @@ from typing import Any, Mapping, TypedDict, cast
 import pandas as pd
 
 from pimem.base.tables import Column, Table, as_flag, column_total, is_missing
-from pimem.core.session_manager import build_session_projection
+from pimem.core.incremental.paths import build_session_projection
 from pimem.errors import ConfigurationError, PimemWarning
 from pimem.replays.prices import PRICES, Price, as_price, price_for
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from pimem.base.js import utf16_len
 from pimem.core.agent_session import CompactFailedEvent, Hooks, run_compaction
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.llm import Summarizer
 from pimem.core.pi_ai import is_context_overflow
 from pimem.core.session_manager import Session, require_message_objects

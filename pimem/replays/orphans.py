@@ -52,7 +52,8 @@ import pandas as pd
 
 from pimem.base.memo import on_forget
 from pimem.base.tables import Column, Table
-from pimem.core.session_manager import build_session_path, is_walked_path, session_entry_to_context_messages
+from pimem.core.incremental.paths import build_session_path
+from pimem.core.session_manager import is_walked_path, session_entry_to_context_messages
 from pimem.sessions.compactions import (
     CompactionSpan,
     compaction_spans,

@@ -13,8 +13,9 @@ from typing import Any, Iterator, Sequence
 
 from pimem.base.js import parse_iso_ms
 from pimem.base.memo import on_forget
-from pimem.core.compaction.compaction import TokenCache, calculate_context_tokens, get_assistant_usage
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.compaction.compaction import calculate_context_tokens, get_assistant_usage
+from pimem.core.incremental.caches import TokenCache
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",

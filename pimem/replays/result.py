@@ -19,7 +19,7 @@ from pimem.base.tables import Column, Table, as_flag, column_total, is_missing, 
 from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
-from pimem.core.session_manager import build_session_projection
+from pimem.core.incremental.paths import build_session_projection
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source

@@ -30,8 +30,9 @@ import dataclasses
 import math
 from typing import Any, Callable, ClassVar, Iterator, Literal, Sequence
 
-from pimem.core.compaction.compaction import TokenCache, get_assistant_usage
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.compaction.compaction import get_assistant_usage
+from pimem.core.incremental.caches import TokenCache
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD, Calibration, fit_calibration
 from pimem.replays.recording import RecordedPath, input_tokens, output_tokens, usage_tokens, walk_recording
@@ -69,7 +70,7 @@ class TokenSource:
     """How a replay counts: the base reads Pi's formulas with the recorded usage (``"estimate"``).
 
     ``rec`` is the recording's own context along the path (:class:`RecordedPath`), ``rep`` the replay's
-    (a :class:`~pimem.core.context_tracker.ContextTracker`), both at the entry being replayed.
+    (a :class:`~pimem.core.incremental.tracker.ContextTracker`), both at the entry being replayed.
     """
 
     name: ClassVar[str] = "estimate"

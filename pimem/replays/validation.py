@@ -48,8 +48,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from pimem.core.compaction.compaction import TokenCache, get_assistant_usage
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.compaction.compaction import get_assistant_usage
+from pimem.core.incremental.caches import TokenCache
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MIN_POINTS, fit_calibration
 from pimem.replays.cost import replay_cost

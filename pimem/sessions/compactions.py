@@ -12,13 +12,12 @@ from typing import Any, Sequence
 
 from pimem.base.js import UNDEFINED
 from pimem.core.compaction.utils import FileOperations, compute_file_lists, extract_file_ops_from_message
+from pimem.core.incremental.paths import build_session_path, build_session_projection
 from pimem.core.session_manager import (
     SessionProjection,
-    build_session_path,
-    build_session_projection,
-    context_settings_of,
+    get_session_context_settings,
     is_walked_path,
-    project_walked_path,
+    project_session_path,
 )
 from pimem.sessions.load import SessionLike, session_or_entries
 from pimem.sessions.spans import first_kept_index
@@ -45,13 +44,13 @@ def _prefix_entries(path: list[dict], end: int, previous_compaction: int, bad_me
     start = _kept_start(path, previous_compaction) if previous_compaction >= 0 else 0
     if bad_message < end:
         start = 0
-    return project_walked_path(path[start:end]).entries
+    return project_session_path(path[start:end]).entries
 
 
 def prefix_projection(path: list[dict], end: int, walked: bool) -> SessionProjection:
     """``build_session_projection(path[:end])``; ``walked``: :func:`is_walked_path` holds for ``path``,
     so the prefix is its own walk and is projected without walking it again."""
-    return project_walked_path(path[:end]) if walked else build_session_projection(path[:end])
+    return project_session_path(path[:end]) if walked else build_session_projection(path[:end])
 
 
 def messages_after_compaction(path: list[dict], end: int, compaction: int) -> list[dict]:
@@ -59,7 +58,7 @@ def messages_after_compaction(path: list[dict], end: int, compaction: int) -> li
     before ``end`` is at ``compaction``, every message entry before ``end`` holding a message
     object: projected from the compaction's kept entries on (the entries before them change
     neither the context entries nor their messages)."""
-    return project_walked_path(path[_kept_start(path, compaction):end]).messages
+    return project_session_path(path[_kept_start(path, compaction):end]).messages
 
 
 @dataclass
@@ -94,9 +93,9 @@ def projection_after(span: CompactionSpan, path: list[dict], position: int, walk
         if walked and deciding is not None and path[position] is span.entry:
             # the prefix is the walk to the compaction: from its kept entries on, the projection is
             # the same, and the settings are those of the entries that decide them
-            projection = project_walked_path(path[_kept_start(path, position):position + 1])
-            projection.thinking_level, projection.model = context_settings_of(
-                deciding, [e.get("type") for e in deciding], True)
+            projection = project_session_path(path[_kept_start(path, position):position + 1])
+            projection.thinking_level, projection.model = get_session_context_settings(
+                deciding, [e.get("type") for e in deciding], checked=True)
             span.after = projection
         else:
             span.after = prefix_projection(path, position + 1, walked)

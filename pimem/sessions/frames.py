@@ -72,7 +72,7 @@ _PI_THROWS: tuple[type[Exception], ...] = (TypeError, AttributeError, KeyError, 
 def _u16(value: Any) -> int:
     """JavaScript ``value.length`` for strings (UTF-16 units) and arrays; TypeError otherwise."""
     if isinstance(value, str):
-        return len(value) if value.isascii() else utf16_len(value)
+        return utf16_len(value)
     if isinstance(value, list):
         return len(value)
     raise TypeError("no length")

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pimem.core.compaction.compaction import is_turn_start_entry
+from pimem.core.session_manager import walk_to_root
 from pimem.core.llm import SummaryRequest, SummaryResponse
 from pimem.core.prompts import BRANCH_SUMMARY_PREAMBLE
 from pimem.errors import ConfigurationError, NoRecordingError
@@ -85,24 +86,25 @@ class RecordedSummary:
     turn_used: bool = False
 
 
-def _was_split(entry: dict, by_id: dict[Any, dict]) -> bool | None:
+def _ancestors(session: Any, entry: dict) -> list[dict]:
+    """The entries above ``entry`` up to the root, nearest first (the session's walk)."""
+    return walk_to_root(entry, session.get_entry, len(session.entries))[1:]
+
+
+def _was_split(entry: dict, session: Any) -> bool | None:
     """Whether Pi split the turn at this compaction's cut (``findCutPoint``: the first kept entry does not
     start a turn and a turn start precedes it after the previous compaction); None when the kept entry
     is not in the file."""
-    kept = by_id.get(entry.get("firstKeptEntryId"))
+    kept = session.get_entry(entry.get("firstKeptEntryId"))
     if kept is None:
         return None
     if is_turn_start_entry(kept):
         return False
-    node = by_id.get(kept.get("parentId"))
-    seen: set[Any] = set()
-    while node is not None and node.get("id") not in seen:
-        seen.add(node.get("id"))
+    for node in _ancestors(session, kept):
         if node.get("type") == "compaction":
             return False
         if is_turn_start_entry(node):
             return True
-        node = by_id.get(node.get("parentId"))
     return False
 
 
@@ -136,26 +138,18 @@ class RecordedSummarizer:
         self.model = "recorded"
 
     def _load(self, session: Any) -> None:
-        by_id = {e.get("id"): e for e in session.entries}
         for entry in session.entries:
             kind = entry.get("type")
             if kind == "compaction":
                 summary = entry.get("summary") or ""
-                if _was_split(entry, by_id) is False:
+                if _was_split(entry, session) is False:
                     # not a split turn, whatever the text holds (a model may copy a previous summary's
                     # turn-context block)
                     history, turn = strip_file_blocks(summary), None
                 else:
                     history, turn = split_turn_summary(summary)
-                previous = None
-                parent = by_id.get(entry.get("parentId"))
-                seen: set[Any] = set()
-                while parent is not None and parent.get("id") not in seen:
-                    seen.add(parent.get("id"))
-                    if parent.get("type") == "compaction":
-                        previous = _norm(parent.get("summary") or "")
-                        break
-                    parent = by_id.get(parent.get("parentId"))
+                previous = next((_norm(node.get("summary") or "") for node in _ancestors(session, entry)
+                                 if node.get("type") == "compaction"), None)
                 self.records.append(RecordedSummary(str(entry.get("id")), "compaction", history, turn, previous,
                                                     entry.get("usage")))
             elif kind == "branch_summary" and entry.get("summary"):

@@ -18,12 +18,12 @@ import pandas as pd
 
 from pimem.core.compaction.compaction import (
     CompactionSettings,
-    TokenCache,
     calculate_context_tokens,
     estimate_tokens,
     get_assistant_usage,
-    prepare_compaction,
 )
+from pimem.core.incremental.caches import TokenCache
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.session_manager import (
     build_session_path,
     build_session_projection,
@@ -188,9 +188,9 @@ def cut_points_table(session: Any, keep_values: Sequence[int], leaf_id: str | No
     span_entries = [p for p in projection.entries if p.source_entry.get("type") != "compaction" and p.messages]
     span_start_id = span_entries[0].source_entry.get("id") if span_entries else None
     rows = []
+    tracker = ContextTracker(path, cache=cache)  # prepare_compaction(path, settings) for each keep
     for keep in keep_values:
-        prep = prepare_compaction(path, CompactionSettings(reserve_tokens=reserve_tokens, keep_recent_tokens=keep),
-                                  cache=cache)
+        prep = tracker.prepare(CompactionSettings(reserve_tokens=reserve_tokens, keep_recent_tokens=keep))
         if prep is None:
             rows.append({"keep_recent_tokens": keep, "first_kept_entry_id": span_start_id,
                          "first_kept_index": position.get(span_start_id, len(path)),

@@ -21,7 +21,7 @@ from pimem.core.compaction.utils import (
     compute_file_lists,
     serialize_conversation,
 )
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.session_manager import build_session_path
 from tests.core.test_context import run_node
 from tests.support.messages import message_entry

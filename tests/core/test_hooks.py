@@ -117,7 +117,7 @@ def test_tree_navigation_with_summary_and_hooks():
 
 
 def test_compaction_with_known_branch_preparation_and_system_message_writes_the_same_entry():
-    from pimem.core.context_tracker import ContextTracker
+    from pimem.core.incremental.tracker import ContextTracker
 
     def with_system() -> Session:
         s = Session.new("/tmp/p", session_id="s", timestamp="2026-01-01T00:00:00.000Z", rng=random.Random(7))

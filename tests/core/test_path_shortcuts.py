@@ -1,13 +1,17 @@
-"""The shortcuts of the path walk agree with the plain walk: a session's remembered path, and a
-list of entries recognised as a chain (no Node needed; the walk itself is checked against Pi in
-the differential tests)."""
+"""A session's index gives the port's paths: the runs of parent links answer for any leaf of any tree
+where they are exact, and the context calls built on them equal the port's (no Node needed; the port
+itself is checked against Pi in the differential tests)."""
 
 from __future__ import annotations
 
 import random
 
-from pimem.core.compaction.compaction import chain_path
-from pimem.core.session_manager import Session, _build_path, _context_of_path, _run_path, build_session_context, build_session_path
+import pytest
+
+import pimem
+from pimem.core import session_manager as sm
+from pimem.core.incremental import paths
+from pimem.core.session_manager import Session, build_session_path, is_walked_path, walk_to_root
 
 HEADER = {"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/"}
 
@@ -15,10 +19,6 @@ HEADER = {"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T0
 def entry(eid: object, parent: object) -> dict:
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": "2025-01-01T00:00:01.000Z",
             "message": {"role": "user", "content": str(eid)}}
-
-
-def plain_path(session: Session, leaf: object) -> list[dict]:
-    return _build_path(session.entries, session.get_entry, session.leaf_id if leaf is None else leaf)
 
 
 def random_entries(rng: random.Random, n: int, repeated: float = 0.03) -> list[dict]:
@@ -38,56 +38,71 @@ def random_entries(rng: random.Random, n: int, repeated: float = 0.03) -> list[d
     return entries
 
 
-def test_remembered_paths_equal_the_plain_walk_in_any_order() -> None:
-    rng = random.Random(7)
-    for _ in range(60):
-        session = Session(HEADER, random_entries(rng, rng.randrange(1, 40)))
-        ids = [e["id"] for e in session.entries] + ["missing", None]
-        for _ in range(80):
-            leaf = rng.choice(ids)
-            got = build_session_path(session, leaf)
-            assert [id(e) for e in got] == [id(e) for e in plain_path(session, leaf)], leaf
-            got.append({"type": "label"})  # the caller's list is its own
-        # appending a new child keeps the paths right
-        session.append_entry(entry("new", rng.choice(ids[:-2])))
-        session.append_entry(entry("newer", "new"))
-        for leaf in ids + ["new", "newer"]:
-            assert [id(e) for e in build_session_path(session, leaf)] == [id(e) for e in plain_path(session, leaf)]
+def ids(path: list[dict]) -> list[int]:
+    return [id(e) for e in path]
 
 
-def test_paths_from_runs_equal_the_plain_walk() -> None:
+def test_indexed_paths_equal_the_ports_walk() -> None:
     rng = random.Random(5)
     answered = 0
     for _ in range(80):
         session = Session(HEADER, random_entries(rng, rng.randrange(1, 40), repeated=0.0))
-        ids = [e["id"] for e in session.entries] + ["missing", None, 3, ["x"]]
+        leaves = [e["id"] for e in session.entries] + ["missing", None, 3, ["x"], sm.NULL_LEAF]
         for round_ in range(2):
-            for leaf in ids:
-                want = plain_path(session, leaf)
-                found = _run_path(session, session.leaf_id if leaf is None else leaf)
+            for leaf in leaves:
+                want = build_session_path(session, leaf)
+                found = paths.indexed_path(session, leaf)
                 if found is not None:  # None only where a parentId cycle is met
                     answered += 1
-                    assert [id(e) for e in found[0]] == [id(e) for e in want], leaf
-                    assert found[1] == [e.get("type") for e in want]
-                assert [id(e) for e in build_session_path(session, leaf)] == [id(e) for e in want]
-                context = build_session_context(session, leaf)
-                assert context == _context_of_path(want), leaf
-            session.append_entry(entry(f"n{round_}", rng.choice(ids[:-4])))
-            ids.append(f"n{round_}")
+                    assert ids(found.path) == ids(want), leaf
+                    assert found.types == [e.get("type") for e in want]
+                    on_path = {e["id"]: k for k, e in enumerate(want)}
+                    for eid in {e["id"] for e in session.entries} | {"missing"}:
+                        assert found.position_of(eid) == on_path.get(eid), (leaf, eid)
+                assert ids(paths.build_session_path(session, leaf)) == ids(want)
+                assert paths.build_session_context(session, leaf) == sm.build_session_context(session, leaf)
+            session.append_entry(entry(f"n{round_}", rng.choice(leaves[:-5])))  # the index catches up
+            leaves.append(f"n{round_}")
     assert answered > 1000
-    # an id taken again, or entries added without indexing: the runs do not answer
-    session = Session(HEADER, [entry("a", None), entry("b", "a"), entry("a", "b")])
-    assert _run_path(session, "b") is None
-    assert [id(e) for e in build_session_path(session, "b")] == [id(e) for e in plain_path(session, "b")]
+
+
+def test_the_index_declines_where_it_is_not_exact() -> None:
+    session = Session(HEADER, [entry("a", None), entry("b", "a"), entry("a", "b")])  # an id taken again
+    assert paths.indexed_path(session, "b") is None
+    assert ids(paths.build_session_path(session, "b")) == ids(build_session_path(session, "b"))
     session = Session(HEADER, [entry("a", None), entry("b", "a")])
-    session.entries.append(entry("c", "b"))
-    assert _run_path(session, "b") is None
+    assert paths.indexed_path(session, "b") is not None
+    session.entries.append(entry("c", "b"))  # added without indexing: only the port knows
+    assert paths.indexed_path(session, "b") is None
+    cycle = Session(HEADER, [entry("a", "b"), entry("b", "a")])
+    assert paths.indexed_path(cycle, "b") is None
+    assert ids(paths.build_session_path(cycle, "b")) == ids(build_session_path(cycle, "b"))
 
 
-def test_chain_path_only_where_the_walk_gives_the_entries_back() -> None:
+def test_the_loaders_session_takes_the_index(sample_paths: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pimem.load_session`` returns a subclass of the core Session: the public calls take its path from the
+    index (with the port's walk disabled they still answer), and answer as the port does."""
+    session = pimem.load_session(sample_paths[0])
+    assert type(session) is not Session and isinstance(session, Session)
+    leaf = session.leaf_id
+    want = sm.build_session_context(session, leaf)
+    projection = sm.build_session_projection(session, leaf)
+
+    def no_walk(*args: object) -> list:
+        raise AssertionError("the port walked a path the index holds")
+
+    monkeypatch.setattr(sm, "walk_to_root", no_walk)
+    assert pimem.build_session_context(session, leaf) == want
+    assert pimem.build_session_projection(session, leaf) == projection
+    assert paths.session_index(session) is not None and paths.session_index(session).count == len(session.entries)
+    with pytest.raises(AssertionError, match="the port walked"):
+        sm.build_session_context(session, leaf)
+
+
+def test_walked_lists_are_taken_as_they_are() -> None:
     rng = random.Random(11)
     chain = [entry("a", None), entry("b", "a"), entry("c", "b"), entry("d", "c")]
-    assert chain_path(chain) == chain
+    assert is_walked_path(chain) and build_session_path(chain) == chain and build_session_path(chain) is not chain
     cases = [
         chain[::-1],                                   # reversed
         chain[:2] + [entry("b", "b")] + chain[2:],     # a repeated id
@@ -95,13 +110,20 @@ def test_chain_path_only_where_the_walk_gives_the_entries_back() -> None:
         [dict(chain[0], id="")] + chain[1:],           # an empty id
         [dict(chain[0], id=5)] + chain[1:],            # an id that is no string
         chain[:2] + chain[3:],                         # a gap
-        [],
     ]
     for entries in cases:
-        assert chain_path(entries) is None
-    for _ in range(200):
+        assert not is_walked_path(entries)
+    for _ in range(300):
         entries = random_entries(rng, rng.randrange(1, 12))
-        shortcut = chain_path(entries)
-        if shortcut is not None:
-            assert [id(e) for e in shortcut] == [id(e) for e in build_session_path(entries)]
-            assert shortcut is not entries
+        index = sm.build_entry_index(entries)
+        walked = walk_to_root(entries[-1], index.get, len(entries))[::-1]
+        assert ids(build_session_path(entries)) == ids(walked)
+        if is_walked_path(entries):
+            assert ids(walked) == ids(entries)
+
+
+def test_one_walk_stops_at_a_cycle() -> None:
+    session = Session(HEADER, [entry("a", "c"), entry("b", "a"), entry("c", "b"), entry("d", "c")])
+    assert [e["id"] for e in session.get_branch("d")] == ["a", "b", "c", "d"]
+    assert any("cycle" in w.reason for w in session.warnings)
+    assert [e["id"] for e in build_session_path(session, "d")] == ["a", "b", "c", "d"]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pimem.core.compaction.compaction import (
-    TokenCache,
     calculate_context_tokens,
     estimate_context_tokens,
     estimate_projected_context_tokens,
     estimate_tokens,
 )
+from pimem.core.incremental.caches import TokenCache
 from pimem.core.session_manager import build_session_projection
 
 TS = "2025-01-01T00:00:00.000Z"

@@ -18,19 +18,15 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from pimem.base.js import js_stringify
 from pimem.core.compaction.compaction import (
     CompactionSettings,
-    TokenCache,
     estimate_context_tokens,
     estimate_messages_tokens,
     estimate_projected_context_tokens,
     estimate_tokens,
     prepare_compaction,
 )
-from pimem.core.compaction.utils import (
-    SerializationCache,
-    serialize_conversation,
-    serialize_messages,
-)
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.compaction.utils import serialize_conversation
+from pimem.core.incremental.caches import SerializationCache, TokenCache, serialize_messages
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import get_current_system_message
 from pimem.core.session_manager import (
@@ -214,8 +210,13 @@ def test_token_cache_is_shared_and_reused() -> None:
     tracker = ContextTracker(path, cache=cache)
     n = len(cache)
     assert n > 0
-    prepare_compaction(path, CompactionSettings(keep_recent_tokens=10), cache=cache)
-    assert len(cache) == n  # the pure function found every estimate it needed in the cache
+    tracker.prepare(CompactionSettings(keep_recent_tokens=10))
+    again = ContextTracker(path, cache=cache)
+    # a second tracker on the same path finds the estimates of the entries' messages in the cache; only the
+    # messages a projection makes anew (summaries, custom messages) are estimated again
+    own = {id(e.get("message")) for e in path}
+    made = [m for m in again.projection.messages if id(m) not in own]
+    assert len(cache) == n + len(made) < 2 * n
     assert tracker.cache is cache
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from pimem.replays.engine import replay
 from pimem.core.compaction.compaction import CompactionSettings, ModelInfo
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.session_manager import load_session
 from pimem.errors import ConfigurationError
 from pimem.replays.strategies import get_strategy, strategy_names

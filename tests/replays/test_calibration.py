@@ -235,7 +235,7 @@ def test_outside_shared_recordings_a_message_edited_in_place_is_estimated_again(
 
 def _tracked_estimates(path: list[dict]) -> list[float]:
     """The recording's usage-free estimate before each assistant step, from a tracker fed entry by entry."""
-    from pimem.core.context_tracker import ContextTracker
+    from pimem.core.incremental.tracker import ContextTracker
 
     tracker: ContextTracker | None = None
     out: list[float] = []

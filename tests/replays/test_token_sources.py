@@ -156,7 +156,7 @@ def test_a_partial_transcript_is_detected_and_its_fit_restricted() -> None:
     """A Claude Code transcript that starts mid-conversation (its first request counted 121,765 tokens for
     45 estimated) was fitted with an overhead of 121.5k at R² 1.00 and no warning; it is now named a
     partial recording and fitted only on the requests after its first compaction."""
-    from pimem.core.compaction.compaction import TokenCache
+    from pimem.core.incremental.caches import TokenCache
     from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD
     from pimem.replays.recording import walk_recording
     from pimem.replays.tokens import partial_recording
@@ -197,7 +197,7 @@ def test_what_if_sources_carry_the_overhead_every_request_carries(auth: Any, nam
     first = counted.calls.iloc[0]
     path = auth.get_branch()
     step = int(first.step)
-    from pimem.core.context_tracker import ContextTracker
+    from pimem.core.incremental.tracker import ContextTracker
     from pimem.text.tokenizers import TiktokenCounter
 
     tracker = ContextTracker(path[:step], counter=TiktokenCounter() if name == "tiktoken" else None)

@@ -132,7 +132,7 @@ def replay_window(path: Path) -> int:
     import math
     import warnings
 
-    from pimem.core.compaction.compaction import TokenCache
+    from pimem.core.incremental.caches import TokenCache
     from pimem.core.session_manager import load_session as load_pi_session
     from pimem.replays.tokens import make_token_source
 

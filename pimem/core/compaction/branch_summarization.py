@@ -27,6 +27,8 @@ from pimem.core.messages import (
     create_compaction_summary_message,
     create_custom_message,
 )
+from pimem.core.porting import port
+from pimem.core.session_manager import walk_to_root
 from pimem.core.prompts import (
     BRANCH_SUMMARY_PREAMBLE,
     BRANCH_SUMMARY_PROMPT,
@@ -87,6 +89,7 @@ class BranchSummaryResult:
             self.details = {"readFiles": self.read_files or [], "modifiedFiles": self.modified_files or []}
 
 
+@port("compaction/branch-summarization.js", "collectEntriesForBranchSummary")
 def collect_entries_for_branch_summary(session: Any, old_leaf_id: str | None, target_id: str) -> tuple[list[dict], str | None]:
     """``collectEntriesForBranchSummary``: entries from the old leaf back to the common ancestor.
 
@@ -104,20 +107,20 @@ def collect_entries_for_branch_summary(session: Any, old_leaf_id: str | None, ta
         if e.get("id") in old_path:
             common = e.get("id")
             break
+    # from the old leaf up to the common ancestor (the session's walk; a parentId cycle, where Pi would loop
+    # forever, ends it)
     entries: list[dict] = []
-    seen: set[int] = set()  # a parentId cycle (Pi would loop forever) ends the walk
-    current = old_leaf_id
-    while js_truthy(current) and current != common:
-        entry = session.get_entry(current)
-        if entry is None or id(entry) in seen:
-            break
-        seen.add(id(entry))
-        entries.append(entry)
-        current = entry.get("parentId")
+    leaf = session.get_entry(old_leaf_id) if old_leaf_id != common else None
+    if leaf is not None:
+        limit = len(getattr(session, "entries", ()))  # a bound of the walk only (beyond it, cycles are looked for)
+        entries = walk_to_root(leaf, session.get_entry, limit, lambda e: e is not leaf and e.get("id") == common)
+        if entries[-1] is not leaf and entries[-1].get("id") == common:
+            entries.pop()  # the common ancestor itself stays
     entries.reverse()
     return entries, common
 
 
+@port("compaction/branch-summarization.js", "getMessageFromEntry")
 def get_message_from_entry(entry: dict) -> dict | None:
     """``getMessageFromEntry``: the message a branch entry contributes to a branch summary, if any."""
     etype = entry.get("type")
@@ -142,6 +145,7 @@ def get_message_from_entry(entry: dict) -> dict | None:
     return None
 
 
+@port("compaction/branch-summarization.js", "prepareBranchEntries")
 def prepare_branch_entries(entries: Sequence[dict], token_budget: float = 0) -> BranchPreparation:
     """``prepareBranchEntries``: newest-first messages within the budget, file ops from all.
 
@@ -177,6 +181,7 @@ def prepare_branch_entries(entries: Sequence[dict], token_budget: float = 0) -> 
     return BranchPreparation(reversed_messages, file_ops, total)
 
 
+@port("compaction/branch-summarization.js", "generateBranchSummary", part=True)
 def build_branch_prompt(
     messages: Sequence[dict], custom_instructions: str | None = None, replace_instructions: bool = False
 ) -> str:
@@ -191,6 +196,7 @@ def build_branch_prompt(
     return f"<conversation>\n{conversation}\n</conversation>\n\n{instructions}"
 
 
+@port("compaction/branch-summarization.js", "generateBranchSummary", part=True)
 def branch_summary_max_tokens(model: ModelInfo) -> int:
     """``Math.min(4096, model.maxTokens > 0 ? model.maxTokens : Infinity)``."""
     if model.max_tokens is not None and model.max_tokens > 0:
@@ -198,6 +204,7 @@ def branch_summary_max_tokens(model: ModelInfo) -> int:
     return 4096
 
 
+@port("compaction/branch-summarization.js", "generateBranchSummary")
 def generate_branch_summary(
     entries: Sequence[dict],
     summarizer: Summarizer,

@@ -5,41 +5,35 @@ where ``estimate_chars`` counts JavaScript string lengths (UTF-16 code units),
 ``JSON.stringify(arguments).length`` for tool calls and 4800 characters per image.
 ``estimate_context_tokens`` trusts the last valid assistant usage and estimates what follows;
 ``estimate_projected_context_tokens`` distrusts usage captured before a later ``context_edit``
-or compaction. :class:`TokenCache` memoizes per-message estimates by object identity.
-Where the package was built with its C extension (:mod:`pimem.core.speedups`), the estimate of plain
-JSON messages is computed there; ``estimate_chars_py``, the pure-Python port, decides every other case
-and is the reference the extension is tested against.
+or compaction.
 
-Cut points, preparation and the summary requests are ports of Pi's functions; the LLM call
-goes through a summarizer (``complete(SummaryRequest) -> SummaryResponse``). These pure
-functions are the readable reference, linear in the path length;
-:class:`pimem.core.context_tracker.ContextTracker` computes the same along a growing session.
+Cut points, preparation and the summary requests are ports of Pi's functions, each the one home of its
+Pi function (``pimem.core.porting``); the LLM call goes through a summarizer
+(``complete(SummaryRequest) -> SummaryResponse``). They keep nothing between calls; the incremental engine
+(:mod:`pimem.core.incremental`) computes the same along a growing session from these functions.
 """
 
 from __future__ import annotations
 
 import math
-import operator
-import os
-import time
-import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
-
-import orjson
+from operator import itemgetter
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pimem.base.js import UNDEFINED, js_entries, js_prop, js_stringify_length, js_truthy, utf16_len
 from pimem.core.compaction.utils import (
     FileOperations,
-    add_file_ops,
     compute_file_lists,
+    create_file_ops,
+    extract_file_ops_from_messages,
     format_file_operations,
     serialize_conversation,
     set_member,
 )
 from pimem.core.llm import Summarizer, SummaryRequest, SummaryResponse
 from pimem.core.messages import convert_to_llm
-from pimem.core.pi_ai import get_current_system_message
+from pimem.core.pi_ai import get_current_system_message, uuid7
+from pimem.core.porting import port
 from pimem.core.prompts import (
     SUMMARIZATION_PROMPT,
     SUMMARIZATION_SYSTEM_PROMPT,
@@ -49,12 +43,12 @@ from pimem.core.prompts import (
 from pimem.core.session_manager import (
     ProjectedEntry,
     SessionProjection,
-    build_session_path,
-    context_entries_and_types,
-    project_parts,
+    project_session_path,
+    require_message_objects,
     session_entry_to_context_messages,
+    session_entry_to_context_messages_of,
+    session_path_of,
 )
-from pimem.core.speedups import compiled as _COMPILED
 from pimem.errors import JavaScriptTypeError, SummarizationError
 
 __all__ = [
@@ -227,32 +221,27 @@ class CompactionResult:
 ESTIMATED_IMAGE_CHARS = 4800
 
 
-_fast_chars: Callable[[Any], int] | None = _COMPILED.chars if _COMPILED is not None else None
-_fast_tokens: Callable[[Any], int] | None = _COMPILED.tokens if _COMPILED is not None else None
-_fast_context_tokens: Callable[[Any], tuple | None] | None = _COMPILED.context_tokens if _COMPILED is not None else None
-_fast_entries_checked: Callable[[Any, int, int], bool | None] | None = (
-    _COMPILED.message_entries_checked if _COMPILED is not None else None
-)
-_fast_tokens_back: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None = (
-    _COMPILED.tokens_back if _COMPILED is not None else None
-)
-_fast_parts_tokens_back: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None = (
-    _COMPILED.parts_tokens_back if _COMPILED is not None else None
-)
-
-
 def _js_length(value: Any, what: str) -> int:
-    if isinstance(value, str):
-        return len(value) if value.isascii() else utf16_len(value)
+    """JavaScript's ``value.length`` of a string (UTF-16 code units) or an array; a TypeError otherwise."""
+    if value.__class__ is str or isinstance(value, str):
+        return utf16_len(value)
     if isinstance(value, list):
         return len(value)
     raise JavaScriptTypeError(f"Cannot read properties of {value!r} (reading 'length') in {what}")
 
 
-def _text_and_image_chars(content: Any) -> int:
-    if isinstance(content, str):
-        return len(content) if content.isascii() else utf16_len(content)
+@port("compaction/compaction.js", "estimateTextAndImageContentChars")
+def estimate_text_and_image_content_chars(content: Any) -> int:
+    """``estimateTextAndImageContentChars``: a string's length, or the text blocks' lengths plus 4800 per image.
+
+    Args:
+        content: a message's content.
+    """
+    if content.__class__ is str:
+        return utf16_len(content)
     if not isinstance(content, list):
+        if isinstance(content, str):
+            return utf16_len(content)
         raise JavaScriptTypeError(f"message content is not iterable: {content!r}")
     chars = 0
     for block in content:
@@ -260,7 +249,7 @@ def _text_and_image_chars(content: Any) -> int:
         if btype == "text":
             text = block.get("text")
             if text.__class__ is str:
-                chars += len(text) if text.isascii() else utf16_len(text)
+                chars += utf16_len(text)
             elif js_truthy(text):
                 chars += _js_length(text, "text block")
         elif btype == "image":
@@ -268,50 +257,14 @@ def _text_and_image_chars(content: Any) -> int:
     return chars
 
 
-_DIGITS = frozenset("0123456789")
-
-
-def _arguments_chars(args: Any) -> int:
-    """``JSON.stringify(args).length``; for an object of strings under keys not led by a digit (what tool
-    calls mostly carry) orjson's text is JavaScript's as it is, so no pass over the values is needed."""
-    if args.__class__ is dict:
-        for key, value in args.items():
-            if value.__class__ is not str or key.__class__ is not str or key[:1] in _DIGITS:
-                break
-        else:
-            try:
-                data = orjson.dumps(args)
-            except TypeError:  # lone surrogates: the exact way
-                return js_stringify_length(args)
-            return len(data) if data.isascii() else utf16_len(data.decode("utf-8"))
-    return js_stringify_length(args)
-
-
-def _ceil4(chars: int) -> int:
-    return -(-chars // 4)
-
-
+@port("compaction/compaction.js", "estimateTokens", part=True)
 def estimate_chars(message: Mapping[str, Any]) -> int:
     """The characters (UTF-16 code units) :func:`estimate_tokens` counts for one message.
 
     Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
     output, system content, sections and added tools, 4800 per image.
     ``estimate_tokens(m) == ceil(estimate_chars(m) / 4)``; raises ``TypeError`` where Pi's
-    function throws. The compiled estimate answers for plain JSON data, :func:`estimate_chars_py`
-    for the rest.
-
-    Args:
-        message: one agent message.
-    """
-    if _fast_chars is not None:
-        chars = _fast_chars(message)
-        if chars >= 0:
-            return chars
-    return estimate_chars_py(message)
-
-
-def estimate_chars_py(message: Mapping[str, Any]) -> int:
-    """:func:`estimate_chars` in pure Python: the reference port, which the compiled estimate is tested against.
+    function throws.
 
     Args:
         message: one agent message.
@@ -335,27 +288,15 @@ def estimate_chars_py(message: Mapping[str, Any]) -> int:
                 if "arguments" not in block:
                     raise JavaScriptTypeError("toolCall block has no arguments")
                 name = block.get("name")
-                if name.__class__ is str and name.isascii():
-                    chars += len(name) + _arguments_chars(block["arguments"])
-                else:
-                    chars += _js_length(name, "toolCall name") + _arguments_chars(block["arguments"])
+                chars += (utf16_len(name) if name.__class__ is str else _js_length(name, "toolCall name")) + \
+                    js_stringify_length(block["arguments"])
                 continue
             else:
                 continue
-            if value.__class__ is str and value.isascii():
-                chars += len(value)
-            else:
-                chars += _js_length(value, btype + " block")
+            chars += utf16_len(value) if value.__class__ is str else _js_length(value, btype + " block")
         return chars
     if role == "toolResult" or role == "user" or role == "custom":
-        content = message.get("content")
-        if content.__class__ is list and len(content) == 1:  # mostly one text block
-            block = content[0]
-            if block.__class__ is dict and block.get("type") == "text":
-                text = block.get("text")
-                if text.__class__ is str:
-                    return len(text) if text.isascii() else utf16_len(text)
-        return _text_and_image_chars(content)
+        return estimate_text_and_image_content_chars(message.get("content"))
     if role == "bashExecution":
         return _js_length(message.get("command"), "bash command") + _js_length(
             message.get("output"), "bash output"
@@ -363,7 +304,7 @@ def estimate_chars_py(message: Mapping[str, Any]) -> int:
     if role == "branchSummary" or role == "compactionSummary":
         return _js_length(message.get("summary"), "summary")
     if role == "system":
-        chars = _text_and_image_chars(message.get("content"))
+        chars = estimate_text_and_image_content_chars(message.get("content"))
         sections = message.get("sections")
         if js_truthy(sections):
             for _, section in js_entries(sections):
@@ -376,24 +317,26 @@ def estimate_chars_py(message: Mapping[str, Any]) -> int:
     return 0
 
 
+@port("compaction/compaction.js", "estimateTokens")
 def estimate_tokens(message: Mapping[str, Any]) -> int:
-    """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts.
+    """``estimateTokens``: ceil(chars / 4) with Pi's per-role character counts (:func:`estimate_chars`).
 
     Args:
         message: one agent message.
     """
-    if _fast_tokens is not None:
-        tokens = _fast_tokens(message)
-        if tokens >= 0:
-            return tokens
-    return -(-estimate_chars_py(message) // 4)
+    return -(-estimate_chars(message) // 4)
 
 
 def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
-    """Sum of :func:`estimate_tokens` over messages (Pi's ``estimateMessagesTokens``)."""
-    return sum(estimate_tokens(m) for m in messages)
+    """The sum of :func:`estimate_tokens` over messages.
+
+    Args:
+        messages: agent messages.
+    """
+    return sum(map(estimate_tokens, messages))
 
 
+@port("compaction/compaction.js", "calculateContextTokens")
 def calculate_context_tokens(usage: dict) -> Any:
     """``calculateContextTokens``: ``totalTokens`` or input+output+cacheRead+cacheWrite.
 
@@ -415,8 +358,13 @@ def calculate_context_tokens(usage: dict) -> Any:
     return parts[0] + parts[1] + parts[2] + parts[3]
 
 
+@port("compaction/compaction.js", "getAssistantUsage")
 def get_assistant_usage(message: Mapping[str, Any]) -> dict | None:
-    """``getAssistantUsage``: valid usage of an assistant message (not aborted/error/zero)."""
+    """``getAssistantUsage``: valid usage of an assistant message (not aborted/error/zero).
+
+    Args:
+        message: an agent message.
+    """
     if message.get("role") == "assistant" and "usage" in message:
         stop = message.get("stopReason")
         usage = message["usage"]
@@ -426,8 +374,13 @@ def get_assistant_usage(message: Mapping[str, Any]) -> dict | None:
     return None
 
 
+@port("compaction/compaction.js", "getLastAssistantUsage")
 def get_last_assistant_usage(entries: Sequence[dict]) -> dict | None:
-    """``getLastAssistantUsage``: the last valid assistant usage among session entries."""
+    """``getLastAssistantUsage``: the last valid assistant usage among session entries.
+
+    Args:
+        entries: session entries.
+    """
     for entry in reversed(entries):
         if entry.get("type") == "message":
             usage = get_assistant_usage(entry["message"])
@@ -453,7 +406,13 @@ class ContextUsageEstimate:
     last_usage_index: int | None
 
 
-def _last_usage_info(messages: Sequence[Mapping[str, Any]]) -> tuple[dict, int] | None:
+@port("compaction/compaction.js", "getLastAssistantUsageInfo")
+def get_last_assistant_usage_info(messages: Sequence[Mapping[str, Any]]) -> tuple[dict, int] | None:
+    """``getLastAssistantUsageInfo``: (the last valid assistant usage, its message's index), or None.
+
+    Args:
+        messages: agent messages.
+    """
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if m.get("role") == "assistant":
@@ -463,138 +422,81 @@ def _last_usage_info(messages: Sequence[Mapping[str, Any]]) -> tuple[dict, int] 
     return None
 
 
-def estimate_context_tokens(
-    messages: Sequence[Mapping[str, Any]], cache: "TokenCache | None" = None
-) -> ContextUsageEstimate:
+@port("compaction/compaction.js", "estimateContextTokens")
+def estimate_context_tokens(messages: Sequence[Mapping[str, Any]]) -> ContextUsageEstimate:
     """``estimateContextTokens``: last valid usage plus estimates of the messages after it.
 
     Args:
         messages: the context's messages, in order.
-        cache: per-message estimates to reuse.
     """
-    if cache is None and _fast_context_tokens is not None:
-        done = _fast_context_tokens(messages)
-        if done is not None:
-            return ContextUsageEstimate(*done)
-    est = cache.estimate if cache is not None else estimate_tokens
-    info = _last_usage_info(messages)
+    info = get_last_assistant_usage_info(messages)
     if info is None:
-        estimated = 0
-        for m in messages:
-            estimated += est(m)
+        estimated = estimate_messages_tokens(messages)
         return ContextUsageEstimate(estimated, 0, estimated, None)
     usage, index = info
     usage_tokens = calculate_context_tokens(usage)
-    trailing = 0
-    for i in range(index + 1, len(messages)):
-        trailing += est(messages[i])
+    trailing = estimate_messages_tokens(messages[index + 1 :])
     return ContextUsageEstimate(usage_tokens + trailing, usage_tokens, trailing, index)
 
 
+_INVALIDATING = ("context_edit", "compaction")
+_SOURCE = itemgetter(0)  # a projected entry's source entry
+_MESSAGES = itemgetter(1)  # its messages
+
+
+@port("compaction/compaction.js", "estimateProjectedContextTokens")
 def estimate_projected_context_tokens(
-    projection: SessionProjection,
-    branch_entries: Sequence[dict],
-    cache: "TokenCache | None" = None,
+    projection: SessionProjection, branch_entries: Sequence[dict], *, distinct_ids: bool = False
 ) -> ContextUsageEstimate:
-    """``estimateProjectedContextTokens``: usage only if no later edit/compaction invalidates it.
+    """``estimateProjectedContextTokens``: the usage estimate only if no later ``context_edit`` or compaction
+    invalidates its usage; else the estimate of the current system message and every other message.
 
     Args:
         projection: the session's projection.
         branch_entries: the entries of the branch, root first.
-        cache: per-message estimates to reuse.
+        distinct_ids: the branch entries' truthy ids are known to be distinct (a walked path): the
+            usage's entry is then searched from the end only.
     """
-    entries = projection.entries
-    return projected_estimate_parts(
-        [e.source_entry for e in entries], [e.messages for e in entries], projection.messages, branch_entries, cache
-    )
-
-
-def projected_estimate_parts(
-    sources: Sequence[dict],
-    per_entry: Sequence[Sequence[dict]],
-    messages: Sequence[dict],
-    branch_entries: Sequence[dict],
-    cache: "TokenCache | None",
-    branch_types: Sequence[Any] | None = None,
-    walked: bool = False,
-) -> ContextUsageEstimate:
-    """Fast twin of :func:`estimate_projected_context_tokens` on a projection given as parallel lists.
-
-    ``branch_types`` are the branch entries' types if known; ``walked`` says the branch came
-    from following parent links (its truthy ids are distinct, so the usage entry is found by
-    searching from the end).
-    """
-    est = cache.estimate if cache is not None else estimate_tokens
-    estimate = estimate_context_tokens(messages, cache)
+    messages = projection.messages
+    estimate = estimate_context_tokens(messages)
     usage_index = estimate.last_usage_index
     if usage_index is not None:
-        # The projected entry holding message ``usage_index`` (searched from the end: the
-        # usage is normally recent).
+        # The projected entry holding message ``usage_index`` (counted from the end: the usage is
+        # normally recent).
         usage_entry_id: Any = None
         end = len(messages)
-        for k in range(len(per_entry) - 1, -1, -1):
-            start = end - len(per_entry[k])
+        entries = projection.entries
+        for k in range(len(entries) - 1, -1, -1):
+            start = end - len(entries[k][1])
             if start <= usage_index < end:
-                usage_entry_id = sources[k].get("id")
+                usage_entry_id = entries[k][0].get("id")
                 break
             end = start
-        if js_truthy(usage_entry_id):
-            types = [e.get("type") for e in branch_entries] if branch_types is None else branch_types
-            backwards = types[::-1]
-            latest_invalidating = -1
-            for kind in ("context_edit", "compaction"):
-                if kind in backwards:
-                    latest_invalidating = max(latest_invalidating, len(types) - 1 - backwards.index(kind))
-            usage_entry_index = -1
-            if walked:
-                for i in range(len(branch_entries) - 1, latest_invalidating, -1):
-                    if branch_entries[i].get("id") == usage_entry_id:
-                        usage_entry_index = i
-                        break
-            else:
-                ids = [e.get("id") for e in branch_entries]
-                # The first entry with that id (list.index compares by identity, then ==).
-                usage_entry_index = ids.index(usage_entry_id) if usage_entry_id in ids else -1
-            if usage_entry_index > latest_invalidating:
-                return estimate
+        if js_truthy(usage_entry_id) and _usage_entry_is_current(branch_entries, usage_entry_id, distinct_ids):
+            return estimate
     current_system = get_current_system_message(messages)
-    tokens = est(current_system) if current_system is not None else 0
-    for m in messages:
-        if m.get("role") != "system":
-            tokens += est(m)
+    tokens = estimate_tokens(current_system) if current_system is not None else 0
+    tokens += estimate_messages_tokens([m for m in messages if m.get("role") != "system"])
     return ContextUsageEstimate(tokens, 0, tokens, None)
 
 
-class TokenCache:
-    """Per-message :func:`estimate_tokens` memo keyed by object identity.
-
-    Entries are Pi's JSON and are never mutated by the pipeline, so an estimate stays valid
-    as long as the message object lives; the cache keeps a reference to each message so
-    that an identity is never reused while cached.
-    """
-
-    __slots__ = ("_memo", "hits", "misses")
-
-    def __init__(self) -> None:
-        self._memo: dict[int, tuple[Mapping[str, Any], int]] = {}
-        self.hits = 0
-        self.misses = 0
-
-    def estimate(self, message: Mapping[str, Any]) -> int:
-        hit = self._memo.get(id(message))
-        if hit is not None and hit[0] is message:
-            return hit[1]
-        tokens = estimate_tokens(message)
-        self._memo[id(message)] = (message, tokens)
-        return tokens
-
-    def clear(self) -> None:
-        self._memo.clear()
-
-    def __len__(self) -> int:
-        return len(self._memo)
+def _usage_entry_is_current(branch: Sequence[dict], usage_entry_id: Any, distinct_ids: bool) -> bool:
+    """``usageEntryIndex > latestInvalidatingEntryIndex``: the first branch entry with the usage's id comes
+    after the last ``context_edit`` or compaction."""
+    for i in range(len(branch) - 1, -1, -1):
+        entry = branch[i]
+        if entry.get("type") in _INVALIDATING:
+            latest_invalidating = i
+            break
+        if distinct_ids and entry.get("id") == usage_entry_id:
+            return True  # no invalidating entry after it, and no other entry with its id
+    else:
+        latest_invalidating = -1
+    ids = [e.get("id") for e in branch]
+    return usage_entry_id in ids and ids.index(usage_entry_id) > latest_invalidating
 
 
+@port("compaction/compaction.js", "shouldCompact")
 def should_compact(context_tokens: float, context_window: float, settings: CompactionSettings) -> bool:
     """``shouldCompact``: enabled and tokens above ``context_window - reserve_tokens``.
 
@@ -616,87 +518,81 @@ _CUT_POINT_ROLES = frozenset(("user", "assistant", "bashExecution", "custom", "b
 _TURN_START_ROLES = frozenset(("user", "bashExecution", "custom", "branchSummary", "compactionSummary"))
 
 
+@port("compaction/compaction.js", "isCutPointMessage")
 def is_cut_point_message(message: dict) -> bool:
     """``isCutPointMessage``: user-like or assistant messages, never tool results."""
     return message.get("role") in _CUT_POINT_ROLES
 
 
+@port("compaction/compaction.js", "isTurnStartMessage")
 def is_turn_start_message(message: dict) -> bool:
     """``isTurnStartMessage``: user, bash, custom and summary messages."""
     return message.get("role") in _TURN_START_ROLES
 
 
+def _any_role(messages: list[dict], roles: frozenset) -> bool:
+    """``messages.some((m) => roles has m.role)``."""
+    for m in messages:
+        if m.get("role") in roles:
+            return True
+    return False
+
+
+@port("compaction/compaction.js", "isTurnStartEntry", part=True)
+def _starts_turn(etype: Any, messages: list[dict]) -> bool:
+    """``isTurnStartEntry`` of an entry of type ``etype`` bringing ``messages``."""
+    return etype != "compaction" and _any_role(messages, _TURN_START_ROLES)
+
+
+@port("compaction/compaction.js", "isTurnStartEntry")
 def is_turn_start_entry(entry: dict) -> bool:
-    """Whether ``entry`` starts a turn (a user, bash, custom or summary message; never a compaction)."""
-    if entry.get("type") == "compaction":
-        return False
-    return any(m.get("role") in _TURN_START_ROLES for m in session_entry_to_context_messages(entry))
+    """``isTurnStartEntry``: a user, bash, custom or summary message among the entry's context messages
+    (never a compaction)."""
+    return _starts_turn(entry.get("type"), session_entry_to_context_messages(entry))
 
 
+_BLOCK = 32  # entries whose messages a search reads at once
+
+
+def _entry_messages(entries: Sequence[dict]) -> Callable[[int, int], list[list[dict]]]:
+    """``(a, b) -> the context messages of entries[a:b]``, each entry's (Pi's ``sessionEntryToContextMessages``)."""
+    return lambda a, b: session_entry_to_context_messages_of(entries[a:b]).per_entry()
+
+
+def _backward(messages_of: Callable[[int, int], list[list[dict]]], start: int, end: int
+              ) -> Iterator[tuple[int, list[dict]]]:
+    """(i, the messages of entry i) for i from ``end - 1`` down to ``start``, read a block at a time."""
+    b = end
+    while b > start:
+        a = max(start, b - _BLOCK)
+        lists = messages_of(a, b)
+        for k in range(b - a - 1, -1, -1):
+            yield a + k, lists[k]
+        b = a
+
+
+def _forward(messages_of: Callable[[int, int], list[list[dict]]], start: int, end: int
+             ) -> Iterator[tuple[int, list[dict]]]:
+    """(i, the messages of entry i) for i from ``start`` up to ``end - 1``, read a block at a time."""
+    for a in range(start, end, _BLOCK):
+        b = min(end, a + _BLOCK)
+        yield from zip(range(a, b), messages_of(a, b))
+
+
+@port("compaction/compaction.js", "findValidCutPoints")
 def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: int) -> list[int]:
-    """``findValidCutPoints``: indices of context-visible user-like or assistant entries."""
-    out: list[int] = []
-    add = out.append
-    roles = _CUT_POINT_ROLES
-    for i in range(start_index, end_index):
-        entry = entries[i]
-        etype = entry.get("type")
-        if etype == "message":
-            message = entry.get("message")
-            if message.__class__ is dict:  # its one context message has the same role
-                if message.get("role") in roles:
-                    add(i)
-                continue
-        elif etype == "compaction":
-            continue
-        for m in session_entry_to_context_messages(entry):
-            if m.get("role") in roles:
-                add(i)
-                break
-    return out
+    """``findValidCutPoints``: indices of context-visible user-like or assistant entries (no compaction).
+
+    Args:
+        entries: the entries.
+        start_index: the first index.
+        end_index: the index after the last.
+    """
+    return [i for i, messages in _forward(_entry_messages(entries), start_index, end_index)
+            if entries[i].get("type") != "compaction" and _any_role(messages, _CUT_POINT_ROLES)]
 
 
-_DICT = frozenset((dict,))
-
-
-def _next_cut_point(entries: Sequence[dict], start: int, end: int) -> int:
-    """The first index of :func:`find_valid_cut_points` ``(entries, start, end)``, or -1."""
-    roles = _CUT_POINT_ROLES
-    for i in range(start, end):
-        entry = entries[i]
-        etype = entry.get("type")
-        if etype == "message":
-            message = entry.get("message")
-            if message.__class__ is dict:  # its one context message has the same role
-                if message.get("role") in roles:
-                    return i
-                continue
-        elif etype == "compaction":
-            continue
-        for m in session_entry_to_context_messages(entry):
-            if m.get("role") in roles:
-                return i
-    return -1
-
-
-def _entry_tokens(entry: dict) -> int:
-    """The estimated tokens of an entry's context messages (the sum the cut-point walk adds up)."""
-    if entry.get("type") == "message":
-        message = entry.get("message")
-        if message.__class__ is dict and message.get("content") is not None:
-            return estimate_tokens(message)
-    tokens = 0
-    for m in session_entry_to_context_messages(entry):
-        tokens += estimate_tokens(m)
-    return tokens
-
-
-def _has_context_messages(entry: dict) -> bool:
-    if entry.get("type") == "message" and entry.get("message").__class__ is dict:
-        return True
-    return len(session_entry_to_context_messages(entry)) > 0
-
-
+@port("compaction/compaction.js", "findTurnStartIndex")
 def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index: int) -> int:
     """``findTurnStartIndex``: the turn-starting entry at or before ``entry_index`` (or -1).
 
@@ -705,229 +601,178 @@ def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index
         entry_index: where the search starts, going back.
         start_index: the first index it may return.
     """
-    for i in range(entry_index, start_index - 1, -1):
-        if is_turn_start_entry(entries[i]):
+    for i, messages in _backward(_entry_messages(entries), start_index, entry_index + 1):
+        if _starts_turn(entries[i].get("type"), messages):
             return i
     return -1
 
 
-def _kept_from(
-    items: Sequence[Any], start_index: int, end_index: int, keep_recent_tokens: float,
-    tokens_of: Callable[[Any], int], walk: Callable[[Any, int, int, Any, int], tuple[int, int, bool] | None] | None,
-) -> int:
-    """Pi's walk back from the end of a cut-point search: the index at which the tokens of
-    ``items[end_index - 1]``, ``items[end_index - 2]``, … reach ``keep_recent_tokens``, or -1.
-
-    ``walk`` is the compiled walk (or None): it adds up the items it decides and stops at the first other
-    one, which ``tokens_of`` takes before the walk goes on.
-    """
+def _budget_reached_at(backward: Iterable[tuple[int, list[dict]]], keep_recent_tokens: float) -> int:
+    """The walk back from the end of a cut-point search (both of Pi's), over ``(index, the entry's messages)``
+    from the last entry down: the index at which the estimated tokens of the messages, added up, reach
+    ``keep_recent_tokens``; -1 if they never do (the estimates stop there: nothing before it is read)."""
     accumulated = 0
-    i = end_index - 1
-    while i >= start_index:
-        if walk is not None:
-            state = walk(items, start_index, i + 1, keep_recent_tokens, accumulated)
-            if state is None:
-                walk = None
-            else:
-                i, accumulated, hit = state
-                if hit:
-                    return i
-                if i < start_index:
-                    return -1
-        tokens = tokens_of(items[i])
-        if tokens != 0:
-            accumulated += tokens
-            if accumulated >= keep_recent_tokens:
-                return i
-        i -= 1
+    for i, messages in backward:
+        tokens = estimate_tokens(messages[0]) if len(messages) == 1 else estimate_messages_tokens(messages)
+        if tokens == 0:
+            continue
+        accumulated += tokens
+        if accumulated >= keep_recent_tokens:
+            return i
     return -1
 
 
+@port("compaction/compaction.js", "findCutPoint")
 def find_cut_point(
     entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float
 ) -> CutPointResult:
     """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``.
 
+    Pi lists every valid cut point first (reading every entry's messages, and throwing at a message entry
+    without a message); here the same throw comes from one check of the range, and the first cut point and
+    the first one at or after the entry where the budget is reached are found by scanning only as far as
+    they are (the same answer: only the entries up to them are read).
+
     Args:
         entries: the entries to cut.
         start_index: the first entry that may be summarized.
-        end_index: the entry after the last one.
+        end_index: the entry after the last.
         keep_recent_tokens: the tokens to keep.
     """
-    # cutPoints[0], cutPoints.find(c >= i) and cutPoints.at(-1) are found by scanning, without the
-    # list, where every message entry of the range has a message object (Pi reads each one's role).
-    checked = None if _fast_entries_checked is None else _fast_entries_checked(entries, start_index, end_index)
-    if checked is None:
-        try:
-            checked = {e["message"].__class__ for e in entries[start_index:end_index]
-                       if e["type"] == "message"} <= _DICT
-        except (KeyError, TypeError):  # an entry without a type or a message: the full scan decides
-            checked = False
-    if not checked:
-        find_valid_cut_points(entries, start_index, end_index)  # raises where Pi throws
-    first_cut = _next_cut_point(entries, start_index, end_index)
+    start = start_index
+    if end_index > len(entries):  # Pi reads entries[i].type of undefined there
+        raise JavaScriptTypeError(f"Cannot read properties of undefined (reading 'type') (end_index {end_index} is "
+                                  f"past the {len(entries)} entries)")
+    # Pi's list of cut points reads every entry of the range
+    require_message_objects(entries[start:end_index] if start >= 0 else [entries[i] for i in range(start, end_index)])
+    messages_of = _entry_messages(entries)
+
+    def cut_points(a: int, b: int, backward: bool = False) -> Iterator[int]:
+        scan = _backward(messages_of, a, b) if backward else _forward(messages_of, a, b)
+        return (i for i, messages in scan
+                if entries[i].get("type") != "compaction" and _any_role(messages, _CUT_POINT_ROLES))
+
+    first_cut = next(cut_points(start, end_index), -1)
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    reached = _kept_from(entries, start_index, end_index, keep_recent_tokens, _entry_tokens, _fast_tokens_back)
+    reached = _budget_reached_at(_backward(messages_of, start, end_index), keep_recent_tokens)
     if reached >= 0:
-        cut_index = _next_cut_point(entries, reached, end_index)
-        if cut_index < 0:  # the last cut point of the range
-            cut_index = next(c for c in range(end_index - 1, start_index - 1, -1)
-                             if _next_cut_point(entries, c, c + 1) == c)
-    while cut_index > start_index:
-        prev = entries[cut_index - 1]
-        if prev.get("type") == "compaction" or _has_context_messages(prev):
+        # cutPoints.find((c) => c >= reached) ?? cutPoints.at(-1)
+        cut_index = next(cut_points(reached, end_index), -1)
+        if cut_index < 0:
+            cut_index = next(cut_points(start, end_index, backward=True))
+    # back over adjacent entries that add nothing to the context, stopping at a compaction
+    for i, messages in _backward(messages_of, start_index, cut_index):
+        if entries[i].get("type") == "compaction" or len(messages) > 0:
             break
-        cut_index -= 1
-    cut_entry = entries[cut_index]
-    starts_turn = is_turn_start_entry(cut_entry)
+        cut_index = i
+    starts_turn = is_turn_start_entry(entries[cut_index])
     turn_start = -1 if starts_turn else find_turn_start_index(entries, cut_index, start_index)
     return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
 
 
-def find_projected_cut_point(
-    entries: Sequence[ProjectedEntry],
-    start_index: int,
-    end_index: int,
-    keep_recent_tokens: float,
-    cache: TokenCache | None = None,
-) -> CutPointResult:
-    """``findProjectedCutPoint``: the cut over projected entries, with Pi's recovery-omission rule."""
-    sources = [e.source_entry for e in entries]
-    return cut_point_parts(
-        sources, [e.get("type") for e in sources], [e.messages for e in entries],
-        start_index, end_index, keep_recent_tokens, cache.estimate if cache is not None else estimate_tokens,
-    )
+@port("compaction/compaction.js", "isProjectedTurnStart")
+def is_projected_turn_start(entry: ProjectedEntry) -> bool:
+    """``isProjectedTurnStart``: a projected entry (no compaction) whose messages start a turn."""
+    return entry[0].get("type") != "compaction" and _any_role(entry[1], _TURN_START_ROLES)
 
 
-def is_cut_point_parts(etype: Any, msgs: list[dict]) -> bool:
-    if etype == "compaction":
-        return False
-    for m in msgs:
-        if m.get("role") in _CUT_POINT_ROLES:
-            return True
-    return False
+@port("compaction/compaction.js", "findProjectedCutPoint", part=True)
+def is_projected_cut_point(entry: ProjectedEntry) -> bool:
+    """``findProjectedCutPoint``'s cut points: a projected entry (no compaction) with a cut-point message."""
+    return entry[0].get("type") != "compaction" and _any_role(entry[1], _CUT_POINT_ROLES)
 
 
-def is_turn_start_parts(etype: Any, msgs: list[dict]) -> bool:
-    if etype == "compaction":
-        return False
-    for m in msgs:
-        if m.get("role") in _TURN_START_ROLES:
-            return True
-    return False
+@port("compaction/compaction.js", "findProjectedTurnStartIndex")
+def find_projected_turn_start_index(entries: Sequence[ProjectedEntry], entry_index: int, start_index: int) -> int:
+    """``findProjectedTurnStartIndex``: the turn-starting projected entry at or before ``entry_index`` (or -1)."""
+    for i in range(entry_index, start_index - 1, -1):
+        if is_projected_turn_start(entries[i]):
+            return i
+    return -1
 
 
-def cut_point_parts(
-    sources: Sequence[dict],
-    types: Sequence[Any],
-    per_entry: Sequence[list[dict]],
-    start_index: int,
-    end_index: int,
-    keep_recent_tokens: float,
-    est: Callable[[dict], int],
-) -> CutPointResult:
-    """Fast twin of :func:`find_projected_cut_point` on a projection given as parallel lists (sources,
-    types, messages)."""
-    is_cut = is_cut_point_parts
-    # cutPoints[0] and cutPoints.find(c >= i) are found by scanning, without the full list.
-    first_cut = -1
-    for i in range(start_index, end_index):
-        if is_cut(types[i], per_entry[i]):
-            first_cut = i
-            break
-    if first_cut < 0:
-        return CutPointResult(start_index, -1, False)
-    exceeded = False
-    cut_index = first_cut
-
-    def tokens_of(msgs: list[dict]) -> int:
-        if len(msgs) == 1:
-            return est(msgs[0])
-        tokens = 0
-        for m in msgs:
-            tokens += est(m)
-        return tokens
-
-    # the compiled walk over plain messages only where the estimate is Pi's own
-    walk = _fast_parts_tokens_back if est is estimate_tokens else None
-    reached = _kept_from(per_entry, start_index, end_index, keep_recent_tokens, tokens_of, walk)
-    if reached >= 0:
-        exceeded = True
-        found = -1
-        for c in range(reached, end_index):
-            if is_cut(types[c], per_entry[c]):
-                found = c
-                break
-        if found < 0:  # the last cut point of the range
-            for c in range(end_index - 1, -1, -1):
-                if is_cut(types[c], per_entry[c]):
-                    found = c
-                    break
-        cut_index = found
-
-    cut_index = settle_cut(sources, types, per_entry, cut_index, start_index, end_index, exceeded)
-    starts_turn = is_turn_start_parts(types[cut_index], per_entry[cut_index])
-    turn_start = -1
-    if not starts_turn:
-        for i in range(cut_index, start_index - 1, -1):
-            if is_turn_start_parts(types[i], per_entry[i]):
-                turn_start = i
-                break
-    return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
-
-
-def settle_cut(
-    sources: Sequence[dict], types: Sequence[Any], per_entry: Sequence[list[dict]], cut_index: int,
-    start: int, end: int, exceeded: bool,
-) -> int:
-    """The last steps of Pi's projected cut point: step past a closed suffix of omitted recovery
-    attempts, then back over adjacent entries that add nothing to context (stopping at a compaction)."""
-    if exceeded and cut_index + 1 < end and _is_recovery_omission_suffix(sources, types, per_entry,
-                                                                         cut_index + 1, end):
-        cut_index += 1
-    while cut_index > start:
-        if types[cut_index - 1] == "compaction" or len(per_entry[cut_index - 1]) > 0:
-            break
-        cut_index -= 1
-    return cut_index
-
-
-def _is_recovery_omission_suffix(
-    sources: Sequence[dict], types: Sequence[Any], per_entry: Sequence[list[dict]], start: int, end: int
-) -> bool:
-    """Pi's closed suffix of omitted recovery attempts after the cut (entries ``start:end``).
-
-    Every suffix entry must be no compaction and either invisible by itself or omitted by an
-    edit; one omitted entry must be an assistant message; no edit in the suffix may replace an
-    entry outside the omitted ones. Stops at the first entry that breaks the rule.
-    """
+def _is_recovery_omission_suffix(suffix: Sequence[ProjectedEntry]) -> bool:
+    """Pi's closed suffix of omitted recovery attempts after the cut (``isRecoveryOmissionSuffix`` once the
+    budget was exceeded): no compaction; every entry either not visible by itself or omitted by an edit; an
+    omitted assistant message among them; no edit replacing an entry outside the omitted ones. Stops at the
+    first entry that breaks the rule."""
     omitted_ids = set()
     edits = []
     omitted_assistant = False
-    for k in range(start, end):
-        etype = types[k]
+    for source, messages in suffix:
+        etype = source.get("type")
         if etype == "compaction":
             return False
         if etype == "context_edit":
-            edits.append(sources[k])
+            edits.append(source)
             continue
-        source = sources[k]
-        # A message entry always has one message of its own; others are checked.
-        if etype != "message" and len(session_entry_to_context_messages(source)) == 0:
+        if not session_entry_to_context_messages(source):
             continue  # not visible by itself
-        if len(per_entry[k]) > 0:
+        if messages:
             return False  # visible and not omitted
-        omitted_ids.add(source.get("id"))
+        try:
+            omitted_ids.add(source.get("id"))
+        except TypeError:  # an id no parsed key can equal
+            pass
         if etype == "message" and source["message"].get("role") == "assistant":
             omitted_assistant = True
     if not omitted_assistant:
         return False
     for edit in edits:
-        if edit.get("replacement", UNDEFINED) is not None and edit.get("targetId") not in omitted_ids:
+        target = edit.get("targetId")
+        if edit.get("replacement", UNDEFINED) is not None and (
+                target.__class__ in (dict, list) or target not in omitted_ids):
             return False
     return True
+
+
+@port("compaction/compaction.js", "findProjectedCutPoint", part=True)
+def settle_projected_cut(entries: Sequence[ProjectedEntry], cut_index: int, start_index: int, end_index: int,
+                         exceeded_budget: bool) -> int:
+    """The last steps of ``findProjectedCutPoint`` once a cut is chosen: step past a closed suffix of
+    omitted recovery attempts (only where the budget was exceeded), then back over adjacent entries that
+    add nothing to the context, stopping at a compaction."""
+    if exceeded_budget and _is_recovery_omission_suffix(entries[cut_index + 1 : end_index]):
+        cut_index += 1
+    while cut_index > start_index:
+        previous = entries[cut_index - 1]
+        if previous[0].get("type") == "compaction" or len(previous[1]) > 0:
+            break
+        cut_index -= 1
+    return cut_index
+
+
+@port("compaction/compaction.js", "findProjectedCutPoint")
+def find_projected_cut_point(
+    entries: Sequence[ProjectedEntry], start_index: int, end_index: int, keep_recent_tokens: float
+) -> CutPointResult:
+    """``findProjectedCutPoint``: the cut over projected entries, with Pi's recovery-omission rule.
+
+    As in :func:`find_cut_point`, the cut points Pi lists are found by scanning as far as needed.
+
+    Args:
+        entries: the projection's entries.
+        start_index: the first entry that may be summarized.
+        end_index: the entry after the last.
+        keep_recent_tokens: the tokens to keep.
+    """
+    first_cut = next((i for i in range(start_index, end_index) if is_projected_cut_point(entries[i])), -1)
+    if first_cut < 0:
+        return CutPointResult(start_index, -1, False)
+    cut_index = first_cut
+    backward = zip(range(end_index - 1, start_index - 1, -1), map(_MESSAGES, reversed(entries[start_index:end_index])))
+    reached = _budget_reached_at(backward, keep_recent_tokens)
+    exceeded = reached >= 0
+    if exceeded:
+        cut_index = next((c for c in range(reached, end_index) if is_projected_cut_point(entries[c])), -1)
+        if cut_index < 0:
+            cut_index = next(c for c in range(end_index - 1, -1, -1) if is_projected_cut_point(entries[c]))
+    cut_index = settle_projected_cut(entries, cut_index, start_index, end_index, exceeded)
+    starts_turn = is_projected_turn_start(entries[cut_index])
+    turn_start = -1 if starts_turn else find_projected_turn_start_index(entries, cut_index, start_index)
+    return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
 
 
 # ---------------------------------------------------------------------------
@@ -935,21 +780,14 @@ def _is_recovery_omission_suffix(
 # ---------------------------------------------------------------------------
 
 
-def extract_file_operations(
-    messages: Sequence[dict], entries: Sequence[dict], prev_compaction_index: int
-) -> FileOperations:
-    """``extractFileOperations``: tool-call paths plus the previous compaction's details."""
-    file_ops = previous_file_ops(entries[prev_compaction_index] if prev_compaction_index >= 0 else None)
-    add_file_ops(messages, file_ops)
-    return file_ops
-
-
-def previous_file_ops(prev: dict | None) -> FileOperations:
-    """File operations carried over from the previous compaction's details (unless from a hook)."""
-    file_ops = FileOperations()
-    if prev is not None:
-        details = prev.get("details")
-        if not js_truthy(prev.get("fromHook")) and js_truthy(details) and isinstance(details, dict):
+@port("compaction/compaction.js", "extractFileOperations", part=True)
+def previous_compaction_file_ops(previous: dict | None) -> FileOperations:
+    """The file operations ``extractFileOperations`` starts from: the previous compaction's
+    ``details.readFiles`` (read) and ``details.modifiedFiles`` (edited), unless it came from a hook."""
+    file_ops = create_file_ops()
+    if previous is not None:
+        details = previous.get("details")
+        if not js_truthy(previous.get("fromHook")) and js_truthy(details) and isinstance(details, dict):
             read_files = details.get("readFiles")
             if isinstance(read_files, list):
                 file_ops.read.update(set_member(f) for f in read_files)
@@ -959,57 +797,84 @@ def previous_file_ops(prev: dict | None) -> FileOperations:
     return file_ops
 
 
-def prepare_parts(
-    sources: Sequence[dict],
-    types: Sequence[Any],
-    per_entry: Sequence[list[dict]],
-    messages: Sequence[dict],
-    path_entries: Sequence[dict],
-    settings: CompactionSettings,
-    cache: TokenCache | None,
-    tokens_before: Any = UNDEFINED,
+@port("compaction/compaction.js", "extractFileOperations")
+def extract_file_operations(
+    messages: Sequence[dict], entries: Sequence[dict], prev_compaction_index: int
+) -> FileOperations:
+    """``extractFileOperations``: the previous compaction's file lists plus the tool calls of ``messages``.
+
+    Args:
+        messages: the messages summarized.
+        entries: the projection's source entries.
+        prev_compaction_index: the index of the previous compaction among them (-1: none).
+    """
+    file_ops = previous_compaction_file_ops(entries[prev_compaction_index] if prev_compaction_index >= 0 else None)
+    extract_file_ops_from_messages(messages, file_ops)
+    return file_ops
+
+
+@port("compaction/compaction.js", "getMessagesFromProjectedEntryForCompaction")
+def get_messages_from_projected_entries_for_compaction(
+    projection: SessionProjection, start: int, end: int
+) -> list[dict]:
+    """``getMessagesFromProjectedEntryForCompaction`` over the projected entries ``start:end`` (Pi's
+    ``flatMap``): their messages but system messages; none from a compaction.
+
+    Args:
+        projection: the projection.
+        start: the first projected entry.
+        end: the projected entry after the last.
+    """
+    entries = projection.entries
+    if start >= end:
+        return []
+    if entries[start][0].get("type") == "compaction":
+        start += 1  # the newest compaction's messages (a later one brings none anyway)
+    # The entries' messages are a slice of the projection's messages.
+    before = sum(map(len, map(_MESSAGES, entries[:start])))
+    count = sum(map(len, map(_MESSAGES, entries[start:end])))
+    return [m for m in projection.messages[before : before + count] if m.get("role") != "system"]
+
+
+@port("compaction/compaction.js", "prepareCompaction", part=True)
+def preparation_at_cut(
+    projection: SessionProjection, settings: CompactionSettings, boundary_start: int, cut: CutPointResult,
+    tokens_before: Any,
 ) -> CompactionPreparation | None:
-    """Fast twin of :func:`prepare_compaction` after the projection, on parallel lists."""
-    count = len(sources)
-    # Only the projection's first entry can be a compaction with messages (Pi's findIndex).
-    prev_index = 0 if count and types[0] == "compaction" and len(per_entry[0]) > 0 else -1
-    previous_summary: Any = None
-    boundary_start = 0
-    if prev_index >= 0:
-        previous_summary = sources[0].get("summary")
-        boundary_start = 1
-    if tokens_before is UNDEFINED:
-        tokens_before = projected_estimate_parts(sources, per_entry, messages, path_entries, cache).tokens
-    est = cache.estimate if cache is not None else estimate_tokens
-    cut = cut_point_parts(sources, types, per_entry, boundary_start, count, settings.keep_recent_tokens, est)
+    """The rest of ``prepareCompaction`` once the cut is known: the messages to summarize (from
+    ``boundary_start``, after the previous compaction) and the split turn's prefix, the file operations;
+    None where the first kept entry has no id or nothing is left to summarize.
+
+    Args:
+        projection: the path's projection.
+        settings: the compaction settings.
+        boundary_start: 1 after a previous compaction (first in the projection), else 0.
+        cut: the cut point.
+        tokens_before: the context's tokens before compacting.
+    """
+    entries = projection.entries
     first_kept_index = cut.first_kept_entry_index
-    if first_kept_index >= count:
-        return None
-    first_kept_id: Any = sources[first_kept_index].get("id")
+    first_kept = entries[first_kept_index][0] if 0 <= first_kept_index < len(entries) else None
+    first_kept_id: Any = first_kept.get("id") if first_kept is not None else None
     if not js_truthy(first_kept_id):
         return None
-    is_split = cut.is_split_turn
-    history_end = cut.turn_start_index if is_split else first_kept_index
-    # Compaction entries after the first project to no messages, so the messages of
-    # entries [a, b) are a slice of the flat message list.
-    start_offset = len(per_entry[0]) if boundary_start else 0
-    end_offset = len(messages) - sum(map(len, per_entry[history_end:]))
-    to_summarize = [m for m in messages[start_offset:end_offset] if m.get("role") != "system"]
+    history_end = cut.turn_start_index if cut.is_split_turn else first_kept_index
+    to_summarize = get_messages_from_projected_entries_for_compaction(projection, boundary_start, history_end)
     turn_prefix: list[dict] = []
-    if is_split:
-        prefix_end = len(messages) - sum(map(len, per_entry[first_kept_index:]))
-        turn_prefix = [m for m in messages[end_offset:prefix_end] if m.get("role") != "system"]
+    if cut.is_split_turn:
+        turn_prefix = get_messages_from_projected_entries_for_compaction(projection, cut.turn_start_index,
+                                                                         first_kept_index)
     if not to_summarize and not turn_prefix:
         return None
-    file_ops = previous_file_ops(sources[0] if prev_index >= 0 else None)
-    add_file_ops(to_summarize, file_ops)
-    if is_split:
-        add_file_ops(turn_prefix, file_ops)
+    file_ops = extract_file_operations(to_summarize, list(map(_SOURCE, entries)), boundary_start - 1)
+    if cut.is_split_turn:
+        extract_file_ops_from_messages(turn_prefix, file_ops)
+    previous_summary = entries[0][0].get("summary") if boundary_start else None
     return CompactionPreparation(
         first_kept_entry_id=first_kept_id,
         messages_to_summarize=to_summarize,
         turn_prefix_messages=turn_prefix,
-        is_split_turn=is_split,
+        is_split_turn=cut.is_split_turn,
         tokens_before=tokens_before,
         previous_summary=previous_summary,
         file_ops=file_ops,
@@ -1017,67 +882,27 @@ def prepare_parts(
     )
 
 
-def chain_path(entries: Sequence[dict]) -> list[dict] | None:
-    """``build_session_path(entries)`` when the entries are already that path, else None.
-
-    They are when their ids are distinct non-empty strings, each entry's parentId is the id of the
-    one before, and the first entry's parentId names none of them: the walk from the last entry
-    then visits every entry, in order. Checked in a few passes that run in C.
-    """
-    chain = chain_ids_and_types(entries)
-    return list(entries) if chain is not None else None
-
-
-def chain_ids_and_types(entries: Sequence[dict]) -> tuple[list[str], list[Any]] | None:
-    """(ids, types) of ``entries`` when :func:`chain_path` takes them as the path, else None."""
-    try:
-        ids = [e["id"] for e in entries]
-        parents = [e["parentId"] for e in entries]
-        types = [e["type"] for e in entries]
-        "".join(ids)  # raises unless every id is a string
-    except (KeyError, TypeError):  # a field missing, an id of another type: not recognised as a chain
-        return None
-    if not ids or parents[1:] != ids[:-1]:
-        return None
-    id_set = set(ids)
-    if len(id_set) != len(ids) or "" in id_set or (parents[0].__class__ is str and parents[0] in id_set):
-        return None
-    return ids, types
-
-
+@port("compaction/compaction.js", "prepareCompaction")
 def prepare_compaction(
     path_entries: Sequence[dict],
     settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS,
-    *,
-    cache: TokenCache | None = None,
 ) -> CompactionPreparation | None:
     """``prepareCompaction``: what to summarize and where to cut, or None if nothing to do.
 
     Args:
         path_entries: the active path (``session.get_branch()``), root first.
         settings: Pi's ``reserveTokens`` / ``keepRecentTokens``.
-        cache: a :class:`TokenCache` that reuses token estimates across calls.
     """
     if path_entries and path_entries[-1].get("type") == "compaction":
         return None
-    chain = chain_ids_and_types(path_entries)
-    if chain is None:
-        path = build_session_path(path_entries)
-        same = len(path) == len(path_entries) and all(map(operator.is_, path, path_entries))
-        path_types = [e.get("type") for e in path]
-        path_ids = None
-    else:
-        path = path_entries if path_entries.__class__ is list else list(path_entries)
-        same = True
-        path_ids, path_types = chain
-    sources, types = context_entries_and_types(path, True, path_types, path_ids)
-    types, per_entry, messages = project_parts(sources, types)
-    # Usually the entries given are the path itself: then their types are known already
-    # and their truthy ids are distinct.
-    tokens_before = projected_estimate_parts(
-        sources, per_entry, messages, path_entries, cache, path_types if same else None, same
-    ).tokens
-    return prepare_parts(sources, types, per_entry, messages, path_entries, settings, cache, tokens_before)
+    path, walked = session_path_of(path_entries)
+    projection = project_session_path(path, pairs=True)  # buildSessionProjection(pathEntries)
+    entries = projection.entries
+    # Only the first projected entry can be a compaction that brings messages (the newest one).
+    boundary_start = 1 if entries and entries[0][0].get("type") == "compaction" and entries[0][1] else 0
+    tokens_before = estimate_projected_context_tokens(projection, path_entries, distinct_ids=walked).tokens
+    cut = find_projected_cut_point(entries, boundary_start, len(entries), settings.keep_recent_tokens)
+    return preparation_at_cut(projection, settings, boundary_start, cut, tokens_before)
 
 
 # ---------------------------------------------------------------------------
@@ -1085,16 +910,7 @@ def prepare_compaction(
 # ---------------------------------------------------------------------------
 
 
-def uuid7() -> str:
-    """A fresh RFC 9562 UUIDv7 (time-ordered), as Pi's routing ids are."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    rand_a = (rand >> 62) & 0xFFF
-    rand_b = rand & ((1 << 62) - 1)
-    value = ((ms & ((1 << 48) - 1)) << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
-    return str(uuid.UUID(int=value))
-
-
+@port("compaction/compaction.js", "getSummarizationFailure")
 def get_summarization_failure(response: SummaryResponse, label: str) -> str | None:
     """``getSummarizationFailure``: Pi's message for an error or length stop, else None."""
     if response.stop_reason == "error":
@@ -1104,6 +920,7 @@ def get_summarization_failure(response: SummaryResponse, label: str) -> str | No
     return None
 
 
+@port("compaction/compaction.js", "combineUsage")
 def combine_usage(first: dict | None, second: dict | None) -> dict | None:
     """``combineUsage``: field-by-field sum of two Pi usage dicts."""
     if first is None:
@@ -1126,6 +943,7 @@ def combine_usage(first: dict | None, second: dict | None) -> dict | None:
     return out
 
 
+@port("compaction/compaction.js", "generateSummaryWithUsage", part=True)
 def summarization_max_tokens(fraction: float, reserve_tokens: float, model: ModelInfo) -> int | None:
     """``Math.min(Math.floor(fraction * reserveTokens), model.maxTokens > 0 ? … : Infinity)``.
 
@@ -1138,6 +956,7 @@ def summarization_max_tokens(fraction: float, reserve_tokens: float, model: Mode
     return None if math.isinf(result) else int(result)
 
 
+@port("compaction/compaction.js", "createSummarizationOptions")
 def summarization_reasoning(model: ModelInfo, thinking_level: str | None) -> str | None:
     """``createSummarizationOptions``: the thinking level for reasoning models, else None."""
     if js_truthy(model.reasoning) and js_truthy(thinking_level) and thinking_level != "off":
@@ -1145,6 +964,7 @@ def summarization_reasoning(model: ModelInfo, thinking_level: str | None) -> str
     return None
 
 
+@port("compaction/compaction.js", "generateSummaryWithUsage", part=True)
 def build_history_prompt(
     messages: Sequence[dict], custom_instructions: str | None = None, previous_summary: str | None = None,
     prompts: PromptTemplates = PI_PROMPTS,
@@ -1160,15 +980,18 @@ def build_history_prompt(
     return prompt + base
 
 
+@port("compaction/compaction.js", "generateTurnPrefixSummary", part=True)
 def build_turn_prefix_prompt(messages: Sequence[dict], prompts: PromptTemplates = PI_PROMPTS) -> str:
     """The user-message text of a turn-prefix summary request."""
     conversation = serialize_conversation(convert_to_llm(messages))
     return f"# Conversation\n{conversation}\n\n# Instructions\n{prompts.turn_prefix}"
 
 
+@port("compaction/compaction.js", "buildSummarizationContext")
 def summary_request(kind: str, prompt: str, max_tokens: int | None, reasoning: str | None, model: ModelInfo,
                     session_id: str | None, system_prompt: str = SUMMARIZATION_SYSTEM_PROMPT) -> SummaryRequest:
-    """The request :func:`complete_checked` sends: Pi's system prompt, ``prompt`` as the one user message."""
+    """The request :func:`complete_checked` sends (Pi's ``buildSummarizationContext`` and summarization
+    options): Pi's system prompt, ``prompt`` as the one user message."""
     return SummaryRequest(
         kind=kind,  # type: ignore[arg-type]
         system_prompt=system_prompt,
@@ -1181,6 +1004,7 @@ def summary_request(kind: str, prompt: str, max_tokens: int | None, reasoning: s
     )
 
 
+@port("compaction/compaction.js", "generateSummaryWithUsage")
 def generate_summary_with_usage(
     messages: Sequence[dict],
     summarizer: Summarizer,
@@ -1206,6 +1030,7 @@ def generate_summary_with_usage(
     return complete_checked(summarizer, request, "Summarization")
 
 
+@port("compaction/compaction.js", "generateSummary")
 def generate_summary(
     messages: Sequence[dict],
     summarizer: Summarizer,
@@ -1225,6 +1050,7 @@ def generate_summary(
     )[0]
 
 
+@port("compaction/compaction.js", "generateTurnPrefixSummary")
 def generate_turn_prefix_summary(
     messages: Sequence[dict],
     summarizer: Summarizer,
@@ -1248,6 +1074,7 @@ def generate_turn_prefix_summary(
     return complete_checked(summarizer, request, "Turn prefix summarization")
 
 
+@port("compaction/compaction.js", "completeSummarization")
 def complete_checked(summarizer: Summarizer, request: SummaryRequest, label: str) -> tuple[str, dict | None]:
     """``completeSummarization``: ask once; an error, a length stop or a tool call is a failure named with
     Pi's ``label``."""
@@ -1260,6 +1087,7 @@ def complete_checked(summarizer: Summarizer, request: SummaryRequest, label: str
     return response.text, response.usage
 
 
+@port("compaction/compaction.js", "compact")
 def compact(
     preparation: CompactionPreparation,
     summarizer: Summarizer,

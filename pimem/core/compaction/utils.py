@@ -8,9 +8,8 @@ summarizer reads; tool results are cut to 2000 UTF-16 code units. File operation
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 import orjson
 
@@ -24,10 +23,9 @@ from pimem.base.js import (
     js_stringify,
     utf16_len,
 )
-from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import content_text
+from pimem.core.porting import port
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
-from pimem.core.speedups import compiled
 from pimem.errors import JavaScriptTypeError
 
 __all__ = [
@@ -36,14 +34,13 @@ __all__ = [
     "FileOperations",
     "create_file_ops",
     "extract_file_ops_from_message",
-    "add_file_ops",
+    "extract_file_ops_from_messages",
     "compute_file_lists",
     "format_file_operations",
     "truncate_for_summary",
     "serialize_conversation",
     "serialize_message",
-    "serialize_messages",
-    "SerializationCache",
+    "join_message_texts",
 ]
 
 TOOL_RESULT_MAX_CHARS = 2000
@@ -75,32 +72,27 @@ def set_member(value: Any) -> Any:
     return value
 
 
+@port("compaction/utils.js", "createFileOps")
 def create_file_ops() -> FileOperations:
     """``createFileOps``: empty file operations."""
     return FileOperations()
 
 
-def extract_file_ops_from_message(message: dict, file_ops: FileOperations) -> None:
-    """``extractFileOpsFromMessage``: add the ``path`` of read/write/edit tool calls."""
-    add_file_ops((message,), file_ops)
+@port("compaction/utils.js", "extractFileOpsFromMessage")
+def extract_file_ops_from_messages(messages: Iterable[dict], file_ops: FileOperations) -> None:
+    """``extractFileOpsFromMessage`` of each message, in one loop: the ``path`` argument of every ``read``,
+    ``write`` and ``edit`` tool call of an assistant message goes to ``file_ops``.
 
-
-_fast_file_ops: Any = compiled.add_file_ops if compiled is not None else None
-
-
-def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
-    """Fast twin of :func:`extract_file_ops_from_message` over many messages, in one loop (the pipeline's hot
-    path; the C extension takes plain JSON data)."""
+    Args:
+        messages: agent messages.
+        file_ops: the file operations to add to.
+    """
     read, written, edited = file_ops.read, file_ops.written, file_ops.edited
-    if _fast_file_ops is not None and _fast_file_ops(messages, read, written, edited):
-        return
     for content in [m.get("content") for m in messages if m.get("role") == "assistant"]:
-        if content.__class__ is not list and not isinstance(content, list):
+        if not isinstance(content, list):
             continue
         for block in content:
-            if block.__class__ is not dict and not isinstance(block, dict):
-                continue
-            if block.get("type") != "toolCall":
+            if not isinstance(block, dict) or block.get("type") != "toolCall":
                 continue
             # Only these names add a path: the other checks matter for them alone.
             name = block.get("name")
@@ -120,6 +112,18 @@ def add_file_ops(messages: Sequence[dict], file_ops: FileOperations) -> None:
                 target.add(path)
 
 
+@port("compaction/utils.js", "extractFileOpsFromMessage", part=True)
+def extract_file_ops_from_message(message: dict, file_ops: FileOperations) -> None:
+    """``extractFileOpsFromMessage`` of one message (:func:`extract_file_ops_from_messages`).
+
+    Args:
+        message: an agent message.
+        file_ops: the file operations to add to.
+    """
+    extract_file_ops_from_messages((message,), file_ops)
+
+
+@port("compaction/utils.js", "computeFileLists")
 def compute_file_lists(file_ops: FileOperations) -> tuple[list, list]:
     """``computeFileLists``: (files only read, files modified), each sorted as JavaScript sorts.
 
@@ -131,6 +135,7 @@ def compute_file_lists(file_ops: FileOperations) -> tuple[list, list]:
     return read_only, js_sorted(modified)
 
 
+@port("compaction/utils.js", "formatFileOperations")
 def format_file_operations(read_files: list, modified_files: list) -> str:
     """``formatFileOperations``: the ``<read-files>`` / ``<modified-files>`` blocks.
 
@@ -153,10 +158,9 @@ def _join(values: list, sep: str) -> str:
     return sep.join("" if v is None else js_string(v) for v in values)
 
 
+@port("compaction/utils.js", "truncateForSummary")
 def truncate_for_summary(text: str, max_chars: int) -> str:
     """``truncateForSummary``: keep the first ``max_chars`` UTF-16 units and a marker."""
-    if len(text) <= max_chars and (text.isascii() or utf16_len(text) <= max_chars):
-        return text
     length = utf16_len(text)
     if length <= max_chars:
         return text
@@ -187,6 +191,7 @@ def _arguments_text(args: Any) -> str:
     return ", ".join([f"{k}={js_stringify(v)}" for k, v in js_entries(args)])
 
 
+@port("compaction/utils.js", "serializeConversation", part=True)
 def serialize_message(message: Mapping[str, Any]) -> str:
     """The text :func:`serialize_conversation` makes of one LLM message ("" for none).
 
@@ -233,81 +238,21 @@ def serialize_message(message: Mapping[str, Any]) -> str:
     return ""
 
 
+@port("compaction/utils.js", "serializeConversation")
 def serialize_conversation(messages: Iterable[Mapping[str, Any]]) -> str:
     """``serializeConversation``: LLM messages as ``[User]: …`` / ``[Assistant]: …`` text.
 
     Args:
         messages: LLM messages, in order.
     """
-    texts = [serialize_message(m) for m in messages]
-    return "\n\n".join([t for t in texts if t])
+    return join_message_texts(map(serialize_message, messages))
 
 
-class SerializationCache:
-    """Serialized text per agent message, keyed by object identity, and the last conversation.
-
-    ``cache.text(m)`` is ``serialize_conversation(convert_to_llm([m]))``. Messages are Pi's
-    JSON and the pipeline never mutates them: a cached text stays valid while the message
-    object is unchanged. The cache holds a reference to each message, so an identity cannot
-    be reused while its text is cached. Do not mutate a message after it has been cached
-    (call :meth:`clear` if you must).
-
-    :func:`serialize_messages` also remembers the last sequence it serialized: a sequence
-    that starts with the same message objects reuses that text and only serializes and
-    appends the new messages (the messages to summarize along a growing session).
-    """
-
-    __slots__ = ("_memo", "_last_messages", "_last_text")
-
-    def __init__(self) -> None:
-        self._memo: dict[int, tuple[dict, str]] = {}
-        self._last_messages: list[dict] = []
-        self._last_text = ""
-
-    def text(self, message: dict) -> str:
-        hit = self._memo.get(id(message))
-        if hit is not None and hit[0] is message:
-            return hit[1]
-        llm = convert_to_llm((message,))
-        text = serialize_message(llm[0]) if llm else ""
-        self._memo[id(message)] = (message, text)
-        return text
-
-    def conversation(self, messages: Sequence[dict]) -> str:
-        """``serialize_conversation(convert_to_llm(messages))`` from cached parts."""
-        if not isinstance(messages, list):
-            messages = list(messages)
-        last = self._last_messages
-        n = len(last)
-        text = self.text
-        if n and len(messages) >= n and all(map(operator.is_, last, messages)):
-            if len(messages) == n:
-                return self._last_text
-            tail = "\n\n".join([t for t in map(text, messages[n:]) if t])
-            head = self._last_text
-            result = head + "\n\n" + tail if head and tail else (head or tail)
-        else:
-            result = "\n\n".join([t for t in map(text, messages) if t])
-        self._last_messages = messages[:]
-        self._last_text = result
-        return result
-
-    def clear(self) -> None:
-        self._memo.clear()
-        self._last_messages = []
-        self._last_text = ""
-
-    def __len__(self) -> int:
-        return len(self._memo)
-
-
-def serialize_messages(messages: Iterable[dict], cache: SerializationCache | None = None) -> str:
-    """Fast twin of :func:`serialize_conversation` of ``convert_to_llm(messages)``, reusing ``cache``'s texts if given.
+@port("compaction/utils.js", "serializeConversation", part=True)
+def join_message_texts(texts: Iterable[str]) -> str:
+    """How ``serializeConversation`` joins its parts: the non-empty texts, a blank line between two.
 
     Args:
-        messages: agent messages, in order.
-        cache: per-message texts to reuse.
+        texts: the messages' texts (:func:`serialize_message`), in order.
     """
-    if cache is None:
-        return serialize_conversation(convert_to_llm(messages))
-    return cache.conversation(messages if isinstance(messages, list) else list(messages))
+    return "\n\n".join([t for t in texts if t])

@@ -54,7 +54,7 @@ from pimem.core.compaction.compaction import (
     compact,
     should_compact,
 )
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.llm import Summarizer
 from pimem.errors import ConfigurationError
 

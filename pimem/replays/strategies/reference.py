@@ -46,8 +46,8 @@ from pimem.core.compaction.compaction import (
     PromptTemplates,
     estimate_tokens,
 )
-from pimem.core.compaction.utils import FileOperations, add_file_ops
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.compaction.utils import FileOperations, extract_file_ops_from_messages
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.session_manager import project_context_entry
 from pimem.errors import ConfigurationError
 from pimem.replays.strategies.base import CheckPoint, CompactionStrategy, ContextEdit, TurnView, register_strategy
@@ -129,7 +129,7 @@ class FromScratch(CompactionStrategy):
                 kept.append(m)
             history = kept[::-1]
         file_ops = FileOperations()
-        add_file_ops(history + list(prep.turn_prefix_messages), file_ops)
+        extract_file_ops_from_messages(history + list(prep.turn_prefix_messages), file_ops)
         return CompactionPreparation(
             first_kept_entry_id=prep.first_kept_entry_id, messages_to_summarize=history,
             turn_prefix_messages=prep.turn_prefix_messages, is_split_turn=prep.is_split_turn,

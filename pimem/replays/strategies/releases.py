@@ -38,7 +38,7 @@ from pimem.core.compaction.compaction import (
     estimate_tokens,
 )
 from pimem.core.compaction.utils import FileOperations
-from pimem.core.context_tracker import ContextTracker
+from pimem.core.incremental.tracker import ContextTracker
 from pimem.core.llm import Summarizer
 from pimem.releases import pi_0_13_2
 from pimem.releases import pi_1_6_0

@@ -1,12 +1,14 @@
-"""The incremental engine: Pi 0.87.1's projection, estimates and preparation along a growing path.
+"""The incremental engine's tracker: Pi 0.87.1's projection, estimates and preparation along a growing path.
 
 :class:`ContextTracker` keeps a branch's projection, its token sums, cut points and file
 operations up to date entry by entry, so that asking "should Pi compact now, and what would it
 prepare?" after every entry of a long session is cheap: ``context_estimate`` is O(1) and
-``prepare`` O(log n) plus the copies of its result lists. It gives exactly what the readable
-reference functions in :mod:`pimem.core.compaction.compaction` and
-:mod:`pimem.core.session_manager` give (``tests/test_tracker.py`` checks them against each other
-on every prefix of the samples, the real sessions and generated trees); the replay runs on it.
+``prepare`` O(log n) plus the copies of its result lists. Every answer comes from the port's
+functions (:mod:`pimem.core.session_manager`, :mod:`pimem.core.compaction.compaction`) applied once
+per entry, kept in sums and sorted positions; each method standing for a Pi function is declared
+(``pimem.core.porting.derived``) and checked against that function's port at every prefix of the
+samples, the real sessions and generated trees (``tests/core/test_tracker.py``,
+``tests/core/test_porting.py``); the replay runs on it.
 """
 
 from __future__ import annotations
@@ -17,37 +19,33 @@ from typing import Any, Callable, Sequence
 
 from pimem.base.js import UNDEFINED, js_truthy
 from pimem.base.types import SystemMessage
+from pimem.core import session_manager as sm
+from pimem.core.compaction import compaction as cp
 from pimem.core.compaction.compaction import (
     DEFAULT_COMPACTION_SETTINGS,
     CompactionPreparation,
     CompactionSettings,
     ContextUsageEstimate,
     CutPointResult,
-    TokenCache,
     calculate_context_tokens,
     estimate_tokens,
     get_assistant_usage,
-    is_cut_point_parts,
-    is_turn_start_parts,
-    previous_file_ops,
-    settle_cut,
+    is_projected_cut_point,
+    is_projected_turn_start,
+    previous_compaction_file_ops,
+    settle_projected_cut,
     should_compact,
 )
-from pimem.core.compaction.utils import (
-    FileOperations,
-    SerializationCache,
-    add_file_ops,
-    serialize_messages,
-)
+from pimem.core.compaction.utils import FileOperations, extract_file_ops_from_messages
+from pimem.core.incremental.caches import SerializationCache, TokenCache, serialize_messages
 from pimem.core.pi_ai import get_current_system_message
+from pimem.core.porting import derived
 from pimem.core.session_manager import (
-    ProjectedEntry,
     SessionProjection,
     build_session_path,
-    context_entries_and_types,
     get_session_context_settings,
     project_context_entry,
-    project_parts,
+    project_session_path,
     projected_entry,
     session_entry_to_context_messages,
 )
@@ -56,6 +54,7 @@ from pimem.errors import InvalidEntryError
 __all__ = ["ContextTracker"]
 
 
+@derived("session-manager.js", "buildSessionProjection", port=sm.build_session_projection)
 class ContextTracker:
     """The projection of a growing path with running token sums, for cheap repeated preparations.
 
@@ -114,61 +113,22 @@ class ContextTracker:
                 self._latest_invalidating = i
                 if e.get("type") == "compaction":
                     self._latest_compaction = i
-        self._chain = self._is_chain()
-        self._settings = get_session_context_settings(self.path) if self._chain else ("off", None)
+        # following parent links from the last entry walks exactly ``path`` back
+        self._chain = sm.is_walked_path(self.path)
+        self._settings: tuple[Any, dict | None] = ("off", None)  # the path's, kept along a chain
         self._rebuild()
-
-    def _is_chain(self) -> bool:
-        """Whether following parent links from the last entry walks exactly ``path`` back: every id a
-        distinct string, every entry the child of the one before, the root's parent not on the path."""
-        path, index = self.path, self._first_index
-        if len(index) != len(path):
-            return False
-        previous: Any = None
-        for i, e in enumerate(path):
-            eid = e.get("id")
-            if eid.__class__ is not str or not eid:
-                return False
-            if i and e.get("parentId") != previous:
-                return False
-            previous = eid
-        root_parent = path[0].get("parentId") if path else None
-        return not (root_parent.__class__ is str and root_parent in index)
-
-    def _context_entries(self) -> tuple[list[dict], list]:
-        """``buildContextEntries`` of the path with its types: from the latest compaction's kept
-        entries on when the path is a chain (no walk over the entries before them)."""
-        path = self.path
-        c = self._latest_compaction
-        if not self._chain:
-            context_entries, types = context_entries_and_types(build_session_path(path), True)
-            return list(context_entries), types
-        if c < 0:
-            return list(path), [e.get("type") for e in path]
-        compaction = path[c]
-        first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
-        start = self._first_index.get(first_kept, c) if first_kept.__class__ is str else c
-        if start > c:
-            start = c
-        context_entries = [compaction]
-        for i in range(start, c):
-            entry = path[i]
-            if not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
-                context_entries.append(entry)
-        context_entries.extend(path[c + 1 :])
-        return context_entries, [e.get("type") for e in context_entries]
 
     def _rebuild(self) -> None:
         if self.path:
+            projection = project_session_path(self.path if self._chain else build_session_path(self.path))
+            sources = [e[0] for e in projection.entries]
+            per_entry = [e[1] for e in projection.entries]
+            thinking_level, model, messages = projection.thinking_level, projection.model, projection.messages
             if self._chain:
-                thinking_level, model = self._settings
-            else:
-                thinking_level, model = get_session_context_settings(build_session_path(self.path))
-            sources, types = self._context_entries()
-            types, per_entry, messages = project_parts(sources, types)
+                self._settings = (thinking_level, model)
         else:
-            thinking_level, model, sources, types, per_entry, messages = "off", None, [], [], [], []
-        self._start(sources, list(types), per_entry, messages, thinking_level, model)
+            thinking_level, model, sources, per_entry, messages = "off", None, [], [], []
+        self._start(sources, [s.get("type") for s in sources], per_entry, messages, thinking_level, model)
         for pos in range(len(sources)):
             self._account(pos)
 
@@ -196,6 +156,7 @@ class ContextTracker:
         self._total = 0
         self._non_system = 0
         self._system: list[dict] = []
+        self._system_tokens: tuple[list, int, int] | None = None  # (_system, its length, the current one's tokens)
         self._usage: dict | None = None
         self._usage_index: int | None = None
         self._usage_entry_pos = -1
@@ -391,7 +352,6 @@ class ContextTracker:
     def _account(self, pos: int) -> None:
         """Add projected entry ``pos`` (already in the lists) to the sums and positions."""
         est = self.cache.estimate
-        etype = self._types[pos]
         messages = self._per_entry[pos]
         offset = self._message_count
         entry_tokens = 0
@@ -423,9 +383,10 @@ class ContextTracker:
         self._entry_tokens.append(entry_tokens)
         self._cum.append(self._cum[-1] + entry_tokens)
         self._ns_off.append(len(self._ns_messages))
-        if is_cut_point_parts(etype, messages):
+        projected = self.projection.entries[pos]
+        if is_projected_cut_point(projected):
             self._cut_positions.append(pos)
-        if is_turn_start_parts(etype, messages):
+        if is_projected_turn_start(projected):
             self._turn_positions.append(pos)
 
     def append(self, entry: dict) -> None:
@@ -450,13 +411,13 @@ class ContextTracker:
         # only an assistant message or a model change names a model (and a non-object message raises)
         names_model = etype == "model_change" or (etype == "message" and (
             entry.get("message").__class__ is not dict or entry["message"].get("role") == "assistant"))
+        named = get_session_context_settings((entry,), (etype,))[1] if names_model else None
         if self._chain and (names_model or etype == "thinking_level_change"):
             thinking_level, model = self._settings
             if etype == "thinking_level_change":
                 thinking_level = entry.get("thinkingLevel")
-            else:
-                _, found = get_session_context_settings((entry,))
-                model = found if found is not None else model
+            elif named is not None:
+                model = named
             self._settings = (thinking_level, model)
         if etype in ("compaction", "context_edit"):
             self._latest_invalidating = index
@@ -471,7 +432,7 @@ class ContextTracker:
         proj = self.projection
         edit = self._edits.get(entry.get("id", UNDEFINED))
         messages = project_context_entry(entry, edit) if edit is not None else session_entry_to_context_messages(entry)
-        proj.entries.append(ProjectedEntry(entry, messages))
+        proj.entries.append(projected_entry((entry, messages)))
         proj.messages.extend(messages)
         self._sources.append(entry)
         self._types.append(etype)
@@ -479,10 +440,8 @@ class ContextTracker:
         self._account(len(self._sources) - 1)
         if etype == "thinking_level_change":
             proj.thinking_level = entry.get("thinkingLevel")
-        elif names_model:
-            _, model = get_session_context_settings((entry,))
-            if model is not None:
-                proj.model = model
+        elif named is not None:
+            proj.model = named
 
     def extend(self, entries: Sequence[dict]) -> None:
         """``append`` each entry in turn."""
@@ -490,8 +449,9 @@ class ContextTracker:
             self.append(entry)
 
     # -- queries ------------------------------------------------------------
+    @derived("compaction/compaction.js", "estimateContextTokens", port=cp.estimate_context_tokens)
     def context_usage_estimate(self, usage_tokens: Callable[[dict], Any] | None = None) -> ContextUsageEstimate:
-        """Fast twin of :func:`~pimem.core.compaction.compaction.estimate_context_tokens` on the projection's messages.
+        """:func:`~pimem.core.compaction.compaction.estimate_context_tokens` of the projection's messages.
 
         ``usage_tokens(message)``: the tokens the anchoring assistant message reports (default
         :func:`~pimem.core.compaction.compaction.calculate_context_tokens` of ``message.usage``).
@@ -506,9 +466,10 @@ class ContextTracker:
             anchored = usage_tokens(self.projection.messages[index])
         return ContextUsageEstimate(anchored + self._trailing, anchored, self._trailing, self._usage_index)
 
+    @derived("compaction/compaction.js", "estimateProjectedContextTokens", port=cp.estimate_projected_context_tokens)
     def context_estimate(self, usage_tokens: Callable[[dict], Any] | None = None) -> ContextUsageEstimate:
-        """Fast twin of :func:`~pimem.core.compaction.compaction.estimate_projected_context_tokens`
-        (``usage_tokens`` as above)."""
+        """:func:`~pimem.core.compaction.compaction.estimate_projected_context_tokens` of the projection and
+        the path (``usage_tokens`` as above)."""
         if self.usage_is_current():
             return self.context_usage_estimate(usage_tokens)
         tokens = self.usage_free_estimate()
@@ -524,8 +485,12 @@ class ContextTracker:
 
     def usage_free_estimate(self) -> int:
         """Pi's estimate without usage: the current system message plus every non-system message."""
-        system = self.current_system_message()
-        return (estimate_tokens(system) if system is not None else 0) + self._non_system
+        memo = self._system_tokens
+        if memo is None or memo[0] is not self._system or memo[1] != len(self._system):
+            system = self.current_system_message()  # a new object each time: estimated once per state
+            memo = self._system_tokens = (self._system, len(self._system),
+                                          estimate_tokens(system) if system is not None else 0)
+        return memo[2] + self._non_system
 
     def usage_message(self) -> dict | None:
         """The assistant message whose usage the estimates anchor on (the last valid one)."""
@@ -555,13 +520,16 @@ class ContextTracker:
         """``getCurrentSystemMessage(projection.messages)``."""
         return get_current_system_message(self._system) if self._system else None
 
+    @derived("compaction/compaction.js", "shouldCompact", port=cp.should_compact)
     def should_compact(self, context_window: float, settings: CompactionSettings) -> bool:
-        """Fast twin of :func:`~pimem.core.compaction.compaction.should_compact` on the projected estimate."""
+        """:func:`~pimem.core.compaction.compaction.should_compact` of the projected estimate."""
         return should_compact(self.context_estimate().tokens, context_window, settings)
 
-    def _cut_point(self, start: int, end: int, keep: float) -> CutPointResult:
-        """Fast twin of :func:`~pimem.core.compaction.compaction.find_projected_cut_point` over entries
-        [start, end = all) from the maintained sums."""
+    @derived("compaction/compaction.js", "findProjectedCutPoint", port=cp.find_projected_cut_point)
+    def cut_point(self, start: int, end: int, keep: float) -> CutPointResult:
+        """:func:`~pimem.core.compaction.compaction.find_projected_cut_point` of the projection's entries
+        ``start:end`` (``end``: every entry), from the maintained sums: the budget's entry by a binary search
+        of the prefix sums, the cut points and turn starts from their sorted positions."""
         cuts = self._cut_positions
         a = bisect_left(cuts, start)
         if a == len(cuts):
@@ -586,9 +554,9 @@ class ContextTracker:
                 exceeded = True
                 c = bisect_left(cuts, i)
                 cut_index = cuts[c] if c < len(cuts) else cuts[-1]
-        types, per_entry = self._types, self._per_entry
-        cut_index = settle_cut(self._sources, types, per_entry, cut_index, start, end, exceeded)
-        if is_turn_start_parts(types[cut_index], per_entry[cut_index]):
+        entries = self.projection.entries
+        cut_index = settle_projected_cut(entries, cut_index, start, end, exceeded)
+        if is_projected_turn_start(entries[cut_index]):
             return CutPointResult(cut_index, -1, False)
         turns = self._turn_positions
         t = bisect_right(turns, cut_index) - 1
@@ -601,7 +569,7 @@ class ContextTracker:
             self._fo_start, self._fo_end, self._fo = start, start, FileOperations()
         per_entry, fo = self._per_entry, self._fo
         for k in range(self._fo_end, end):
-            add_file_ops(per_entry[k], fo)
+            extract_file_ops_from_messages(per_entry[k], fo)
         self._fo_end = max(self._fo_end, end)
         return fo
 
@@ -624,14 +592,15 @@ class ContextTracker:
         sources, per_entry = self._sources, self._per_entry
         count = len(sources)
         boundary_start = 1 if count and self._types[0] == "compaction" and len(per_entry[0]) > 0 else 0
-        cut = self._cut_point(boundary_start, count, settings.keep_recent_tokens)
+        cut = self.cut_point(boundary_start, count, settings.keep_recent_tokens)
         if cut.first_kept_entry_index >= count or not js_truthy(sources[cut.first_kept_entry_index].get("id")):
             return None
         return boundary_start, cut
 
+    @derived("compaction/compaction.js", "prepareCompaction", port=cp.prepare_compaction)
     def prepare(self, settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> CompactionPreparation | None:
-        """Fast twin of :func:`~pimem.core.compaction.compaction.prepare_compaction` (``path``, ``settings``),
-        from the maintained projection and sums."""
+        """:func:`~pimem.core.compaction.compaction.prepare_compaction` of the path, from the maintained
+        projection and sums."""
         found = self.compaction_cut(settings)
         return None if found is None else self.preparation_at(settings, *found)
 
@@ -653,7 +622,7 @@ class ContextTracker:
         turn_prefix = ns[off[history_end] : off[first_kept_index]] if is_split else []
         if not to_summarize and not turn_prefix:
             return None
-        file_ops = previous_file_ops(sources[0] if prev_index == 0 else None)
+        file_ops = previous_compaction_file_ops(sources[0] if prev_index == 0 else None)
         done = self._file_ops_of_range(boundary_start, first_kept_index)
         file_ops.read |= done.read
         file_ops.written |= done.written
@@ -669,6 +638,7 @@ class ContextTracker:
             settings=settings,
         )
 
+    @derived("compaction/utils.js", "serializeConversation", port="pimem.core.compaction.utils.serialize_conversation")
     def serialize(self, messages: Sequence[dict]) -> str:
         """``serialize_conversation(convert_to_llm(messages))`` with per-message texts cached."""
         return serialize_messages(messages, self.serialization_cache)

@@ -1,0 +1,264 @@
+"""A session's paths from an index kept beside it, and the context calls that take them.
+
+The port walks a path from the leaf up, one parent look-up per entry (``buildSessionPath``). A session's
+entries mostly come in runs, each the child of the one before it in the file; a :class:`SessionIndex`
+records, per position, the entry's type and where its run starts, and the position of every indexed id,
+so that the path to a leaf is a few slices of the session's entries (one for a session without
+branches), with the path's entry types sliced alongside. It is built once per session, the first time a
+path is asked for, and brought up to date with the entries appended since (``Session.append_entry``).
+
+The index answers only where it is exact: every entry went through the session's index, no id was taken
+twice, no parentId cycle; otherwise the port walks. :func:`build_session_path`,
+:func:`build_session_context`, :func:`build_session_projection` and :func:`build_context_entries` take a
+session's path from it (for any :class:`~pimem.core.session_manager.Session`, subclasses included: what
+``pimem.load_session`` returns) and do the rest with the port's own functions; any other source goes to
+the port as it is. They are what ``pimem.build_session_context`` and its siblings are.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any, Callable, NamedTuple, TypeVar
+from weakref import WeakKeyDictionary
+
+from pimem.base.js import js_truthy
+from pimem.core import session_manager as sm
+from pimem.core.porting import derived
+from pimem.core.session_manager import NULL_LEAF, Session, SessionContext, SessionProjection
+
+__all__ = [
+    "SessionIndex",
+    "session_index",
+    "IndexedPath",
+    "indexed_path",
+    "build_session_path",
+    "build_session_context",
+    "build_session_projection",
+    "build_context_entries",
+]
+
+
+class SessionIndex:
+    """Per position of a session's entries: the entry's type and where the run of entries ending there
+    starts (within a run each entry's parentId finds the entry just before it in the session's index);
+    the positions of the indexed ids; whether every message entry holds a message object.
+
+    Args:
+        session: the session indexed (its entries are read as far as it has indexed them).
+    """
+
+    __slots__ = ("entries", "count", "types", "run_start", "positions", "exact", "checked")
+
+    def __init__(self, session: Session) -> None:
+        self.entries = session.entries
+        self.count = 0
+        self.types: list[Any] = []
+        self.run_start: list[int] = []
+        self.positions: dict[str, int] = {}
+        self.exact = True  # no id taken twice, every entry indexed by the session
+        self.checked = True  # every message entry holds a message object
+
+    def catch_up(self, session: Session) -> bool:
+        """Index the entries appended since the last call; whether the index can answer for the session."""
+        entries = session.entries
+        if session._indexed != len(entries):
+            return False  # entries added to the list without Session.append_entry: only the port knows
+        by_id = session._by_id
+        types, run_start, positions = self.types, self.run_start, self.positions
+        for position in range(self.count, len(entries)):
+            entry = entries[position]
+            eid = entry.get("id")
+            if isinstance(eid, str):
+                if eid in positions or by_id.get(eid) is not entry:
+                    self.exact = False  # an id taken again: walks through the earlier entry change
+                positions[eid] = position
+            types.append(entry.get("type"))
+            parent = entry.get("parentId")
+            if position and parent.__class__ is str and parent and by_id.get(parent) is entries[position - 1]:
+                run_start.append(run_start[position - 1])
+            else:
+                run_start.append(position)
+            if self.checked and sm.lacks_message_object(entry):
+                self.checked = False
+        self.count = len(entries)
+        return self.exact
+
+    def path(self, session: Session, leaf_id: Any = None) -> tuple[list[dict], list, list[int]] | None:
+        """(the port's ``build_session_path(session, leaf_id)``, the path's entry types, the slices of the
+        session's entries it is made of as ``[start, end, start, end, ...]`` root first) from the runs, or None
+        where they cannot answer (a parentId cycle: the port stops that walk)."""
+        entries = session.entries
+        if leaf_id is None:
+            leaf_id = NULL_LEAF if session._leaf_id is None else session._leaf_id
+        if leaf_id is NULL_LEAF or not entries:
+            return [], [], []
+        positions = self.positions
+        at = None
+        if js_truthy(leaf_id):
+            try:
+                at = positions.get(leaf_id)
+            except TypeError:  # an unhashable leaf id finds nothing
+                pass
+        if at is None:
+            at = len(entries) - 1
+        run_start, types = self.run_start, self.types
+        pieces = []
+        total = 0
+        while True:
+            start = run_start[at]
+            pieces.append(start)
+            pieces.append(at + 1)
+            total += at + 1 - start
+            if total > len(entries):
+                return None  # a parentId cycle: the walk that stops at it
+            parent = entries[start].get("parentId")
+            if not isinstance(parent, str) or not parent:
+                break  # the index has string keys only: any other parentId finds nothing
+            at = positions.get(parent)
+            if at is None:
+                break
+        if len(pieces) == 2:
+            return entries[pieces[0]:pieces[1]], types[pieces[0]:pieces[1]], pieces
+        path: list[dict] = []
+        path_types: list = []
+        slices: list[int] = []
+        for k in range(len(pieces) - 2, -1, -2):
+            path.extend(entries[pieces[k]:pieces[k + 1]])
+            path_types.extend(types[pieces[k]:pieces[k + 1]])
+            slices += pieces[k : k + 2]
+        return path, path_types, slices
+
+    def finder(self, slices: list[int]) -> Callable[[str], int | None]:
+        """``id -> where on the path made of ``slices`` the session's entry with that id is`` (None: not on it)."""
+        positions = self.positions
+
+        def position_of(eid: str) -> int | None:
+            at = positions.get(eid)
+            if at is not None:
+                offset = 0
+                for k in range(0, len(slices), 2):
+                    start, end = slices[k], slices[k + 1]
+                    if start <= at < end:
+                        return offset + at - start
+                    offset += end - start
+            return None
+
+        return position_of
+
+
+T = TypeVar("T")
+_INDEXES: WeakKeyDictionary[Session, SessionIndex] = WeakKeyDictionary()
+
+
+def session_index(session: Session) -> SessionIndex | None:
+    """The session's index, brought up to date; None where it cannot answer (see :class:`SessionIndex`).
+
+    Args:
+        session: a session.
+    """
+    index = _INDEXES.get(session)
+    if index is None or index.entries is not session.entries or index.count > len(session.entries):
+        index = _INDEXES[session] = SessionIndex(session)
+    return index if index.catch_up(session) else None
+
+
+class IndexedPath(NamedTuple):
+    """A session's path from its index, with what the port's steps after the walk can use."""
+
+    path: list[dict]
+    """The port's ``build_session_path(session, leaf)``."""
+    types: list
+    """The path's entry types."""
+    checked: bool
+    """Whether every message entry of the path holds a message object."""
+    position_of: Callable[[str], int | None]
+    """Where on the path the entry with a given string id is (None: not on it)."""
+
+
+def indexed_path(session: Session, leaf_id: Any = None) -> IndexedPath | None:
+    """The path to the leaf and what the index knows of it, or None where the index cannot answer.
+
+    Args:
+        session: a session.
+        leaf_id: the leaf (as :func:`~pimem.core.session_manager.build_session_path` takes it).
+    """
+    index = session_index(session)
+    if index is None:
+        return None
+    found = index.path(session, leaf_id)
+    return None if found is None else IndexedPath(found[0], found[1], index.checked, index.finder(found[2]))
+
+
+def _from_index(source: Any, leaf_id: Any, on_path: Callable[[IndexedPath], T], port: Callable[[Any, Any], T]) -> T:
+    """``on_path`` of a session's indexed path to the leaf; ``port(source, leaf_id)`` for anything else, or where
+    the index cannot answer."""
+    if isinstance(source, Session):
+        found = indexed_path(source, leaf_id)
+        if found is not None:
+            return on_path(found)
+    return port(source, leaf_id)
+
+
+@derived("session-manager.js", "buildSessionPath", port=sm.build_session_path)
+def build_session_path(source: Any, leaf_id: Any = None) -> list[dict]:
+    """``buildSessionPath``: :func:`~pimem.core.session_manager.build_session_path`, a session's path taken
+    from its index.
+
+    Args:
+        source: a session, or a list of entries (its last entry is the default leaf).
+        leaf_id: the leaf (as the port takes it).
+    """
+    return _from_index(source, leaf_id, _PATH, sm.build_session_path)
+
+
+@derived("session-manager.js", "buildSessionContext", port=sm.build_session_context)
+def build_session_context(source: Any, leaf_id: Any = None) -> SessionContext:
+    """``buildSessionContext``: the messages the model sees at the leaf, thinking level, model
+    (:func:`~pimem.core.session_manager.build_session_context`, a session's path taken from its index).
+
+    Args:
+        source: a session, or a list of entries (its last entry is the default leaf).
+        leaf_id: the leaf; ``None`` is Pi's default leaf (the last entry of a list, or the session's
+            current leaf), :data:`~pimem.core.session_manager.NULL_LEAF` Pi's ``null`` leaf (an empty context).
+    """
+    return _from_index(source, leaf_id, _context, sm.build_session_context)
+
+
+@derived("session-manager.js", "buildSessionProjection", port=sm.build_session_projection)
+def build_session_projection(source: Any, leaf_id: Any = None) -> SessionProjection:
+    """``buildSessionProjection``: projected entries (each keeps its source entry) + messages
+    (:func:`~pimem.core.session_manager.build_session_projection`, a session's path taken from its index).
+
+    Args:
+        source: a session, or a list of entries (its last entry is the default leaf).
+        leaf_id: the leaf (as the port takes it).
+    """
+    return _from_index(source, leaf_id, _projection, sm.build_session_projection)
+
+
+@derived("session-manager.js", "buildContextEntries", port=sm.build_context_entries)
+def build_context_entries(source: Any, leaf_id: Any = None) -> list[dict]:
+    """``buildContextEntries``: the latest compaction, its kept entries, then everything after it
+    (:func:`~pimem.core.session_manager.build_context_entries`, a session's path taken from its index).
+
+    Args:
+        source: a session, or a list of entries.
+        leaf_id: the leaf (as the port takes it).
+    """
+    return _from_index(source, leaf_id, _context_entries, sm.build_context_entries)
+
+
+# What the port does with a walked path, given what the index knows of it.
+_PATH: Callable[[IndexedPath], list[dict]] = itemgetter(0)
+
+
+def _context(found: IndexedPath) -> SessionContext:
+    return sm.session_path_context(found.path, found.types, checked=found.checked, position_of=found.position_of)
+
+
+def _projection(found: IndexedPath) -> SessionProjection:
+    return sm.project_session_path(found.path, found.types, checked=found.checked, position_of=found.position_of)
+
+
+def _context_entries(found: IndexedPath) -> list[dict]:
+    return sm.select_context_entries(found.path, found.types, found.position_of)[0]
