@@ -630,7 +630,8 @@ def _parse_int(text: str) -> int | float:
     return int(text) if len(text) <= _MAX_INT_DIGITS else float(text)
 
 
-_STDLIB_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_parse_int)
+#: The standard library's decoder with ``JSON.parse``'s rules (no NaN or Infinity; integers of any length).
+JS_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_parse_int)
 
 
 def loads_line(text: str | bytes) -> Any:
@@ -648,7 +649,7 @@ def loads_line(text: str | bytes) -> Any:
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8", "replace")
     try:
-        return _STDLIB_DECODER.decode(text)
+        return JS_DECODER.decode(text)
     except RecursionError:
         return loads_deep(text)
 

@@ -22,6 +22,8 @@ PACKAGE = Path(pimem.__file__).parent
 # raises, not by file or line, so that moving code keeps its entry.
 ALLOWED: dict[tuple[str, str], str] = {
     ("__getattr__", "AttributeError"): "a module's or class's __getattr__ must raise AttributeError for a name it lacks",
+    ("__getitem__", "KeyError"): "a mapping's [] must raise KeyError for a key it lacks (replay rows are mappings)",
+    ("__setitem__", "KeyError"): "the same for a column a replay row does not have",
     ("bundled_dir", "ValueError"): "pimem's own callers name the bundled folder: another name is a mistake in pimem",
     ("bundled_dir", "FileNotFoundError"): "a data folder the installation lacks: what open() raises for a missing file",
     ("sample_dir", "FileNotFoundError"): "the same, with how to make the samples in a source checkout",

@@ -8,7 +8,6 @@ number; every defect becomes a :class:`~pimem.core.session_manager.SessionWarnin
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -18,7 +17,7 @@ from typing import Any, Iterator, Sequence, TypeVar
 import orjson
 
 from pimem.base.files import open_session_bytes, read_lines
-from pimem.base.js import js_number, js_stringify, loads_line, parse_iso_ms, to_iso
+from pimem.base.js import JS_DECODER, js_number, js_stringify, loads_line, parse_iso_ms, to_iso
 from pimem.core.session_manager import SessionWarning
 from pimem.errors import SessionFormatError
 from pimem.sessions.session import Session
@@ -117,11 +116,6 @@ def line_list(lines: list[int], limit: int = 8) -> str:
 
 
 _BOM = b"\xef\xbb\xbf"
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # NaN and Infinity are no JSON (JSON.parse refuses them)
 
 
 @dataclass
@@ -183,7 +177,7 @@ def split_objects(text: str) -> list[Any] | None:
     end = len(text)
     try:
         while pos < end:
-            value, pos = _DECODER.raw_decode(text, pos)
+            value, pos = JS_DECODER.raw_decode(text, pos)
             values.append(value)
             while pos < end and text[pos].isspace():
                 pos += 1
