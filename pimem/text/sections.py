@@ -593,9 +593,12 @@ _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
 
 def plain_line(line: str) -> str:
     """A summary line as plain words: no list mark or checkbox, a table row's cells joined by " ; "
-    (its separator row empty), no bold markers."""
+    (its separator row empty), no bold markers outside code spans."""
     t = _LIST_MARK.sub("", line)
     if t.lstrip().startswith("|"):
         cells = [c.strip() for c in t.strip().strip("|").split("|")]
         t = " ; ".join(c for c in cells if c and not re.fullmatch(r":?-{2,}:?", c))
-    return re.sub(r"\*\*|__", "", t).strip()
+    return _EMPHASIS.sub(lambda m: m.group(0) if m.group(0).startswith("`") else "", t).strip()
+
+
+_EMPHASIS = re.compile(r"`[^`\n]*`|\*\*|__")  # a code span is kept as written (``__init__``, ``**kwargs``)
