@@ -200,6 +200,14 @@ class Trajectory:
         return found
 
     def mentioned(self, fact: Fact, index: SummaryIndex) -> bool:
+        if fact.kind == "constraint":  # acted on: a later message holds half its words (a user's ask is long)
+            key = ("acted on", fact.value, fact.surface or fact.value)
+            hit = index.answers.get(key)
+            if hit is None:
+                words = negated_words(fact.surface or fact.value)[0]
+                common = len(words & index.all_words)
+                hit = index.answers[key] = common >= 2 and 2 * common >= len(words)
+            return hit
         if fact.kind != "error":
             return fact_present(fact, index)
         key = ("mentioned error", fact.value, fact.surface or fact.value)  # memoised beside fact_present's
