@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 __all__ = ["Contradiction", "CONTRADICTION_KINDS", "OPPOSITES", "find_contradiction", "load_contradiction_labels",
            "CONTRADICTION_LABELS"]
 
-CONTRADICTION_KINDS: tuple[str, ...] = ("number", "version", "path", "name", "negation", "reversal")
+CONTRADICTION_KINDS: tuple[str, ...] = ("state", "number", "version", "path", "name", "negation", "reversal")
 
 # pairs of words of opposite sense (compared after normalisation)
 OPPOSITES: tuple[tuple[str, str], ...] = (
@@ -301,7 +301,7 @@ def _quoted_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     for m in _QUOTED.finditer(claim.text):
         label = m.group(1)
         words = label.split()
-        if not 2 <= len(words) <= 5 or f'"{label.lower()}"' in given.lowered:
+        if not 2 <= len(words) <= 5 or label.lower() in given.lowered:  # the label is in the span, quoted or not
             continue
         for k, word in ((0, words[0]), (len(words) - 1, words[-1])):
             pattern = (rf'"{re.escape(word)}(?: [^"\n]{{1,60}})?"' if k == 0 else rf'"(?:[^"\n]{{1,60}} )?{re.escape(word)}"')
@@ -510,10 +510,16 @@ def _negation_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     return None
 
 
+def _state_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    from pimem.drift.evidence import state_conflict
+
+    return state_conflict(claim, getattr(given, "events", ()))
+
+
 def find_contradiction(claim: Claim, given: SourceText) -> Contradiction | None:
     """The first contradiction between ``claim`` and ``given`` (see module docs), or None."""
-    for check in (_number_conflict, _version_conflict, _path_conflict, _name_conflict, _reversal_conflict,
-                  _swap_conflict):
+    for check in (_state_conflict, _number_conflict, _version_conflict, _path_conflict, _name_conflict,
+                  _reversal_conflict, _swap_conflict):
         found = check(claim, given)
         if found is not None:
             return found

@@ -49,6 +49,7 @@ import numpy as np
 from pimem.base.memo import memoised
 from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
 from pimem.drift.embedding import embedding_matcher
+from pimem.drift.evidence import Event, span_events
 from pimem.drift.paraphrase import normalized_holds
 from pimem.errors import ConfigurationError, LabelFormatError
 from pimem.drift.needed import needed_later_facts
@@ -57,6 +58,7 @@ from pimem.text.facts import (
     Fact,
     SummaryIndex,
     identifiers_in_text,
+    normalize_path,
     numbers_in_text,
     paths_in_text,
     fact_present,
@@ -67,17 +69,23 @@ from pimem.text.sections import plain_line, summarizer_text
 __all__ = ["contradiction_check", "Claim", "ClaimVerdict", "SourceText", "LineIndex", "VERDICTS", "summary_claims", "parse_claim",
            "check_claims", "given_source", "later_source", "held_text", "faithfulness_measures"]
 
-VERDICTS: tuple[str, ...] = ("supported", "contradicted", "later", "other_session", "invented", "uncheckable")
+VERDICTS: tuple[str, ...] = ("supported", "contradicted", "later", "other_session", "invented", "unverifiable",
+                             "uncheckable")
 
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*)(?![\w]|\.\d)")
 _REF = re.compile(r"(?<![\w&])#(\d{1,6})\b")
 _VALUE = re.compile(r"(?<![\w.#/-])(\d{2,}(?:,\d{3})*)(?![\w.%/-]|\.\d)")
-_TEMPLATE_HEADINGS = frozenset(
-    "goal constraints preferences progress done in progress blocked key decisions next steps critical context "
-    "original request progress so far context needed to continue".split())
+_HEX_ID = re.compile(r"(?<![\w./-])[0-9a-f]{7,40}(?![\w/-])", re.I)  # a commit or checkpoint id
+_COUNT_NOUNS = ("issue|comment|finding|test|subtest|file|commit|error|warning|failure|session|checkpoint|hook|step|"
+                "task|agent|thread|package|call site|occurrence|instance|item|case|change|review|option|bug|lint")
+_COUNTED = re.compile(rf"(?<![\w.#/,:-])(\d{{1,4}})\s+(?:[A-Za-z][\w-]*\s+){{0,2}}?({_COUNT_NOUNS})s?\b", re.I)
+_LABELLED = re.compile(r"\b(option|step|phase|round|wp|p|fix|bug|issue|pr|task)\s*#?(\d{1,4})\b(?![.\d])", re.I)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$")
+_NUMBERED_TITLE = re.compile(r"^\s{0,3}\d{1,2}\.\s+(?:\*\*)?([A-Z][\w &/,'-]{1,60}?)(?:\*\*)?:(?:\*\*)?\s*$")  # "4. Errors and fixes:"
 _LEAD_IN = re.compile(r"^\s*(?:\*\*[^*]+\*\*:?|[^|]{2,80}:)\s*$")
 _CODE_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+_CODE_SPAN = re.compile(r"`([^`\n]{1,200})`")
+_LINKING_WORD = re.compile(r"[A-Za-z]{2,}")
 _NUMBER_TOKEN = re.compile(r"\d+(?:\.\d+)*")
 
 
@@ -98,10 +106,13 @@ class Claim:
     commands: tuple[str, ...]
     words: frozenset[str]
     context_words: frozenset[str]
+    quotes: tuple[str, ...] = ()  # code spans that name nothing (a value, a message): matched as written
+    literals: tuple[str, ...] = ()  # hex ids (``7f3e90bc``), counts ("4 issues"), labelled numbers ("option 2")
 
     @property
     def names(self) -> tuple[str, ...]:
-        return self.paths + self.identifiers + self.numbers + self.versions + self.values + self.refs + self.commands
+        return (self.paths + self.identifiers + self.numbers + self.versions + self.values + self.refs + self.commands
+                + self.literals)
 
     @property
     def checkable(self) -> bool:
@@ -109,14 +120,20 @@ class Claim:
 
     @property
     def informative(self) -> bool:
-        return len(self.words | self.context_words) >= 2
+        """Two words of its own or of its lead-in, or two names that a word of it relates ("`A` in b.go,
+        used by `C`"): it says something about its names."""
+        if len(self.words | self.context_words) >= 2:
+            return True
+        names = self.paths + self.identifiers + self.commands
+        return len(names) >= 2 and bool(_LINKING_WORD.search(_name_words(self.text, names)))
 
 
 def _name_words(claim_text: str, names: Iterable[str]) -> str:
+    """The text without its names; what is left of a code span (a quoted value, a message) keeps its words."""
     out = claim_text
     for n in sorted(set(names), key=len, reverse=True):
         out = out.replace(n, " ")
-    return re.sub(r"`[^`]*`", " ", out)
+    return out.replace("`", " ")
 
 
 def _claim(text: str, line: int, section: str, context: str) -> Claim:
@@ -139,10 +156,18 @@ def _claim(text: str, line: int, section: str, context: str) -> Claim:
                                  if v.replace(",", "") not in number_digits))
     commands = tuple(dict.fromkeys(m.group(1).strip() for m in re.finditer(r"`([^`\n]{3,120})`", text)
                                    if " " in m.group(1).strip() and re.match(r"[a-z][\w.-]*\s", m.group(1).strip())))
-    words = frozenset(normal_words(_name_words(text, paths + idents)))
+    named = set(paths) | set(idents) | set(commands)
+    quotes = tuple(dict.fromkeys(q for q in (m.group(1).strip() for m in _CODE_SPAN.finditer(text))
+                                 if len(q) >= 3 and q not in named and normalize_path(q) not in named
+                                 and q.rstrip("()") not in named))
+    literals = tuple(dict.fromkeys(
+        [f"id:{m.group(0).lower()}" for m in _HEX_ID.finditer(rest) if re.search(r"[a-f]", m.group(0), re.I)]
+        + [f"count:{m.group(1)}:{m.group(2).lower()}" for m in _COUNTED.finditer(rest)]
+        + [f"label:{m.group(1).lower()}:{m.group(2)}" for m in _LABELLED.finditer(rest)]))
+    words = frozenset(normal_words(_name_words(text, paths + idents + commands)))
     ctx_words = frozenset(normal_words(_name_words(context, ()))) if context else frozenset()
     return Claim(text, line, section, context, paths, idents, numbers, versions, values, refs, commands, words,
-                 ctx_words)
+                 ctx_words, quotes, literals)
 
 
 def parse_claim(text: str, context: str = "") -> Claim:
@@ -163,12 +188,10 @@ def summary_claims(summary: str) -> list[Claim]:
             continue
         if not stripped or re.fullmatch(r"[-*_=]{3,}", stripped):
             continue
-        heading = _HEADING.match(raw) if not in_fence else None
-        if heading:
-            section = heading.group(1).strip().strip("*# ")
+        heading = (_HEADING.match(raw) or _NUMBERED_TITLE.match(raw)) if not in_fence else None
+        if heading:  # a section's title names it; it says nothing about the lines under it
+            section = heading.group(1).strip().strip("*#: ")
             context = ""
-            if fold_words(section) - _TEMPLATE_HEADINGS:
-                context = section  # a heading of the summarizer's own says something
             continue
         text = plain_line(stripped) if not in_fence else stripped
         if not text or re.fullmatch(r"\(?none\)?\.?", text, re.I):
@@ -179,10 +202,6 @@ def summary_claims(summary: str) -> list[Claim]:
             continue
         claims.append(_claim(text, number, section, context))
     return claims
-
-
-def fold_words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z]+", text.lower()))
 
 
 def _is_table_header(lines: list[str], number: int) -> bool:
@@ -264,6 +283,8 @@ class LineIndex:
         return sorted(found or ())
 
 
+ANCHORED_SHARE = 0.6  # of a claim's words, held by the units that name its names (:meth:`SourceText.anchored_cover`)
+ANCHOR_UNITS = 60  # the first so many units naming them are read
 WINDOW_LINES = 40  # a long message (a file read, a file written) is read in windows of this many lines, half overlapping
 
 
@@ -279,10 +300,11 @@ class SourceText:
     """Texts (one per message or section) prepared for claim look-ups: names over all of them, words per
     unit (a message, or a window of :data:`WINDOW_LINES` lines of a long one) with an inverted index."""
 
-    def __init__(self, units: Sequence[str]) -> None:
+    def __init__(self, units: Sequence[str], events: Sequence[Event] = ()) -> None:
         texts = [u for u in units if u and u.strip()]
         self.text = "\n".join(texts)
         self.units = [w for u in texts for w in _windows(u)]
+        self.events = list(events)  # the span's evidence on state (:func:`pimem.drift.evidence.span_events`)
 
     @cached_property
     def index(self) -> SummaryIndex:
@@ -341,10 +363,25 @@ class SourceText:
         return bool(parts) and all(p in self.code_names for p in parts)
 
     def has_number(self, value: str) -> bool:
+        """The number with its unit, or its digits anywhere when they are distinctive (three digits or more)."""
         if value in self.index.numbers:
             return True
         digits = value.split(" ")[0].replace(",", "")
-        return digits in self.number_tokens
+        return len(digits.replace(".", "")) >= 3 and digits in self.number_tokens
+
+    def has_literal(self, literal: str) -> bool:
+        """A hex id as written, a count with its noun ("4 issues", "4 new issues") or a labelled number
+        ("option 2", "P1") in the text."""
+        kind, _, rest = literal.partition(":")
+        if kind == "id":
+            return rest in self.lowered
+        if kind == "count":
+            number, noun = rest.split(":", 1)
+            rx = rf"(?<![\w.,]){number}\s+(?:[a-z-]+\s+){{0,2}}{re.escape(noun)}"
+        else:
+            label, number = rest.split(":", 1)
+            rx = rf"\b{re.escape(label)}\s*#?{number}\b(?![.\d])"
+        return re.search(rx, self.lowered) is not None
 
     @cached_property
     def _paths_held(self) -> dict[str, bool]:
@@ -366,13 +403,15 @@ class SourceText:
         claim, i.e. one holding one of its names or two of its words)."""
         out = [p for p in claim.paths if not self.has_path(p)]
         out += [i for i in claim.identifiers if not self.has_identifier(i)]
-        out += [n for n in claim.numbers if not self.has_number(n)]
         out += [v for v in claim.versions if v not in self.versions]
         out += [c for c in claim.commands if c.lower() not in self.folded]
-        if claim.values or claim.refs:
+        out += [lit for lit in claim.literals if not self.has_literal(lit)]
+        numbers = [n for n in claim.numbers if not self.has_number(n)]
+        if claim.values or claim.refs or numbers:  # a small number: its digits on a line near the claim
             anchors = [n for n in claim.paths + claim.identifiers if len(n) >= 3]
             near = [self.lines.lines[i] for i in self.lines.near(claim.words, anchors)]
             tokens = {t for ln in near for t in _NUMBER_TOKEN.findall(ln.replace(",", ""))}
+            out += [n for n in numbers if n.split(" ")[0].replace(",", "") not in tokens]
             out += [v for v in claim.values + claim.refs if v not in tokens]
         return out
 
@@ -391,8 +430,40 @@ class SourceText:
             return True
         return self.word_cover(words) >= max(2.0, threshold * len(words))
 
+    def has_quote(self, quote: str) -> bool:
+        """Whether the text holds a code span's content as written (case and spacing aside)."""
+        return " ".join(quote.split()).lower() in self.folded
+
     def supports(self, claim: Claim, threshold: float = 0.5) -> bool:
-        return not self.missing_names(claim) and self.words_supported(claim.words, threshold)
+        """No name of the claim is missing, and its words are supported (:meth:`words_supported`, or
+        :meth:`anchored_cover`) or a quote of it is found as written."""
+        if self.missing_names(claim):
+            return False
+        return (self.words_supported(claim.words, threshold) or any(self.has_quote(q) for q in claim.quotes)
+                or self.anchored_cover(claim) >= ANCHORED_SHARE)
+
+    def anchored_cover(self, claim: Claim) -> float:
+        """The share of the claim's words (2 or more) that the units naming its paths or code names hold
+        together: a terse line that ties several messages' facts to its names."""
+        names = [n for n in claim.paths + claim.identifiers if len(n) >= 3]
+        if len(claim.words) < 2 or not names:
+            return 0.0
+        held: set[str] = set()
+        for i in self.units_naming(tuple(names))[:ANCHOR_UNITS]:
+            held |= self.unit_words[i] & claim.words
+        return len(held) / len(claim.words)
+
+    def units_naming(self, names: tuple[str, ...]) -> list[int]:
+        """The units that hold one of ``names`` as written (a path's file name counts)."""
+        found = self._units_naming.get(names)
+        if found is None:
+            keys = {n.rsplit("/", 1)[-1] for n in names}
+            found = self._units_naming[names] = [i for i, u in enumerate(self.units) if any(k in u for k in keys)]
+        return found
+
+    @cached_property
+    def _units_naming(self) -> dict[tuple[str, ...], list[int]]:
+        return {}
 
 
 def _message_texts(messages: Sequence[tuple[str | None, dict]]) -> list[str]:
@@ -411,7 +482,8 @@ def given_source(record: object) -> SourceText:
     key = ("given-source", getattr(record, "index", None), getattr(record, "later_start", None))
     if cache is not None and key in cache:
         return cache[key]
-    source = SourceText(_message_texts(record.span) + _sections(record.previous_summary))  # type: ignore[attr-defined]
+    source = SourceText(_message_texts(record.span) + _sections(record.previous_summary),  # type: ignore[attr-defined]
+                        span_events(record.span))  # type: ignore[attr-defined]
     if cache is not None:
         cache[key] = source
     return source
@@ -464,17 +536,38 @@ def _verdict(claim: Claim, given: SourceText, later: SourceText | None, others: 
     if not claim.checkable:
         return ClaimVerdict(claim, "uncheckable")
     missing = given.missing_names(claim)
-    supported = not missing and given.words_supported(claim.words, threshold)
+    supported = not missing and given.supports(claim, threshold)
     found = find_contradiction(claim, given)
     if found is not None:
         return ClaimVerdict(claim, "contradicted", missing, found)
     if supported:
         return ClaimVerdict(claim, "supported")
+    if is_plan(claim):
+        return ClaimVerdict(claim, "unverifiable", missing)  # an intention is not a statement about the span
     if later is not None and later.supports(claim, threshold):
         return ClaimVerdict(claim, "later", missing)
     if any(o.supports(claim, threshold) for o in others):
         return ClaimVerdict(claim, "other_session", missing)
+    if not claim.names and not claim.quotes:
+        return ClaimVerdict(claim, "unverifiable")  # no name, no value, words the span does not hold together
     return ClaimVerdict(claim, "invented", missing)
+
+
+_PLAN_SECTION = re.compile(r"\b(?:next|pending|todo|to do|remaining|open|plan|follow[- ]?up|upcoming|still)\b", re.I)
+_PLAN_LINE = re.compile(r"^(?:next(?: step)?s?\b|then\b|todo\b|to do\b|need(?:s)? to\b|should\b|will\b|plan\b|"
+                        r"(?:re-?)?(?:run|write|add|create|update|fix|investigate|check|verify|implement|consider|"
+                        r"decide|ask|commit|push|reply|document|move|remove|delete|rename|test|review|wait|continue)\b)",
+                        re.I)
+
+
+def is_plan(claim: Claim) -> bool:
+    """A line that states an intention (a step to take, in a section of next steps or pending work, or
+    worded as one) and no state: it says what is to be done, not what the span shows."""
+    from pimem.drift.evidence import claim_state
+
+    if claim_state(claim.text) is not None:
+        return False
+    return bool(_PLAN_SECTION.search(claim.section) or _PLAN_LINE.match(claim.text.lstrip("*_>:- ")))
 
 
 # --------------------------------------------------------------------------- measures of one summary
@@ -483,12 +576,9 @@ UNSUPPORTED: tuple[str, ...] = ("later", "other_session", "invented")
 
 
 def held_text(verdicts: Sequence[ClaimVerdict]) -> str:
-    """The supported, informative claims as one text, each with its lead-in: what recall may count."""
-    lines = []
-    for v in verdicts:
-        if v.verdict == "supported" and v.claim.informative:
-            lines.append(f"{v.claim.context} — {v.claim.text}" if v.claim.context else v.claim.text)
-    return "\n".join(lines)
+    """The supported, informative claims as one text: what recall may count. A lead-in or a heading
+    makes a claim informative but never holds a fact for it (a renamed heading moves nothing)."""
+    return "\n".join(v.claim.text for v in verdicts if v.verdict == "supported" and v.claim.informative)
 
 
 def faithfulness_measures(
@@ -521,7 +611,7 @@ def faithfulness_measures(
         counts[v.verdict] += 1
         if v.contradiction is not None:
             kinds[v.contradiction.kind] += 1  # type: ignore[attr-defined]
-    checkable = len(verdicts) - counts["uncheckable"]
+    checkable = len(verdicts) - counts["uncheckable"] - counts["unverifiable"]
     row: dict[str, float | int] = {
         "n_claims": checkable,
         "faithfulness": counts["supported"] / checkable if checkable else math.nan,
@@ -530,6 +620,7 @@ def faithfulness_measures(
         "claims_from_later": counts["later"],
         "claims_other_session": counts["other_session"],
         "claims_invented": counts["invented"],
+        "claims_unverifiable": counts["unverifiable"],
         "claims_bare": sum(1 for v in verdicts if v.verdict == "supported" and not v.claim.informative),
     }
     for kind, n in kinds.items():

@@ -1,0 +1,303 @@
+"""State claims and the span's last evidence on them.
+
+A summary line that says something is done, passes, builds, succeeded, failed, is blocked or pending is
+a **state claim**. :func:`span_events` reads the summarized span as a list of **events**, in order:
+
+=============== =====================================================================================
+event           from
+=============== =====================================================================================
+``test``,       a command run (a bash tool call with its result, a user ``!`` command) classified by
+``lint``,       the command (``pytest``, ``go test``, ``mise run lint``, ``tsc``, ``git commit``…):
+``build``,      ``pass`` when it succeeded, ``fail`` when its result is an error, exits non-zero or
+``check``,      reports failures; ``open`` when the user refused it (it never ran)
+``commit``,
+``push``
+``change``      a tool call that writes a file (Pi's ``write`` / ``edit``, Claude Code's ``Write`` /
+                ``Edit`` / ``MultiEdit`` / ``NotebookEdit``): ``done``, or ``fail`` when it failed
+``request``     a user message (the user's own words, nothing injected): ``open`` while no command
+                or change follows it in the span (the span ends on the user's ask)
+``plan``        an assistant sentence announcing work ("let me fix…", "next, …", "still need to…"):
+                ``open`` while no change naming the same things follows it
+=============== =====================================================================================
+
+:func:`state_conflict` compares a claim with them. A claim that something **passes** (tests, lint, the
+build, a commit or push) is contradicted when the latest matching run of that kind failed or was refused;
+a claim that tests or the build **fail now** ("still fails", "is failing") is contradicted when the
+latest matching run passed. A claim that work is **done** (implemented, fixed, added, committed…) is
+contradicted when the latest event naming the same things (a path, a code name, or two of its words and
+a third of them) is an open request or plan, or a failed change. Matching runs of a kind are those that
+name the claim's code names or paths, when any does; else every run of that kind.
+
+What it rewards and how it fails: a summary that reports the state the span ended in. It reads words:
+a state stated in other words ("ready to ship"), work done before the span (nothing in it names it), or
+a run whose output hides its failure are not seen; a done claim about a task whose last mention in the
+span is a plan that was carried out under other names is wrongly called contradicted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pimem.text.facts import identifiers_in_text, paths_in_text, users_words
+from pimem.text.messages import text_blocks
+from pimem.text.normalize import normal_words
+
+if TYPE_CHECKING:
+    from pimem.drift.contradictions import Contradiction
+    from pimem.drift.faithfulness import Claim
+
+__all__ = ["Event", "span_events", "claim_state", "state_conflict", "RUN_KINDS"]
+
+RUN_KINDS: tuple[str, ...] = ("test", "lint", "build", "check", "commit", "push")
+
+# what a command runs (checked in this order)
+_RUN_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("commit", re.compile(r"\bgit\s+commit\b")),
+    ("push", re.compile(r"\bgit\s+push\b|\bgh\s+pr\s+create\b")),
+    ("lint", re.compile(r"\blint\b|golangci|eslint|ruff\b|flake8|pylint|clippy|biome|gofmt|prettier\s+--check")),
+    ("test", re.compile(r"\btest(?::[\w-]+)?\b|pytest|jest|vitest|mocha|\bspec\b|unittest|\bctest\b")),
+    ("check", re.compile(r"\bmypy\b|pyright|tsc\b|tsgo|\bnpm\s+run\s+check\b|\bcargo\s+check\b|\bgo\s+vet\b")),
+    ("build", re.compile(r"\bbuild\b|\bmake\b|\bcompile|\bgo\s+install\b|gradle|\bmvn\b|webpack")),
+)
+# words that name a kind of run in a claim
+_RUN_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("commit", re.compile(r"\bcommit(?:s|ted)?\b|\bworking tree (?:is )?clean\b", re.I)),
+    ("push", re.compile(r"\bpush(?:ed)?\b", re.I)),
+    ("lint", re.compile(r"\blint(?:er|ing|s)?\b|golangci|eslint|errcheck|goconst", re.I)),
+    ("test", re.compile(r"\btests?\b|\btest suite\b|\bspecs?\b|\bpytest\b|\btest:\w+", re.I)),
+    ("check", re.compile(r"\btype ?checks?\b|\bmypy\b|\btsc\b|\btsgo\b|\bnpm run check\b", re.I)),
+    ("build", re.compile(r"\bbuilds?\b|\bbuilt\b|\bcompil(?:es|ed|ation|e)\b", re.I)),
+)
+_FAILED_OUTPUT = re.compile(
+    r"^\s*(?:--- )?FAIL\b|\bFAILED\b|\b[1-9]\d* (?:failed|failing|failures?|errors?|issues?)\b|"
+    r"^(?:\w+Error|error)(?:\[\w+\])?:|\berror TS\d+|: error:|\bpanic:|Traceback \(most recent|"
+    r"\bERROR\b.*\bfailed\b|Exit code [1-9]|exited with code [1-9]|\bcannot use\b|\bundefined: |"
+    r"^\S+\.\w+:\d+:\d+: ", re.M)
+_REFUSED = re.compile(r"doesn't want to proceed with this tool use|tool use was rejected|Request interrupted", re.I)
+_WRITTEN_ARGUMENTS = ("content", "newText", "new_string", "new_source", "edits")  # what a change writes
+_WRITE_TOOLS = {"write": "path", "edit": "path", "Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
+                "NotebookEdit": "notebook_path"}
+_PLAN = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|we need to|still need|need to|next,? (?:i|we)\b|"
+                   r"now (?:i|we)(?:'ll| will| need)|going to|todo\b|to do:)", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?:])\s+|\n+")
+_TEST_NAME = re.compile(r"^test|_test\.\w+$|\.test\.\w+$|^test_.*\.py$")
+
+# state words of a claim
+_DONE = re.compile(
+    r"\b(?:pass(?:es|ed|ing)?|green|succeed(?:s|ed)?|success(?:ful(?:ly)?)?|clean|done|complete[ds]?|finished|"
+    r"implemented|fixed|resolved|committed|pushed|merged|released|verified|works|working (?:correctly|now)|"
+    r"builds|built|compiles|0 issues|no (?:lint )?(?:issues|errors|failures))\b|✅|\[x\]", re.I)
+_OPEN = re.compile(
+    r"\b(?:fail(?:s|ed|ing|ures?)?|broken|blocked|pending|in progress|todo|not yet|remaining|unfixed|unresolved|"
+    r"still (?:needs?|to|fails?|failing|broken)|not (?:done|committed|run|tested|verified|fixed|passing|implemented|"
+    r"pushed))\b|❌|\[ \]", re.I)
+_NOW_FAILING = re.compile(r"\b(?:still|currently|now)\s+(?:fails?|failing|broken)\b|\b(?:is|are)\s+(?:failing|broken)\b",
+                          re.I)
+_NEGATED_OPEN = re.compile(r"\b(?:no longer|not|never|without|0|zero|no)\s+(?:\w+\s+)?(?:fail\w*|errors?|issues?|"
+                           r"broken)\b", re.I)
+_STATE_WORDS = frozenset(normal_words("pass passes passed passing green succeed succeeded success successful clean done "
+                                      "complete completed finished implemented fixed resolved committed pushed merged "
+                                      "released verified works working builds built compiles fail fails failed "
+                                      "failing failure broken blocked pending progress todo remaining all now still "
+                                      "none nothing left task tasks"))
+
+
+@dataclass(frozen=True)
+class Event:
+    """One piece of evidence of the span (see module docs)."""
+
+    position: int
+    kind: str
+    status: str  # "pass" | "fail" | "done" | "open"
+    text: str
+    names: frozenset[str]
+    words: frozenset[str]
+
+
+def _names(text: str) -> frozenset[str]:
+    """Paths (and their file names) and code names of a text, lower-cased."""
+    out: set[str] = set()
+    for p, _, _ in paths_in_text(text):
+        out.add(p.lower())
+        out.add(p.rsplit("/", 1)[-1].lower())
+    out.update(i.lower() for i, _, _ in identifiers_in_text(text) if len(i) >= 4)
+    return frozenset(out)
+
+
+def _run_kind(command: str) -> str | None:
+    for kind, rx in _RUN_COMMANDS:
+        if rx.search(command):
+            return kind
+    return None
+
+
+_CHAIN = re.compile(r"&&|\|\||;|\n")
+_FAILED_KIND = re.compile(r"^\s*\[(\w+)(?::[\w-]+)?\].*\b(?:ERROR|FAIL)", re.M)
+
+
+def _runs(command: str, output: str, status: str) -> list[tuple[str, str]]:
+    """(kind, status) of each run of a command line: ``a && b`` stops at the first failure, so when it
+    failed the kind that failed is the one its output names (``[lint] ERROR``), else the last; those
+    before it passed and those after it never ran."""
+    kinds = list(dict.fromkeys(k for k in (_run_kind(part) for part in _CHAIN.split(command)) if k))
+    if status != "fail" or len(kinds) < 2:
+        return [(k, status) for k in kinds]
+    named = [m.group(1) for m in _FAILED_KIND.finditer(output)]
+    failed = next((k for k in kinds if any(k in n or n in k for n in named)), kinds[-1])
+    at = kinds.index(failed)
+    return [(k, "pass") for k in kinds[:at]] + [(failed, "fail")]
+
+
+def _result_status(text: str, is_error: bool) -> str:
+    if _REFUSED.search(text):
+        return "open"
+    return "fail" if is_error or _FAILED_OUTPUT.search(text) else "pass"
+
+
+def _tool_results(messages: Sequence[tuple[str | None, dict]]) -> dict[str, tuple[int, dict]]:
+    out = {}
+    for i, (_, m) in enumerate(messages):
+        if m.get("role") == "toolResult" and isinstance(m.get("toolCallId"), str):
+            out[m["toolCallId"]] = (i, m)
+    return out
+
+
+def span_events(messages: Sequence[tuple[str | None, dict]]) -> list[Event]:
+    """The evidence events of a span, in order (see module docs)."""
+    results = _tool_results(messages)
+    events: list[Event] = []
+    for i, (_, m) in enumerate(messages):
+        role = m.get("role")
+        if role == "user" and not m.get("injected"):
+            text = users_words(text_blocks(m.get("content"))).strip()
+            if len(text) >= 8:
+                events.append(Event(i, "request", "open", text[:600], _names(text), frozenset(normal_words(text))))
+        elif role == "bashExecution":
+            command, output = str(m.get("command", "")), str(m.get("output", ""))
+            if not m.get("cancelled"):
+                status = "fail" if m.get("exitCode") not in (0, None) else _result_status(output, False)
+                text = f"{command}\n{output[:400]}"
+                for kind, run_status in _runs(command, output, status):
+                    events.append(Event(i, kind, run_status, text, _names(text), frozenset(normal_words(command))))
+        elif role == "assistant" and isinstance(m.get("content"), list):
+            for block in m["content"]:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text":
+                    for sentence in _SENTENCE.split(str(block.get("text", ""))):
+                        if 8 <= len(sentence) <= 400 and _PLAN.search(sentence):
+                            events.append(Event(i, "plan", "open", sentence, _names(sentence),
+                                                frozenset(normal_words(sentence))))
+                if block.get("type") != "toolCall":
+                    continue
+                args = block.get("arguments") if isinstance(block.get("arguments"), dict) else {}
+                name = str(block.get("name", ""))
+                found = results.get(str(block.get("id")))
+                result_text = text_blocks(found[1].get("content")) if found else ""
+                is_error = bool(found and found[1].get("isError"))
+                at = found[0] if found else i
+                if name in _WRITE_TOOLS and isinstance(args.get(_WRITE_TOOLS[name]), str):
+                    path = args[_WRITE_TOOLS[name]]
+                    status = "fail" if is_error or _REFUSED.search(result_text) else "done"
+                    written = "\n".join(str(args.get(k, ""))[:3000] for k in _WRITTEN_ARGUMENTS if args.get(k))
+                    names = (_names(path) | frozenset({path.lower(), path.rsplit("/", 1)[-1].lower()})
+                             | frozenset(i.lower() for i, _, _ in identifiers_in_text(written) if len(i) >= 4))
+                    events.append(Event(at, "change", status, f"{name} {path}", names,
+                                        frozenset(normal_words(path.rsplit("/", 1)[-1]))))
+                elif isinstance(args.get("command"), str) and found:
+                    command = args["command"]
+                    text = f"{command}\n{result_text[:400]}"
+                    for kind, run_status in _runs(command, result_text, _result_status(result_text, is_error)):
+                        events.append(Event(at, kind, run_status, text, _names(text),
+                                            frozenset(normal_words(command))))
+    events.sort(key=lambda e: e.position)
+    return _settled(events)
+
+
+def _settled(events: list[Event]) -> list[Event]:
+    """Requests answered by a later run or change, and plans carried out by a later change naming the same
+    things, are no longer open evidence (they are dropped)."""
+    out = []
+    for k, e in enumerate(events):
+        if e.kind == "request" and any(x.kind == "change" or x.kind in RUN_KINDS for x in events[k + 1:]):
+            continue
+        if e.kind == "plan" and any(x.kind == "change" and (x.names & e.names or x.words & e.words and e.names == set())
+                                    for x in events[k + 1:]):
+            continue
+        out.append(e)
+    return out
+
+
+_STEP = re.compile(r"^\W*(?:\d+[.)]\s*)?(?:once|when|after|until|if|before|then|next|to do|todo|"
+                   r"(?:re-?)?(?:run|write|add|create|update|fix|delete|remove|keep|make|move|rename|use|investigate|"
+                   r"check|verify|implement|consider|ensure|test|document|commit|push)\b(?!\w*ed\b))", re.I)
+
+
+_MODAL = re.compile(r"\b(?:must|should|needs? to|has to|have to|ought to|to be)\s+(?:\w+\s+)?(?:pass|succeed|build|work|"
+                    r"be (?:green|clean|done))", re.I)
+
+
+def claim_state(text: str) -> str | None:
+    """``"done"`` (passes, finished…), ``"failing"`` (fails now) or None for a line that states no state
+    (a step to take or a condition, "Delete old code once the new code works", states none)."""
+    if _STEP.match(text) or _MODAL.search(text):
+        return None
+    if _NOW_FAILING.search(text) and not _NEGATED_OPEN.search(text):
+        return "failing"
+    if _DONE.search(text) and not (_OPEN.search(text) and not _NEGATED_OPEN.search(text)):
+        return "done"
+    return None
+
+
+def _claim_kinds(text: str) -> list[str]:
+    return [kind for kind, rx in _RUN_WORDS if rx.search(text)]
+
+
+def _topic(claim: Claim) -> tuple[frozenset[str], frozenset[str]]:
+    names = _names(claim.text)
+    return names, frozenset(claim.words - _STATE_WORDS)
+
+
+def _matches(event: Event, names: frozenset[str], words: frozenset[str]) -> bool:
+    if names & event.names:
+        return True
+    common = words & event.words
+    return len(common) >= 2 and 3 * len(common) >= len(words)
+
+
+def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | None:
+    """The latest evidence of ``events`` that the claim's state contradicts (see module docs), or None."""
+    from pimem.drift.contradictions import Contradiction
+
+    if not events:
+        return None
+    state = claim_state(claim.text)
+    if state is None:
+        return None
+    names, words = _topic(claim)
+    kinds = _claim_kinds(claim.text)
+    tests = frozenset(n for n in names if _TEST_NAME.search(n))  # named tests narrow the runs that count
+    if kinds:
+        for kind in kinds:
+            runs = [e for e in events if e.kind == kind]
+            named = [e for e in runs if tests & e.names]
+            last = (named or runs)[-1] if runs else None
+            if last is None:
+                continue
+            if state == "done" and last.status in ("fail", "open"):
+                return Contradiction("state", f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
+            if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
+                return Contradiction("state", f"{kind}: failing", f"{kind}: pass", last.text[:200])
+        return None
+    if state != "done" or not (names or len(words) >= 2):
+        return None
+    last = None
+    for e in events:
+        if e.kind in ("request", "plan", "change") and _matches(e, names, words):
+            last = e
+    if last is not None and last.status in ("open", "fail"):
+        return Contradiction("state", "done", f"{last.kind}: {last.status}", last.text[:200])
+    return None
