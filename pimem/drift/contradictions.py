@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 from pimem.base.tables import frame
 from pimem.errors import LabelFormatError
 from pimem.text.facts import numbers_in_text
-from pimem.text.normalize import canonical_word, normal_words, split_identifier
+from pimem.text.normalize import canonical_word, normal_words, split_identifier, stem
 
 if TYPE_CHECKING:
     from pimem.drift.faithfulness import Claim, SourceText
@@ -97,6 +97,8 @@ _POLARITY_WORD = re.compile(r"[A-Za-z0-9_$']+")
 _NOT_MERELY = frozenset("merely just only simply".split())
 _PROBLEM = re.compile(r"\b(?:bugs?|causes?|caused|wrong|broken|incorrect(?:ly)?|problems?)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_FAILED = re.compile(r"\b(?:failed|fails|failing|failure)\b", re.I)
+_CONDITIONAL = re.compile(r"\b(?:when|once|after|until|eventually|finally|later|will|would)\b", re.I)
 _REJECTING = re.compile(r"\b(?:instead\s+of|rather\s+than)\b", re.I)
 
 
@@ -420,7 +422,8 @@ def _strength(claim: Direction, line: Direction, verdict: str) -> int:
 
 def _reversal_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     lines = given.lines
-    for direction in _directions(claim.text):
+    # a claim that tells what went wrong ("the test failed: X used A instead of B") decides nothing either
+    for direction in _decided_directions(_FAILED.sub(" bug ", claim.text)):
         against: str | None = None
         against_strength = agree_strength = 0
         for i in lines.near(direction[0] | direction[1], (), min_words=2):
@@ -439,6 +442,19 @@ def _reversal_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
             return Contradiction("reversal", f"{' '.join(sorted(p))} over {' '.join(sorted(r))}",
                                  "the other way round", against[:200])
     return None
+
+
+_STEM_OPPOSITE: dict[str, set[str]] = {}
+for _a, _b in OPPOSITES:
+    if (_a, _b) not in _NAME_ONLY_OPPOSITES and stem(_a) != stem(_b):
+        _STEM_OPPOSITE.setdefault(stem(_a), set()).add(stem(_b))
+        _STEM_OPPOSITE.setdefault(stem(_b), set()).add(stem(_a))
+
+
+def _opposed_as_written(claim_text: str, line: str) -> bool:
+    """Two words of :data:`OPPOSITES` as written (stemmed, no synonym groups), one on each side."""
+    a, b = normal_words(claim_text, synonyms=False), normal_words(line, synonyms=False)
+    return any(_STEM_OPPOSITE.get(w, set()) & (b - a) for w in a - b)
 
 
 def _negated(text: str) -> bool:
@@ -491,8 +507,11 @@ def _negation_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
             continue  # a question states nothing
         line_norm = lines.words[i]
         common = words & line_norm
-        # a word of the claim whose opposite the line holds (and not the word itself)
+        # a word of the claim whose opposite the line holds (and not the word itself); a line that says
+        # what is to happen once something holds ("when everything works, delete the old code") states no fact
         flipped = {w for w in words - line_norm if _OPPOSITE.get(w, set()) & (line_norm - words)}
+        if flipped and (_CONDITIONAL.search(line) or not _opposed_as_written(claim.text, line)):
+            continue  # ("drops" and "write" are opposite only through their synonym groups: remove / add)
         if flipped:
             if len(common) >= 3 and len(common) / max(1, len(words - flipped)) >= 0.6 and \
                     len(common) / len(words | line_norm) >= 0.25:

@@ -9,9 +9,9 @@ event           from
 ``test``,       a command run (a bash tool call with its result, a user ``!`` command) classified by
 ``lint``,       the command (``pytest``, ``go test``, ``mise run lint``, ``tsc``, ``git commit``…):
 ``build``,      ``pass`` when it succeeded, ``fail`` when its result is an error, exits non-zero or
-``check``,      reports failures; ``open`` when the user refused it (it never ran)
-``commit``,
-``push``
+``check``,      reports failures; ``open`` when the user refused it (it never ran) or when the span
+``commit``,     holds no result for it (it was still going when the span ended). A command line
+``push``        of several runs (``test && lint``) gives one event each, up to the one that failed
 ``change``      a tool call that writes a file (Pi's ``write`` / ``edit``, Claude Code's ``Write`` /
                 ``Edit`` / ``MultiEdit`` / ``NotebookEdit``): ``done``, or ``fail`` when it failed
 ``request``     a user message (the user's own words, nothing injected): ``open`` while no command
@@ -83,6 +83,8 @@ _WRITE_TOOLS = {"write": "path", "edit": "path", "Write": "file_path", "Edit": "
 _PLAN = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|we need to|still need|need to|next,? (?:i|we)\b|"
                    r"now (?:i|we)(?:'ll| will| need)|going to|todo\b|to do:)", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?:])\s+|\n+")
+_WHOLE = re.compile(r"\b(?:all|full|whole|entire|every|suite|test:ci|ci)\b", re.I)
+_PARTIAL_RUN = re.compile(r"\s-run\b|\s-k\s|::|\s--filter\b|\s-t\s|\s--grep\b|_test\.\w+|\btest_\w+\.py\b")
 _TEST_NAME = re.compile(r"^test|_test\.\w+$|\.test\.\w+$|^test_.*\.py$")
 
 # state words of a claim
@@ -94,6 +96,9 @@ _OPEN = re.compile(
     r"\b(?:fail(?:s|ed|ing|ures?)?|broken|blocked|pending|in progress|todo|not yet|remaining|unfixed|unresolved|"
     r"still (?:needs?|to|fails?|failing|broken)|not (?:done|committed|run|tested|verified|fixed|passing|implemented|"
     r"pushed))\b|❌|\[ \]", re.I)
+# a run's state now, not a past run ("all tests passed" before a change may be history)
+_NOW_PASSING = re.compile(r"\b(?:pass|passes|passing|green|clean|succeeds|builds|compiles|works|0 issues|"
+                          r"no (?:lint )?(?:issues|errors|failures)|committed|pushed|is (?:done|complete))\b|✅", re.I)
 _NOW_FAILING = re.compile(r"\b(?:still|currently|now)\s+(?:fails?|failing|broken)\b|\b(?:is|are)\s+(?:failing|broken)\b",
                           re.I)
 _NEGATED_OPEN = re.compile(r"\b(?:no longer|not|never|without|0|zero|no)\s+(?:\w+\s+)?(?:fail\w*|errors?|issues?|"
@@ -207,10 +212,12 @@ def span_events(messages: Sequence[tuple[str | None, dict]]) -> list[Event]:
                              | frozenset(i.lower() for i, _, _ in identifiers_in_text(written) if len(i) >= 4))
                     events.append(Event(at, "change", status, f"{name} {path}", names,
                                         frozenset(normal_words(path.rsplit("/", 1)[-1]))))
-                elif isinstance(args.get("command"), str) and found:
+                elif isinstance(args.get("command"), str):
                     command = args["command"]
                     text = f"{command}\n{result_text[:400]}"
-                    for kind, run_status in _runs(command, result_text, _result_status(result_text, is_error)):
+                    # a run with no result in the span was still going when the span ended: its outcome is open
+                    status = _result_status(result_text, is_error) if found else "open"
+                    for kind, run_status in _runs(command, result_text, status):
                         events.append(Event(at, kind, run_status, text, _names(text),
                                             frozenset(normal_words(command))))
     events.sort(key=lambda e: e.position)
@@ -262,17 +269,18 @@ def _topic(claim: Claim) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _matches(event: Event, names: frozenset[str], words: frozenset[str]) -> bool:
-    if names & event.names:
-        return True
+    """The event names one of the claim's names; a claim without names: three of its words and half of them."""
+    if names:
+        return bool(names & event.names)
     common = words & event.words
-    return len(common) >= 2 and 3 * len(common) >= len(words)
+    return len(common) >= 3 and 2 * len(common) >= len(words)
 
 
 def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | None:
     """The latest evidence of ``events`` that the claim's state contradicts (see module docs), or None."""
     from pimem.drift.contradictions import Contradiction
 
-    if not events:
+    if not events or claim.fenced:  # a line of a code block quotes; it claims no state
         return None
     state = claim_state(claim.text)
     if state is None:
@@ -283,11 +291,13 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
     if kinds:
         for kind in kinds:
             runs = [e for e in events if e.kind == kind]
+            if _WHOLE.search(claim.text):  # "all tests", "the full suite": a run of one test says nothing of them
+                runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
             named = [e for e in runs if tests & e.names]
             last = (named or runs)[-1] if runs else None
             if last is None:
                 continue
-            if state == "done" and last.status in ("fail", "open"):
+            if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(claim.text):
                 return Contradiction("state", f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
             if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
                 return Contradiction("state", f"{kind}: failing", f"{kind}: pass", last.text[:200])

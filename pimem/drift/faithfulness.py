@@ -38,6 +38,7 @@ support test is lexical: a faithful paraphrase in rare words can fail it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -108,6 +109,7 @@ class Claim:
     context_words: frozenset[str]
     quotes: tuple[str, ...] = ()  # code spans that name nothing (a value, a message): matched as written
     literals: tuple[str, ...] = ()  # hex ids (``7f3e90bc``), counts ("4 issues"), labelled numbers ("option 2")
+    fenced: bool = False  # a line of a fenced code block
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -117,6 +119,11 @@ class Claim:
     @property
     def checkable(self) -> bool:
         return bool(self.names) or len(self.words) >= 2
+
+    @property
+    def specific(self) -> bool:
+        """It names something (a path, a code name, a number, a command, a quoted value) that the span must hold."""
+        return bool(self.names or self.quotes)
 
     @property
     def informative(self) -> bool:
@@ -200,7 +207,8 @@ def summary_claims(summary: str) -> list[Claim]:
                 written.split("\n"), number)):
             context = text
             continue
-        claims.append(_claim(text, number, section, context))
+        claim = _claim(text, number, section, context)
+        claims.append(dataclasses.replace(claim, fenced=True) if in_fence else claim)
     return claims
 
 
@@ -544,12 +552,13 @@ def _verdict(claim: Claim, given: SourceText, later: SourceText | None, others: 
         return ClaimVerdict(claim, "supported")
     if is_plan(claim):
         return ClaimVerdict(claim, "unverifiable", missing)  # an intention is not a statement about the span
+    if not claim.names and not claim.quotes:
+        # no name, no value, words the span does not hold together: nothing to check, nor to trace elsewhere
+        return ClaimVerdict(claim, "unverifiable")
     if later is not None and later.supports(claim, threshold):
         return ClaimVerdict(claim, "later", missing)
     if any(o.supports(claim, threshold) for o in others):
         return ClaimVerdict(claim, "other_session", missing)
-    if not claim.names and not claim.quotes:
-        return ClaimVerdict(claim, "unverifiable")  # no name, no value, words the span does not hold together
     return ClaimVerdict(claim, "invented", missing)
 
 
@@ -611,10 +620,13 @@ def faithfulness_measures(
         counts[v.verdict] += 1
         if v.contradiction is not None:
             kinds[v.contradiction.kind] += 1  # type: ignore[attr-defined]
-    checkable = len(verdicts) - counts["uncheckable"] - counts["unverifiable"]
+    # a claim that names nothing can only be found false: unless contradicted it weighs nothing either way
+    counted = [v for v in verdicts if v.verdict not in ("uncheckable", "unverifiable")
+               and (v.claim.specific or v.verdict == "contradicted")]
+    checkable = len(counted)
     row: dict[str, float | int] = {
         "n_claims": checkable,
-        "faithfulness": counts["supported"] / checkable if checkable else math.nan,
+        "faithfulness": sum(v.verdict == "supported" for v in counted) / checkable if checkable else math.nan,
         "claims_supported": counts["supported"],
         "claims_contradicted": counts["contradicted"],
         "claims_from_later": counts["later"],
