@@ -267,7 +267,7 @@ def drift_report(
     held_prev: set[tuple[str, str]] = set()
     first_goal: str | None = None
     for span, summ in zip(spans, parsed):
-        facts = extract_facts(span.messages, include_thinking=include_thinking)
+        facts = extract_facts(records[span.index].span, include_thinking=include_thinking)  # injected turns marked
         keys = {f.key for f in facts}
         span_keys.append(keys)
         new = [f for f in facts if f.key not in introduced]

@@ -51,10 +51,11 @@ otherwise count for any summarizer.
 * error / constraint / decision (free text): the folded text occurs as a substring; or (error) the
   error's two or more quoted names all occur on one summary line; or some line of the summary
   covers at least ``0.5`` (error: ``0.7``) of the fact's content words (≥ 3 letters, stop words
-  removed, plural ``s`` stripped) with at least 2 words in common **and the same polarity**: a
-  shared word negated on one side only (within three words after ``not``, ``no``, ``never``,
-  ``without``, ``avoid``, ``rejected``, ``instead``...) is no match, so "User rejected e2e tests"
-  does not hold "I only want e2e tests".
+  removed, plural ``s`` stripped) with at least 2 words in common **and the same polarity**: the
+  shared words negated (within three words after ``not``, ``no``, ``never``, ``without``, ``avoid``,
+  ``rejected``, ``instead``...) on one side and not on the other are no match, so "User rejected
+  e2e tests" does not hold "I only want e2e tests"; when both sides negate one of the same words they
+  agree ("never change the semantics" and "the semantics must not change").
 
 What the matcher rewards and how it fails: it rewards exact names, so a summary that paraphrases
 ("the compiler complained about the missing field") loses credit, and free text is matched by shared
@@ -938,7 +939,7 @@ class SummaryIndex:
         if len(polarity) <= _SCAN_LINES:  # a short text (a message): every line, no postings to build
             for line, line_negated in polarity:
                 common = words & line
-                if len(common) >= need and (negated & common) == (line_negated & common):
+                if len(common) >= need and _same_polarity(negated & common, line_negated & common):
                     return True
             return False
         # a line holding ``need`` of the ``n`` words holds one of any ``n - need + 1`` of them: only
@@ -948,7 +949,7 @@ class SummaryIndex:
         for i in set().union(*rare):
             line, line_negated = polarity[i]
             common = words & line
-            if len(common) >= need and (negated & common) == (line_negated & common):
+            if len(common) >= need and _same_polarity(negated & common, line_negated & common):
                 return True
         return False
 
@@ -965,6 +966,13 @@ class SummaryIndex:
 
 _NAME_RUN = re.compile(r"[\w$]+")
 _SCAN_LINES = 16  # texts of up to this many lines are matched line by line, without word postings
+
+
+def _same_polarity(negated: frozenset[str], line_negated: frozenset[str]) -> bool:
+    """Two texts state their shared words with the same polarity: neither negates any of them, or both
+    negate one of the same ("never change the semantics" and "the semantics must not change": a negation
+    reaches a few words, not always the same ones)."""
+    return negated == line_negated or bool(negated & line_negated)
 
 
 def fold_by_lines(text: str) -> str:

@@ -78,6 +78,11 @@ def test_measures_without_needed_facts_and_without_claims():
     row = faithfulness_measures(rec, "## Goal\n(none)\n\n## Done\n- (none)", needed=[])
     assert row["n_claims"] == 0 and math.isnan(row["faithfulness"]) and math.isnan(row["score"])
     row = faithfulness_measures(rec, "- Created `src/billing/tax.py` with class `TaxTable`\n- Migrated to Rust", needed=[])
+    # a claim that names nothing the span could hold is unverifiable: neutral, neither false nor true
+    assert row["n_claims"] == 1 and row["faithfulness"] == 1.0 and row["claims_unverifiable"] == 1
+    row = faithfulness_measures(rec, "- Created `src/billing/tax.py` with class `TaxTable`\n"
+                                     "- Migrated `src/billing/tax.rs` to Rust", needed=[])
+    # a name the span never holds is an invented specific
     assert row["n_claims"] == 2 and row["faithfulness"] == 0.5 and row["claims_invented"] == 1
 
 
@@ -127,5 +132,8 @@ def test_a_hallucinated_summary_scores_zero(pi):
 
     for rec in [r for recs in pi.values() for r in recs]:
         row = faithfulness_measures(rec, HALLUCINATED, needed=needed_later_facts(rec))
-        assert row["faithfulness"] == 0.0 and row["claims_invented"] + row["claims_contradicted"] == 4
+        # the path and the command are invented (or contradicted) specifics; the goal and the gRPC line name
+        # nothing the rules can look for: unverifiable, they weigh nothing either way
+        assert row["faithfulness"] == 0.0 and row["claims_invented"] + row["claims_contradicted"] == 2
+        assert row["claims_unverifiable"] == 2
         assert math.isnan(row["score"]) or row["score"] == 0.0
