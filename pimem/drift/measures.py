@@ -261,7 +261,7 @@ class Comparison:
 
     ``per_compaction``: one row per source × compaction (``source``, ``kind``, ``compaction``,
     ``max_tokens``, ``error``, then the measures); ``table``: measures × sources (mean over the
-    compactions a source summarized); ``summaries``: stored texts per source; ``needed``: the
+    compactions a source summarized); ``compaction_table``: the same per compaction; ``summaries``: stored texts per source; ``needed``: the
     needed-later facts per source and compaction; ``records``: the compactions each source was
     measured on.
     """
@@ -279,11 +279,26 @@ class Comparison:
 
     @property
     def table(self) -> pd.DataFrame:
+        """Measures × sources: the mean over the compactions each source summarized (see
+        :attr:`compaction_table` for each compaction apart, whose ``n_needed`` says how much each rests on)."""
         cols = [c for c in MEASURES if c in self.per_compaction.columns]
         if self.per_compaction.empty:
             return frame(index=cols, columns=self.sources, dtype=float)
         means = self.per_compaction.groupby("source", sort=False)[cols].mean(numeric_only=True)
         return means.T.reindex(columns=self.sources)
+
+    @property
+    def compaction_table(self) -> pd.DataFrame:
+        """Measures × (compaction, source): :attr:`table` per compaction, so that a mean carried by one
+        compaction with a single needed fact is seen as such."""
+        cols = [c for c in MEASURES if c in self.per_compaction.columns]
+        if self.per_compaction.empty:
+            return frame(index=cols, columns=pd.MultiIndex.from_tuples([], names=["compaction", "source"]),
+                         dtype=float)
+        wide = self.per_compaction.set_index(["compaction", "source"])[cols].T
+        order = [(c, s) for c in dict.fromkeys(self.per_compaction["compaction"]) for s in self.sources
+                 if (c, s) in wide.columns]
+        return wide.reindex(columns=pd.MultiIndex.from_tuples(order, names=["compaction", "source"]))
 
     def curve(self, budgets: Sequence[int] | None = None) -> pd.DataFrame:
         """Needed-later recall against summary tokens (see :func:`recall_curve`)."""

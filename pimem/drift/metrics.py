@@ -44,9 +44,13 @@ Report columns (one row per compaction, in path order):
 ``n_facts``, ``fact_recall``         facts of the span, and the share present in the summarizer's
                                      text: unweighted, grows with length (a fact dump scores 1.0)
 ``recall_<kind>``                    the same per fact kind (NaN when the span has none)
+``score``, ``recall_faithful``,      the headline (:mod:`pimem.drift.faithfulness`): needed-later
+``faithfulness``                     recall held by supported claims × the share of the summary's
+                                     checkable claims that the span supports
 ``needed_recall``, ``n_needed``,     needed-later recall (:mod:`pimem.drift.needed`): facts the
-``needed_recall_<class>``            recording used after the compaction and the kept tail does not
-                                     show, class-weighted; the headline content measure
+``needed_recall_<class>``,           recording used after the compaction and the kept tail does not
+``n_needed_<class>``                 show, class-weighted, held anywhere in the text (the former
+                                     headline); the counts per class say when a score is only names
 ``content_sections``                 share of the eight content sections holding something
 ``n_new_facts``, ``new_fact_recall`` facts first seen in this span
 ``n_seen``, ``n_held``,              facts seen in any span so far, those this summary holds,
@@ -83,6 +87,7 @@ from pimem.base.js import utf16_len
 from pimem.base.tables import frame
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.session_manager import build_session_path
+from pimem.drift.faithfulness import faithfulness_measures
 from pimem.drift.needed import FACT_CLASSES, needed_later_facts, span_needed_facts, weighted_recall
 from pimem.drift.records import compaction_records
 from pimem.drift.similarity import TfidfSpace, jaccard
@@ -105,6 +110,7 @@ from pimem.text.sections import (COMPACTION_SECTIONS, SummarySections, parse_sum
                                  summarizer_text)
 
 
+HEADLINE_COLUMNS: tuple[str, ...] = ("score", "recall_faithful", "faithfulness")  # pimem.drift.faithfulness
 _CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
                      "critical_context")
 
@@ -304,11 +310,15 @@ def drift_report(
         index = index_of(summ.written_text)
         needed = needed_later_facts(records[span.index], facts=facts)
         flags = [fact_present(n.fact, index) for n in needed]
+        faithful = faithfulness_measures(records[span.index], span.summary, needed=needed)
+        for key in HEADLINE_COLUMNS:
+            row[key] = faithful[key]
         row["n_needed"] = len(needed)
         row["needed_recall"] = weighted_recall(needed, flags)
         for cls in FACT_CLASSES:
             of_class = [p for n, p in zip(needed, flags) if n.cls == cls]
             row[f"needed_recall_{cls}"] = _ratio(sum(of_class), len(of_class))
+            row[f"n_needed_{cls}"] = len(of_class)
         items = section_items(summ)
         row["content_sections"] = sum(bool(items[k]) for k in _CONTENT_SECTIONS) / len(_CONTENT_SECTIONS)
         held: set[tuple[str, str]] = set()
@@ -378,7 +388,8 @@ def _report_columns() -> list[str]:
              "goal_present", "goal_sim_request_jaccard", "goal_sim_request_cosine", "goal_sim_first_jaccard",
              "goal_sim_first_cosine"]
 
-    needed = ["n_needed", "needed_recall", *(f"needed_recall_{cls}" for cls in FACT_CLASSES), "content_sections"]
+    needed = [*HEADLINE_COLUMNS, "n_needed", "needed_recall",
+              *(c for cls in FACT_CLASSES for c in (f"needed_recall_{cls}", f"n_needed_{cls}")), "content_sections"]
     return head + list(compaction_metrics("", [])) + needed + chain
 
 
@@ -550,15 +561,22 @@ def chain_headline(
 
 
 def headline(report: pd.DataFrame) -> dict[str, Any]:
-    """The headline numbers of a report: mean needed-later recall (the content measure to quote),
-    mean fact recall (unweighted, length-sensitive), retention after 1/2/3 rewrites, compression
-    ratios, conformance (format only)."""
+    """The headline numbers of a report: the ``score`` per compaction and its mean (the measure to quote:
+    faithful needed-later recall × faithfulness), needed-later recall (the former headline: any fact held
+    anywhere), mean fact recall (unweighted, length-sensitive), retention after 1/2/3 rewrites,
+    compression ratios, conformance (format only)."""
     r = retention_by_age(report)
     ret = {int(a): float(v) for a, v in zip(r["age"], r["retention"])} if not r.empty else {}
     def col(name: str) -> list[float]:
         return [float(x) for x in report[name]] if name in report else []
+    def mean(name: str) -> float:
+        values = col(name)
+        return float(np.nanmean(values)) if any(v == v for v in values) else math.nan
+
     return {
         "compactions": int(len(report)),
+        "score": col("score"),  # the headline (pimem.drift.faithfulness), first
+        "mean_score": mean("score"),
         "needed_recall": col("needed_recall"),
         "mean_needed_recall": float(np.nanmean(col("needed_recall")))
         if len(report) and "needed_recall" in report and report["needed_recall"].notna().any() else math.nan,
