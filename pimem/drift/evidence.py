@@ -91,7 +91,8 @@ _TEST_NAME = re.compile(r"^test|_test\.\w+$|\.test\.\w+$|^test_.*\.py$")
 _DONE = re.compile(
     r"\b(?:pass(?:es|ed|ing)?|green|succeed(?:s|ed)?|success(?:ful(?:ly)?)?|clean|done|complete[ds]?|finished|"
     r"implemented|fixed|resolved|committed|pushed|merged|released|verified|works|working (?:correctly|now)|"
-    r"builds|built|compiles|0 issues|no (?:lint )?(?:issues|errors|failures))\b|✅|\[x\]", re.I)
+    r"builds|built|compiles|0 issues|0 failures|0 failed|no longer fail\w*|no (?:lint )?(?:issues|errors|failures))"
+    r"\b|✅|\[x\]", re.I)
 _OPEN = re.compile(
     r"\b(?:fail(?:s|ed|ing|ures?)?|broken|blocked|pending|in progress|todo|not yet|remaining|unfixed|unresolved|"
     r"still (?:needs?|to|fails?|failing|broken)|not (?:done|committed|run|tested|verified|fixed|passing|implemented|"
@@ -288,20 +289,18 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
     names, words = _topic(claim)
     kinds = _claim_kinds(claim.text)
     tests = frozenset(n for n in names if _TEST_NAME.search(n))  # named tests narrow the runs that count
-    if kinds:
-        for kind in kinds:
-            runs = [e for e in events if e.kind == kind]
-            if _WHOLE.search(claim.text):  # "all tests", "the full suite": a run of one test says nothing of them
-                runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
-            named = [e for e in runs if tests & e.names]
-            last = (named or runs)[-1] if runs else None
-            if last is None:
-                continue
-            if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(claim.text):
-                return Contradiction("state", f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
-            if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
-                return Contradiction("state", f"{kind}: failing", f"{kind}: pass", last.text[:200])
-        return None
+    for kind in kinds:
+        runs = [e for e in events if e.kind == kind]
+        if _WHOLE.search(claim.text):  # "all tests", "the full suite": a run of one test says nothing of them
+            runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
+        named = [e for e in runs if tests & e.names]
+        last = (named or runs)[-1] if runs else None
+        if last is None:
+            continue
+        if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(claim.text):
+            return Contradiction("state", f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
+        if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
+            return Contradiction("state", f"{kind}: failing", f"{kind}: pass", last.text[:200])
     if state != "done" or not (names or len(words) >= 2):
         return None
     last = None

@@ -80,7 +80,7 @@ _HEX_ID = re.compile(r"(?<![\w./-])[0-9a-f]{7,40}(?![\w/-])", re.I)  # a commit 
 _COUNT_NOUNS = ("issue|comment|finding|test|subtest|file|commit|error|warning|failure|session|checkpoint|hook|step|"
                 "task|agent|thread|package|call site|occurrence|instance|item|case|change|review|option|bug|lint")
 _COUNTED = re.compile(rf"(?<![\w.#/,:-])(\d{{1,4}})\s+(?:[A-Za-z][\w-]*\s+){{0,2}}?({_COUNT_NOUNS})s?\b", re.I)
-_LABELLED = re.compile(r"\b(option|step|phase|round|wp|p|fix|bug|issue|pr|task)\s*#?(\d{1,4})\b(?![.\d])", re.I)
+_LABELLED = re.compile(r"\b(option|step|phase|round|wp|p|fix|bug|issue|pr|task)\s*#?(\d{1,4})\b(?!\.\d)", re.I)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$")
 _NUMBERED_TITLE = re.compile(r"^\s{0,3}\d{1,2}\.\s+(?:\*\*)?([A-Z][\w &/,'-]{1,60}?)(?:\*\*)?:(?:\*\*)?\s*$")  # "4. Errors and fixes:"
 _LEAD_IN = re.compile(r"^\s*(?:\*\*[^*]+\*\*:?|[^|]{2,80}:)\s*$")
@@ -388,7 +388,7 @@ class SourceText:
             rx = rf"(?<![\w.,]){number}\s+(?:[a-z-]+\s+){{0,2}}{re.escape(noun)}"
         else:
             label, number = rest.split(":", 1)
-            rx = rf"\b{re.escape(label)}\s*#?{number}\b(?![.\d])"
+            rx = rf"\b{re.escape(label)}\s*#?{number}\b(?!\.\d)"
         return re.search(rx, self.lowered) is not None
 
     @cached_property

@@ -285,3 +285,23 @@ def test_a_trajectory_is_shared_by_text_or_by_message_object_inside_shared_recor
         assert shared_trajectory(messages) is edited
         again = shared_trajectory(copied)  # other objects: not taken for the same
         assert again is not edited and "other" not in again.postings
+
+
+def test_a_comparison_per_compaction_beside_the_mean(chain) -> None:
+    c, _, _ = chain
+    comparison = compare_sources(c.entries, {"recorded": "recorded", "tail": TailTruncationSummarizer(budget=None)})
+    per = comparison.compaction_table
+    assert list(per.columns) == [(0, "recorded"), (0, "tail")] and list(per.columns.names) == ["compaction", "source"]
+    assert per.loc["score", (0, "recorded")] == comparison.table.loc["score", "recorded"]  # one compaction: its mean
+    assert per.loc["n_needed", (0, "tail")] == 8
+
+
+def test_the_drift_reports_headline_is_the_score(chain) -> None:
+    from pimem.drift import headline
+
+    c, _, record = chain
+    report = drift_report(c.entries)
+    assert report.loc[0, "score"] == summary_measures(record)["score"] > 0
+    assert report.loc[0, "n_needed_constraint"] == 2 and report.loc[0, "n_needed"] == 8
+    head = headline(report)
+    assert list(head)[:3] == ["compactions", "score", "mean_score"] and head["mean_score"] == report.loc[0, "score"]
