@@ -13,7 +13,9 @@
   did afterwards; :func:`needed_later_facts` and :func:`summary_measures` — the measures grounded
   in that trajectory; :func:`compare_sources` — measures × summary sources on the same spans;
   :func:`recall_curve` — recall against summary tokens.
-* :func:`matcher_check` — the automatic matcher against a hand-labelled set.
+* :func:`matcher_check` — the automatic matcher against a hand-labelled set; :class:`ClaimJudge` — a
+  chat model's verdicts on a summary's claims instead of the rules (optional), and
+  :func:`judge_agreement` — how often they agree.
 * :func:`generate_probes` / :func:`probe_eval` — session-specific questions, answered from
   summary + kept context and graded 0–5 on six dimensions by a chat-model judge.
 
@@ -66,6 +68,8 @@ _EXPORTS: dict[str, str] = {
     "measure_docs": "pimem.drift.measures",
     "recall_curve": "pimem.drift.measures",
     "summary_measures": "pimem.drift.measures",
+    "ClaimJudge": "pimem.drift.faithfulness",
+    "judge_agreement": "pimem.drift.faithfulness",
     # the matcher against labels
     "EntailmentMatcher": "pimem.drift.labels",
     "load_labels": "pimem.drift.labels",

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 __all__ = ["Contradiction", "CONTRADICTION_KINDS", "OPPOSITES", "find_contradiction", "load_contradiction_labels",
            "CONTRADICTION_LABELS"]
 
-CONTRADICTION_KINDS: tuple[str, ...] = ("state", "number", "version", "path", "name", "negation", "reversal")
+CONTRADICTION_KINDS: tuple[str, ...] = ("state", "number", "version", "path", "name", "negation", "reversal", "judge")
 
 # pairs of words of opposite sense (compared after normalisation)
 OPPOSITES: tuple[tuple[str, str], ...] = (

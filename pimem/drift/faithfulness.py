@@ -39,6 +39,7 @@ support test is lexical: a faithful paraphrase in rare words can fail it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +69,8 @@ from pimem.text.normalize import normal_words, split_identifier
 from pimem.text.sections import plain_line, summarizer_text
 
 __all__ = ["contradiction_check", "Claim", "ClaimVerdict", "SourceText", "LineIndex", "VERDICTS", "summary_claims", "parse_claim",
-           "check_claims", "given_source", "later_source", "held_text", "faithfulness_measures"]
+           "check_claims", "given_source", "later_source", "held_text", "faithfulness_measures", "is_plan",
+           "ClaimJudge", "judge_agreement", "JUDGE_VERDICTS"]
 
 VERDICTS: tuple[str, ...] = ("supported", "contradicted", "later", "other_session", "invented", "unverifiable",
                              "uncheckable")
@@ -526,17 +528,37 @@ def check_claims(
     later: SourceText | None = None,
     others: Sequence[SourceText] = (),
     threshold: float = 0.5,
+    judge: ClaimJudge | None = None,
 ) -> list[ClaimVerdict]:
-    """One verdict per claim (see module docs); verdicts are kept on ``given`` for the next call."""
+    """One verdict per claim (see module docs); verdicts are kept on ``given`` for the next call.
+    ``judge``: a :class:`ClaimJudge` whose verdict replaces the rules' for every checkable claim."""
 
     out: list[ClaimVerdict] = []
     for claim in claims:
-        key = (claim.text, id(later), tuple(id(o) for o in others), threshold)
+        key = (claim.text, claim.section, claim.fenced, id(later), tuple(id(o) for o in others), threshold,
+               id(judge))
         done = given.verdicts.get(key)
         if done is None:
-            done = given.verdicts[key] = _verdict(claim, given, later, others, threshold)
+            done = _verdict(claim, given, later, others, threshold)
+            if judge is not None and done.verdict != "uncheckable":
+                done = _judged(done, judge(claim, given))
+            given.verdicts[key] = done
         out.append(ClaimVerdict(claim, done.verdict, done.missing, done.contradiction))
     return out
+
+
+def _judged(rule: ClaimVerdict, answer: str) -> ClaimVerdict:
+    """The judge's answer as a verdict: an unverifiable claim whose names the span lacks stays invented."""
+    from pimem.drift.contradictions import Contradiction
+
+    if answer == "supported":
+        return ClaimVerdict(rule.claim, "supported")
+    if answer == "contradicted":
+        return ClaimVerdict(rule.claim, "contradicted", rule.missing,
+                            Contradiction("judge", rule.claim.text[:200], "the judge", ""))
+    if rule.missing:
+        return ClaimVerdict(rule.claim, rule.verdict if rule.verdict in UNSUPPORTED else "invented", rule.missing)
+    return ClaimVerdict(rule.claim, "unverifiable")
 
 
 def _verdict(claim: Claim, given: SourceText, later: SourceText | None, others: Sequence[SourceText],
@@ -579,6 +601,92 @@ def is_plan(claim: Claim) -> bool:
     return bool(_PLAN_SECTION.search(claim.section) or _PLAN_LINE.match(claim.text.lstrip("*_>:- ")))
 
 
+# --------------------------------------------------------------------------- a model as judge (optional)
+
+JUDGE_VERDICTS: tuple[str, ...] = ("supported", "contradicted", "unverifiable")
+CLAIM_JUDGE_SYSTEM = ("You check one claim of a summary of a coding-agent conversation against excerpts of that "
+                      "conversation, oldest first. Answer with exactly one word.")
+CLAIM_JUDGE_PROMPT = """<excerpts>
+{evidence}
+</excerpts>
+
+<claim section="{section}">
+{claim}
+</claim>
+
+Answer SUPPORTED if the excerpts state the claim; CONTRADICTED if they state otherwise (a changed name or value, \
+the opposite decision, or a state such as done, passing, failing or pending that the latest excerpt on it \
+contradicts); UNVERIFIABLE if they say nothing either way."""
+
+
+class ClaimJudge:
+    """A chat model's verdict on one claim (supported / contradicted / unverifiable), asked with the
+    excerpts of what the summarizer was given that bear on it: the lines naming the claim's names or
+    holding two of its words, and the span's last evidence on state (:mod:`pimem.drift.evidence`).
+
+    ``model``: an :class:`~pimem.summarizers.OpenAISummarizer` for any OpenAI-compatible endpoint, wrapped
+    in a :class:`~pimem.summarizers.CachedSummarizer` to keep its answers across runs (answers are also
+    kept in memory per claim and excerpts). Anything that is not a chat model raises
+    :class:`~pimem.drift.chat.NotAChatModelError`; an unreadable answer raises
+    :class:`~pimem.drift.chat.JudgeError`. Optional: the default check is the offline rules."""
+
+    def __init__(self, model: Any, *, max_tokens: int = 16, evidence_chars: int = 12_000) -> None:
+        from pimem.drift.chat import require_chat_model
+
+        require_chat_model(model, "claim judge")
+        self.model = model
+        self.max_tokens = max_tokens
+        self.evidence_chars = evidence_chars
+        self.answers: dict[tuple[str, str, str], str] = {}
+
+    def evidence(self, claim: Claim, given: SourceText) -> str:
+        """The excerpts the judge reads (see class docs), cut to ``evidence_chars``."""
+        anchors = [n for n in claim.paths + claim.identifiers + claim.commands if len(n) >= 3]
+        near = [given.lines.lines[i] for i in given.lines.near(claim.words, anchors)][-60:]
+        events = [f"[{e.kind}: {e.status}] {e.text}" for e in given.events[-15:]]
+        text = "\n".join(near + (["--- the span's last evidence ---"] + events if events else []))
+        return text[-self.evidence_chars:]
+
+    def __call__(self, claim: Claim, given: SourceText) -> str:
+        from pimem.drift.chat import JudgeError, ask
+
+        evidence = self.evidence(claim, given)
+        key = (claim.text, claim.section, evidence)
+        if key not in self.answers:
+            answer = ask(self.model, CLAIM_JUDGE_SYSTEM,
+                         CLAIM_JUDGE_PROMPT.format(evidence=evidence, section=claim.section, claim=claim.text),
+                         max_tokens=self.max_tokens)
+            words = set(re.findall(r"\b(SUPPORTED|CONTRADICTED|UNVERIFIABLE)\b", answer.upper()))
+            if len(words) != 1:
+                raise JudgeError(f"expected one of SUPPORTED, CONTRADICTED, UNVERIFIABLE; got {answer[:80]!r}")
+            self.answers[key] = words.pop().lower()
+        return self.answers[key]
+
+
+def judge_agreement(record: object, summary: str, judge: ClaimJudge) -> tuple[Any, float]:
+    """The rules' and the judge's verdicts on every checkable claim of ``summary`` side by side, as
+    (table, Cohen's kappa). Both read as supported / contradicted / unsupported (unverifiable, invented,
+    from later, from another session): columns ``claim``, ``section``, ``rules``, ``judge``, ``agree``."""
+    from pimem.base.tables import frame
+    from pimem.drift.labels import cohen_kappa
+
+    claims = [c for c in summary_claims(summary) if c.checkable]
+    given = given_source(record)
+    rules = check_claims(claims, given, later=later_source(record))
+
+    def three(verdict: str) -> str:
+        return verdict if verdict in ("supported", "contradicted") else "unsupported"
+
+    rows = []
+    for v in rules:
+        answer = judge(v.claim, given)
+        rows.append({"claim": v.claim.text, "section": v.claim.section, "rules": three(v.verdict),
+                     "judge": three(answer), "agree": three(v.verdict) == three(answer)})
+    table = frame(rows, columns=["claim", "section", "rules", "judge", "agree"])
+    kappa = cohen_kappa(list(table["rules"]), list(table["judge"])) if rows else math.nan
+    return table, kappa
+
+
 # --------------------------------------------------------------------------- measures of one summary
 
 UNSUPPORTED: tuple[str, ...] = ("later", "other_session", "invented")
@@ -598,6 +706,7 @@ def faithfulness_measures(
     others: Sequence[SourceText] = (),
     with_later: bool = True,
     matcher: str | Callable[[Fact, str], str] = "normalized",
+    judge: ClaimJudge | None = None,
 ) -> dict[str, float | int]:
     """Faithfulness counts, the needed-later recall of the supported claims and the headline ``score``
     (columns in :data:`pimem.drift.measures.MEASURES`).
@@ -606,14 +715,14 @@ def faithfulness_measures(
     the exact rules, then free-text facts by normalised words, :func:`pimem.drift.paraphrase.normalized_holds`),
     ``"rules"`` (:func:`~pimem.text.facts.fact_present` only), ``"embedding"`` (normalised, then free text by
     sentence-embedding similarity, :func:`pimem.drift.embedding.embedding_matcher`; needs ``pimem[embeddings]``)
-    or a callable ``(fact, text) -> "present" | "absent"``."""
-    import math
+    or a callable ``(fact, text) -> "present" | "absent"``. ``judge``: a :class:`ClaimJudge` (a chat model)
+    whose verdicts replace the rules' (default: the rules, offline)."""
 
     holds = _holds(matcher)
 
     claims = summary_claims(summary)
     verdicts = check_claims(claims, given_source(record), later=later_source(record) if with_later else None,
-                            others=others)
+                            others=others, judge=judge)
     counts = {k: 0 for k in VERDICTS}
     kinds = {k: 0 for k in CONTRADICTION_KINDS}
     for v in verdicts:

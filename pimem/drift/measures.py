@@ -205,6 +205,7 @@ def summary_measures(
     carried: Sequence[NeededFact] | None = None,
     others: Sequence[Any] = (),
     matcher: Any = "normalized",
+    judge: Any = None,
 ) -> dict[str, Any]:
     """The measures of :data:`MEASURES` for one summary (default: the record's stored one) of one compaction.
 
@@ -212,6 +213,8 @@ def summary_measures(
     them are counted as ``claims_other_session`` rather than invented. ``matcher``: how the headline's
     recall finds a fact in the supported claims (``"normalized"``, ``"rules"``, ``"embedding"`` or a callable;
     :func:`pimem.drift.faithfulness.faithfulness_measures`); the old recall columns always use the rules.
+    ``judge``: a :class:`pimem.drift.faithfulness.ClaimJudge` (a chat model) that gives the claims' verdicts
+    instead of the rules (default None: the rules, offline).
     """
     stored = record.summary if summary is None else summary
     written = summarizer_text(stored)
@@ -248,7 +251,7 @@ def summary_measures(
         (parsed.read_files or []) if blocks else None, record.read_files)
     row["pipeline_modified_precision"], row["pipeline_modified_recall"] = _pr(
         (parsed.modified_files or []) if blocks else None, record.modified_files)
-    row.update(faithfulness_measures(record, stored, needed=needed, others=others, matcher=matcher))
+    row.update(faithfulness_measures(record, stored, needed=needed, others=others, matcher=matcher, judge=judge))
     return row
 
 

@@ -199,3 +199,45 @@ def test_terse_lines_tie_names_to_words_across_messages():
     assert claim.informative  # names a word relates, though its own words are stop words
     assert verdicts("- " + text, rec)[text].verdict == "supported"
     assert not summary_claims("- `ShadowBranchHashLength`, `getShadowBranchNameForCommit`")[0].informative
+
+
+def _claim_responder(body):
+    from pimem.drift.faithfulness import CLAIM_JUDGE_SYSTEM
+
+    system, prompt = body["messages"][0]["content"], body["messages"][1]["content"]
+    assert system == CLAIM_JUDGE_SYSTEM and "<excerpts>" in prompt
+    claim = prompt.split("<claim", 1)[1].split(">\n", 1)[1].split("\n</claim>", 1)[0]
+    if "Kubernetes" in claim:
+        return "UNVERIFIABLE"
+    if "1.5.2" in claim or "tests fail" in claim:
+        return "CONTRADICTED"
+    return "SUPPORTED"
+
+
+def test_a_chat_model_can_judge_the_claims_cached_and_compared_with_the_rules():
+    from pimem.drift.chat import JudgeError, NotAChatModelError
+    from pimem.drift.faithfulness import ClaimJudge, judge_agreement
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+    from tests.support.fake_openai_server import FakeOpenAIServer, Reply, openai_summarizer
+
+    rec = record(SPAN)
+    summary = ("## Done\n- Created `src/billing/tax.py` with class `TaxTable`\n- Version bumped to 1.5.2\n"
+               "- Deployed the billing service to Kubernetes\n- The tests fail on CI")
+    with FakeOpenAIServer() as server:
+        server.responder = _claim_responder
+        judge = ClaimJudge(openai_summarizer(server, "judge"))
+        row = faithfulness_measures(rec, summary, needed=[], judge=judge)
+        assert server.hits == 4  # one request per claim
+        assert row["claims_supported"] == 1 and row["contradicted_judge"] == 2 and row["claims_unverifiable"] == 1
+        assert row["faithfulness"] == 1 / 3
+        faithfulness_measures(rec, summary, needed=[], judge=judge)
+        assert server.hits == 4  # answers are kept: the same claims on the same excerpts cost nothing
+        table, kappa = judge_agreement(rec, summary, judge)
+        assert list(table["rules"]) == ["supported", "contradicted", "unsupported", "unsupported"]
+        assert list(table["judge"]) == ["supported", "contradicted", "unsupported", "contradicted"]
+        assert table["agree"].sum() == 3 and 0 < kappa < 1
+        server.script(Reply(content="probably fine"))
+        with pytest.raises(JudgeError):
+            ClaimJudge(openai_summarizer(server, "judge"))(summary_claims("- The build is green")[0], given_source(rec))
+    with pytest.raises(NotAChatModelError):
+        ClaimJudge(ExtractiveSummarizer())
