@@ -24,9 +24,11 @@ event           from
 build, a commit or push) is contradicted when the latest matching run of that kind failed or was refused;
 a claim that tests or the build **fail now** ("still fails", "is failing") is contradicted when the
 latest matching run passed. A claim that work is **done** (implemented, fixed, added, committed…) is
-contradicted when the latest event naming the same things (a path, a code name, or two of its words and
-a third of them) is an open request or plan, or a failed change. Matching runs of a kind are those that
-name the claim's code names or paths, when any does; else every run of that kind.
+contradicted when, of the events on the same work (naming one of its paths or code names; for a claim
+without names, three of its words and half of them) that match it about as well as the best one (80% of
+its score: 3 per shared name, 1 per shared word), the latest is an open request or plan, or a failed
+change. The runs of a kind that count are those whose command names the claim's tests, when any does;
+else every run of that kind (whole runs only for a claim about all tests or the full suite).
 
 What it rewards and how it fails: a summary that reports the state the span ended in. It reads words:
 a state stated in other words ("ready to ship"), work done before the span (nothing in it names it), or
@@ -293,7 +295,8 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
         runs = [e for e in events if e.kind == kind]
         if _WHOLE.search(claim.text):  # "all tests", "the full suite": a run of one test says nothing of them
             runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
-        named = [e for e in runs if tests & e.names]
+        # a run that names the claim's tests in its command; names in an output appear mostly when they fail
+        named = [e for e in runs if any(t in e.text.split("\n", 1)[0].lower() for t in tests)]
         last = (named or runs)[-1] if runs else None
         if last is None:
             continue
@@ -303,10 +306,14 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
             return Contradiction("state", f"{kind}: failing", f"{kind}: pass", last.text[:200])
     if state != "done" or not (names or len(words) >= 2):
         return None
-    last = None
-    for e in events:
-        if e.kind in ("request", "plan", "change") and _matches(e, names, words):
-            last = e
-    if last is not None and last.status in ("open", "fail"):
+    # the evidence on the same work: of the events that match, those that match about as well as the best
+    # (a request about tests of a feature names the feature too, but the changes that built it match better)
+    matching = [(e, 3 * len(names & e.names) + len(words & e.words)) for e in events
+                if e.kind in ("request", "plan", "change") and _matches(e, names, words)]
+    if not matching:
+        return None
+    best = max(score for _, score in matching)
+    last = [e for e, score in matching if score >= 0.8 * best][-1]
+    if last.status in ("open", "fail"):
         return Contradiction("state", "done", f"{last.kind}: {last.status}", last.text[:200])
     return None

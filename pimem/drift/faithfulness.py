@@ -584,7 +584,6 @@ def _verdict(claim: Claim, given: SourceText, later: SourceText | None, others: 
     return ClaimVerdict(claim, "invented", missing)
 
 
-_PLAN_SECTION = re.compile(r"\b(?:next|pending|todo|to do|remaining|open|plan|follow[- ]?up|upcoming|still)\b", re.I)
 _PLAN_LINE = re.compile(r"^(?:next(?: step)?s?\b|then\b|todo\b|to do\b|need(?:s)? to\b|should\b|will\b|plan\b|"
                         r"(?:re-?)?(?:run|write|add|create|update|fix|investigate|check|verify|implement|consider|"
                         r"decide|ask|commit|push|reply|document|move|remove|delete|rename|test|review|wait|continue)\b)",
@@ -592,13 +591,14 @@ _PLAN_LINE = re.compile(r"^(?:next(?: step)?s?\b|then\b|todo\b|to do\b|need(?:s)
 
 
 def is_plan(claim: Claim) -> bool:
-    """A line that states an intention (a step to take, in a section of next steps or pending work, or
-    worded as one) and no state: it says what is to be done, not what the span shows."""
+    """A line worded as an intention (a step to take: "Run…", "Next: …", "Need to…") that states no state:
+    it says what is to be done, not what the span shows. Its section's title is not read: a renamed
+    heading must not change a verdict."""
     from pimem.drift.evidence import claim_state
 
     if claim_state(claim.text) is not None:
         return False
-    return bool(_PLAN_SECTION.search(claim.section) or _PLAN_LINE.match(claim.text.lstrip("*_>:- ")))
+    return bool(_PLAN_LINE.match(claim.text.lstrip("*_>:- ")))
 
 
 # --------------------------------------------------------------------------- a model as judge (optional)

@@ -528,12 +528,26 @@ def summarizer_text(summary: str) -> str:
 
     ``compact()`` appends those blocks from its own file operations, so any summarizer (even one
     that answers nothing) gets them; a model that copies them from the previous summary copies
-    Pi's text. Content measures read this text only; the file lists are a pipeline check.
+    Pi's text. Content measures read this text only; the file lists are a pipeline check. The lines
+    Claude Code puts around its model's summary (an imported compaction: "This session is being
+    continued…", "…read the full transcript at: …", "Please continue the conversation…") go too.
     CRLF / CR become LF; trailing white space is dropped.
     """
     if not isinstance(summary, str):
         raise TypeError(f"summary must be a string, not {type(summary).__name__}")
-    return _ANY_FILE_BLOCK.sub("", normalize_text(summary)).rstrip()
+    text = _ANY_FILE_BLOCK.sub("", normalize_text(summary))
+    if "This session is being continued" in text or "read the full transcript at" in text:
+        text = _CLAUDE_CODE_WRAPPER.sub("", text).lstrip("\n")
+    return text.rstrip()
+
+
+# the lines Claude Code puts around its model's summary (its own, like Pi's file blocks): never the summarizer's
+_CLAUDE_CODE_WRAPPER = re.compile(
+    r"^This session is being continued from a previous conversation that ran out of context\.[^\n]*\n?|"
+    r"^If you need specific details from before compaction \(like exact code snippets, error messages, or content "
+    r"you generated\), read the full transcript at: [^\n]*\n?|"
+    r"^Please continue the conversation from where we left (?:it )?off without asking the user any further "
+    r"questions\.[^\n]*\n?", re.M)
 
 
 # --------------------------------------------------------------------------- items per section
