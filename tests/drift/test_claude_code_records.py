@@ -26,7 +26,7 @@ def _assistant(uuid: str, parent: str, mid: str, content: list) -> dict:
                                                                                             "output_tokens": 9}})
 
 
-def _transcript(tmp_path: Path) -> Path:
+def _transcript(tmp_path: Path, later: str = "Now test src/config.py; never read env vars there.") -> Path:
     lines = [
         _line("user", "u1", None, message={"role": "user", "content": "Write the config loader. Never read env vars."}),
         _line("user", "u2", "u1", isMeta=True, message={"role": "user", "content": (
@@ -43,7 +43,7 @@ def _transcript(tmp_path: Path) -> Path:
               logicalParentUuid="u4", compactMetadata={"trigger": "auto", "preTokens": 50000}),
         _line("user", "s1", "c1", isCompactSummary=True, isVisibleInTranscriptOnly=True,
               message={"role": "user", "content": "Summary:\n1. Wrote src/config.py; never read env vars."}),
-        _line("user", "u5", "s1", message={"role": "user", "content": "Now test src/config.py; never read env vars there."}),
+        _line("user", "u5", "s1", message={"role": "user", "content": later}),
     ]
     path = tmp_path / "session.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
@@ -66,3 +66,14 @@ def test_an_injected_turn_is_not_the_users(tmp_path: Path) -> None:
     assert len(injected) == 1 and "skill" in str(injected[0]["content"])
     constraints = [f.value for f in extract_facts(record.span) if f.kind == "constraint"]
     assert constraints == ["write the config loader.", "never read env vars."]
+
+
+def test_a_standing_preference_is_needed_while_the_session_goes_on(tmp_path: Path) -> None:
+    (record,) = compaction_records(pimem.load_session(_transcript(tmp_path)))
+    needed = {n.fact.value: n for n in needed_later_facts(record)}
+    # "Never read env vars." is repeated later, "Write the config loader." is a one-off request done in the span
+    assert needed["never read env vars."].how in ("mentioned", "standing")
+    assert "write the config loader." not in needed
+    (quiet,) = compaction_records(pimem.load_session(_transcript(tmp_path, later="Go on.")))
+    standing = {n.fact.value: n.how for n in needed_later_facts(quiet)}
+    assert standing == {"never read env vars.": "standing"}  # obeyed silently, it still holds
