@@ -79,14 +79,16 @@ _FAILED_OUTPUT = re.compile(
     r"\bERROR\b.*\bfailed\b|Exit code [1-9]|exited with code [1-9]|\bcannot use\b|\bundefined: |"
     r"^\S+\.\w+:\d+:\d+: ", re.M)
 _REFUSED = re.compile(r"doesn't want to proceed with this tool use|tool use was rejected|Request interrupted", re.I)
-_WRITTEN_ARGUMENTS = ("content", "newText", "new_string", "new_source", "edits")  # what a change writes
+_WRITTEN_ARGUMENTS = ("content", "newText", "new_string", "new_source", "edits", "oldText", "old_string")  # what it touches
 _WRITE_TOOLS = {"write": "path", "edit": "path", "Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
                 "NotebookEdit": "notebook_path"}
 _PLAN = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|we need to|still need|need to|next,? (?:i|we)\b|"
+                   r"next (?:is|up|step)\b|(?:should|shall) i (?:continue|proceed|go on)\b|"
                    r"now (?:i|we)(?:'ll| will| need)|going to|todo\b|to do:)", re.I)
-_SENTENCE = re.compile(r"(?<=[.!?:])\s+|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WHOLE = re.compile(r"\b(?:all|full|whole|entire|every|suite|test:ci|ci)\b", re.I)
 _PARTIAL_RUN = re.compile(r"\s-run\b|\s-k\s|::|\s--filter\b|\s-t\s|\s--grep\b|_test\.\w+|\btest_\w+\.py\b")
+_CODE_TOKEN = re.compile(r"(?<![\w$.])[A-Za-z_$][\w$]*(?:[A-Z][\w$]*|_[\w$]+)(?![\w$])")  # an inner capital or _
 _TEST_NAME = re.compile(r"^test|_test\.\w+$|\.test\.\w+$|^test_.*\.py$")
 
 # state words of a claim
@@ -123,6 +125,7 @@ class Event:
     text: str
     names: frozenset[str]
     words: frozenset[str]
+    written: frozenset[str] = frozenset()  # a change's: the names in what it wrote (a plan it carries out)
 
 
 def _names(text: str) -> frozenset[str]:
@@ -131,7 +134,14 @@ def _names(text: str) -> frozenset[str]:
     for p, _, _ in paths_in_text(text):
         out.add(p.lower())
         out.add(p.rsplit("/", 1)[-1].lower())
-    out.update(i.lower() for i, _, _ in identifiers_in_text(text) if len(i) >= 4)
+    # code names in any case ("CLIVersion" and "cliVersion" name one thing), dotted names' last part
+    out.update(t.lower() for t in _CODE_TOKEN.findall(text) if len(t) >= 4)
+    for i, _, _ in identifiers_in_text(text):
+        if len(i) >= 4:
+            out.add(i.lower())
+            last = i.rsplit(".", 1)[-1]  # ``paths.CheckpointPath`` names ``CheckpointPath``
+            if len(last) >= 4:
+                out.add(last.lower())
     return frozenset(out)
 
 
@@ -211,10 +221,9 @@ def span_events(messages: Sequence[tuple[str | None, dict]]) -> list[Event]:
                     path = args[_WRITE_TOOLS[name]]
                     status = "fail" if is_error or _REFUSED.search(result_text) else "done"
                     written = "\n".join(str(args.get(k, ""))[:3000] for k in _WRITTEN_ARGUMENTS if args.get(k))
-                    names = (_names(path) | frozenset({path.lower(), path.rsplit("/", 1)[-1].lower()})
-                             | frozenset(i.lower() for i, _, _ in identifiers_in_text(written) if len(i) >= 4))
+                    names = _names(path) | frozenset({path.lower(), path.rsplit("/", 1)[-1].lower()})
                     events.append(Event(at, "change", status, f"{name} {path}", names,
-                                        frozenset(normal_words(path.rsplit("/", 1)[-1]))))
+                                        frozenset(normal_words(path.rsplit("/", 1)[-1])), names | _names(written)))
                 elif isinstance(args.get("command"), str):
                     command = args["command"]
                     text = f"{command}\n{result_text[:400]}"
@@ -234,7 +243,7 @@ def _settled(events: list[Event]) -> list[Event]:
     for k, e in enumerate(events):
         if e.kind == "request" and any(x.kind == "change" or x.kind in RUN_KINDS for x in events[k + 1:]):
             continue
-        if e.kind == "plan" and any(x.kind == "change" and (x.names & e.names or x.words & e.words and e.names == set())
+        if e.kind == "plan" and any(x.kind == "change" and (x.written & e.names or x.words & e.words and not e.names)
                                     for x in events[k + 1:]):
             continue
         out.append(e)
@@ -291,6 +300,7 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
     names, words = _topic(claim)
     kinds = _claim_kinds(claim.text)
     tests = frozenset(n for n in names if _TEST_NAME.search(n))  # named tests narrow the runs that count
+    checked = False
     for kind in kinds:
         runs = [e for e in events if e.kind == kind]
         if _WHOLE.search(claim.text):  # "all tests", "the full suite": a run of one test says nothing of them
@@ -300,6 +310,7 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
         last = (named or runs)[-1] if runs else None
         if last is None:
             continue
+        checked = True
         if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(claim.text):
             return Contradiction("state", f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
         if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
@@ -308,8 +319,11 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
         return None
     # the evidence on the same work: of the events that match, those that match about as well as the best
     # (a request about tests of a feature names the feature too, but the changes that built it match better)
+    # a claim about runs ("… and the tests pass") was judged by its runs: only the user's open ask can still
+    # contradict the work it claims done, not a plan of the assistant's
+    kinds_read = ("request", "change") if checked else ("request", "plan", "change")
     matching = [(e, 3 * len(names & e.names) + len(words & e.words)) for e in events
-                if e.kind in ("request", "plan", "change") and _matches(e, names, words)]
+                if e.kind in kinds_read and _matches(e, names, words)]
     if not matching:
         return None
     best = max(score for _, score in matching)

@@ -1,39 +1,57 @@
 """Faithfulness: is every claim of a summary supported by what the summarizer was given?
 
 A summarizer is given the compaction's span (every message, tool results included) and the previous
-summary. :func:`summary_claims` splits what it wrote (file blocks stripped) into **claims** — one per
-line, bullet or table row; headings and ``(none)`` are not claims — each with its checkable **names**
-(paths, code names, numbers, versions, ``#123`` references) and its **words** (content words outside the
-names, normalised by :func:`pimem.text.normalize.normal_words`). :func:`check_claims` gives each claim
-one verdict:
+summary. :func:`summary_claims` splits what it wrote (file blocks and Claude Code's wrapper lines stripped)
+into **claims** — one per line, bullet or table row; headings (markdown or Claude Code's numbered titles
+such as ``4. Errors and fixes:``) and ``(none)`` are not claims — each with its checkable **names** (paths,
+code names, numbers, versions, ``#123`` references, commands, hex ids such as ``7f3e90bc``, counts such as
+"4 issues", labelled numbers such as "option 2"), its **quotes** (code spans that name nothing: a value, a
+message, kept as written — ``**`` and ``__`` inside a code span stay) and its **words** (content words
+outside the names, normalised by :func:`pimem.text.normalize.normal_words`). A claim is **specific** when it
+has a name or a quote. :func:`check_claims` gives each claim one verdict:
 
 ================ ======================================================================================
 verdict          rule
 ================ ======================================================================================
 ``supported``    every name occurs in the given text, and (claims with 2+ words) one message of the span
                  or one section of the previous summary — a window of 40 lines of a longer one — holds
-                 at least half of the claim's words, and at least two of them
-``contradicted`` the claim states a value, polarity or direction that the given text states otherwise
-                 (:mod:`pimem.drift.contradictions`: changed numbers, versions, paths, names; negations;
-                 reversed decisions). A contradiction wins over support
-``later``        not supported by the given text, but supported by the session after the compaction: the
-                 summary states what it could not have known (a leak from the future, or a summary of
+                 at least half of the claim's words, and at least two of them; or the units naming its
+                 paths and code names hold 60% of its words together (a terse line tying several
+                 messages' facts to its names); or a quote of it occurs as written
+``contradicted`` the claim states a value, polarity, direction or **state** that the given text states
+                 otherwise (:mod:`pimem.drift.contradictions`: changed numbers, versions, paths, names;
+                 negations; reversed decisions; :mod:`pimem.drift.evidence`: done, passes, builds, fails
+                 against the span's last evidence). A contradiction wins over support
+``unverifiable`` nothing to check: a line worded as a step to take ("Run…", "Next: …"), or a claim that
+                 names nothing and whose words the span does not hold together (filler such as "the work
+                 went well"). Neutral: neither false nor true
+``later``        a specific claim not supported by the given text, but by the session after the compaction:
+                 the summary states what it could not have known (a leak from the future, or a summary of
                  another span of the same session)
 ``other_session`` not supported by the given text nor the later session, but by another session's text
                  (when such texts are passed): a summary of something else
-``invented``     none of the above
+``invented``     a specific claim none of the above holds: a name, number or result absent from the span
 ``uncheckable``  no name and fewer than 2 words: nothing to check (lead-ins such as ``**New files:**``)
 ================ ======================================================================================
 
-**Faithfulness** is the share of checkable claims that are supported. A claim is **informative** when it
-says something about its names: two or more words of its own or of its lead-in line (the bold label or
-the table header above it, within its section; Pi's template headings do not count). A bare list of names
-is faithful but not informative.
+**Faithfulness** is the share of the counted claims that are supported; the counted claims are the
+specific ones that are supported, contradicted, from later, from another session or invented, and the
+claims that name nothing only when contradicted (a claim that names nothing can only be found false, so
+unless it is, it weighs nothing: filler is neither rewarded for length nor punished as false). A claim is
+**informative** when it says something about its names: two or more words of its own or of its lead-in
+line (the bold label or the table header above it; a heading's title never counts), or two names a word of
+it relates ("`A` in b.go, used by `C`"). A bare list of names is faithful but not informative.
 
-What it rewards and how it can be gamed: it rewards stating only what the conversation shows. Copying the
-span verbatim is perfectly faithful (recall and length must be read beside it, as the headline does);
-a claim that recombines true names with false words passes when half its words occur in one message. The
-support test is lexical: a faithful paraphrase in rare words can fail it.
+Optionally a chat model judges the claims instead of the rules (:class:`ClaimJudge`, any OpenAI-compatible
+endpoint, cached): it reads the excerpts of the given text that bear on each claim and the span's last
+evidence on state, and answers supported, contradicted or unverifiable; :func:`judge_agreement` sets its
+verdicts beside the rules'. The default is the rules, offline.
+
+What it rewards and how it can be gamed: it rewards stating only what the conversation shows, in the state
+the conversation ended in. Copying the span verbatim is perfectly faithful (recall and length must be read
+beside it, as the headline does); a claim that recombines true names with false words passes when half its
+words occur in one message; a false claim that names nothing is unverifiable, not false, unless the rules
+find it contradicted. The support test is lexical: a faithful paraphrase in rare words can fail it.
 """
 
 from __future__ import annotations

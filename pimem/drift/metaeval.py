@@ -44,6 +44,16 @@ through; passing here does not make a measure right on summaries that differ in 
 rewrites are made by rules, so a measure tuned to these rules can pass without being better: the
 paraphrase uses its own word table, not the matcher's synonym groups (:mod:`pimem.text.normalize`), and
 the held-out contradiction set (``datasets/labels/``) tests the contradiction rules on edits read by hand.
+
+**Rewrites written by reading** (``datasets/metaeval/rewrites-*.jsonl``, :func:`load_hand_rewrites`): a
+careful reader read each real summary and its span and wrote, by hand, rewrites of classes the rules above
+cannot make (:data:`HAND_CLASSES`): over-claimed progress (every pending, in-progress or failing item made
+done), false results, neutral filler, the user's asks dropped, renamed headings, a short faithful summary of
+the whole span and one of its last stretch only. Each states its expected order (:class:`HandRewrite`);
+:func:`hand_evaluate` scores them with the real summary and the extracted baseline at the same length
+(:func:`extracted_summary`), and :meth:`HandEvaluation.table` gives the share in order per class and pooled
+with the two-stage interval. The ``heldout`` split was written first and frozen before any measure changed;
+the ``tune`` split is the one the measures were adjusted on.
 """
 
 from __future__ import annotations
