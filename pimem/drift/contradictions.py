@@ -7,6 +7,10 @@ given text that hold one of the claim's names (a path's file name counts) or two
 ================= =====================================================================================
 kind              rule
 ================= =====================================================================================
+``state``         the claim says something is done, passes, builds, succeeded, or fails now, and the span's
+                  last evidence on it says otherwise (:func:`pimem.drift.evidence.state_conflict`: the
+                  latest run of its kind failed, was refused or was still going; the work's latest event
+                  is the user's open ask or an unfinished plan)
 ``number``        a number of the claim (with a unit, ``~20k``, a bare value of 2+ digits, an ordinal such as
                   ``3rd``, ``#288``) that no
                   near line holds, where a near line (a bare value: a line sharing three words) holds
@@ -41,9 +45,14 @@ kind              rule
                   "instead of" / "rather than", on the other; "not only X" affirms X; a sentence that
                   describes a fault counts on neither side); or a near line holding 60%
                   of the claim's other words (at least 3, a quarter of the words of both) has a word of the
-                  opposite sense (:data:`OPPOSITES`: keep / remove, pass / fail, stay / move...). Not
-                  where the claim's direction ("A, not B") is stated the same way in the given text
+                  opposite sense (:data:`OPPOSITES`: keep / remove, pass / fail, stay / move...; as written,
+                  not through synonym groups; a line that says what is to happen once something holds —
+                  "when everything works, delete the old code" — states no fact). Not where the claim's
+                  direction ("A, not B") is stated the same way in the given text; a claim that tells what
+                  went wrong ("the test failed: X used A instead of B") decides no direction
 ================= =====================================================================================
+
+A chat model's verdict (:class:`pimem.drift.faithfulness.ClaimJudge`, optional) is recorded as kind ``judge``.
 
 What it rewards and how it fails: it catches values edited, negated or turned round against the
 conversation. It reads words, not meaning: a contradiction stated in other words than the span's ("may
