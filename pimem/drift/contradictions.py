@@ -72,6 +72,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pimem.base.tables import frame
+from pimem.drift.evidence import state_conflict
 from pimem.errors import LabelFormatError
 from pimem.text.facts import numbers_in_text
 from pimem.text.normalize import canonical_word, normal_words, split_identifier, stem
@@ -539,9 +540,8 @@ def _negation_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
 
 
 def _state_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
-    from pimem.drift.evidence import state_conflict
-
-    return state_conflict(claim, getattr(given, "events", ()))
+    found = state_conflict(claim, getattr(given, "events", ()))
+    return Contradiction("state", found.claimed, found.given, found.evidence) if found is not None else None
 
 
 def find_contradiction(claim: Claim, given: SourceText) -> Contradiction | None:

@@ -48,10 +48,9 @@ from pimem.text.messages import text_blocks
 from pimem.text.normalize import normal_words
 
 if TYPE_CHECKING:
-    from pimem.drift.contradictions import Contradiction
     from pimem.drift.faithfulness import Claim
 
-__all__ = ["Event", "span_events", "claim_state", "state_conflict", "RUN_KINDS"]
+__all__ = ["Event", "StateConflict", "span_events", "claim_state", "state_conflict", "RUN_KINDS"]
 
 RUN_KINDS: tuple[str, ...] = ("test", "lint", "build", "check", "commit", "push")
 
@@ -126,6 +125,15 @@ class Event:
     names: frozenset[str]
     words: frozenset[str]
     written: frozenset[str] = frozenset()  # a change's: the names in what it wrote (a plan it carries out)
+
+
+@dataclass(frozen=True)
+class StateConflict:
+    """What the claim says (``claimed``), what the evidence says (``given``) and the evidence itself."""
+
+    claimed: str
+    given: str
+    evidence: str
 
 
 def _names(text: str) -> frozenset[str]:
@@ -211,12 +219,13 @@ def span_events(messages: Sequence[tuple[str | None, dict]]) -> list[Event]:
                                                 frozenset(normal_words(sentence))))
                 if block.get("type") != "toolCall":
                     continue
-                args = block.get("arguments") if isinstance(block.get("arguments"), dict) else {}
+                args: dict = block["arguments"] if isinstance(block.get("arguments"), dict) else {}
                 name = str(block.get("name", ""))
                 found = results.get(str(block.get("id")))
-                result_text = text_blocks(found[1].get("content")) if found else ""
-                is_error = bool(found and found[1].get("isError"))
-                at = found[0] if found else i
+                result: dict = found[1] if found is not None else {}
+                result_text = text_blocks(result.get("content")) if found is not None else ""
+                is_error = bool(result.get("isError"))
+                at = found[0] if found is not None else i
                 if name in _WRITE_TOOLS and isinstance(args.get(_WRITE_TOOLS[name]), str):
                     path = args[_WRITE_TOOLS[name]]
                     status = "fail" if is_error or _REFUSED.search(result_text) else "done"
@@ -288,10 +297,8 @@ def _matches(event: Event, names: frozenset[str], words: frozenset[str]) -> bool
     return len(common) >= 3 and 2 * len(common) >= len(words)
 
 
-def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | None:
+def state_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | None:
     """The latest evidence of ``events`` that the claim's state contradicts (see module docs), or None."""
-    from pimem.drift.contradictions import Contradiction
-
     if not events or claim.fenced:  # a line of a code block quotes; it claims no state
         return None
     state = claim_state(claim.text)
@@ -312,9 +319,9 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
             continue
         checked = True
         if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(claim.text):
-            return Contradiction("state", f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
+            return StateConflict(f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
         if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
-            return Contradiction("state", f"{kind}: failing", f"{kind}: pass", last.text[:200])
+            return StateConflict(f"{kind}: failing", f"{kind}: pass", last.text[:200])
     if state != "done" or not (names or len(words) >= 2):
         return None
     # the evidence on the same work: of the events that match, those that match about as well as the best
@@ -329,5 +336,5 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> Contradiction | Non
     best = max(score for _, score in matching)
     last = [e for e, score in matching if score >= 0.8 * best][-1]
     if last.status in ("open", "fail"):
-        return Contradiction("state", "done", f"{last.kind}: {last.status}", last.text[:200])
+        return StateConflict("done", f"{last.kind}: {last.status}", last.text[:200])
     return None

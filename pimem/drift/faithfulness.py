@@ -67,9 +67,12 @@ from typing import Any
 import numpy as np
 
 from pimem.base.memo import memoised
-from pimem.drift.contradictions import CONTRADICTION_KINDS, find_contradiction
+from pimem.base.tables import frame
+from pimem.drift.chat import JudgeError, ask, require_chat_model
+from pimem.drift.contradictions import CONTRADICTION_KINDS, Contradiction, find_contradiction
 from pimem.drift.embedding import embedding_matcher
-from pimem.drift.evidence import Event, span_events
+from pimem.drift.evidence import Event, claim_state, span_events
+from pimem.drift.intervals import cohen_kappa
 from pimem.drift.paraphrase import normalized_holds
 from pimem.errors import ConfigurationError, LabelFormatError
 from pimem.drift.needed import needed_later_facts
@@ -567,8 +570,6 @@ def check_claims(
 
 def _judged(rule: ClaimVerdict, answer: str) -> ClaimVerdict:
     """The judge's answer as a verdict: an unverifiable claim whose names the span lacks stays invented."""
-    from pimem.drift.contradictions import Contradiction
-
     if answer == "supported":
         return ClaimVerdict(rule.claim, "supported")
     if answer == "contradicted":
@@ -612,8 +613,6 @@ def is_plan(claim: Claim) -> bool:
     """A line worded as an intention (a step to take: "Run…", "Next: …", "Need to…") that states no state:
     it says what is to be done, not what the span shows. Its section's title is not read: a renamed
     heading must not change a verdict."""
-    from pimem.drift.evidence import claim_state
-
     if claim_state(claim.text) is not None:
         return False
     return bool(_PLAN_LINE.match(claim.text.lstrip("*_>:- ")))
@@ -649,8 +648,6 @@ class ClaimJudge:
     :class:`~pimem.drift.chat.JudgeError`. Optional: the default check is the offline rules."""
 
     def __init__(self, model: Any, *, max_tokens: int = 16, evidence_chars: int = 12_000) -> None:
-        from pimem.drift.chat import require_chat_model
-
         require_chat_model(model, "claim judge")
         self.model = model
         self.max_tokens = max_tokens
@@ -666,8 +663,6 @@ class ClaimJudge:
         return text[-self.evidence_chars:]
 
     def __call__(self, claim: Claim, given: SourceText) -> str:
-        from pimem.drift.chat import JudgeError, ask
-
         evidence = self.evidence(claim, given)
         key = (claim.text, claim.section, evidence)
         if key not in self.answers:
@@ -685,9 +680,6 @@ def judge_agreement(record: object, summary: str, judge: ClaimJudge) -> tuple[An
     """The rules' and the judge's verdicts on every checkable claim of ``summary`` side by side, as
     (table, Cohen's kappa). Both read as supported / contradicted / unsupported (unverifiable, invented,
     from later, from another session): columns ``claim``, ``section``, ``rules``, ``judge``, ``agree``."""
-    from pimem.base.tables import frame
-    from pimem.drift.labels import cohen_kappa
-
     claims = [c for c in summary_claims(summary) if c.checkable]
     given = given_source(record)
     rules = check_claims(claims, given, later=later_source(record))

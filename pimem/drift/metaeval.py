@@ -68,14 +68,19 @@ import pandas as pd
 
 from pimem.base.js import utf16_len
 from pimem.base.tables import frame
+from pimem.core.compaction.compaction import build_history_prompt
+from pimem.core.llm import SummaryRequest
+from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
 from pimem.core.session_manager import Session, load_session, migrate_to_current_version
 from pimem.sessions.load import load_session as load_any_session
 from pimem.drift.intervals import cluster_interval
 from pimem.drift.measures import summary_measures
 from pimem.drift.needed import needed_later_facts
+from pimem.drift.paraphrase import normalized_holds
 from pimem.drift.records import CompactionRecord, compaction_records
 from pimem.errors import LabelFormatError
-from pimem.text.facts import BARE_FILE, PATH_TOKEN, extract_facts
+from pimem.summarizers.extractive import ExtractiveSummarizer
+from pimem.text.facts import BARE_FILE, PATH_TOKEN, SummaryIndex, extract_facts
 from pimem.text.sections import summarizer_text
 
 __all__ = ["PERTURBATIONS", "EXPECTED", "DEFAULT_MEASURES", "OLD_MEASURES", "PARAPHRASES", "perturbations",
@@ -646,11 +651,6 @@ def ordered(a: float, relation: str, b: float, tolerance: float = TOLERANCE) -> 
 
 def extracted_summary(record: CompactionRecord, budget: int) -> str:
     """What the extractive summarizer writes for the record's span at ``budget`` tokens (Pi's estimate)."""
-    from pimem.core.compaction.compaction import build_history_prompt
-    from pimem.core.llm import SummaryRequest
-    from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
-    from pimem.summarizers.extractive import ExtractiveSummarizer
-
     prompt = build_history_prompt([m for _, m in record.span], None, record.previous_summary)
     request = SummaryRequest(kind="history", system_prompt=SUMMARIZATION_SYSTEM_PROMPT, prompt=prompt,
                              max_tokens=max(1, budget))
@@ -660,9 +660,6 @@ def extracted_summary(record: CompactionRecord, budget: int) -> str:
 def held_share(record: CompactionRecord, text: str, needed: Sequence[Any]) -> float:
     """The class-weighted share of ``needed`` facts held anywhere in ``text`` (the normalised matcher),
     whether or not a supported claim states them: what "per needed fact held" divides by."""
-    from pimem.drift.paraphrase import normalized_holds
-    from pimem.text.facts import SummaryIndex
-
     total = sum(n.weight for n in needed)
     if not total:
         return math.nan

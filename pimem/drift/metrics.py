@@ -311,8 +311,8 @@ def drift_report(
         needed = needed_later_facts(records[span.index], facts=facts)
         flags = [fact_present(n.fact, index) for n in needed]
         faithful = faithfulness_measures(records[span.index], span.summary, needed=needed)
-        for key in HEADLINE_COLUMNS:
-            row[key] = faithful[key]
+        for column in HEADLINE_COLUMNS:
+            row[column] = faithful[column]
         row["n_needed"] = len(needed)
         row["needed_recall"] = weighted_recall(needed, flags)
         for cls in FACT_CLASSES:

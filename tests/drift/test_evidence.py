@@ -35,7 +35,7 @@ GREEN_THEN_RED = (_run("c1", "pytest -q", "12 passed") + _edit("c2", "src/tax.py
 
 def test_a_passing_claim_is_judged_by_the_latest_run_of_its_kind() -> None:
     found = _conflict("All tests pass", GREEN_THEN_RED)
-    assert found is not None and found.kind == "state" and "fail" in found.given
+    assert found is not None and found.given == "test: fail" and "FAILED tests/test_tax.py" in found.evidence
     # the same claim where the last run passed, and a claim about another kind of run, hold
     assert _conflict("All tests pass", GREEN_THEN_RED[:3]) is None
     assert _conflict("Lint passes", GREEN_THEN_RED) is None

@@ -85,8 +85,10 @@ def test_the_headline_orders_rewrites_better_than_the_old_one(evaluation):
     for pair in ("real > name_dump", "real > other_session", "real > empty_template", "real > files_only",
                  "real > changed_values", "real = shuffled"):
         assert table.loc["score", pair] == 1.0, pair
-    # negations: the contradiction rules catch some (see the held-out set); the old headline none
-    assert table.loc["score", "real > negated"] >= 0.6 and table.loc["needed_recall", "real > negated"] == 0.0
+    # negations: the contradiction rules catch some (see the held-out set); the old headline only those that
+    # turn round a needed constraint's polarity
+    assert table.loc["score", "real > negated"] >= 0.6
+    assert table.loc["score", "real > negated"] > table.loc["needed_recall", "real > negated"]
     scores = evaluation.scores
     for rewrite in ("empty_template", "files_only"):
         assert (scores.loc[scores["rewrite"] == rewrite, "score"].fillna(0) == 0).all()
