@@ -25,6 +25,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from pimem.errors import ConfigurationError
+
 __all__ = ["Interval", "cluster_bootstrap", "cluster_interval", "bootstrap_coverage", "interval_supported",
            "COVERAGE_TOLERANCE", "MIN_COMPACTION_FACTS", "cohen_kappa"]
 
@@ -162,7 +164,7 @@ def cohen_kappa(first: Sequence[object], second: Sequence[object]) -> float:
     """Cohen's kappa of two labellings of the same items: (observed − chance agreement) / (1 − chance);
     NaN when chance agreement is 1 (both passes gave every item one and the same label)."""
     if len(first) != len(second) or not first:
-        raise ValueError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
+        raise ConfigurationError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
     n = len(first)
     observed = sum(a == b for a, b in zip(first, second)) / n
     chance = sum(list(first).count(c) * list(second).count(c) for c in set(first) | set(second)) / (n * n)
