@@ -78,7 +78,8 @@ _FAILED_OUTPUT = re.compile(
     r"\bERROR\b.*\bfailed\b|Exit code [1-9]|exited with code [1-9]|\bcannot use\b|\bundefined: |"
     r"^\S+\.\w+:\d+:\d+: ", re.M)
 _REFUSED = re.compile(r"doesn't want to proceed with this tool use|tool use was rejected|Request interrupted", re.I)
-_WRITTEN_ARGUMENTS = ("content", "newText", "new_string", "new_source", "edits", "oldText", "old_string")  # what it touches
+# what a change touches: what it writes and what it replaces
+_WRITTEN_ARGUMENTS = ("content", "newText", "new_string", "new_source", "edits", "oldText", "old_string")
 _WRITE_TOOLS = {"write": "path", "edit": "path", "Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
                 "NotebookEdit": "notebook_path"}
 _PLAN = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|we need to|still need|need to|next,? (?:i|we)\b|"
@@ -103,8 +104,8 @@ _OPEN = re.compile(
 # a run's state now, not a past run ("all tests passed" before a change may be history)
 _NOW_PASSING = re.compile(r"\b(?:pass|passes|passing|green|clean|succeeds|builds|compiles|works|0 issues|"
                           r"no (?:lint )?(?:issues|errors|failures)|committed|pushed|is (?:done|complete))\b|✅", re.I)
-_NOW_FAILING = re.compile(r"\b(?:still|currently|now)\s+(?:fails?|failing|broken)\b|\b(?:is|are)\s+(?:failing|broken)\b",
-                          re.I)
+_NOW_FAILING = re.compile(r"\b(?:still|currently|now)\s+(?:fails?|failing|broken)\b|"
+                          r"\b(?:is|are)\s+(?:failing|broken)\b", re.I)
 _NEGATED_OPEN = re.compile(r"\b(?:no longer|not|never|without|0|zero|no)\s+(?:\w+\s+)?(?:fail\w*|errors?|issues?|"
                            r"broken)\b", re.I)
 _STATE_WORDS = frozenset(normal_words("pass passes passed passing green succeed succeeded success successful clean done "
@@ -264,8 +265,8 @@ _STEP = re.compile(r"^\W*(?:\d+[.)]\s*)?(?:once|when|after|until|if|before|then|
                    r"check|verify|implement|consider|ensure|test|document|commit|push)\b(?!\w*ed\b))", re.I)
 
 
-_MODAL = re.compile(r"\b(?:must|should|needs? to|has to|have to|ought to|to be)\s+(?:\w+\s+)?(?:pass|succeed|build|work|"
-                    r"be (?:green|clean|done))", re.I)
+_MODAL = re.compile(r"\b(?:must|should|needs? to|has to|have to|ought to|to be)\s+(?:\w+\s+)?"
+                    r"(?:pass|succeed|build|work|be (?:green|clean|done))", re.I)
 
 
 def claim_state(text: str) -> str | None:

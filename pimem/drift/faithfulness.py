@@ -105,7 +105,8 @@ _COUNT_NOUNS = ("issue|comment|finding|test|subtest|file|commit|error|warning|fa
 _COUNTED = re.compile(rf"(?<![\w.#/,:-])(\d{{1,4}})\s+(?:[A-Za-z][\w-]*\s+){{0,2}}?({_COUNT_NOUNS})s?\b", re.I)
 _LABELLED = re.compile(r"\b(option|step|phase|round|wp|p|fix|bug|issue|pr|task)\s*#?(\d{1,4})\b(?!\.\d)", re.I)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$")
-_NUMBERED_TITLE = re.compile(r"^\s{0,3}\d{1,2}\.\s+(?:\*\*)?([A-Z][\w &/,'-]{1,60}?)(?:\*\*)?:(?:\*\*)?\s*$")  # "4. Errors and fixes:"
+# a numbered title of Claude Code's summaries: "4. Errors and fixes:"
+_NUMBERED_TITLE = re.compile(r"^\s{0,3}\d{1,2}\.\s+(?:\*\*)?([A-Z][\w &/,'-]{1,60}?)(?:\*\*)?:(?:\*\*)?\s*$")
 _LEAD_IN = re.compile(r"^\s*(?:\*\*[^*]+\*\*:?|[^|]{2,80}:)\s*$")
 _CODE_NAME = re.compile(r"[A-Za-z_$][\w$]*")
 _CODE_SPAN = re.compile(r"`([^`\n]{1,200})`")

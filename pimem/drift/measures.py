@@ -93,8 +93,8 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
                             "contradicts, and steps worded as intentions: neutral", "–", "a count"),
     "claims_contradicted": ("faithfulness", "claims the span states otherwise (changed value, negation, "
                             "reversed decision; a state its last evidence contradicts: pimem.drift.contradictions, "
-                            "pimem.drift.evidence)", "–", "a count; see contradicted_* (contradicted_state: over-claimed "
-                            "progress)"),
+                            "pimem.drift.evidence)", "–",
+                            "a count; see contradicted_* (contradicted_state: over-claimed progress)"),
     "claims_from_later": ("faithfulness", "claims not supported by the span but by the session after the "
                           "compaction: knowledge the summarizer could not have had", "–", "a count"),
     "claims_other_session": ("faithfulness", "claims supported only by another session's text (when given)",
@@ -283,7 +283,8 @@ class Comparison:
 
     ``per_compaction``: one row per source × compaction (``source``, ``kind``, ``compaction``,
     ``max_tokens``, ``error``, then the measures); ``table``: measures × sources (mean over the
-    compactions a source summarized); ``compaction_table``: the same per compaction; ``summaries``: stored texts per source; ``needed``: the
+    compactions a source summarized); ``compaction_table``: the same per compaction; ``summaries``:
+    stored texts per source; ``needed``: the
     needed-later facts per source and compaction; ``records``: the compactions each source was
     measured on.
     """

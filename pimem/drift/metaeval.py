@@ -678,7 +678,8 @@ class HandEvaluation:
 
     @property
     def pairs(self) -> pd.DataFrame:
-        """One row per rewrite × expected pair × measure: ``split``, ``class``, ``pair``, ``a``, ``b``, ``in_order``."""
+        """One row per rewrite × expected pair × measure: ``split``, ``class``, ``id``, ``session``,
+        ``compaction``, ``pair``, ``measure``, ``a``, ``b``, ``in_order``."""
         wide = {(r["session"], r["compaction"], r["item"]): r for r in self.scores.to_dict("records")}
         rows = []
         for rw in self.rewrites:

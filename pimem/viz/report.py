@@ -136,7 +136,8 @@ _BY_COMPACTION_COLUMNS = ["compaction", "source", "score", "recall_faithful", "f
                           "written_tokens"]
 _REPORT_COLUMNS = [
     "compaction", "entry_id", "first_kept_entry_id", "n_entries", "tokens_before", "span_tokens", "summary_tokens",
-    "compression_ratio_with_prev", "split_turn", "conformance", "score", "needed_recall", "fact_recall", "prev_retention", "n_lost",
+    "compression_ratio_with_prev", "split_turn", "conformance", "score", "needed_recall", "fact_recall",
+    "prev_retention", "n_lost",
     "cumulative_loss", "sim_prev_cosine", "goal_sim_request_cosine",
 ]
 
