@@ -449,7 +449,7 @@ def drift_report(
                  "cosine_prev": (space.cosine(text, prev_text) if text is not None and prev_text is not None
                                  else math.nan)}
             )
-        notes.extend(f"compaction {span.index}: {n}" for n in span.notes + summ.notes)
+        notes.extend(f"compaction {span.index}: {n}" for n in records[span.index].notes + summ.notes)
         rows.append(row)
     report = DRIFT_REPORT.frame(rows)
     report.attrs["facts"] = FACTS.frame(fact_rows)

@@ -51,6 +51,7 @@ from pimem.core.session_manager import (
     session_entry_to_context_messages_of,
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
+from pimem.replays.tokens import partial_recording
 from pimem.sessions.compactions import compaction_spans, projection_after
 from pimem.sessions.spans import first_kept_index
 from pimem.sessions.session import Session
@@ -78,7 +79,9 @@ class PathMessages:
 class CompactionRecord:
     """One compaction on the active path with its span, kept tail and later trajectory.
 
-    ``later`` is ``path.messages[later_start:later_end]``.
+    ``later`` is ``path.messages[later_start:later_end]``. ``span_in_file`` is False for the first
+    compaction of a partial recording (a transcript that starts mid-conversation): its summary covers
+    turns the file does not hold, so what it says of them cannot be checked.
     """
 
     index: int
@@ -93,6 +96,7 @@ class CompactionRecord:
     notes: list[str] = field(default_factory=list)
     path: PathMessages | None = None
     later_start: int = 0
+    span_in_file: bool = True
 
     @property
     def summary(self) -> str:
@@ -110,7 +114,7 @@ class CompactionRecord:
         entry["summary"] = summary
         return CompactionRecord(self.index, entry, self.span, self.kept, self.later, self.previous_summary,
                                 self.read_files, self.modified_files, self.path_position, list(self.notes),
-                                self.path, self.later_start)
+                                self.path, self.later_start, self.span_in_file)
 
 
 def entry_messages(entry: dict) -> list[dict]:
@@ -139,6 +143,7 @@ def compaction_records(
         if e.get("type") != "compaction":  # entry_messages of each entry
             shared.messages.extend((e.get("id"), m) for m in brought if m.get("role") != "system")
     records: list[CompactionRecord] = []
+    partial: str | None = None  # why the recording starts mid-conversation ("" when it does not), once
     walked = is_walked_path(path)
     injected = {e.get("id") for e in path if isinstance(e.get("source"), dict) and e["source"].get("isMeta")}
     for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):
@@ -158,12 +163,21 @@ def compaction_records(
         later = shared.messages[start:end]
         previous = str(span.previous.get("summary", "")) if span.previous is not None else None
         notes = list(span.notes)
+        span_in_file = True
+        if span.previous is None:
+            if partial is None:
+                partial = partial_recording(path) or ""
+            if partial:
+                span_in_file = False
+                notes.append(f"the summarized span starts before the file ({partial}): what the summary says of "
+                             "the turns before it cannot be checked, so faithfulness, recall_faithful and score are "
+                             "left out")
         if not later:
             notes.append("nothing follows this compaction on the path: no later trajectory to ground measures in")
         read_files, modified_files = _with_other_agents_files(span.messages, span.read_files, span.modified_files)
         messages = [(eid, _marked(m) if eid in injected else m) for eid, m in span.messages]
         records.append(CompactionRecord(span.index, span.entry, messages, kept, later, previous,
-                                        read_files, modified_files, pos, notes, shared, start))
+                                        read_files, modified_files, pos, notes, shared, start, span_in_file))
     return records
 
 
