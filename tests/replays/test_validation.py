@@ -21,12 +21,11 @@ from pimem.replays.validation import (
 )
 from pimem.errors import ConfigurationError
 from pimem.replays.tokens import partial_recording
-from tests.conftest import SHARED_DIR
 
 
 @pytest.fixture(scope="module")
 def pi_frame(real_dir: Path) -> pd.DataFrame:
-    files = [f for f in corpus_files(SHARED_DIR) if f.agent == "pi"]
+    files = [f for f in corpus_files(real_dir.parents[1]) if f.agent == "pi"]  # shared, or the bundled copies
     return validate(files, tiktoken=False)
 
 
