@@ -202,6 +202,9 @@ def test_a_context_edit_whose_target_is_an_object_edits_nothing_as_in_pi(tmp_pat
     plain = build_session_context(load_session(_session(tmp_path / "plain", lambda L: None))).messages
     assert build_session_context(s).messages == plain  # a Map keyed by an object: no entry id finds it
     _every_view(tmp_path, path, capsys)
+    for strategy in ("from-scratch", "pi-1.6.0"):  # the summaries of the raw history; 1.6.0's branch walk
+        code, out, err = _run(["replay", str(path), *_COMPACTING, "--strategy", strategy], capsys)
+        assert code == 0 and "Traceback" not in err, (strategy, err)
 
 
 def test_a_null_tool_in_a_system_message_throws_as_in_pi(tmp_path, capsys):
