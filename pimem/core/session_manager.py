@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, cast
+from typing import Any, Callable, Container, Iterable, Iterator, Sequence, cast
 
 import orjson
 
@@ -213,11 +213,11 @@ class _WarningSink:
 
 
 @port("session-manager.js", "generateId")
-def _random_id(rng: random.Random, taken: Any) -> str:
-    """Pi's ``generateId``: 8 lowercase hex digits not already taken."""
+def _random_id(rng: random.Random, taken: Any, reserved: Any = ()) -> str:
+    """Pi's ``generateId``: 8 lowercase hex digits not already taken (nor reserved)."""
     for _ in range(100):
         candidate = "%08x" % rng.getrandbits(32)
-        if candidate not in taken:
+        if candidate not in taken and candidate not in reserved:
             return candidate
     return _uuid_from(rng, 4)
 
@@ -480,6 +480,8 @@ class Session:
             list(_lines) if _lines is not None else [None] * len(self.entries)
         )
         self._by_id: dict[str, dict] = {}
+        # ids new_id() avoids besides the session's own: those of entries still to be appended (a replay's)
+        self.reserved_ids: Container[str] = ()
         self._labels: dict[Any, Any] = {}
         self._leaf_id: str | None = None
         self._warned_cycles: set[Any] = set()
@@ -774,8 +776,9 @@ class Session:
 
     @port("session-manager.js", "generateId", part=True)
     def new_id(self) -> str:
-        """A fresh 8-hex entry id from this session's rng (Pi's ``generateId``)."""
-        return _random_id(self.rng, self._by_id)
+        """A fresh 8-hex entry id from this session's rng (Pi's ``generateId``), of no entry of the session and
+        not in :attr:`reserved_ids`."""
+        return _random_id(self.rng, self._by_id, self.reserved_ids)
 
     @port("session-manager.js", "SessionManager._appendEntry")
     def append_entry(self, entry: SessionEntry | dict[str, Any]) -> dict:
