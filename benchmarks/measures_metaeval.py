@@ -2,7 +2,13 @@
 held-out contradiction set.
 
 Run: ``.venv/bin/python benchmarks/measures_metaeval.py [--no-claude-code] [--limit N] [--out DIR]
-[--shard K/N] [--from-scores CSV ...]``
+[--shard K/N] [--from-scores CSV ...] [--hand-only] [--hand-before CSV] [--baselines]``
+
+Also the rewrites written by reading (``datasets/metaeval/``, :func:`pimem.drift.metaeval.hand_evaluate`):
+per class and pooled, the held-out split apart, with two-stage intervals; ``--hand-before PAIRS_CSV``
+sets the pairs of an earlier run (``metaeval-hand-pairs.csv`` of a run on other code) beside them, and
+``--hand-only`` runs only this part (about 40 CPU seconds). ``--baselines`` scores the degenerate baselines
+and the extractive summarizer on every real span at the real summary's length.
 
 Reads the real compactions of ``../shared/datasets`` (or ``$PIMEM_SHARED_DIR/datasets``): the 5 Pi
 compactions of ``pi-mono/`` (:func:`pimem.drift.metaeval.pi_records`) and the 86 Claude Code compactions
@@ -31,7 +37,8 @@ from pimem.drift.contradictions import load_contradiction_labels
 from pimem.drift.faithfulness import contradiction_check
 from pimem.drift.intervals import MIN_COMPACTION_FACTS, cluster_interval
 from pimem.drift.labels import precision_recall
-from pimem.drift.metaeval import EXPECTED, MetaEvaluation, claude_code_records, meta_evaluate, pi_records
+from pimem.drift.metaeval import (EXPECTED, HAND_CLASSES, MetaEvaluation, claude_code_records, hand_evaluate,
+                                  load_hand_rewrites, meta_evaluate, pi_records)
 from pimem.drift.needed import DEFAULT_WEIGHTS, FACT_CLASSES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,6 +118,104 @@ def headline(scores: pd.DataFrame, label: str) -> dict[str, object]:
             "faithfulness (macro)": real["faithfulness"].mean()}
 
 
+HAND = ROOT / "datasets" / "metaeval"
+
+
+def hand_table(pairs: pd.DataFrame, split: str | None) -> pd.DataFrame:
+    """Per class and pooled: the share of the score's pairs in order, n, and its interval or why none."""
+    sub = pairs[pairs["measure"] == "score"]
+    if split is not None:
+        sub = sub[sub["split"] == split]
+    rows = []
+    for name in [*HAND_CLASSES, "pooled"]:
+        part = sub if name == "pooled" else sub[sub["class"] == name]
+        if part.empty:
+            continue
+        ci = cluster_interval(part["in_order"].astype(float).tolist(), part["session"].tolist(),
+                              [f"{s}#{c}" for s, c in zip(part["session"], part["compaction"])])
+        interval = (f"[{ci.low:.2f}, {ci.high:.2f}]" if not math.isnan(ci.low)
+                    else "none (" + ci.note.split(": ", 1)[-1] + ")")
+        rows.append({"class": name, "in order": ci.estimate, "n": len(part), "held": int(part["in_order"].sum()),
+                     "compactions": ci.n_clusters, "sessions": ci.n_groups, "95% interval": interval})
+    return pd.DataFrame(rows)
+
+
+def run_hand(records: dict, out: Path, before: Path | None) -> None:
+    rewrites = load_hand_rewrites(HAND / "rewrites-heldout.jsonl") + load_hand_rewrites(HAND / "rewrites-tune.jsonl")
+    start = time.process_time()
+    he = hand_evaluate(records, rewrites)
+    pairs = he.pairs
+    pairs.to_csv(out / "metaeval-hand-pairs.csv", index=False)
+    he.scores.to_csv(out / "metaeval-hand-scores.csv", index=False)
+    print(f"\n## Rewrites written by reading ({len(rewrites)} rewrites of "
+          f"{len({(r.session, r.compaction) for r in rewrites})} compactions, "
+          f"{(time.process_time() - start) / 60:.1f} CPU minutes)\n")
+    earlier = pd.read_csv(before) if before is not None else None
+    for split in ("heldout", "tune", None):
+        table = hand_table(pairs, split)
+        if earlier is not None:
+            old = hand_table(earlier, split).set_index("class")["in order"]
+            table.insert(1, "before", [old.get(c, math.nan) for c in table["class"]])
+        print(f"\n### {split or 'both splits'}\n")
+        print(markdown(table))
+    filler = pairs[(pairs["measure"] == "score") & (pairs["class"] == "filler")]
+    ratio = filler["a"] / filler["b"]
+    print(f"\nfiller: score with filler ÷ real score, median {ratio.median():.3f}, min {ratio.min():.3f} "
+          f"(n = {len(ratio)})")
+
+
+def baselines_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per source: the score per compaction (macro) and pooled over the needed facts (micro) with their
+    two-stage intervals, Claude Code and Pi apart and together."""
+    rows = []
+    pi_names = {"before-compaction.jsonl", "history/compact.jsonl", "history/session.jsonl"}
+    for label, part in (("claude-code", table[~table["session"].isin(pi_names)]),
+                        ("pi", table[table["session"].isin(pi_names)]), ("all", table)):
+        for source, group in part.groupby("source", sort=False):
+            ok = group[group["score"].notna()]
+            if ok.empty:
+                continue
+            groups, clusters = ok["session"].tolist(), [f"{s}#{c}" for s, c in zip(ok["session"], ok["compaction"])]
+            macro = cluster_interval(ok["score"].tolist(), groups, clusters, macro=True)
+            micro = cluster_interval(ok["score"].tolist(), groups, clusters, weights=ok["needed_weight"].tolist())
+            rows.append({"summaries": label, "source": source, "compactions": len(ok),
+                         "sessions": ok["session"].nunique(), "score (macro)": _short(macro),
+                         "score (micro)": _short(micro), "written tokens": ok["written_tokens"].mean()})
+    return pd.DataFrame(rows)
+
+
+def run_baselines(records: dict) -> pd.DataFrame:
+    """The score of the extractive summarizer and of each degenerate baseline on every real span, at the
+    real summary's length (Pi's token estimate), beside the real summary's."""
+    from pimem.core.compaction.compaction import build_history_prompt
+    from pimem.core.llm import SummaryRequest
+    from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
+    from pimem.drift.measures import summary_measures
+    from pimem.drift.needed import needed_later_facts
+    from pimem.summarizers.baselines import baseline_summarizers
+    from pimem.summarizers.extractive import ExtractiveSummarizer
+    from pimem.text.facts import extract_facts
+    from pimem.text.sections import summarizer_text
+
+    sources = {"extractive": ExtractiveSummarizer(), **baseline_summarizers(budget=None)}
+    rows = []
+    for name, recs in records.items():
+        for k, rec in enumerate(recs):
+            needed, facts = needed_later_facts(rec), extract_facts(rec.span)
+            budget = max(1, math.ceil(len(summarizer_text(rec.summary).encode("utf-16-le")) / 8))
+            prompt = build_history_prompt([m for _, m in rec.span], None, rec.previous_summary)
+            texts = {"real": rec.summary}
+            for source, summarizer in sources.items():
+                request = SummaryRequest(kind="history", system_prompt=SUMMARIZATION_SYSTEM_PROMPT, prompt=prompt,
+                                         max_tokens=budget)
+                texts[source] = summarizer.complete(request).text
+            for source, text in texts.items():
+                m = summary_measures(rec, text, needed=needed, span_facts=facts)
+                rows.append({"session": name, "compaction": k, "source": source, "score": m["score"],
+                             "needed_weight": m["needed_weight"], "written_tokens": m["written_tokens"]})
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-claude-code", action="store_true", help="the 5 Pi compactions only")
@@ -121,7 +226,26 @@ def main() -> None:
                          "metaeval-scores.K.csv")
     ap.add_argument("--from-scores", nargs="+", type=Path, default=None, metavar="CSV",
                     help="no scoring: the tables from scores files written before (shards concatenated)")
+    ap.add_argument("--hand-only", action="store_true", help="only the rewrites written by reading")
+    ap.add_argument("--hand-before", type=Path, default=None, metavar="CSV",
+                    help="the metaeval-hand-pairs.csv of an earlier run, set beside this one")
+    ap.add_argument("--baselines", action="store_true",
+                    help="score the extractive summarizer and the baselines on every real span")
     args = ap.parse_args()
+    if args.hand_only or args.baselines:
+        args.out.mkdir(parents=True, exist_ok=True)
+        records = dict(pi_records(SHARED / "datasets" / "pi-mono"))
+        records.update(claude_code_records(SHARED))
+        if args.hand_only:
+            run_hand(records, args.out, args.hand_before)
+        if args.baselines:
+            start = time.process_time()
+            table = run_baselines(records)
+            table.to_csv(args.out / "metaeval-baselines.csv", index=False)
+            print(f"\n## The score of each source on the real spans ({(time.process_time() - start) / 60:.1f} "
+                  f"CPU minutes)\n")
+            print(markdown(baselines_table(table)))
+        return
     pi_dir = SHARED / "datasets" / "pi-mono"
     pi_names = {"before-compaction.jsonl", "history/compact.jsonl", "history/session.jsonl"}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -161,6 +285,9 @@ def main() -> None:
     rows = [headline(scores[scores["source"] == s], s) for s in ("pi", "claude-code") if (scores["source"] == s).any()]
     rows.append(headline(scores, "all"))
     print(markdown(pd.DataFrame(rows)))
+    if not args.shard:  # a shard holds only some sessions; run --hand-only on its own
+        run_hand(records if not args.from_scores else {**pi_records(pi_dir), **claude_code_records(SHARED)},
+                 args.out, args.hand_before)
     if LABELS.exists() and pi_dir.exists():
         checked = contradiction_check(load_contradiction_labels(LABELS), pi_records(pi_dir))
         print("\n## Contradiction detector on the labelled set\n")

@@ -86,6 +86,7 @@ from pimem.drift import (
     retention_by_age as retention_by_age,
     survival_curves as survival_curves,
 )
+from pimem.drift.faithfulness import ClaimJudge as ClaimJudge, judge_agreement as judge_agreement
 from pimem.drift.labels import labels_dir as labels_dir
 from pimem.drift.resume_probe import resume_probe as resume_probe
 from pimem.errors import (

@@ -18,7 +18,9 @@
   matched points without one; :func:`rework_corpus`, :func:`rework_table` and
   :func:`rework_correlations` — over many sessions, per agent, and the measures held against it
   (:mod:`pimem.drift.rework`).
-* :func:`matcher_check` — the automatic matcher against a hand-labelled set.
+* :func:`matcher_check` — the automatic matcher against a hand-labelled set; :class:`ClaimJudge` — a
+  chat model's verdicts on a summary's claims instead of the rules (optional), and
+  :func:`judge_agreement` — how often they agree.
 * :func:`generate_probes` / :func:`probe_eval` — session-specific questions, answered from
   summary + kept context and graded 0–5 on six dimensions by a chat-model judge.
 
@@ -71,6 +73,8 @@ _EXPORTS: dict[str, str] = {
     "measure_docs": "pimem.drift.measures",
     "recall_curve": "pimem.drift.measures",
     "summary_measures": "pimem.drift.measures",
+    "ClaimJudge": "pimem.drift.faithfulness",
+    "judge_agreement": "pimem.drift.faithfulness",
     # what agents did after real compactions
     "rework_points": "pimem.drift.rework",
     "rework_corpus": "pimem.drift.rework",

@@ -7,6 +7,10 @@ given text that hold one of the claim's names (a path's file name counts) or two
 ================= =====================================================================================
 kind              rule
 ================= =====================================================================================
+``state``         the claim says something is done, passes, builds, succeeded, or fails now, and the span's
+                  last evidence on it says otherwise (:func:`pimem.drift.evidence.state_conflict`: the
+                  latest run of its kind failed, was refused or was still going; the work's latest event
+                  is the user's open ask or an unfinished plan)
 ``number``        a number of the claim (with a unit, ``~20k``, a bare value of 2+ digits, an ordinal such as
                   ``3rd``, ``#288``) that no
                   near line holds, where a near line (a bare value: a line sharing three words) holds
@@ -41,9 +45,14 @@ kind              rule
                   "instead of" / "rather than", on the other; "not only X" affirms X; a sentence that
                   describes a fault counts on neither side); or a near line holding 60%
                   of the claim's other words (at least 3, a quarter of the words of both) has a word of the
-                  opposite sense (:data:`OPPOSITES`: keep / remove, pass / fail, stay / move...). Not
-                  where the claim's direction ("A, not B") is stated the same way in the given text
+                  opposite sense (:data:`OPPOSITES`: keep / remove, pass / fail, stay / move...; as written,
+                  not through synonym groups; a line that says what is to happen once something holds —
+                  "when everything works, delete the old code" — states no fact). Not where the claim's
+                  direction ("A, not B") is stated the same way in the given text; a claim that tells what
+                  went wrong ("the test failed: X used A instead of B") decides no direction
 ================= =====================================================================================
+
+A chat model's verdict (:class:`pimem.drift.faithfulness.ClaimJudge`, optional) is recorded as kind ``judge``.
 
 What it rewards and how it fails: it catches values edited, negated or turned round against the
 conversation. It reads words, not meaning: a contradiction stated in other words than the span's ("may
@@ -63,9 +72,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pimem.base.tables import frame
+from pimem.drift.evidence import state_conflict
 from pimem.errors import LabelFormatError
 from pimem.text.facts import numbers_in_text
-from pimem.text.normalize import canonical_word, normal_words, split_identifier
+from pimem.text.normalize import canonical_word, normal_words, split_identifier, stem
 
 if TYPE_CHECKING:
     from pimem.drift.faithfulness import Claim, SourceText
@@ -73,7 +83,7 @@ if TYPE_CHECKING:
 __all__ = ["Contradiction", "CONTRADICTION_KINDS", "OPPOSITES", "find_contradiction", "load_contradiction_labels",
            "CONTRADICTION_LABELS"]
 
-CONTRADICTION_KINDS: tuple[str, ...] = ("number", "version", "path", "name", "negation", "reversal")
+CONTRADICTION_KINDS: tuple[str, ...] = ("state", "number", "version", "path", "name", "negation", "reversal", "judge")
 
 # pairs of words of opposite sense (compared after normalisation)
 OPPOSITES: tuple[tuple[str, str], ...] = (
@@ -97,6 +107,8 @@ _POLARITY_WORD = re.compile(r"[A-Za-z0-9_$']+")
 _NOT_MERELY = frozenset("merely just only simply".split())
 _PROBLEM = re.compile(r"\b(?:bugs?|causes?|caused|wrong|broken|incorrect(?:ly)?|problems?)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_FAILED = re.compile(r"\b(?:failed|fails|failing|failure)\b", re.I)
+_CONDITIONAL = re.compile(r"\b(?:when|once|after|until|eventually|finally|later|will|would)\b", re.I)
 _REJECTING = re.compile(r"\b(?:instead\s+of|rather\s+than)\b", re.I)
 
 
@@ -301,7 +313,7 @@ def _quoted_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     for m in _QUOTED.finditer(claim.text):
         label = m.group(1)
         words = label.split()
-        if not 2 <= len(words) <= 5 or f'"{label.lower()}"' in given.lowered:
+        if not 2 <= len(words) <= 5 or label.lower() in given.lowered:  # the label is in the span, quoted or not
             continue
         for k, word in ((0, words[0]), (len(words) - 1, words[-1])):
             pattern = (rf'"{re.escape(word)}(?: [^"\n]{{1,60}})?"' if k == 0 else rf'"(?:[^"\n]{{1,60}} )?{re.escape(word)}"')
@@ -420,7 +432,8 @@ def _strength(claim: Direction, line: Direction, verdict: str) -> int:
 
 def _reversal_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     lines = given.lines
-    for direction in _directions(claim.text):
+    # a claim that tells what went wrong ("the test failed: X used A instead of B") decides nothing either
+    for direction in _decided_directions(_FAILED.sub(" bug ", claim.text)):
         against: str | None = None
         against_strength = agree_strength = 0
         for i in lines.near(direction[0] | direction[1], (), min_words=2):
@@ -439,6 +452,19 @@ def _reversal_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
             return Contradiction("reversal", f"{' '.join(sorted(p))} over {' '.join(sorted(r))}",
                                  "the other way round", against[:200])
     return None
+
+
+_STEM_OPPOSITE: dict[str, set[str]] = {}
+for _a, _b in OPPOSITES:
+    if (_a, _b) not in _NAME_ONLY_OPPOSITES and stem(_a) != stem(_b):
+        _STEM_OPPOSITE.setdefault(stem(_a), set()).add(stem(_b))
+        _STEM_OPPOSITE.setdefault(stem(_b), set()).add(stem(_a))
+
+
+def _opposed_as_written(claim_text: str, line: str) -> bool:
+    """Two words of :data:`OPPOSITES` as written (stemmed, no synonym groups), one on each side."""
+    a, b = normal_words(claim_text, synonyms=False), normal_words(line, synonyms=False)
+    return any(_STEM_OPPOSITE.get(w, set()) & (b - a) for w in a - b)
 
 
 def _negated(text: str) -> bool:
@@ -491,8 +517,11 @@ def _negation_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
             continue  # a question states nothing
         line_norm = lines.words[i]
         common = words & line_norm
-        # a word of the claim whose opposite the line holds (and not the word itself)
+        # a word of the claim whose opposite the line holds (and not the word itself); a line that says
+        # what is to happen once something holds ("when everything works, delete the old code") states no fact
         flipped = {w for w in words - line_norm if _OPPOSITE.get(w, set()) & (line_norm - words)}
+        if flipped and (_CONDITIONAL.search(line) or not _opposed_as_written(claim.text, line)):
+            continue  # ("drops" and "write" are opposite only through their synonym groups: remove / add)
         if flipped:
             if len(common) >= 3 and len(common) / max(1, len(words - flipped)) >= 0.6 and \
                     len(common) / len(words | line_norm) >= 0.25:
@@ -510,10 +539,15 @@ def _negation_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
     return None
 
 
+def _state_conflict(claim: Claim, given: SourceText) -> Contradiction | None:
+    found = state_conflict(claim, getattr(given, "events", ()))
+    return Contradiction("state", found.claimed, found.given, found.evidence) if found is not None else None
+
+
 def find_contradiction(claim: Claim, given: SourceText) -> Contradiction | None:
     """The first contradiction between ``claim`` and ``given`` (see module docs), or None."""
-    for check in (_number_conflict, _version_conflict, _path_conflict, _name_conflict, _reversal_conflict,
-                  _swap_conflict):
+    for check in (_state_conflict, _number_conflict, _version_conflict, _path_conflict, _name_conflict,
+                  _reversal_conflict, _swap_conflict):
         found = check(claim, given)
         if found is not None:
             return found

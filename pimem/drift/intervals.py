@@ -25,8 +25,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from pimem.errors import ConfigurationError
+
 __all__ = ["Interval", "cluster_bootstrap", "cluster_interval", "bootstrap_coverage", "interval_supported",
-           "COVERAGE_TOLERANCE", "MIN_COMPACTION_FACTS"]
+           "COVERAGE_TOLERANCE", "MIN_COMPACTION_FACTS", "cohen_kappa"]
 
 COVERAGE_TOLERANCE = 0.03
 MIN_COMPACTION_FACTS = 5  # a compaction with fewer needed facts is flagged: its own recall is noise
@@ -156,3 +158,14 @@ def cluster_interval(values: Sequence[float], groups: Sequence[object], clusters
     low, high = np.nanquantile(stats, [alpha, 1 - alpha])
     return Interval(estimate, float(low), float(high), level, n, n_clusters, n_groups,
                     f"{level:.0%} two-stage bootstrap (simulated coverage {coverage:.0%})")
+
+
+def cohen_kappa(first: Sequence[object], second: Sequence[object]) -> float:
+    """Cohen's kappa of two labellings of the same items: (observed − chance agreement) / (1 − chance);
+    NaN when chance agreement is 1 (both passes gave every item one and the same label)."""
+    if len(first) != len(second) or not first:
+        raise ConfigurationError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
+    n = len(first)
+    observed = sum(a == b for a, b in zip(first, second)) / n
+    chance = sum(list(first).count(c) * list(second).count(c) for c in set(first) | set(second)) / (n * n)
+    return (observed - chance) / (1 - chance) if chance < 1 else math.nan

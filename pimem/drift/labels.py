@@ -37,7 +37,7 @@ from pimem.errors import ConfigurationError, LabelFormatError
 from pimem.base.tables import Column, Table, frame
 from pimem.drift.needed import used_later as auto_used
 from pimem.drift.embedding import EmbeddingModel, embedding_matcher, load_embedding_model, max_similarity, tune_threshold
-from pimem.drift.intervals import cluster_interval
+from pimem.drift.intervals import cluster_interval, cohen_kappa  # cohen_kappa: also read from here
 from pimem.drift.metaeval import pi_records
 from pimem.drift.paraphrase import FREE_TEXT_KINDS, normalized_matcher, rule_matcher
 from pimem.drift.records import compaction_records
@@ -166,17 +166,6 @@ def precision_recall(truth: Sequence[bool], predicted: Sequence[bool]) -> dict[s
     return {"n": tp + fp + fn + tn, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
             "precision": tp / (tp + fp) if tp + fp else math.nan,
             "recall": tp / (tp + fn) if tp + fn else math.nan}
-
-
-def cohen_kappa(first: Sequence[object], second: Sequence[object]) -> float:
-    """Cohen's kappa of two labellings of the same items: (observed − chance agreement) / (1 − chance);
-    NaN when chance agreement is 1 (both passes gave every item one and the same label)."""
-    if len(first) != len(second) or not first:
-        raise ConfigurationError(f"two labellings of the same items expected, got {len(first)} and {len(second)}")
-    n = len(first)
-    observed = sum(a == b for a, b in zip(first, second)) / n
-    chance = sum(list(first).count(c) * list(second).count(c) for c in set(first) | set(second)) / (n * n)
-    return (observed - chance) / (1 - chance) if chance < 1 else math.nan
 
 
 @dataclass

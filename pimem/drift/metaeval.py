@@ -44,6 +44,16 @@ through; passing here does not make a measure right on summaries that differ in 
 rewrites are made by rules, so a measure tuned to these rules can pass without being better: the
 paraphrase uses its own word table, not the matcher's synonym groups (:mod:`pimem.text.normalize`), and
 the held-out contradiction set (``datasets/labels/``) tests the contradiction rules on edits read by hand.
+
+**Rewrites written by reading** (``datasets/metaeval/rewrites-*.jsonl``, :func:`load_hand_rewrites`): a
+careful reader read each real summary and its span and wrote, by hand, rewrites of classes the rules above
+cannot make (:data:`HAND_CLASSES`): over-claimed progress (every pending, in-progress or failing item made
+done), false results, neutral filler, the user's asks dropped, renamed headings, a short faithful summary of
+the whole span and one of its last stretch only. Each states its expected order (:class:`HandRewrite`);
+:func:`hand_evaluate` scores them with the real summary and the extracted baseline at the same length
+(:func:`extracted_summary`), and :meth:`HandEvaluation.table` gives the share in order per class and pooled
+with the two-stage interval. The ``heldout`` split was written first and frozen before any measure changed;
+the ``tune`` split is the one the measures were adjusted on.
 """
 
 from __future__ import annotations
@@ -58,18 +68,24 @@ import pandas as pd
 
 from pimem.base.js import utf16_len
 from pimem.base.tables import Column, Table, frame
+from pimem.core.compaction.compaction import build_history_prompt
+from pimem.core.llm import SummaryRequest
+from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
 from pimem.core.session_manager import Session, load_session, migrate_to_current_version
 from pimem.sessions.load import load_session as load_any_session
 from pimem.drift.intervals import cluster_interval
 from pimem.drift.measures import summary_measures
 from pimem.drift.needed import needed_later_facts
+from pimem.drift.paraphrase import normalized_holds
 from pimem.drift.records import CompactionRecord, compaction_records
-from pimem.errors import ConfigurationError
-from pimem.text.facts import BARE_FILE, PATH_TOKEN, extract_facts
+from pimem.errors import ConfigurationError, LabelFormatError
+from pimem.summarizers.extractive import ExtractiveSummarizer
+from pimem.text.facts import BARE_FILE, PATH_TOKEN, SummaryIndex, extract_facts
 from pimem.text.sections import summarizer_text
 
 __all__ = ["PERTURBATIONS", "EXPECTED", "DEFAULT_MEASURES", "OLD_MEASURES", "PARAPHRASES", "perturbations",
-           "MetaEvaluation", "meta_evaluate", "ordered_as_expected"]
+           "MetaEvaluation", "meta_evaluate", "ordered_as_expected", "HAND_CLASSES", "HandRewrite",
+           "load_hand_rewrites", "hand_evaluate", "HandEvaluation", "extracted_summary"]
 
 PERTURBATIONS: tuple[str, ...] = ("real", "wrong_span", "previous_summary", "other_session", "name_dump", "files_only", "empty_template",
                                   "truncated_half", "truncated_quarter", "negated", "changed_values", "shuffled",
@@ -527,3 +543,230 @@ def claude_code_records(shared_dir: str | Any, *, limit: int | None = None) -> d
                     found.add(cid)
                     out.setdefault(sid, []).append((str(rec.entry.get("timestamp", "")), rec))
     return {sid: [r for _, r in sorted(pairs, key=lambda p: p[0])] for sid, pairs in sorted(out.items())}
+
+
+# --------------------------------------------------------------------------- rewrites written by reading
+
+HAND_CLASSES: tuple[str, ...] = ("overclaim", "false_claim", "filler", "dropped_constraints", "renamed_headings",
+                                 "terse", "recent_only")
+HAND_FIELDS: tuple[str, ...] = ("id", "split", "session", "compaction", "summary_sha256", "class", "expected", "edits",
+                                "text", "rationale")
+HAND_SPLITS: tuple[str, ...] = ("heldout", "tune")
+RELATIONS: tuple[str, ...] = (">", "=", "~", ">~")
+
+
+@dataclass(frozen=True)
+class HandRewrite:
+    """One rewrite of a real summary written by reading it and its span (``datasets/metaeval/``).
+
+    ``expected``: pairs ``(a, relation, b, view)``; ``a`` and ``b`` are ``"real"``, ``"rewrite"``,
+    ``"extracted"`` (the extractive summarizer on the same span at this rewrite's length) or another
+    class of the same compaction; ``view`` is ``None`` (the measure) or ``"per_fact"`` (the measure per
+    needed fact held anywhere in the text)."""
+
+    id: str
+    split: str
+    session: str
+    compaction: int
+    summary_sha256: str
+    cls: str
+    expected: tuple[tuple[str, str, str, str | None], ...]
+    edits: tuple[dict[str, str], ...] | None
+    text: str | None
+    rationale: str
+    where: str = ""
+
+    def apply(self, summary: str) -> str:
+        """The rewrite's text: its edits applied to ``summary`` (the stored summary), or its own text."""
+        import hashlib
+
+        if self.text is not None:
+            return self.text
+        digest = hashlib.sha256(summary.encode("utf-8")).hexdigest()[: len(self.summary_sha256)]
+        if digest != self.summary_sha256:
+            raise LabelFormatError(f"{self.where}: rewrite {self.id} was written for another summary "
+                                   f"(sha256 {self.summary_sha256}, found {digest})")
+        out = summary
+        for edit in self.edits or ():
+            if "append" in edit:
+                out = out.rstrip("\n") + "\n\n" + edit["append"]
+                continue
+            n = out.count(edit["find"])
+            if n != 1:
+                raise LabelFormatError(f"{self.where}: rewrite {self.id}: the text to replace occurs {n} times, "
+                                       f"not once: {edit['find'][:80]!r}")
+            out = out.replace(edit["find"], edit.get("replace", ""))
+        return out
+
+
+def load_hand_rewrites(path: str | Any) -> list[HandRewrite]:
+    """The rewrites of a ``datasets/metaeval/rewrites-*.jsonl`` file; a malformed line raises
+    :class:`pimem.errors.LabelFormatError` naming file and line."""
+    import json
+    import os
+
+    file = os.fspath(path)
+    out: list[HandRewrite] = []
+    seen: set[str] = set()
+    with open(file, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{file}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LabelFormatError(f"{where}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise LabelFormatError(f"{where}: expected an object")
+            missing = [f for f in HAND_FIELDS if f not in row]
+            if missing:
+                raise LabelFormatError(f"{where}: missing field(s) {missing}")
+            if row["split"] not in HAND_SPLITS:
+                raise LabelFormatError(f"{where}: split must be one of {list(HAND_SPLITS)}")
+            if row["class"] not in HAND_CLASSES:
+                raise LabelFormatError(f"{where}: class {row['class']!r} is not one of {list(HAND_CLASSES)}")
+            if (row["edits"] is None) == (row["text"] is None):
+                raise LabelFormatError(f"{where}: give either edits or text")
+            edits = row["edits"]
+            if edits is not None and not (isinstance(edits, list) and all(
+                    isinstance(e, dict) and (set(e) == {"append"} or set(e) <= {"find", "replace"} and "find" in e)
+                    and all(isinstance(v, str) for v in e.values()) for e in edits)):
+                raise LabelFormatError(f"{where}: edits must be a list of {{find, replace}} or {{append}} objects")
+            expected = []
+            for pair in row["expected"] if isinstance(row["expected"], list) else [None]:
+                if not (isinstance(pair, list) and len(pair) in (3, 4) and pair[1] in RELATIONS
+                        and (len(pair) == 3 or pair[3] == "per_fact")):
+                    raise LabelFormatError(f"{where}: expected pairs are [a, relation, b] or [a, relation, b, "
+                                           f"\"per_fact\"] with relation in {list(RELATIONS)}; got {pair!r}")
+                expected.append((str(pair[0]), str(pair[1]), str(pair[2]), pair[3] if len(pair) == 4 else None))
+            if row["id"] in seen:
+                raise LabelFormatError(f"{where}: duplicate id {row['id']!r}")
+            seen.add(row["id"])
+            out.append(HandRewrite(str(row["id"]), row["split"], str(row["session"]), int(row["compaction"]),
+                                   str(row["summary_sha256"]), row["class"], tuple(expected),
+                                   tuple(edits) if edits is not None else None, row["text"], str(row["rationale"]),
+                                   where))
+    if not out:
+        raise LabelFormatError(f"{file}: no rewrites")
+    return out
+
+
+def ordered(a: float, relation: str, b: float, tolerance: float = TOLERANCE) -> bool:
+    """:func:`ordered_as_expected` with ``>~`` as well: ``a`` at least ``1 − tolerance`` of ``b``."""
+    if relation == ">~":
+        if a is None or b is None or math.isnan(a) or math.isnan(b):
+            return False
+        return a >= (1 - tolerance) * b - 1e-12
+    return ordered_as_expected(a, relation, b, tolerance)
+
+
+def extracted_summary(record: CompactionRecord, budget: int) -> str:
+    """What the extractive summarizer writes for the record's span at ``budget`` tokens (Pi's estimate)."""
+    prompt = build_history_prompt([m for _, m in record.span], None, record.previous_summary)
+    request = SummaryRequest(kind="history", system_prompt=SUMMARIZATION_SYSTEM_PROMPT, prompt=prompt,
+                             max_tokens=max(1, budget))
+    return ExtractiveSummarizer().complete(request).text
+
+
+def held_share(record: CompactionRecord, text: str, needed: Sequence[Any]) -> float:
+    """The class-weighted share of ``needed`` facts held anywhere in ``text`` (the normalised matcher),
+    whether or not a supported claim states them: what "per needed fact held" divides by."""
+    total = sum(n.weight for n in needed)
+    if not total:
+        return math.nan
+    index = SummaryIndex(text)
+    return sum(n.weight for n in needed if normalized_holds(n.fact, text, index)) / total
+
+
+@dataclass
+class HandEvaluation:
+    """Scores of the real summaries and their hand-written rewrites (``scores``: one row per item) and
+    the expected pairs (``pairs``)."""
+
+    scores: pd.DataFrame
+    measures: tuple[str, ...]
+    rewrites: list[HandRewrite]
+
+    @property
+    def pairs(self) -> pd.DataFrame:
+        """One row per rewrite × expected pair × measure: ``split``, ``class``, ``id``, ``session``,
+        ``compaction``, ``pair``, ``measure``, ``a``, ``b``, ``in_order``."""
+        wide = {(r["session"], r["compaction"], r["item"]): r for r in self.scores.to_dict("records")}
+        rows = []
+        for rw in self.rewrites:
+            by_class = {r.cls: r.id for r in self.rewrites if r.session == rw.session and r.compaction == rw.compaction}
+            names = {"real": "real", "rewrite": rw.id, "extracted": f"extracted:{rw.id}", **by_class}
+            for a, rel, b, view in rw.expected:
+                ra = wide.get((rw.session, rw.compaction, names.get(a, a)))
+                rb = wide.get((rw.session, rw.compaction, names.get(b, b)))
+                if ra is None or rb is None:
+                    continue
+                for m in self.measures:
+                    va, vb = float(ra.get(m, math.nan)), float(rb.get(m, math.nan))
+                    if view == "per_fact":
+                        va = va / ra["held_share"] if ra["held_share"] else math.nan
+                        vb = vb / rb["held_share"] if rb["held_share"] else math.nan
+                    label = f"{a} {rel} {b}" + (" per fact" if view else "")
+                    rows.append({"split": rw.split, "class": rw.cls, "id": rw.id, "session": rw.session,
+                                 "compaction": rw.compaction, "pair": label, "measure": m, "a": va, "b": vb,
+                                 "in_order": ordered(va, rel, vb)})
+        return frame(rows, columns=["split", "class", "id", "session", "compaction", "pair", "measure", "a", "b",
+                                    "in_order"])
+
+    def table(self, measure: str = "score", *, split: str | None = None, level: float = 0.95, n_boot: int = 2000,
+              seed: int = 0) -> pd.DataFrame:
+        """Per class and pooled: share of pairs in the expected order for ``measure``, with its two-stage
+        interval where the coverage simulation supports it, n pairs, n compactions, n sessions."""
+        pairs = self.pairs
+        pairs = pairs[pairs["measure"] == measure]
+        if split is not None:
+            pairs = pairs[pairs["split"] == split]
+        rows = []
+        groups = [(c, pairs[pairs["class"] == c]) for c in HAND_CLASSES] + [("pooled", pairs)]
+        for name, sub in groups:
+            if sub.empty:
+                continue
+            ci = cluster_interval(sub["in_order"].astype(float).tolist(), sub["session"].tolist(),
+                                  [f"{s}#{c}" for s, c in zip(sub["session"], sub["compaction"])], level=level,
+                                  n_boot=n_boot, seed=seed)
+            rows.append({"class": name, "in_order": ci.estimate, "ci_low": ci.low, "ci_high": ci.high,
+                         "interval": ci.note, "n_pairs": len(sub), "n_in_order": int(sub["in_order"].sum()),
+                         "n_compactions": ci.n_clusters, "n_sessions": ci.n_groups})
+        return frame(rows)
+
+
+def hand_evaluate(
+    records: Mapping[str, Sequence[CompactionRecord]],
+    rewrites: Sequence[HandRewrite],
+    *,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    score: Callable[..., Mapping[str, Any]] | None = None,
+) -> HandEvaluation:
+    """Score every hand-written rewrite, the real summary it rewrites and the extracted baselines its
+    pairs name (session name → compaction records, as :func:`claude_code_records` / :func:`pi_records`
+    give them). A rewrite whose compaction is missing from ``records`` raises."""
+    scorer = score or summary_measures
+    by_compaction: dict[tuple[str, int], list[HandRewrite]] = {}
+    for rw in rewrites:
+        by_compaction.setdefault((rw.session, rw.compaction), []).append(rw)
+    rows: list[dict[str, Any]] = []
+    for (session, k), group in by_compaction.items():
+        recs = records.get(session)
+        if recs is None or not 0 <= k < len(recs):
+            raise LabelFormatError(f"{group[0].where}: no compaction {k} of session {session!r} in the records given")
+        rec = recs[k]
+        needed = needed_later_facts(rec)
+        span_facts = extract_facts(rec.span)
+        items: dict[str, str] = {"real": summarizer_text(rec.summary)}
+        for rw in group:
+            text = rw.apply(rec.summary)
+            items[rw.id] = summarizer_text(text)
+            if any("extracted" in (a, b) for a, _, b, _ in rw.expected):
+                items[f"extracted:{rw.id}"] = extracted_summary(rec, _tokens(items[rw.id]))
+        for item, text in items.items():
+            row: dict[str, Any] = {"session": session, "compaction": k, "item": item,
+                                   "written_tokens": _tokens(text), "held_share": held_share(rec, text, needed)}
+            row.update(scorer(rec, text, needed=needed, span_facts=span_facts))
+            rows.append(row)
+    return HandEvaluation(frame(rows), tuple(measures), list(rewrites))

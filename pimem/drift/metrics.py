@@ -44,6 +44,7 @@ from pimem.base.js import utf16_len
 from pimem.base.tables import Column, Table
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.session_manager import build_session_path
+from pimem.drift.faithfulness import faithfulness_measures
 from pimem.drift.needed import FACT_CLASSES, needed_later_facts, span_needed_facts, weighted_recall
 from pimem.drift.records import compaction_records
 from pimem.drift.rework import POINTS, rework_points
@@ -67,6 +68,7 @@ from pimem.text.sections import (COMPACTION_SECTIONS, SummarySections, parse_sum
                                  summarizer_text)
 
 
+HEADLINE_COLUMNS: tuple[str, ...] = ("score", "recall_faithful", "faithfulness")  # pimem.drift.faithfulness
 _CONTENT_SECTIONS = ("goal", "constraints", "done", "in_progress", "blocked", "key_decisions", "next_steps",
                      "critical_context")
 
@@ -121,10 +123,16 @@ DRIFT_REPORT = Table("drift_report", [
     Column("n_entries", description="entries summarized"),
     Column("tokens_before", description="recorded ``tokensBefore``"),
     *METRIC_COLUMNS,
+    Column("score", description="the headline (:mod:`pimem.drift.faithfulness`): recall_faithful × faithfulness"),
+    Column("recall_faithful", description="needed-later recall held by the summary's supported claims"),
+    Column("faithfulness", description="the share of the summary's checkable claims that the span supports"),
     Column("n_needed", description="facts the recording used after the compaction and the kept tail does not show "
            "(:mod:`pimem.drift.needed`)"),
-    Column("needed_recall", description="their class-weighted share in the summary: the headline content measure"),
-    *(Column(f"needed_recall_{cls}", description=f"needed_recall of the {cls} facts") for cls in FACT_CLASSES),
+    Column("needed_recall", description="their class-weighted share held anywhere in the text (the former headline)"),
+    *(c for cls in FACT_CLASSES for c in (
+        Column(f"needed_recall_{cls}", description=f"needed_recall of the {cls} facts"),
+        Column(f"n_needed_{cls}", description=f"needed-later {cls} facts: when only names are counted, the score "
+               "is only names"))),
     Column("content_sections", description="share of the eight content sections holding something"),
     Column("n_new_facts", description="facts first seen in this span"),
     Column("new_fact_recall", description="the share of them this summary holds"),
@@ -349,7 +357,7 @@ def drift_report(
     held_prev: set[tuple[str, str]] = set()
     first_goal: str | None = None
     for span, summ in zip(spans, parsed):
-        facts = extract_facts(span.messages, include_thinking=include_thinking)
+        facts = extract_facts(records[span.index].span, include_thinking=include_thinking)  # injected turns marked
         keys = {f.key for f in facts}
         span_keys.append(keys)
         new = [f for f in facts if f.key not in introduced]
@@ -386,11 +394,15 @@ def drift_report(
         index = index_of(summ.written_text)
         needed = needed_later_facts(records[span.index], facts=facts)
         flags = [fact_present(n.fact, index) for n in needed]
+        faithful = faithfulness_measures(records[span.index], span.summary, needed=needed)
+        for column in HEADLINE_COLUMNS:
+            row[column] = faithful[column]
         row["n_needed"] = len(needed)
         row["needed_recall"] = weighted_recall(needed, flags)
         for cls in FACT_CLASSES:
             of_class = [p for n, p in zip(needed, flags) if n.cls == cls]
             row[f"needed_recall_{cls}"] = _ratio(sum(of_class), len(of_class))
+            row[f"n_needed_{cls}"] = len(of_class)
         items = section_items(summ)
         row["content_sections"] = sum(bool(items[k]) for k in _CONTENT_SECTIONS) / len(_CONTENT_SECTIONS)
         held: set[tuple[str, str]] = set()
@@ -437,7 +449,7 @@ def drift_report(
                  "cosine_prev": (space.cosine(text, prev_text) if text is not None and prev_text is not None
                                  else math.nan)}
             )
-        notes.extend(f"compaction {span.index}: {n}" for n in span.notes + summ.notes)
+        notes.extend(f"compaction {span.index}: {n}" for n in records[span.index].notes + summ.notes)
         rows.append(row)
     report = DRIFT_REPORT.frame(rows)
     report.attrs["facts"] = FACTS.frame(fact_rows)
@@ -628,15 +640,22 @@ def chain_headline(
 
 
 def headline(report: pd.DataFrame) -> dict[str, Any]:
-    """The headline numbers of a report: mean needed-later recall (the content measure to quote),
-    mean fact recall (unweighted, length-sensitive), retention after 1/2/3 rewrites, compression
-    ratios, conformance (format only)."""
+    """The headline numbers of a report: the ``score`` per compaction and its mean (the measure to quote:
+    faithful needed-later recall × faithfulness), needed-later recall (the former headline: any fact held
+    anywhere), mean fact recall (unweighted, length-sensitive), retention after 1/2/3 rewrites,
+    compression ratios, conformance (format only)."""
     r = retention_by_age(report)
     ret = {int(a): float(v) for a, v in zip(r["age"], r["retention"])} if not r.empty else {}
     def col(name: str) -> list[float]:
         return [float(x) for x in report[name]] if name in report else []
+    def mean(name: str) -> float:
+        values = col(name)
+        return float(np.nanmean(values)) if any(v == v for v in values) else math.nan
+
     return {
         "compactions": int(len(report)),
+        "score": col("score"),  # the headline (pimem.drift.faithfulness), first
+        "mean_score": mean("score"),
         "needed_recall": col("needed_recall"),
         "mean_needed_recall": float(np.nanmean(col("needed_recall")))
         if len(report) and "needed_recall" in report and report["needed_recall"].notna().any() else math.nan,

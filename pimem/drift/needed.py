@@ -2,13 +2,17 @@
 
 A fact of a compaction's summarized span is **needed later** when
 
-1. the recording *uses* it after the compaction entry (``record.later``), and
+1. the recording *uses* it after the compaction entry (``record.later``) — or, for a user's standing
+   preference or prohibition (a constraint with never, always, don't, only, prefer, avoid, must,
+   should, keep…), the session goes on after the compaction at all: it holds for the rest of the
+   session whether or not a later message repeats it (``how == "standing"``) — and
 2. the kept tail (``record.kept``, still in the agent's context after the compaction) does not
    show it — otherwise the agent had it without any summary.
 
 **Use** is read from what the user and the model say and do after the compaction: user text,
 assistant text and thinking, every string argument of tool calls (paths, commands, code written),
-and user ``!`` commands. Tool output is not use (a file in a listing is not a use), with one
+and user ``!`` commands; a user's constraint (a request is long) is used by a later message holding
+half its words. Tool output is not use (a file in a listing is not a use), with one
 exception: an *error* is also needed when the same error comes back in a later tool result (the
 summary could have prevented the repeat) — if the line is specific (a quoted name, an error code, a
 path or a code-shaped name; "Command aborted" coming back says nothing). Matching follows :func:`pimem.text.facts.fact_present`
@@ -78,7 +82,7 @@ class NeededFact:
     cls: str
     weight: float
     used_at: str | None
-    how: str  # "mentioned" | "recurred"
+    how: str  # "mentioned" | "recurred" | "standing"
 
 
 def fact_class(fact: Fact, modified_files: Sequence[str] = ()) -> str:
@@ -200,6 +204,14 @@ class Trajectory:
         return found
 
     def mentioned(self, fact: Fact, index: SummaryIndex) -> bool:
+        if fact.kind == "constraint":  # acted on: a later message holds half its words (a user's ask is long)
+            key = ("acted on", fact.value, fact.surface or fact.value)
+            hit = index.answers.get(key)
+            if hit is None:
+                words = negated_words(fact.surface or fact.value)[0]
+                common = len(words & index.all_words)
+                hit = index.answers[key] = common >= 2 and 2 * common >= len(words)
+            return hit
         if fact.kind != "error":
             return fact_present(fact, index)
         key = ("mentioned error", fact.value, fact.surface or fact.value)  # memoised beside fact_present's
@@ -383,6 +395,9 @@ def _needed(record: CompactionRecord, w: dict[str, float], span_facts: list[Fact
     # kept tail (long) is searched only for the facts of a key that is used at all (few).
     trajectory, start, end = _trajectory(record)
     hits = [trajectory.first_use(f, start, end) for f in span_facts]
+    if start < end:  # a standing preference holds for as long as the session goes on, obeyed silently or not
+        first = trajectory.messages[start][0]
+        hits = [hit if hit is not None or not _standing(f) else (first, "standing") for f, hit in zip(span_facts, hits)]
     used_keys = {f.key for f, hit in zip(span_facts, hits) if hit is not None}
     kept = kept_index(record)
     used: dict[tuple[str, str], tuple[str | None, str]] = {}
@@ -400,6 +415,16 @@ def _needed(record: CompactionRecord, w: dict[str, float], span_facts: list[Fact
         cls = fact_class(f, record.modified_files)
         out.append(NeededFact(f, cls, float(w[cls]), hit[0], hit[1]))
     return _one_per_file(out)
+
+
+_STANDING = re.compile(r"\b(?:never|always|don'?t|do not|only|prefer\w*|avoid|must|mustn'?t|shouldn'?t|"
+                       r"make sure|no need|keep)\b", re.I)
+
+
+def _standing(fact: Fact) -> bool:
+    """A user's constraint that states a standing preference or prohibition (never, always, don't, only…),
+    not a one-off request ("should" is not enough: "propose where these should go" is a request)."""
+    return fact.kind == "constraint" and fact.role == "user" and bool(_STANDING.search(fact.surface or fact.value))
 
 
 def _one_per_file(needed: list[NeededFact]) -> list[NeededFact]:

@@ -36,7 +36,12 @@ from pimem.core.compaction.compaction import (
     get_messages_from_projected_entries_for_compaction,
     is_projected_turn_start,
 )
-from pimem.core.compaction.utils import compute_file_lists, extract_file_ops_from_messages, format_file_operations
+from pimem.core.compaction.utils import (
+    FileOperations,
+    compute_file_lists,
+    extract_file_ops_from_messages,
+    format_file_operations,
+)
 from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.prompts import SUMMARIZATION_SYSTEM_PROMPT
 from pimem.core.incremental.paths import build_session_path, build_session_projection
@@ -46,6 +51,7 @@ from pimem.core.session_manager import (
     session_entry_to_context_messages_of,
 )
 from pimem.errors import ConfigurationError, EntryNotFoundError, SummarizationError
+from pimem.replays.tokens import partial_recording
 from pimem.sessions.compactions import compaction_spans, projection_after
 from pimem.sessions.spans import first_kept_index
 from pimem.sessions.session import Session
@@ -73,7 +79,9 @@ class PathMessages:
 class CompactionRecord:
     """One compaction on the active path with its span, kept tail and later trajectory.
 
-    ``later`` is ``path.messages[later_start:later_end]``.
+    ``later`` is ``path.messages[later_start:later_end]``. ``span_in_file`` is False for the first
+    compaction of a partial recording (a transcript that starts mid-conversation): its summary covers
+    turns the file does not hold, so what it says of them cannot be checked.
     """
 
     index: int
@@ -88,6 +96,7 @@ class CompactionRecord:
     notes: list[str] = field(default_factory=list)
     path: PathMessages | None = None
     later_start: int = 0
+    span_in_file: bool = True
 
     @property
     def summary(self) -> str:
@@ -105,7 +114,7 @@ class CompactionRecord:
         entry["summary"] = summary
         return CompactionRecord(self.index, entry, self.span, self.kept, self.later, self.previous_summary,
                                 self.read_files, self.modified_files, self.path_position, list(self.notes),
-                                self.path, self.later_start)
+                                self.path, self.later_start, self.span_in_file)
 
 
 def entry_messages(entry: dict) -> list[dict]:
@@ -134,7 +143,9 @@ def compaction_records(
         if e.get("type") != "compaction":  # entry_messages of each entry
             shared.messages.extend((e.get("id"), m) for m in brought if m.get("role") != "system")
     records: list[CompactionRecord] = []
+    partial: str | None = None  # why the recording starts mid-conversation ("" when it does not), once
     walked = is_walked_path(path)
+    injected = {e.get("id") for e in path if isinstance(e.get("source"), dict) and e["source"].get("isMeta")}
     for span in spans if spans is not None else compaction_spans(source, leaf_id=leaf_id):
         pos = position[id(span.entry)]
         kept: list[tuple[str | None, dict]] = []
@@ -152,11 +163,60 @@ def compaction_records(
         later = shared.messages[start:end]
         previous = str(span.previous.get("summary", "")) if span.previous is not None else None
         notes = list(span.notes)
+        span_in_file = True
+        if span.previous is None:
+            if partial is None:
+                partial = partial_recording(path) or ""
+            if partial:
+                span_in_file = False
+                notes.append(f"the summarized span starts before the file ({partial}): what the summary says of "
+                             "the turns before it cannot be checked, so faithfulness, recall_faithful and score are "
+                             "left out")
         if not later:
             notes.append("nothing follows this compaction on the path: no later trajectory to ground measures in")
-        records.append(CompactionRecord(span.index, span.entry, span.messages, kept, later, previous,
-                                        span.read_files, span.modified_files, pos, notes, shared, start))
+        read_files, modified_files = _with_other_agents_files(span.messages, span.read_files, span.modified_files)
+        messages = [(eid, _marked(m) if eid in injected else m) for eid, m in span.messages]
+        records.append(CompactionRecord(span.index, span.entry, messages, kept, later, previous,
+                                        read_files, modified_files, pos, notes, shared, start, span_in_file))
     return records
+
+
+# The file tools of other agents' imported sessions (Claude Code): name → (Pi's kind, argument naming the file).
+# Pi's own are ``read`` / ``write`` / ``edit`` with ``path``, which Pi's file operations already count.
+OTHER_AGENT_FILE_TOOLS: dict[str, tuple[str, str]] = {
+    "Read": ("read", "file_path"), "Write": ("written", "file_path"), "Edit": ("edited", "file_path"),
+    "MultiEdit": ("edited", "file_path"), "NotebookEdit": ("edited", "notebook_path"),
+}
+
+
+def _with_other_agents_files(messages: Sequence[tuple[str | None, dict]], read_files: Sequence[str],
+                             modified_files: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Pi's file lists of a span with the files that other agents' file tools (:data:`OTHER_AGENT_FILE_TOOLS`)
+    read and wrote added: an imported Claude Code session writes with ``Write`` / ``Edit``, which Pi's
+    lists do not see. A Pi session's lists come back unchanged."""
+    ops = FileOperations(set(read_files), set(), set(modified_files))
+    found = False
+    for _, m in messages:
+        if m.get("role") != "assistant" or not isinstance(m.get("content"), list):
+            continue
+        for block in m["content"]:
+            if not isinstance(block, dict) or block.get("type") != "toolCall":
+                continue
+            tool = OTHER_AGENT_FILE_TOOLS.get(str(block.get("name")))
+            args = block.get("arguments")
+            if tool is not None and isinstance(args, dict) and isinstance(args.get(tool[1]), str):
+                getattr(ops, tool[0]).add(args[tool[1]])
+                found = True
+    if not found:
+        return list(read_files), list(modified_files)
+    read_only, modified = compute_file_lists(ops)
+    return list(read_only), list(modified)
+
+
+def _marked(message: dict) -> dict:
+    """A user message that an agent injected (a skill's text, a slash command's expansion: Claude Code's
+    ``isMeta`` records) marked as such, so that it is not read as the user's own words."""
+    return {**message, "injected": True} if message.get("role") == "user" else message
 
 
 # --------------------------------------------------------------------------- text views of messages

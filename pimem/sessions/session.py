@@ -8,7 +8,8 @@ faithful core's ``Session`` underneath knows only what Pi's ``SessionManager`` d
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pimem.base.js import parse_iso_ms
 from pimem.core import session_manager as core
@@ -16,6 +17,8 @@ from pimem.text.messages import message_preview
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+    from pimem.errors import ColumnError
 
 __all__ = ["Session"]
 
@@ -164,32 +167,57 @@ class Session(core.Session):
 
     # -- DataFrame views (pimem.sessions.frames; pandas loads with the first one asked for) -----
 
-    def entries_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per entry (see :func:`pimem.sessions.frames.entries_df`)."""
+    @overload
+    def entries_df(self, columns: Iterable[str] | None = None, *, strict: Literal[True] = True) -> pd.DataFrame: ...
+    @overload
+    def entries_df(self, columns: Iterable[str] | None = None, *,
+            strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+    def entries_df(self, columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+        """One row per entry (see :func:`pimem.sessions.frames.entries_df`; ``strict=False`` returns ``(DataFrame, errors)``)."""
         from pimem.sessions import frames
 
-        return frames.entries_df(self, **kwargs)
+        return frames.entries_df(self, columns, strict=strict)  # type: ignore[call-overload]
 
-    def messages_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per message (see :func:`pimem.sessions.frames.messages_df`)."""
+    @overload
+    def messages_df(self, columns: Iterable[str] | None = None, *, strict: Literal[True] = True) -> pd.DataFrame: ...
+    @overload
+    def messages_df(self, columns: Iterable[str] | None = None, *,
+            strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+    def messages_df(self, columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+        """One row per message (see :func:`pimem.sessions.frames.messages_df`; ``strict=False`` returns ``(DataFrame, errors)``)."""
         from pimem.sessions import frames
 
-        return frames.messages_df(self, **kwargs)
+        return frames.messages_df(self, columns, strict=strict)  # type: ignore[call-overload]
 
-    def tool_calls_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per tool call (see :func:`pimem.sessions.frames.tool_calls_df`)."""
+    @overload
+    def tool_calls_df(self, columns: Iterable[str] | None = None, *, strict: Literal[True] = True) -> pd.DataFrame: ...
+    @overload
+    def tool_calls_df(self, columns: Iterable[str] | None = None, *,
+            strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+    def tool_calls_df(self, columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+        """One row per tool call (see :func:`pimem.sessions.frames.tool_calls_df`; ``strict=False`` returns ``(DataFrame, errors)``)."""
         from pimem.sessions import frames
 
-        return frames.tool_calls_df(self, **kwargs)
+        return frames.tool_calls_df(self, columns, strict=strict)  # type: ignore[call-overload]
 
-    def usage_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per assistant usage record (see :func:`pimem.sessions.frames.usage_df`)."""
+    @overload
+    def usage_df(self, columns: Iterable[str] | None = None, *, strict: Literal[True] = True) -> pd.DataFrame: ...
+    @overload
+    def usage_df(self, columns: Iterable[str] | None = None, *,
+            strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+    def usage_df(self, columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+        """One row per assistant usage record (see :func:`pimem.sessions.frames.usage_df`; ``strict=False`` returns ``(DataFrame, errors)``)."""
         from pimem.sessions import frames
 
-        return frames.usage_df(self, **kwargs)
+        return frames.usage_df(self, columns, strict=strict)  # type: ignore[call-overload]
 
-    def compactions_df(self, **kwargs: Any) -> pd.DataFrame:
-        """One row per compaction (see :func:`pimem.sessions.frames.compactions_df`)."""
+    @overload
+    def compactions_df(self, columns: Iterable[str] | None = None, *, strict: Literal[True] = True) -> pd.DataFrame: ...
+    @overload
+    def compactions_df(self, columns: Iterable[str] | None = None, *,
+            strict: Literal[False]) -> tuple[pd.DataFrame, list[ColumnError]]: ...
+    def compactions_df(self, columns: Iterable[str] | None = None, *, strict: bool = True) -> Any:
+        """One row per compaction (see :func:`pimem.sessions.frames.compactions_df`; ``strict=False`` returns ``(DataFrame, errors)``)."""
         from pimem.sessions import frames
 
-        return frames.compactions_df(self, **kwargs)
+        return frames.compactions_df(self, columns, strict=strict)  # type: ignore[call-overload]

@@ -528,12 +528,26 @@ def summarizer_text(summary: str) -> str:
 
     ``compact()`` appends those blocks from its own file operations, so any summarizer (even one
     that answers nothing) gets them; a model that copies them from the previous summary copies
-    Pi's text. Content measures read this text only; the file lists are a pipeline check.
+    Pi's text. Content measures read this text only; the file lists are a pipeline check. The lines
+    Claude Code puts around its model's summary (an imported compaction: "This session is being
+    continued…", "…read the full transcript at: …", "Please continue the conversation…") go too.
     CRLF / CR become LF; trailing white space is dropped.
     """
     if not isinstance(summary, str):
         raise ArgumentTypeError(f"summary must be a string, not {type(summary).__name__}")
-    return _ANY_FILE_BLOCK.sub("", normalize_text(summary)).rstrip()
+    text = _ANY_FILE_BLOCK.sub("", normalize_text(summary))
+    if "This session is being continued" in text or "read the full transcript at" in text:
+        text = _CLAUDE_CODE_WRAPPER.sub("", text).lstrip("\n")
+    return text.rstrip()
+
+
+# the lines Claude Code puts around its model's summary (its own, like Pi's file blocks): never the summarizer's
+_CLAUDE_CODE_WRAPPER = re.compile(
+    r"^This session is being continued from a previous conversation that ran out of context\.[^\n]*\n?|"
+    r"^If you need specific details from before compaction \(like exact code snippets, error messages, or content "
+    r"you generated\), read the full transcript at: [^\n]*\n?|"
+    r"^Please continue the conversation from where we left (?:it )?off without asking the user any further "
+    r"questions\.[^\n]*\n?", re.M)
 
 
 # --------------------------------------------------------------------------- items per section
@@ -593,9 +607,12 @@ _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
 
 def plain_line(line: str) -> str:
     """A summary line as plain words: no list mark or checkbox, a table row's cells joined by " ; "
-    (its separator row empty), no bold markers."""
+    (its separator row empty), no bold markers outside code spans."""
     t = _LIST_MARK.sub("", line)
     if t.lstrip().startswith("|"):
         cells = [c.strip() for c in t.strip().strip("|").split("|")]
         t = " ; ".join(c for c in cells if c and not re.fullmatch(r":?-{2,}:?", c))
-    return re.sub(r"\*\*|__", "", t).strip()
+    return _EMPHASIS.sub(lambda m: m.group(0) if m.group(0).startswith("`") else "", t).strip()
+
+
+_EMPHASIS = re.compile(r"`[^`\n]*`|\*\*|__")  # a code span is kept as written (``__init__``, ``**kwargs``)

@@ -105,9 +105,12 @@ def table_view(df: pd.DataFrame | None, max_rows: int = 200, *, tall: bool = Fal
 # --------------------------------------------------------------------------- drift report
 
 
+_BY_COMPACTION_COLUMNS = ["compaction", "source", "score", "recall_faithful", "faithfulness", "n_needed", "few_needed",
+                          "written_tokens"]
 _REPORT_COLUMNS = [
     "compaction", "entry_id", "first_kept_entry_id", "n_entries", "tokens_before", "span_tokens", "summary_tokens",
-    "compression_ratio_with_prev", "split_turn", "conformance", "needed_recall", "fact_recall", "prev_retention", "n_lost",
+    "compression_ratio_with_prev", "split_turn", "conformance", "score", "needed_recall", "fact_recall",
+    "prev_retention", "n_lost",
     "cumulative_loss", "sim_prev_cosine", "goal_sim_request_cosine",
 ]
 
@@ -274,9 +277,11 @@ def write_drift_report(session_or_result: SessionLike, path: str | os.PathLike, 
 
 _PIPELINE_COLUMNS = ["compaction", "files_block_present", "pipeline_read_precision", "pipeline_read_recall",
                      "pipeline_modified_precision", "pipeline_modified_recall"]
-_NEEDED_COLUMNS = ["compaction", "written_tokens", "n_needed", "needed_recall", "needed_recall_constraint",
-                   "needed_recall_decision", "needed_recall_error", "needed_recall_artifact", "needed_recall_reference",
-                   "fact_recall", "content_sections", "conformance"]
+_NEEDED_COLUMNS = ["compaction", "written_tokens", "score", "recall_faithful", "faithfulness", "n_needed",
+                   "n_needed_constraint", "n_needed_decision", "n_needed_error", "n_needed_artifact",
+                   "n_needed_reference", "needed_recall", "needed_recall_constraint", "needed_recall_decision",
+                   "needed_recall_error", "needed_recall_artifact", "needed_recall_reference", "fact_recall",
+                   "content_sections", "conformance"]
 
 
 def default_sources() -> dict[str, Any]:
@@ -297,9 +302,12 @@ def measures_section_html(session_or_result: Any, report: pd.DataFrame, *, sourc
         matched = compare_sources(session_or_result, named, records=records)
         own = compare_sources(session_or_result, named, max_tokens=None, records=records)
         errors = matched.per_compaction[matched.per_compaction["error"].notna()]
+        per = matched.per_compaction
         compared = {
             "measures_png": figure_png(plot_measures(matched.table)[0]),
             "table": table_view(matched.table.reset_index().rename(columns={"index": "measure"})),
+            "by_compaction": table_view(per[[c for c in _BY_COMPACTION_COLUMNS if c in per.columns]],
+                                        max_rows=400, tall=len(per) > 20),
             "errors": table_view(errors[["source", "compaction", "error"]]) if len(errors) else None,
             "curve_png": figure_png(plot_recall_curve(own.curve(), points=own.per_compaction)[0]),
             "notes": list(dict.fromkeys(matched.notes)),

@@ -85,8 +85,126 @@ def test_the_headline_orders_rewrites_better_than_the_old_one(evaluation):
     for pair in ("real > name_dump", "real > other_session", "real > empty_template", "real > files_only",
                  "real > changed_values", "real = shuffled"):
         assert table.loc["score", pair] == 1.0, pair
-    # negations: the contradiction rules catch some (see the held-out set); the old headline none
-    assert table.loc["score", "real > negated"] >= 0.6 and table.loc["needed_recall", "real > negated"] == 0.0
+    # negations: the contradiction rules catch some (see the held-out set); the old headline only those that
+    # turn round a needed constraint's polarity
+    assert table.loc["score", "real > negated"] >= 0.6
+    assert table.loc["score", "real > negated"] > table.loc["needed_recall", "real > negated"]
     scores = evaluation.scores
     for rewrite in ("empty_template", "files_only"):
         assert (scores.loc[scores["rewrite"] == rewrite, "score"].fillna(0) == 0).all()
+
+
+def _write(tmp_path, rows):
+    import json
+
+    path = tmp_path / "rewrites.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def _hand_row(**fields):
+    import hashlib
+
+    row = {"id": "h-x-0-overclaim", "split": "heldout", "session": "s", "compaction": 0,
+           "summary_sha256": hashlib.sha256(SUMMARY.encode()).hexdigest()[:16], "class": "overclaim",
+           "expected": [["real", ">", "rewrite"]],
+           "edits": [{"find": "1. Run `pytest tests/billing` (12 tests)", "replace": "1. Nothing left: all 12 tests pass"}],
+           "text": None, "rationale": "the tests never ran"}
+    row.update(fields)
+    return row
+
+
+def test_hand_rewrites_load_and_apply(tmp_path):
+    from pimem.drift.metaeval import load_hand_rewrites
+
+    (rw,) = load_hand_rewrites(_write(tmp_path, [_hand_row()]))
+    text = rw.apply(SUMMARY)
+    assert "Nothing left: all 12 tests pass" in text and "Run `pytest" not in text
+    assert rw.expected == (("real", ">", "rewrite", None),)
+    (written,) = load_hand_rewrites(_write(tmp_path, [_hand_row(edits=None, text="## Goal\nshort")]))
+    assert written.apply("anything") == "## Goal\nshort"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"class": "bogus"}, "class 'bogus'"),
+    ({"expected": [["real", "<", "rewrite"]]}, "expected pairs"),
+    ({"text": "both"}, "either edits or text"),
+    ({"split": "train"}, "split must be"),
+])
+def test_a_malformed_rewrite_names_file_and_line(tmp_path, change, message):
+    from pimem.drift.metaeval import load_hand_rewrites
+    from pimem.errors import LabelFormatError
+
+    path = _write(tmp_path, [_hand_row(id="ok"), _hand_row(**change)])
+    with pytest.raises(LabelFormatError, match=rf"rewrites.jsonl:2: .*{re.escape(message)}"):
+        load_hand_rewrites(path)
+
+
+def test_a_rewrite_for_another_summary_or_a_missing_text_is_refused(tmp_path):
+    from pimem.drift.metaeval import load_hand_rewrites
+    from pimem.errors import LabelFormatError
+
+    (rw,) = load_hand_rewrites(_write(tmp_path, [_hand_row()]))
+    with pytest.raises(LabelFormatError, match="written for another summary"):
+        rw.apply(SUMMARY + "\n")
+    (gone,) = load_hand_rewrites(_write(tmp_path, [_hand_row(edits=[{"find": "not there", "replace": ""}])]))
+    with pytest.raises(LabelFormatError, match="occurs 0 times"):
+        gone.apply(SUMMARY)
+
+
+def test_hand_evaluation_orders_pairs_per_class(tmp_path):
+    from pimem.drift.metaeval import hand_evaluate, load_hand_rewrites, ordered
+
+    rows = [_hand_row(),
+            _hand_row(id="h-x-0-filler", **{"class": "filler"}, expected=[["rewrite", "~", "real"]],
+                      edits=[{"append": "All in all, the work is going well."}]),
+            _hand_row(id="h-x-0-terse", **{"class": "terse"}, edits=None,
+                      expected=[["rewrite", ">", "extracted"], ["rewrite", ">~", "real", "per_fact"]],
+                      text="## Done\n- Created `src/billing/tax.py` with a `TaxTable` class")]
+    rewrites = load_hand_rewrites(_write(tmp_path, rows))
+    rec = _record()
+    seen = []
+
+    def score(record, text, **_):
+        seen.append(text)
+        return {"score": 0.5 if "Nothing left" in text else 0.8, "needed_recall": 0.1}
+
+    he = hand_evaluate({"s": [rec]}, rewrites, measures=("score",), score=score)
+    assert set(he.scores["item"]) == {"real", "h-x-0-overclaim", "h-x-0-filler", "h-x-0-terse",
+                                      "extracted:h-x-0-terse"}
+    pairs = he.pairs
+    assert list(pairs["pair"]) == ["real > rewrite", "rewrite ~ real", "rewrite > extracted", "rewrite >~ real per fact"]
+    table = he.table("score")
+    assert list(table["class"]) == ["overclaim", "filler", "terse", "pooled"]
+    assert table.set_index("class").loc["overclaim", "in_order"] == 1.0
+    assert table.set_index("class").loc["pooled", "n_pairs"] == 4
+    assert ordered(0.9, ">~", 1.0) and not ordered(0.89, ">~", 1.0)
+    with pytest.raises(Exception, match="no compaction 0 of session 's'"):
+        hand_evaluate({"s": []}, rewrites, score=score)
+
+
+def test_the_committed_rewrites_apply_to_the_real_summaries():
+    from pathlib import Path
+
+    from pimem.drift.metaeval import HAND_CLASSES, claude_code_records, load_hand_rewrites, pi_records
+    from tests.conftest import SHARED_DIR
+
+    data = Path(__file__).resolve().parents[2] / "datasets" / "metaeval"
+    heldout = load_hand_rewrites(data / "rewrites-heldout.jsonl")
+    tune = load_hand_rewrites(data / "rewrites-tune.jsonl")
+    assert {r.split for r in heldout} == {"heldout"} and {r.split for r in tune} == {"tune"}
+    assert len(heldout) == 77 and len(tune) == 49
+    # the splits share no session, and every compaction has one rewrite of each class
+    assert not {r.session for r in heldout} & {r.session for r in tune}
+    for part in (heldout, tune):
+        per = {}
+        for r in part:
+            per.setdefault((r.session, r.compaction), []).append(r.cls)
+        assert all(sorted(v) == sorted(HAND_CLASSES) for v in per.values())
+    if not (SHARED_DIR / "datasets" / "claude-code").exists():
+        pytest.skip("real Claude Code transcripts not available (../shared/datasets/claude-code)")
+    records = {**pi_records(SHARED_DIR / "datasets" / "pi-mono"), **claude_code_records(SHARED_DIR)}
+    for r in heldout + tune:
+        real = records[r.session][r.compaction].summary
+        text = r.apply(real)  # raises when the summary is not the one the rewrite was written for
+        assert (text != real) and (r.text is not None or len(text) > 0.5 * len(real)), r.id
