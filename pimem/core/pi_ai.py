@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence, cast
 
-from pimem.base.js import UNDEFINED, js_entries, js_prop, js_string
+from pimem.base.js import UNDEFINED, js_entries, js_prop, js_string, js_truthy
 from pimem.base.types import SystemMessage
 from pimem.core.porting import port
 from pimem.errors import JavaScriptTypeError
@@ -58,15 +59,36 @@ def get_system_message_text(message: dict) -> str:
 @port("pi-ai: utils/transcript.js", "getCurrentTools")
 def get_current_tools(messages: Iterable[Mapping[str, Any]]) -> list[dict]:
     """pi-ai ``getCurrentTools``: tools after applying every system message's deltas."""
-    tools: dict[Any, dict] = {}
+    tools: dict[Any, Any] = {}
     for message in messages:
         if message.get("role") != "system":
             continue
-        for tool in message.get("toolsRemoved") or []:
-            tools.pop(tool.get("name"), None)
-        for tool in message.get("toolsAdded") or []:
-            tools[tool.get("name")] = tool  # Map.set keeps an existing key's position
+        for tool in _tool_list(message, "toolsRemoved"):
+            tools.pop(_tool_name(tool), None)
+        for tool in _tool_list(message, "toolsAdded"):
+            tools[_tool_name(tool)] = tool  # Map.set keeps an existing key's position
     return list(tools.values())
+
+
+def _tool_list(message: Mapping[str, Any], field: str) -> Iterable[Any]:
+    """``message[field] ?? []`` as ``for ... of`` walks it: a list, a string's characters; anything else
+    throws as in JavaScript."""
+    value = message.get(field)
+    if value is None or value.__class__ is list or value.__class__ is str:
+        return value or []
+    raise JavaScriptTypeError(f"message.{field} is not iterable")
+
+
+def _tool_name(tool: Any) -> Any:
+    """``tool.name``: a null tool throws as in Pi (the loader warns about it, with its line and entry)."""
+    if tool is None:
+        raise JavaScriptTypeError("Cannot read properties of null (reading 'name')")
+    name = js_prop(tool, "name")
+    try:
+        hash(name)
+    except TypeError:  # an object or array: a Map key of its own, which nothing else finds
+        return object()
+    return name
 
 
 @port("pi-ai: utils/transcript.js", "getCurrentSystemMessage")
@@ -161,14 +183,28 @@ def is_context_overflow(message: dict, context_window: int | None = None) -> boo
                 return True
             if message.get("provider") == "cerebras" and _CEREBRAS_BODYLESS.search(err):
                 return True
-    usage = message.get("usage") or {}
+    usage = message.get("usage")
+    if usage.__class__ is not dict:
+        usage = {}  # a string or ``true`` has no fields: NaN input tokens, no overflow
     if context_window and stop == "stop":
-        if (usage.get("input") or 0) + (usage.get("cacheRead") or 0) > context_window:
+        if _input_tokens(usage) > context_window:
             return True
     if context_window and stop == "length" and usage.get("output") == 0:
-        if (usage.get("input") or 0) + (usage.get("cacheRead") or 0) >= context_window * 0.99:
+        if _input_tokens(usage) >= context_window * 0.99:
             return True
     return False
+
+
+def _input_tokens(usage: dict) -> float:
+    """``usage.input + usage.cacheRead``, a missing field as 0; a field that is not a number makes the
+    usage unknown (NaN: no overflow), as the loader's warning about such fields says."""
+    total = 0.0
+    for value in (usage.get("input"), usage.get("cacheRead")):
+        if value.__class__ in (int, float):
+            total += value
+        elif js_truthy(value):
+            return math.nan
+    return total
 
 
 @port("pi-ai: utils/uuid.js", "uuidv7")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, cast
+from typing import Any, Callable, Container, Iterable, Iterator, Sequence, cast
 
 import orjson
 
@@ -170,6 +170,19 @@ class SessionWarning:
         return f"{where}: {self.reason}{entry}"
 
 
+def _system_tools_problem(message: dict) -> str | None:
+    """What in a system message's ``toolsAdded`` / ``toolsRemoved`` Pi's ``getCurrentTools`` throws on."""
+    for field in ("toolsAdded", "toolsRemoved"):
+        tools = message.get(field)
+        if tools is None or tools.__class__ is str:
+            continue
+        if tools.__class__ is not list:
+            return f"system message {field} has type {_json_type(tools)}, not array (Pi's code throws on it)"
+        if None in tools:
+            return f"system message {field} holds null, not a tool (Pi's code throws on it)"
+    return None
+
+
 class _WarningSink:
     """Collects warnings, keeping at most a few per reason kind."""
 
@@ -200,11 +213,11 @@ class _WarningSink:
 
 
 @port("session-manager.js", "generateId")
-def _random_id(rng: random.Random, taken: Any) -> str:
-    """Pi's ``generateId``: 8 lowercase hex digits not already taken."""
+def _random_id(rng: random.Random, taken: Any, reserved: Any = ()) -> str:
+    """Pi's ``generateId``: 8 lowercase hex digits not already taken (nor reserved)."""
     for _ in range(100):
         candidate = "%08x" % rng.getrandbits(32)
-        if candidate not in taken:
+        if candidate not in taken and candidate not in reserved:
             return candidate
     return _uuid_from(rng, 4)
 
@@ -467,6 +480,8 @@ class Session:
             list(_lines) if _lines is not None else [None] * len(self.entries)
         )
         self._by_id: dict[str, dict] = {}
+        # ids new_id() avoids besides the session's own: those of entries still to be appended (a replay's)
+        self.reserved_ids: Container[str] = ()
         self._labels: dict[Any, Any] = {}
         self._leaf_id: str | None = None
         self._warned_cycles: set[Any] = set()
@@ -566,6 +581,13 @@ class Session:
                             sink.add("content_type", line, f"{role} message content has type {_json_type(content)}, "
                                      "not string or list (Pi's code throws on it)", eid)
                     usage = message.get("usage")
+                    if role == "system":
+                        problem = _system_tools_problem(message)
+                        if problem is not None:
+                            sink.add("system_tools", line, problem, eid)
+                    elif role == "assistant" and usage is not None and usage.__class__ is not dict:
+                        sink.add("usage_type", line, f"assistant usage has type {_json_type(usage)}, not object "
+                                 "(Pi and pimem read it as no usage)", eid)
                     if usage.__class__ is dict:
                         for key in _USAGE_FIELDS:
                             value = usage.get(key)
@@ -754,8 +776,9 @@ class Session:
 
     @port("session-manager.js", "generateId", part=True)
     def new_id(self) -> str:
-        """A fresh 8-hex entry id from this session's rng (Pi's ``generateId``)."""
-        return _random_id(self.rng, self._by_id)
+        """A fresh 8-hex entry id from this session's rng (Pi's ``generateId``), of no entry of the session and
+        not in :attr:`reserved_ids`."""
+        return _random_id(self.rng, self._by_id, self.reserved_ids)
 
     @port("session-manager.js", "SessionManager._appendEntry")
     def append_entry(self, entry: SessionEntry | dict[str, Any]) -> dict:
@@ -1602,6 +1625,13 @@ def project_context_entry(entry: dict, edit: dict | None) -> list[dict]:
     return messages if edit is None else apply_context_edit(messages, edit)
 
 
+def edit_target(edit: dict) -> Any:
+    """A ``context_edit``'s key in Pi's ``Map`` of edits: its ``targetId``, or, for an object or array (a
+    ``Map`` holds those by identity, so no entry's id finds them), a key of its own that nothing finds."""
+    target = edit.get("targetId", UNDEFINED)
+    return object() if target.__class__ in _UNHASHABLE else target
+
+
 @port("session-manager.js", "buildSessionProjection", part=True)
 def project_context_entries(context_entries: list[dict], types: list | None = None) -> EntryMessages:
     """The messages of each context entry, as ``buildSessionProjection`` projects them: the entry's messages
@@ -1620,7 +1650,7 @@ def project_context_entries(context_entries: list[dict], types: list | None = No
     edits: dict[Any, dict] = {}
     for entry, etype in zip(context_entries, types):
         if etype == "context_edit":
-            edits[entry.get("targetId", UNDEFINED)] = entry
+            edits[edit_target(entry)] = entry
     projected = [i for i, t in enumerate(types) if i == 0 or t != "compaction"]
     per_entry: list[list[dict]] = [[] for _ in context_entries]
     brought = session_entry_to_context_messages_of([context_entries[i] for i in projected],

@@ -50,7 +50,7 @@ from pimem.core.llm import Summarizer, SummaryRequest
 from pimem.core.messages import convert_to_llm
 from pimem.core.pi_ai import content_text
 from pimem.core.prompts import BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT, SUMMARIZATION_SYSTEM_PROMPT
-from pimem.core.session_manager import project_context_entry
+from pimem.core.session_manager import edit_target, project_context_entry
 from pimem.errors import JavaScriptTypeError
 
 PI_VERSION = "1.6.0"
@@ -296,7 +296,7 @@ def prepare_branch_entries(entries: Sequence[dict], token_budget: float = 0) -> 
     edits: dict[Any, dict] = {}
     for entry in entries:
         if entry.get("type") == "context_edit":
-            edits[entry.get("targetId", UNDEFINED)] = entry
+            edits[edit_target(entry)] = entry
     if not edits:
         return _branch.prepare_branch_entries(entries, token_budget)
     file_ops = FileOperations()

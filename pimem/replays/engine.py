@@ -150,6 +150,9 @@ class Replayer:
         self.release = recorded_release(self.path) if config.triggers == "recorded" and config.strategy is None else None
         self.strategy = get_strategy(self.release or config.strategy)
         self.new, self.rng = _seeded_session(original, config.seed)
+        # Pi's generateId avoids the ids of the session it writes: the replayed one will hold the recorded
+        # entries still to come, so the replay's own entries never take one of their ids
+        self.new.reserved_ids = _RecordedIds(original)
         # The recording's context (walked once by the token source that reads it) and the replay's
         # projection, kept incrementally; estimates by message identity are shared (the replayed
         # entries hold the recorded message objects).
@@ -679,6 +682,7 @@ class Replayer:
             left_out = len(self.left_out) - self.unasked_left_out
             self.warn(_refusal_warning(self.refused_requests, self.failed_turns, left_out,
                                        self.model_info().context_window))
+        self.new.reserved_ids = ()  # every recorded entry is in (or left out): the recording is not held
         return ReplayResult(  # its tables are made from the rows when first read
             session=self.new, compactions=self.compactions, settings=self.settings,
             token_source=self.token_source, triggers=self.triggers,
@@ -717,6 +721,18 @@ def _refusal_warning(refused: int, failed: int, left_out: int, window: int) -> s
     return (text + f"; {failed:,} turn(s) failed (compacting did not make the request fit; see the turn_failed "
             f"events): each failed run ends at its refusal, as Pi's does, so {left_out:,} recorded entries of those "
             f"runs are left out, and the replay goes on at the next recorded prompt")
+
+
+class _RecordedIds:
+    """The recorded session's entry ids as a container (its own index, no copy)."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    def __contains__(self, entry_id: object) -> bool:
+        return self.session.get_entry(entry_id) is not None
 
 
 def _seeded_session(original: Any, seed: int) -> tuple[Any, random.Random]:

@@ -8,6 +8,9 @@ always against the committed goldens in ``tests/goldens/odd-inputs``).
   message it edits (0.87.1, 1.6.0).
 * Pi 1.6.0's ``prepareCompaction`` throwing on ``nestedCalls: {"calls": 5}``; an assistant whose
   content is a string (V8's error text exactly, no added words).
+* Type confusion Pi goes on through: an assistant ``usage`` that is a string or ``true`` (no usage: the
+  one before is read), a ``usage.cacheRead`` string beside ``totalTokens``, a ``context_edit`` whose
+  ``targetId`` is an object (edits nothing); and where it throws: a system message's ``toolsAdded: [null]``.
 * A Pi 0.13.2 compaction whose ``summary`` is null: "null" in the context and the next request.
 """
 
@@ -136,10 +139,24 @@ def _v3_cases() -> dict[str, tuple[str, list[dict]]]:
                       _msg("u6", "a5", _user("next " + "w" * 300)),
                       _msg("a6", "u6", _assistant([{"type": "text", "text": "ok"}], 5000))]
     cases["assistant-content-a-string"] = (_v3(string_content), [])
+    for name, usage in (("usage-a-string", "lots"), ("usage-true", True)):
+        turns = _turns(3)
+        turns[-1]["message"]["usage"] = usage  # the last answer's usage: the one the estimate would read
+        cases[name] = (_v3(turns), [])
+    turns = _turns(3)
+    turns[-1]["message"]["usage"]["cacheRead"] = "7"  # with totalTokens, which calculateContextTokens reads
+    cases["usage-cache-read-a-string"] = (_v3(turns), [])
+    cases["edit-target-an-object"] = (
+        _v3([*base, {"type": "context_edit", "id": "ed", "parentId": "a2", "timestamp": TS, "targetId": {"id": "u1"},
+                     "replacement": {"content": "edited"}}, after]), [])
+    system = {"type": "message", "id": "sy", "parentId": "a2", "timestamp": TS,
+              "message": {"role": "system", "content": "rules", "toolsAdded": [None], "timestamp": 3}}
+    cases["system-tools-added-null"] = (_v3([*base, system, _msg("u9", "sy", _user("after the system message"))]), [])
     for name, (text, _) in cases.items():
         leaf = [line for line in text.splitlines()][-1]
         leaf_id = json.loads(leaf)["id"]
         cases[name] = (text, [{"op": "project", "leaves": [leaf_id], "hash": True},
+                              {"op": "estimate", "leaves": [leaf_id]},
                               {"op": "prepare", "leaves": [leaf_id], "settings": [SETTINGS], "serialize": True,
                                "hash": True}])
     return cases
@@ -286,6 +303,13 @@ def test_what_the_goldens_say():
             "Cannot read properties of undefined (reading 'content')"]
         assert "msg.content.some is not a function" in by[(release, "assistant-content-a-string", "prepare")][
             "throws"]
+        for case in ("usage-a-string", "usage-true"):
+            estimate = by[(release, case, "estimate")]
+            assert estimate["throws"] == [] and estimate["result"][0]["context"]["lastUsageIndex"] == 3
+        for case in ("usage-cache-read-a-string", "edit-target-an-object"):
+            assert all(by[(release, case, op)]["throws"] == [] for op in ("project", "estimate", "prepare"))
+        assert by[(release, "system-tools-added-null", "project")]["throws"] == [
+            "Cannot read properties of null (reading 'name')"]
     assert by[("1.6.0", "nested-calls-not-a-list", "prepare")]["throws"]
     assert by[("0.87.1", "nested-calls-not-a-list", "prepare")]["throws"] == []
     compact = by[("0.13.2", "compaction-summary-null", "compact")][0]

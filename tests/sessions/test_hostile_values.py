@@ -7,16 +7,18 @@ a list, a timestamp of 1e20, a deeply nested settings.json, a summary flooded wi
 from __future__ import annotations
 
 import json
+import math
 import re
 import warnings
 from pathlib import Path
 
 import pytest
 
-from pimem import build_session_context, load_session
+from pimem import CompactionSettings, build_session_context, load_session, replay
 from pimem.cli.main import main
-from pimem.core.compaction.compaction import estimate_tokens
-from pimem.core.pi_ai import content_text
+from pimem.core.compaction.compaction import calculate_context_tokens, estimate_context_tokens, estimate_tokens
+from pimem.core.pi_ai import content_text, get_current_system_message, get_current_tools, is_context_overflow
+from pimem.drift import drift_report
 from pimem.errors import JavaScriptTypeError, SessionFormatError
 from tests.support.tiny import tiny_session_lines
 
@@ -135,3 +137,109 @@ def test_file_blocks_are_removed_as_before_in_linear_time(text):
     assert _ANY_FILE_BLOCK.sub("", text) == _REFERENCE.sub("", text)
     flood = "# Goal\nship\n" + "\n" * 400_000 + "<read-files>\na.py\n</read-files>"
     assert summarizer_text(flood) == "# Goal\nship"  # quadratic before: minutes; linear now
+
+
+# -- type confusion in Pi sessions: Pi goes on (usage, an edit's target) or throws (a null tool) -------------
+
+_SETTINGS = CompactionSettings(reserve_tokens=500, keep_recent_tokens=500)
+_COMPACTING = ["--window", "2000", "--reserve", "500", "--keep", "500", "-q"]  # compacts from the fourth answer
+
+
+def _every_view(tmp_path: Path, path: Path, capsys) -> None:
+    """The Python calls and the commands that read a session, each without an error."""
+    s = load_session(path)
+    build_session_context(s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = replay(s, _SETTINGS, context_window=2000, progress=False)
+    assert result.compactions, "the replay compacts, so the hostile value is met again after a compaction"
+    drift_report(result)
+    for argv in (["show", str(path)], ["context", str(path)], ["replay", str(path), *_COMPACTING],
+                 ["replay", str(path), *_COMPACTING, "--token-source", "estimate"],
+                 ["drift", str(path), "-o", str(tmp_path / "d.html")]):
+        code, out, err = _run(argv, capsys)
+        assert code == 0 and "Traceback" not in err, (argv, err)
+
+
+@pytest.mark.parametrize("usage, kind", [("lots", "string"), (True, "boolean")])
+def test_an_assistant_usage_that_is_not_an_object_is_no_usage_as_in_pi(tmp_path, capsys, usage, kind):
+    # the last answer's usage: Pi's getAssistantUsage finds NaN tokens there and reads the one before
+    path = _session(tmp_path, lambda L: L[-1]["message"].__setitem__("usage", usage))
+    s = load_session(path)
+    assert [(w.line, w.entry_id) for w in s.warnings if f"usage has type {kind}, not object" in w.reason] == [
+        (13, "a0005")]
+    messages = build_session_context(s).messages
+    estimate = estimate_context_tokens(messages)
+    assert estimate.last_usage_index == len(messages) - 3  # a0004's usage (the golden: Pi's own answer)
+    assert math.isnan(calculate_context_tokens(usage))
+    assert not is_context_overflow({**messages[-1], "stopReason": "stop"}, 10)
+    _every_view(tmp_path, path, capsys)
+
+
+def test_a_usage_field_that_is_a_string_is_unknown_and_never_crashes_the_replay(tmp_path, capsys):
+    # totalTokens is read first, as Pi does; the overflow check adds input and cacheRead, where the
+    # string makes the usage unknown (the loader's warning), not JavaScript's "2400" + "7"
+    path = _session(tmp_path, lambda L: L[-3]["message"]["usage"].__setitem__("cacheRead", "7"))
+    s = load_session(path)
+    assert [(w.line, w.entry_id) for w in s.warnings if "'cacheRead' has type string" in w.reason] == [
+        (11, "a0004")]
+    answer = s.get_entry("a0004")["message"]
+    assert calculate_context_tokens(answer["usage"]) == answer["usage"]["totalTokens"]
+    assert not is_context_overflow(answer, 10)
+    _every_view(tmp_path, path, capsys)
+
+
+def test_a_context_edit_whose_target_is_an_object_edits_nothing_as_in_pi(tmp_path, capsys):
+    def mutate(lines):
+        edit = {"type": "context_edit", "id": "ed01", "parentId": "a0002", "timestamp": lines[6]["timestamp"],
+                "targetId": {"id": "u0001"}, "replacement": {"content": "edited"}}
+        lines.insert(7, edit)
+        lines[8]["parentId"] = "ed01"
+
+    path = _session(tmp_path, mutate)
+    s = load_session(path)
+    (tmp_path / "plain").mkdir()
+    plain = build_session_context(load_session(_session(tmp_path / "plain", lambda L: None))).messages
+    assert build_session_context(s).messages == plain  # a Map keyed by an object: no entry id finds it
+    _every_view(tmp_path, path, capsys)
+    for strategy in ("from-scratch", "pi-1.6.0"):  # the summaries of the raw history; 1.6.0's branch walk
+        code, out, err = _run(["replay", str(path), *_COMPACTING, "--strategy", strategy], capsys)
+        assert code == 0 and "Traceback" not in err, (strategy, err)
+
+
+def test_a_null_tool_in_a_system_message_throws_as_in_pi(tmp_path, capsys):
+    def mutate(lines):
+        system = {"type": "message", "id": "sys1", "parentId": "a0000", "timestamp": lines[2]["timestamp"],
+                  "message": {"role": "system", "content": "rules", "toolsAdded": [None], "timestamp": 1}}
+        lines.insert(3, system)
+        lines[4]["parentId"] = "sys1"
+
+    path = _session(tmp_path, mutate)
+    s = load_session(path)
+    assert [(w.line, w.entry_id, w.reason) for w in s.warnings] == [
+        (4, "sys1", "system message toolsAdded holds null, not a tool (Pi's code throws on it)")]
+    messages = build_session_context(s).messages  # Pi projects it; its getCurrentTools throws
+    with pytest.raises(JavaScriptTypeError, match=re.escape("Cannot read properties of null (reading 'name')")):
+        get_current_system_message(messages)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(JavaScriptTypeError, match="reading 'name'"):
+            replay(s, _SETTINGS, context_window=2000, progress=False)  # its compaction records the system message
+    assert _run(["show", str(path)], capsys)[0] == 0 and _run(["context", str(path)], capsys)[0] == 0
+    code, out, err = _run(["replay", str(path), *_COMPACTING], capsys)
+    assert code == 2 and str(path) in err and "Cannot read properties of null (reading 'name')" in err
+    assert "pimem show" in err and "Traceback" not in err
+    code, out, err = _run(["show", str(path)], capsys)
+    assert "line 4: system message toolsAdded holds null" in out and "sys1" in out
+
+
+@pytest.mark.parametrize("tools, error", [([{"name": "a"}, "ab", 7], None), ("ab", None),
+                                          (5, "message.toolsAdded is not iterable"),
+                                          ({"name": "a"}, "message.toolsAdded is not iterable")])
+def test_system_tools_are_walked_as_javascript_walks_them(tools, error):
+    messages = [{"role": "system", "content": "", "toolsAdded": tools, "timestamp": 1}]
+    if error is None:  # a string or number has no name: one Map key (undefined) for them all, the last wins
+        assert get_current_tools(messages) == ([{"name": "a"}, 7] if isinstance(tools, list) else ["b"])
+    else:
+        with pytest.raises(JavaScriptTypeError, match=error):
+            get_current_tools(messages)

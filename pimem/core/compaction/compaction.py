@@ -337,12 +337,14 @@ def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
 
 
 @port("compaction/compaction.js", "calculateContextTokens")
-def calculate_context_tokens(usage: dict) -> Any:
+def calculate_context_tokens(usage: Any) -> Any:
     """``calculateContextTokens``: ``totalTokens`` or input+output+cacheRead+cacheWrite.
 
     Args:
-        usage: a Pi usage dict.
+        usage: a Pi usage dict (anything else, a string or ``true``, has no fields: NaN, as in JavaScript).
     """
+    if usage.__class__ is not dict:
+        return float("nan")  # undefined || undefined + undefined + ...
     total = usage.get("totalTokens")
     kind = total.__class__
     if (kind is int or kind is float) and total == total and total != 0:

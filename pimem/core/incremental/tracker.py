@@ -43,6 +43,7 @@ from pimem.core.porting import derived
 from pimem.core.session_manager import (
     SessionProjection,
     build_session_path,
+    edit_target,
     get_session_context_settings,
     project_context_entry,
     project_session_path,
@@ -138,7 +139,7 @@ class ContextTracker:
         self.projection = SessionProjection(
             list(map(projected_entry, zip(sources, per_entry))), messages, thinking_level, model
         )
-        self._edits = {s.get("targetId", UNDEFINED): s for s, t in zip(sources, types) if t == "context_edit"}
+        self._edits = {edit_target(s): s for s, t in zip(sources, types) if t == "context_edit"}
         # Parallel lists over projected entries.
         self._sources: list[dict] = sources
         self._types: list[Any] = types
@@ -201,8 +202,7 @@ class ContextTracker:
         edits: dict[Any, dict] = {}
         if self._edits:
             first_index = self._first_index
-            edits = {s.get("targetId", UNDEFINED): s
-                     for s, t in zip(sources[q:], self._types[q:]) if t == "context_edit"}
+            edits = {edit_target(s): s for s, t in zip(sources[q:], self._types[q:]) if t == "context_edit"}
             for target, edit in self._edits.items():
                 if edits.get(target) is not edit and start <= first_index.get(target, -1) < c:
                     return False  # a kept entry loses its edit: its messages change

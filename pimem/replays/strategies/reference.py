@@ -48,7 +48,7 @@ from pimem.core.compaction.compaction import (
 )
 from pimem.core.compaction.utils import FileOperations, extract_file_ops_from_messages
 from pimem.core.incremental.tracker import ContextTracker
-from pimem.core.session_manager import project_context_entry
+from pimem.core.session_manager import edit_target, project_context_entry
 from pimem.errors import ConfigurationError
 from pimem.replays.strategies.base import CheckPoint, CompactionStrategy, ContextEdit, TurnView, register_strategy
 
@@ -89,7 +89,7 @@ def _raw_history(tracker: ContextTracker, before_id: Any) -> list[dict]:
     """Non-system messages of the branch's entries before the first entry with id ``before_id``
     (compaction summaries left out), with the branch's context edits applied."""
     path = tracker.path
-    edits = {e.get("targetId", UNDEFINED): e for e in path if e.get("type") == "context_edit"}
+    edits = {edit_target(e): e for e in path if e.get("type") == "context_edit"}
     out: list[dict] = []
     for entry in path:
         if entry.get("id") == before_id:
