@@ -715,6 +715,10 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if advice.pick is None:
         print("pimem: error: no setting could be picked: no session ran at every setting", file=sys.stderr)
         return 1
+    if not (advice.table["compactions"] > 0).any():
+        print(f"pimem: error: no session compacts at the {advice.context_window:,}-token window: no setting to pick",
+              file=sys.stderr)
+        return 1
     if args.output is not None:
         mark_output_file(args.output)
         atomic_write_text(Path(args.output), advice.settings_json() + "\n")
@@ -745,15 +749,23 @@ def _advice_text(advice: Any) -> str:
         lines.append(f"  {'★' if row['on_front'] else '':5s} {int(row['reserve_tokens']):>8,} "
                      f"{int(row['keep_recent_tokens']):>8,}  {cell('cost_total', row, money=True):28s} "
                      f"{cell('score', row):26s} {cell('refused_requests', row, digits=1):22s}")
+    never = len(table) > 0 and not (table["compactions"] > 0).any()
+    if never:
+        lines.append("  no session compacts at this window at any setting: reserve and keep change nothing for these "
+                     "sessions, so there is no score and nothing to choose (try a smaller --window)")
     v = advice.validation
     if len(v):
         loss = advice.held_out_loss()
+
+        def signed(value: float, fmt: str) -> str:
+            return "– (no score)" if value != value else format(value, fmt)
+
         lines.append(f"  held-out check ({len(v)} folds): the held-out best setting is on the fitted front in "
                      f"{advice.held_out_hit_rate:.0%} of folds; held-out loss of the pick: score "
-                     f"{loss['score']:+.3f}, cost {loss['cost_total']:+,.2f} US$ (mean over folds)")
+                     f"{signed(loss['score'], '+.3f')}, cost {signed(loss['cost_total'], '+,.2f')} US$ (mean over folds)")
     else:
         lines.append("  held-out check: fewer than 2 sessions, none made")
-    if advice.pick is not None:
+    if advice.pick is not None and not never:
         lines.append(f"  pick: reserveTokens {advice.pick['reserve_tokens']:,}, keepRecentTokens "
                      f"{advice.pick['keep_recent_tokens']:,} (front: fewest refused requests, then the best score, "
                      f"then the lowest cost)")

@@ -28,3 +28,14 @@ def test_advise_prints_the_front_the_check_and_the_block_it_writes(sample_paths,
     read = Settings.from_dict(block).compaction_for("anthropic", "claude-sonnet-4-5")
     assert (read.reserve_tokens, read.keep_recent_tokens) == (pick["reserveTokens"], pick["keepRecentTokens"])
     assert pick["reserveTokens"] in (2048, 4096) and pick["keepRecentTokens"] == 2000
+
+
+def test_advise_at_a_window_where_nothing_compacts_says_so_and_picks_nothing(sample_paths, tmp_path, capsys):
+    studied = [p for p in sample_paths if p.stem in ("auth-login-bug", "logslice-since-flag")]
+    out = tmp_path / "settings.json"
+    code = main(["advise", *map(str, studied), "--model", "anthropic/claude-sonnet-4-5", "--window", "1000000",
+                 "--reserve", "2048,4096", "--keep", "2000", "--folds", "2", "--workers", "1", "-q", "-o", str(out)])
+    text, err = capsys.readouterr()
+    assert code == 1 and "no session compacts at the 1,000,000-token window" in err
+    assert "no session compacts at this window at any setting" in text
+    assert "nan" not in text.lower() and "settings.json" not in text and not out.exists()
