@@ -446,6 +446,10 @@ class Replayer:
         if recorded is not None:
             extra = {"recorded_first_kept_entry_id": recorded.get("firstKeptEntryId"),
                      "recorded_tokens_before": recorded.get("tokensBefore")}
+        elif self.events and self.events[-1].get("kind") == "check":
+            # the size the token source gave the check that fired: beside Pi's tokensBefore, which an
+            # open-loop replay reads from the uncompacted recording's usage (docs/replay.md)
+            extra = {"context_tokens": self.events[-1].get("context_tokens")}
         info = self.model_info()
         branch = self.rep.path
         leaf = self.new.leaf_id

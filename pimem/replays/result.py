@@ -50,7 +50,8 @@ EVENTS = Table("events", [
     Column("check", description="where Pi checks: ``next_turn``, ``agent_end``, ``before_prompt``, ``before_call``, "
            "``turn`` (context edits) or ``recorded`` (a recorded compaction regenerated)"),
     Column("reason", description="``threshold``, ``overflow``, ``manual`` or ``strategy``"),
-    Column("context_tokens", description="the context the check read, by the token source"),
+    Column("context_tokens", description="the context the check read, by the token source (on a compaction "
+           "row: that of the check that fired it)"),
     Column("threshold", description="context window − reserve tokens"),
     Column("context_window", description="the model's context window"),
     Column("should_compact", description="the strategy's decision at the check"),
