@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -237,19 +238,18 @@ def estimate_text_and_image_content_chars(content: Any) -> int:
     Args:
         content: a message's content.
     """
-    if content.__class__ is str:
-        return utf16_len(content)
-    if not isinstance(content, list):
+    if content.__class__ is not list:
         if isinstance(content, str):
-            return utf16_len(content)
-        raise JavaScriptTypeError(f"message content is not iterable: {content!r}")
+            return len(content) if content.isascii() else utf16_len(content)
+        if not isinstance(content, list):
+            raise JavaScriptTypeError(f"message content is not iterable: {content!r}")
     chars = 0
     for block in content:
         btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
         if btype == "text":
             text = block.get("text")
             if text.__class__ is str:
-                chars += utf16_len(text)
+                chars += len(text) if text.isascii() else utf16_len(text)
             elif js_truthy(text):
                 chars += _js_length(text, "text block")
         elif btype == "image":
@@ -264,7 +264,7 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
     Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
     output, system content, sections and added tools, 4800 per image.
     ``estimate_tokens(m) == ceil(estimate_chars(m) / 4)``; raises ``TypeError`` where Pi's
-    function throws.
+    function throws. (A string's length is ``len`` where it is ASCII, as nearly all are.)
 
     Args:
         message: one agent message.
@@ -280,20 +280,20 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
         chars = 0
         for block in content:
             btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
+            if btype == "toolCall":
+                if "arguments" not in block:
+                    raise JavaScriptTypeError("toolCall block has no arguments")
+                name = block.get("name")
+                chars += (len(name) if name.__class__ is str and name.isascii() else
+                          _js_length(name, "toolCall name")) + js_stringify_length(block["arguments"])
+                continue
             if btype == "text":
                 value = block.get("text")
             elif btype == "thinking":
                 value = block.get("thinking")
-            elif btype == "toolCall":
-                if "arguments" not in block:
-                    raise JavaScriptTypeError("toolCall block has no arguments")
-                name = block.get("name")
-                chars += (utf16_len(name) if name.__class__ is str else _js_length(name, "toolCall name")) + \
-                    js_stringify_length(block["arguments"])
-                continue
             else:
                 continue
-            chars += utf16_len(value) if value.__class__ is str else _js_length(value, btype + " block")
+            chars += len(value) if value.__class__ is str and value.isascii() else _js_length(value, btype + " block")
         return chars
     if role == "toolResult" or role == "user" or role == "custom":
         return estimate_text_and_image_content_chars(message.get("content"))
@@ -607,13 +607,36 @@ def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index
     return -1
 
 
-def _budget_reached_at(backward: Iterable[tuple[int, list[dict]]], keep_recent_tokens: float) -> int:
-    """The walk back from the end of a cut-point search (both of Pi's), over ``(index, the entry's messages)``
-    from the last entry down: the index at which the estimated tokens of the messages, added up, reach
+def _entry_tokens(messages: list[dict]) -> int:
+    """The estimated tokens of one entry's context messages (Pi's ``reduce`` of :func:`estimate_tokens`)."""
+    return estimate_tokens(messages[0]) if len(messages) == 1 else sum(map(estimate_tokens, messages))
+
+
+def _tokens_backward(entries: Sequence[dict], start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(i, the estimated tokens of entry i's context messages) for i from ``end - 1`` down to ``start``, the
+    messages read a block at a time and estimated only as far as the iteration goes."""
+
+    def blocks() -> Iterator[Iterator[tuple[int, int]]]:
+        b = end
+        while b > start:
+            a = max(start, b - _BLOCK)
+            brought = session_entry_to_context_messages_of(entries[a:b])
+            indices = range(b - 1, a - 1, -1)
+            if brought.other:
+                yield zip(indices, map(_entry_tokens, reversed(brought.per_entry())))
+            else:  # each entry brings its own message
+                yield zip(indices, map(estimate_tokens, reversed(brought.own)))
+            b = a
+
+    return chain.from_iterable(blocks())
+
+
+def _budget_reached_at(backward: Iterable[tuple[int, int]], keep_recent_tokens: float) -> int:
+    """The walk back from the end of a cut-point search (both of Pi's), over ``(index, the estimated tokens of
+    the entry's messages)`` from the last entry down: the index at which the tokens, added up, reach
     ``keep_recent_tokens``; -1 if they never do (the estimates stop there: nothing before it is read)."""
     accumulated = 0
-    for i, messages in backward:
-        tokens = estimate_tokens(messages[0]) if len(messages) == 1 else estimate_messages_tokens(messages)
+    for i, tokens in backward:
         if tokens == 0:
             continue
         accumulated += tokens
@@ -656,7 +679,7 @@ def find_cut_point(
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    reached = _budget_reached_at(_backward(messages_of, start, end_index), keep_recent_tokens)
+    reached = _budget_reached_at(_tokens_backward(entries, start, end_index), keep_recent_tokens)
     if reached >= 0:
         # cutPoints.find((c) => c >= reached) ?? cutPoints.at(-1)
         cut_index = next(cut_points(reached, end_index), -1)
@@ -762,7 +785,8 @@ def find_projected_cut_point(
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    backward = zip(range(end_index - 1, start_index - 1, -1), map(_MESSAGES, reversed(entries[start_index:end_index])))
+    backward = zip(range(end_index - 1, start_index - 1, -1),
+                   map(_entry_tokens, map(_MESSAGES, reversed(entries[start_index:end_index]))))
     reached = _budget_reached_at(backward, keep_recent_tokens)
     exceeded = reached >= 0
     if exceeded:
