@@ -18,6 +18,7 @@ import os
 import random
 import re
 import time
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
@@ -688,6 +689,7 @@ class Session:
                 self._warned_cycles.add(eid)
                 self.warnings.append(SessionWarning(None, "parentId cycle: branch walk stopped", eid, self.path))
         path.reverse()
+        _remember_branch_root(self, path[0])
         return path
 
     def _on_branch(self, entry_id: Any) -> bool:
@@ -1026,6 +1028,28 @@ class Session:
             f"<Session{where} id={self.id!r} entries={len(self.entries)} "
             f"leaf={self._leaf_id!r} warnings={len(self.warnings)}>"
         )
+
+
+# id of the first entry of a path ``get_branch`` returned -> its session: the session's index
+# (``pimem.core.incremental.paths.walked_path``) recognises the list by it when it is passed on. An id is
+# only a hint, checked against the session's entries; a session's ids are dropped when it is gone.
+BRANCH_ROOTS: dict[int, weakref.ref[Session]] = {}
+_ROOTS_OF: weakref.WeakKeyDictionary[Session, tuple[weakref.ref[Session], set[int]]] = weakref.WeakKeyDictionary()
+
+
+def _forget_branch_roots(roots: set[int], owner: weakref.ref[Session]) -> None:
+    for key in roots:
+        if BRANCH_ROOTS.get(key) is owner:
+            del BRANCH_ROOTS[key]
+
+
+def _remember_branch_root(session: Session, root: dict) -> None:
+    mine = _ROOTS_OF.get(session)
+    if mine is None:
+        roots: set[int] = set()
+        mine = _ROOTS_OF[session] = (weakref.ref(session, partial(_forget_branch_roots, roots)), roots)
+    BRANCH_ROOTS[id(root)] = mine[0]
+    mine[1].add(id(root))
 
 
 def _field(result: Any, attr: str, key: str) -> Any:

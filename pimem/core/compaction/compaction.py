@@ -647,7 +647,7 @@ def _budget_reached_at(backward: Iterable[tuple[int, int]], keep_recent_tokens: 
 
 @port("compaction/compaction.js", "findCutPoint")
 def find_cut_point(
-    entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float
+    entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float, *, checked: bool = False
 ) -> CutPointResult:
     """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``.
 
@@ -661,13 +661,15 @@ def find_cut_point(
         start_index: the first entry that may be summarized.
         end_index: the entry after the last.
         keep_recent_tokens: the tokens to keep.
+        checked: every message entry of ``entries`` is known to hold a message object.
     """
     start = start_index
     if end_index > len(entries):  # Pi reads entries[i].type of undefined there
         raise JavaScriptTypeError(f"Cannot read properties of undefined (reading 'type') (end_index {end_index} is "
                                   f"past the {len(entries)} entries)")
-    # Pi's list of cut points reads every entry of the range
-    require_message_objects(entries[start:end_index] if start >= 0 else [entries[i] for i in range(start, end_index)])
+    if not checked:  # Pi's list of cut points reads every entry of the range
+        require_message_objects(entries[start:end_index] if start >= 0 else
+                                [entries[i] for i in range(start, end_index)])
     messages_of = _entry_messages(entries)
 
     def cut_points(a: int, b: int, backward: bool = False) -> Iterator[int]:
@@ -921,6 +923,22 @@ def prepare_compaction(
         return None
     path, walked = session_path_of(path_entries)
     projection = project_session_path(path, pairs=True)  # buildSessionProjection(pathEntries)
+    return preparation_of_projection(projection, path_entries, settings, walked)
+
+
+@port("compaction/compaction.js", "prepareCompaction", part=True)
+def preparation_of_projection(projection: SessionProjection, path_entries: Sequence[dict],
+                              settings: CompactionSettings, walked: bool) -> CompactionPreparation | None:
+    """``prepareCompaction`` once ``buildSessionProjection(pathEntries)`` is known: the previous compaction, the
+    tokens before, the cut, then :func:`preparation_at_cut`.
+
+    Args:
+        projection: the projection of the path, its entries as pairs
+            (:func:`~pimem.core.session_manager.project_session_path` with ``pairs=True``).
+        path_entries: the path as given (its last entry is no compaction).
+        settings: the compaction settings.
+        walked: ``path_entries`` is its own walk (its truthy ids are distinct).
+    """
     entries = projection.entries
     # Only the first projected entry can be a compaction that brings messages (the newest one).
     boundary_start = 1 if entries and entries[0][0].get("type") == "compaction" and entries[0][1] else 0
