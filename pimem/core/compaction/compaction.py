@@ -551,7 +551,8 @@ def is_turn_start_entry(entry: dict) -> bool:
     return _starts_turn(entry.get("type"), session_entry_to_context_messages(entry))
 
 
-_BLOCK = 32  # entries whose messages a search reads at once
+_BLOCK = 32  # the most entries whose messages a search reads at once
+_FIRST_BLOCK = 4  # a search's first read (most stop within a few entries); each next one twice as long
 
 
 def _entry_messages(entries: Sequence[dict]) -> Callable[[int, int], list[list[dict]]]:
@@ -563,20 +564,26 @@ def _backward(messages_of: Callable[[int, int], list[list[dict]]], start: int, e
               ) -> Iterator[tuple[int, list[dict]]]:
     """(i, the messages of entry i) for i from ``end - 1`` down to ``start``, read a block at a time."""
     b = end
+    size = _FIRST_BLOCK
     while b > start:
-        a = max(start, b - _BLOCK)
+        a = max(start, b - size)
         lists = messages_of(a, b)
         for k in range(b - a - 1, -1, -1):
             yield a + k, lists[k]
         b = a
+        size = min(2 * size, _BLOCK)
 
 
 def _forward(messages_of: Callable[[int, int], list[list[dict]]], start: int, end: int
              ) -> Iterator[tuple[int, list[dict]]]:
     """(i, the messages of entry i) for i from ``start`` up to ``end - 1``, read a block at a time."""
-    for a in range(start, end, _BLOCK):
-        b = min(end, a + _BLOCK)
+    a = start
+    size = _FIRST_BLOCK
+    while a < end:
+        b = min(end, a + size)
         yield from zip(range(a, b), messages_of(a, b))
+        a = b
+        size = min(2 * size, _BLOCK)
 
 
 @port("compaction/compaction.js", "findValidCutPoints")
@@ -621,11 +628,14 @@ def _tokens_backward(entries: Sequence[dict], start: int, end: int) -> Iterator[
         while b > start:
             a = max(start, b - _BLOCK)
             brought = session_entry_to_context_messages_of(entries[a:b])
-            indices = range(b - 1, a - 1, -1)
-            if brought.other:
+            own, other = brought
+            indices: Iterable[int] = range(b - 1, a - 1, -1)
+            if any(other.values()):
                 yield zip(indices, map(_entry_tokens, reversed(brought.per_entry())))
-            else:  # each entry brings its own message
-                yield zip(indices, map(estimate_tokens, reversed(brought.own)))
+            else:  # each entry brings its own message, or none (and adds nothing: the walk skips it)
+                if other:
+                    indices = [i for i in indices if i - a not in other]
+                yield zip(indices, map(estimate_tokens, reversed(own)))
             b = a
 
     return chain.from_iterable(blocks())
@@ -667,9 +677,11 @@ def find_cut_point(
     if end_index > len(entries):  # Pi reads entries[i].type of undefined there
         raise JavaScriptTypeError(f"Cannot read properties of undefined (reading 'type') (end_index {end_index} is "
                                   f"past the {len(entries)} entries)")
+    if start < 0 and start < end_index:  # Pi reads entries[start].type of undefined there
+        raise JavaScriptTypeError(f"Cannot read properties of undefined (reading 'type') (start_index {start} is "
+                                  "before the first entry)")
     if not checked:  # Pi's list of cut points reads every entry of the range
-        require_message_objects(entries[start:end_index] if start >= 0 else
-                                [entries[i] for i in range(start, end_index)])
+        require_message_objects(entries[start:end_index])
     messages_of = _entry_messages(entries)
 
     def cut_points(a: int, b: int, backward: bool = False) -> Iterator[int]:

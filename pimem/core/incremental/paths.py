@@ -328,9 +328,10 @@ def prepare_compaction(path_entries: Sequence[dict], settings: cp.CompactionSett
         path_entries: the active path (``session.get_branch()``), root first.
         settings: Pi's ``reserveTokens`` / ``keepRecentTokens``.
     """
-    found = walked_path(path_entries)
-    if found is None or found.types[-1] == "compaction":
-        return cp.prepare_compaction(path_entries, settings)
-    projection = sm.project_session_path(found.path, found.types, checked=found.checked, pairs=True,
-                                         position_of=found.position_of)
-    return cp.preparation_of_projection(projection, path_entries, settings, True)
+    if path_entries and path_entries[-1].get("type") != "compaction":  # else the port answers at once
+        found = walked_path(path_entries)
+        if found is not None:
+            projection = sm.project_session_path(found.path, found.types, checked=found.checked, pairs=True,
+                                                 position_of=found.position_of)
+            return cp.preparation_of_projection(projection, path_entries, settings, True)
+    return cp.prepare_compaction(path_entries, settings)
