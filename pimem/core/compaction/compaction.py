@@ -555,9 +555,13 @@ _BLOCK = 32  # the most entries whose messages a search reads at once
 _FIRST_BLOCK = 4  # a search's first read (most stop within a few entries); each next one twice as long
 
 
-def _entry_messages(entries: Sequence[dict]) -> Callable[[int, int], list[list[dict]]]:
-    """``(a, b) -> the context messages of entries[a:b]``, each entry's (Pi's ``sessionEntryToContextMessages``)."""
-    return lambda a, b: session_entry_to_context_messages_of(entries[a:b]).per_entry()
+def _entry_messages(entries: Sequence[dict], types: Sequence[Any] | None = None
+                    ) -> Callable[[int, int], list[list[dict]]]:
+    """``(a, b) -> the context messages of entries[a:b]``, each entry's (Pi's ``sessionEntryToContextMessages``;
+    ``types``: the entries' types, if known)."""
+    if types is None:
+        return lambda a, b: session_entry_to_context_messages_of(entries[a:b]).per_entry()
+    return lambda a, b: session_entry_to_context_messages_of(entries[a:b], types[a:b]).per_entry()
 
 
 def _backward(messages_of: Callable[[int, int], list[list[dict]]], start: int, end: int
@@ -619,7 +623,8 @@ def _entry_tokens(messages: list[dict]) -> int:
     return estimate_tokens(messages[0]) if len(messages) == 1 else sum(map(estimate_tokens, messages))
 
 
-def _tokens_backward(entries: Sequence[dict], start: int, end: int) -> Iterator[tuple[int, int]]:
+def _tokens_backward(entries: Sequence[dict], start: int, end: int, types: Sequence[Any] | None = None
+                     ) -> Iterator[tuple[int, int]]:
     """(i, the estimated tokens of entry i's context messages) for i from ``end - 1`` down to ``start``, the
     messages read a block at a time and estimated only as far as the iteration goes."""
 
@@ -627,7 +632,7 @@ def _tokens_backward(entries: Sequence[dict], start: int, end: int) -> Iterator[
         b = end
         while b > start:
             a = max(start, b - _BLOCK)
-            brought = session_entry_to_context_messages_of(entries[a:b])
+            brought = session_entry_to_context_messages_of(entries[a:b], None if types is None else types[a:b])
             own, other = brought
             indices: Iterable[int] = range(b - 1, a - 1, -1)
             if any(other.values()):
@@ -657,7 +662,8 @@ def _budget_reached_at(backward: Iterable[tuple[int, int]], keep_recent_tokens: 
 
 @port("compaction/compaction.js", "findCutPoint")
 def find_cut_point(
-    entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float, *, checked: bool = False
+    entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float, *, checked: bool = False,
+    types: Sequence[Any] | None = None,
 ) -> CutPointResult:
     """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``.
 
@@ -672,6 +678,7 @@ def find_cut_point(
         end_index: the entry after the last.
         keep_recent_tokens: the tokens to keep.
         checked: every message entry of ``entries`` is known to hold a message object.
+        types: the entries' types, if known.
     """
     start = start_index
     if end_index > len(entries):  # Pi reads entries[i].type of undefined there
@@ -682,7 +689,7 @@ def find_cut_point(
                                   "before the first entry)")
     if not checked:  # Pi's list of cut points reads every entry of the range
         require_message_objects(entries[start:end_index])
-    messages_of = _entry_messages(entries)
+    messages_of = _entry_messages(entries, types)
 
     def cut_points(a: int, b: int, backward: bool = False) -> Iterator[int]:
         scan = _backward(messages_of, a, b) if backward else _forward(messages_of, a, b)
@@ -693,7 +700,7 @@ def find_cut_point(
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    reached = _budget_reached_at(_tokens_backward(entries, start, end_index), keep_recent_tokens)
+    reached = _budget_reached_at(_tokens_backward(entries, start, end_index, types), keep_recent_tokens)
     if reached >= 0:
         # cutPoints.find((c) => c >= reached) ?? cutPoints.at(-1)
         cut_index = next(cut_points(reached, end_index), -1)

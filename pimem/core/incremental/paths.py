@@ -303,8 +303,8 @@ def _context_entries(found: IndexedPath) -> list[dict]:
 def find_cut_point(entries: Sequence[dict], start_index: int, end_index: int,
                    keep_recent_tokens: float) -> cp.CutPointResult:
     """``findCutPoint``: :func:`~pimem.core.compaction.compaction.find_cut_point`, told by the session's index
-    (where ``entries`` is a session's path, as ``get_branch`` returns it) that every message entry holds a
-    message object.
+    (where ``entries`` is a session's path, as ``get_branch`` returns it) the entries' types and whether every
+    message entry holds a message object.
 
     Args:
         entries: the entries to cut.
@@ -313,8 +313,10 @@ def find_cut_point(entries: Sequence[dict], start_index: int, end_index: int,
         keep_recent_tokens: the tokens to keep.
     """
     found = walked_path(entries)
-    return cp.find_cut_point(entries, start_index, end_index, keep_recent_tokens,
-                             checked=found is not None and found.checked)
+    if found is None:
+        return cp.find_cut_point(entries, start_index, end_index, keep_recent_tokens)
+    return cp.find_cut_point(entries, start_index, end_index, keep_recent_tokens, checked=found.checked,
+                             types=found.types)
 
 
 @derived("compaction/compaction.js", "prepareCompaction", port=cp.prepare_compaction)
