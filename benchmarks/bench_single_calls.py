@@ -22,8 +22,10 @@ The figure is the median per-call CPU time over ``--rounds`` rounds, the ratio p
 medians (below 1: pimem is faster). Each timed call does all of its own work and nothing is carried
 from one repetition to the next: what a session keeps is its index (``pimem.core.incremental.paths``:
 entry types and runs of parent links, built once per session as Pi builds its ``byId`` map once, both
-outside the timed calls, the index's cost printed with the loading time); the other calls take the path
-as a plain list and keep nothing. Before timing, each call's outputs are compared (contexts, estimates,
+outside the timed calls, the index's cost printed with the loading time); ``get_branch`` notes the session
+under the first entry of the list it returns, so that ``find_cut_point`` and ``prepare_compaction`` recognise
+the list as the session's path (one comparison of its entries, by identity, with the index's path, in every
+call) and need not check it again; they keep nothing. Before timing, each call's outputs are compared (contexts, estimates,
 cut points, preparations as JSON text); the run fails unless they are identical.
 
     .venv/bin/python benchmarks/bench_single_calls.py [file.jsonl ...] [--rounds 7] [--target 0.05]

@@ -35,9 +35,7 @@ from pimem.core.compaction.compaction import (
     estimate_context_tokens as estimate_context_tokens,
     estimate_projected_context_tokens as estimate_projected_context_tokens,
     estimate_tokens as estimate_tokens,
-    find_cut_point as find_cut_point,
     find_turn_start_index as find_turn_start_index,
-    prepare_compaction as prepare_compaction,
     should_compact as should_compact,
 )
 from pimem.core.compaction.utils import (
@@ -54,6 +52,8 @@ from pimem.core.incremental.caches import (
 from pimem.core.incremental.paths import (
     build_session_context as build_session_context,
     build_session_projection as build_session_projection,
+    find_cut_point as find_cut_point,
+    prepare_compaction as prepare_compaction,
 )
 from pimem.core.incremental.tracker import ContextTracker as ContextTracker
 from pimem.core.llm import (

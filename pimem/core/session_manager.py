@@ -18,6 +18,7 @@ import os
 import random
 import re
 import time
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
@@ -710,6 +711,7 @@ class Session:
                 self._warned_cycles.add(eid)
                 self.warnings.append(SessionWarning(None, "parentId cycle: branch walk stopped", eid, self.path))
         path.reverse()
+        _remember_branch_root(self, path[0])
         return path
 
     def _on_branch(self, entry_id: Any) -> bool:
@@ -1049,6 +1051,28 @@ class Session:
             f"<Session{where} id={self.id!r} entries={len(self.entries)} "
             f"leaf={self._leaf_id!r} warnings={len(self.warnings)}>"
         )
+
+
+# id of the first entry of a path ``get_branch`` returned -> its session: the session's index
+# (``pimem.core.incremental.paths.walked_path``) recognises the list by it when it is passed on. An id is
+# only a hint, checked against the session's entries; a session's ids are dropped when it is gone.
+BRANCH_ROOTS: dict[int, weakref.ref[Session]] = {}
+_ROOTS_OF: weakref.WeakKeyDictionary[Session, tuple[weakref.ref[Session], set[int]]] = weakref.WeakKeyDictionary()
+
+
+def _forget_branch_roots(roots: set[int], owner: weakref.ref[Session]) -> None:
+    for key in roots:
+        if BRANCH_ROOTS.get(key) is owner:
+            del BRANCH_ROOTS[key]
+
+
+def _remember_branch_root(session: Session, root: dict) -> None:
+    mine = _ROOTS_OF.get(session)
+    if mine is None:
+        roots: set[int] = set()
+        mine = _ROOTS_OF[session] = (weakref.ref(session, partial(_forget_branch_roots, roots)), roots)
+    BRANCH_ROOTS[id(root)] = mine[0]
+    mine[1].add(id(root))
 
 
 def _field(result: Any, attr: str, key: str) -> Any:
@@ -1420,10 +1444,11 @@ class EntryMessages(tuple):
         out += own[taken:]
         return out
 
-    def per_entry(self) -> list[list[dict]]:
-        """Each entry's messages."""
+    def per_entry(self, as_tuples: bool = False) -> list:
+        """Each entry's messages (``as_tuples``: an entry's own message as a 1-tuple, which is cheaper to make
+        than a list, for callers that only read them)."""
         own, other = self
-        lists = [[m] for m in own]
+        lists: list = list(zip(own)) if as_tuples else [[m] for m in own]
         if not other:
             return lists
         out: list[list[dict]] = []
@@ -1671,6 +1696,11 @@ def _projection(path: list[dict], types: list | None, checked: bool, position_of
     """(thinking level, model, context entries, their messages) of a walked path."""
     if types is None:
         types = [e.get("type") for e in path]
+    if not checked and "compaction" not in types and "context_edit" not in types:
+        # The context entries are the path, projected as they are: reading their messages, in order, raises
+        # the settings' error for the first message entry without a message object (Pi's settings read first).
+        brought = session_entry_to_context_messages_of(path, types)
+        return (*get_session_context_settings(path, types, checked=True), path, brought)
     thinking_level, model = get_session_context_settings(path, types, checked=checked)
     context_entries, context_types = select_context_entries(path, types, position_of)
     return thinking_level, model, context_entries, project_context_entries(context_entries, context_types)
@@ -1686,12 +1716,12 @@ def project_session_path(path: list[dict], types: list | None = None, *, checked
         path: the walked path, root first.
         types: its entry types, if known.
         checked: every message entry of the path is known to hold a message object.
-        pairs: the entries as plain ``(source entry, messages)`` tuples, not :class:`ProjectedEntry` (for
-            callers that only index them, as the preparation does).
+        pairs: the entries as plain ``(source entry, messages)`` tuples, not :class:`ProjectedEntry`, an
+            entry's own message as a 1-tuple (for callers that only read them, as the preparation does).
         position_of: where on the path the entry with a given string id is, if known.
     """
     thinking_level, model, context_entries, brought = _projection(path, types, checked, position_of)
-    per_entry = brought.per_entry()
+    per_entry = brought.per_entry(as_tuples=pairs)
     entries: list = list(zip(context_entries, per_entry)) if pairs else list(
         map(projected_entry, zip(context_entries, per_entry)))
     return SessionProjection(entries, brought.flat(), thinking_level, model)

@@ -290,3 +290,33 @@ def test_tracker_equals_pure_functions_along_random_paths():
                         b.first_kept_entry_id, b.tokens_before, b.turn_prefix_messages)
     with pytest.raises(ValueError, match="not a child"):
         ContextTracker(path[:2]).append({"type": "message", "id": "q", "parentId": "nope", "message": {}})
+
+
+NODE_CUT_RANGES = r"""
+import { pathToFileURL } from "node:url";
+import { join } from "node:path";
+const cp = await import(pathToFileURL(join(process.env.DIST, "core/compaction/compaction.js")).href);
+const req = JSON.parse(require("fs").readFileSync(0, "utf8"));
+""".replace('require("fs")', '(await import("node:fs"))')
+
+
+def test_cut_point_ranges_outside_the_entries_are_read_as_pi_reads_them():
+    """A start before the first entry (Pi reads ``entries[-1].type`` of undefined) throws where the range holds
+    an entry, and an empty range answers at once, as in Pi."""
+    entries = random_tree(random.Random(3), 12)
+    path = build_session_path(entries)
+    cases = [(s, e, k) for s in (-3, -1, 0, 2) for e in (-2, 0, 1, len(path)) for k in (0, 50)]
+    script = NODE_CUT_RANGES + """
+const out = req.cases.map(([s, e, k]) => { try { return cp.findCutPoint(req.path, s, e, k); }
+  catch (x) { return String(x).split(":")[0]; } });
+console.log(JSON.stringify(out));
+"""
+    expected = run_node(script, {"path": path, "cases": cases})
+    for (s, e, k), want in zip(cases, expected):
+        try:
+            cut = find_cut_point(path, s, e, k)
+            got: object = {"firstKeptEntryIndex": cut.first_kept_entry_index, "turnStartIndex": cut.turn_start_index,
+                           "isSplitTurn": cut.is_split_turn}
+        except TypeError:
+            got = "TypeError"
+        assert got == want, (s, e, k)

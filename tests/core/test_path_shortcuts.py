@@ -127,3 +127,52 @@ def test_one_walk_stops_at_a_cycle() -> None:
     assert [e["id"] for e in session.get_branch("d")] == ["a", "b", "c", "d"]
     assert any("cycle" in w.reason for w in session.warnings)
     assert [e["id"] for e in build_session_path(session, "d")] == ["a", "b", "c", "d"]
+
+
+def test_a_sessions_path_is_recognised_as_its_own_walk_and_nothing_else() -> None:
+    """``walked_path``: a list that is, entry for entry, the session's path to its last entry (as ``get_branch``
+    returns it, or any prefix of it) gets the index's facts; a list that differs does not."""
+    entries = [entry("a", None), entry("b", "a"), entry("c", "b"), entry("x", "a"), entry("d", "c")]
+    session = Session(HEADER, entries)
+    branch = session.get_branch()
+    assert [e["id"] for e in branch] == ["a", "b", "c", "d"]
+    found = paths.walked_path(branch)
+    assert found is not None and found.checked and found.types == ["message"] * 4
+    assert found.position_of("c") == 2 and found.position_of("x") is None
+    assert paths.walked_path(branch[:2]) is not None  # a prefix of a walk is the walk to its last entry
+    assert paths.walked_path(list(branch)) is not None  # the same entries in another list
+    assert paths.walked_path(session.get_branch("x")) is not None
+    for other in (branch[1:], branch[:2] + branch[3:], [branch[0], entries[3], branch[2]], list(reversed(branch)),
+                  [dict(e) for e in branch], [], tuple(branch)):
+        assert paths.walked_path(other) is None, [e["id"] for e in other]  # type: ignore[union-attr]
+    session.entries.append(entry("e", "d"))  # not through the session: only the port knows
+    assert paths.walked_path(branch) is None
+
+
+def test_a_path_whose_entries_lack_messages_raises_as_the_port_does() -> None:
+    """The index's word that every message entry holds a message object is the session's: where one does not,
+    the cut point and the preparation raise the port's error on the session's path."""
+    bad = {"type": "message", "id": "b", "parentId": "a", "timestamp": "2025-01-01T00:00:01.000Z"}
+    session = Session(HEADER, [entry("a", None), bad, entry("c", "b")])
+    branch = session.get_branch()
+    found = paths.walked_path(branch)
+    assert found is not None and not found.checked
+    for fn in (lambda: paths.find_cut_point(branch, 0, 3, 1), lambda: paths.prepare_compaction(branch)):
+        with pytest.raises(Exception) as got:
+            fn()
+        assert "has no message object" in str(got.value)
+
+
+def test_the_branch_roots_of_a_session_are_forgotten_with_it() -> None:
+    import gc
+
+    gc.collect()
+    before = set(sm.BRANCH_ROOTS)
+    session = Session(HEADER, [entry(f"e{i}", None if i % 3 == 0 else f"e{i - 1}") for i in range(30)])
+    for leaf in ("e2", "e5", "e29", "e2"):
+        assert paths.walked_path(session.get_branch(leaf)) is not None
+    roots = set(sm.BRANCH_ROOTS) - before
+    assert roots == {id(session.entries[k]) for k in (0, 3, 27)}
+    del session
+    gc.collect()
+    assert roots & set(sm.BRANCH_ROOTS) == set()

@@ -231,6 +231,31 @@ def _contexts(session: Session, leaves: list) -> int:
     return len(leaves)
 
 
+def outcome(fn: Callable[..., Any], *args: Any) -> Any:
+    """What a call returns, or the class and text of what it raises."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - compared, not handled
+        return (type(exc), str(exc))
+
+
+@check("pimem.core.incremental.paths.find_cut_point", "pimem.core.incremental.paths.prepare_compaction")
+def _cuts(session: Session, leaves: list) -> int:
+    n = 0
+    for leaf in leaves[:: max(1, len(leaves) // 10)]:
+        branch = session.get_branch() if leaf in (None, NULL_LEAF) else session.get_branch(leaf)
+        for path in (branch, branch[: len(branch) // 2], list(reversed(branch))):
+            for keep in KEEPS:
+                for start in {0, len(path) // 3}:
+                    assert outcome(paths.find_cut_point, path, start, len(path), keep) == outcome(
+                        cp.find_cut_point, path, start, len(path), keep), (leaf, keep, start)
+                s = cp.CompactionSettings(keep_recent_tokens=keep)
+                assert outcome(paths.prepare_compaction, path, s) == outcome(cp.prepare_compaction, path, s), (
+                    leaf, keep)
+                n += 1
+    return n
+
+
 @check("pimem.core.incremental.caches.TokenCache.estimate", "pimem.core.incremental.caches.serialize_messages")
 def _caches(session: Session, leaves: list) -> int:
     tokens, texts, n = caches.TokenCache(), caches.SerializationCache(), 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -237,19 +238,18 @@ def estimate_text_and_image_content_chars(content: Any) -> int:
     Args:
         content: a message's content.
     """
-    if content.__class__ is str:
-        return utf16_len(content)
-    if not isinstance(content, list):
+    if content.__class__ is not list:
         if isinstance(content, str):
-            return utf16_len(content)
-        raise JavaScriptTypeError(f"message content is not iterable: {content!r}")
+            return len(content) if content.isascii() else utf16_len(content)
+        if not isinstance(content, list):
+            raise JavaScriptTypeError(f"message content is not iterable: {content!r}")
     chars = 0
     for block in content:
         btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
         if btype == "text":
             text = block.get("text")
             if text.__class__ is str:
-                chars += utf16_len(text)
+                chars += len(text) if text.isascii() else utf16_len(text)
             elif js_truthy(text):
                 chars += _js_length(text, "text block")
         elif btype == "image":
@@ -264,7 +264,7 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
     Text and thinking, tool name + ``JSON.stringify(arguments)``, summaries, bash command +
     output, system content, sections and added tools, 4800 per image.
     ``estimate_tokens(m) == ceil(estimate_chars(m) / 4)``; raises ``TypeError`` where Pi's
-    function throws.
+    function throws. (A string's length is ``len`` where it is ASCII, as nearly all are.)
 
     Args:
         message: one agent message.
@@ -280,20 +280,20 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
         chars = 0
         for block in content:
             btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
+            if btype == "toolCall":
+                if "arguments" not in block:
+                    raise JavaScriptTypeError("toolCall block has no arguments")
+                name = block.get("name")
+                chars += (len(name) if name.__class__ is str and name.isascii() else
+                          _js_length(name, "toolCall name")) + js_stringify_length(block["arguments"])
+                continue
             if btype == "text":
                 value = block.get("text")
             elif btype == "thinking":
                 value = block.get("thinking")
-            elif btype == "toolCall":
-                if "arguments" not in block:
-                    raise JavaScriptTypeError("toolCall block has no arguments")
-                name = block.get("name")
-                chars += (utf16_len(name) if name.__class__ is str else _js_length(name, "toolCall name")) + \
-                    js_stringify_length(block["arguments"])
-                continue
             else:
                 continue
-            chars += utf16_len(value) if value.__class__ is str else _js_length(value, btype + " block")
+            chars += len(value) if value.__class__ is str and value.isascii() else _js_length(value, btype + " block")
         return chars
     if role == "toolResult" or role == "user" or role == "custom":
         return estimate_text_and_image_content_chars(message.get("content"))
@@ -553,32 +553,43 @@ def is_turn_start_entry(entry: dict) -> bool:
     return _starts_turn(entry.get("type"), session_entry_to_context_messages(entry))
 
 
-_BLOCK = 32  # entries whose messages a search reads at once
+_BLOCK = 32  # the most entries whose messages a search reads at once
+_FIRST_BLOCK = 4  # a search's first read (most stop within a few entries); each next one twice as long
 
 
-def _entry_messages(entries: Sequence[dict]) -> Callable[[int, int], list[list[dict]]]:
-    """``(a, b) -> the context messages of entries[a:b]``, each entry's (Pi's ``sessionEntryToContextMessages``)."""
-    return lambda a, b: session_entry_to_context_messages_of(entries[a:b]).per_entry()
+def _entry_messages(entries: Sequence[dict], types: Sequence[Any] | None = None
+                    ) -> Callable[[int, int], list[list[dict]]]:
+    """``(a, b) -> the context messages of entries[a:b]``, each entry's (Pi's ``sessionEntryToContextMessages``;
+    ``types``: the entries' types, if known)."""
+    if types is None:
+        return lambda a, b: session_entry_to_context_messages_of(entries[a:b]).per_entry()
+    return lambda a, b: session_entry_to_context_messages_of(entries[a:b], types[a:b]).per_entry()
 
 
 def _backward(messages_of: Callable[[int, int], list[list[dict]]], start: int, end: int
               ) -> Iterator[tuple[int, list[dict]]]:
     """(i, the messages of entry i) for i from ``end - 1`` down to ``start``, read a block at a time."""
     b = end
+    size = _FIRST_BLOCK
     while b > start:
-        a = max(start, b - _BLOCK)
+        a = max(start, b - size)
         lists = messages_of(a, b)
         for k in range(b - a - 1, -1, -1):
             yield a + k, lists[k]
         b = a
+        size = min(2 * size, _BLOCK)
 
 
 def _forward(messages_of: Callable[[int, int], list[list[dict]]], start: int, end: int
              ) -> Iterator[tuple[int, list[dict]]]:
     """(i, the messages of entry i) for i from ``start`` up to ``end - 1``, read a block at a time."""
-    for a in range(start, end, _BLOCK):
-        b = min(end, a + _BLOCK)
+    a = start
+    size = _FIRST_BLOCK
+    while a < end:
+        b = min(end, a + size)
         yield from zip(range(a, b), messages_of(a, b))
+        a = b
+        size = min(2 * size, _BLOCK)
 
 
 @port("compaction/compaction.js", "findValidCutPoints")
@@ -609,13 +620,40 @@ def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index
     return -1
 
 
-def _budget_reached_at(backward: Iterable[tuple[int, list[dict]]], keep_recent_tokens: float) -> int:
-    """The walk back from the end of a cut-point search (both of Pi's), over ``(index, the entry's messages)``
-    from the last entry down: the index at which the estimated tokens of the messages, added up, reach
+def _entry_tokens(messages: list[dict]) -> int:
+    """The estimated tokens of one entry's context messages (Pi's ``reduce`` of :func:`estimate_tokens`)."""
+    return estimate_tokens(messages[0]) if len(messages) == 1 else sum(map(estimate_tokens, messages))
+
+
+def _tokens_backward(entries: Sequence[dict], start: int, end: int, types: Sequence[Any] | None = None
+                     ) -> Iterator[tuple[int, int]]:
+    """(i, the estimated tokens of entry i's context messages) for i from ``end - 1`` down to ``start``, the
+    messages read a block at a time and estimated only as far as the iteration goes."""
+
+    def blocks() -> Iterator[Iterator[tuple[int, int]]]:
+        b = end
+        while b > start:
+            a = max(start, b - _BLOCK)
+            brought = session_entry_to_context_messages_of(entries[a:b], None if types is None else types[a:b])
+            own, other = brought
+            indices: Iterable[int] = range(b - 1, a - 1, -1)
+            if any(other.values()):
+                yield zip(indices, map(_entry_tokens, reversed(brought.per_entry())))
+            else:  # each entry brings its own message, or none (and adds nothing: the walk skips it)
+                if other:
+                    indices = [i for i in indices if i - a not in other]
+                yield zip(indices, map(estimate_tokens, reversed(own)))
+            b = a
+
+    return chain.from_iterable(blocks())
+
+
+def _budget_reached_at(backward: Iterable[tuple[int, int]], keep_recent_tokens: float) -> int:
+    """The walk back from the end of a cut-point search (both of Pi's), over ``(index, the estimated tokens of
+    the entry's messages)`` from the last entry down: the index at which the tokens, added up, reach
     ``keep_recent_tokens``; -1 if they never do (the estimates stop there: nothing before it is read)."""
     accumulated = 0
-    for i, messages in backward:
-        tokens = estimate_tokens(messages[0]) if len(messages) == 1 else estimate_messages_tokens(messages)
+    for i, tokens in backward:
         if tokens == 0:
             continue
         accumulated += tokens
@@ -626,7 +664,8 @@ def _budget_reached_at(backward: Iterable[tuple[int, list[dict]]], keep_recent_t
 
 @port("compaction/compaction.js", "findCutPoint")
 def find_cut_point(
-    entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float
+    entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float, *, checked: bool = False,
+    types: Sequence[Any] | None = None,
 ) -> CutPointResult:
     """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``.
 
@@ -640,14 +679,19 @@ def find_cut_point(
         start_index: the first entry that may be summarized.
         end_index: the entry after the last.
         keep_recent_tokens: the tokens to keep.
+        checked: every message entry of ``entries`` is known to hold a message object.
+        types: the entries' types, if known.
     """
     start = start_index
     if end_index > len(entries):  # Pi reads entries[i].type of undefined there
         raise JavaScriptTypeError(f"Cannot read properties of undefined (reading 'type') (end_index {end_index} is "
                                   f"past the {len(entries)} entries)")
-    # Pi's list of cut points reads every entry of the range
-    require_message_objects(entries[start:end_index] if start >= 0 else [entries[i] for i in range(start, end_index)])
-    messages_of = _entry_messages(entries)
+    if start < 0 and start < end_index:  # Pi reads entries[start].type of undefined there
+        raise JavaScriptTypeError(f"Cannot read properties of undefined (reading 'type') (start_index {start} is "
+                                  "before the first entry)")
+    if not checked:  # Pi's list of cut points reads every entry of the range
+        require_message_objects(entries[start:end_index])
+    messages_of = _entry_messages(entries, types)
 
     def cut_points(a: int, b: int, backward: bool = False) -> Iterator[int]:
         scan = _backward(messages_of, a, b) if backward else _forward(messages_of, a, b)
@@ -658,7 +702,7 @@ def find_cut_point(
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    reached = _budget_reached_at(_backward(messages_of, start, end_index), keep_recent_tokens)
+    reached = _budget_reached_at(_tokens_backward(entries, start, end_index, types), keep_recent_tokens)
     if reached >= 0:
         # cutPoints.find((c) => c >= reached) ?? cutPoints.at(-1)
         cut_index = next(cut_points(reached, end_index), -1)
@@ -764,7 +808,8 @@ def find_projected_cut_point(
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    backward = zip(range(end_index - 1, start_index - 1, -1), map(_MESSAGES, reversed(entries[start_index:end_index])))
+    backward = zip(range(end_index - 1, start_index - 1, -1),
+                   map(_entry_tokens, map(_MESSAGES, reversed(entries[start_index:end_index]))))
     reached = _budget_reached_at(backward, keep_recent_tokens)
     exceeded = reached >= 0
     if exceeded:
@@ -899,6 +944,22 @@ def prepare_compaction(
         return None
     path, walked = session_path_of(path_entries)
     projection = project_session_path(path, pairs=True)  # buildSessionProjection(pathEntries)
+    return preparation_of_projection(projection, path_entries, settings, walked)
+
+
+@port("compaction/compaction.js", "prepareCompaction", part=True)
+def preparation_of_projection(projection: SessionProjection, path_entries: Sequence[dict],
+                              settings: CompactionSettings, walked: bool) -> CompactionPreparation | None:
+    """``prepareCompaction`` once ``buildSessionProjection(pathEntries)`` is known: the previous compaction, the
+    tokens before, the cut, then :func:`preparation_at_cut`.
+
+    Args:
+        projection: the projection of the path, its entries as pairs
+            (:func:`~pimem.core.session_manager.project_session_path` with ``pairs=True``).
+        path_entries: the path as given (its last entry is no compaction).
+        settings: the compaction settings.
+        walked: ``path_entries`` is its own walk (its truthy ids are distinct).
+    """
     entries = projection.entries
     # Only the first projected entry can be a compaction that brings messages (the newest one).
     boundary_start = 1 if entries and entries[0][0].get("type") == "compaction" and entries[0][1] else 0

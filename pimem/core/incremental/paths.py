@@ -18,11 +18,12 @@ the port as it is. They are what ``pimem.build_session_context`` and its sibling
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Callable, NamedTuple, TypeVar
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 from weakref import WeakKeyDictionary
 
 from pimem.base.js import js_truthy
 from pimem.core import session_manager as sm
+from pimem.core.compaction import compaction as cp
 from pimem.core.porting import derived
 from pimem.core.session_manager import NULL_LEAF, Session, SessionContext, SessionProjection
 
@@ -31,10 +32,13 @@ __all__ = [
     "session_index",
     "IndexedPath",
     "indexed_path",
+    "walked_path",
     "build_session_path",
     "build_session_context",
     "build_session_projection",
     "build_context_entries",
+    "find_cut_point",
+    "prepare_compaction",
 ]
 
 
@@ -189,6 +193,37 @@ def indexed_path(session: Session, leaf_id: Any = None) -> IndexedPath | None:
     return None if found is None else IndexedPath(found[0], found[1], index.checked, index.finder(found[2]))
 
 
+def walked_path(path: Sequence[dict]) -> IndexedPath | None:
+    """What a session's index knows of ``path`` where ``path`` is, entry for entry, the path it gives to its last
+    entry, and starts where a path ``session.get_branch()`` returned starts: then ``path`` is its own walk (Pi's
+    ``buildSessionPath`` of it is itself). None otherwise, or where the index cannot answer. One comparison of
+    the entries by identity, no read of their fields beyond the ends (the index is built on first use).
+
+    Args:
+        path: a list of entries, root first.
+    """
+    if path.__class__ is not list or not path:
+        return None
+    owner = sm.BRANCH_ROOTS.get(id(path[0]))
+    session = owner() if owner is not None else None
+    if session is None:
+        return None
+    leaf, root = path[-1], path[0]
+    if leaf.__class__ is not dict or root.__class__ is not dict:
+        return None
+    leaf_id, root_parent = leaf.get("id"), root.get("parentId")
+    # the index names entries by string ids; a root whose parentId is of another kind is left to the port
+    if leaf_id.__class__ is not str or not leaf_id or (root_parent.__class__ is not str and js_truthy(root_parent)):
+        return None
+    index = session_index(session)
+    if index is None or index.positions.get(leaf_id) is None:
+        return None
+    found = index.path(session, leaf_id)
+    if found is None or found[0] != path:  # the same entries (compared by identity first)
+        return None
+    return IndexedPath(path, found[1], index.checked, index.finder(found[2]))
+
+
 def _from_index(source: Any, leaf_id: Any, on_path: Callable[[IndexedPath], T], port: Callable[[Any, Any], T]) -> T:
     """``on_path`` of a session's indexed path to the leaf; ``port(source, leaf_id)`` for anything else, or where
     the index cannot answer."""
@@ -262,3 +297,43 @@ def _projection(found: IndexedPath) -> SessionProjection:
 
 def _context_entries(found: IndexedPath) -> list[dict]:
     return sm.select_context_entries(found.path, found.types, found.position_of)[0]
+
+
+@derived("compaction/compaction.js", "findCutPoint", port=cp.find_cut_point)
+def find_cut_point(entries: Sequence[dict], start_index: int, end_index: int,
+                   keep_recent_tokens: float) -> cp.CutPointResult:
+    """``findCutPoint``: :func:`~pimem.core.compaction.compaction.find_cut_point`, told by the session's index
+    (where ``entries`` is a session's path, as ``get_branch`` returns it) the entries' types and whether every
+    message entry holds a message object.
+
+    Args:
+        entries: the entries to cut.
+        start_index: the first entry that may be summarized.
+        end_index: the entry after the last.
+        keep_recent_tokens: the tokens to keep.
+    """
+    found = walked_path(entries)
+    if found is None:
+        return cp.find_cut_point(entries, start_index, end_index, keep_recent_tokens)
+    return cp.find_cut_point(entries, start_index, end_index, keep_recent_tokens, checked=found.checked,
+                             types=found.types)
+
+
+@derived("compaction/compaction.js", "prepareCompaction", port=cp.prepare_compaction)
+def prepare_compaction(path_entries: Sequence[dict], settings: cp.CompactionSettings = cp.DEFAULT_COMPACTION_SETTINGS
+                       ) -> cp.CompactionPreparation | None:
+    """``prepareCompaction``: :func:`~pimem.core.compaction.compaction.prepare_compaction`, where
+    ``path_entries`` is a session's path (as ``get_branch`` returns it) with what the index knows of it (it is
+    its own walk; its entry types; whether its message entries hold message objects; where each id is).
+
+    Args:
+        path_entries: the active path (``session.get_branch()``), root first.
+        settings: Pi's ``reserveTokens`` / ``keepRecentTokens``.
+    """
+    if path_entries and path_entries[-1].get("type") != "compaction":  # else the port answers at once
+        found = walked_path(path_entries)
+        if found is not None:
+            projection = sm.project_session_path(found.path, found.types, checked=found.checked, pairs=True,
+                                                 position_of=found.position_of)
+            return cp.preparation_of_projection(projection, path_entries, settings, True)
+    return cp.prepare_compaction(path_entries, settings)
