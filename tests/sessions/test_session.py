@@ -42,10 +42,10 @@ def test_frames_hooks_delegate(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
     import types
 
-    calls: list[tuple[str, Any]] = []
+    calls: list[tuple[str, Any, tuple, dict]] = []
     fake = types.ModuleType("pimem.sessions.frames")
     for name in ("entries_df", "messages_df", "tool_calls_df", "usage_df", "compactions_df"):
-        setattr(fake, name, lambda session, _n=name, **kw: calls.append((_n, session)) or _n)
+        setattr(fake, name, lambda session, *args, _n=name, **kw: calls.append((_n, session, args, kw)) or _n)
     monkeypatch.setitem(sys.modules, "pimem.sessions.frames", fake)
     import pimem.sessions
 
@@ -54,7 +54,8 @@ def test_frames_hooks_delegate(monkeypatch: pytest.MonkeyPatch) -> None:
     s.append_message({"role": "user", "content": "hi"}, timestamp="2025-01-01T00:00:01.000Z")
     assert [s.entries_df(), s.messages_df(), s.tool_calls_df(), s.usage_df(), s.compactions_df()] == [
         "entries_df", "messages_df", "tool_calls_df", "usage_df", "compactions_df"]
-    assert all(session is s for _, session in calls)
+    assert all(session is s for _, session, _, _ in calls)
+    assert s.entries_df(["id"], strict=False) == "entries_df" and calls[-1][2:] == ((["id"],), {"strict": False})
 
 
 def test_the_facade_loads_the_session_with_views() -> None:
