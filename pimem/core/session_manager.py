@@ -17,6 +17,7 @@ import hashlib
 import os
 import random
 import re
+import sys
 import time
 import weakref
 from dataclasses import dataclass
@@ -329,6 +330,39 @@ def _parse_bad_line(raw: bytes) -> tuple[Any, bool]:
 _SAMPLE_BYTES = 16 << 20
 
 
+# String values that repeat from entry to entry (the entry's and the content blocks' types, the role, the
+# model and its provider, the stop reason, tool names): each parsed line would hold its own copy
+_SHARED_MESSAGE_FIELDS = ("role", "api", "provider", "model", "stopReason", "toolName")
+_SHARED_BLOCK_FIELDS = ("type", "name")
+
+
+def _share_strings(entry: dict, previous_id: Any, intern: Callable[[str], str] = sys.intern) -> None:
+    """Hold the repeated string values of a parsed ``entry`` once (interned), and its ``parentId`` as the
+    string of the entry before when it names that entry: the same values, about a quarter less memory
+    for a session of short entries."""
+    value = entry.get("type")
+    if value.__class__ is str:
+        entry["type"] = intern(value)
+    value = entry.get("parentId")
+    if value.__class__ is str and value == previous_id:
+        entry["parentId"] = previous_id
+    message = entry.get("message")
+    if message.__class__ is not dict:
+        return
+    for key in _SHARED_MESSAGE_FIELDS:
+        value = message.get(key)
+        if value.__class__ is str:
+            message[key] = intern(value)
+    content = message.get("content")
+    if content.__class__ is list:
+        for block in content:
+            if block.__class__ is dict:
+                for key in _SHARED_BLOCK_FIELDS:
+                    value = block.get(key)
+                    if value.__class__ is str:
+                        block[key] = intern(value)
+
+
 def _read_lines(file: str) -> Iterator[tuple[int, bytes, bool]]:
     """:func:`pimem.base.files.read_lines` of the file (of its content when it is gzip'd)."""
     with io.open_session_bytes(file, buffering=0) as f:
@@ -374,6 +408,7 @@ def load_session(
     decode_error = orjson.JSONDecodeError
     malformed = 0
     non_objects = 0
+    previous_id: Any = None
     for lineno, raw, terminated in _read_lines(file):
         try:
             value = loads(raw)
@@ -394,6 +429,8 @@ def load_session(
                     sink.add("malformed", lineno, "malformed JSON line skipped (as Pi does)")
                 continue
         if type(value) is dict:
+            _share_strings(value, previous_id)
+            previous_id = value.get("id")
             parsed.append(value)
             line_numbers.append(lineno)
         elif not parsed and js_truthy(value):

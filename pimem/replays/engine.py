@@ -183,12 +183,13 @@ class Replayer:
         self.left_out: list[Any] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
         self.step = 0
-        # The replay's clock: where each replayed message and the latest compaction and context edit
-        # sit on the replayed branch (see predates).
+        # The replay's clock: where each replayed assistant message (the only messages whose usage a
+        # check reads) and the latest compaction and context edit sit on the replayed branch (see predates).
         self._position: dict[int, int] = {}
         self._compaction_at = -1
         self._edit_at = -1
         self._checked_windows: set[Any] = set()
+        self._thresholds: dict[Any, Any] = {}
         # the previous request: (its projected messages list, how many, their estimate, its tokens)
         self._prev_request: tuple[list[dict] | None, int, int, float] = (None, 0, 0, 0.0)
         if config.context_window is not None or config.model is not None:
@@ -270,8 +271,11 @@ class Replayer:
         window = self.model_info().context_window
         decision = bool(note is None and window > 0
                         and self.strategy.should_compact(self.check_point(check, "threshold", tokens)))
+        threshold = self._thresholds.get(window)
+        if threshold is None:  # one number per window, not one per row
+            threshold = self._thresholds[window] = window - self.settings.reserve_tokens
         return self._row(kind="check", check=check, reason="threshold", context_tokens=tokens,
-                         threshold=window - self.settings.reserve_tokens, context_window=window,
+                         threshold=threshold, context_window=window,
                          should_compact=decision, fired=False, note=note)
 
     # -- check points ------------------------------------------------------------------------------
@@ -547,7 +551,7 @@ class Replayer:
         etype = entry.get("type")
         if etype == "message":
             message = entry.get("message")
-            if isinstance(message, dict):
+            if isinstance(message, dict) and message.get("role") == "assistant":
                 self._position[id(message)] = at
         elif etype == "compaction":
             self._compaction_at = at

@@ -28,25 +28,28 @@ class TokenCache:
     that an identity is never reused while cached.
     """
 
-    __slots__ = ("_memo", "hits", "misses")
+    __slots__ = ("_memo", "_held", "hits", "misses")
 
     def __init__(self) -> None:
-        self._memo: dict[int, tuple[Mapping[str, Any], int]] = {}
+        self._memo: dict[int, int] = {}  # id(message) → its estimate
+        self._held: list[Mapping[str, Any]] = []  # the messages estimated: no identity is reused while cached
         self.hits = 0
         self.misses = 0
 
     @derived("compaction/compaction.js", "estimateTokens", port=estimate_tokens)
     def estimate(self, message: Mapping[str, Any]) -> int:
         """``estimate_tokens(message)``, computed once per message object."""
-        hit = self._memo.get(id(message))
-        if hit is not None and hit[0] is message:
-            return hit[1]
+        tokens = self._memo.get(id(message))
+        if tokens is not None:
+            return tokens
         tokens = estimate_tokens(message)
-        self._memo[id(message)] = (message, tokens)
+        self._memo[id(message)] = tokens
+        self._held.append(message)
         return tokens
 
     def clear(self) -> None:
         self._memo.clear()
+        self._held.clear()
 
     def __len__(self) -> int:
         return len(self._memo)
