@@ -13,6 +13,7 @@ removed by the next successful write to the same target.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import stat
@@ -22,10 +23,10 @@ import warnings
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar, cast
 
 from pimem.base.tables import escape_lone_surrogates
-from pimem.errors import ConfigurationError, PimemWarning, SessionFormatError
+from pimem.errors import ConfigurationError, LabelFormatError, PimemWarning, SessionFormatError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -392,3 +393,34 @@ def mark_output_file(path: str | os.PathLike) -> None:
     """Record that pimem wrote the file ``path`` (in its folder's marker)."""
     p = Path(path)
     mark_output(p.parent, p.name)
+
+
+def labelled_rows(path: str | os.PathLike[str], fields: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(file:line, object)`` of each line of a hand-labelled JSONL file (blank lines skipped): each an object
+    holding ``fields``, its ``id`` unique in the file; any other line raises
+    :class:`~pimem.errors.LabelFormatError` naming file and line.
+
+    Args:
+        path: the file.
+        fields: the fields every object must hold (``id`` among them).
+    """
+    file = os.fspath(path)
+    seen: set[Any] = set()
+    with open(file, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{file}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LabelFormatError(f"{where}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise LabelFormatError(f"{where}: expected an object, got {type(row).__name__}")
+            missing = [f for f in fields if f not in row]
+            if missing:
+                raise LabelFormatError(f"{where}: missing field(s) {missing}")
+            if row["id"] in seen:
+                raise LabelFormatError(f"{where}: duplicate id {row['id']!r}")
+            seen.add(row["id"])
+            yield where, row

@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pimem.base.files import labelled_rows
 from pimem.base.tables import frame
 from pimem.drift.evidence import state_conflict
 from pimem.errors import LabelFormatError
@@ -574,35 +575,16 @@ LABEL_FIELDS: tuple[str, ...] = ("id", "session", "compaction_index", "claim", "
 def load_contradiction_labels(path: str | Any) -> Any:
     """The labelled claims (``datasets/labels/contradictions.jsonl``) as a DataFrame; a malformed line
     raises :class:`pimem.errors.LabelFormatError` naming file and line."""
-    import json
     import os
-
 
     file = os.fspath(path)
     rows = []
-    seen: set[str] = set()
-    with open(file, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{file}:{number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LabelFormatError(f"{where}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise LabelFormatError(f"{where}: expected an object")
-            missing = [f for f in LABEL_FIELDS if f not in row]
-            if missing:
-                raise LabelFormatError(f"{where}: missing field(s) {missing}")
-            if row["label"] not in CONTRADICTION_LABELS:
-                raise LabelFormatError(f"{where}: label {row['label']!r} is not one of {list(CONTRADICTION_LABELS)}")
-            if row["split"] not in ("tune", "heldout"):
-                raise LabelFormatError(f"{where}: split must be 'tune' or 'heldout'")
-            if row["id"] in seen:
-                raise LabelFormatError(f"{where}: duplicate id {row['id']!r}")
-            seen.add(row["id"])
-            rows.append(row)
+    for where, row in labelled_rows(file, LABEL_FIELDS):
+        if row["label"] not in CONTRADICTION_LABELS:
+            raise LabelFormatError(f"{where}: label {row['label']!r} is not one of {list(CONTRADICTION_LABELS)}")
+        if row["split"] not in ("tune", "heldout"):
+            raise LabelFormatError(f"{where}: split must be 'tune' or 'heldout'")
+        rows.append(row)
     if not rows:
         raise LabelFormatError(f"{file}: no labelled claims")
     return frame(rows)

@@ -19,7 +19,6 @@ summary states the fact. :func:`label_split` gives each fact its half (tune / he
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
@@ -30,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from pimem.base.files import labelled_rows
 from pimem.base.bundled import bundled_dir
 from pimem.drift.chat import JudgeError, ask, require_chat_model
 from pimem.text.facts import FACT_KINDS, Fact, SummaryIndex, numbers_in_text, fact_present, fold, normalize_path
@@ -63,31 +63,14 @@ def load_labels(path: str | os.PathLike[str]) -> pd.DataFrame:
     plus ``extractor_value`` when present). Raises :class:`LabelFormatError` naming file and line."""
     path = Path(path)
     rows: list[dict] = []
-    seen: set[str] = set()
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LabelFormatError(f"{where}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise LabelFormatError(f"{where}: expected an object, got {type(row).__name__}")
-            missing = [f for f in LABEL_FIELDS if f not in row]
-            if missing:
-                raise LabelFormatError(f"{where}: missing field(s) {missing}")
-            if row["label"] not in LABELS:
-                raise LabelFormatError(f"{where}: label {row['label']!r} is not one of {list(LABELS)}")
-            if not isinstance(row["text"], str) or not row["text"].strip():
-                raise LabelFormatError(f"{where}: empty text")
-            if row["id"] in seen:
-                raise LabelFormatError(f"{where}: duplicate id {row['id']!r}")
-            if not isinstance(row["used_later"], bool) and row["used_later"] is not None:
-                raise LabelFormatError(f"{where}: used_later must be true, false or null")
-            seen.add(row["id"])
-            rows.append(row)
+    for where, row in labelled_rows(path, LABEL_FIELDS):
+        if row["label"] not in LABELS:
+            raise LabelFormatError(f"{where}: label {row['label']!r} is not one of {list(LABELS)}")
+        if not isinstance(row["text"], str) or not row["text"].strip():
+            raise LabelFormatError(f"{where}: empty text")
+        if not isinstance(row["used_later"], bool) and row["used_later"] is not None:
+            raise LabelFormatError(f"{where}: used_later must be true, false or null")
+        rows.append(row)
     if not rows:
         raise LabelFormatError(f"{path}: no labelled facts")
     return frame(rows)

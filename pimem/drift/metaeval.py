@@ -66,6 +66,7 @@ from typing import Any
 
 import pandas as pd
 
+from pimem.base.files import labelled_rows
 from pimem.base.js import utf16_len
 from pimem.base.tables import Column, Table, frame
 from pimem.core.compaction.compaction import build_history_prompt
@@ -602,51 +603,33 @@ class HandRewrite:
 def load_hand_rewrites(path: str | Any) -> list[HandRewrite]:
     """The rewrites of a ``datasets/metaeval/rewrites-*.jsonl`` file; a malformed line raises
     :class:`pimem.errors.LabelFormatError` naming file and line."""
-    import json
     import os
 
     file = os.fspath(path)
     out: list[HandRewrite] = []
-    seen: set[str] = set()
-    with open(file, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{file}:{number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LabelFormatError(f"{where}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise LabelFormatError(f"{where}: expected an object")
-            missing = [f for f in HAND_FIELDS if f not in row]
-            if missing:
-                raise LabelFormatError(f"{where}: missing field(s) {missing}")
-            if row["split"] not in HAND_SPLITS:
-                raise LabelFormatError(f"{where}: split must be one of {list(HAND_SPLITS)}")
-            if row["class"] not in HAND_CLASSES:
-                raise LabelFormatError(f"{where}: class {row['class']!r} is not one of {list(HAND_CLASSES)}")
-            if (row["edits"] is None) == (row["text"] is None):
-                raise LabelFormatError(f"{where}: give either edits or text")
-            edits = row["edits"]
-            if edits is not None and not (isinstance(edits, list) and all(
-                    isinstance(e, dict) and (set(e) == {"append"} or set(e) <= {"find", "replace"} and "find" in e)
-                    and all(isinstance(v, str) for v in e.values()) for e in edits)):
-                raise LabelFormatError(f"{where}: edits must be a list of {{find, replace}} or {{append}} objects")
-            expected = []
-            for pair in row["expected"] if isinstance(row["expected"], list) else [None]:
-                if not (isinstance(pair, list) and len(pair) in (3, 4) and pair[1] in RELATIONS
-                        and (len(pair) == 3 or pair[3] == "per_fact")):
-                    raise LabelFormatError(f"{where}: expected pairs are [a, relation, b] or [a, relation, b, "
-                                           f"\"per_fact\"] with relation in {list(RELATIONS)}; got {pair!r}")
-                expected.append((str(pair[0]), str(pair[1]), str(pair[2]), pair[3] if len(pair) == 4 else None))
-            if row["id"] in seen:
-                raise LabelFormatError(f"{where}: duplicate id {row['id']!r}")
-            seen.add(row["id"])
-            out.append(HandRewrite(str(row["id"]), row["split"], str(row["session"]), int(row["compaction"]),
-                                   str(row["summary_sha256"]), row["class"], tuple(expected),
-                                   tuple(edits) if edits is not None else None, row["text"], str(row["rationale"]),
-                                   where))
+    for where, row in labelled_rows(file, HAND_FIELDS):
+        if row["split"] not in HAND_SPLITS:
+            raise LabelFormatError(f"{where}: split must be one of {list(HAND_SPLITS)}")
+        if row["class"] not in HAND_CLASSES:
+            raise LabelFormatError(f"{where}: class {row['class']!r} is not one of {list(HAND_CLASSES)}")
+        if (row["edits"] is None) == (row["text"] is None):
+            raise LabelFormatError(f"{where}: give either edits or text")
+        edits = row["edits"]
+        if edits is not None and not (isinstance(edits, list) and all(
+                isinstance(e, dict) and (set(e) == {"append"} or set(e) <= {"find", "replace"} and "find" in e)
+                and all(isinstance(v, str) for v in e.values()) for e in edits)):
+            raise LabelFormatError(f"{where}: edits must be a list of {{find, replace}} or {{append}} objects")
+        expected = []
+        for pair in row["expected"] if isinstance(row["expected"], list) else [None]:
+            if not (isinstance(pair, list) and len(pair) in (3, 4) and pair[1] in RELATIONS
+                    and (len(pair) == 3 or pair[3] == "per_fact")):
+                raise LabelFormatError(f"{where}: expected pairs are [a, relation, b] or [a, relation, b, "
+                                       f"\"per_fact\"] with relation in {list(RELATIONS)}; got {pair!r}")
+            expected.append((str(pair[0]), str(pair[1]), str(pair[2]), pair[3] if len(pair) == 4 else None))
+        out.append(HandRewrite(str(row["id"]), row["split"], str(row["session"]), int(row["compaction"]),
+                               str(row["summary_sha256"]), row["class"], tuple(expected),
+                               tuple(edits) if edits is not None else None, row["text"], str(row["rationale"]),
+                               where))
     if not out:
         raise LabelFormatError(f"{file}: no rewrites")
     return out
