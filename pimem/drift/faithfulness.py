@@ -779,7 +779,7 @@ def faithfulness_measures(
     faith = row["faithfulness"]
     row["score"] = (row["recall_faithful"] * (faith if checkable else 1.0)
                     if not math.isnan(row["recall_faithful"]) else math.nan)
-    if getattr(record, "span_in_file", True) is False:  # the span starts before the file: no claim can be checked
+    if getattr(record, "span_in_file", True) is False:  # the span is not in the file: no claim can be checked
         row["faithfulness"] = row["recall_faithful"] = row["score"] = math.nan
     return row
 

@@ -79,9 +79,9 @@ class PathMessages:
 class CompactionRecord:
     """One compaction on the active path with its span, kept tail and later trajectory.
 
-    ``later`` is ``path.messages[later_start:later_end]``. ``span_in_file`` is False for the first
-    compaction of a partial recording (a transcript that starts mid-conversation): its summary covers
-    turns the file does not hold, so what it says of them cannot be checked.
+    ``later`` is ``path.messages[later_start:later_end]``. ``span_in_file`` is False when the span is
+    not in the file at all (a transcript that starts mid-conversation at this compaction): nothing its
+    summary says can be checked.
     """
 
     index: int
@@ -167,11 +167,14 @@ def compaction_records(
         if span.previous is None:
             if partial is None:
                 partial = partial_recording(path) or ""
-            if partial:
+            if partial and not span.messages:
                 span_in_file = False
-                notes.append(f"the summarized span starts before the file ({partial}): what the summary says of "
-                             "the turns before it cannot be checked, so faithfulness, recall_faithful and score are "
-                             "left out")
+                notes.append(f"the summarized span is not in the file ({partial}): nothing the summary says can be "
+                             "checked, so faithfulness, recall_faithful and score are left out")
+            elif partial:
+                notes.append(f"the summarized span starts before the file ({partial}): what the summary says of the "
+                             "turns before it counts as unsupported, so faithfulness, recall_faithful and score are "
+                             "lower bounds")
         if not later:
             notes.append("nothing follows this compaction on the path: no later trajectory to ground measures in")
         read_files, modified_files = _with_other_agents_files(span.messages, span.read_files, span.modified_files)

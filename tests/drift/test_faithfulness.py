@@ -243,22 +243,27 @@ def test_a_chat_model_can_judge_the_claims_cached_and_compared_with_the_rules():
         ClaimJudge(ExtractiveSummarizer())
 
 
-def _compacted_lines(first_parent):
+def _compacted_lines(first_parent, span=True):
     from tests.support.tiny import tiny_session_lines
 
     lines = tiny_session_lines(8)
+    summary = ("## Goal\nwork on the parser\n\n## Done\n- Deployed the parser to production with "
+               "`helm upgrade parser`\n- work on the parser step 2\n")
+    if not span:  # the file starts at the compaction: its span is before the file
+        compaction = {"type": "compaction", "id": "c0001", "parentId": first_parent, "timestamp": lines[1]["timestamp"],
+                      "summary": summary, "firstKeptEntryId": lines[1]["id"], "tokensBefore": 4000}
+        lines[1]["parentId"] = "c0001"
+        return [lines[0], compaction, *lines[1:]]
     lines[1]["parentId"] = first_parent
     cut = lines[10]  # the compaction follows the fifth assistant reply and keeps from the sixth prompt
     compaction = {"type": "compaction", "id": "c0001", "parentId": cut["id"], "timestamp": cut["timestamp"],
-                  "summary": "## Goal\nwork on the parser\n\n## Done\n- Deployed the parser to production with "
-                             "`helm upgrade parser`\n",
-                  "firstKeptEntryId": lines[11]["id"], "tokensBefore": 4000}
+                  "summary": summary, "firstKeptEntryId": lines[11]["id"], "tokensBefore": 4000}
     lines[11]["parentId"] = "c0001"
     return lines[:11] + [compaction] + lines[11:]
 
 
-@pytest.mark.parametrize("first_parent", [None, "before-the-file"])
-def test_a_span_that_starts_before_the_file_leaves_faithfulness_out_with_a_note(tmp_path, first_parent):
+@pytest.mark.parametrize("first_parent, span", [(None, True), ("before-the-file", True), ("before-the-file", False)])
+def test_a_span_before_the_file_is_said_and_one_wholly_before_it_is_unscorable(tmp_path, first_parent, span):
     import json
     import warnings
 
@@ -266,15 +271,17 @@ def test_a_span_that_starts_before_the_file_leaves_faithfulness_out_with_a_note(
     from pimem.drift import drift_report
 
     path = tmp_path / "s.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in _compacted_lines(first_parent)))
+    path.write_text("".join(json.dumps(x) + "\n" for x in _compacted_lines(first_parent, span)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report = drift_report(load_session(path))
     row = report.iloc[0]
-    notes = [n for n in report.attrs["notes"] if "starts before the file" in n]
+    notes = [n for n in report.attrs["notes"] if "before the file" in n or "not in the file" in n]
     if first_parent is None:  # the whole span is in the file: the invented deployment is judged as such
-        assert row["faithfulness"] < 1 and not notes
-    else:  # what the summary says may come from turns the file does not hold: left out, and said so
+        assert 0 < row["faithfulness"] < 1 and not notes
+    elif span:  # part of the span is before the file: the numbers stand, as lower bounds, and the note says so
+        assert 0 < row["faithfulness"] < 1 and len(notes) == 1 and "lower bounds" in notes[0]
+        assert "first entry's parent is not in the file" in notes[0]
+    else:  # none of it is in the file: nothing can be checked, so nothing is scored
         assert math.isnan(row["faithfulness"]) and math.isnan(row["score"]) and math.isnan(row["recall_faithful"])
-        assert not math.isnan(row["needed_recall"]) or row["n_needed"] == 0
-        assert notes and "first entry's parent is not in the file" in notes[0]
+        assert len(notes) == 1 and "left out" in notes[0]
