@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { cannedReply, createOracleSession, runBatch, zeroCost } from "./shared.mjs";
+import { cannedReply, createOracleSession, nextMillisecond, runBatch, streamOf, zeroCost } from "./shared.mjs";
 
 const [distDir, requestPath, resultPath] = process.argv.slice(2);
 const load = (rel) => import(pathToFileURL(join(distDir, rel)).href);
@@ -37,30 +37,6 @@ function assistant(content, usage, stopReason, errorMessage) {
         ...(errorMessage === undefined ? {} : { errorMessage }),
         timestamp: Date.now(),
     };
-}
-
-/** A finished response as the agent loop consumes it: an event stream with a result(). */
-function streamOf(message) {
-    const event = message.stopReason === "error"
-        ? { type: "error", reason: "error", error: message }
-        : { type: "done", reason: message.stopReason, message };
-    return {
-        async *[Symbol.asyncIterator]() {
-            yield event;
-        },
-        result: async () => message,
-    };
-}
-
-/** Wait for the clock's next millisecond. Pi tells an answer from before a compaction by comparing
- * millisecond timestamps (the message's ``timestamp`` <= the compaction entry's), so an instant
- * answer stamped in the millisecond of the compaction written just before its request would read
- * as older than that compaction, at random. A real model takes longer than a millisecond. */
-function nextMillisecond() {
-    const asked = Date.now();
-    while (Date.now() <= asked) {
-        // spin: at most one millisecond
-    }
 }
 
 function cannedModel(state, log, manager) {

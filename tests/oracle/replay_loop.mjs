@@ -24,7 +24,7 @@ import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { cannedReply, createOracleSession, modelFrom, runBatch } from "./shared.mjs";
+import { cannedReply, createOracleSession, modelFrom, nextMillisecond, runBatch, streamOf } from "./shared.mjs";
 
 const [distDir, requestPath, resultPath] = process.argv.slice(2);
 const load = (rel) => import(pathToFileURL(join(distDir, rel)).href);
@@ -32,27 +32,6 @@ const idx = await load("index.js");
 const { estimateProjectedContextTokens } = await load("core/compaction/compaction.js");
 
 const SUMMARY_SYSTEM = "You are a context summarization assistant.";
-
-/** A finished response as the agent loop consumes it: an event stream with a result(). */
-function streamOf(message) {
-    const event = message.stopReason === "error"
-        ? { type: "error", reason: "error", error: message }
-        : { type: "done", reason: message.stopReason, message };
-    return {
-        async *[Symbol.asyncIterator]() {
-            yield event;
-        },
-        result: async () => message,
-    };
-}
-
-/** Wait for the clock's next millisecond (see agent_loop.mjs: Pi orders answers and compactions by it). */
-function nextMillisecond() {
-    const asked = Date.now();
-    while (Date.now() <= asked) {
-        // spin: at most one millisecond
-    }
-}
 
 function textOf(content) {
     if (typeof content === "string") return content;

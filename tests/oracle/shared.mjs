@@ -123,3 +123,27 @@ export async function runBatch(ops, requestPath, resultPath) {
     if (resultPath) writeFileSync(resultPath, payload, "utf8");
     else process.stdout.write(payload);
 }
+
+/** A finished response as the agent loop consumes it: an event stream with a result(). */
+export function streamOf(message) {
+    const event = message.stopReason === "error"
+        ? { type: "error", reason: "error", error: message }
+        : { type: "done", reason: message.stopReason, message };
+    return {
+        async *[Symbol.asyncIterator]() {
+            yield event;
+        },
+        result: async () => message,
+    };
+}
+
+/** Wait for the clock's next millisecond. Pi tells an answer from before a compaction by comparing
+ * millisecond timestamps (the message's ``timestamp`` <= the compaction entry's), so an instant
+ * answer stamped in the millisecond of the compaction written just before its request would read
+ * as older than that compaction, at random. A real model takes longer than a millisecond. */
+export function nextMillisecond() {
+    const asked = Date.now();
+    while (Date.now() <= asked) {
+        // spin: at most one millisecond
+    }
+}
