@@ -16,14 +16,12 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { cannedReply, createOracleSession, nextMillisecond, runBatch, streamOf, zeroCost } from "./shared.mjs";
+import { cannedSummary, createOracleSession, nextMillisecond, runBatch, streamOf, zeroCost } from "./shared.mjs";
 
 const [distDir, requestPath, resultPath] = process.argv.slice(2);
 const load = (rel) => import(pathToFileURL(join(distDir, rel)).href);
 const idx = await load("index.js");
 const { estimateTokens } = await load("core/compaction/compaction.js");
-
-const SUMMARY_SYSTEM = "You are a context summarization assistant.";
 
 function assistant(content, usage, stopReason, errorMessage) {
     return {
@@ -42,14 +40,8 @@ function assistant(content, usage, stopReason, errorMessage) {
 function cannedModel(state, log, manager) {
     return async (model, context) => {
         nextMillisecond();
-        const [system, user] = context.messages;
-        const systemText = typeof system?.content === "string" ? system.content : "";
-        if (system?.role === "system" && systemText.startsWith(SUMMARY_SYSTEM)) {
-            const prompt = user.content.map((b) => b.text).join("");
-            const kind = prompt.startsWith("# Conversation\n") ? "turn_prefix" : "history";
-            const reply = cannedReply(kind, prompt);
-            return { result: async () => reply };
-        }
+        const summary = cannedSummary(context);
+        if (summary) return summary;
         // the projected context of the request, as the replay's "chars" token source counts it
         const projected = manager.buildSessionProjection().messages;
         const tokens = projected.reduce((sum, m) => sum + estimateTokens(m), 0);

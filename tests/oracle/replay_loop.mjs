@@ -24,14 +24,12 @@ import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { cannedReply, createOracleSession, modelFrom, nextMillisecond, runBatch, streamOf } from "./shared.mjs";
+import { cannedSummary, createOracleSession, modelFrom, nextMillisecond, runBatch, streamOf } from "./shared.mjs";
 
 const [distDir, requestPath, resultPath] = process.argv.slice(2);
 const load = (rel) => import(pathToFileURL(join(distDir, rel)).href);
 const idx = await load("index.js");
 const { estimateProjectedContextTokens } = await load("core/compaction/compaction.js");
-
-const SUMMARY_SYSTEM = "You are a context summarization assistant.";
 
 function textOf(content) {
     if (typeof content === "string") return content;
@@ -133,14 +131,8 @@ async function replayRun(req, workDir) {
     const byObject = new Map(); // answered message object -> recorded entry id
     session.agent.streamFunction = async (m, context) => {
         nextMillisecond();
-        const [system, user] = context.messages;
-        const systemText = typeof system?.content === "string" ? system.content : "";
-        if (system?.role === "system" && systemText.startsWith(SUMMARY_SYSTEM)) {
-            const prompt = user.content.map((b) => b.text).join("");
-            const kind = prompt.startsWith("# Conversation\n") ? "turn_prefix" : "history";
-            const reply = cannedReply(kind, prompt);
-            return { result: async () => reply };
-        }
+        const summary = cannedSummary(context);
+        if (summary) return summary;
         const tokens = estimateProjectedContextTokens(manager.buildSessionProjection(), manager.getBranch()).tokens;
         const next = state.replies[0];
         if (!next) throw new Error("the canned model has no recorded response left for this run");

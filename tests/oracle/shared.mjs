@@ -147,3 +147,15 @@ export function nextMillisecond() {
         // spin: at most one millisecond
     }
 }
+
+const SUMMARY_SYSTEM = "You are a context summarization assistant.";
+
+/** The canned answer (cannedReply) when a model request is one of Pi's summary requests, else null. */
+export function cannedSummary(context) {
+    const [system, user] = context.messages;
+    const systemText = typeof system?.content === "string" ? system.content : "";
+    if (system?.role !== "system" || !systemText.startsWith(SUMMARY_SYSTEM)) return null;
+    const prompt = user.content.map((b) => b.text).join("");
+    const reply = cannedReply(prompt.startsWith("# Conversation\n") ? "turn_prefix" : "history", prompt);
+    return { result: async () => reply };
+}
