@@ -141,7 +141,7 @@ def hand_table(pairs: pd.DataFrame, split: str | None) -> pd.DataFrame:
 
 
 def run_hand(records: dict, out: Path, before: Path | None) -> None:
-    rewrites = load_hand_rewrites(HAND / "rewrites-heldout.jsonl") + load_hand_rewrites(HAND / "rewrites-tune.jsonl")
+    rewrites = [r for file in sorted(HAND.glob("rewrites-*.jsonl")) for r in load_hand_rewrites(file)]
     start = time.process_time()
     he = hand_evaluate(records, rewrites)
     pairs = he.pairs
@@ -151,12 +151,12 @@ def run_hand(records: dict, out: Path, before: Path | None) -> None:
           f"{len({(r.session, r.compaction) for r in rewrites})} compactions, "
           f"{(time.process_time() - start) / 60:.1f} CPU minutes)\n")
     earlier = pd.read_csv(before) if before is not None else None
-    for split in ("heldout", "tune", None):
+    for split in (*sorted(set(pairs["split"])), None):
         table = hand_table(pairs, split)
         if earlier is not None:
             old = hand_table(earlier, split).set_index("class")["in order"]
             table.insert(1, "before", [old.get(c, math.nan) for c in table["class"]])
-        print(f"\n### {split or 'both splits'}\n")
+        print(f"\n### {split or 'all splits'}\n")
         print(markdown(table))
     filler = pairs[(pairs["measure"] == "score") & (pairs["class"] == "filler")]
     ratio = filler["a"] / filler["b"]
