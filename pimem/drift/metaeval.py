@@ -54,7 +54,7 @@ the whole span and one of its last stretch only. Each states its expected order 
 (:func:`extracted_summary`), and :meth:`HandEvaluation.table` gives the share in order per class and pooled
 with the two-stage interval. The ``heldout`` split was written first and frozen before any measure changed;
 the ``tune`` split is the one the measures were adjusted on; the ``fresh`` split was written later, on other
-compactions, and frozen before the measures of its time were run on it.
+compactions, and frozen before the measures of its time were run on it; ``fresh2`` likewise, after that.
 """
 
 from __future__ import annotations
@@ -553,7 +553,7 @@ HAND_CLASSES: tuple[str, ...] = ("overclaim", "false_claim", "filler", "dropped_
                                  "terse", "recent_only")
 HAND_FIELDS: tuple[str, ...] = ("id", "split", "session", "compaction", "summary_sha256", "class", "expected", "edits",
                                 "text", "rationale")
-HAND_SPLITS: tuple[str, ...] = ("heldout", "tune", "fresh")
+HAND_SPLITS: tuple[str, ...] = ("heldout", "tune", "fresh", "fresh2")
 RELATIONS: tuple[str, ...] = (">", "=", "~", ">~")
 
 
