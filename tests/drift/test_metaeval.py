@@ -190,14 +190,14 @@ def test_the_committed_rewrites_apply_to_the_real_summaries():
     from tests.conftest import SHARED_DIR
 
     data = Path(__file__).resolve().parents[2] / "datasets" / "metaeval"
-    splits = {name: load_hand_rewrites(data / f"rewrites-{name}.jsonl") for name in ("heldout", "tune", "fresh")}
+    splits = {name: load_hand_rewrites(data / f"rewrites-{name}.jsonl") for name in ("heldout", "tune", "fresh", "fresh2")}
     assert sorted(p.name for p in data.glob("rewrites-*.jsonl")) == [f"rewrites-{n}.jsonl" for n in sorted(splits)]
     assert all({r.split for r in part} == {name} for name, part in splits.items())
-    assert {name: len(part) for name, part in splits.items()} == {"heldout": 77, "tune": 49, "fresh": 70}
+    assert {name: len(part) for name, part in splits.items()} == {"heldout": 77, "tune": 49, "fresh": 70, "fresh2": 70}
     # the splits share no session, and every compaction has one rewrite of each class
     sessions = [{r.session for r in part} for part in splits.values()]
     assert sum(map(len, sessions)) == len(set().union(*sessions))
-    heldout, tune, fresh = splits.values()
+    heldout, tune, fresh, fresh2 = splits.values()
     for part in splits.values():
         per = {}
         for r in part:
@@ -206,7 +206,7 @@ def test_the_committed_rewrites_apply_to_the_real_summaries():
     if not (SHARED_DIR / "datasets" / "claude-code").exists():
         pytest.skip("real Claude Code transcripts not available (../shared/datasets/claude-code)")
     records = {**pi_records(SHARED_DIR / "datasets" / "pi-mono"), **claude_code_records(SHARED_DIR)}
-    for r in heldout + tune + fresh:
+    for r in heldout + tune + fresh + fresh2:
         real = records[r.session][r.compaction].summary
         text = r.apply(real)  # raises when the summary is not the one the rewrite was written for
         assert (text != real) and (r.text is not None or len(text) > 0.5 * len(real)), r.id
