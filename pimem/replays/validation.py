@@ -55,19 +55,22 @@ from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MIN_POINTS, fit_calibration
 from pimem.replays.cost import replay_cost
 from pimem.replays.engine import replay
-from pimem.replays.recording import input_tokens, usage_tokens
-from pimem.replays.tokens import modelled_sizes_scaled, partial_recording
+from pimem.replays.recording import input_tokens, reattached_tokens, usage_tokens
+from pimem.replays.tokens import RECENT_REQUESTS, anchored_model, modelled_sizes_scaled, partial_recording
 from pimem.sessions.load import load_session
 from pimem.text.tokenizers import TiktokenCounter
 
 __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "interval_coverage",
-           "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
+           "source_spread_coverage", "replay_intervals", "SOURCES", "REPLAY_SOURCE", "AGENTS", "EARLY",
+           "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
-SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "anchored", "anchored+profile", "chars", "tiktoken",
-           "estimate", "chars-bare", "tiktoken-bare")
+SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "calibrated+files", "anchored", "anchored+profile",
+           "anchored+files", "anchored+files+profile", "latest", "latest+files", "chars", "tiktoken", "estimate",
+           "chars-bare", "tiktoken-bare")
+#: The source a replay of each agent's session uses for the requests after a compaction it made.
+REPLAY_SOURCE = {"pi": "calibrated", "claude-code": "anchored+files", "codex": "calibrated"}
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
-_RECENT = 10  # the requests before a compaction whose rate the anchored candidate takes
 LATER = 10
 
 
@@ -125,24 +128,25 @@ def request_sizes(path_entries: Sequence[dict], *, tiktoken: bool = True) -> pd.
     return pd.DataFrame(rows, columns=["step", "recorded", "estimate", "counted", "pi_estimate", "compaction", "since"])
 
 
-def _predictions(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, np.ndarray] | None:
+def _predictions(before: pd.DataFrame, after: pd.DataFrame, reattached: float = 0.0) -> dict[str, np.ndarray] | None:
     fit = fit_calibration(before["estimate"].tolist(), before["recorded"].tolist())
     if fit.points < MIN_POINTS:
         return None
     e, t = after["estimate"].to_numpy(), after["counted"].to_numpy()
     # what a replay computes: the last request the recording sent before, shifted by what changed
-    first, last = before.iloc[0], before.iloc[-1]
+    last = before.iloc[-1]
     calibrated = np.array([fit.simulate(last["recorded"], last["estimate"], x)[0] for x in e])
-    # a candidate: the overhead the session's first request measured (it holds almost nothing else),
-    # the rate of the last requests above it
-    overhead = min(max(0.0, first["recorded"] - fit.slope * first["estimate"]), last["recorded"])
-    recent = before.tail(_RECENT)
-    rate = float(np.median((recent["recorded"] - overhead) / recent["estimate"].clip(lower=1)))
+    # the overhead the session's first request measured (it holds little else), the recent rate above it
+    overhead, rate = anchored_model(before["estimate"].tolist(), before["recorded"].tolist(), fit.slope)
     anchored = overhead + rate * e
+    # the overhead the last requests carried above the fitted rate
+    latest = float(np.median((before["recorded"] - fit.slope * before["estimate"]).tail(RECENT_REQUESTS))) + fit.slope * e
     return {"calibrated": calibrated, "calibrated+profile": calibrated, "calibrated-fit": fit.overhead + fit.slope * e,
-            "anchored": anchored, "anchored+profile": anchored, "chars": fit.overhead + e,
-            "tiktoken": fit.overhead + t, "estimate": after["pi_estimate"].to_numpy(), "chars-bare": e,
-            "tiktoken-bare": t}
+            "calibrated+files": calibrated + fit.slope * reattached, "anchored": anchored,
+            "anchored+profile": anchored, "anchored+files": anchored + rate * reattached,
+            "anchored+files+profile": anchored + rate * reattached, "latest": latest,
+            "latest+files": latest + fit.slope * reattached, "chars": fit.overhead + e, "tiktoken": fit.overhead + t,
+            "estimate": after["pi_estimate"].to_numpy(), "chars-bare": e, "tiktoken-bare": t}
 
 
 def _compaction_key(entry: dict) -> str:
@@ -188,7 +192,10 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
             if problem:
                 before = before[before["compaction"] >= 1]
             after = sizes[(sizes["compaction"] == c) & sizes["since"].isin(list(ks))]
-            predicted = _predictions(before, after) if len(after) else None
+            at = next(i for i, e in enumerate(path_entries) if e is entry)
+            # what Claude Code re-attaches after compacting; Pi and Codex re-attach nothing
+            reattached = reattached_tokens(path_entries[:at]) if item.agent == "claude-code" else 0.0
+            predicted = _predictions(before, after, reattached) if len(after) else None
             base = {"agent": item.agent, "file": str(item.path), "session": str(header.get("id")),
                     "compaction": _compaction_key(entry), "fit_points": len(before), "partial": problem,
                     "requests_after": int((sizes["compaction"] == c).sum())}
@@ -217,7 +224,7 @@ def agent_profiles(frame: pd.DataFrame, *, ks: Sequence[int] = EARLY) -> pd.Data
     Code re-attaches recently read files) is learnt out of sample, one session held out at a time;
     later requests keep the plain prediction."""
     out = frame.copy()
-    for base in ("calibrated", "anchored"):
+    for base in ("calibrated", "anchored", "anchored+files"):
         plain = frame[(frame["source"] == base) & frame["k"].isin(list(ks))]
         added = plain["recorded"] - plain["predicted"]
         rows = (out["source"] == f"{base}+profile") & out["k"].isin(list(ks))
