@@ -9,7 +9,9 @@ decides how the replay counts instead (``docs/replay.md``, "Token sources"):
   requests (stale): it is what Pi itself would compute on that file, the differential-testing mode
   (``tests/replays/test_replay_loop_oracle.py``), not a model of the replayed request.
 * :class:`CalibratedTokens` (``"calibrated"``, the default): Pi's formulas with each assistant's
-  usage replaced by a simulated usage of the replayed request (:mod:`pimem.replays.calibration`).
+  usage replaced by a simulated usage of the replayed request (:mod:`pimem.replays.calibration`);
+  after a compaction the replay made in a Claude Code recording, :class:`AfterCompaction` (what
+  Claude Code re-attaches included).
 * :class:`CharsTokens` (``"chars"``): chars/4 of the replayed projected context plus what every
   request carries that no estimate sees (the calibration's overhead: system prompt and tools), no usage.
 * :class:`TiktokenTokens` (``"tiktoken"``): cl100k_base counts of the projected messages plus that
@@ -39,8 +41,8 @@ from pimem.replays.recording import (RecordedPath, input_tokens, output_tokens, 
                                      usage_tokens, walk_recording)
 from pimem.text.tokenizers import TiktokenCounter
 
-__all__ = ["modelled_sizes_scaled", "partial_recording", "anchored_model", "RECENT_REQUESTS", "AfterCompaction", "IMPLAUSIBLE_FIRST_EXCESS", "TokenSource", "EstimateTokens",
-           "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
+__all__ = ["modelled_sizes_scaled", "partial_recording", "anchored_model", "RECENT_REQUESTS", "AfterCompaction",
+           "IMPLAUSIBLE_FIRST_EXCESS", "TokenSource", "EstimateTokens", "CalibratedTokens", "CharsTokens", "TiktokenTokens", "TOKEN_SOURCES",
            "TokenSourceName", "get_token_source", "make_token_source"]
 
 TokenSourceName = Literal["estimate", "calibrated", "chars", "tiktoken"]

@@ -14,8 +14,18 @@ compares with the recorded input (``input + cacheRead + cacheWrite``):
 * ``calibrated+profile``: the same plus what the agent adds right after a compaction, fitted on the
   *other* sessions' compactions of the same agent (:func:`agent_profiles`; Claude Code re-attaches the
   files it read last, which the transcript does not show);
-* ``anchored``, ``anchored+profile``: a candidate model no replay uses yet: the overhead measured by the
-  session's first request (it holds little else) and the median rate of the last 10 requests above it;
+* ``anchored``, ``anchored+profile``: the overhead measured by the session's first request (it holds
+  little else) and the median rate of the last 10 requests above it
+  (:func:`~pimem.replays.tokens.anchored_model`);
+* ``+files`` (``calibrated+files``, ``anchored+files``, ``latest+files``): plus, at the source's rate,
+  the files Claude Code re-attaches after compacting, which its transcript does not show
+  (:func:`~pimem.replays.recording.reattached_tokens`: the 5 files read, written or edited last, each
+  of at most 5,000 tokens, 50,000 in all; no fitted parameter; 0 for Pi and Codex), on every request
+  after the compaction. ``anchored+files`` is what a replay of a Claude Code session computes after a
+  compaction it made (:class:`~pimem.replays.tokens.AfterCompaction`); ``anchored+files+profile``
+  adds the other sessions' median residual;
+* ``latest``, ``latest+files``: the overhead the last 10 requests carried above the fitted rate (where
+  the first request's may have drifted), plus the fitted rate times the estimate;
 * ``chars``, ``tiktoken``: the fit's overhead plus ``E`` or the cl100k_base count of the projected
   messages (what every request carries is no part of either count);
 * ``chars-bare``, ``tiktoken-bare``: the bare counts (the sources before they carried the overhead);
@@ -61,15 +71,12 @@ from pimem.sessions.load import load_session
 from pimem.text.tokenizers import TiktokenCounter
 
 __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "interval_coverage",
-           "source_spread_coverage", "replay_intervals", "SOURCES", "REPLAY_SOURCE", "AGENTS", "EARLY",
-           "CorpusFile"]
+           "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
 SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "calibrated+files", "anchored", "anchored+profile",
            "anchored+files", "anchored+files+profile", "latest", "latest+files", "chars", "tiktoken", "estimate",
            "chars-bare", "tiktoken-bare")
-#: The source a replay of each agent's session uses for the requests after a compaction it made.
-REPLAY_SOURCE = {"pi": "calibrated", "claude-code": "anchored+files", "codex": "calibrated"}
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
 LATER = 10
 
