@@ -279,23 +279,30 @@ class CalibratedTokens(TokenSource):
         self.scale = _MODELLED_SCALE.get()
         self.recorded_estimates: Sequence[float] = []  # E_rec before each step of the path
         self.after_compaction: AfterCompaction | None = None
-        self._compacted_at: dict[int, tuple[dict, int]] = {}  # id(replayed compaction) -> (it, recorded step)
+        # id(replayed compaction) -> (it, the recorded step it was first seen at, the recording's latest
+        # compaction then, whether the recording compacted in the same gap between two calls)
+        self._compacted_at: dict[int, tuple[dict, int, int, bool]] = {}
+        self._last_call_step = -1
 
     def start(self, path: Sequence[dict], cache: TokenCache) -> None:
         self.recorded_estimates, self.calibration = calibrated_walk(path, cache)
+        self.after_compaction, self._compacted_at, self._last_call_step = None, {}, -1
         if recorded_agent(path) == "claude-code":
             self.after_compaction = AfterCompaction(path, self.recorded_estimates, self.calibration)
 
     def _after_replayed_compaction(self, rec: RecordedPath, rep: ContextTracker) -> int | None:
-        """The recorded step at which the replay compacted, when the replay's context starts from a
-        compaction the recording had not made by then (None otherwise)."""
+        """The recorded step of the first request after the replay's latest compaction, when the
+        recording made none in the same place (between the same two requests) nor since (None otherwise)."""
         compaction = rep.latest_compaction
+        last_call, self._last_call_step = self._last_call_step, rec.step
         if compaction is None:
             return None
         seen = self._compacted_at.get(id(compaction))
         if seen is None or seen[0] is not compaction:
-            seen = self._compacted_at[id(compaction)] = (compaction, rec.step)
-        return seen[1] if seen[1] > rec.compacted_at else None
+            seen = (compaction, rec.step, rec.compacted_at, rec.compacted_at > last_call)
+            self._compacted_at[id(compaction)] = seen
+        _, step, recorded_then, same_place = seen
+        return step if not same_place and rec.compacted_at == recorded_then else None
 
     def recording(self) -> RecordedPath:
         return RecordedPath(self.recorded_estimates)
@@ -321,17 +328,16 @@ class CalibratedTokens(TokenSource):
         (:meth:`Calibration.simulate`); one without (a refusal, a call that failed before the provider
         counted it) gets the fit's own model of the request, never below the overhead.
         """
+        compacted = self._after_replayed_compaction(rec, rep) if self.after_compaction is not None else None
         recorded = input_tokens(message)
         e_rep = rep.usage_free_estimate()
         e_rec = rec.usage_free_estimate() if recorded > 0 else math.nan
         if e_rep == e_rec:
             return self.calibration.simulate(recorded, e_rec, e_rep)
-        if self.after_compaction is not None:
-            compacted = self._after_replayed_compaction(rec, rep)
-            model = self.after_compaction.model(compacted) if compacted is not None else None
-            if model is not None:
-                overhead, rate, files = model
-                return (overhead + rate * (e_rep + files)) * self.scale, False
+        model = self.after_compaction.model(compacted) if self.after_compaction and compacted is not None else None
+        if model is not None:
+            overhead, rate, files = model
+            return (overhead + rate * (e_rep + files)) * self.scale, False
         if recorded > 0:
             size, floored = self.calibration.simulate(recorded, e_rec, e_rep)
         else:

@@ -111,3 +111,20 @@ def test_claude_code_requests_after_real_compactions_are_predicted_with_the_file
     assert abs(table.loc["anchored+files", "median_bias"]) < 0.03 < abs(table.loc["anchored", "median_bias"])
     coverage = interval_coverage(frame, source="anchored+files").set_index("agent").loc["claude-code"]
     assert coverage["holds"] and coverage["coverage"] >= 0.9
+
+
+def test_compacting_where_the_recording_compacted_shifts_the_recorded_sizes(claude_code_session: Any) -> None:
+    """Replaying the recorded compactions (at their entries): the recording compacted in the same place,
+    so each request after is its recorded size shifted by what the replayed context holds more (Pi keeps
+    recent messages, Claude Code kept none): one shift for the requests up to the next compaction, where
+    the profile's rule would grow them at its own rate instead."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = engine.replay(claude_code_session, CompactionSettings(), context_window=200_000, triggers="recorded")
+    steps = result.events[result.events["kind"] == "compaction"]["step"].astype(int).tolist()
+    assert len(steps) == 3
+    for step, until in zip(steps, [*steps[1:], 10**9]):
+        calls = result.calls[(result.calls["step"] > step) & (result.calls["step"] < until)].head(5)
+        shift = (calls["context_tokens"] - calls["recorded_tokens"]).to_numpy()
+        assert len(shift) == 5 and shift[0] > 0
+        assert shift == pytest.approx([shift[0]] * 5, rel=1e-9)
