@@ -352,7 +352,8 @@ def replay_intervals(session: Any, errors: Sequence[float], *, draws: int = 40, 
 
     Every modelled request size (a request whose context differs from the recording's) is scaled by
     ``1 + e``, one ``e`` per replay drawn from ``errors`` (the out-of-sample ``recorded / predicted −
-    1`` of the agent's requests after real compactions, :func:`validate`): the error of a session's
+    1`` of the agent's requests after real compactions, :func:`validate`, of the source its replay uses
+    there: ``calibrated`` for Pi, ``anchored+files`` for Claude Code): the error of a session's
     sizes is shared by its requests. Returns one row per metric: ``value`` (the unscaled replay),
     ``low``, ``high`` (the quantiles over the ``draws`` replays) and ``draws``.
     """
