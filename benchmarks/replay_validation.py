@@ -8,7 +8,8 @@ source is fitted on the requests before the compaction and predicts the requests
 (:func:`pimem.replays.validation.validate`); the tables give the median ``|error|``, its 90th
 percentile and the median bias per agent and source, with n, for requests 1-3 after a compaction and
 for the 10th; then the coverage of 90% prediction intervals on held-out sessions
-(:func:`~pimem.replays.validation.interval_coverage`). The rows go to
+(:func:`~pimem.replays.validation.interval_coverage`) around ``calibrated+profile`` and around
+``anchored+files``, what a replay of a Claude Code session uses after a compaction it made. The rows go to
 ``benchmarks/results/replay_validation.csv``.
 """
 
@@ -52,8 +53,9 @@ def main() -> None:
     for title, ks in (("requests 1-3 after a compaction", (1, 2, 3)), ("the 10th request after", (10,))):
         print(f"\n{title}")
         print(validation_table(frame, ks=ks).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print("\n90% prediction intervals for requests 1-3, held out by session (calibrated+profile)")
-    print(interval_coverage(frame).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for source in ("calibrated+profile", "anchored+files"):
+        print(f"\n90% prediction intervals for requests 1-3, held out by session ({source})")
+        print(interval_coverage(frame, source=source).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
 if __name__ == "__main__":

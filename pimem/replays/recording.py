@@ -20,7 +20,8 @@ from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
            "calibrate_recording", "walk_recording", "recording_token_cache", "shared_recordings", "recordings_shared",
-           "forget_recordings", "recorded_release"]
+           "forget_recordings", "recorded_release", "recorded_agent", "recent_files", "reattached_tokens",
+           "REATTACH_MAX_FILES", "REATTACH_TOKENS_PER_FILE", "REATTACH_BUDGET"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -79,14 +80,27 @@ class RecordedPath:
     projection of the recording.
     """
 
-    __slots__ = ("_estimates", "_step")
+    __slots__ = ("_estimates", "_step", "_compacted_at")
 
     def __init__(self, estimates: Sequence[float] = ()) -> None:
         self._estimates = estimates
         self._step = 0
+        self._compacted_at = -1
 
     def append(self, entry: dict) -> None:
+        if entry.get("type") == "compaction":
+            self._compacted_at = self._step
         self._step += 1
+
+    @property
+    def step(self) -> int:
+        """The index on the path of the entry being replayed."""
+        return self._step
+
+    @property
+    def compacted_at(self) -> int:
+        """The step of the recording's latest compaction so far (-1: none yet)."""
+        return self._compacted_at
 
     def usage_free_estimate(self) -> float:
         if self._step >= len(self._estimates):
@@ -266,3 +280,75 @@ def recorded_release(path: Sequence[dict]) -> str | None:
     if all(str(e.get("summary") or "").lstrip().startswith("# Context Checkpoint") for e in compactions):
         return "pi-0.13.2"
     return None
+
+
+def recorded_agent(path: Sequence[dict]) -> str:
+    """The agent that wrote the recording: ``"claude-code"`` or ``"codex"`` for an imported transcript
+    (its entries name the format they came from), else ``"pi"``."""
+    for entry in path[:1]:
+        source = entry.get("source")
+        if isinstance(source, dict) and source.get("format") in ("claude-code", "codex"):
+            return str(source["format"])
+    return "pi"
+
+
+# What Claude Code re-attaches after it compacts (its documentation: "up to five recently read files";
+# its compaction's constants: at most 5 files, 5,000 tokens each, 50,000 in all; a file above the
+# per-file cap is attached as a one-line reference instead of its content). Files read, written or
+# edited count; CLAUDE.md and memory files are not re-attached (they are loaded with every request).
+REATTACH_MAX_FILES = 5
+REATTACH_TOKENS_PER_FILE = 5_000
+REATTACH_BUDGET = 50_000
+_FILE_TOOLS = ("Read", "Write", "Edit", "MultiEdit", "NotebookEdit")
+
+
+def _text_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if not isinstance(content, list):
+        return 0
+    return sum(len(b["text"]) for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+def recent_files(path_entries: Sequence[dict]) -> list[tuple[str, float]]:
+    """The files the recorded tool calls along ``path_entries`` read, wrote or edited, the most recent
+    first, each with the largest size the recording shows of it (chars/4 of a ``Read`` result or a
+    ``Write``'s content; 0 when only edits show it). Failed calls and ``CLAUDE.md`` files are left out."""
+    calls: dict[Any, tuple[str, dict]] = {}
+    last: dict[str, int] = {}
+    size: dict[str, float] = {}
+    for step, entry in enumerate(path_entries):
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+            for block in message["content"]:
+                if (isinstance(block, dict) and block.get("type") == "toolCall" and block.get("name") in _FILE_TOOLS
+                        and isinstance(block.get("arguments"), dict)):
+                    calls[block.get("id")] = (block["name"], block["arguments"])
+        elif message.get("role") == "toolResult" and message.get("toolCallId") in calls:
+            name, args = calls.pop(message.get("toolCallId"))
+            file = args.get("file_path") or args.get("notebook_path")
+            if message.get("isError") or not isinstance(file, str) or file.lower().endswith("claude.md"):
+                continue
+            last[file] = step
+            shown = _text_chars(message.get("content")) if name == "Read" else 0
+            if name == "Write" and isinstance(args.get("content"), str):
+                shown = len(args["content"])
+            size[file] = max(size.get(file, 0.0), shown / 4)
+    return [(file, size[file]) for file in sorted(last, key=lambda f: -last[f])]
+
+
+def reattached_tokens(path_entries: Sequence[dict], *, max_files: int = REATTACH_MAX_FILES,
+                      per_file: float = REATTACH_TOKENS_PER_FILE, budget: float = REATTACH_BUDGET,
+                      reference: float = 0.0) -> float:
+    """Estimated tokens of the files Claude Code re-attaches after a compaction at the end of
+    ``path_entries`` (:func:`recent_files`, the ``max_files`` most recent; one above ``per_file``
+    counts ``reference``; attached in order while the total stays within ``budget``)."""
+    total = 0.0
+    for _, tokens in recent_files(path_entries)[:max_files]:
+        tokens = tokens if tokens <= per_file else reference
+        if total + tokens > budget:
+            break
+        total += tokens
+    return total

@@ -14,8 +14,18 @@ compares with the recorded input (``input + cacheRead + cacheWrite``):
 * ``calibrated+profile``: the same plus what the agent adds right after a compaction, fitted on the
   *other* sessions' compactions of the same agent (:func:`agent_profiles`; Claude Code re-attaches the
   files it read last, which the transcript does not show);
-* ``anchored``, ``anchored+profile``: a candidate model no replay uses yet: the overhead measured by the
-  session's first request (it holds little else) and the median rate of the last 10 requests above it;
+* ``anchored``, ``anchored+profile``: the overhead measured by the session's first request (it holds
+  little else) and the median rate of the last 10 requests above it
+  (:func:`~pimem.replays.tokens.anchored_model`);
+* ``+files`` (``calibrated+files``, ``anchored+files``, ``latest+files``): plus, at the source's rate,
+  the files Claude Code re-attaches after compacting, which its transcript does not show
+  (:func:`~pimem.replays.recording.reattached_tokens`: the 5 files read, written or edited last, each
+  of at most 5,000 tokens, 50,000 in all; no fitted parameter; 0 for Pi and Codex), on every request
+  after the compaction. ``anchored+files`` is what a replay of a Claude Code session computes after a
+  compaction it made (:class:`~pimem.replays.tokens.AfterCompaction`); ``anchored+files+profile``
+  adds the other sessions' median residual;
+* ``latest``, ``latest+files``: the overhead the last 10 requests carried above the fitted rate (where
+  the first request's may have drifted), plus the fitted rate times the estimate;
 * ``chars``, ``tiktoken``: the fit's overhead plus ``E`` or the cl100k_base count of the projected
   messages (what every request carries is no part of either count);
 * ``chars-bare``, ``tiktoken-bare``: the bare counts (the sources before they carried the overhead);
@@ -55,8 +65,8 @@ from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MIN_POINTS, fit_calibration
 from pimem.replays.cost import replay_cost
 from pimem.replays.engine import replay
-from pimem.replays.recording import input_tokens, usage_tokens
-from pimem.replays.tokens import modelled_sizes_scaled, partial_recording
+from pimem.replays.recording import input_tokens, reattached_tokens, usage_tokens
+from pimem.replays.tokens import RECENT_REQUESTS, anchored_model, modelled_sizes_scaled, partial_recording
 from pimem.sessions.load import load_session
 from pimem.text.tokenizers import TiktokenCounter
 
@@ -64,10 +74,10 @@ __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "age
            "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
-SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "anchored", "anchored+profile", "chars", "tiktoken",
-           "estimate", "chars-bare", "tiktoken-bare")
+SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "calibrated+files", "anchored", "anchored+profile",
+           "anchored+files", "anchored+files+profile", "latest", "latest+files", "chars", "tiktoken", "estimate",
+           "chars-bare", "tiktoken-bare")
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
-_RECENT = 10  # the requests before a compaction whose rate the anchored candidate takes
 LATER = 10
 
 
@@ -125,24 +135,25 @@ def request_sizes(path_entries: Sequence[dict], *, tiktoken: bool = True) -> pd.
     return pd.DataFrame(rows, columns=["step", "recorded", "estimate", "counted", "pi_estimate", "compaction", "since"])
 
 
-def _predictions(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, np.ndarray] | None:
+def _predictions(before: pd.DataFrame, after: pd.DataFrame, reattached: float = 0.0) -> dict[str, np.ndarray] | None:
     fit = fit_calibration(before["estimate"].tolist(), before["recorded"].tolist())
     if fit.points < MIN_POINTS:
         return None
     e, t = after["estimate"].to_numpy(), after["counted"].to_numpy()
     # what a replay computes: the last request the recording sent before, shifted by what changed
-    first, last = before.iloc[0], before.iloc[-1]
+    last = before.iloc[-1]
     calibrated = np.array([fit.simulate(last["recorded"], last["estimate"], x)[0] for x in e])
-    # a candidate: the overhead the session's first request measured (it holds almost nothing else),
-    # the rate of the last requests above it
-    overhead = min(max(0.0, first["recorded"] - fit.slope * first["estimate"]), last["recorded"])
-    recent = before.tail(_RECENT)
-    rate = float(np.median((recent["recorded"] - overhead) / recent["estimate"].clip(lower=1)))
+    # the overhead the session's first request measured (it holds little else), the recent rate above it
+    overhead, rate = anchored_model(before["estimate"].tolist(), before["recorded"].tolist(), fit.slope)
     anchored = overhead + rate * e
+    # the overhead the last requests carried above the fitted rate
+    latest = float(np.median((before["recorded"] - fit.slope * before["estimate"]).tail(RECENT_REQUESTS))) + fit.slope * e
     return {"calibrated": calibrated, "calibrated+profile": calibrated, "calibrated-fit": fit.overhead + fit.slope * e,
-            "anchored": anchored, "anchored+profile": anchored, "chars": fit.overhead + e,
-            "tiktoken": fit.overhead + t, "estimate": after["pi_estimate"].to_numpy(), "chars-bare": e,
-            "tiktoken-bare": t}
+            "calibrated+files": calibrated + fit.slope * reattached, "anchored": anchored,
+            "anchored+profile": anchored, "anchored+files": anchored + rate * reattached,
+            "anchored+files+profile": anchored + rate * reattached, "latest": latest,
+            "latest+files": latest + fit.slope * reattached, "chars": fit.overhead + e, "tiktoken": fit.overhead + t,
+            "estimate": after["pi_estimate"].to_numpy(), "chars-bare": e, "tiktoken-bare": t}
 
 
 def _compaction_key(entry: dict) -> str:
@@ -188,7 +199,10 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
             if problem:
                 before = before[before["compaction"] >= 1]
             after = sizes[(sizes["compaction"] == c) & sizes["since"].isin(list(ks))]
-            predicted = _predictions(before, after) if len(after) else None
+            at = next(i for i, e in enumerate(path_entries) if e is entry)
+            # what Claude Code re-attaches after compacting; Pi and Codex re-attach nothing
+            reattached = reattached_tokens(path_entries[:at]) if item.agent == "claude-code" else 0.0
+            predicted = _predictions(before, after, reattached) if len(after) else None
             base = {"agent": item.agent, "file": str(item.path), "session": str(header.get("id")),
                     "compaction": _compaction_key(entry), "fit_points": len(before), "partial": problem,
                     "requests_after": int((sizes["compaction"] == c).sum())}
@@ -217,7 +231,7 @@ def agent_profiles(frame: pd.DataFrame, *, ks: Sequence[int] = EARLY) -> pd.Data
     Code re-attaches recently read files) is learnt out of sample, one session held out at a time;
     later requests keep the plain prediction."""
     out = frame.copy()
-    for base in ("calibrated", "anchored"):
+    for base in ("calibrated", "anchored", "anchored+files"):
         plain = frame[(frame["source"] == base) & frame["k"].isin(list(ks))]
         added = plain["recorded"] - plain["predicted"]
         rows = (out["source"] == f"{base}+profile") & out["k"].isin(list(ks))
@@ -338,7 +352,8 @@ def replay_intervals(session: Any, errors: Sequence[float], *, draws: int = 40, 
 
     Every modelled request size (a request whose context differs from the recording's) is scaled by
     ``1 + e``, one ``e`` per replay drawn from ``errors`` (the out-of-sample ``recorded / predicted −
-    1`` of the agent's requests after real compactions, :func:`validate`): the error of a session's
+    1`` of the agent's requests after real compactions, :func:`validate`, of the source its replay uses
+    there: ``calibrated`` for Pi, ``anchored+files`` for Claude Code): the error of a session's
     sizes is shared by its requests. Returns one row per metric: ``value`` (the unscaled replay),
     ``low``, ``high`` (the quantiles over the ``draws`` replays) and ``draws``.
     """
