@@ -149,12 +149,14 @@ def partial_recording(path_entries: Sequence[dict]) -> str | None:
     A partial recording (a transcript that starts mid-conversation) sent context the file does not
     hold: its first entry names a parent that is not in the file, or its first request is far larger
     than its estimate (more than :data:`IMPLAUSIBLE_FIRST_EXCESS` tokens above it). The Claude Code
-    importer makes a record whose parent is missing a root (with a warning); the second test finds
-    the 20 such transcripts of the real corpus.
+    importer makes a record whose parent is missing a root (with a warning) and marks it
+    (``source.parentMissing``), also when the records between are ones it skips.
     """
     if not path_entries:
         return None
-    if path_entries[0].get("parentId") is not None:
+    first = path_entries[0]
+    source = first.get("source")
+    if first.get("parentId") is not None or (isinstance(source, dict) and source.get("parentMissing") is True):
         return "its first entry's parent is not in the file"
     cache = TokenCache()
     estimate = 0.0
@@ -224,9 +226,9 @@ class AfterCompaction:
     last (:func:`~pimem.replays.recording.reattached_tokens`: at most 5, each of at most 5,000
     tokens, 50,000 in all). Such a request is sized ``overhead + rate · (E_rep + files)``
     (:func:`anchored_model` over the recorded requests before the compaction; ``files`` from the
-    recorded tool calls before it). Out of sample on 66 real Claude Code compactions (``anchored+files``,
-    :mod:`pimem.replays.validation`) it has the lowest median error of the sources, 8.7%, bias +1.1%
-    (the calibrated shift: 13.8%, −8.4%). Pi re-attaches nothing: its replays keep the calibrated shift.
+    recorded tool calls before it). Out of sample on 64 real Claude Code compactions (``anchored+files``,
+    :mod:`pimem.replays.validation`) it has the lowest median error of the sources, 8.3%, bias +0.7%
+    (the calibrated shift: 13.8%, −9.1%). Pi re-attaches nothing: its replays keep the calibrated shift.
     """
 
     def __init__(self, path: Sequence[dict], estimates: Sequence[float], calibration: Calibration) -> None:

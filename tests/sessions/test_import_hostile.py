@@ -293,3 +293,31 @@ def test_a_tool_use_id_used_again_names_each_result_after_its_own_call(tmp_path:
     assert names == ["Read", "Write"]  # before: both "Write", the last call with the id
     assert any("tool_use id used again by a call of another tool" in w.reason and w.line == 4
                for w in session.warnings)
+
+
+# --------------------------------------------------------------------------- continued transcripts
+
+
+@pytest.mark.parametrize("skipped_first", [False, True])
+def test_a_transcript_that_continues_another_is_marked_partial(tmp_path: Path, skipped_first: bool) -> None:
+    """A transcript whose first record names a parent not in the file starts mid-conversation. When
+    that first record is one the importer skips (a hook summary), its child became a root with no
+    warning and no mark, so replays fitted the calibration on requests that carried context the file
+    lacks; now the root is marked and warned of either way, and the replay names a partial recording."""
+    from pimem.replays.tokens import partial_recording
+
+    records = claude_records()
+    records[0]["parentUuid"] = "gone"
+    if skipped_first:
+        hook = {**{k: records[0][k] for k in ("sessionId", "cwd", "version", "timestamp")}, "type": "system",
+                "subtype": "stop_hook_summary", "uuid": "h1", "parentUuid": "gone"}
+        records[0]["parentUuid"] = "h1"
+        records.insert(0, hook)
+    session = load_session(_write(tmp_path / "continued.jsonl", records))
+    root = session.get_entry("u1")
+    assert root["parentId"] is None and root["source"]["parentMissing"] is True
+    assert any("parent record not in the file" in w.reason for w in session.warnings)
+    assert partial_recording(session.get_branch("a1")) == "its first entry's parent is not in the file"
+    whole = load_session(_write(tmp_path / "whole.jsonl", claude_records()))
+    assert "parentMissing" not in whole.get_entry("u1")["source"]
+    assert partial_recording(whole.get_branch("a1")) is None

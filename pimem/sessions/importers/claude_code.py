@@ -136,6 +136,7 @@ class _Importer:
         self.entries: list[dict] = []
         self.by_id: dict[str, dict] = {}
         self.target: dict[str, str | None] = {}  # source uuid -> entry id its children attach to
+        self.cut_off: set[str] = set()  # skipped records whose chain leads to a parent not in the file
         self.has_children: set[str] = set()
         self.tool_names: dict[str, str] = {}  # tool_use id -> name, of every call in the file (the last)
         self.calls_so_far: dict[str, str] = {}  # tool_use id -> name of the latest call read so far
@@ -160,12 +161,19 @@ class _Importer:
         uuid = rec.data.get("uuid")
         if isinstance(uuid, str):
             self.target[uuid] = self.parent_of(rec, quiet=True)
+            if self.parent_missing(rec):
+                self.cut_off.add(uuid)
+
+    def parent_missing(self, rec: Record) -> bool:
+        """Whether the record names a parent the file does not hold (directly, or through skipped records)."""
+        parent = rec.data.get("parentUuid")
+        return parent is not None and (not isinstance(parent, str) or parent not in self.target or parent in self.cut_off)
 
     def parent_of(self, rec: Record, quiet: bool = False) -> str | None:
         parent = rec.data.get("parentUuid")
         if parent is None:
             return None
-        if isinstance(parent, str) and parent in self.target:
+        if isinstance(parent, str) and parent in self.target and parent not in self.cut_off:
             return self.target[parent]
         if not quiet:
             self.note("parent record not in the file: the entry becomes a root", rec.line)
@@ -190,6 +198,8 @@ class _Importer:
 
     def source(self, rec: Record) -> dict:
         src: dict[str, Any] = {"format": FORMAT, "uuid": rec.data.get("uuid"), "line": rec.line}
+        if self.parent_missing(rec):
+            src["parentMissing"] = True  # a root made from a record whose parent is not in the file
         if rec.data.get("isMeta"):
             src["isMeta"] = True
         if rec.data.get("isSidechain"):
