@@ -9,7 +9,7 @@ import contextvars
 import itertools
 import operator
 import threading
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from pimem.base.js import parse_iso_ms
 from pimem.base.memo import on_forget
@@ -302,21 +302,19 @@ REATTACH_BUDGET = 50_000
 _FILE_TOOLS = ("Read", "Write", "Edit", "MultiEdit", "NotebookEdit")
 
 
-def _text_chars(content: Any) -> int:
+def _text(content: Any) -> str:
     if isinstance(content, str):
-        return len(content)
+        return content
     if not isinstance(content, list):
-        return 0
-    return sum(len(b["text"]) for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+        return ""
+    return "".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
 
 
-def recent_files(path_entries: Sequence[dict]) -> list[tuple[str, float]]:
-    """The files the recorded tool calls along ``path_entries`` read, wrote or edited, the most recent
-    first, each with the largest size the recording shows of it (chars/4 of a ``Read`` result or a
-    ``Write``'s content; 0 when only edits show it). Failed calls and ``CLAUDE.md`` files are left out."""
+def _recent_file_texts(path_entries: Sequence[dict]) -> list[tuple[str, str]]:
+    """:func:`recent_files` with the longest text the recording shows of each file (``""``: none)."""
     calls: dict[Any, tuple[str, dict]] = {}
     last: dict[str, int] = {}
-    size: dict[str, float] = {}
+    texts: dict[str, str] = {}
     for step, entry in enumerate(path_entries):
         message = entry.get("message") if entry.get("type") == "message" else None
         if not isinstance(message, dict):
@@ -332,23 +330,35 @@ def recent_files(path_entries: Sequence[dict]) -> list[tuple[str, float]]:
             if message.get("isError") or not isinstance(file, str) or file.lower().endswith("claude.md"):
                 continue
             last[file] = step
-            shown = _text_chars(message.get("content")) if name == "Read" else 0
+            shown = _text(message.get("content")) if name == "Read" else ""
             if name == "Write" and isinstance(args.get("content"), str):
-                shown = len(args["content"])
-            size[file] = max(size.get(file, 0.0), shown / 4)
-    return [(file, size[file]) for file in sorted(last, key=lambda f: -last[f])]
+                shown = args["content"]
+            if len(shown) > len(texts.get(file, "")) or file not in texts:
+                texts[file] = shown
+    return [(file, texts[file]) for file in sorted(last, key=lambda f: -last[f])]
+
+
+def recent_files(path_entries: Sequence[dict]) -> list[tuple[str, float]]:
+    """The files the recorded tool calls along ``path_entries`` read, wrote or edited, the most recent
+    first, each with the largest size the recording shows of it (chars/4 of a ``Read`` result or a
+    ``Write``'s content; 0 when only edits show it). Failed calls and ``CLAUDE.md`` files are left out."""
+    return [(file, len(text) / 4) for file, text in _recent_file_texts(path_entries)]
 
 
 def reattached_tokens(path_entries: Sequence[dict], *, max_files: int = REATTACH_MAX_FILES,
                       per_file: float = REATTACH_TOKENS_PER_FILE, budget: float = REATTACH_BUDGET,
-                      reference: float = 0.0) -> float:
+                      reference: float = 0.0, measure: Callable[[str], float] | None = None) -> float:
     """Estimated tokens of the files Claude Code re-attaches after a compaction at the end of
     ``path_entries`` (:func:`recent_files`, the ``max_files`` most recent; one above ``per_file``
-    counts ``reference``; attached in order while the total stays within ``budget``)."""
-    total = 0.0
-    for _, tokens in recent_files(path_entries)[:max_files]:
-        tokens = tokens if tokens <= per_file else reference
+    counts ``reference``; attached in order while the total stays within ``budget``). ``measure``:
+    what each attached file's text counts instead of its chars/4 (the files are chosen by chars/4)."""
+    total = counted = 0.0
+    for _, text in _recent_file_texts(path_entries)[:max_files]:
+        tokens = len(text) / 4
+        attached = tokens <= per_file
+        tokens = tokens if attached else reference
         if total + tokens > budget:
             break
         total += tokens
-    return total
+        counted += measure(text) if measure is not None and attached else tokens
+    return counted

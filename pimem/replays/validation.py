@@ -68,15 +68,17 @@ from pimem.replays.engine import replay
 from pimem.replays.recording import input_tokens, reattached_tokens, usage_tokens
 from pimem.replays.tokens import RECENT_REQUESTS, anchored_model, modelled_sizes_scaled, partial_recording
 from pimem.sessions.load import load_session
-from pimem.text.tokenizers import TiktokenCounter
+from pimem.text.tokenizers import TiktokenCounter, count_tiktoken_tokens
 
 __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "interval_coverage",
            "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
 SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "calibrated+files", "anchored", "anchored+profile",
-           "anchored+files", "anchored+files+profile", "latest", "latest+files", "chars", "tiktoken", "estimate",
-           "chars-bare", "tiktoken-bare")
+           "anchored+files", "anchored+files+profile", "anchored-tiktoken+files", "anchored+files+summary-rate",
+           "anchored+files+summary-ratio", "anchored+files+summary-tiktoken", "anchored+files+previous",
+           "anchored+files+previous-ratio", "anchored+files+carried", "anchored+files-thinking", "latest",
+           "latest+files", "chars", "tiktoken", "estimate", "chars-bare", "tiktoken-bare")
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
 LATER = 10
 
@@ -110,11 +112,15 @@ def request_sizes(path_entries: Sequence[dict], *, tiktoken: bool = True) -> pd.
     Columns: ``step`` (index on the path), ``recorded`` (the provider's input count), ``estimate``
     (Pi's usage-free estimate of the context sent), ``counted`` (cl100k_base tokens of the projected
     messages; NaN without ``tiktoken``), ``pi_estimate`` (Pi's ``estimateProjectedContextTokens``,
-    recorded usage included), ``compaction`` (how many compactions precede it on the path) and
-    ``since`` (its number among the requests since the latest compaction, from 1; 0 before any).
+    recorded usage included), ``compaction`` (how many compactions precede it on the path),
+    ``since`` (its number among the requests since the latest compaction, from 1; 0 before any),
+    ``summary_estimate`` and ``summary_counted`` (the latest compaction's summary message as sent,
+    chars/4 and cl100k_base; 0 before any) and ``thinking`` (chars/4 of the thinking blocks sent).
     """
     counter = TiktokenCounter() if tiktoken else None
-    tracker = ContextTracker(cache=TokenCache(), counter=counter)
+    cache = TokenCache()
+    tracker = ContextTracker(cache=cache, counter=counter)
+    thinking: dict[int, tuple[dict, float]] = {}
     rows = []
     compactions = 0
     since = 0
@@ -122,9 +128,13 @@ def request_sizes(path_entries: Sequence[dict], *, tiktoken: bool = True) -> pd.
         message = entry.get("message") if entry.get("type") == "message" else None
         if isinstance(message, dict) and message.get("role") == "assistant" and get_assistant_usage(message) is not None:
             since += compactions > 0
+            summary = tracker.projection.messages[0] if tracker.latest_compaction is not None else None
             rows.append((step, float(input_tokens(message)), float(tracker.usage_free_estimate()),
                          float(tracker.counted_total) if counter is not None else math.nan,
-                         float(tracker.context_estimate(usage_tokens).tokens), compactions, since))
+                         float(tracker.context_estimate(usage_tokens).tokens), compactions, since,
+                         float(cache.estimate(summary)) if summary is not None else 0.0,
+                         (float(counter(summary)) if summary is not None else 0.0) if counter is not None else math.nan,
+                         sum(_thinking_tokens(m, thinking) for m in tracker.projection.messages)))
         if entry.get("type") == "compaction":
             compactions += 1
             since = 0
@@ -132,28 +142,71 @@ def request_sizes(path_entries: Sequence[dict], *, tiktoken: bool = True) -> pd.
             tracker.append(entry)
         else:  # the root may name a parent that is not in the file
             tracker.reset([entry])
-    return pd.DataFrame(rows, columns=["step", "recorded", "estimate", "counted", "pi_estimate", "compaction", "since"])
+    return pd.DataFrame(rows, columns=["step", "recorded", "estimate", "counted", "pi_estimate", "compaction", "since",
+                                       "summary_estimate", "summary_counted", "thinking"])
 
 
-def _predictions(before: pd.DataFrame, after: pd.DataFrame, reattached: float = 0.0) -> dict[str, np.ndarray] | None:
+def _thinking_tokens(message: dict, memo: dict[int, tuple[dict, float]]) -> float:
+    """chars/4 of an assistant message's thinking blocks (memoized by identity)."""
+    hit = memo.get(id(message))
+    if hit is None or hit[0] is not message:
+        content = message.get("content") if message.get("role") == "assistant" else None
+        chars = sum(len(b["thinking"]) for b in content if isinstance(b, dict) and b.get("type") == "thinking"
+                    and isinstance(b.get("thinking"), str)) if isinstance(content, list) else 0
+        hit = memo[id(message)] = (message, chars / 4)
+    return hit[1]
+
+
+def _predictions(before: pd.DataFrame, after: pd.DataFrame, files: float = 0.0, files_counted: float = 0.0
+                 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+    """Each source's prediction of the requests ``after`` from the requests ``before``, and for the
+    sources completed out of sample (:func:`agent_profiles`) what their learnt factor multiplies.
+    ``files``/``files_counted``: the re-attached files, chars/4 and cl100k_base; ``before["carried"]``:
+    those re-attached at the compaction each earlier request followed (0 before any)."""
     fit = fit_calibration(before["estimate"].tolist(), before["recorded"].tolist())
     if fit.points < MIN_POINTS:
         return None
     e, t = after["estimate"].to_numpy(), after["counted"].to_numpy()
+    summary, summary_counted = after["summary_estimate"].to_numpy(), after["summary_counted"].to_numpy()
+    recorded = before["recorded"].tolist()
     # what a replay computes: the last request the recording sent before, shifted by what changed
     last = before.iloc[-1]
     calibrated = np.array([fit.simulate(last["recorded"], last["estimate"], x)[0] for x in e])
     # the overhead the session's first request measured (it holds little else), the recent rate above it
-    overhead, rate = anchored_model(before["estimate"].tolist(), before["recorded"].tolist(), fit.slope)
+    overhead, rate = anchored_model(before["estimate"].tolist(), recorded, fit.slope)
     anchored = overhead + rate * e
-    # the overhead the last requests carried above the fitted rate
+    with_files = anchored + rate * files
+    # the latest overhead the last requests carried above the fitted rate
     latest = float(np.median((before["recorded"] - fit.slope * before["estimate"]).tail(RECENT_REQUESTS))) + fit.slope * e
-    return {"calibrated": calibrated, "calibrated+profile": calibrated, "calibrated-fit": fit.overhead + fit.slope * e,
-            "calibrated+files": calibrated + fit.slope * reattached, "anchored": anchored,
-            "anchored+profile": anchored, "anchored+files": anchored + rate * reattached,
-            "anchored+files+profile": anchored + rate * reattached, "latest": latest,
-            "latest+files": latest + fit.slope * reattached, "chars": fit.overhead + e, "tiktoken": fit.overhead + t,
-            "estimate": after["pi_estimate"].to_numpy(), "chars-bare": e, "tiktoken-bare": t}
+    # the same anchored model on cl100k_base counts (the files counted by it too)
+    if np.isfinite(before["counted"].to_numpy()).all() and np.isfinite(t).all():
+        fit_t = fit_calibration(before["counted"].tolist(), recorded)
+        overhead_t, rate_t = anchored_model(before["counted"].tolist(), recorded, fit_t.slope)
+        tiktoken = overhead_t + rate_t * (t + files_counted)
+    else:
+        tiktoken = np.full(len(e), np.nan)
+    # the requests since an earlier compaction carried its re-attached files: the rate is net of them
+    overhead_c, rate_c = anchored_model((before["estimate"] + before["carried"]).tolist(), recorded, fit.slope)
+    # the thinking blocks left out of the estimates
+    bare = before["estimate"] - before["thinking"]
+    overhead_b, rate_b = anchored_model(bare.tolist(), recorded,
+                                        fit_calibration(bare.tolist(), recorded).slope)
+    # the summary apart from the rest: its rate is learnt on the other sessions (the basis says of what)
+    rest = overhead + rate * (e - summary + files)
+    predictions = {
+        "calibrated": calibrated, "calibrated+profile": calibrated, "calibrated-fit": fit.overhead + fit.slope * e,
+        "calibrated+files": calibrated + fit.slope * files, "anchored": anchored, "anchored+profile": anchored,
+        "anchored+files": with_files, "anchored+files+profile": with_files,
+        "anchored+files+summary-rate": rest, "anchored+files+summary-ratio": rest,
+        "anchored+files+summary-tiktoken": rest, "anchored+files+previous": with_files,
+        "anchored+files+previous-ratio": with_files, "anchored+files+carried": overhead_c + rate_c * (e + files),
+        "anchored+files-thinking": overhead_b + rate_b * (e - after["thinking"].to_numpy() + files),
+        "anchored-tiktoken+files": tiktoken, "latest": latest, "latest+files": latest + fit.slope * files,
+        "chars": fit.overhead + e, "tiktoken": fit.overhead + t, "estimate": after["pi_estimate"].to_numpy(),
+        "chars-bare": e, "tiktoken-bare": t}
+    bases = {"anchored+files+summary-rate": summary, "anchored+files+summary-ratio": rate * summary,
+             "anchored+files+summary-tiktoken": summary_counted}
+    return predictions, bases
 
 
 def _compaction_key(entry: dict) -> str:
@@ -194,28 +247,42 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
             continue
         sizes = request_sizes(path_entries, tiktoken=tiktoken)
         header = session.header or {}
+        # what Claude Code re-attaches after each compaction (chars/4, cl100k_base); Pi and Codex nothing
+        at = [next(i for i, e in enumerate(path_entries) if e is entry) for entry in compactions]
+        files = [reattached_tokens(path_entries[:i]) if item.agent == "claude-code" else 0.0 for i in at]
+        files_counted = [reattached_tokens(path_entries[:i], measure=count_tiktoken_tokens)
+                         if item.agent == "claude-code" and tiktoken else 0.0 for i in at]
+        sizes["carried"] = [files[c - 1] if c else 0.0 for c in sizes["compaction"]]
+        previous: tuple[float, float] | None = None  # the previous compaction's error on requests 1-3
         for c, entry in enumerate(compactions, start=1):
             before = sizes[sizes["compaction"] < c]
             if problem:
                 before = before[before["compaction"] >= 1]
             after = sizes[(sizes["compaction"] == c) & sizes["since"].isin(list(ks))]
-            at = next(i for i, e in enumerate(path_entries) if e is entry)
-            # what Claude Code re-attaches after compacting; Pi and Codex re-attach nothing
-            reattached = reattached_tokens(path_entries[:at]) if item.agent == "claude-code" else 0.0
-            predicted = _predictions(before, after, reattached) if len(after) else None
+            made = _predictions(before, after, files[c - 1], files_counted[c - 1]) if len(after) else None
             base = {"agent": item.agent, "file": str(item.path), "session": str(header.get("id")),
                     "compaction": _compaction_key(entry), "fit_points": len(before), "partial": problem,
                     "requests_after": int((sizes["compaction"] == c).sum())}
-            if predicted is None:
+            if made is None:
+                previous = None
                 rows.append({**base, "k": np.nan, "source": None, "predicted": np.nan, "recorded": np.nan,
-                             "error": np.nan})
+                             "error": np.nan, "basis": np.nan})
                 continue
+            predicted, bases = made
+            if previous is not None:  # known before this compaction: the error after the one before
+                predicted["anchored+files+previous"] = predicted["anchored+files"] + previous[0]
+                predicted["anchored+files+previous-ratio"] = predicted["anchored+files"] / (1 + previous[1])
+            early = after["since"].isin(list(EARLY)).to_numpy()
+            plain, truth = predicted["anchored+files"][early], after["recorded"].to_numpy()[early]
+            previous = ((float(np.median(truth - plain)), float(np.median(plain / truth - 1))) if early.any()
+                        else None)
             for source, values in predicted.items():
-                for k, p, r in zip(after["since"], values, after["recorded"]):
+                basis = bases.get(source, np.full(len(values), np.nan))
+                for k, p, r, b in zip(after["since"], values, after["recorded"], basis):
                     rows.append({**base, "k": int(k), "source": source, "predicted": float(p), "recorded": float(r),
-                                 "error": float(p) / float(r) - 1 if r > 0 else np.nan})
+                                 "error": float(p) / float(r) - 1 if r > 0 else np.nan, "basis": float(b)})
     frame = pd.DataFrame(rows, columns=["agent", "file", "session", "compaction", "fit_points", "partial",
-                                        "requests_after", "k", "source", "predicted", "recorded", "error"])
+                                        "requests_after", "k", "source", "predicted", "recorded", "error", "basis"])
     if frame.empty:
         return frame
     # copies of one compaction (checkpoints of one session) count once: the copy that saw most after it
@@ -225,20 +292,37 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
 
 
 def agent_profiles(frame: pd.DataFrame, *, ks: Sequence[int] = EARLY) -> pd.DataFrame:
-    """Fill ``calibrated+profile`` and ``anchored+profile``: the prediction plus ``m`` tokens, ``m`` the
-    median of ``recorded − predicted`` over the requests ``ks`` after the compactions of the *other*
-    sessions of the same agent (none: ``m = 0``). What an agent adds right after compacting (Claude
-    Code re-attaches recently read files) is learnt out of sample, one session held out at a time;
-    later requests keep the plain prediction."""
+    """Fill the sources completed out of sample, one session held out at a time, from the *other*
+    sessions of the same agent:
+
+    * ``calibrated+profile``, ``anchored+profile``, ``anchored+files+profile``: the prediction plus
+      ``m`` tokens, ``m`` the median of ``recorded − predicted`` over the requests ``ks`` after their
+      compactions (none: ``m = 0``); what an agent adds right after compacting. Later requests keep
+      the plain prediction;
+    * the sources with a ``basis`` (the ``+summary-`` ones): the prediction plus ``m · basis`` on
+      every request, ``m`` the median of ``(recorded − predicted) / basis`` over the requests ``ks``
+      (none: NaN, unscored): the summary converted at a rate learnt on the other sessions.
+    """
     out = frame.copy()
+    early = frame["k"].isin(list(ks))
     for base in ("calibrated", "anchored", "anchored+files"):
-        plain = frame[(frame["source"] == base) & frame["k"].isin(list(ks))]
+        plain = frame[(frame["source"] == base) & early]
         added = plain["recorded"] - plain["predicted"]
-        rows = (out["source"] == f"{base}+profile") & out["k"].isin(list(ks))
+        rows = (out["source"] == f"{base}+profile") & early
         for (agent, session), index in out[rows].groupby(["agent", "session"]).groups.items():
             others = added[(plain["agent"] == agent) & (plain["session"] != session)]
             m = float(others.median()) if len(others) else 0.0
             out.loc[index, "predicted"] = out.loc[index, "predicted"] + m
+        out.loc[rows, "error"] = out.loc[rows, "predicted"] / out.loc[rows, "recorded"] - 1
+    learnt = frame["basis"].notna()
+    for source in frame.loc[learnt, "source"].unique():
+        rows = learnt & (frame["source"] == source)
+        pool = frame[rows & early & (frame["basis"] > 0)]
+        factor = (pool["recorded"] - pool["predicted"]) / pool["basis"]
+        for (agent, session), index in out[rows].groupby(["agent", "session"]).groups.items():
+            others = factor[(pool["agent"] == agent) & (pool["session"] != session)]
+            m = float(others.median()) if len(others) else math.nan
+            out.loc[index, "predicted"] = out.loc[index, "predicted"] + m * out.loc[index, "basis"]
         out.loc[rows, "error"] = out.loc[rows, "predicted"] / out.loc[rows, "recorded"] - 1
     return out
 
