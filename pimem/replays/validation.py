@@ -70,7 +70,8 @@ from pimem.replays.tokens import RECENT_REQUESTS, anchored_model, modelled_sizes
 from pimem.sessions.load import load_session
 from pimem.text.tokenizers import TiktokenCounter, count_tiktoken_tokens
 
-__all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "interval_coverage",
+__all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "compare_sources",
+           "interval_coverage",
            "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
@@ -341,6 +342,32 @@ def validation_table(frame: pd.DataFrame, *, ks: Sequence[int] = EARLY, by: Sequ
                      "compactions": group["compaction"].nunique(), "sessions": group["session"].nunique(),
                      "median_abs_error": float(err.abs().median()), "p90_abs_error": float(err.abs().quantile(0.9)),
                      "median_bias": float(err.median())})
+    return pd.DataFrame(rows)
+
+
+def compare_sources(frame: pd.DataFrame, reference: str, sources: Sequence[str] | None = None, *,
+                    ks: Sequence[int] = EARLY) -> pd.DataFrame:
+    """Each source against ``reference`` on the same requests ``ks``, per agent: ``n``, ``sessions``,
+    the change of the median ``|error|`` and of its 90th percentile (source − reference), and on how
+    many requests and sessions (by their median ``|error|``) the source is closer or further."""
+    scored = frame[frame["source"].notna() & frame["k"].isin(list(ks))]
+    wide = scored.pivot_table(index=["agent", "session", "compaction", "k"], columns="source", values="error")
+    names = [s for s in (sources if sources is not None else wide.columns) if s != reference and s in wide.columns]
+    rows = []
+    for agent, group in wide.groupby(level="agent"):
+        for source in names:
+            both = group[[reference, source]].dropna().abs()
+            if both.empty:
+                continue
+            ref, new = both[reference], both[source]
+            per_session = both.groupby(level="session").median()
+            rows.append({"agent": agent, "source": source, "n": len(both),
+                         "sessions": both.index.get_level_values("session").nunique(),
+                         "median_change": float(new.median() - ref.median()),
+                         "p90_change": float(new.quantile(0.9) - ref.quantile(0.9)),
+                         "requests_closer": int((new < ref).sum()), "requests_further": int((new > ref).sum()),
+                         "sessions_closer": int((per_session[source] < per_session[reference]).sum()),
+                         "sessions_further": int((per_session[source] > per_session[reference]).sum())})
     return pd.DataFrame(rows)
 
 
