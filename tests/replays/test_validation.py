@@ -147,3 +147,70 @@ def test_replay_intervals_follow_the_errors(auth) -> None:
     assert spread.loc["compactions", "low"] < spread.loc["compactions", "high"]
     with pytest.raises(ConfigurationError, match="at least one finite error"):
         replay_intervals(auth, [float("nan")], draws=2)
+
+
+def test_request_sizes_name_the_summary_and_the_thinking_sent(real_dir: Path) -> None:
+    from pimem.sessions.load import load_session
+
+    path = load_session(real_dir / "before-compaction.jsonl").get_branch()
+    sizes = request_sizes(path, tiktoken=True)
+    before, after = sizes[sizes["compaction"] == 0], sizes[sizes["compaction"] > 0]
+    assert (before["summary_estimate"] == 0).all() and (before["summary_counted"] == 0).all()
+    assert (after["summary_estimate"] > 100).all() and (after["summary_counted"] > 100).all()
+    assert (after["summary_estimate"] < after["estimate"]).all()  # the summary is part of what was sent
+    assert (sizes["thinking"] >= 0).all() and (sizes["thinking"] < sizes["estimate"]).all()
+
+
+def test_the_previous_compaction_corrects_the_next_by_its_known_error(pi_frame: pd.DataFrame) -> None:
+    """before-compaction.jsonl compacted twice: the second compaction's ``+previous`` sources add the
+    first one's median error on its requests 1-3 (known before the second); the first has none to add."""
+    rows = pi_frame[pi_frame["file"].str.endswith("before-compaction.jsonl") & pi_frame["source"].notna()]
+    first, second = sorted(rows["compaction"].unique(), key=lambda c: rows[rows["compaction"] == c]["fit_points"].min())
+
+    def values(compaction: str, source: str) -> pd.Series:
+        picked = rows[(rows["compaction"] == compaction) & (rows["source"] == source)]
+        return picked.set_index("k")["predicted"]
+
+    plain = rows[(rows["compaction"] == first) & (rows["source"] == "anchored+files") & rows["k"].isin([1, 2, 3])]
+    known = float(np.median(plain["recorded"] - plain["predicted"]))
+    assert known != 0
+    assert np.allclose(values(first, "anchored+files+previous"), values(first, "anchored+files"))
+    assert np.allclose(values(second, "anchored+files+previous"), values(second, "anchored+files") + known)
+    ratio = float(np.median(plain["predicted"] / plain["recorded"] - 1))
+    assert np.allclose(values(second, "anchored+files+previous-ratio"), values(second, "anchored+files") / (1 + ratio))
+
+
+def test_a_summary_rate_is_learnt_on_the_other_sessions_only() -> None:
+    """Three sessions whose summaries (basis 1,000) came out at 0.5, 1.0 and 2.0 tokens per unit above
+    the rest: each held-out session gets the median of the other two; later requests get it too."""
+    from pimem.replays.validation import agent_profiles
+
+    rows = []
+    for s, factor in (("s0", 0.5), ("s1", 1.0), ("s2", 2.0)):
+        for k in (1, 2, 10):
+            rows.append({"agent": "a", "session": s, "compaction": s, "k": k, "source": "anchored+files+summary-rate",
+                         "predicted": 10_000.0, "recorded": 10_000.0 + factor * 1_000, "basis": 1_000.0,
+                         "error": np.nan})
+    filled = agent_profiles(pd.DataFrame(rows)).groupby("session")["predicted"].agg(["min", "max"])
+    assert filled.loc["s0"].tolist() == [11_500.0, 11_500.0]  # median of 1.0 and 2.0
+    assert filled.loc["s1"].tolist() == [11_250.0, 11_250.0]
+    assert filled.loc["s2"].tolist() == [10_750.0, 10_750.0]
+    alone = agent_profiles(pd.DataFrame(rows[:3]))
+    assert alone["predicted"].isna().all()  # no other session: nothing learnt, nothing scored
+
+
+def test_compare_sources_counts_on_the_same_requests() -> None:
+    from pimem.replays.validation import compare_sources
+
+    rows = []
+    for s in range(4):
+        for k in (1, 2):
+            for source, error in (("ref", 0.10), ("new", 0.05 if s < 3 else 0.20)):
+                rows.append({"agent": "a", "session": f"s{s}", "compaction": f"c{s}", "k": k, "source": source,
+                             "error": error})
+    result = compare_sources(pd.DataFrame(rows), "ref").set_index("source").loc["new"]
+    assert result["n"] == 8 and result["sessions"] == 4
+    assert result["requests_closer"] == 6 and result["requests_further"] == 2
+    assert result["sessions_closer"] == 3 and result["sessions_further"] == 1
+    assert result["median_change"] == pytest.approx(-0.05)
+    assert result["p90_change"] == pytest.approx(0.10)
