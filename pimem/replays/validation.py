@@ -251,17 +251,17 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
         header = session.header or {}
         # what Claude Code re-attaches after each compaction (chars/4, cl100k_base); Pi and Codex nothing
         at = [next(i for i, e in enumerate(path_entries) if e is entry) for entry in compactions]
-        files = [reattached_tokens(path_entries[:i]) if item.agent == "claude-code" else 0.0 for i in at]
-        files_counted = [reattached_tokens(path_entries[:i], measure=count_tiktoken_tokens)
-                         if item.agent == "claude-code" and tiktoken else 0.0 for i in at]
-        sizes["carried"] = [files[c - 1] if c else 0.0 for c in sizes["compaction"]]
+        attached = [reattached_tokens(path_entries[:i]) if item.agent == "claude-code" else 0.0 for i in at]
+        attached_counted = [reattached_tokens(path_entries[:i], measure=count_tiktoken_tokens)
+                            if item.agent == "claude-code" and tiktoken else 0.0 for i in at]
+        sizes["carried"] = [attached[c - 1] if c else 0.0 for c in sizes["compaction"]]
         previous: tuple[float, float] | None = None  # the previous compaction's error on requests 1-3
         for c, entry in enumerate(compactions, start=1):
             before = sizes[sizes["compaction"] < c]
             if problem:
                 before = before[before["compaction"] >= 1]
             after = sizes[(sizes["compaction"] == c) & sizes["since"].isin(list(ks))]
-            made = _predictions(before, after, files[c - 1], files_counted[c - 1]) if len(after) else None
+            made = _predictions(before, after, attached[c - 1], attached_counted[c - 1]) if len(after) else None
             base = {"agent": item.agent, "file": str(item.path), "session": str(header.get("id")),
                     "compaction": _compaction_key(entry), "fit_points": len(before), "partial": problem,
                     "requests_after": int((sizes["compaction"] == c).sum())}
