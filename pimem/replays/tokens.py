@@ -228,7 +228,10 @@ class AfterCompaction:
     (:func:`anchored_model` over the recorded requests before the compaction; ``files`` from the
     recorded tool calls before it). Out of sample on 64 real Claude Code compactions (``anchored+files``,
     :mod:`pimem.replays.validation`) it has the lowest median error of the sources, 8.3%, bias +0.7%
-    (the calibrated shift: 13.8%, −9.1%). Pi re-attaches nothing: its replays keep the calibrated shift.
+    (the calibrated shift: 13.8%, −9.1%); converting by what the text is (cl100k_base counts, the
+    summary at a rate learnt on the other sessions) or by the session's previous compaction does no
+    better by a point of median (best 7.9%; :func:`~pimem.replays.validation.compare_sources`). Pi
+    re-attaches nothing: its replays keep the calibrated shift.
     """
 
     def __init__(self, path: Sequence[dict], estimates: Sequence[float], calibration: Calibration) -> None:

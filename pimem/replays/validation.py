@@ -24,6 +24,16 @@ compares with the recorded input (``input + cacheRead + cacheWrite``):
   after the compaction. ``anchored+files`` is what a replay of a Claude Code session computes after a
   compaction it made (:class:`~pimem.replays.tokens.AfterCompaction`); ``anchored+files+profile``
   adds the other sessions' median residual;
+* candidates that convert by what the text is or use the session's history, each against
+  ``anchored+files`` (:func:`compare_sources`): ``anchored-tiktoken+files`` (the anchored model on
+  cl100k_base counts, the files counted so too); ``anchored+files+summary-rate``, ``-ratio``,
+  ``-tiktoken`` (the summary apart from the rest, at a rate per estimated token, a share of the
+  session's rate, or a rate per cl100k_base token, learnt on the other sessions by
+  :func:`agent_profiles`); ``anchored+files+previous`` and ``-ratio`` (plus the median residual, or
+  divided by 1 + the median error, of the session's previous compaction on its requests 1-3, known
+  before this one; none for a first compaction); ``anchored+files+carried`` (the rate net of the files
+  an earlier compaction re-attached, which the requests since carried); ``anchored+files-thinking``
+  (thinking blocks left out of the estimates);
 * ``latest``, ``latest+files``: the overhead the last 10 requests carried above the fitted rate (where
   the first request's may have drifted), plus the fitted rate times the estimate;
 * ``chars``, ``tiktoken``: the fit's overhead plus ``E`` or the cl100k_base count of the projected
