@@ -81,8 +81,7 @@ from pimem.sessions.load import load_session
 from pimem.text.tokenizers import TiktokenCounter, count_tiktoken_tokens
 
 __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "compare_sources",
-           "interval_coverage",
-           "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
+           "interval_coverage", "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
 SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "calibrated+files", "anchored", "anchored+profile",
@@ -187,7 +186,7 @@ def _predictions(before: pd.DataFrame, after: pd.DataFrame, files: float = 0.0, 
     overhead, rate = anchored_model(before["estimate"].tolist(), recorded, fit.slope)
     anchored = overhead + rate * e
     with_files = anchored + rate * files
-    # the latest overhead the last requests carried above the fitted rate
+    # the overhead the last requests carried above the fitted rate
     latest = float(np.median((before["recorded"] - fit.slope * before["estimate"]).tail(RECENT_REQUESTS))) + fit.slope * e
     # the same anchored model on cl100k_base counts (the files counted by it too)
     if np.isfinite(before["counted"].to_numpy()).all() and np.isfinite(t).all():
@@ -326,7 +325,7 @@ def agent_profiles(frame: pd.DataFrame, *, ks: Sequence[int] = EARLY) -> pd.Data
             m = float(others.median()) if len(others) else 0.0
             out.loc[index, "predicted"] = out.loc[index, "predicted"] + m
         out.loc[rows, "error"] = out.loc[rows, "predicted"] / out.loc[rows, "recorded"] - 1
-    learnt = frame["basis"].notna()
+    learnt = frame["basis"].notna() if "basis" in frame else pd.Series(False, index=frame.index)
     for source in frame.loc[learnt, "source"].unique():
         rows = learnt & (frame["source"] == source)
         pool = frame[rows & early & (frame["basis"] > 0)]
