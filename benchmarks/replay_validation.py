@@ -9,7 +9,7 @@ source is fitted on the requests before the compaction and predicts the requests
 percentile and the median bias per agent and source, with n, for requests 1-3 after a compaction and
 for the 10th; each ``anchored`` candidate against ``anchored+files`` (what a replay of a Claude Code
 session uses after a compaction it made) on the same requests
-(:func:`~pimem.replays.validation.compare_sources`); then the coverage of 80% and 90% prediction
+(:func:`~pimem.replays.validation.sources_head_to_head`); then the coverage of 80% and 90% prediction
 intervals on held-out sessions (:func:`~pimem.replays.validation.interval_coverage`) around
 ``calibrated+profile`` and around ``anchored+files``. The rows go to
 ``benchmarks/results/replay_validation.csv``.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pimem.replays.validation import compare_sources, corpus_files, interval_coverage, validate, validation_table
+from pimem.replays.validation import sources_head_to_head, corpus_files, interval_coverage, validate, validation_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PIMEM_SHARED_DIR", ROOT.parent / "shared"))
@@ -58,7 +58,7 @@ def main() -> None:
     candidates = [s for s in scored["source"].unique() if s.startswith("anchored")]
     for title, ks in (("requests 1-3", (1, 2, 3)), ("the 10th request", (10,))):
         print(f"\nagainst anchored+files on the same requests ({title}; change = source - anchored+files)")
-        print(compare_sources(frame, "anchored+files", candidates, ks=ks).to_string(
+        print(sources_head_to_head(frame, "anchored+files", candidates, ks=ks).to_string(
             index=False, float_format=lambda v: f"{v:+.3f}"))
     for source in ("calibrated+profile", "anchored+files"):
         for level in (0.8, 0.9):

@@ -230,7 +230,7 @@ class AfterCompaction:
     :mod:`pimem.replays.validation`) it has the lowest median error of the sources, 8.3%, bias +0.7%
     (the calibrated shift: 13.8%, −9.1%); converting by what the text is (cl100k_base counts, the
     summary at a rate learnt on the other sessions) or by the session's previous compaction does no
-    better by a point of median (best 7.9%; :func:`~pimem.replays.validation.compare_sources`). Pi
+    better by a point of median (best 7.9%; :func:`~pimem.replays.validation.sources_head_to_head`). Pi
     re-attaches nothing: its replays keep the calibrated shift.
     """
 

@@ -25,7 +25,7 @@ compares with the recorded input (``input + cacheRead + cacheWrite``):
   compaction it made (:class:`~pimem.replays.tokens.AfterCompaction`); ``anchored+files+profile``
   adds the other sessions' median residual;
 * candidates that convert by what the text is or use the session's history, each against
-  ``anchored+files`` (:func:`compare_sources`): ``anchored-tiktoken+files`` (the anchored model on
+  ``anchored+files`` (:func:`sources_head_to_head`): ``anchored-tiktoken+files`` (the anchored model on
   cl100k_base counts, the files counted so too); ``anchored+files+summary-rate``, ``-ratio``,
   ``-tiktoken`` (the summary apart from the rest, at a rate per estimated token, a share of the
   session's rate, or a rate per cl100k_base token, learnt on the other sessions by
@@ -80,7 +80,7 @@ from pimem.replays.tokens import RECENT_REQUESTS, anchored_model, modelled_sizes
 from pimem.sessions.load import load_session
 from pimem.text.tokenizers import TiktokenCounter, count_tiktoken_tokens
 
-__all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "compare_sources",
+__all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "sources_head_to_head",
            "interval_coverage", "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
@@ -355,7 +355,7 @@ def validation_table(frame: pd.DataFrame, *, ks: Sequence[int] = EARLY, by: Sequ
     return pd.DataFrame(rows)
 
 
-def compare_sources(frame: pd.DataFrame, reference: str, sources: Sequence[str] | None = None, *,
+def sources_head_to_head(frame: pd.DataFrame, reference: str, sources: Sequence[str] | None = None, *,
                     ks: Sequence[int] = EARLY) -> pd.DataFrame:
     """Each source against ``reference`` on the same requests ``ks``, per agent: ``n``, ``sessions``,
     the change of the median ``|error|`` and of its 90th percentile (source − reference), and on how

@@ -200,7 +200,7 @@ def test_a_summary_rate_is_learnt_on_the_other_sessions_only() -> None:
 
 
 def test_compare_sources_counts_on_the_same_requests() -> None:
-    from pimem.replays.validation import compare_sources
+    from pimem.replays.validation import sources_head_to_head
 
     rows = []
     for s in range(4):
@@ -208,7 +208,7 @@ def test_compare_sources_counts_on_the_same_requests() -> None:
             for source, error in (("ref", 0.10), ("new", 0.05 if s < 3 else 0.20)):
                 rows.append({"agent": "a", "session": f"s{s}", "compaction": f"c{s}", "k": k, "source": source,
                              "error": error})
-    result = compare_sources(pd.DataFrame(rows), "ref").set_index("source").loc["new"]
+    result = sources_head_to_head(pd.DataFrame(rows), "ref").set_index("source").loc["new"]
     assert result["n"] == 8 and result["sessions"] == 4
     assert result["requests_closer"] == 6 and result["requests_further"] == 2
     assert result["sessions_closer"] == 3 and result["sessions_further"] == 1
