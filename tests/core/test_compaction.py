@@ -320,3 +320,30 @@ console.log(JSON.stringify(out));
         except TypeError:
             got = "TypeError"
         assert got == want, (s, e, k)
+
+
+def test_cut_point_estimate_that_throws_is_pi_s_only_where_the_range_has_a_cut_point():
+    """The walk back from the end comes first here: where it meets a message whose estimate throws, a range
+    without a cut point still answers as Pi's (which returns before estimating) and one with a cut point throws."""
+    bad = message_entry("r", "a", {"role": "toolResult", "toolCallId": "t", "content": 5})
+    user = message_entry("u", None, {"role": "user", "content": "hello"})
+    tool_only = [message_entry("a", None, {"role": "toolResult", "toolCallId": "t", "content": []}), bad]
+    with_user = [user, {**tool_only[0], "parentId": "u"}, bad]
+    cases = [(tool_only, 0, 2, 1), (tool_only, 1, 2, 0), (with_user, 0, 3, 1), (with_user, 1, 3, 1),
+             (with_user, 0, 2, 10**6)]
+    script = NODE_CUT_RANGES + """
+const out = req.cases.map(([p, s, e, k]) => { try { return cp.findCutPoint(p, s, e, k); }
+  catch (x) { return String(x).split(":")[0]; } });
+console.log(JSON.stringify(out));
+"""
+    expected = run_node(script, {"cases": cases})
+    assert expected[0] == {"firstKeptEntryIndex": 0, "turnStartIndex": -1, "isSplitTurn": False}
+    assert expected[2] == "TypeError"
+    for (path, s, e, k), want in zip(cases, expected):
+        try:
+            cut = find_cut_point(path, s, e, k)
+            got: object = {"firstKeptEntryIndex": cut.first_kept_entry_index, "turnStartIndex": cut.turn_start_index,
+                           "isSplitTurn": cut.is_split_turn}
+        except TypeError:
+            got = "TypeError"
+        assert got == want, (s, e, k)

@@ -617,7 +617,7 @@ def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index
         read: the context messages of ``entries`` as a search has read them so far (see :func:`find_cut_point`).
     """
     if read is None:
-        scan: Iterable[tuple[int, list[dict]]] = _backward(_entry_messages(entries), start_index, entry_index + 1)
+        scan: Iterable[tuple[int, Sequence[dict]]] = _backward(_entry_messages(entries), start_index, entry_index + 1)
     else:
         scan = zip(range(entry_index, start_index - 1, -1), map(read.messages, range(entry_index, start_index - 1, -1)))
     for i, messages in scan:
@@ -672,7 +672,9 @@ class _ReadBack:
     def messages(self, i: int) -> Sequence[dict]:
         """The context messages of entry ``i`` (``start <= i < end``)."""
         k = (self.end - 1 - i) // _BLOCK
-        return self.per_entry(k)[i - max(self.start, self.end - _BLOCK * (k + 1))]
+        own, other = self.block(k)
+        position = i - max(self.start, self.end - _BLOCK * (k + 1))
+        return (own[position],) if not other else self.per_entry(k)[position]
 
     def budget_reached_at(self, keep_recent_tokens: float) -> int:
         """The walk back from the end of Pi's ``findCutPoint``: the index at which the entries' estimated tokens,
@@ -686,7 +688,9 @@ class _ReadBack:
             a = max(start, b - _BLOCK)
             if any(other.values()):
                 for i, messages in zip(range(b - 1, a - 1, -1), reversed(self.per_entry(k))):
-                    tokens = _entry_tokens(messages)
+                    if not messages:
+                        continue
+                    tokens = -(-estimate_chars(messages[0]) // 4) if len(messages) == 1 else _entry_tokens(messages)
                     if tokens:
                         accumulated += tokens
                         if accumulated >= keep_recent_tokens:
@@ -706,20 +710,6 @@ class _ReadBack:
         return -1
 
 
-def _budget_reached_at(backward: Iterable[tuple[int, int]], keep_recent_tokens: float) -> int:
-    """The walk back from the end of Pi's ``findProjectedCutPoint``, over ``(index, the estimated tokens of the
-    entry's messages)`` from the last entry down: the index at which the tokens, added up, reach
-    ``keep_recent_tokens``; -1 if they never do (the estimates stop there: nothing before it is read)."""
-    accumulated = 0
-    for i, tokens in backward:
-        if tokens == 0:
-            continue
-        accumulated += tokens
-        if accumulated >= keep_recent_tokens:
-            return i
-    return -1
-
-
 @port("compaction/compaction.js", "findCutPoint")
 def find_cut_point(
     entries: Sequence[dict], start_index: int, end_index: int, keep_recent_tokens: float, *, checked: bool = False,
@@ -728,10 +718,11 @@ def find_cut_point(
     """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``.
 
     Pi lists every valid cut point first (reading every entry's messages, and throwing at a message entry
-    without a message); here the same throw comes from one check of the range, and the first cut point and
-    the first one at or after the entry where the budget is reached are found by scanning only as far as
-    they are (the same answer: only the entries up to them are read). The walk back from the end keeps the
-    messages it read for the scans after it.
+    without a message); here the same throw comes from one check of the range, the walk back from the end
+    comes first and keeps the messages it read, and the cut point it needs (the first at or after the entry
+    where the budget is reached, else the last; the first where it is never reached) is found by scanning
+    only as far as it is (the same answer; where the walk throws, Pi's answer for a range without a cut point
+    is checked first).
 
     Args:
         entries: the entries to cut.
@@ -750,20 +741,27 @@ def find_cut_point(
                                   "before the first entry)")
     if not checked:  # Pi's list of cut points reads every entry of the range
         require_message_objects(entries[start:end_index])
-    first_cut = next((i for i, messages in _forward(_entry_messages(entries, types), start, end_index)
-                      if entries[i].get("type") != "compaction" and _any_role(messages, _CUT_POINT_ROLES)), -1)
-    if first_cut < 0:
-        return CutPointResult(start_index, -1, False)
     read = _ReadBack(entries, start, end_index, types)
-    cut_index = first_cut
-    reached = read.budget_reached_at(keep_recent_tokens)
+
+    def cut_points(indices: range) -> Iterator[int]:
+        return (i for i in indices if entries[i].get("type") != "compaction"
+                and _any_role(read.messages(i), _CUT_POINT_ROLES))
+
+    try:
+        reached = read.budget_reached_at(keep_recent_tokens)
+    except Exception:
+        if next(cut_points(range(start, end_index)), -1) < 0:
+            return CutPointResult(start_index, -1, False)  # Pi returns before it estimates anything
+        raise
     if reached >= 0:
         # cutPoints.find((c) => c >= reached) ?? cutPoints.at(-1)
-        cut_index = next((i for i in range(reached, end_index) if entries[i].get("type") != "compaction"
-                          and _any_role(read.messages(i), _CUT_POINT_ROLES)), -1)
+        cut_index = next(cut_points(range(reached, end_index)), -1)
         if cut_index < 0:
-            cut_index = next(i for i in range(end_index - 1, start - 1, -1) if entries[i].get("type") != "compaction"
-                             and _any_role(read.messages(i), _CUT_POINT_ROLES))
+            cut_index = next(cut_points(range(end_index - 1, start - 1, -1)), -1)
+    else:
+        cut_index = next(cut_points(range(start, end_index)), -1)  # cutPoints[0]
+    if cut_index < 0:  # no cut point
+        return CutPointResult(start_index, -1, False)
     # back over adjacent entries that add nothing to the context, stopping at a compaction
     while cut_index > start_index:
         if entries[cut_index - 1].get("type") == "compaction" or len(read.messages(cut_index - 1)) > 0:
@@ -865,9 +863,17 @@ def find_projected_cut_point(
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    backward = zip(range(end_index - 1, start_index - 1, -1),
-                   map(_entry_tokens, map(_MESSAGES, reversed(entries[start_index:end_index]))))
-    reached = _budget_reached_at(backward, keep_recent_tokens)
+    # the walk back from the end: the entry at which the estimated tokens, added up, reach keep_recent_tokens
+    reached = -1
+    accumulated = 0
+    for i in range(end_index - 1, start_index - 1, -1):
+        messages = entries[i][1]
+        tokens = _entry_tokens(messages) if messages else 0
+        if tokens:
+            accumulated += tokens
+            if accumulated >= keep_recent_tokens:
+                reached = i
+                break
     exceeded = reached >= 0
     if exceeded:
         cut_index = next((c for c in range(reached, end_index) if is_projected_cut_point(entries[c])), -1)
@@ -934,10 +940,15 @@ def get_messages_from_projected_entries_for_compaction(
         return []
     if entries[start][0].get("type") == "compaction":
         start += 1  # the newest compaction's messages (a later one brings none anyway)
-    # The entries' messages are a slice of the projection's messages.
+    # The entries' messages are a slice of the projection's messages (counted over the range or past it, the
+    # shorter).
+    messages = projection.messages
     before = sum(map(len, map(_MESSAGES, entries[:start])))
-    count = sum(map(len, map(_MESSAGES, entries[start:end])))
-    return [m for m in projection.messages[before : before + count] if m.get("role") != "system"]
+    if end - start <= len(entries) - end:
+        stop = before + sum(map(len, map(_MESSAGES, entries[start:end])))
+    else:
+        stop = len(messages) - sum(map(len, map(_MESSAGES, entries[end:])))
+    return [m for m in messages[before:stop] if m.get("role") != "system"]
 
 
 @port("compaction/compaction.js", "prepareCompaction", part=True)
@@ -970,7 +981,8 @@ def preparation_at_cut(
                                                                          first_kept_index)
     if not to_summarize and not turn_prefix:
         return None
-    file_ops = extract_file_operations(to_summarize, list(map(_SOURCE, entries)), boundary_start - 1)
+    # the source entries up to the previous compaction (the first, if any): the only one read
+    file_ops = extract_file_operations(to_summarize, list(map(_SOURCE, entries[:boundary_start])), boundary_start - 1)
     if cut.is_split_turn:
         extract_file_ops_from_messages(turn_prefix, file_ops)
     previous_summary = entries[0][0].get("summary") if boundary_start else None
