@@ -671,9 +671,10 @@ class _ReadBack:
 
     def messages(self, i: int) -> Sequence[dict]:
         """The context messages of entry ``i`` (``start <= i < end``)."""
-        k = (self.end - 1 - i) // _BLOCK
-        own, other = self.block(k)
-        position = i - max(self.start, self.end - _BLOCK * (k + 1))
+        end = self.end
+        k = (end - 1 - i) // _BLOCK
+        own, other = self.blocks.get(k) or self.block(k)
+        position = i - max(self.start, end - _BLOCK * (k + 1))
         return (own[position],) if not other else self.per_entry(k)[position]
 
     def budget_reached_at(self, keep_recent_tokens: float) -> int:
@@ -686,23 +687,24 @@ class _ReadBack:
         while b > start:
             own, other = self.block(k)
             a = max(start, b - _BLOCK)
-            if any(other.values()):
-                for i, messages in zip(range(b - 1, a - 1, -1), reversed(self.per_entry(k))):
-                    if not messages:
-                        continue
-                    tokens = -(-estimate_chars(messages[0]) // 4) if len(messages) == 1 else _entry_tokens(messages)
-                    if tokens:
-                        accumulated += tokens
-                        if accumulated >= keep_recent_tokens:
-                            return i
-            else:  # each entry brings its own message, or none (and adds nothing: the walk skips it)
-                indices: Iterable[int] = range(b - 1, a - 1, -1)
-                if other:
-                    indices = [i for i in indices if i - a not in other]
-                for i, message in zip(indices, reversed(own)):
+            if not other:  # each entry brings its own message (nearly every block)
+                for i, message in zip(range(b - 1, a - 1, -1), reversed(own)):
                     chars = estimate_chars(message)
                     if chars:
                         accumulated += -(-chars // 4)  # estimate_tokens
+                        if accumulated >= keep_recent_tokens:
+                            return i
+            else:
+                taken = len(own)
+                for i in range(b - 1, a - 1, -1):
+                    messages = other.get(i - a)
+                    if messages is None:  # its own message
+                        taken -= 1
+                        tokens = -(-estimate_chars(own[taken]) // 4)
+                    else:
+                        tokens = _entry_tokens(messages) if messages else 0
+                    if tokens:
+                        accumulated += tokens
                         if accumulated >= keep_recent_tokens:
                             return i
             k += 1
