@@ -281,11 +281,13 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
         for block in content:
             btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
             if btype == "toolCall":
-                if "arguments" not in block:
-                    raise JavaScriptTypeError("toolCall block has no arguments")
+                try:
+                    arguments = block["arguments"]
+                except KeyError:
+                    raise JavaScriptTypeError("toolCall block has no arguments") from None
                 name = block.get("name")
                 chars += (len(name) if name.__class__ is str and name.isascii() else
-                          _js_length(name, "toolCall name")) + js_stringify_length(block["arguments"])
+                          _js_length(name, "toolCall name")) + js_stringify_length(arguments)
                 continue
             if btype == "text":
                 value = block.get("text")
@@ -723,8 +725,8 @@ def find_cut_point(
     without a message); here the same throw comes from one check of the range, the walk back from the end
     comes first and keeps the messages it read, and the cut point it needs (the first at or after the entry
     where the budget is reached, else the last; the first where it is never reached) is found by scanning
-    only as far as it is (the same answer; where the walk throws, Pi's answer for a range without a cut point
-    is checked first).
+    only as far as it is (the same answer; where the walk throws, a range without a cut point still answers as
+    Pi's, which returns before it estimates).
 
     Args:
         entries: the entries to cut.
