@@ -248,7 +248,6 @@ _UNDEFINED = UNDEFINED
 
 _Fragment = orjson.Fragment
 _SAFE_INT = 10**_MAX_SAFE_DIGITS
-_DIGITS = frozenset("0123456789")
 
 
 def _prepare(value: Any) -> Any:
@@ -344,30 +343,32 @@ def js_stringify_length(value: Any) -> int:
     Args:
         value: JSON data.
     """
-    if value.__class__ is not dict and isinstance(value, (int, float)) and not isinstance(value, bool):
+    if value.__class__ is dict:
+        for item in value.values():
+            if item.__class__ not in _STRINGS_AND_INTEGERS:
+                break
+        else:
+            # an object of strings and integers (most tool-call arguments): orjson writes them as JavaScript
+            # does, the integers within 2**53 (it raises beyond); it may keep an order of the keys where
+            # JavaScript lists array indices first, which does not change the length
+            try:
+                data = _dumps(value, None, _STRICT_INTEGER)
+            except TypeError:  # an integer beyond 2**53, a key not a string, a lone surrogate
+                return utf16_len(js_stringify(value))
+            return len(data) if data.isascii() else utf16_len(data.decode("utf-8"))
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
         return len(js_number(value))
     try:
-        if value.__class__ is dict and len(value) <= 16:  # tool-call arguments: a few fields
-            for key, item in value.items():
-                # orjson writes strings and integers below 10**15 as JavaScript does, and keeps the key
-                # order where no key can be an array index (led by a digit)
-                if key.__class__ is not str or key[:1] in _DIGITS or not (
-                        item.__class__ is str or (item.__class__ is int and -_SAFE_INT < item < _SAFE_INT)):
-                    data = orjson.dumps(_prepare(value))
-                    break
-            else:
-                data = orjson.dumps(value)
+        # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
+        # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
+        # (Below 512 bytes the check costs more than the pass.)
+        data = orjson.dumps(value)
+        if len(data) < 512:
+            data = orjson.dumps(_prepare(value))
         else:
-            # orjson writes what JavaScript writes unless a number or a key starting with a digit is in it
-            # (see _prepare; NaN and infinities come out as null): where none can be, take its length.
-            # (Below 512 bytes the check costs more than the pass.)
-            data = orjson.dumps(value)
-            if len(data) < 512:
+            marked = data.translate(_VALUE_STARTS)
+            if b":0" in marked or b":n" in marked or b':"0' in marked:
                 data = orjson.dumps(_prepare(value))
-            else:
-                marked = data.translate(_VALUE_STARTS)
-                if b":0" in marked or b":n" in marked or b':"0' in marked:
-                    data = orjson.dumps(_prepare(value))
     except (TypeError, RecursionError):
         return utf16_len(js_stringify(value))
     if data.isascii():
@@ -375,6 +376,9 @@ def js_stringify_length(value: Any) -> int:
     return utf16_len(data.decode("utf-8"))
 
 
+_STRINGS_AND_INTEGERS = frozenset((str, int))
+_dumps = orjson.dumps
+_STRICT_INTEGER = orjson.OPT_STRICT_INTEGER
 # orjson's compact output with ``: , [ {`` as ``:`` and digits and ``-`` as ``0``: a number then shows as
 # ``:0``, a null as ``:n``, a key led by a digit as ``:"0`` (a string holding such text only takes the exact way)
 _VALUE_STARTS = bytes.maketrans(b":,[{0123456789-", b"::::00000000000")

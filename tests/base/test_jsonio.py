@@ -425,11 +425,38 @@ def test_stringify_length_is_the_length_of_the_text(value: Any) -> None:
     assert js_stringify_length(padded) == utf16_len(js_stringify(padded))
 
 
+# Objects of strings and integers (tool-call arguments): their length is counted from orjson's bytes.
+FLAT_VALUES = st.one_of(
+    TEXT,
+    st.text(st.sampled_from('ab:,0"\\\n\t\x00\x1f\x7f/é😀\u2028'), max_size=40),
+    st.integers(min_value=-(2**54), max_value=2**54),
+    st.sampled_from([2**53 - 1, 2**53, -(2**53 - 1), -(2**53), 10**15, 10**16 - 1, -(10**17 - 1), 10**19 - 1, 10**21]),
+)
+FLAT_OBJECTS = st.dictionaries(KEYS, FLAT_VALUES, max_size=6)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(FLAT_OBJECTS)
+def test_stringify_length_of_objects_of_strings_and_integers(value: dict) -> None:
+    assert js_stringify_length(value) == utf16_len(js_stringify(value))
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(FLAT_OBJECTS, min_size=30, max_size=60))
+def test_stringify_length_of_objects_of_strings_and_integers_matches_node(values: list[dict]) -> None:
+    require_node()
+    answers = node_answers([{"op": "stringify", "value": v} for v in values])
+    for value, answer in zip(values, answers):
+        assert js_stringify_length(value) == utf16_len(answer), value
+
+
 def test_stringify_length_takes_the_exact_way_for_numbers_nulls_and_digit_keys() -> None:
     cases: list[Any] = [
         {"a": 1.0}, [1e16], {"b": [2, -0.0]}, {"n": float("nan")}, [float("inf")], {"1": "x", "a": "y"},
         {"a": {"b": 10**20}}, ["\ud800"], {"t": "é😀"}, {"x": None}, [[], {}], "plain", None, True, 1.5, 10**17,
         {"a": "b:1", "c": "[2", "d": ",-3"}, [{"name": "read", "parameters": {"type": "object"}}],
+        {"n": 2**53 - 1, "m": -(2**53 - 1)}, {"n": 2**53}, {"n": 10**16 - 1}, {"n": -(10**19 - 1)}, {"n": 10**21}, {"t": "\ud800", "n": 1},
+        {"1": 2, "a": "\u2028"}, {"x": True}, {},
     ]
     for case in cases:
         for value in (case, [case, "x" * 600], {"pad": "é" * 600, "v": case}):  # small, and past the check's size

@@ -300,23 +300,50 @@ const req = JSON.parse(require("fs").readFileSync(0, "utf8"));
 """.replace('require("fs")', '(await import("node:fs"))')
 
 
-def test_cut_point_ranges_outside_the_entries_are_read_as_pi_reads_them():
-    """A start before the first entry (Pi reads ``entries[-1].type`` of undefined) throws where the range holds
-    an entry, and an empty range answers at once, as in Pi."""
-    entries = random_tree(random.Random(3), 12)
-    path = build_session_path(entries)
-    cases = [(s, e, k) for s in (-3, -1, 0, 2) for e in (-2, 0, 1, len(path)) for k in (0, 50)]
-    script = NODE_CUT_RANGES + """
-const out = req.cases.map(([s, e, k]) => { try { return cp.findCutPoint(req.path, s, e, k); }
+NODE_CUTS = NODE_CUT_RANGES + """
+const out = req.cases.map(([p, s, e, k]) => { try { return cp.findCutPoint(p, s, e, k); }
   catch (x) { return String(x).split(":")[0]; } });
 console.log(JSON.stringify(out));
 """
-    expected = run_node(script, {"path": path, "cases": cases})
-    for (s, e, k), want in zip(cases, expected):
+
+
+def cuts_of_pi_and_pimem(cases: list) -> list[tuple[object, object]]:
+    """(Pi's findCutPoint, pimem's find_cut_point) of each ``(path, start, end, keep)``: the result as Pi's
+    object, or the name of the error thrown."""
+    expected = run_node(NODE_CUTS, {"cases": cases})
+    out = []
+    for (path, s, e, k), want in zip(cases, expected):
         try:
             cut = find_cut_point(path, s, e, k)
             got: object = {"firstKeptEntryIndex": cut.first_kept_entry_index, "turnStartIndex": cut.turn_start_index,
                            "isSplitTurn": cut.is_split_turn}
         except TypeError:
             got = "TypeError"
-        assert got == want, (s, e, k)
+        out.append((want, got))
+    return out
+
+
+def test_cut_point_ranges_outside_the_entries_are_read_as_pi_reads_them():
+    """A start before the first entry (Pi reads ``entries[-1].type`` of undefined) throws where the range holds
+    an entry, and an empty range answers at once, as in Pi."""
+    entries = random_tree(random.Random(3), 12)
+    path = build_session_path(entries)
+    cases = [(path, s, e, k) for s in (-3, -1, 0, 2) for e in (-2, 0, 1, len(path)) for k in (0, 50)]
+    for case, (want, got) in zip(cases, cuts_of_pi_and_pimem(cases)):
+        assert got == want, case[1:]
+
+
+def test_cut_point_estimate_that_throws_is_pi_s_only_where_the_range_has_a_cut_point():
+    """The walk back from the end comes first here: where it meets a message whose estimate throws, a range
+    without a cut point still answers as Pi's (which returns before estimating) and one with a cut point throws."""
+    bad = message_entry("r", "a", {"role": "toolResult", "toolCallId": "t", "content": 5})
+    user = message_entry("u", None, {"role": "user", "content": "hello"})
+    tool_only = [message_entry("a", None, {"role": "toolResult", "toolCallId": "t", "content": []}), bad]
+    with_user = [user, {**tool_only[0], "parentId": "u"}, bad]
+    cases = [(tool_only, 0, 2, 1), (tool_only, 1, 2, 0), (with_user, 0, 3, 1), (with_user, 1, 3, 1),
+             (with_user, 0, 2, 10**6)]
+    answers = cuts_of_pi_and_pimem(cases)
+    assert answers[0][0] == {"firstKeptEntryIndex": 0, "turnStartIndex": -1, "isSplitTurn": False}
+    assert answers[2][0] == "TypeError"
+    for case, (want, got) in zip(cases, answers):
+        assert got == want, case[1:]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -42,6 +41,7 @@ from pimem.core.prompts import (
     UPDATE_SUMMARIZATION_PROMPT,
 )
 from pimem.core.session_manager import (
+    EntryMessages,
     ProjectedEntry,
     SessionProjection,
     project_session_path,
@@ -281,11 +281,13 @@ def estimate_chars(message: Mapping[str, Any]) -> int:
         for block in content:
             btype = block.get("type") if block.__class__ is dict else js_prop(block, "type")
             if btype == "toolCall":
-                if "arguments" not in block:
-                    raise JavaScriptTypeError("toolCall block has no arguments")
+                try:
+                    arguments = block["arguments"]
+                except KeyError:
+                    raise JavaScriptTypeError("toolCall block has no arguments") from None
                 name = block.get("name")
                 chars += (len(name) if name.__class__ is str and name.isascii() else
-                          _js_length(name, "toolCall name")) + js_stringify_length(block["arguments"])
+                          _js_length(name, "toolCall name")) + js_stringify_length(arguments)
                 continue
             if btype == "text":
                 value = block.get("text")
@@ -532,7 +534,7 @@ def is_turn_start_message(message: dict) -> bool:
     return message.get("role") in _TURN_START_ROLES
 
 
-def _any_role(messages: list[dict], roles: frozenset) -> bool:
+def _any_role(messages: Sequence[dict], roles: frozenset) -> bool:
     """``messages.some((m) => roles has m.role)``."""
     for m in messages:
         if m.get("role") in roles:
@@ -541,7 +543,7 @@ def _any_role(messages: list[dict], roles: frozenset) -> bool:
 
 
 @port("compaction/compaction.js", "isTurnStartEntry", part=True)
-def _starts_turn(etype: Any, messages: list[dict]) -> bool:
+def _starts_turn(etype: Any, messages: Sequence[dict]) -> bool:
     """``isTurnStartEntry`` of an entry of type ``etype`` bringing ``messages``."""
     return etype != "compaction" and _any_role(messages, _TURN_START_ROLES)
 
@@ -606,60 +608,110 @@ def find_valid_cut_points(entries: Sequence[dict], start_index: int, end_index: 
 
 
 @port("compaction/compaction.js", "findTurnStartIndex")
-def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index: int) -> int:
+def find_turn_start_index(entries: Sequence[dict], entry_index: int, start_index: int, *,
+                          read: _ReadBack | None = None) -> int:
     """``findTurnStartIndex``: the turn-starting entry at or before ``entry_index`` (or -1).
 
     Args:
         entries: the entries searched.
         entry_index: where the search starts, going back.
         start_index: the first index it may return.
+        read: the context messages of ``entries`` as a search has read them so far (see :func:`find_cut_point`).
     """
-    for i, messages in _backward(_entry_messages(entries), start_index, entry_index + 1):
+    if read is None:
+        scan: Iterable[tuple[int, Sequence[dict]]] = _backward(_entry_messages(entries), start_index, entry_index + 1)
+    else:
+        scan = zip(range(entry_index, start_index - 1, -1), map(read.messages, range(entry_index, start_index - 1, -1)))
+    for i, messages in scan:
         if _starts_turn(entries[i].get("type"), messages):
             return i
     return -1
 
 
-def _entry_tokens(messages: list[dict]) -> int:
+def _entry_tokens(messages: Sequence[dict]) -> int:
     """The estimated tokens of one entry's context messages (Pi's ``reduce`` of :func:`estimate_tokens`)."""
-    return estimate_tokens(messages[0]) if len(messages) == 1 else sum(map(estimate_tokens, messages))
+    return -(-estimate_chars(messages[0]) // 4) if len(messages) == 1 else sum(map(estimate_tokens, messages))
 
 
-def _tokens_backward(entries: Sequence[dict], start: int, end: int, types: Sequence[Any] | None = None
-                     ) -> Iterator[tuple[int, int]]:
-    """(i, the estimated tokens of entry i's context messages) for i from ``end - 1`` down to ``start``, the
-    messages read a block at a time and estimated only as far as the iteration goes."""
+class _ReadBack:
+    """The context messages of ``entries[start:end]`` for one cut-point search, read a block of ``_BLOCK`` entries
+    at a time counted from the end, as the walk back from the end reaches them, and kept until the search returns:
+    the scans after the walk read no entry again (nothing outlives the call).
 
-    def blocks() -> Iterator[Iterator[tuple[int, int]]]:
-        b = end
+    Args:
+        entries: the entries searched.
+        start: the first entry the search may read.
+        end: the entry after the last.
+        types: the entries' types, if known.
+    """
+
+    __slots__ = ("entries", "start", "end", "types", "blocks", "lists")
+
+    def __init__(self, entries: Sequence[dict], start: int, end: int, types: Sequence[Any] | None) -> None:
+        self.entries, self.start, self.end, self.types = entries, start, end, types
+        self.blocks: dict[int, EntryMessages] = {}
+        self.lists: dict[int, list] = {}
+
+    def block(self, k: int) -> EntryMessages:
+        """The messages of block ``k`` from the end: entries ``max(start, end - _BLOCK * (k + 1))`` up to
+        ``end - _BLOCK * k``."""
+        brought = self.blocks.get(k)
+        if brought is None:
+            b = self.end - _BLOCK * k
+            a = max(self.start, b - _BLOCK)
+            types = self.types
+            brought = self.blocks[k] = session_entry_to_context_messages_of(
+                self.entries[a:b], None if types is None else types[a:b])
+        return brought
+
+    def per_entry(self, k: int) -> list[Sequence[dict]]:
+        """The messages of block ``k`` from the end, each entry's."""
+        lists = self.lists.get(k)
+        if lists is None:
+            lists = self.lists[k] = self.block(k).per_entry(as_tuples=True)
+        return lists
+
+    def messages(self, i: int) -> Sequence[dict]:
+        """The context messages of entry ``i`` (``start <= i < end``)."""
+        end = self.end
+        k = (end - 1 - i) // _BLOCK
+        own, other = self.blocks.get(k) or self.block(k)
+        position = i - max(self.start, end - _BLOCK * (k + 1))
+        return (own[position],) if not other else self.per_entry(k)[position]
+
+    def budget_reached_at(self, keep_recent_tokens: float) -> int:
+        """The walk back from the end of Pi's ``findCutPoint``: the index at which the entries' estimated tokens,
+        added up from the last entry down, reach ``keep_recent_tokens``; -1 if they never do (the estimates stop
+        there: nothing before it is read)."""
+        accumulated = 0
+        start, k = self.start, 0
+        b = self.end
         while b > start:
+            own, other = self.block(k)
             a = max(start, b - _BLOCK)
-            brought = session_entry_to_context_messages_of(entries[a:b], None if types is None else types[a:b])
-            own, other = brought
-            indices: Iterable[int] = range(b - 1, a - 1, -1)
-            if any(other.values()):
-                yield zip(indices, map(_entry_tokens, reversed(brought.per_entry())))
-            else:  # each entry brings its own message, or none (and adds nothing: the walk skips it)
-                if other:
-                    indices = [i for i in indices if i - a not in other]
-                yield zip(indices, map(estimate_tokens, reversed(own)))
+            if not other:  # each entry brings its own message (nearly every block)
+                for i, message in zip(range(b - 1, a - 1, -1), reversed(own)):
+                    chars = estimate_chars(message)
+                    if chars:
+                        accumulated += -(-chars // 4)  # estimate_tokens
+                        if accumulated >= keep_recent_tokens:
+                            return i
+            else:
+                taken = len(own)
+                for i in range(b - 1, a - 1, -1):
+                    messages = other.get(i - a)
+                    if messages is None:  # its own message
+                        taken -= 1
+                        tokens = -(-estimate_chars(own[taken]) // 4)
+                    else:
+                        tokens = _entry_tokens(messages) if messages else 0
+                    if tokens:
+                        accumulated += tokens
+                        if accumulated >= keep_recent_tokens:
+                            return i
+            k += 1
             b = a
-
-    return chain.from_iterable(blocks())
-
-
-def _budget_reached_at(backward: Iterable[tuple[int, int]], keep_recent_tokens: float) -> int:
-    """The walk back from the end of a cut-point search (both of Pi's), over ``(index, the estimated tokens of
-    the entry's messages)`` from the last entry down: the index at which the tokens, added up, reach
-    ``keep_recent_tokens``; -1 if they never do (the estimates stop there: nothing before it is read)."""
-    accumulated = 0
-    for i, tokens in backward:
-        if tokens == 0:
-            continue
-        accumulated += tokens
-        if accumulated >= keep_recent_tokens:
-            return i
-    return -1
+        return -1
 
 
 @port("compaction/compaction.js", "findCutPoint")
@@ -670,9 +722,11 @@ def find_cut_point(
     """``findCutPoint`` (entry level, as Pi exports it): keep about ``keep_recent_tokens``.
 
     Pi lists every valid cut point first (reading every entry's messages, and throwing at a message entry
-    without a message); here the same throw comes from one check of the range, and the first cut point and
-    the first one at or after the entry where the budget is reached are found by scanning only as far as
-    they are (the same answer: only the entries up to them are read).
+    without a message); here the same throw comes from one check of the range, the walk back from the end
+    comes first and keeps the messages it read, and the cut point it needs (the first at or after the entry
+    where the budget is reached, else the last; the first where it is never reached) is found by scanning
+    only as far as it is (the same answer; where the walk throws, a range without a cut point still answers as
+    Pi's, which returns before it estimates).
 
     Args:
         entries: the entries to cut.
@@ -691,30 +745,35 @@ def find_cut_point(
                                   "before the first entry)")
     if not checked:  # Pi's list of cut points reads every entry of the range
         require_message_objects(entries[start:end_index])
-    messages_of = _entry_messages(entries, types)
+    read = _ReadBack(entries, start, end_index, types)
 
-    def cut_points(a: int, b: int, backward: bool = False) -> Iterator[int]:
-        scan = _backward(messages_of, a, b) if backward else _forward(messages_of, a, b)
-        return (i for i, messages in scan
-                if entries[i].get("type") != "compaction" and _any_role(messages, _CUT_POINT_ROLES))
+    def cut_points(indices: range) -> Iterator[int]:
+        return (i for i in indices if entries[i].get("type") != "compaction"
+                and _any_role(read.messages(i), _CUT_POINT_ROLES))
 
-    first_cut = next(cut_points(start, end_index), -1)
-    if first_cut < 0:
-        return CutPointResult(start_index, -1, False)
-    cut_index = first_cut
-    reached = _budget_reached_at(_tokens_backward(entries, start, end_index, types), keep_recent_tokens)
+    try:
+        reached = read.budget_reached_at(keep_recent_tokens)
+    except Exception:
+        if next(cut_points(range(start, end_index)), -1) < 0:
+            return CutPointResult(start_index, -1, False)  # Pi returns before it estimates anything
+        raise
     if reached >= 0:
         # cutPoints.find((c) => c >= reached) ?? cutPoints.at(-1)
-        cut_index = next(cut_points(reached, end_index), -1)
+        cut_index = next(cut_points(range(reached, end_index)), -1)
         if cut_index < 0:
-            cut_index = next(cut_points(start, end_index, backward=True))
+            cut_index = next(cut_points(range(end_index - 1, start - 1, -1)), -1)
+    else:
+        cut_index = next(cut_points(range(start, end_index)), -1)  # cutPoints[0]
+    if cut_index < 0:  # no cut point
+        return CutPointResult(start_index, -1, False)
     # back over adjacent entries that add nothing to the context, stopping at a compaction
-    for i, messages in _backward(messages_of, start_index, cut_index):
-        if entries[i].get("type") == "compaction" or len(messages) > 0:
+    while cut_index > start_index:
+        if entries[cut_index - 1].get("type") == "compaction" or len(read.messages(cut_index - 1)) > 0:
             break
-        cut_index = i
-    starts_turn = is_turn_start_entry(entries[cut_index])
-    turn_start = -1 if starts_turn else find_turn_start_index(entries, cut_index, start_index)
+        cut_index -= 1
+    cut_type = entries[cut_index].get("type")
+    starts_turn = _starts_turn(cut_type, read.messages(cut_index))  # isTurnStartEntry
+    turn_start = -1 if starts_turn else find_turn_start_index(entries, cut_index, start_index, read=read)
     return CutPointResult(cut_index, turn_start, (not starts_turn) and turn_start != -1)
 
 
@@ -808,9 +867,17 @@ def find_projected_cut_point(
     if first_cut < 0:
         return CutPointResult(start_index, -1, False)
     cut_index = first_cut
-    backward = zip(range(end_index - 1, start_index - 1, -1),
-                   map(_entry_tokens, map(_MESSAGES, reversed(entries[start_index:end_index]))))
-    reached = _budget_reached_at(backward, keep_recent_tokens)
+    # the walk back from the end: the entry at which the estimated tokens, added up, reach keep_recent_tokens
+    reached = -1
+    accumulated = 0
+    for i in range(end_index - 1, start_index - 1, -1):
+        messages = entries[i][1]
+        tokens = _entry_tokens(messages) if messages else 0
+        if tokens:
+            accumulated += tokens
+            if accumulated >= keep_recent_tokens:
+                reached = i
+                break
     exceeded = reached >= 0
     if exceeded:
         cut_index = next((c for c in range(reached, end_index) if is_projected_cut_point(entries[c])), -1)
@@ -877,10 +944,15 @@ def get_messages_from_projected_entries_for_compaction(
         return []
     if entries[start][0].get("type") == "compaction":
         start += 1  # the newest compaction's messages (a later one brings none anyway)
-    # The entries' messages are a slice of the projection's messages.
+    # The entries' messages are a slice of the projection's messages (counted over the range or past it, the
+    # shorter).
+    messages = projection.messages
     before = sum(map(len, map(_MESSAGES, entries[:start])))
-    count = sum(map(len, map(_MESSAGES, entries[start:end])))
-    return [m for m in projection.messages[before : before + count] if m.get("role") != "system"]
+    if end - start <= len(entries) - end:
+        stop = before + sum(map(len, map(_MESSAGES, entries[start:end])))
+    else:
+        stop = len(messages) - sum(map(len, map(_MESSAGES, entries[end:])))
+    return [m for m in messages[before:stop] if m.get("role") != "system"]
 
 
 @port("compaction/compaction.js", "prepareCompaction", part=True)
@@ -913,7 +985,8 @@ def preparation_at_cut(
                                                                          first_kept_index)
     if not to_summarize and not turn_prefix:
         return None
-    file_ops = extract_file_operations(to_summarize, list(map(_SOURCE, entries)), boundary_start - 1)
+    # the source entries up to the previous compaction (the first, if any): the only one read
+    file_ops = extract_file_operations(to_summarize, list(map(_SOURCE, entries[:boundary_start])), boundary_start - 1)
     if cut.is_split_turn:
         extract_file_ops_from_messages(turn_prefix, file_ops)
     previous_summary = entries[0][0].get("summary") if boundary_start else None

@@ -96,6 +96,25 @@ class SessionIndex:
             leaf_id = NULL_LEAF if session._leaf_id is None else session._leaf_id
         if leaf_id is NULL_LEAF or not entries:
             return [], [], []
+        pieces = self.pieces(session, leaf_id)
+        if pieces is None:
+            return None
+        types = self.types
+        if len(pieces) == 2:
+            return entries[pieces[0]:pieces[1]], types[pieces[0]:pieces[1]], pieces
+        path: list[dict] = []
+        path_types: list = []
+        slices: list[int] = []
+        for k in range(len(pieces) - 2, -1, -2):
+            path.extend(entries[pieces[k]:pieces[k + 1]])
+            path_types.extend(types[pieces[k]:pieces[k + 1]])
+            slices += pieces[k : k + 2]
+        return path, path_types, slices
+
+    def pieces(self, session: Session, leaf_id: Any) -> list[int] | None:
+        """The runs of the session's entries on the path to the leaf (a leaf id the index does not hold: the last
+        entry), leaf first, as ``[start, end, start, end, ...]``; None at a parentId cycle."""
+        entries = session.entries
         positions = self.positions
         at = None
         if js_truthy(leaf_id):
@@ -105,7 +124,7 @@ class SessionIndex:
                 pass
         if at is None:
             at = len(entries) - 1
-        run_start, types = self.run_start, self.types
+        run_start = self.run_start
         pieces = []
         total = 0
         while True:
@@ -121,16 +140,7 @@ class SessionIndex:
             at = positions.get(parent)
             if at is None:
                 break
-        if len(pieces) == 2:
-            return entries[pieces[0]:pieces[1]], types[pieces[0]:pieces[1]], pieces
-        path: list[dict] = []
-        path_types: list = []
-        slices: list[int] = []
-        for k in range(len(pieces) - 2, -1, -2):
-            path.extend(entries[pieces[k]:pieces[k + 1]])
-            path_types.extend(types[pieces[k]:pieces[k + 1]])
-            slices += pieces[k : k + 2]
-        return path, path_types, slices
+        return pieces
 
     def finder(self, slices: list[int]) -> Callable[[str], int | None]:
         """``id -> where on the path made of ``slices`` the session's entry with that id is`` (None: not on it)."""
@@ -218,8 +228,15 @@ def walked_path(path: Sequence[dict]) -> IndexedPath | None:
     index = session_index(session)
     if index is None or index.positions.get(leaf_id) is None:
         return None
+    entries = session.entries
+    pieces = index.pieces(session, leaf_id)
+    if pieces is not None and pieces[0] == 0 and len(pieces) == 2 and pieces[1] == len(entries):
+        # the path is every entry of the session (no branch): compared, and typed, without copies
+        if path != entries:  # the same entries (compared by identity first)
+            return None
+        return IndexedPath(path, index.types, index.checked, index.finder(pieces))
     found = index.path(session, leaf_id)
-    if found is None or found[0] != path:  # the same entries (compared by identity first)
+    if found is None or found[0] != path:
         return None
     return IndexedPath(path, found[1], index.checked, index.finder(found[2]))
 
