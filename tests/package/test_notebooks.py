@@ -43,7 +43,8 @@ def executed(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _reads_shared_data(nb: nbformat.NotebookNode) -> bool:
-    return any("shared/datasets" in c.source for c in nb.cells if c.cell_type == "code")
+    return any("shared/datasets" in c.source or 'Path("../shared")' in c.source
+               for c in nb.cells if c.cell_type == "code")
 
 
 def test_the_notebooks_are_there_with_their_outputs_in_committed_form() -> None:
