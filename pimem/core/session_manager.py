@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import os
 import random
 import re
@@ -473,21 +474,27 @@ def load_session(
 
 class _LineNumbers:
     """The file line number of each entry of a session, or None for an entry appended (read from no line):
-    8 bytes an entry (a list of ints took 36)."""
+    8 bytes an entry (a list of ints took 36), the entries appended after the last one read only counted."""
 
-    __slots__ = ("_numbers",)
+    __slots__ = ("_numbers", "_appended")
 
     def __init__(self, lines: Iterable[int | None]) -> None:
         self._numbers = array("Q", [0 if line is None else line for line in lines])
+        self._appended = 0  # entries without a line after those in _numbers
 
     def append(self, line: int | None) -> None:
-        self._numbers.append(0 if line is None else line)
+        if line is None:
+            self._appended += 1
+            return
+        self._numbers.extend(itertools.repeat(0, self._appended))
+        self._appended = 0
+        self._numbers.append(line)
 
     def __len__(self) -> int:
-        return len(self._numbers)
+        return len(self._numbers) + self._appended
 
     def __iter__(self) -> Iterator[int | None]:
-        return (line or None for line in self._numbers)
+        return itertools.chain((line or None for line in self._numbers), itertools.repeat(None, self._appended))
 
 
 def _no_entries_message(file: str, data: bytes, malformed: int) -> str:
