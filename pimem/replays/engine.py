@@ -185,7 +185,7 @@ class Replayer:
         self.step = 0
         # The replay's clock (see predates): the compactions and context edits appended to the replayed branch so
         # far, and for each replayed assistant message (the only messages whose usage a check reads) how many
-        # had been appended before it (the counts of every message appended between two of them one object).
+        # had been appended before it (one tuple, shared by the messages appended between two of them).
         self._written_before: tuple[int, int] = (0, 0)
         self._position: dict[int, tuple[int, int]] = {}
         self._checked_windows: set[Any] = set()
@@ -236,7 +236,7 @@ class Replayer:
     # -- events ------------------------------------------------------------------------------------
 
     def _row(self, **values: Any) -> EventRow:
-        """An event row of the columns given (the others are missing: a check row holds 13 of the
+        """An event row of the columns given (the others are missing: a check row holds 12 of the
         table's 30, and a replay writes about one per recorded entry)."""
         return self.events.append({"step": self.step,
                                    "entry_id": self.path[self.step].get("id") if self.step < len(self.path) else None,
