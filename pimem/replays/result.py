@@ -21,7 +21,7 @@ from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
 from pimem.core.incremental.paths import build_session_projection
-from pimem.errors import ConfigurationError
+from pimem.errors import ConfigurationError, UnknownColumnError
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source
 from pimem.replays.orphans import ORPHANS, orphan_rate, orphan_rows
@@ -215,6 +215,8 @@ class _Row(Mapping[str, Any]):
         return default if value is _ABSENT else value
 
     def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self._names:
+            raise KeyError(f"{type(self).__name__} has no column {key!r}")
         self._rows.set(self._row, key, value)
 
     def __iter__(self) -> Iterator[str]:
@@ -254,7 +256,7 @@ class Rows(Sequence[_R]):
         if not values.keys() <= self._packed_names:
             unknown = values.keys() - self._names
             if unknown:
-                raise KeyError(f"{self.row_type.__name__} has no column {sorted(unknown)[0]!r}")
+                raise self._unknown(sorted(unknown, key=str)[0])
             self._more[row] = {k: v for k, v in values.items() if k not in columns}
         for name, column in columns.items():
             column.push(values.get(name, _ABSENT))
@@ -277,7 +279,11 @@ class Rows(Sequence[_R]):
         elif key in self._names:
             self._more.setdefault(row, {})[key] = value
         else:
-            raise KeyError(f"{self.row_type.__name__} has no column {key!r}")
+            raise self._unknown(key)
+
+    def _unknown(self, key: Any) -> UnknownColumnError:
+        return UnknownColumnError(f"{self.row_type.__name__} has no column {key!r} (its columns: "
+                                  f"{', '.join(self.row_type._names)})")
 
     def column(self, key: str) -> list[Any]:
         """Every row's value of column ``key`` (None where the row does not hold it)."""

@@ -29,6 +29,9 @@ class TokenCache:
     two generations of at most ``limit`` messages each (a message read from the older one moves
     up), so a replay of millions of entries holds the estimates of its recent context, not of
     every message it passed.
+
+    Args:
+        limit: the messages of one generation.
     """
 
     __slots__ = ("_memo", "_held", "_older", "_older_held", "limit", "hits", "misses")
