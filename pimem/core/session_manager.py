@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import os
 import random
 import re
 import sys
 import time
 import weakref
+from array import array
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
@@ -470,6 +472,31 @@ def load_session(
     return session
 
 
+class _LineNumbers:
+    """The file line number of each entry of a session, or None for an entry appended (read from no line):
+    8 bytes an entry (a list of ints took 36), the entries appended after the last one read only counted."""
+
+    __slots__ = ("_numbers", "_appended")
+
+    def __init__(self, lines: Iterable[int | None]) -> None:
+        self._numbers = array("Q", [0 if line is None else line for line in lines])
+        self._appended = 0  # entries without a line after those in _numbers
+
+    def append(self, line: int | None) -> None:
+        if line is None:
+            self._appended += 1
+            return
+        self._numbers.extend(itertools.repeat(0, self._appended))
+        self._appended = 0
+        self._numbers.append(line)
+
+    def __len__(self) -> int:
+        return len(self._numbers) + self._appended
+
+    def __iter__(self) -> Iterator[int | None]:
+        return itertools.chain((line or None for line in self._numbers), itertools.repeat(None, self._appended))
+
+
 def _no_entries_message(file: str, data: bytes, malformed: int) -> str:
     head = data.lstrip()[:1]
     if head in (b"[", b"{"):
@@ -514,9 +541,7 @@ class Session:
         self._source: tuple[str, str] | None = (self.path, os.path.abspath(self.path)) if self.path else None
         self.warnings: list[SessionWarning] = warnings if warnings is not None else []
         self.rng: random.Random = rng if rng is not None else random.Random()
-        self._lines: list[int | None] = (
-            list(_lines) if _lines is not None else [None] * len(self.entries)
-        )
+        self._lines = _LineNumbers(_lines if _lines is not None else [None] * len(self.entries))
         self._by_id: dict[str, dict] = {}
         # ids new_id() avoids besides the session's own: those of entries still to be appended (a replay's)
         self.reserved_ids: Container[str] = ()

@@ -43,7 +43,7 @@ from pimem.replays.recording import (
     output_tokens,
     timestamp_ms,
 )
-from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, CallRow, EventRow, ReplayResult
+from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, CallRow, EventRow, ReplayResult, Rows
 from pimem.replays.settings import check_room, check_settings
 from pimem.replays.strategies.base import CheckPoint, TurnView, get_strategy
 from pimem.replays.tokens import TOKEN_SOURCES, TokenSourceName
@@ -163,8 +163,8 @@ class Replayer:
         self.rec: RecordedPath = self.tokens.recording()
         self.rep = ContextTracker(cache=est_cache, counter=self.tokens.counter())
         self.warnings: list[str] = []
-        self.events: list[EventRow] = []
-        self.calls: list[CallRow] = []
+        self.events = Rows(EventRow)  # about one row per recorded entry: held by column
+        self.calls = Rows(CallRow)
         self.compactions: list[dict] = []
         self.leaf_at: list[Any] = []
         self.last_assistant: dict | None = None
@@ -183,11 +183,11 @@ class Replayer:
         self.left_out: list[Any] = []  # ids of the recorded entries of failed runs left out of the replayed session
         self._models: dict[Any, Any] = {}
         self.step = 0
-        # The replay's clock: where each replayed assistant message (the only messages whose usage a
-        # check reads) and the latest compaction and context edit sit on the replayed branch (see predates).
-        self._position: dict[int, int] = {}
-        self._compaction_at = -1
-        self._edit_at = -1
+        # The replay's clock (see predates): the compactions and context edits appended to the replayed branch so
+        # far, and for each replayed assistant message (the only messages whose usage a check reads) how many
+        # had been appended before it (one tuple, shared by the messages appended between two of them).
+        self._written_before: tuple[int, int] = (0, 0)
+        self._position: dict[int, tuple[int, int]] = {}
         self._checked_windows: set[Any] = set()
         self._thresholds: dict[Any, Any] = {}
         # the previous request: (its projected messages list, how many, their estimate, its tokens)
@@ -238,11 +238,9 @@ class Replayer:
     def _row(self, **values: Any) -> EventRow:
         """An event row of the columns given (the others are missing: a check row holds 12 of the
         table's 30, and a replay writes about one per recorded entry)."""
-        row = EventRow(**{"step": self.step,
-                          "entry_id": self.path[self.step].get("id") if self.step < len(self.path) else None,
-                          "leaf_id": self.new.leaf_id, **values})
-        self.events.append(row)
-        return row
+        return self.events.append({"step": self.step,
+                                   "entry_id": self.path[self.step].get("id") if self.step < len(self.path) else None,
+                                   "leaf_id": self.new.leaf_id, **values})
 
     def threshold(self) -> float:
         return self.model_info().context_window - self.settings.reserve_tokens
@@ -291,16 +289,16 @@ class Replayer:
         recorded timestamps: a recorded answer is stamped when its request started, earlier than the
         entry written before it (every assistant of the real Pi sessions in ``shared/datasets``), so
         a compaction stamped like that entry would seem to postdate the answer to the request sent
-        after it. The replay compares positions on the replayed branch instead.
+        after it. The replay compares the order of writing on the replayed branch instead.
         """
-        at = self._position.get(id(message))
-        return at is not None and at < self._compaction_at
+        before = self._position.get(id(message))
+        return before is not None and before[0] < self._written_before[0]
 
     def edited_after(self, message: dict) -> bool:
         """Whether a ``context_edit`` was written after the replayed ``message`` (Pi's
         ``hasPostAssistantContextEdit``: the message's usage no longer describes the projection)."""
-        at = self._position.get(id(message))
-        return at is not None and at < self._edit_at
+        before = self._position.get(id(message))
+        return before is not None and before[1] < self._written_before[1]
 
     def check_next_turn(self) -> None:
         if not self.settings.enabled:
@@ -547,16 +545,17 @@ class Replayer:
 
     def _append_replayed(self, entry: dict) -> None:
         """Track an entry just appended to the new session."""
-        at = len(self.rep.path)
         etype = entry.get("type")
         if etype == "message":
             message = entry.get("message")
             if isinstance(message, dict) and message.get("role") == "assistant":
-                self._position[id(message)] = at
+                self._position[id(message)] = self._written_before
         elif etype == "compaction":
-            self._compaction_at = at
+            compactions, edits = self._written_before
+            self._written_before = (compactions + 1, edits)
         elif etype == "context_edit":
-            self._edit_at = at
+            compactions, edits = self._written_before
+            self._written_before = (compactions, edits + 1)
         self.rep.append(entry)
 
     def append(self, entry: dict) -> None:
@@ -624,14 +623,13 @@ class Replayer:
                 accepted = self.send_request(message)
                 self.tokens.record_call(message, self.rec, self.rep)
                 tokens = self.known_tokens(self.call_tokens(message), "call")
-                self.calls.append(CallRow(step=i, entry_id=entry.get("id"), context_tokens=tokens,
-                                          recorded_tokens=input_tokens(message),
-                                          # a refused request caches nothing: the next one reads what the last
-                                          # answered wrote
-                                          prefix_tokens=self.cached_prefix(tokens) if accepted else 0.0,
-                                          output_tokens=output_tokens(message),
-                                          timestamp=timestamp_ms(message.get("timestamp", entry.get("timestamp"))),
-                                          refused=not accepted))
+                self.calls.append({"step": i, "entry_id": entry.get("id"), "context_tokens": tokens,
+                                   "recorded_tokens": input_tokens(message),
+                                   # a refused request caches nothing: the next one reads what the last answered wrote
+                                   "prefix_tokens": self.cached_prefix(tokens) if accepted else 0.0,
+                                   "output_tokens": output_tokens(message),
+                                   "timestamp": timestamp_ms(message.get("timestamp", entry.get("timestamp"))),
+                                   "refused": not accepted})
                 if not accepted:
                     self.rec.append(entry)
                     self.left_out.append(entry.get("id"))
@@ -678,7 +676,7 @@ class Replayer:
             elif role == "toolResult":
                 self.last_tool_results.append(message)
             self.leaf_at.append(self.new.leaf_id)
-        failed_recorded = [e for e in self.events if e["kind"] == "compact_failed" and e.get("check") == "recorded"]
+        failed_recorded = [e for e in self.events.where("kind", "compact_failed") if e.get("check") == "recorded"]
         if failed_recorded:
             self.warn(f"{len(failed_recorded)} recorded compaction(s) could not be made again with the strategy "
                       f"{self.strategy.spec()} ({failed_recorded[0].get('error')}); replay the compactions of another "

@@ -7,27 +7,28 @@ reads. The tables are made from the replay's rows when first read (a sweep never
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict, TypeVar, cast, overload
 
 import numpy as np
 import pandas as pd
 
-from pimem.base.tables import Column, Table, as_flag, column_total, is_missing, number_array
+from pimem.base.tables import Column, Table, as_flag, is_missing, number_array
 from pimem.base.types import AgentMessage, Message
 from pimem.core.compaction.compaction import estimate_tokens
 from pimem.core.messages import convert_to_llm
 from pimem.core.incremental.paths import build_session_projection
-from pimem.errors import ConfigurationError
+from pimem.errors import ConfigurationError, UnknownColumnError
 from pimem.replays.calibration import Calibration
 from pimem.replays.tokens import get_token_source
 from pimem.replays.orphans import ORPHANS, orphan_rate, orphan_rows
 from pimem.sessions.compactions import CompactionSpan, compaction_spans
 
 __all__ = ["ReplayResult", "ReplaySummary", "EVENTS", "CALLS", "SUMMARY", "EVENT_COLUMNS", "CALL_COLUMNS", "EventRow",
-           "CallRow"]
+           "CallRow", "Rows"]
 
 CALLS = Table("calls", [
     Column("step", description="the recorded entry's position on the replayed path"),
@@ -83,59 +84,144 @@ CALL_COLUMNS = CALLS.names
 EVENT_COLUMNS = EVENTS.names
 
 
+_ABSENT: Any = object()  # what a row's column holds when the row does not hold the column
+_INT64 = 1 << 63
+
+
+class _Column:
+    """One column of :class:`Rows`, packed: a tag byte per row (0: the row does not hold the column, 1: its
+    value is in ``other``, by row) and the values as the column's kind holds them: ``"int"`` and ``"float"``
+    in an ``array`` (8 bytes a row, tag 2), ``"object"`` in a list (tag 2), ``"code"`` in the tag alone (3 and
+    on: the column's first 253 distinct values, each held once). A value its kind does not hold goes to
+    ``other``: every value reads back as it was given, of its own type."""
+
+    __slots__ = ("kind", "tags", "data", "filler", "other", "values", "codes")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.tags = bytearray()
+        self.data: Any = {"int": array("q"), "float": array("d"), "object": [], "code": None}[kind]
+        self.filler: Any = {"int": 0, "float": 0.0}.get(kind)  # the data of a row whose value is elsewhere
+        self.other: dict[int, Any] = {}
+        self.values: list[Any] = []  # "code": the value of tag 3 + i
+        self.codes: dict[Any, int] = {}
+
+    def push(self, value: Any) -> None:
+        """A new last row holding ``value`` (:data:`_ABSENT`: a row without the column)."""
+        data = self.data
+        if value is _ABSENT:
+            self.tags.append(0)
+            if data is not None:
+                data.append(self.filler)
+            return
+        kind = self.kind
+        if kind == "code":
+            tag = self._code(value)
+            if tag == 1:
+                self.other[len(self.tags)] = value
+            self.tags.append(tag)
+        elif kind == "object" or self._packs(value):
+            data.append(value)
+            self.tags.append(2)
+        else:
+            self.other[len(self.tags)] = value
+            data.append(self.filler)
+            self.tags.append(1)
+
+    def set(self, row: int, value: Any) -> None:
+        """Set ``row``'s value."""
+        if self.tags[row] == 1:
+            del self.other[row]
+        kind = self.kind
+        if kind == "code":
+            tag = self._code(value)
+        elif kind == "object" or self._packs(value):
+            self.data[row] = value
+            tag = 2
+        else:
+            tag = 1
+        if tag == 1:
+            self.other[row] = value
+        self.tags[row] = tag
+
+    def _packs(self, value: Any) -> bool:
+        """Whether the array of an ``"int"`` or ``"float"`` column holds ``value`` as it is."""
+        if self.kind == "float":
+            return value.__class__ is float
+        return value.__class__ is int and -_INT64 <= value < _INT64
+
+    def _code(self, value: Any) -> int:
+        """The tag of ``value`` in a ``"code"`` column (1: the column holds 253 others, or it has no hash)."""
+        cls = value.__class__
+        # a string stands for itself; any other value is told apart by its type (True is not 1) and a float
+        # by its bits (-0.0 is not 0.0, NaN is NaN)
+        key = value if cls is str else (cls, value.hex()) if cls is float else (cls, value)
+        try:
+            tag = self.codes.get(key)
+        except TypeError:
+            return 1
+        if tag is None:
+            if len(self.values) >= 253:
+                return 1
+            tag = self.codes[key] = 3 + len(self.values)
+            self.values.append(value)
+        return tag
+
+    def get(self, row: int) -> Any:
+        """``row``'s value, or :data:`_ABSENT`."""
+        tag = self.tags[row]
+        if tag > 2:
+            return self.values[tag - 3]
+        if tag == 2:
+            return self.data[row]
+        return self.other[row] if tag else _ABSENT
+
+    def as_list(self) -> list[Any]:
+        """Every row's value (None where the row does not hold the column)."""
+        tags = self.tags
+        if self.kind == "code":
+            by_tag = [None, None, None] + self.values
+            out = [by_tag[t] for t in tags]
+        else:
+            out = self.data.tolist() if self.kind != "object" else list(self.data)
+            if tags.count(2) != len(tags):
+                for row, tag in enumerate(tags):
+                    if tag == 0:
+                        out[row] = None
+        for row, value in self.other.items():
+            out[row] = value
+        return out
+
+
 class _Row(Mapping[str, Any]):
-    """One row of a replay's table, its values in slots: a mapping of the columns the row holds (a
-    column it does not hold reads as missing), whose values can be set. A replay writes about one
-    event row per recorded entry: an event row holds the columns of a check in slots and the others,
-    which only compactions and failures set, in a dict of their own when it has any (a check row takes
-    144 bytes; with all 30 columns in slots it took 272, as a dict 464 or more)."""
+    """One row of a replay's table (a view of :class:`Rows`): a mapping of the columns the row holds (a column
+    it does not hold reads as missing), whose values can be set."""
 
-    __slots__ = ()
+    __slots__ = ("_rows", "_row")
     _names: tuple[str, ...] = ()  # the table's columns, in order
-    _columns: frozenset[str] = frozenset()
-    _slotted: frozenset[str] = frozenset()  # those held in slots; the others in ``_more``
+    _packed: dict[str, str] = {}  # the columns held packed (by kind, see _Column); the others by row, where set
 
-    def __init__(self, **values: Any) -> None:
-        for key, value in values.items():
-            self[key] = value
+    def __init__(self, rows: Rows[Any], row: int) -> None:
+        self._rows, self._row = rows, row
 
     def __getitem__(self, key: str) -> Any:
-        if key in self._slotted:
-            try:
-                return getattr(self, key)
-            except AttributeError:
-                pass
-        elif key in self._columns:
-            more = getattr(self, "_more", None)
-            if more is not None and key in more:
-                return more[key]
-        raise KeyError(key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key in self._slotted:
-            setattr(self, key, value)
-        elif key in self._columns:
-            more = getattr(self, "_more", None)
-            if more is None:
-                more = {}
-                setattr(self, "_more", more)
-            more[key] = value
-        else:
-            raise KeyError(f"{type(self).__name__} has no column {key!r}")
+        value = self._rows.value(self._row, key)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
 
     def get(self, key: str, default: Any = None) -> Any:
-        if key in self._slotted:
-            return getattr(self, key, default)
-        if key in self._columns:
-            more = getattr(self, "_more", None)
-            if more is not None:
-                return more.get(key, default)
-        return default
+        value = self._rows.value(self._row, key)
+        return default if value is _ABSENT else value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self._names:
+            raise KeyError(f"{type(self).__name__} has no column {key!r}")
+        self._rows.set(self._row, key, value)
 
     def __iter__(self) -> Iterator[str]:
-        more = getattr(self, "_more", None) or {}
-        slotted = self._slotted
-        return (name for name in self._names if (hasattr(self, name) if name in slotted else name in more))
+        rows, row = self._rows, self._row
+        return (name for name in self._names if rows.value(row, name) is not _ABSENT)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -144,26 +230,120 @@ class _Row(Mapping[str, Any]):
         return f"{type(self).__name__}({dict(self)!r})"
 
 
-# the columns of a check row, the event row of nearly every recorded entry (the table's first 13)
-_CHECK_COLUMNS = tuple(EVENT_COLUMNS[:EVENT_COLUMNS.index("note") + 1])
+_R = TypeVar("_R", bound=_Row)
+
+
+class Rows(Sequence[_R]):
+    """The rows of a replay's table, held by column (:class:`_Column`): a replay writes about one event row
+    per recorded entry, and a check row takes about 45 bytes here (a slotted object with its own step and
+    token count took 200). Reading gives a row view (:class:`EventRow`, :class:`CallRow`).
+
+    Args:
+        row_type: :class:`EventRow` or :class:`CallRow`.
+    """
+
+    def __init__(self, row_type: type[_R]) -> None:
+        self.row_type = row_type
+        self._names = frozenset(row_type._names)
+        self._columns = {name: _Column(kind) for name, kind in row_type._packed.items()}
+        self._packed_names = frozenset(self._columns)
+        self._more: dict[int, dict[str, Any]] = {}  # row → its values of the other columns
+        self._count = 0
+
+    def append(self, values: Mapping[str, Any]) -> _R:
+        """Add a row holding ``values`` (a column not among them is missing); its view."""
+        row, columns = self._count, self._columns
+        if not values.keys() <= self._packed_names:
+            unknown = values.keys() - self._names
+            if unknown:
+                raise self._unknown(sorted(unknown, key=str)[0])
+            self._more[row] = {k: v for k, v in values.items() if k not in columns}
+        for name, column in columns.items():
+            column.push(values.get(name, _ABSENT))
+        self._count = row + 1
+        return self.row_type(self, row)
+
+    def value(self, row: int, key: str) -> Any:
+        """``row``'s value of column ``key``, or :data:`_ABSENT`."""
+        column = self._columns.get(key)
+        if column is not None:
+            return column.get(row)
+        more = self._more.get(row)
+        return _ABSENT if more is None else more.get(key, _ABSENT)
+
+    def set(self, row: int, key: str, value: Any) -> None:
+        """Set ``row``'s value of column ``key``."""
+        column = self._columns.get(key)
+        if column is not None:
+            column.set(row, value)
+        elif key in self._names:
+            self._more.setdefault(row, {})[key] = value
+        else:
+            raise self._unknown(key)
+
+    def _unknown(self, key: Any) -> UnknownColumnError:
+        return UnknownColumnError(f"{self.row_type.__name__} has no column {key!r} (its columns: "
+                                  f"{', '.join(self.row_type._names)})")
+
+    def column(self, key: str) -> list[Any]:
+        """Every row's value of column ``key`` (None where the row does not hold it)."""
+        column = self._columns.get(key)
+        if column is not None:
+            return column.as_list()
+        out: list[Any] = [None] * self._count
+        for row, more in self._more.items():
+            out[row] = more.get(key)
+        return out
+
+    def where(self, key: str, value: Any) -> list[_R]:
+        """The rows whose ``key`` is ``value`` (by the column's codes where it has them: no list of every row)."""
+        column, row_type = self._columns.get(key), self.row_type
+        if column is not None and column.kind == "code" and not column.other:
+            tags = {3 + i for i, held in enumerate(column.values) if held == value}
+            if None == value:  # noqa: E711 (as a row without the column reads)
+                tags.add(0)
+            return [row_type(self, row) for row, tag in enumerate(column.tags) if tag in tags]
+        return [row_type(self, row) for row, held in enumerate(self.column(key)) if held == value]
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> _R: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[_R]: ...
+    def __getitem__(self, index: int | slice) -> _R | list[_R]:
+        if isinstance(index, slice):
+            return [self.row_type(self, row) for row in range(self._count)[index]]
+        row = range(self._count)[index]  # negative from the end; IndexError past it
+        return self.row_type(self, row)
+
+    def __iter__(self) -> Iterator[_R]:
+        row_type = self.row_type
+        return (row_type(self, row) for row in range(self._count))
+
+    def __repr__(self) -> str:
+        return f"Rows({self.row_type.__name__}, {self._count} rows)"
 
 
 class EventRow(_Row):
-    """A row of the events table (:data:`EVENTS`)."""
+    """A row of the events table (:data:`EVENTS`): the columns of a check packed, the others by row."""
 
-    __slots__ = _CHECK_COLUMNS + ("_more",)
+    __slots__ = ()
     _names = tuple(EVENT_COLUMNS)
-    _columns = frozenset(EVENT_COLUMNS)
-    _slotted = frozenset(_CHECK_COLUMNS)
+    _packed = {"step": "int", "entry_id": "object", "leaf_id": "object", "kind": "code", "check": "code",
+               "reason": "code", "context_tokens": "float", "threshold": "code", "context_window": "code",
+               "should_compact": "code", "fired": "code", "will_retry": "code", "note": "code"}
 
 
 class CallRow(_Row):
     """A row of the calls table (:data:`CALLS`)."""
 
-    __slots__ = tuple(CALL_COLUMNS)
+    __slots__ = ()
     _names = tuple(CALL_COLUMNS)
-    _columns = frozenset(CALL_COLUMNS)
-    _slotted = frozenset(CALL_COLUMNS)
+    _packed = {"step": "int", "entry_id": "object", "context_tokens": "float", "recorded_tokens": "int",
+               "prefix_tokens": "float", "output_tokens": "int", "timestamp": "int", "refused": "code"}
+
 
 _CALIBRATED = " (a calibrated token source only)"
 
@@ -281,7 +461,10 @@ class _Table:
         table = obj.__dict__.get(self.key)
         if table is None:  # made by columns: a column a row does not hold is None there (a replay's rows hold
             rows = getattr(obj, self.rows) or []  # only the columns they set)
-            table = self.table.frame({name: [row.get(name) for row in rows] for name in self.table.names})
+            if isinstance(rows, Rows):
+                table = self.table.frame({name: rows.column(name) for name in self.table.names})
+            else:
+                table = self.table.frame({name: [row.get(name) for row in rows] for name in self.table.names})
             obj.__dict__[self.key] = table
         return table
 
@@ -291,7 +474,7 @@ class _Table:
         else:
             obj.__dict__[self.key] = value
 
-    def rows_of(self, obj: Any) -> list[dict]:
+    def rows_of(self, obj: Any) -> Sequence[Mapping[str, Any]]:
         """The table's rows: the replay's own while the table is not made yet or still has as many."""
         rows = getattr(obj, self.rows)
         table = obj.__dict__.get(self.key)
@@ -344,8 +527,8 @@ class ReplayResult:
     _orphans: Any = field(repr=False, default=None)
     _orphan_rows: list[dict] | None = field(repr=False, default=None)
     _spans: Any = field(repr=False, default=None)
-    _event_rows: list[EventRow] | None = field(repr=False, default=None)  # the tables' rows, as the replay made them
-    _call_rows: list[CallRow] | None = field(repr=False, default=None)
+    _event_rows: Sequence[Mapping[str, Any]] | None = field(repr=False, default=None)  # the tables' rows, as the
+    _call_rows: Sequence[Mapping[str, Any]] | None = field(repr=False, default=None)  # replay made them (Rows)
 
     def compaction_spans(self) -> list[CompactionSpan]:
         """The replayed session's compactions with the spans they summarized
@@ -366,8 +549,8 @@ class ReplayResult:
             self._orphan_rows = orphan_rows(self, spans=self.compaction_spans())
         return self._orphan_rows
 
-    def table_rows(self, name: str) -> list[dict]:
-        """The rows of the ``"events"`` or ``"calls"`` table as dicts, without making the table
+    def table_rows(self, name: str) -> Sequence[Mapping[str, Any]]:
+        """The rows of the ``"events"`` or ``"calls"`` table as mappings, without making the table
         (the replay's own rows while the table was not edited: read them, do not change them)."""
         if name not in _TABLES:
             raise ConfigurationError(f"a replay's tables are {sorted(_TABLES)}, not {name!r}")
@@ -385,13 +568,12 @@ class ReplayResult:
         Context sizes (peak, mean, total) are over the calls the provider would have answered.
         """
         ev = _TABLES["events"].rows_of(self)
-        comp = [r for r in ev if r.get("kind") == "compaction"]
-        failed = [r for r in ev if r.get("kind") == "compact_failed"]
-        turns_failed = [r for r in ev if r.get("kind") == "turn_failed"]
-        checks = [r for r in ev if r.get("kind") == "check"]
+        comp, failed, turns_failed, checks = (_where(ev, "kind", kind) for kind in (
+            "compaction", "compact_failed", "turn_failed", "check"))
         calls = _TABLES["calls"].rows_of(self)
         orphans = self._orphan_rows_once()
-        ctx = number_array(c.get("context_tokens") for c in calls if not as_flag(c.get("refused")))
+        ctx = number_array(tokens for tokens, refused in zip(_column(calls, "context_tokens"), _column(calls, "refused"))
+                           if not as_flag(refused))
         answered = int((~np.isnan(ctx)).sum())  # a column's max, mean and sum skip what is missing
         sent = float(np.nansum(ctx)) if answered else 0.0
         reasons = [r.get("reason") for r in comp]
@@ -400,7 +582,7 @@ class ReplayResult:
             "assistant_calls": len(calls),
             "checks": len(checks),
             "compactions": len(comp),
-            "context_edits": int(column_total(ev, "context_edits")),
+            "context_edits": int(_total(ev, "context_edits")),
             "threshold_compactions": reasons.count("threshold"),
             "overflow_compactions": reasons.count("overflow"),
             "manual_compactions": reasons.count("manual"),
@@ -412,10 +594,10 @@ class ReplayResult:
             "written_entries": sum(self.written_entries.values()),
             "failure_reasons": _reasons(failed, turns_failed),
             "split_turns": sum(as_flag(r.get("split_turn")) for r in comp),
-            "summary_calls": int(column_total(ev, "summary_calls")),
-            "summarization_request_tokens": column_total(ev, "request_tokens"),
-            "summarization_response_tokens": column_total(ev, "response_tokens"),
-            "summary_tokens": column_total(comp, "summary_tokens"),
+            "summary_calls": int(_total(ev, "summary_calls")),
+            "summarization_request_tokens": _total(ev, "request_tokens"),
+            "summarization_response_tokens": _total(ev, "response_tokens"),
+            "summary_tokens": _total(comp, "summary_tokens"),
             "peak_context_tokens": float(np.nanmax(ctx)) if answered else 0.0,
             "mean_context_tokens": sent / answered if answered else 0.0,
             "total_context_tokens_sent": sent,
@@ -468,7 +650,24 @@ class ReplayResult:
 _TABLES: dict[str, _Table] = {name: ReplayResult.__dict__[name] for name in ("events", "calls")}
 
 
-def _reasons(failed: list[dict], turns_failed: list[dict]) -> str | None:
+def _column(rows: Sequence[Mapping[str, Any]], key: str) -> Sequence[Any]:
+    """Every row's value of ``key`` (None where a row does not hold it)."""
+    return rows.column(key) if isinstance(rows, Rows) else [r.get(key) for r in rows]
+
+
+def _where(rows: Sequence[Mapping[str, Any]], key: str, value: Any) -> list[Mapping[str, Any]]:
+    """The rows whose ``key`` is ``value``."""
+    if isinstance(rows, Rows):
+        return rows.where(key, value)
+    return [r for r in rows if r.get(key) == value]
+
+
+def _total(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+    """:func:`~pimem.base.tables.column_total` of the rows, by column."""
+    return float(np.nansum(number_array(_column(rows, key)))) if rows else 0.0
+
+
+def _reasons(failed: list[Mapping[str, Any]], turns_failed: list[Mapping[str, Any]]) -> str | None:
     """Why compactions and turns failed, each reason once with its count (None: nothing failed)."""
     reasons: dict[str, int] = {}
     for text in [r["error"] for r in failed if not is_missing(r.get("error"))] + [

@@ -86,3 +86,24 @@ def test_token_cache_reuses_estimates_by_identity():
     assert cache.misses == 0 or len(cache) == 1
     assert cache.estimate({"role": "user", "content": "abcdefgh"}) == 2
     assert len(cache) == 2
+
+
+def test_token_cache_remembers_two_generations_of_its_latest_messages(monkeypatch):
+    import pimem.core.incremental.caches as caches
+
+    computed: list[int] = []
+
+    def counting(message):
+        computed.append(id(message))
+        return estimate_tokens(message)
+
+    monkeypatch.setattr(caches, "estimate_tokens", counting)
+    cache = TokenCache(limit=4)
+    messages = [{"role": "user", "content": "x" * (4 * i + 1)} for i in range(20)]
+    assert [cache.estimate(m) for m in messages] == [estimate_tokens(m) for m in messages]
+    assert len(computed) == 20 and len(cache) <= 8  # at most two generations of 4
+    again = [cache.estimate(m) for m in messages[-4:]] + [cache.estimate(messages[-6])]  # the latest two generations
+    assert again == [estimate_tokens(m) for m in messages[-4:] + [messages[-6]]] and len(computed) == 20
+    assert cache.estimate(messages[0]) == estimate_tokens(messages[0]) and len(computed) == 21  # forgotten
+    cache.clear()
+    assert len(cache) == 0 and cache.estimate(messages[-1]) == estimate_tokens(messages[-1]) and len(computed) == 22

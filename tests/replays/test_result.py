@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import typing
 import warnings
 
@@ -11,7 +12,7 @@ import pytest
 from pimem.core.compaction.compaction import CompactionSettings
 from pimem.replays.engine import replay
 from pimem.replays.recording import calibrate_recording
-from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, SUMMARY, ReplaySummary
+from pimem.replays.result import CALL_COLUMNS, EVENT_COLUMNS, SUMMARY, CallRow, EventRow, ReplaySummary, Rows
 from pimem.sessions.load import load_session
 from pimem.sessions.samples import sample_session_paths
 
@@ -136,3 +137,46 @@ def test_the_tables_are_made_from_the_replays_rows_when_first_read() -> None:
     assert str(result.summary()) == str(before)
     result.calls = calls.iloc[:0]  # a table set is the one read
     assert result.calls.empty and result.summary()["assistant_calls"] == 0
+
+
+# Values a replay's row can hold, each of its own type: the packed columns must give every one back as it was.
+_ODD_VALUES = [0, -1, 1 << 62, -(1 << 63), 1 << 63, 10**30, True, False, None, 0.0, -0.0, float("nan"), float("inf"),
+               2.5, "check", "", "\ud800", [1, 2], {"a": 1}, (1,)]
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return type(a) is type(b) and (a == b and str(a) == str(b) or a != a and b != b)
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("row_type", [EventRow, CallRow])
+def test_rows_give_back_every_value_as_it_was_set(row_type: type) -> None:
+    rng = random.Random(7)
+    names = list(row_type._names)
+    rows, expected = Rows(row_type), []
+    for i in range(600):  # past the 253 distinct values a code column holds in its tags
+        values = {name: rng.choice(_ODD_VALUES + [i, i + 0.5, f"id-{i}"]) for name in names if rng.random() < 0.7}
+        rows.append(values)
+        expected.append(values)
+    for _ in range(400):  # values set later, over packed, coded and other values alike
+        i, name = rng.randrange(len(expected)), rng.choice(names)
+        value = rng.choice(_ODD_VALUES + [i, -i - 0.25, f"late-{i}"])
+        rows[i][name] = value
+        expected[i][name] = value
+    assert len(rows) == len(expected)
+    for row, want in zip(rows, expected):
+        assert list(row) == [name for name in names if name in want]  # the columns it holds, in order
+        assert all(_same(row[name], value) for name, value in want.items())
+        assert all(row.get(name, "absent") == "absent" for name in names if name not in want)
+    for name in names:
+        assert all(_same(got, want.get(name)) for got, want in zip(rows.column(name), expected))
+    for value in ("check", None, 0, 2.5):
+        for name in names:
+            found = [row._row for row in rows.where(name, value)]
+            assert found == [i for i, want in enumerate(expected) if want.get(name) == value]
+    with pytest.raises(KeyError):
+        rows.append({"no such column": 1})
+    with pytest.raises(KeyError):
+        rows[0]["no such column"] = 1
+    assert len(rows) == len(expected) and rows[-1]._row == len(expected) - 1

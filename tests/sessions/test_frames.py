@@ -174,6 +174,13 @@ def test_entries_line_numbers_from_file(tmp_path: Path, session: Session) -> Non
     if df["line"].isna().all():
         pytest.skip("the loader does not record line numbers")
     assert df["line"].tolist() == list(range(2, 2 + len(loaded.entries)))
+    n = len(loaded.entries)
+    first = loaded.append_message({"role": "user", "content": "appended", "timestamp": 1})
+    loaded.append_message({"role": "user", "content": "again", "timestamp": 2})
+    loaded.branch(first["id"])  # a branch: the entries after it are still numbered, in order
+    loaded.append_message({"role": "user", "content": "on a branch", "timestamp": 3})
+    lines = frames.entries_df(loaded)["line"].tolist()
+    assert lines[:n] == list(range(2, 2 + n)) and len(lines) == n + 3 and all(pd.isna(x) for x in lines[n:])
 
 
 # --------------------------------------------------------------------------- messages

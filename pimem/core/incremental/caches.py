@@ -25,34 +25,47 @@ class TokenCache:
 
     Entries are Pi's JSON and are never mutated by the pipeline, so an estimate stays valid
     as long as the message object lives; the cache keeps a reference to each message so
-    that an identity is never reused while cached.
+    that an identity is never reused while cached. It remembers the messages estimated last:
+    two generations of at most ``limit`` messages each (a message read from the older one moves
+    up), so a replay of millions of entries holds the estimates of its recent context, not of
+    every message it passed.
+
+    Args:
+        limit: the messages of one generation.
     """
 
-    __slots__ = ("_memo", "_held", "hits", "misses")
+    __slots__ = ("_memo", "_held", "_older", "_older_held", "limit", "hits", "misses")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 1 << 17) -> None:
         self._memo: dict[int, int] = {}  # id(message) → its estimate
         self._held: list[Mapping[str, Any]] = []  # the messages estimated: no identity is reused while cached
+        self._older: dict[int, int] = {}  # the generation before, and its messages
+        self._older_held: list[Mapping[str, Any]] = []
+        self.limit = limit
         self.hits = 0
         self.misses = 0
 
     @derived("compaction/compaction.js", "estimateTokens", port=estimate_tokens)
     def estimate(self, message: Mapping[str, Any]) -> int:
-        """``estimate_tokens(message)``, computed once per message object."""
+        """``estimate_tokens(message)``, computed once per message object while remembered."""
         tokens = self._memo.get(id(message))
         if tokens is not None:
             return tokens
-        tokens = estimate_tokens(message)
+        tokens = self._older.get(id(message))
+        if tokens is None:
+            tokens = estimate_tokens(message)
+        if len(self._held) >= self.limit:
+            self._older, self._older_held = self._memo, self._held
+            self._memo, self._held = {}, []
         self._memo[id(message)] = tokens
         self._held.append(message)
         return tokens
 
     def clear(self) -> None:
-        self._memo.clear()
-        self._held.clear()
+        self._memo, self._held, self._older, self._older_held = {}, [], {}, []
 
     def __len__(self) -> int:
-        return len(self._memo)
+        return len(self._memo.keys() | self._older.keys())
 
 
 class SerializationCache:
