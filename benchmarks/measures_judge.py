@@ -18,8 +18,9 @@ The sample (every compaction of both splits, 18 in 16 sessions; checkable claims
 This truth was written by reading, not by any measure. Each claim is judged by the rules (the default,
 offline) and by the judge, through :func:`pimem.drift.faithfulness.judge_agreement` (both read as
 supported / contradicted / unsupported). Printed, with n: Cohen's kappa rules vs judge; per verdict source
-the share of edited claims it calls contradicted or unsupported (and contradicted alone) and the share of
-untouched and terse claims it calls supported; the same per agent and per split. Written to ``--out``
+the share of edited claims it calls contradicted or unsupported (and contradicted alone), the share of
+untouched and terse claims it calls supported, and the mean of the two (balanced accuracy: 0.5 for one
+verdict given to every claim); the same per agent and per split. Written to ``--out``
 (default ``benchmarks/results/``): ``measures-judge.csv`` (one row per claim: where it is from, its group,
 both verdicts and the SHA-256 of its text; no text, the real summaries are not copied into the project).
 
@@ -111,7 +112,9 @@ def make_judge(base_url: str | None, model: str | None, evidence_chars: int) -> 
     if base_url:
         from pimem.summarizers.openai_compat import OpenAISummarizer
 
-        inner = OpenAISummarizer(model or "gpt-4o-mini", base_url, temperature=0.0)
+        if not model:
+            raise ValueError("a judge at --base-url needs --model")
+        inner = OpenAISummarizer(model, base_url, temperature=0.0)
     else:
         from pimem.summarizers.local import LocalModelSummarizer
 
@@ -149,19 +152,25 @@ def _share(mask: pd.Series) -> str:
 
 def accuracy_table(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """Per verdict source (and ``by``): the share of edited claims called contradicted or unsupported, called
-    contradicted, and of untouched and terse claims called supported; n per cell as (hits/n)."""
+    contradicted, and of untouched and terse claims called supported, n per cell as (hits/n); the balanced
+    accuracy (the mean of the share of edited claims not supported and of true claims supported: 0.5 for a
+    source that gives every claim one verdict)."""
     rows = []
     keys = [None] if by is None else sorted(df[by].unique())
     for key in keys:
         sub = df if key is None else df[df[by] == key]
         for source in SOURCES:
             edited, untouched, terse = (sub[sub["group"] == g][source] for g in GROUPS)
+            caught = edited.isin(["contradicted", "unsupported"])
+            kept = pd.concat([untouched, terse]) == "supported"
             row = {by: key} if by else {}
             row.update({"source": source,
-                        "edited: not supported": _share(edited.isin(["contradicted", "unsupported"])),
+                        "edited: not supported": _share(caught),
                         "edited: contradicted": _share(edited == "contradicted"),
                         "untouched: supported": _share(untouched == "supported"),
                         "terse: supported": _share(terse == "supported"),
+                        "balanced accuracy": (caught.mean() + kept.mean()) / 2 if len(caught) and len(kept)
+                        else math.nan,
                         "no answer": int((sub[source] == "no answer").sum())})
             rows.append(row)
     return pd.DataFrame(rows)
@@ -214,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--order", action="store_true", help="also the ordering per class with the judge's verdicts")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
+    if args.base_url and not args.model:
+        ap.error("--base-url needs --model")
     if not (SHARED / "datasets").is_dir():
         print(f"no shared data at {SHARED / 'datasets'}: nothing to measure", file=sys.stderr)
         return 0
