@@ -4,7 +4,7 @@ rules, on a fixed sample of the rewrites written by reading (``datasets/metaeval
 Run: ``.venv/bin/python benchmarks/measures_judge.py [--per-rewrite 2] [--per-compaction 3] [--terse 1]
 [--base-url URL --model NAME] [--evidence-chars 4000] [--out DIR] [--order]``
 
-The sample (every compaction of both splits, 18 in 16 sessions; checkable claims only):
+The sample (every compaction of both splits, 18 in 17 sessions; checkable claims only):
 
 * **edited** — in each ``overclaim`` and ``false_claim`` rewrite, the claims that are not claims of the
   real summary (lines an edit changed or added): false by construction, the rewrite's rationale says why.
@@ -31,7 +31,8 @@ key from ``$OPENAI_API_KEY``). Every answer is cached on disk (``judge.sqlite`` 
 the ``overclaim`` and ``false_claim`` rewrites and their real summaries with the judge's verdicts in place of
 the rules' (:func:`pimem.drift.metaeval.hand_evaluate` with ``score=summary_measures(..., judge=...)``) and
 prints the pairwise ordering per class beside the rules': that judges every checkable claim of 18 real
-summaries (about 2,100), some 13 hours with the 0.5B model on one thread of this machine.
+summaries and their rewrites (about 2,100), some 18 hours with the 0.5B model on one thread of this machine
+(31 s a claim; the default sample of 144 claims took 75 minutes).
 
 Reads the real compactions of ``../shared/datasets`` (or ``$PIMEM_SHARED_DIR/datasets``); exits with a
 message when they are absent.
