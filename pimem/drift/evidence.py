@@ -50,7 +50,8 @@ from pimem.text.normalize import normal_words
 if TYPE_CHECKING:
     from pimem.drift.faithfulness import Claim
 
-__all__ = ["Event", "StateConflict", "span_events", "claim_state", "state_conflict", "RUN_KINDS"]
+__all__ = ["Event", "StateConflict", "span_events", "claim_state", "state_conflict", "outcome_kinds",
+           "unshown_outcome", "RUN_KINDS"]
 
 RUN_KINDS: tuple[str, ...] = ("test", "lint", "build", "check", "commit", "push")
 
@@ -100,7 +101,8 @@ _DONE = re.compile(
 _OPEN = re.compile(
     r"\b(?:fail(?:s|ed|ing|ures?)?|broken|blocked|pending|in progress|todo|not yet|remaining|unfixed|unresolved|"
     r"still (?:needs?|to|fails?|failing|broken)|not (?:done|committed|run|tested|verified|fixed|passing|implemented|"
-    r"pushed))\b|❌|\[ \]", re.I)
+    r"pushed)|nothing (?:(?:is|was|has been) )?(?:committed|pushed|run|tested|done)|uncommitted|unpushed)\b|❌|\[ \]",
+    re.I)
 # a run's state now, not a past run ("all tests passed" before a change may be history)
 _NOW_PASSING = re.compile(r"\b(?:pass|passes|passing|green|clean|succeeds|builds|compiles|works|0 issues|"
                           r"no (?:lint )?(?:issues|errors|failures)|committed|pushed|is (?:done|complete))\b|✅", re.I)
@@ -108,6 +110,13 @@ _NOW_FAILING = re.compile(r"\b(?:still|currently|now)\s+(?:fails?|failing|broken
                           r"\b(?:is|are)\s+(?:failing|broken)\b", re.I)
 _NEGATED_OPEN = re.compile(r"\b(?:no longer|not|never|without|0|zero|no)\s+(?:\w+\s+)?(?:fail\w*|errors?|issues?|"
                            r"broken)\b", re.I)
+# words that look like a state but are not one: "hooks pass `agent.Type()`" hands a value over, "a clean
+# working tree" describes a thing ("lint is clean", "the build is clean." state one)
+_NOT_A_STATE = re.compile(r"\bpass(?:es|ed|ing)?\s+(?=[`'\"(]|(?:the|a|an|it|them|its|their|this|that|these|those|"
+                          r"through|along|down|into|as|nil|null|true|false|none)\b)|"
+                          r"\bclean(?=\s+(?!and\b|now\b|again\b|with\b|too\b)[a-z])|"
+                          r"\b(?:builds|compiles)\s+(?=[`'\"]|(?!and\b|now\b|again\b|cleanly\b|fine\b|successfully\b|"
+                          r"without\b|with\b|on\b|in\b|locally\b|too\b)[a-z])", re.I)
 _STATE_WORDS = frozenset(normal_words("pass passes passed passing green succeed succeeded success successful clean done "
                                       "complete completed finished implemented fixed resolved committed pushed merged "
                                       "released verified works working builds built compiles fail fails failed "
@@ -165,11 +174,21 @@ _CHAIN = re.compile(r"&&|\|\||;|\n")
 _FAILED_KIND = re.compile(r"^\s*\[(\w+)(?::[\w-]+)?\].*\b(?:ERROR|FAIL)", re.M)
 
 
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1.*?^\s*\2\b", re.S | re.M)
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'')
+
+
+def _unquoted(command: str) -> str:
+    """The command without its quoted strings and here-documents: a commit message or a pull request's body
+    that says "tests pass" runs no test."""
+    return _QUOTED.sub('""', _HEREDOC.sub("", command))
+
+
 def _runs(command: str, output: str, status: str) -> list[tuple[str, str]]:
     """(kind, status) of each run of a command line: ``a && b`` stops at the first failure, so when it
     failed the kind that failed is the one its output names (``[lint] ERROR``), else the last; those
     before it passed and those after it never ran."""
-    kinds = list(dict.fromkeys(k for k in (_run_kind(part) for part in _CHAIN.split(command)) if k))
+    kinds = list(dict.fromkeys(k for k in (_run_kind(part) for part in _CHAIN.split(_unquoted(command))) if k))
     if status != "fail" or len(kinds) < 2:
         return [(k, status) for k in kinds]
     named = [m.group(1) for m in _FAILED_KIND.finditer(output)]
@@ -262,7 +281,11 @@ def _settled(events: list[Event]) -> list[Event]:
 
 _STEP = re.compile(r"^\W*(?:\d+[.)]\s*)?(?:once|when|after|until|if|before|then|next|to do|todo|"
                    r"(?:re-?)?(?:run|write|add|create|update|fix|delete|remove|keep|make|move|rename|use|investigate|"
-                   r"check|verify|implement|consider|ensure|test|document|commit|push)\b(?!\w*ed\b))", re.I)
+                   r"check|verify|implement|consider|ensure|test|document|commit|push|explain|debug|trace|find|figure|"
+                   r"answer|ask|clarify|wait|continue|design|plan|look|decide|discuss|confirm|reply)\b(?!\w*ed\b))",
+                   re.I)
+# a line's own label ("Current task (in plan mode): Fix …"): the rest is read for a step
+_LABEL = re.compile(r"^\W*[A-Za-z][\w ()/'-]{0,50}:\s+(?=\S)")
 
 
 _MODAL = re.compile(r"\b(?:must|should|needs? to|has to|have to|ought to|to be)\s+(?:\w+\s+)?"
@@ -272,8 +295,9 @@ _MODAL = re.compile(r"\b(?:must|should|needs? to|has to|have to|ought to|to be)\
 def claim_state(text: str) -> str | None:
     """``"done"`` (passes, finished…), ``"failing"`` (fails now) or None for a line that states no state
     (a step to take or a condition, "Delete old code once the new code works", states none)."""
-    if _STEP.match(text) or _MODAL.search(text):
+    if _STEP.match(text) or _MODAL.search(text) or _STEP.match(_LABEL.sub("", text, count=1)):
         return None
+    text = _NOT_A_STATE.sub(" ", text)
     if _NOW_FAILING.search(text) and not _NEGATED_OPEN.search(text):
         return "failing"
     if _DONE.search(text) and not (_OPEN.search(text) and not _NEGATED_OPEN.search(text)):
@@ -283,6 +307,85 @@ def claim_state(text: str) -> str | None:
 
 def _claim_kinds(text: str) -> list[str]:
     return [kind for kind, rx in _RUN_WORDS if rx.search(text)]
+
+
+def _said(claim: Claim) -> str:
+    """The claim's words about state: its paths left out (``committed.go`` names no commit) and words that
+    only look like a state (:data:`_NOT_A_STATE`)."""
+    text = claim.text
+    for p in sorted(claim.paths, key=len, reverse=True):
+        text = text.replace(p, " ")
+    return _NOT_A_STATE.sub(" ", text)
+
+
+# the words that state a run's outcome (a noun such as "commits" names no commit made)
+_OUTCOME_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(r"\bcommitted\b|\bworking tree (?:is )?clean\b", re.I) if kind == "commit"
+     else re.compile(r"\bpushed\b", re.I) if kind == "push" else rx) for kind, rx in _RUN_WORDS)
+_CLAUSE = re.compile(r";\s|\.\s|\s[-–—]\s")
+
+
+def outcome_kinds(claim: Claim) -> list[str]:
+    """The kinds of run whose outcome the claim states now, clause by clause ("lint is clean; nothing
+    committed" states lint's): none for a line that states no state, a step, or a past state."""
+    if claim.fenced or claim_state(claim.text) is None and not _DONE.search(claim.text):
+        return []
+    kinds: list[str] = []
+    for clause in _CLAUSE.split(_said(claim)):
+        if claim_state(clause) == "done" and _NOW_PASSING.search(clause):
+            kinds += [k for k, rx in _OUTCOME_WORDS if rx.search(clause) and k not in kinds]
+    return kinds
+
+
+_CODE_RUNS = ("test", "lint", "build", "check")
+_DOCUMENT = re.compile(r"\.(?:md|mdx|txt|rst|adoc)$|(?:^|/)(?:docs?|plans?)/", re.I)
+
+
+def unshown_outcome(claim: Claim, events: Sequence[Event]) -> str | None:
+    """Why the span does not show the outcome the claim states now, or None: a run's outcome holds for the
+    code it ran on, so a claim that tests, lint, the build or a check pass is not shown when the span ends
+    with changes to code (a document's change aside) that no passing run of any of them followed (unless a
+    commit came between: the outcome may be the committed work's); that work is committed or pushed only by a
+    commit or push in a span that made changes; a claim that a named command passes, only by a run of that
+    command. (A commit before later changes may have been of the work the claim means: it is not read as
+    stale.)"""
+    kinds = outcome_kinds(claim)
+    if not kinds or not events:
+        return None
+    for command in claim.commands:
+        if _run_kind(command) and not any(e.kind in RUN_KINDS and command.lower() in e.text.split("\n", 1)[0].lower()
+                                           for e in events):
+            return f"`{command}` never ran"
+    changes = [e for e in events if e.kind == "change" and e.status == "done"]
+    code_runs = [e for e in events if e.kind in _CODE_RUNS and e.status == "pass"]
+    for kind in kinds:
+        runs = [e for e in events if e.kind == kind and e.status == "pass"]
+        edits = changes if kind in ("commit", "push") else [e for e in changes if not _DOCUMENT.search(e.text)]
+        if not edits or (not runs and kind in _CODE_RUNS):
+            continue  # nothing changed, or no run of the kind: its outcome may be from before the span
+        if not runs:
+            return f"{kind}: the span's changes never {kind}ed"
+        checked = max(e.position for e in code_runs)
+        if kind in _CODE_RUNS and edits[-1].position > checked and not any(
+                e.kind == "commit" and e.status == "pass" and e.position > checked for e in events):
+            return f"{kind}: code changed after the last run"
+    return None
+
+
+_UNCHANGED = re.compile(r"\b(?:unchanged|untouched|unmodified|as is|(?:not|never)\s+(?:been\s+)?(?:changed|modified|"
+                        r"touched|edited))\b", re.I)
+
+
+def _unchanged_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | None:
+    """A claim that something it names was left unchanged, where the span changed it."""
+    for clause in re.split(r"[;,.]\s|\s(?:and|but|while)\s", claim.text):
+        if not _UNCHANGED.search(clause):
+            continue
+        names = _names(clause)
+        for e in reversed(events):
+            if e.kind == "change" and e.status == "done" and names & e.names:
+                return StateConflict("unchanged", "change: done", e.text[:200])
+    return None
 
 
 def _topic(claim: Claim) -> tuple[frozenset[str], frozenset[str]]:
@@ -302,11 +405,15 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | Non
     """The latest evidence of ``events`` that the claim's state contradicts (see module docs), or None."""
     if not events or claim.fenced:  # a line of a code block quotes; it claims no state
         return None
+    unchanged = _unchanged_conflict(claim, events)
+    if unchanged is not None:
+        return unchanged
     state = claim_state(claim.text)
     if state is None:
         return None
     names, words = _topic(claim)
-    kinds = _claim_kinds(claim.text)
+    said = _said(claim)
+    kinds = _claim_kinds(said)
     tests = frozenset(n for n in names if _TEST_NAME.search(n))  # named tests narrow the runs that count
     checked = False
     for kind in kinds:
@@ -319,7 +426,7 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | Non
         if last is None:
             continue
         checked = True
-        if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(claim.text):
+        if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(said):
             return StateConflict(f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
         if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
             return StateConflict(f"{kind}: failing", f"{kind}: pass", last.text[:200])
