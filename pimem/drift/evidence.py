@@ -60,7 +60,7 @@ _RUN_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("commit", re.compile(r"\bgit\s+commit\b")),
     ("push", re.compile(r"\bgit\s+push\b|\bgh\s+pr\s+create\b")),
     ("lint", re.compile(r"\blint\b|golangci|eslint|ruff\b|flake8|pylint|clippy|biome|gofmt|prettier\s+--check")),
-    ("test", re.compile(r"\btest(?::[\w-]+)?\b|pytest|jest|vitest|mocha|\bspec\b|unittest|\bctest\b")),
+    ("test", re.compile(r"(?<![\w/.-])test(?::[\w-]+)?(?![\w-])|pytest|jest|vitest|mocha|\bspec\b|unittest|\bctest\b")),
     ("check", re.compile(r"\bmypy\b|pyright|tsc\b|tsgo|\bnpm\s+run\s+check\b|\bcargo\s+check\b|\bgo\s+vet\b")),
     ("build", re.compile(r"\bbuild\b|\bmake\b|\bcompile|\bgo\s+install\b|gradle|\bmvn\b|webpack")),
 )

@@ -146,3 +146,5 @@ def test_a_commit_message_that_speaks_of_tests_runs_none() -> None:
     message = "git commit -m \"$(cat <<'EOF'\nFix the rate\n\nmake test passes, lint clean\nEOF\n)\""
     events = span_events(_run("c1", message, "[main 1a2b3c4] Fix the rate") + _run("c2", "gh pr create --body 'npm test ok'", "url"))
     assert [(e.kind, e.status) for e in events] == [("commit", "pass"), ("push", "pass")]
+    # nor does a directory named test-something
+    assert span_events(_run("c3", "cd /tmp && git init --bare test-branch-err", "exit: 1", error=True)) == []
