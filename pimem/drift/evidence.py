@@ -17,18 +17,32 @@ event           from
 ``request``     a user message (the user's own words, nothing injected): ``open`` while no command
                 or change follows it in the span (the span ends on the user's ask)
 ``plan``        an assistant sentence announcing work ("let me fix…", "next, …", "still need to…"):
-                ``open`` while no change naming the same things follows it
+                ``open`` while no change naming the same things follows it (a plan only to look — "let
+                me check…", "I'll read…" — or a hypothetical "would need to" announces no work)
 =============== =====================================================================================
+
+A command's kind is read outside its quoted strings and here-documents (a commit message that says "tests
+pass" runs no test; nor does a ``test-branch`` directory).
 
 :func:`state_conflict` compares a claim with them. A claim that something **passes** (tests, lint, the
 build, a commit or push) is contradicted when the latest matching run of that kind failed or was refused;
 a claim that tests or the build **fail now** ("still fails", "is failing") is contradicted when the
-latest matching run passed. A claim that work is **done** (implemented, fixed, added, committed…) is
+latest matching run passed. Each clause of a line states its own runs ("the build failed; vet is clean");
+a passing test or check run after a build shows that it builds; a claim naming tests or a commit id is
+judged by the runs naming them (with none, by whole-suite runs: another named test's run says nothing of
+them). A claim that something it names was left **unchanged** is contradicted by a change of it. A claim that work is **done** (implemented, fixed, added, committed…) is
 contradicted when, of the events on the same work (naming one of its paths or code names; for a claim
 without names, three of its words and half of them) that match it about as well as the best one (80% of
 its score: 3 per shared name, 1 per shared word), the latest is an open request or plan, or a failed
 change. The runs of a kind that count are those whose command names the claim's tests, when any does;
 else every run of that kind (whole runs only for a claim about all tests or the full suite).
+
+:func:`unshown_outcome` says when an outcome a claim states now (tests, lint, the build pass; the work is
+committed) is not shown by the span at all: the span ends with code changes that no passing run followed
+(and no commit sealed the run's state), its changes were never committed, or the command named never ran.
+Such a claim is a result absent from the span (:mod:`pimem.drift.faithfulness` counts it as invented).
+Words that only look like a state state none: "pass `x`" hands a value over, "a clean tree" describes one,
+"builds the tree" constructs one, "Current task: Fix…" is a step.
 
 What it rewards and how it fails: a summary that reports the state the span ended in. It reads words:
 a state stated in other words ("ready to ship"), work done before the span (nothing in it names it), or
@@ -86,6 +100,10 @@ _WRITE_TOOLS = {"write": "path", "edit": "path", "Write": "file_path", "Edit": "
 _PLAN = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|we need to|still need|need to|next,? (?:i|we)\b|"
                    r"next (?:is|up|step)\b|(?:should|shall) i (?:continue|proceed|go on)\b|"
                    r"now (?:i|we)(?:'ll| will| need)|going to|todo\b|to do:)", re.I)
+# a plan only to look (check, read, find…) or a hypothetical need ("would need to") leaves no work open
+_LOOKING = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|now i'll|next,? i'll)\s+(?:also\s+|first\s+|now\s+|quickly\s+)?"
+                      r"(?:check|look|see|read|find|search|explore|understand|examine|investigate|trace|inspect|review|"
+                      r"view|open|grep|list|confirm)\b|\bwould (?:need|have) to\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WHOLE = re.compile(r"\b(?:all|full|whole|entire|every|suite|test:ci|ci)\b", re.I)
 _PARTIAL_RUN = re.compile(r"\s-run\b|\s-k\s|::|\s--filter\b|\s-t\s|\s--grep\b|_test\.\w+|\btest_\w+\.py\b")
@@ -234,7 +252,7 @@ def span_events(messages: Sequence[tuple[str | None, dict]]) -> list[Event]:
                     continue
                 if block.get("type") == "text":
                     for sentence in _SENTENCE.split(str(block.get("text", ""))):
-                        if 8 <= len(sentence) <= 400 and _PLAN.search(sentence):
+                        if 8 <= len(sentence) <= 400 and _PLAN.search(sentence) and not _LOOKING.search(sentence):
                             events.append(Event(i, "plan", "open", sentence, _names(sentence),
                                                 frozenset(normal_words(sentence))))
                 if block.get("type") != "toolCall":
@@ -292,10 +310,15 @@ _MODAL = re.compile(r"\b(?:must|should|needs? to|has to|have to|ought to|to be)\
                     r"(?:pass|succeed|build|work|be (?:green|clean|done))", re.I)
 
 
+def _is_step(text: str) -> bool:
+    """A step to take or a condition ("Run…", "Current task: Fix…", "must pass before…")."""
+    return bool(_STEP.match(text) or _MODAL.search(text) or _STEP.match(_LABEL.sub("", text, count=1)))
+
+
 def claim_state(text: str) -> str | None:
     """``"done"`` (passes, finished…), ``"failing"`` (fails now) or None for a line that states no state
     (a step to take or a condition, "Delete old code once the new code works", states none)."""
-    if _STEP.match(text) or _MODAL.search(text) or _STEP.match(_LABEL.sub("", text, count=1)):
+    if _is_step(text):
         return None
     text = _NOT_A_STATE.sub(" ", text)
     if _NOW_FAILING.search(text) and not _NEGATED_OPEN.search(text):
@@ -408,28 +431,37 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | Non
     unchanged = _unchanged_conflict(claim, events)
     if unchanged is not None:
         return unchanged
-    state = claim_state(claim.text)
-    if state is None:
+    if _is_step(claim.text):
         return None
     names, words = _topic(claim)
-    said = _said(claim)
-    kinds = _claim_kinds(said)
-    tests = frozenset(n for n in names if _TEST_NAME.search(n))  # named tests narrow the runs that count
+    # named tests and commit ids narrow the runs that count (a test's name without its ``_*`` pattern)
+    tests = frozenset(n.rstrip("_*") for n in names if _TEST_NAME.search(n))
+    ids = frozenset(lit[3:] for lit in getattr(claim, "literals", ()) if lit.startswith("id:"))
     checked = False
-    for kind in kinds:
-        runs = [e for e in events if e.kind == kind]
-        if _WHOLE.search(claim.text):  # "all tests", "the full suite": a run of one test says nothing of them
-            runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
-        # a run that names the claim's tests in its command; names in an output appear mostly when they fail
-        named = [e for e in runs if any(t in e.text.split("\n", 1)[0].lower() for t in tests)]
-        last = (named or runs)[-1] if runs else None
-        if last is None:
+    for clause in _CLAUSE.split(_said(claim)):  # "the build failed; vet is clean": each clause its own state
+        state = claim_state(clause)
+        if state is None:
             continue
-        checked = True
-        if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(said):
-            return StateConflict(f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
-        if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
-            return StateConflict(f"{kind}: failing", f"{kind}: pass", last.text[:200])
+        for kind in _claim_kinds(clause):
+            runs = [e for e in events if e.kind == kind
+                    or kind == "build" and e.kind in ("test", "check") and e.status == "pass"]  # tests compile it
+            if _WHOLE.search(clause):  # "all tests", "the full suite": a run of one test says nothing of them
+                runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
+            # a run that names the claim's tests in its command (names in an output appear mostly when they
+            # fail) or its commit id; a run of other named tests says nothing of them
+            named = [e for e in runs if any(t in e.text.split("\n", 1)[0].lower() for t in tests)
+                     or any(i in e.text.lower() for i in ids)]
+            if tests and not named:
+                runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
+            last = (named or runs)[-1] if runs else None
+            if last is None:
+                continue
+            checked = True
+            if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(clause):
+                return StateConflict(f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
+            if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
+                return StateConflict(f"{kind}: failing", f"{kind}: pass", last.text[:200])
+    state = claim_state(claim.text)
     if state != "done" or not (names or len(words) >= 2):
         return None
     # the evidence on the same work: of the events that match, those that match about as well as the best

@@ -7,8 +7,10 @@ such as ``4. Errors and fixes:``) and ``(none)`` are not claims — each with it
 code names, numbers, versions, ``#123`` references, commands, hex ids such as ``7f3e90bc``, counts such as
 "4 issues", labelled numbers such as "option 2"), its **quotes** (code spans that name nothing: a value, a
 message, kept as written — ``**`` and ``__`` inside a code span stay) and its **words** (content words
-outside the names, normalised by :func:`pimem.text.normalize.normal_words`). A claim is **specific** when it
-has a name or a quote. :func:`check_claims` gives each claim one verdict:
+outside the names, normalised by :func:`pimem.text.normalize.normal_words`); a ``#N:`` that numbers the
+summary's own list ("User feedback #1:") is no reference. A claim is **specific** when it has a name or a
+quote, or states a run's outcome now ("the tests pass", "committed"). The given text holds the agent's tool
+names too (its tool list, which the summary's request carries): a summary may name a tool the span never calls. :func:`check_claims` gives each claim one verdict:
 
 ================ ======================================================================================
 verdict          rule
@@ -31,6 +33,8 @@ verdict          rule
 ``other_session`` not supported by the given text nor the later session, but by another session's text
                  (when such texts are passed): a summary of something else
 ``invented``     a specific claim none of the above holds: a name, number or result absent from the span
+                 (an outcome claimed now that the span's runs do not show, :func:`pimem.drift.evidence.unshown_outcome`,
+                 is one even when its words are supported)
 ``uncheckable``  no name and fewer than 2 words: nothing to check (lead-ins such as ``**New files:**``)
 ================ ======================================================================================
 

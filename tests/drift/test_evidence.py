@@ -148,3 +148,37 @@ def test_a_commit_message_that_speaks_of_tests_runs_none() -> None:
     assert [(e.kind, e.status) for e in events] == [("commit", "pass"), ("push", "pass")]
     # nor does a directory named test-something
     assert span_events(_run("c3", "cd /tmp && git init --bare test-branch-err", "exit: 1", error=True)) == []
+
+
+def test_each_clause_states_its_own_run() -> None:
+    broken = _run("c1", "go build ./...", "undefined: defaultAgent", error=True) + _run("c2", "go vet ./...", "")
+    assert _conflict("`go build ./...` failed (undefined: defaultAgent); `go vet` gave no errors", broken) is None
+    lint_red = _run("c3", "mise run lint", "[lint] 2 issues", error=True)
+    assert _conflict("Lint is clean; nothing committed", lint_red) is not None
+
+
+def test_a_build_is_shown_by_the_tests_that_ran_after_it() -> None:
+    span = _run("c1", "go build ./...", "undefined: agent", error=True) + _run("c2", "go test ./...", "ok  pkg 0.2s")
+    assert _conflict("Build fixed (missing import); the build compiles and tests pass", span) is None
+    assert _conflict("The build compiles", _run("c1", "go build ./...", "undefined: agent", error=True)) is not None
+
+
+def test_named_tests_and_commits_are_judged_by_their_own_runs() -> None:
+    span = (_run("c1", "go test -run TestApply ./session", "ok") +
+            _run("c2", "go test -run TestMarkEnded ./cli", "--- FAIL: TestMarkEnded", error=True))
+    assert _conflict("The 9 `TestApply_*` tests pass", span) is None
+    # with no run naming them, the whole suite's runs count, not another named test's
+    assert _conflict("The 9 `TestApply_*` tests pass", span[2:]) is None
+    suite = span[2:] + _run("c3", "go test ./...", "--- FAIL: TestApplyOne", error=True)
+    assert _conflict("The 9 `TestApply_*` tests pass", suite) is not None
+    commits = (_run("c4", "git commit -m 'feat'", "[main 7e00b6e] feat\n 10 files changed")
+               + _run("c5", "git commit -m 'fix'", "", answered=False))
+    assert _conflict("Committed (7e00b6e) and pushed", commits) is None
+    assert _conflict("All work is committed", commits) is not None
+
+
+def test_a_plan_only_to_look_leaves_no_work_open() -> None:
+    look = [("a1", messages.assistant("Let me also check what `buildinfo.Version` defaults to in tests."))]
+    assert _conflict("`buildinfo.Version` is set in committed.go, done", look) is None
+    fix = [("a1", messages.assistant("Let me fix how `buildinfo.Version` is set."))]
+    assert _conflict("`buildinfo.Version` is set in committed.go, done", fix) is not None
