@@ -30,7 +30,8 @@ a claim that tests or the build **fail now** ("still fails", "is failing") is co
 latest matching run passed. Each clause of a line states its own runs ("the build failed; vet is clean");
 a passing test or check run after a build shows that it builds; a claim naming tests or a commit id is
 judged by the runs naming them (with none, by whole-suite runs: another named test's run says nothing of
-them). A claim that something it names was left **unchanged** is contradicted by a change of it. A claim that work is **done** (implemented, fixed, added, committed…) is
+them). A claim that something it names was left **unchanged** is contradicted by a change of it. A claim
+that work is **done** (implemented, fixed, added, committed…) is
 contradicted when, of the events on the same work (naming one of its paths or code names; for a claim
 without names, three of its words and half of them) that match it about as well as the best one (80% of
 its score: 3 per shared name, 1 per shared word), the latest is an open request or plan, or a failed
@@ -101,7 +102,8 @@ _PLAN = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|we need to|still ne
                    r"next (?:is|up|step)\b|(?:should|shall) i (?:continue|proceed|go on)\b|"
                    r"now (?:i|we)(?:'ll| will| need)|going to|todo\b|to do:)", re.I)
 # a plan only to look (check, read, find…) or a hypothetical need ("would need to") leaves no work open
-_LOOKING = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|now i'll|next,? i'll)\s+(?:also\s+|first\s+|now\s+|quickly\s+)?"
+_LOOKING = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|now i'll|next,? i'll)\s+"
+                      r"(?:also\s+|first\s+|now\s+|quickly\s+)?"
                       r"(?:check|look|see|read|find|search|explore|understand|examine|investigate|trace|inspect|review|"
                       r"view|open|grep|list|confirm)\b|\bwould (?:need|have) to\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -124,6 +126,7 @@ _OPEN = re.compile(
 # a run's state now, not a past run ("all tests passed" before a change may be history)
 _NOW_PASSING = re.compile(r"\b(?:pass|passes|passing|green|clean|succeeds|builds|compiles|works|0 issues|"
                           r"no (?:lint )?(?:issues|errors|failures)|committed|pushed|is (?:done|complete))\b|✅", re.I)
+_PAST = re.compile(r"\b(?:had|was|were|used to)\s+(?:\w+\s+)?(?:0|no|zero|clean|green|passing|pass)\b", re.I)
 _NOW_FAILING = re.compile(r"\b(?:still|currently|now)\s+(?:fails?|failing|broken)\b|"
                           r"\b(?:is|are)\s+(?:failing|broken)\b", re.I)
 _NEGATED_OPEN = re.compile(r"\b(?:no longer|not|never|without|0|zero|no)\s+(?:\w+\s+)?(?:fail\w*|errors?|issues?|"
@@ -355,7 +358,7 @@ def outcome_kinds(claim: Claim) -> list[str]:
         return []
     kinds: list[str] = []
     for clause in _CLAUSE.split(_said(claim)):
-        if claim_state(clause) == "done" and _NOW_PASSING.search(clause):
+        if claim_state(clause) == "done" and _NOW_PASSING.search(clause) and not _PAST.search(clause):
             kinds += [k for k, rx in _OUTCOME_WORDS if rx.search(clause) and k not in kinds]
     return kinds
 
@@ -368,7 +371,7 @@ def unshown_outcome(claim: Claim, events: Sequence[Event]) -> str | None:
     """Why the span does not show the outcome the claim states now, or None: a run's outcome holds for the
     code it ran on, so a claim that tests, lint, the build or a check pass is not shown when the span ends
     with changes to code (a document's change aside) that no passing run of any of them followed (unless a
-    commit came between: the outcome may be the committed work's); that work is committed or pushed only by a
+    commit was made or begun between: the outcome may be the committed work's); that work is committed or pushed only by a
     commit or push in a span that made changes; a claim that a named command passes, only by a run of that
     command. (A commit before later changes may have been of the work the claim means: it is not read as
     stale.)"""
@@ -390,7 +393,7 @@ def unshown_outcome(claim: Claim, events: Sequence[Event]) -> str | None:
             return f"{kind}: the span's changes never {kind}ed"
         checked = max(e.position for e in code_runs)
         if kind in _CODE_RUNS and edits[-1].position > checked and not any(
-                e.kind == "commit" and e.status == "pass" and e.position > checked for e in events):
+                e.kind == "commit" and e.status in ("pass", "open") and e.position > checked for e in events):
             return f"{kind}: code changed after the last run"
     return None
 
@@ -457,7 +460,8 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | Non
             if last is None:
                 continue
             checked = True
-            if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(clause):
+            if (state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(clause)
+                    and not _PAST.search(clause)):
                 return StateConflict(f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
             if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
                 return StateConflict(f"{kind}: failing", f"{kind}: pass", last.text[:200])

@@ -9,8 +9,9 @@ code names, numbers, versions, ``#123`` references, commands, hex ids such as ``
 message, kept as written — ``**`` and ``__`` inside a code span stay) and its **words** (content words
 outside the names, normalised by :func:`pimem.text.normalize.normal_words`); a ``#N:`` that numbers the
 summary's own list ("User feedback #1:") is no reference. A claim is **specific** when it has a name or a
-quote, or states a run's outcome now ("the tests pass", "committed"). The given text holds the agent's tool
-names too (its tool list, which the summary's request carries): a summary may name a tool the span never calls. :func:`check_claims` gives each claim one verdict:
+quote, or states a run's outcome now ("the tests pass", "committed"). The given text holds the agent's
+tool names too (its tool list, which the summary's request carries): a summary may name a tool the span
+never calls. :func:`check_claims` gives each claim one verdict:
 
 ================ ======================================================================================
 verdict          rule

@@ -116,6 +116,8 @@ def test_an_outcome_is_shown_only_by_a_run_after_the_last_change() -> None:
     # a commit between the run and the change: the outcome may be the committed work's
     sealed = green + _run("c7", "git commit -m 'rate'", "1 file changed") + _edit("c8", "src/tax.py", "y = 2")
     assert unshown_outcome(parse_claim("All tests pass"), span_events(sealed)) is None
+    begun = green + _run("c9", "git commit -m 'rate'", "", answered=False) + _edit("c8", "src/tax.py", "y = 2")
+    assert unshown_outcome(parse_claim("All tests pass"), span_events(begun)) is None
     # a passing run of another kind after the change (the code was checked since)
     assert unshown_outcome(parse_claim("All tests pass"), span_events(edited + _run("c6", "ruff check", "ok"))) is None
     # a document changed after the run does not touch the code it ran on; a past run states no outcome now
@@ -155,6 +157,8 @@ def test_each_clause_states_its_own_run() -> None:
     assert _conflict("`go build ./...` failed (undefined: defaultAgent); `go vet` gave no errors", broken) is None
     lint_red = _run("c3", "mise run lint", "[lint] 2 issues", error=True)
     assert _conflict("Lint is clean; nothing committed", lint_red) is not None
+    # a past state is history: lint had 0 issues before the last run
+    assert _conflict("Tests added; lint had 0 issues", _run("c4", "mise run lint", "0 issues.") + lint_red) is None
 
 
 def test_a_build_is_shown_by_the_tests_that_ran_after_it() -> None:
