@@ -313,8 +313,14 @@ _MODAL = re.compile(r"\b(?:must|should|needs? to|has to|have to|ought to|to be)\
                     r"(?:pass|succeed|build|work|be (?:green|clean|done))", re.I)
 
 
+_CHECKED = re.compile(r"^\W*(?:✅|\[x\])", re.I)
+
+
 def _is_step(text: str) -> bool:
-    """A step to take or a condition ("Run…", "Current task: Fix…", "must pass before…")."""
+    """A step to take or a condition ("Run…", "Current task: Fix…", "must pass before…"); an item checked
+    off ("✅ Commit the changes") is a step done."""
+    if _CHECKED.match(text):
+        return False
     return bool(_STEP.match(text) or _MODAL.search(text) or _STEP.match(_LABEL.sub("", text, count=1)))
 
 
@@ -346,9 +352,9 @@ def _said(claim: Claim) -> str:
 
 # the words that state a run's outcome (a noun such as "commits" names no commit made)
 _OUTCOME_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(r"\bcommitted\b|\bworking tree (?:is )?clean\b", re.I) if kind == "commit"
+    (kind, re.compile(r"\bcommitted\b|\bworking tree (?:is )?clean\b|^\W*(?:✅|\[x\])\W*commit", re.I) if kind == "commit"
      else re.compile(r"\bpushed\b", re.I) if kind == "push" else rx) for kind, rx in _RUN_WORDS)
-_CLAUSE = re.compile(r";\s|\.\s|\s[-–—]\s")
+_CLAUSE = re.compile(r";\s|\.\s")
 
 
 def outcome_kinds(claim: Claim) -> list[str]:

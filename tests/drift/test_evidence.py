@@ -132,6 +132,9 @@ def test_an_outcome_is_shown_only_by_a_run_after_the_last_change() -> None:
     # outcomes are read clause by clause; a noun or a verb with an object states none
     assert parse_claim("Lint is clean; tests pass. Nothing committed.").outcomes == ("lint", "test")
     assert parse_claim("Builds the node tree; rewind works on commits").outcomes == ()
+    # an item checked off is a step done, and a dash joins a command to its outcome
+    assert parse_claim("✅ Commit the changes and open a PR (done)").outcomes == ("commit",)
+    assert unshown_outcome(parse_claim("`mise run test:ci` — passes"), span_events(green)) is not None
 
 
 def test_an_unshown_outcome_counts_against_faithfulness() -> None:
