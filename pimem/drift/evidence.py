@@ -30,7 +30,7 @@ a claim that tests or the build **fail now** ("still fails", "is failing") is co
 latest matching run passed. Each clause of a line states its own runs ("the build failed; vet is clean");
 a passing test or check run after a build shows that it builds; a claim naming tests or a commit id is
 judged by the runs naming them (with none, by whole-suite runs: another named test's run says nothing of
-them). A claim that something it names was left **unchanged** is contradicted by a change of it. A claim
+named test functions; a test file's tests may run by their names). A claim that something it names was left **unchanged** is contradicted by a change of it. A claim
 that work is **done** (implemented, fixed, added, committed…) is
 contradicted when, of the events on the same work (naming one of its paths or code names; for a claim
 without names, three of its words and half of them) that match it about as well as the best one (80% of
@@ -460,7 +460,7 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | Non
             # fail) or its commit id; a run of other named tests says nothing of them
             named = [e for e in runs if any(t in e.text.split("\n", 1)[0].lower() for t in tests)
                      or any(i in e.text.lower() for i in ids)]
-            if tests and not named:
+            if tests and not named and not any("." in t for t in tests):  # a test file's tests run by name
                 runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
             last = (named or runs)[-1] if runs else None
             if last is None:

@@ -176,6 +176,8 @@ def test_named_tests_and_commits_are_judged_by_their_own_runs() -> None:
     assert _conflict("The 9 `TestApply_*` tests pass", span) is None
     # with no run naming them, the whole suite's runs count, not another named test's
     assert _conflict("The 9 `TestApply_*` tests pass", span[2:]) is None
+    # a test file's tests run by their names: a failing named run counts against it
+    assert _conflict("Created phase_test.go; its tests pass on the first run", span[2:]) is not None
     suite = span[2:] + _run("c3", "go test ./...", "--- FAIL: TestApplyOne", error=True)
     assert _conflict("The 9 `TestApply_*` tests pass", suite) is not None
     commits = (_run("c4", "git commit -m 'feat'", "[main 7e00b6e] feat\n 10 files changed")
