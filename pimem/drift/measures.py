@@ -65,12 +65,16 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
         "stating what the session went on to need — the user's asks and standing preferences, decisions, "
         "errors, written files, names — in sentences the conversation supports, in the state it ended in",
         "neither names nor invention pays: a bare list of names earns no recall, an invented, stale, "
-        "over-claimed or contradicted claim lowers faithfulness, filler weighs nothing. Still missed: text "
-        "copied from the span is faithful, so a dump of the user's and assistant's sentences scores 0.54 "
-        "against the real summaries' 0.65 on the 86 scorable real compactions (at or above them in 31); "
-        "support and contradiction are lexical (a paraphrased ask is not held, a false claim that names "
-        "nothing is unverifiable). In order on 0.95 of 946 rule-made pairs and 0.86 of 162 pairs written by "
-        "reading (0.76 of the 99 held-out ones at first reading): benchmarks/README.md",
+        "over-claimed or contradicted claim lowers faithfulness (an outcome claimed now — tests pass, "
+        "committed — that the span's runs do not show counts as invented), filler weighs nothing. Still "
+        "missed: text copied from the span is faithful, so a dump of the user's and assistant's sentences "
+        "scores 0.54 against the real summaries' 0.65 on the 86 scorable real compactions (at or above them "
+        "in 31); support and contradiction are lexical (a state in other words, a false value the span holds "
+        "elsewhere, a paraphrased ask are not seen; a false claim that names nothing is unverifiable; a "
+        "history line's 'tests pass' before later changes reads as stale). In order on 0.95 of 946 rule-made "
+        "pairs and 0.89 of 252 pairs written by reading (over-claims 0.89, false results 0.82, asks dropped "
+        "0.79, terse 0.80 of 28/28/28/56; the fresh split's 90 read 0.81 when first scored and 0.88 after the "
+        "rules its misses prompted, so no longer out of sample): benchmarks/README.md",
     ),
     "recall_faithful": (
         "headline part",
