@@ -30,9 +30,9 @@ a claim that tests or the build **fail now** ("still fails", "is failing") is co
 latest matching run passed. Each clause of a line states its own runs ("the build failed; vet is clean");
 a passing test or check run after a build shows that it builds; a claim naming tests or a commit id is
 judged by the runs naming them (with none, by whole-suite runs: another named test's run says nothing of
-named test functions; a test file's tests may run by their names). A claim that something it names was left **unchanged** is contradicted by a change of it. A claim
-that work is **done** (implemented, fixed, added, committed…) is
-contradicted when, of the events on the same work (naming one of its paths or code names; for a claim
+named test functions; a test file's tests may run by their names). A claim that something it names was
+left **unchanged** is contradicted by a change of it. A claim that work is **done** (implemented, fixed,
+added, committed…) is contradicted when, of the events on the same work (naming one of its paths or code names; for a claim
 without names, three of its words and half of them) that match it about as well as the best one (80% of
 its score: 3 per shared name, 1 per shared word), the latest is an open request or plan, or a failed
 change. The runs of a kind that count are those whose command names the claim's tests, when any does;
@@ -352,8 +352,8 @@ def _said(claim: Claim) -> str:
 
 # the words that state a run's outcome (a noun such as "commits" names no commit made)
 _OUTCOME_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(r"\bcommitted\b|\bworking tree (?:is )?clean\b|^\W*(?:✅|\[x\])\W*commit", re.I) if kind == "commit"
-     else re.compile(r"\bpushed\b", re.I) if kind == "push" else rx) for kind, rx in _RUN_WORDS)
+    (kind, re.compile(r"\bcommitted\b|\bworking tree (?:is )?clean\b|^\W*(?:✅|\[x\])\W*commit", re.I)
+     if kind == "commit" else re.compile(r"\bpushed\b", re.I) if kind == "push" else rx) for kind, rx in _RUN_WORDS)
 _CLAUSE = re.compile(r";\s|\.\s")
 
 
@@ -374,13 +374,11 @@ _DOCUMENT = re.compile(r"\.(?:md|mdx|txt|rst|adoc)$|(?:^|/)(?:docs?|plans?)/", r
 
 
 def unshown_outcome(claim: Claim, events: Sequence[Event]) -> str | None:
-    """Why the span does not show the outcome the claim states now, or None: a run's outcome holds for the
-    code it ran on, so a claim that tests, lint, the build or a check pass is not shown when the span ends
-    with changes to code (a document's change aside) that no passing run of any of them followed (unless a
-    commit was made or begun between: the outcome may be the committed work's); that work is committed or pushed only by a
-    commit or push in a span that made changes; a claim that a named command passes, only by a run of that
-    command. (A commit before later changes may have been of the work the claim means: it is not read as
-    stale.)"""
+    """Why the span does not show the outcome the claim states now, or None. A run's outcome holds for the
+    code it ran on: a claim that tests, lint, the build or a check pass is not shown when the span ends with
+    changes to code (a document's change aside) that no passing run of any of them followed, unless a
+    commit was made or begun after the run (the outcome may be the committed work's). Work is committed or
+    pushed only if a span that made changes holds a commit or push. A named command passes only if it ran."""
     kinds = outcome_kinds(claim)
     if not kinds or not events:
         return None
@@ -389,16 +387,17 @@ def unshown_outcome(claim: Claim, events: Sequence[Event]) -> str | None:
                                            for e in events):
             return f"`{command}` never ran"
     changes = [e for e in events if e.kind == "change" and e.status == "done"]
-    code_runs = [e for e in events if e.kind in _CODE_RUNS and e.status == "pass"]
     for kind in kinds:
         runs = [e for e in events if e.kind == kind and e.status == "pass"]
-        edits = changes if kind in ("commit", "push") else [e for e in changes if not _DOCUMENT.search(e.text)]
-        if not edits or (not runs and kind in _CODE_RUNS):
+        if kind not in _CODE_RUNS:  # commit, push
+            if changes and not runs:
+                return f"{kind}: the span's changes never {'committed' if kind == 'commit' else 'pushed'}"
+            continue
+        edits = [e for e in changes if not _DOCUMENT.search(e.text)]
+        if not edits or not runs:
             continue  # nothing changed, or no run of the kind: its outcome may be from before the span
-        if not runs:
-            return f"{kind}: the span's changes never {kind}ed"
-        checked = max(e.position for e in code_runs)
-        if kind in _CODE_RUNS and edits[-1].position > checked and not any(
+        checked = max(e.position for e in events if e.kind in _CODE_RUNS and e.status == "pass")
+        if edits[-1].position > checked and not any(
                 e.kind == "commit" and e.status in ("pass", "open") and e.position > checked for e in events):
             return f"{kind}: code changed after the last run"
     return None

@@ -126,6 +126,8 @@ def test_an_outcome_is_shown_only_by_a_run_after_the_last_change() -> None:
     assert unshown_outcome(parse_claim("All tests passed before the rename"), span_events(edited)) is None
     # work committed in a span that changed files and never committed; a named command that never ran
     assert unshown_outcome(parse_claim("The changes are committed"), span_events(edited)) is not None
+    only_commits = _edit("c9", "README.md", "x") + _run("c10", "git commit -m 'docs'", "1 file changed")
+    assert unshown_outcome(parse_claim("The changes are committed"), span_events(only_commits)) is None
     assert unshown_outcome(parse_claim("The changes are committed"),
                            span_events(edited + _run("c4", "git commit -m 'rate'", "1 file changed"))) is None
     assert unshown_outcome(parse_claim("`mise run test:ci` passes"), span_events(green)) == "`mise run test:ci` never ran"
