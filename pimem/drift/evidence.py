@@ -17,33 +17,18 @@ event           from
 ``request``     a user message (the user's own words, nothing injected): ``open`` while no command
                 or change follows it in the span (the span ends on the user's ask)
 ``plan``        an assistant sentence announcing work ("let me fix…", "next, …", "still need to…"):
-                ``open`` while no change naming the same things follows it (a plan only to look — "let
-                me check…", "I'll read…" — or a hypothetical "would need to" announces no work)
+                ``open`` while no change naming the same things follows it
 =============== =====================================================================================
-
-A command's kind is read outside its quoted strings and here-documents (a commit message that says "tests
-pass" runs no test; nor does a ``test-branch`` directory).
 
 :func:`state_conflict` compares a claim with them. A claim that something **passes** (tests, lint, the
 build, a commit or push) is contradicted when the latest matching run of that kind failed or was refused;
 a claim that tests or the build **fail now** ("still fails", "is failing") is contradicted when the
-latest matching run passed. Each clause of a line states its own runs ("the build failed; vet is clean");
-a passing test or check run after a build shows that it builds; a claim naming tests or a commit id is
-judged by the runs naming them (with none, by whole-suite runs: another named test's run says nothing of
-named test functions; a test file's tests may run by their names). A claim that something it names was
-left **unchanged** is contradicted by a change of it. A claim that work is **done** (implemented, fixed,
-added, committed…) is contradicted when, of the events on the same work (naming one of its paths or code names; for a claim
+latest matching run passed. A claim that work is **done** (implemented, fixed, added, committed…) is
+contradicted when, of the events on the same work (naming one of its paths or code names; for a claim
 without names, three of its words and half of them) that match it about as well as the best one (80% of
 its score: 3 per shared name, 1 per shared word), the latest is an open request or plan, or a failed
 change. The runs of a kind that count are those whose command names the claim's tests, when any does;
 else every run of that kind (whole runs only for a claim about all tests or the full suite).
-
-:func:`unshown_outcome` says when an outcome a claim states now (tests, lint, the build pass; the work is
-committed) is not shown by the span at all: the span ends with code changes that no passing run followed
-(and no commit sealed the run's state), its changes were never committed, or the command named never ran.
-Such a claim is a result absent from the span (:mod:`pimem.drift.faithfulness` counts it as invented).
-Words that only look like a state state none: "pass `x`" hands a value over, "a clean tree" describes one,
-"builds the tree" constructs one, "Current task: Fix…" is a step.
 
 What it rewards and how it fails: a summary that reports the state the span ended in. It reads words:
 a state stated in other words ("ready to ship"), work done before the span (nothing in it names it), or
@@ -65,8 +50,7 @@ from pimem.text.normalize import normal_words
 if TYPE_CHECKING:
     from pimem.drift.faithfulness import Claim
 
-__all__ = ["Event", "StateConflict", "span_events", "claim_state", "state_conflict", "outcome_kinds",
-           "unshown_outcome", "RUN_KINDS"]
+__all__ = ["Event", "StateConflict", "span_events", "claim_state", "state_conflict", "RUN_KINDS"]
 
 RUN_KINDS: tuple[str, ...] = ("test", "lint", "build", "check", "commit", "push")
 
@@ -75,7 +59,7 @@ _RUN_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("commit", re.compile(r"\bgit\s+commit\b")),
     ("push", re.compile(r"\bgit\s+push\b|\bgh\s+pr\s+create\b")),
     ("lint", re.compile(r"\blint\b|golangci|eslint|ruff\b|flake8|pylint|clippy|biome|gofmt|prettier\s+--check")),
-    ("test", re.compile(r"(?<![\w/.-])test(?::[\w-]+)?(?![\w-])|pytest|jest|vitest|mocha|\bspec\b|unittest|\bctest\b")),
+    ("test", re.compile(r"\btest(?::[\w-]+)?\b|pytest|jest|vitest|mocha|\bspec\b|unittest|\bctest\b")),
     ("check", re.compile(r"\bmypy\b|pyright|tsc\b|tsgo|\bnpm\s+run\s+check\b|\bcargo\s+check\b|\bgo\s+vet\b")),
     ("build", re.compile(r"\bbuild\b|\bmake\b|\bcompile|\bgo\s+install\b|gradle|\bmvn\b|webpack")),
 )
@@ -101,11 +85,6 @@ _WRITE_TOOLS = {"write": "path", "edit": "path", "Write": "file_path", "Edit": "
 _PLAN = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|we need to|still need|need to|next,? (?:i|we)\b|"
                    r"next (?:is|up|step)\b|(?:should|shall) i (?:continue|proceed|go on)\b|"
                    r"now (?:i|we)(?:'ll| will| need)|going to|todo\b|to do:)", re.I)
-# a plan only to look (check, read, find…) or a hypothetical need ("would need to") leaves no work open
-_LOOKING = re.compile(r"\b(?:let me|let's|i'll|i will|i need to|now i'll|next,? i'll)\s+"
-                      r"(?:also\s+|first\s+|now\s+|quickly\s+)?"
-                      r"(?:check|look|see|read|find|search|explore|understand|examine|investigate|trace|inspect|review|"
-                      r"view|open|grep|list|confirm)\b|\bwould (?:need|have) to\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WHOLE = re.compile(r"\b(?:all|full|whole|entire|every|suite|test:ci|ci)\b", re.I)
 _PARTIAL_RUN = re.compile(r"\s-run\b|\s-k\s|::|\s--filter\b|\s-t\s|\s--grep\b|_test\.\w+|\btest_\w+\.py\b")
@@ -121,23 +100,14 @@ _DONE = re.compile(
 _OPEN = re.compile(
     r"\b(?:fail(?:s|ed|ing|ures?)?|broken|blocked|pending|in progress|todo|not yet|remaining|unfixed|unresolved|"
     r"still (?:needs?|to|fails?|failing|broken)|not (?:done|committed|run|tested|verified|fixed|passing|implemented|"
-    r"pushed)|nothing (?:(?:is|was|has been) )?(?:committed|pushed|run|tested|done)|uncommitted|unpushed)\b|❌|\[ \]",
-    re.I)
+    r"pushed))\b|❌|\[ \]", re.I)
 # a run's state now, not a past run ("all tests passed" before a change may be history)
 _NOW_PASSING = re.compile(r"\b(?:pass|passes|passing|green|clean|succeeds|builds|compiles|works|0 issues|"
                           r"no (?:lint )?(?:issues|errors|failures)|committed|pushed|is (?:done|complete))\b|✅", re.I)
-_PAST = re.compile(r"\b(?:had|was|were|used to)\s+(?:\w+\s+)?(?:0|no|zero|clean|green|passing|pass)\b", re.I)
 _NOW_FAILING = re.compile(r"\b(?:still|currently|now)\s+(?:fails?|failing|broken)\b|"
                           r"\b(?:is|are)\s+(?:failing|broken)\b", re.I)
 _NEGATED_OPEN = re.compile(r"\b(?:no longer|not|never|without|0|zero|no)\s+(?:\w+\s+)?(?:fail\w*|errors?|issues?|"
                            r"broken)\b", re.I)
-# words that look like a state but are not one: "hooks pass `agent.Type()`" hands a value over, "a clean
-# working tree" describes a thing ("lint is clean", "the build is clean." state one)
-_NOT_A_STATE = re.compile(r"\bpass(?:es|ed|ing)?\s+(?=[`'\"(]|(?:the|a|an|it|them|its|their|this|that|these|those|"
-                          r"through|along|down|into|as|nil|null|true|false|none)\b)|"
-                          r"\bclean(?=\s+(?!and\b|now\b|again\b|with\b|too\b)[a-z])|"
-                          r"\b(?:builds|compiles)\s+(?=[`'\"]|(?!and\b|now\b|again\b|cleanly\b|fine\b|successfully\b|"
-                          r"without\b|with\b|on\b|in\b|locally\b|too\b)[a-z])", re.I)
 _STATE_WORDS = frozenset(normal_words("pass passes passed passing green succeed succeeded success successful clean done "
                                       "complete completed finished implemented fixed resolved committed pushed merged "
                                       "released verified works working builds built compiles fail fails failed "
@@ -195,21 +165,11 @@ _CHAIN = re.compile(r"&&|\|\||;|\n")
 _FAILED_KIND = re.compile(r"^\s*\[(\w+)(?::[\w-]+)?\].*\b(?:ERROR|FAIL)", re.M)
 
 
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1.*?^\s*\2\b", re.S | re.M)
-_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'')
-
-
-def _unquoted(command: str) -> str:
-    """The command without its quoted strings and here-documents: a commit message or a pull request's body
-    that says "tests pass" runs no test."""
-    return _QUOTED.sub('""', _HEREDOC.sub("", command))
-
-
 def _runs(command: str, output: str, status: str) -> list[tuple[str, str]]:
     """(kind, status) of each run of a command line: ``a && b`` stops at the first failure, so when it
     failed the kind that failed is the one its output names (``[lint] ERROR``), else the last; those
     before it passed and those after it never ran."""
-    kinds = list(dict.fromkeys(k for k in (_run_kind(part) for part in _CHAIN.split(_unquoted(command))) if k))
+    kinds = list(dict.fromkeys(k for k in (_run_kind(part) for part in _CHAIN.split(command)) if k))
     if status != "fail" or len(kinds) < 2:
         return [(k, status) for k in kinds]
     named = [m.group(1) for m in _FAILED_KIND.finditer(output)]
@@ -255,7 +215,7 @@ def span_events(messages: Sequence[tuple[str | None, dict]]) -> list[Event]:
                     continue
                 if block.get("type") == "text":
                     for sentence in _SENTENCE.split(str(block.get("text", ""))):
-                        if 8 <= len(sentence) <= 400 and _PLAN.search(sentence) and not _LOOKING.search(sentence):
+                        if 8 <= len(sentence) <= 400 and _PLAN.search(sentence):
                             events.append(Event(i, "plan", "open", sentence, _names(sentence),
                                                 frozenset(normal_words(sentence))))
                 if block.get("type") != "toolCall":
@@ -302,34 +262,18 @@ def _settled(events: list[Event]) -> list[Event]:
 
 _STEP = re.compile(r"^\W*(?:\d+[.)]\s*)?(?:once|when|after|until|if|before|then|next|to do|todo|"
                    r"(?:re-?)?(?:run|write|add|create|update|fix|delete|remove|keep|make|move|rename|use|investigate|"
-                   r"check|verify|implement|consider|ensure|test|document|commit|push|explain|debug|trace|find|figure|"
-                   r"answer|ask|clarify|wait|continue|design|plan|look|decide|discuss|confirm|reply)\b(?!\w*ed\b))",
-                   re.I)
-# a line's own label ("Current task (in plan mode): Fix …"): the rest is read for a step
-_LABEL = re.compile(r"^\W*[A-Za-z][\w ()/'-]{0,50}:\s+(?=\S)")
+                   r"check|verify|implement|consider|ensure|test|document|commit|push)\b(?!\w*ed\b))", re.I)
 
 
 _MODAL = re.compile(r"\b(?:must|should|needs? to|has to|have to|ought to|to be)\s+(?:\w+\s+)?"
                     r"(?:pass|succeed|build|work|be (?:green|clean|done))", re.I)
 
 
-_CHECKED = re.compile(r"^\W*(?:✅|\[x\])", re.I)
-
-
-def _is_step(text: str) -> bool:
-    """A step to take or a condition ("Run…", "Current task: Fix…", "must pass before…"); an item checked
-    off ("✅ Commit the changes") is a step done."""
-    if _CHECKED.match(text):
-        return False
-    return bool(_STEP.match(text) or _MODAL.search(text) or _STEP.match(_LABEL.sub("", text, count=1)))
-
-
 def claim_state(text: str) -> str | None:
     """``"done"`` (passes, finished…), ``"failing"`` (fails now) or None for a line that states no state
     (a step to take or a condition, "Delete old code once the new code works", states none)."""
-    if _is_step(text):
+    if _STEP.match(text) or _MODAL.search(text):
         return None
-    text = _NOT_A_STATE.sub(" ", text)
     if _NOW_FAILING.search(text) and not _NEGATED_OPEN.search(text):
         return "failing"
     if _DONE.search(text) and not (_OPEN.search(text) and not _NEGATED_OPEN.search(text)):
@@ -339,84 +283,6 @@ def claim_state(text: str) -> str | None:
 
 def _claim_kinds(text: str) -> list[str]:
     return [kind for kind, rx in _RUN_WORDS if rx.search(text)]
-
-
-def _said(claim: Claim) -> str:
-    """The claim's words about state: its paths left out (``committed.go`` names no commit) and words that
-    only look like a state (:data:`_NOT_A_STATE`)."""
-    text = claim.text
-    for p in sorted(claim.paths, key=len, reverse=True):
-        text = text.replace(p, " ")
-    return _NOT_A_STATE.sub(" ", text)
-
-
-# the words that state a run's outcome (a noun such as "commits" names no commit made)
-_OUTCOME_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(r"\bcommitted\b|\bworking tree (?:is )?clean\b|^\W*(?:✅|\[x\])\W*commit", re.I)
-     if kind == "commit" else re.compile(r"\bpushed\b", re.I) if kind == "push" else rx) for kind, rx in _RUN_WORDS)
-_CLAUSE = re.compile(r";\s|\.\s")
-
-
-def outcome_kinds(claim: Claim) -> list[str]:
-    """The kinds of run whose outcome the claim states now, clause by clause ("lint is clean; nothing
-    committed" states lint's): none for a line that states no state, a step, or a past state."""
-    if claim.fenced or claim_state(claim.text) is None and not _DONE.search(claim.text):
-        return []
-    kinds: list[str] = []
-    for clause in _CLAUSE.split(_said(claim)):
-        if claim_state(clause) == "done" and _NOW_PASSING.search(clause) and not _PAST.search(clause):
-            kinds += [k for k, rx in _OUTCOME_WORDS if rx.search(clause) and k not in kinds]
-    return kinds
-
-
-_CODE_RUNS = ("test", "lint", "build", "check")
-_DOCUMENT = re.compile(r"\.(?:md|mdx|txt|rst|adoc)$|(?:^|/)(?:docs?|plans?)/", re.I)
-
-
-def unshown_outcome(claim: Claim, events: Sequence[Event]) -> str | None:
-    """Why the span does not show the outcome the claim states now, or None. A run's outcome holds for the
-    code it ran on: a claim that tests, lint, the build or a check pass is not shown when the span ends with
-    changes to code (a document's change aside) that no passing run of any of them followed, unless a
-    commit was made or begun after the run (the outcome may be the committed work's). Work is committed or
-    pushed only if a span that made changes holds a commit or push. A named command passes only if it ran."""
-    kinds = outcome_kinds(claim)
-    if not kinds or not events:
-        return None
-    for command in claim.commands:
-        if _run_kind(command) and not any(e.kind in RUN_KINDS and command.lower() in e.text.split("\n", 1)[0].lower()
-                                           for e in events):
-            return f"`{command}` never ran"
-    changes = [e for e in events if e.kind == "change" and e.status == "done"]
-    for kind in kinds:
-        runs = [e for e in events if e.kind == kind and e.status == "pass"]
-        if kind not in _CODE_RUNS:  # commit, push
-            if changes and not runs:
-                return f"{kind}: the span's changes never {'committed' if kind == 'commit' else 'pushed'}"
-            continue
-        edits = [e for e in changes if not _DOCUMENT.search(e.text)]
-        if not edits or not runs:
-            continue  # nothing changed, or no run of the kind: its outcome may be from before the span
-        checked = max(e.position for e in events if e.kind in _CODE_RUNS and e.status == "pass")
-        if edits[-1].position > checked and not any(
-                e.kind == "commit" and e.status in ("pass", "open") and e.position > checked for e in events):
-            return f"{kind}: code changed after the last run"
-    return None
-
-
-_UNCHANGED = re.compile(r"\b(?:unchanged|untouched|unmodified|as is|(?:not|never)\s+(?:been\s+)?(?:changed|modified|"
-                        r"touched|edited))\b", re.I)
-
-
-def _unchanged_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | None:
-    """A claim that something it names was left unchanged, where the span changed it."""
-    for clause in re.split(r"[;,.]\s|\s(?:and|but|while)\s", claim.text):
-        if not _UNCHANGED.search(clause):
-            continue
-        names = _names(clause)
-        for e in reversed(events):
-            if e.kind == "change" and e.status == "done" and names & e.names:
-                return StateConflict("unchanged", "change: done", e.text[:200])
-    return None
 
 
 def _topic(claim: Claim) -> tuple[frozenset[str], frozenset[str]]:
@@ -436,41 +302,27 @@ def state_conflict(claim: Claim, events: Sequence[Event]) -> StateConflict | Non
     """The latest evidence of ``events`` that the claim's state contradicts (see module docs), or None."""
     if not events or claim.fenced:  # a line of a code block quotes; it claims no state
         return None
-    unchanged = _unchanged_conflict(claim, events)
-    if unchanged is not None:
-        return unchanged
-    if _is_step(claim.text):
+    state = claim_state(claim.text)
+    if state is None:
         return None
     names, words = _topic(claim)
-    # named tests and commit ids narrow the runs that count (a test's name without its ``_*`` pattern)
-    tests = frozenset(n.rstrip("_*") for n in names if _TEST_NAME.search(n))
-    ids = frozenset(lit[3:] for lit in getattr(claim, "literals", ()) if lit.startswith("id:"))
+    kinds = _claim_kinds(claim.text)
+    tests = frozenset(n for n in names if _TEST_NAME.search(n))  # named tests narrow the runs that count
     checked = False
-    for clause in _CLAUSE.split(_said(claim)):  # "the build failed; vet is clean": each clause its own state
-        state = claim_state(clause)
-        if state is None:
+    for kind in kinds:
+        runs = [e for e in events if e.kind == kind]
+        if _WHOLE.search(claim.text):  # "all tests", "the full suite": a run of one test says nothing of them
+            runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
+        # a run that names the claim's tests in its command; names in an output appear mostly when they fail
+        named = [e for e in runs if any(t in e.text.split("\n", 1)[0].lower() for t in tests)]
+        last = (named or runs)[-1] if runs else None
+        if last is None:
             continue
-        for kind in _claim_kinds(clause):
-            runs = [e for e in events if e.kind == kind
-                    or kind == "build" and e.kind in ("test", "check") and e.status == "pass"]  # tests compile it
-            if _WHOLE.search(clause):  # "all tests", "the full suite": a run of one test says nothing of them
-                runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
-            # a run that names the claim's tests in its command (names in an output appear mostly when they
-            # fail) or its commit id; a run of other named tests says nothing of them
-            named = [e for e in runs if any(t in e.text.split("\n", 1)[0].lower() for t in tests)
-                     or any(i in e.text.lower() for i in ids)]
-            if tests and not named and not any("." in t for t in tests):  # a test file's tests run by name
-                runs = [e for e in runs if not _PARTIAL_RUN.search(e.text.split("\n", 1)[0])]
-            last = (named or runs)[-1] if runs else None
-            if last is None:
-                continue
-            checked = True
-            if (state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(clause)
-                    and not _PAST.search(clause)):
-                return StateConflict(f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
-            if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
-                return StateConflict(f"{kind}: failing", f"{kind}: pass", last.text[:200])
-    state = claim_state(claim.text)
+        checked = True
+        if state == "done" and last.status in ("fail", "open") and _NOW_PASSING.search(claim.text):
+            return StateConflict(f"{kind}: {state}", f"{kind}: {last.status}", last.text[:200])
+        if state == "failing" and kind in ("test", "build", "lint", "check") and last.status == "pass":
+            return StateConflict(f"{kind}: failing", f"{kind}: pass", last.text[:200])
     if state != "done" or not (names or len(words) >= 2):
         return None
     # the evidence on the same work: of the events that match, those that match about as well as the best

@@ -7,11 +7,8 @@ such as ``4. Errors and fixes:``) and ``(none)`` are not claims — each with it
 code names, numbers, versions, ``#123`` references, commands, hex ids such as ``7f3e90bc``, counts such as
 "4 issues", labelled numbers such as "option 2"), its **quotes** (code spans that name nothing: a value, a
 message, kept as written — ``**`` and ``__`` inside a code span stay) and its **words** (content words
-outside the names, normalised by :func:`pimem.text.normalize.normal_words`); a ``#N:`` that numbers the
-summary's own list ("User feedback #1:") is no reference. A claim is **specific** when it has a name or a
-quote, or states a run's outcome now ("the tests pass", "committed"). The given text holds the agent's
-tool names too (its tool list, which the summary's request carries): a summary may name a tool the span
-never calls. :func:`check_claims` gives each claim one verdict:
+outside the names, normalised by :func:`pimem.text.normalize.normal_words`). A claim is **specific** when it
+has a name or a quote. :func:`check_claims` gives each claim one verdict:
 
 ================ ======================================================================================
 verdict          rule
@@ -34,8 +31,6 @@ verdict          rule
 ``other_session`` not supported by the given text nor the later session, but by another session's text
                  (when such texts are passed): a summary of something else
 ``invented``     a specific claim none of the above holds: a name, number or result absent from the span
-                 (an outcome claimed now that the span's runs do not show, :func:`pimem.drift.evidence.unshown_outcome`,
-                 is one even when its words are supported)
 ``uncheckable``  no name and fewer than 2 words: nothing to check (lead-ins such as ``**New files:**``)
 ================ ======================================================================================
 
@@ -80,7 +75,7 @@ from pimem.base.tables import frame
 from pimem.drift.chat import JudgeError, ask, require_chat_model
 from pimem.drift.contradictions import CONTRADICTION_KINDS, Contradiction, find_contradiction
 from pimem.drift.embedding import embedding_matcher
-from pimem.drift.evidence import Event, claim_state, outcome_kinds, span_events, unshown_outcome
+from pimem.drift.evidence import Event, claim_state, span_events
 from pimem.drift.intervals import cohen_kappa
 from pimem.drift.paraphrase import normalized_holds
 from pimem.errors import ConfigurationError, LabelFormatError
@@ -107,7 +102,6 @@ VERDICTS: tuple[str, ...] = ("supported", "contradicted", "later", "other_sessio
 
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*)(?![\w]|\.\d)")
 _REF = re.compile(r"(?<![\w&])#(\d{1,6})\b")
-_OWN_NUMBER = re.compile(r"^\W*[A-Za-z][\w '-]{0,40}\s#\d{1,2}\s*:")
 _VALUE = re.compile(r"(?<![\w.#/-])(\d{2,}(?:,\d{3})*)(?![\w.%/-]|\.\d)")
 _HEX_ID = re.compile(r"(?<![\w./-])[0-9a-f]{7,40}(?![\w/-])", re.I)  # a commit or checkpoint id
 _COUNT_NOUNS = ("issue|comment|finding|test|subtest|file|commit|error|warning|failure|session|checkpoint|hook|step|"
@@ -156,14 +150,8 @@ class Claim:
 
     @property
     def specific(self) -> bool:
-        """It names something (a path, a code name, a number, a command, a quoted value) that the span must hold,
-        or states a run's outcome now ("the tests pass", "committed"): a result the span must show."""
-        return bool(self.names or self.quotes) or bool(self.outcomes)
-
-    @cached_property
-    def outcomes(self) -> tuple[str, ...]:
-        """The kinds of run whose outcome it states now (:func:`pimem.drift.evidence.outcome_kinds`)."""
-        return tuple(outcome_kinds(self))
+        """It names something (a path, a code name, a number, a command, a quoted value) that the span must hold."""
+        return bool(self.names or self.quotes)
 
     @property
     def informative(self) -> bool:
@@ -196,9 +184,7 @@ def _claim(text: str, line: int, section: str, context: str) -> Claim:
     for p in sorted(paths, key=len, reverse=True):
         no_paths = no_paths.replace(p, " ")
     versions = tuple(dict.fromkeys(m.group(1) for m in _VERSION.finditer(no_paths) if "." in m.group(1)))
-    label_end = _OWN_NUMBER.match(no_paths)  # "User feedback #1:" numbers the summary's own list
-    refs = tuple(dict.fromkeys(m.group(1) for m in _REF.finditer(no_paths)
-                               if label_end is None or m.start() >= label_end.end()))
+    refs = tuple(dict.fromkeys(m.group(1) for m in _REF.finditer(no_paths)))
     rest = _VERSION.sub(" ", _REF.sub(" ", no_paths))
     number_digits = {re.sub(r"\D", "", n.split(" ")[0]) for n in numbers}
     values = tuple(dict.fromkeys(v.replace(",", "") for v in _VALUE.findall(rest)
@@ -526,27 +512,13 @@ def _sections(summary: str | None) -> list[str]:
     return [part for part in re.split(r"\n(?=#{1,6}\s)", summary) if part.strip()]
 
 
-def _tool_names(messages: Iterable[tuple[str | None, dict]]) -> str:
-    """The names of the tools the agent calls, one line: the agent's tool list, which every request of the
-    session (the summary's too) carries, whether or not the span calls them."""
-    names: dict[str, None] = {}
-    for _, m in messages:
-        if m.get("role") == "assistant" and isinstance(m.get("content"), list):
-            for block in m["content"]:
-                if isinstance(block, dict) and block.get("type") == "toolCall" and isinstance(block.get("name"), str):
-                    names[block["name"]] = None
-    return "Tools: " + ", ".join(names) if names else ""
-
-
 def given_source(record: object) -> SourceText:
-    """What the summarizer of a compaction was given: its span, the previous summary and the agent's tool
-    list (the names of the tools the session calls)."""
+    """What the summarizer of a compaction was given: its span and the previous summary."""
     cache = getattr(getattr(record, "path", None), "cache", None)
     key = ("given-source", getattr(record, "index", None), getattr(record, "later_start", None))
     if cache is not None and key in cache:
         return cache[key]
-    tools = _tool_names([*record.span, *record.kept, *record.later])  # type: ignore[attr-defined]
-    source = SourceText(_message_texts(record.span) + _sections(record.previous_summary) + [tools],  # type: ignore[attr-defined]
+    source = SourceText(_message_texts(record.span) + _sections(record.previous_summary),  # type: ignore[attr-defined]
                         span_events(record.span))  # type: ignore[attr-defined]
     if cache is not None:
         cache[key] = source
@@ -622,14 +594,11 @@ def _verdict(claim: Claim, given: SourceText, later: SourceText | None, others: 
     found = find_contradiction(claim, given)
     if found is not None:
         return ClaimVerdict(claim, "contradicted", missing, found)
-    unshown = unshown_outcome(claim, given.events) if claim.outcomes else None
-    if supported and unshown is None:
+    if supported:
         return ClaimVerdict(claim, "supported")
-    if unshown is not None:
-        missing = missing + [unshown]  # an outcome the span's runs do not show: a result absent from it
     if is_plan(claim):
         return ClaimVerdict(claim, "unverifiable", missing)  # an intention is not a statement about the span
-    if not claim.specific:
+    if not claim.names and not claim.quotes:
         # no name, no value, words the span does not hold together: nothing to check, nor to trace elsewhere
         return ClaimVerdict(claim, "unverifiable")
     if later is not None and later.supports(claim, threshold):

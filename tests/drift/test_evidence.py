@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pimem.drift.evidence import claim_state, span_events, state_conflict, unshown_outcome
+from pimem.drift.evidence import claim_state, span_events, state_conflict
 from pimem.drift.faithfulness import faithfulness_measures, parse_claim
 from pimem.drift.records import CompactionRecord
 from tests.support import messages
@@ -89,107 +89,3 @@ def test_an_overclaimed_summary_scores_below_the_true_one() -> None:
     a, b = faithfulness_measures(rec, true, needed=[]), faithfulness_measures(rec, over, needed=[])
     assert a["faithfulness"] == 1.0 and b["claims_contradicted"] == 1 and b["contradicted_state"] == 1
     assert b["faithfulness"] < a["faithfulness"]
-
-
-def test_words_that_only_look_like_a_state_state_nothing() -> None:
-    # handing a value over, and a clean working tree, are no test result
-    assert claim_state("The hooks pass `agent.Type()` to `InitializeSession`") is None
-    assert claim_state("A coworker hit the error with a clean working tree") is None
-    assert claim_state("Lint is clean") == "done" and claim_state("The tests pass") == "done"
-    # a line whose label leads to a step to take states none either
-    assert claim_state("Current task (in plan mode): Fix the path resolution, then it works") is None
-    assert claim_state("Current work: the unit tests are written and pass") == "done"
-
-
-def test_a_named_thing_left_unchanged_is_contradicted_by_its_change() -> None:
-    span = _edit("c1", "strategy/auto_commit.go", "func save() {}") + _edit("c2", "strategy/manual_commit.go", "x")
-    found = _conflict("Only manual_commit was updated; auto_commit was left unchanged", span)
-    assert found is not None and found.claimed == "unchanged" and "auto_commit.go" in found.evidence
-    assert _conflict("Only manual_commit was updated; registry.go was left unchanged", span) is None
-
-
-def test_an_outcome_is_shown_only_by_a_run_after_the_last_change() -> None:
-    green = _run("c1", "pytest -q", "12 passed")
-    edited = green + _edit("c2", "src/tax.py", "def rate(): return 0.3")
-    assert unshown_outcome(parse_claim("All tests pass"), span_events(green)) is None
-    assert unshown_outcome(parse_claim("All tests pass"), span_events(edited)) == "test: code changed after the last run"
-    # a commit between the run and the change: the outcome may be the committed work's
-    sealed = green + _run("c7", "git commit -m 'rate'", "1 file changed") + _edit("c8", "src/tax.py", "y = 2")
-    assert unshown_outcome(parse_claim("All tests pass"), span_events(sealed)) is None
-    begun = green + _run("c9", "git commit -m 'rate'", "", answered=False) + _edit("c8", "src/tax.py", "y = 2")
-    assert unshown_outcome(parse_claim("All tests pass"), span_events(begun)) is None
-    # a passing run of another kind after the change (the code was checked since)
-    assert unshown_outcome(parse_claim("All tests pass"), span_events(edited + _run("c6", "ruff check", "ok"))) is None
-    # a document changed after the run does not touch the code it ran on; a past run states no outcome now
-    documented = green + _edit("c3", "docs/plan.md", "# Plan")
-    assert unshown_outcome(parse_claim("All tests pass"), span_events(documented)) is None
-    assert unshown_outcome(parse_claim("All tests passed before the rename"), span_events(edited)) is None
-    # work committed in a span that changed files and never committed; a named command that never ran
-    assert unshown_outcome(parse_claim("The changes are committed"), span_events(edited)) is not None
-    only_commits = _edit("c9", "README.md", "x") + _run("c10", "git commit -m 'docs'", "1 file changed")
-    assert unshown_outcome(parse_claim("The changes are committed"), span_events(only_commits)) is None
-    assert unshown_outcome(parse_claim("The changes are committed"),
-                           span_events(edited + _run("c4", "git commit -m 'rate'", "1 file changed"))) is None
-    assert unshown_outcome(parse_claim("`mise run test:ci` passes"), span_events(green)) == "`mise run test:ci` never ran"
-    # outcomes are read clause by clause; a noun or a verb with an object states none
-    assert parse_claim("Lint is clean; tests pass. Nothing committed.").outcomes == ("lint", "test")
-    assert parse_claim("Builds the node tree; rewind works on commits").outcomes == ()
-    # an item checked off is a step done, and a dash joins a command to its outcome
-    assert parse_claim("✅ Commit the changes and open a PR (done)").outcomes == ("commit",)
-    assert unshown_outcome(parse_claim("`mise run test:ci` — passes"), span_events(green)) is not None
-
-
-def test_an_unshown_outcome_counts_against_faithfulness() -> None:
-    rec = _record(GREEN_THEN_RED[:3] + _run("c4", "pytest -q", "12 passed") + _edit("c5", "src/tax.py", "x = 1"))
-    shown = "## Progress\n- Edited `src/tax.py`: `rate()` returns 0.2\n- Refactoring `src/tax.py` after a green run"
-    claimed = shown + "\n- All tests pass"
-    a, b = faithfulness_measures(rec, shown, needed=[]), faithfulness_measures(rec, claimed, needed=[])
-    # the outcome is counted (a result the span must show) and not shown: the code changed after the run
-    assert b["n_claims"] == a["n_claims"] + 1 and b["claims_invented"] == a["claims_invented"] + 1
-    assert b["faithfulness"] < a["faithfulness"]
-
-
-def test_a_commit_message_that_speaks_of_tests_runs_none() -> None:
-    message = "git commit -m \"$(cat <<'EOF'\nFix the rate\n\nmake test passes, lint clean\nEOF\n)\""
-    events = span_events(_run("c1", message, "[main 1a2b3c4] Fix the rate") + _run("c2", "gh pr create --body 'npm test ok'", "url"))
-    assert [(e.kind, e.status) for e in events] == [("commit", "pass"), ("push", "pass")]
-    # nor does a directory named test-something
-    assert span_events(_run("c3", "cd /tmp && git init --bare test-branch-err", "exit: 1", error=True)) == []
-
-
-def test_each_clause_states_its_own_run() -> None:
-    broken = _run("c1", "go build ./...", "undefined: defaultAgent", error=True) + _run("c2", "go vet ./...", "")
-    assert _conflict("`go build ./...` failed (undefined: defaultAgent); `go vet` gave no errors", broken) is None
-    lint_red = _run("c3", "mise run lint", "[lint] 2 issues", error=True)
-    assert _conflict("Lint is clean; nothing committed", lint_red) is not None
-    # a past state is history: lint had 0 issues before the last run
-    assert _conflict("Tests added; lint had 0 issues", _run("c4", "mise run lint", "0 issues.") + lint_red) is None
-
-
-def test_a_build_is_shown_by_the_tests_that_ran_after_it() -> None:
-    span = _run("c1", "go build ./...", "undefined: agent", error=True) + _run("c2", "go test ./...", "ok  pkg 0.2s")
-    assert _conflict("Build fixed (missing import); the build compiles and tests pass", span) is None
-    assert _conflict("The build compiles", _run("c1", "go build ./...", "undefined: agent", error=True)) is not None
-
-
-def test_named_tests_and_commits_are_judged_by_their_own_runs() -> None:
-    span = (_run("c1", "go test -run TestApply ./session", "ok") +
-            _run("c2", "go test -run TestMarkEnded ./cli", "--- FAIL: TestMarkEnded", error=True))
-    assert _conflict("The 9 `TestApply_*` tests pass", span) is None
-    # with no run naming them, the whole suite's runs count, not another named test's
-    assert _conflict("The 9 `TestApply_*` tests pass", span[2:]) is None
-    # a test file's tests run by their names: a failing named run counts against it
-    assert _conflict("Created phase_test.go; its tests pass on the first run", span[2:]) is not None
-    suite = span[2:] + _run("c3", "go test ./...", "--- FAIL: TestApplyOne", error=True)
-    assert _conflict("The 9 `TestApply_*` tests pass", suite) is not None
-    commits = (_run("c4", "git commit -m 'feat'", "[main 7e00b6e] feat\n 10 files changed")
-               + _run("c5", "git commit -m 'fix'", "", answered=False))
-    assert _conflict("Committed (7e00b6e) and pushed", commits) is None
-    assert _conflict("All work is committed", commits) is not None
-
-
-def test_a_plan_only_to_look_leaves_no_work_open() -> None:
-    look = [("a1", messages.assistant("Let me also check what `buildinfo.Version` defaults to in tests."))]
-    assert _conflict("`buildinfo.Version` is set in committed.go, done", look) is None
-    fix = [("a1", messages.assistant("Let me fix how `buildinfo.Version` is set."))]
-    assert _conflict("`buildinfo.Version` is set in committed.go, done", fix) is not None

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pimem.drift.faithfulness import (check_claims, faithfulness_measures, given_source, later_source, parse_claim,
+from pimem.drift.faithfulness import (check_claims, faithfulness_measures, given_source, later_source,
                                       summary_claims)
 from pimem.drift.records import CompactionRecord
 from tests.conftest import REAL_DIR
@@ -285,21 +285,3 @@ def test_a_span_before_the_file_is_said_and_one_wholly_before_it_is_unscorable(t
     else:  # none of it is in the file: nothing can be checked, so nothing is scored
         assert math.isnan(row["faithfulness"]) and math.isnan(row["score"]) and math.isnan(row["recall_faithful"])
         assert len(notes) == 1 and "left out" in notes[0]
-
-
-def test_a_number_that_labels_the_summarys_own_list_is_no_reference() -> None:
-    assert parse_claim("User feedback #1: the user wanted the prompt quoted").refs == ()
-    assert parse_claim("Fixed the race reported in #123").refs == ("123",)
-    assert parse_claim("Point #2: see #45 for the details").refs == ("45",)
-
-
-def test_the_agents_tools_are_given_whether_or_not_the_span_calls_them() -> None:
-    from tests.support import messages
-
-    span = [("u1", messages.user("Plan the unit tests for the version field"))]
-    later = [("a2", messages.assistant(messages.tool_call("c1", "ExitPlanMode", plan="write tests")))]
-    rec = CompactionRecord(0, {"type": "compaction", "summary": ""}, span, [], later, None, [], [], 0)
-    claim = summary_claims("- Plan the unit tests, then call `ExitPlanMode`")[0]
-    assert given_source(rec).missing_names(claim) == []
-    alone = CompactionRecord(0, {"type": "compaction", "summary": ""}, span, [], [], None, [], [], 0)
-    assert given_source(alone).missing_names(claim) == ["ExitPlanMode"]
