@@ -11,12 +11,17 @@ from pimem.cli.main import main
 from pimem.core.settings_manager import Settings
 
 
+def _advise(sample_paths, out, window: int) -> int:
+    """``pimem advise`` on two bundled samples at ``window``, reserve 2048 or 4096, keep 2000, 2 folds."""
+    studied = [p for p in sample_paths if p.stem in ("auth-login-bug", "logslice-since-flag")]
+    return main(["advise", *map(str, studied), "--model", "anthropic/claude-sonnet-4-5", "--window", str(window),
+                 "--reserve", "2048,4096", "--keep", "2000", "--folds", "2", "--workers", "1", "-q", "-o", str(out)])
+
+
 @pytest.mark.slow
 def test_advise_prints_the_front_the_check_and_the_block_it_writes(sample_paths, tmp_path, capsys):
-    studied = [p for p in sample_paths if p.stem in ("auth-login-bug", "logslice-since-flag")]
     out = tmp_path / "settings.json"
-    code = main(["advise", *map(str, studied), "--model", "anthropic/claude-sonnet-4-5", "--window", "30000",
-                 "--reserve", "2048,4096", "--keep", "2000", "--folds", "2", "--workers", "1", "-q", "-o", str(out)])
+    code = _advise(sample_paths, out, 30000)
     text, err = capsys.readouterr()
     assert code == 0, err
     assert "anthropic/claude-sonnet-4-5 at its 30,000-token window: 2 session(s) at every setting" in text
@@ -31,10 +36,8 @@ def test_advise_prints_the_front_the_check_and_the_block_it_writes(sample_paths,
 
 
 def test_advise_at_a_window_where_nothing_compacts_says_so_and_picks_nothing(sample_paths, tmp_path, capsys):
-    studied = [p for p in sample_paths if p.stem in ("auth-login-bug", "logslice-since-flag")]
     out = tmp_path / "settings.json"
-    code = main(["advise", *map(str, studied), "--model", "anthropic/claude-sonnet-4-5", "--window", "1000000",
-                 "--reserve", "2048,4096", "--keep", "2000", "--folds", "2", "--workers", "1", "-q", "-o", str(out)])
+    code = _advise(sample_paths, out, 1_000_000)
     text, err = capsys.readouterr()
     assert code == 1 and "no session compacts at the 1,000,000-token window" in err
     assert "no session compacts at this window at any setting" in text
