@@ -302,3 +302,98 @@ def test_codex_remote_compaction_has_no_summary_and_says_so(codex) -> None:
     context = build_session_context(codex).messages
     assert [m["role"] for m in context] == ["compactionSummary", "user", "user"]
     assert context[1]["content"] == [{"type": "text", "text": "Run the tests too."}]
+
+
+def test_what_a_tool_result_tells_of_its_file_goes_to_its_details(tmp_path: Path) -> None:
+    import json
+
+    def call(uuid: str, parent: str | None, call_id: str, name: str, args: dict) -> dict:
+        return {"parentUuid": parent, "sessionId": "s1", "type": "assistant", "uuid": uuid,
+                "timestamp": "2026-01-01T00:00:00.000Z", "message": {
+                    "id": f"m-{uuid}", "role": "assistant", "model": "claude-opus-4-5", "stop_reason": "tool_use",
+                    "content": [{"type": "tool_use", "id": call_id, "name": name, "input": args}],
+                    "usage": {"input_tokens": 5, "output_tokens": 7}}}
+
+    def result(uuid: str, parent: str, call_ids: list[str], tool_use_result: object) -> dict:
+        return {"parentUuid": parent, "sessionId": "s1", "type": "user", "uuid": uuid,
+                "timestamp": "2026-01-01T00:00:01.000Z", "toolUseResult": tool_use_result,
+                "message": {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": c, "content": "shown"} for c in call_ids]}}
+
+    original = "a = 1\nb = 2\nb = 2\n"
+    lines = [
+        {"parentUuid": None, "sessionId": "s1", "type": "user", "uuid": "u0", "timestamp": "2026-01-01T00:00:00.000Z",
+         "message": {"role": "user", "content": "Fix b."}},
+        call("a1", "u0", "t1", "Read", {"file_path": "/p/x.py", "offset": 2, "limit": 1}),
+        result("r1", "a1", ["t1"], {"type": "text", "file": {"filePath": "/p/x.py", "content": "b = 2",
+                                                             "numLines": 1, "startLine": 2, "totalLines": 4}}),
+        call("a2", "r1", "t2", "Edit", {"file_path": "/p/x.py", "old_string": "b = 2", "new_string": "b = 22"}),
+        result("r2", "a2", ["t2"], {"filePath": "/p/x.py", "oldString": "b = 2", "newString": "b = 22",
+                                    "originalFile": original, "replaceAll": True, "structuredPatch": []}),
+        call("a3", "r2", "t3", "Write", {"file_path": "/p/y.py", "content": "y\n"}),
+        result("r3", "a3", ["t3"], {"type": "create", "filePath": "/p/y.py", "content": "y\n"}),
+        call("a4", "r3", "t4", "ExitPlanMode", {}),
+        result("r4", "a4", ["t4"], {"plan": "# Plan\n1. fix b", "isAgent": False, "filePath": "/p/plan.md"}),
+        call("a5", "r4", "t5", "Read", {"file_path": "/p/z.py"}),
+        result("r5", "a5", ["t5"], {"type": "text", "file": {"numLines": "many", "startLine": 1, "totalLines": 9}}),
+        call("a6", "r5", "t6", "Read", {"file_path": "/p/z.py"}),
+        result("r6", "a6", ["t6", "t5"], {"type": "create", "content": "two results: whose?"}),
+    ]
+    path = tmp_path / "facts.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    session = load_session(path)
+    details = {e["id"]: e["message"].get("details") for e in session.entries
+               if e.get("type") == "message" and e["message"]["role"] == "toolResult"}
+    assert details["r1"] == {"read": {"startLine": 2, "numLines": 1, "totalLines": 4}}
+    assert details["r2"] == {"file": {"chars": len("a = 1\nb = 22\nb = 22\n"), "lines": 4}}  # every b replaced
+    assert details["r3"] == {"file": {"chars": 2, "lines": 2}}
+    assert details["r4"] == {"plan": {"chars": 15, "lines": 2}}
+    assert details["r5"] is None  # a count that is not one: nothing told
+    assert details["r6"] is None and details["r6:1"] is None  # a record of two results: nothing told
+
+
+def _parallel_records(sibling_results: bool) -> list[dict]:
+    """One response with two parallel calls, written as Claude Code writes them: a record per call,
+    and the results either interleaved (call, result, call, result) or as siblings of the first call."""
+    def record(uuid: str, parent: str | None, kind: str, **rest: object) -> dict:
+        return {"parentUuid": parent, "sessionId": "s1", "type": kind, "uuid": uuid,
+                "timestamp": "2026-01-01T00:00:00.000Z", **rest}
+
+    def call(uuid: str, parent: str, call_id: str, response: str = "m1") -> dict:
+        return record(uuid, parent, "assistant", message={
+            "id": response, "role": "assistant", "model": "claude-opus-4-5", "stop_reason": "tool_use",
+            "content": [{"type": "tool_use", "id": call_id, "name": "Read", "input": {"file_path": f"/{call_id}"}}],
+            "usage": {"input_tokens": 100, "output_tokens": 7}})
+
+    def result(uuid: str, parent: str, call_id: str) -> dict:
+        return record(uuid, parent, "user", message={"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call_id, "content": f"text of {call_id}"}]})
+
+    first = [record("u0", None, "user", message={"role": "user", "content": "Read both."})]
+    if sibling_results:  # calls first, then each result a child of the message it answers
+        rest = [call("a1", "u0", "t1"), call("a2", "a1", "t2"), result("r1", "a2", "t1"), result("r2", "a2", "t2"),
+                call("a3", "r1", "t3", response="m2")]
+    else:
+        rest = [call("a1", "u0", "t1"), result("r1", "a1", "t1"), call("a2", "r1", "t2"), result("r2", "a2", "t2"),
+                call("a3", "r2", "t3", response="m2")]
+    return first + rest
+
+
+@pytest.mark.parametrize("sibling_results", [False, True])
+def test_a_response_with_parallel_calls_is_one_message_and_its_results_follow_it(
+        tmp_path: Path, sibling_results: bool) -> None:
+    """Claude Code writes one record per call of a response, its results between them or as siblings;
+    Pi records one assistant message with every call, then every result. Along the path each result
+    is sent, and the response is one request (its usage once)."""
+    import json
+
+    path = tmp_path / "parallel.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in _parallel_records(sibling_results)))
+    session = load_session(path)
+    branch = session.get_branch(None)
+    shape = [(e["message"]["role"], [b.get("id") for b in e["message"]["content"] if isinstance(b, dict)]
+              if e["message"]["role"] == "assistant" else e["message"].get("toolCallId")) for e in branch]
+    assert shape == [("user", None), ("assistant", ["t1", "t2"]), ("toolResult", "t1"), ("toolResult", "t2"),
+                     ("assistant", ["t3"])]
+    assert branch[1]["source"]["uuids"] == ["a1", "a2"]
+    assert len(session.entries) == 5 and session.import_report.skipped == {}

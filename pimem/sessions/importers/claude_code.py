@@ -4,10 +4,15 @@ The mapping (every source record is imported or named in ``Session.warnings``):
 
 * ``user`` / ``assistant`` records become ``message`` entries. The records of one API response
   (Claude Code writes one record per content block, all with the same ``message.id``) are merged
-  into one assistant message; the usage of the last of them is the response's. A user record's
+  into one assistant message; the usage of the last of them is the response's. A response with
+  parallel calls is written call, result, call, result… or with its results as siblings: it is one
+  assistant message with every call, its results chained after it (what follows any of them
+  follows the last), as Pi records parallel calls. A user record's
   ``tool_result`` blocks become one ``toolResult`` message each (``isError`` from ``is_error``),
-  its other blocks one user message after them. Text, thinking (signature kept), redacted
-  thinking, tool calls with their arguments and base64 images map block for block. Usage:
+  its other blocks one user message after them; what the record's ``toolUseResult`` tells of the
+  file the call touched goes to the result's ``details`` (:func:`file_facts`). Text, thinking
+  (signature kept), redacted thinking, tool calls with their arguments and base64 images map
+  block for block. Usage:
   ``cache_read_input_tokens`` → ``cacheRead``, ``cache_creation_input_tokens`` → ``cacheWrite``;
   cost is not recorded by Claude Code and is left at 0.
 * The ``parentUuid`` tree is kept: entry ids are the source uuids (a record split into several
@@ -102,6 +107,38 @@ def looks_like_claude_code(record: dict) -> bool:
     return "sessionId" in record or "uuid" in record or rtype in ("file-history-snapshot", "queue-operation")
 
 
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _text_size(text: str) -> dict[str, int]:
+    return {"chars": len(text), "lines": text.count("\n") + 1}
+
+
+def file_facts(result: Any) -> dict[str, Any] | None:
+    """What a record's ``toolUseResult`` tells of the file a call touched, the content left out:
+    ``{"read": {"startLine", "numLines", "totalLines"}}`` for a ``Read`` of text, ``{"file": {"chars",
+    "lines"}}`` (the whole file after the call) for a ``Write`` or ``Edit``, ``{"plan": {"chars",
+    "lines"}}`` for an ``ExitPlanMode`` that recorded its plan. ``None`` when it tells none of these
+    (malformed values are left out)."""
+    if not isinstance(result, dict):
+        return None
+    read = result.get("file")
+    if result.get("type") == "text" and isinstance(read, dict):
+        counts = {k: _count(read.get(k)) for k in ("startLine", "numLines", "totalLines")}
+        return {"read": counts} if None not in counts.values() else None
+    if result.get("type") in ("create", "update") and isinstance(result.get("content"), str):
+        return {"file": _text_size(result["content"])}
+    original = result.get("originalFile")
+    old, new = result.get("oldString"), result.get("newString")
+    if isinstance(original, str) and isinstance(old, str) and isinstance(new, str):
+        after = original.replace(old, new) if result.get("replaceAll") is True else original.replace(old, new, 1)
+        return {"file": _text_size(after)}
+    if isinstance(result.get("plan"), str):
+        return {"plan": _text_size(result["plan"])}
+    return None
+
+
 def _kind(data: dict) -> str:
     rtype = data.get("type")
     rtype = rtype if isinstance(rtype, str) else "?"
@@ -137,11 +174,15 @@ class _Importer:
         self.by_id: dict[str, dict] = {}
         self.target: dict[str, str | None] = {}  # source uuid -> entry id its children attach to
         self.cut_off: set[str] = set()  # skipped records whose chain leads to a parent not in the file
-        self.has_children: set[str] = set()
+        self.has_children: dict[str, int] = {}  # entry id -> how many entries name it as parent
         self.tool_names: dict[str, str] = {}  # tool_use id -> name, of every call in the file (the last)
         self.calls_so_far: dict[str, str] = {}  # tool_use id -> name of the latest call read so far
         self.suffixes: dict[str, int] = {}  # uuid -> the last #n suffix given to a later record with it
         self.group_of: dict[str, str] = {}  # assistant entry id -> message.id of its response
+        # Claude Code may write the results of parallel calls as siblings (each child of the call's
+        # message): they are chained, and what follows any of them follows the last
+        self.run_of: dict[str, str] = {}  # assistant entry with calls, or one of its results -> the assistant
+        self.tail: dict[str, str] = {}  # assistant entry -> the last of its results so far
         self.last_main: str | None = None
         self.pending_compaction: dict[str, dict] = {}  # boundary uuid -> compaction entry
         self.titles: list[Record] = []
@@ -174,10 +215,16 @@ class _Importer:
         if parent is None:
             return None
         if isinstance(parent, str) and parent in self.target and parent not in self.cut_off:
-            return self.target[parent]
+            return self.attach_point(self.target[parent])
         if not quiet:
             self.note("parent record not in the file: the entry becomes a root", rec.line)
         return None
+
+    def attach_point(self, target: str | None) -> str | None:
+        """Where a child of entry ``target`` goes: after the last result of the calls ``target`` made
+        or answered (:meth:`extend_run`), else under ``target``."""
+        run = self.run_of.get(target) if target is not None else None
+        return self.tail.get(run, target) if run is not None else target
 
     def add(self, entry: dict[str, Any], rec: Record, kind: str) -> dict[str, Any]:
         eid = entry["id"]
@@ -190,7 +237,7 @@ class _Importer:
             eid = entry["id"] = f"{eid}#{n}"
         parent = entry.get("parentId")
         if isinstance(parent, str):
-            self.has_children.add(parent)
+            self.has_children[parent] = self.has_children.get(parent, 0) + 1
         self.entries.append(entry)
         self.by_id[eid] = entry
         self.report.entries_out[kind] = self.report.entries_out.get(kind, 0) + 1
@@ -329,12 +376,20 @@ class _Importer:
             self.note("stop_reason is not a string: read as none", rec.line)
             stop = None
         group = self.by_id.get(parent) if parent is not None else None
+        after = parent  # the entry the record's children attach to
+        if (response_id is not None and parent is not None and group is not None
+                and isinstance(group.get("message"), dict) and group["message"].get("role") == "toolResult"):
+            # a response with parallel calls is written call, result, call, result...: its later
+            # records continue the assistant message, their results follow the earlier ones
+            start = self.response_before(parent, response_id)
+            if start is not None:
+                group, parent = self.by_id[start], start
         if (
             group is not None
             and parent is not None
             and response_id is not None
             and self.group_of.get(parent) == response_id
-            and parent not in self.has_children
+            and (parent not in self.has_children or after != parent)
         ):
             merged = group["message"]
             merged["content"].extend(blocks)
@@ -347,7 +402,9 @@ class _Importer:
                 src["uuids"], src["lines"] = [src.pop("uuid")], [src.pop("line")]
             src["uuids"].append(data.get("uuid"))
             src["lines"].append(rec.line)
-            self.target[uuid] = parent
+            self.target[uuid] = after
+            if any(b.get("type") == "toolCall" for b in blocks):
+                self.run_of.setdefault(parent, parent)
             self.report.count_imported("assistant")
             self.fix_stop(merged)
             return
@@ -372,9 +429,29 @@ class _Importer:
         entry = self.add(self.message_entry(uuid, parent, rec, msg), rec, "message:assistant")
         if response_id is not None:
             self.group_of[entry["id"]] = response_id
+        if any(b.get("type") == "toolCall" for b in blocks):
+            self.run_of[entry["id"]] = entry["id"]
         self.target[uuid] = entry["id"]
         self.last_main = entry["id"]
         self.report.count_imported("assistant")
+
+    def extend_run(self, parent: str | None, eid: str, call_id: str) -> None:
+        """Chain the result ``eid`` (of call ``call_id``, added under ``parent``) to its call's message."""
+        run = self.run_of.get(parent) if parent is not None else None
+        if run is None:
+            return
+        message = self.by_id[run]["message"]
+        if any(b.get("type") == "toolCall" and b.get("id") == call_id for b in message["content"]):
+            self.run_of[eid] = run
+            self.tail[run] = eid
+
+    def response_before(self, last: str, response_id: str) -> str | None:
+        """The assistant entry of response ``response_id`` whose results ``last`` is the last of (each
+        answering one of its calls, chained by :meth:`extend_run`, nothing after them yet), or None."""
+        run = self.run_of.get(last)
+        if run is None or run == last or self.tail.get(run) != last or last in self.has_children:
+            return None
+        return run if self.group_of.get(run) == response_id else None
 
     @staticmethod
     def fix_stop(msg: dict) -> None:
@@ -415,6 +492,9 @@ class _Importer:
 
         rest: list = []
         if isinstance(content, list):
+            # a record's toolUseResult belongs to its tool result when it holds one only
+            results = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+            facts = file_facts(data.get("toolUseResult")) if results == 1 else None
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     result = block.get("content")
@@ -439,7 +519,10 @@ class _Importer:
                         "isError": bool(block.get("is_error")),
                         "timestamp": ts,
                     }
+                    if facts:
+                        msg["details"] = facts
                     entry = self.add(self.message_entry(next_id(), current, rec, msg), rec, "message:toolResult")
+                    self.extend_run(current, entry["id"], call_id)
                     current = entry["id"]
                 else:
                     rest.append(block)
@@ -466,7 +549,7 @@ class _Importer:
         uuid = self.uuid_of(rec)
         logical = data.get("logicalParentUuid")
         if isinstance(logical, str) and logical in self.target:
-            parent = self.target[logical]
+            parent = self.attach_point(self.target[logical])
         else:
             parent = self.last_main
             self.note(
