@@ -11,7 +11,8 @@ for the 10th; each ``anchored`` candidate against ``anchored+files`` (what a rep
 session uses after a compaction it made) on the same requests
 (:func:`~pimem.replays.validation.sources_head_to_head`); then the coverage of 80% and 90% prediction
 intervals on held-out sessions (:func:`~pimem.replays.validation.interval_coverage`) around
-``calibrated+profile`` and around ``anchored+files``. The rows go to
+``calibrated+profile`` and around ``anchored+files``; and ``anchored+files`` on Claude Code by the
+characters a token of a file read (which decides which files are above Claude Code's cap). The rows go to
 ``benchmarks/results/replay_validation.csv``.
 """
 
@@ -60,6 +61,18 @@ def main() -> None:
         print(f"\nagainst anchored+files on the same requests ({title}; change = source - anchored+files)")
         print(sources_head_to_head(frame, "anchored+files", candidates, ks=ks).to_string(
             index=False, float_format=lambda v: f"{v:+.3f}"))
+    claude_code = [f for f in files if f.agent == "claude-code"]
+    if claude_code:
+        print("\nanchored+files on Claude Code (requests 1-3) by the characters a token of a file read "
+              "(held out: learnt on the other sessions' reads)")
+        rows = []
+        for per_token in (None, 2.3, 2.5, 2.62, 2.7, 3.0, 3.5, 4.0):
+            table = validation_table(validate(claude_code, tiktoken=False, partial=args.partial,
+                                              chars_per_token=per_token)).set_index("source")
+            row = table.loc["anchored+files", ["n", "median_abs_error", "p90_abs_error", "median_bias"]]
+            rows.append({"chars_per_token": "held out" if per_token is None else per_token, **row.to_dict(),
+                         "n": int(row["n"])})
+        print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for source in ("calibrated+profile", "anchored+files"):
         for level in (0.8, 0.9):
             print(f"\n{level:.0%} prediction intervals for requests 1-3, held out by session ({source})")

@@ -20,8 +20,7 @@ from pimem.replays.calibration import Calibration, fit_calibration
 
 __all__ = ["usage_tokens", "input_tokens", "output_tokens", "has_tool_calls", "timestamp_ms", "RecordedPath",
            "calibrate_recording", "walk_recording", "recording_token_cache", "shared_recordings", "recordings_shared",
-           "forget_recordings", "recorded_release", "recorded_agent", "recent_files", "reattached_tokens",
-           "REATTACH_MAX_FILES", "REATTACH_TOKENS_PER_FILE", "REATTACH_BUDGET"]
+           "forget_recordings", "recorded_release", "recorded_agent"]
 
 
 def usage_tokens(message: dict) -> float:
@@ -290,75 +289,3 @@ def recorded_agent(path: Sequence[dict]) -> str:
         if isinstance(source, dict) and source.get("format") in ("claude-code", "codex"):
             return str(source["format"])
     return "pi"
-
-
-# What Claude Code re-attaches after it compacts (its documentation: "up to five recently read files";
-# its compaction's constants: at most 5 files, 5,000 tokens each, 50,000 in all; a file above the
-# per-file cap is attached as a one-line reference instead of its content). Files read, written or
-# edited count; CLAUDE.md and memory files are not re-attached (they are loaded with every request).
-REATTACH_MAX_FILES = 5
-REATTACH_TOKENS_PER_FILE = 5_000
-REATTACH_BUDGET = 50_000
-_FILE_TOOLS = ("Read", "Write", "Edit", "MultiEdit", "NotebookEdit")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
-
-
-def _recent_file_texts(path_entries: Sequence[dict]) -> list[tuple[str, str]]:
-    """:func:`recent_files` with the longest text the recording shows of each file (``""``: none)."""
-    calls: dict[Any, tuple[str, dict]] = {}
-    last: dict[str, int] = {}
-    texts: dict[str, str] = {}
-    for step, entry in enumerate(path_entries):
-        message = entry.get("message") if entry.get("type") == "message" else None
-        if not isinstance(message, dict):
-            continue
-        if message.get("role") == "assistant" and isinstance(message.get("content"), list):
-            for block in message["content"]:
-                if (isinstance(block, dict) and block.get("type") == "toolCall" and block.get("name") in _FILE_TOOLS
-                        and isinstance(block.get("arguments"), dict)):
-                    calls[block.get("id")] = (block["name"], block["arguments"])
-        elif message.get("role") == "toolResult" and message.get("toolCallId") in calls:
-            name, args = calls.pop(message.get("toolCallId"))
-            file = args.get("file_path") or args.get("notebook_path")
-            if message.get("isError") or not isinstance(file, str) or file.lower().endswith("claude.md"):
-                continue
-            last[file] = step
-            shown = _text(message.get("content")) if name == "Read" else ""
-            if name == "Write" and isinstance(args.get("content"), str):
-                shown = args["content"]
-            if len(shown) > len(texts.get(file, "")) or file not in texts:
-                texts[file] = shown
-    return [(file, texts[file]) for file in sorted(last, key=lambda f: -last[f])]
-
-
-def recent_files(path_entries: Sequence[dict]) -> list[tuple[str, float]]:
-    """The files the recorded tool calls along ``path_entries`` read, wrote or edited, the most recent
-    first, each with the largest size the recording shows of it (chars/4 of a ``Read`` result or a
-    ``Write``'s content; 0 when only edits show it). Failed calls and ``CLAUDE.md`` files are left out."""
-    return [(file, len(text) / 4) for file, text in _recent_file_texts(path_entries)]
-
-
-def reattached_tokens(path_entries: Sequence[dict], *, max_files: int = REATTACH_MAX_FILES,
-                      per_file: float = REATTACH_TOKENS_PER_FILE, budget: float = REATTACH_BUDGET,
-                      reference: float = 0.0, measure: Callable[[str], float] | None = None) -> float:
-    """Estimated tokens of the files Claude Code re-attaches after a compaction at the end of
-    ``path_entries`` (:func:`recent_files`, the ``max_files`` most recent; one above ``per_file``
-    counts ``reference``; attached in order while the total stays within ``budget``). ``measure``:
-    what each attached file's text counts instead of its chars/4 (the files are chosen by chars/4)."""
-    total = counted = 0.0
-    for _, text in _recent_file_texts(path_entries)[:max_files]:
-        tokens = len(text) / 4
-        attached = tokens <= per_file
-        tokens = tokens if attached else reference
-        if total + tokens > budget:
-            break
-        total += tokens
-        counted += measure(text) if measure is not None and attached else tokens
-    return counted

@@ -37,8 +37,9 @@ from pimem.core.incremental.caches import TokenCache
 from pimem.core.incremental.tracker import ContextTracker
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD, SLOPE_RANGE, Calibration, fit_calibration
-from pimem.replays.recording import (RecordedPath, input_tokens, output_tokens, reattached_tokens, recorded_agent,
-                                     usage_tokens, walk_recording)
+from pimem.replays.reattach import reattached_tokens
+from pimem.replays.recording import (RecordedPath, input_tokens, output_tokens, recorded_agent, usage_tokens,
+                                     walk_recording)
 from pimem.text.tokenizers import TiktokenCounter
 
 __all__ = ["modelled_sizes_scaled", "partial_recording", "anchored_model", "RECENT_REQUESTS", "AfterCompaction",
@@ -222,16 +223,17 @@ class AfterCompaction:
     """Claude Code's requests after a compaction the replay made where the recording did not.
 
     After compacting, Claude Code sends the summary, the system prompt and tools it always sends, and
-    re-attaches what the transcript does not show as messages: the files read, written or edited
-    last (:func:`~pimem.replays.recording.reattached_tokens`: at most 5, each of at most 5,000
-    tokens, 50,000 in all). Such a request is sized ``overhead + rate · (E_rep + files)``
-    (:func:`anchored_model` over the recorded requests before the compaction; ``files`` from the
-    recorded tool calls before it). Out of sample on 64 real Claude Code compactions (``anchored+files``,
-    :mod:`pimem.replays.validation`) it has the lowest median error of the sources, 8.3%, bias +0.7%
-    (the calibrated shift: 13.8%, −9.1%); converting by what the text is (cl100k_base counts, the
-    summary at a rate learnt on the other sessions) or by the session's previous compaction does no
-    better by a point of median (best 7.9%; :func:`~pimem.replays.validation.sources_head_to_head`). Pi
-    re-attaches nothing: its replays keep the calibrated shift.
+    attaches what the transcript does not show as messages: the 5 files it touched last, each read again
+    whole unless above 5,000 tokens, the todo list, the plan file and the skills invoked
+    (:func:`~pimem.replays.reattach.reattached_tokens`). Such a request is sized
+    ``overhead + rate · (E_rep + attached)`` (:func:`anchored_model` over the recorded requests before
+    the compaction; ``attached`` rebuilt from the recording before it). Out of sample on 64 real Claude
+    Code compactions (``anchored+files``, :mod:`pimem.replays.validation`) it has 5.1%, p90 13.8%,
+    bias −3.0% (the calibrated shift: 13.0%, −10.6%); converting
+    by what the text is (cl100k_base counts, the summary at a rate learnt on the other sessions) or by
+    the session's previous compaction does no better by a point of median
+    (:func:`~pimem.replays.validation.sources_head_to_head`). Pi attaches nothing: its replays keep the
+    calibrated shift.
     """
 
     def __init__(self, path: Sequence[dict], estimates: Sequence[float], calibration: Calibration) -> None:

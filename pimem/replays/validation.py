@@ -18,15 +18,16 @@ compares with the recorded input (``input + cacheRead + cacheWrite``):
   little else) and the median rate of the last 10 requests above it
   (:func:`~pimem.replays.tokens.anchored_model`);
 * ``+files`` (``calibrated+files``, ``anchored+files``, ``latest+files``): plus, at the source's rate,
-  the files Claude Code re-attaches after compacting, which its transcript does not show
-  (:func:`~pimem.replays.recording.reattached_tokens`: the 5 files read, written or edited last, each
-  of at most 5,000 tokens, 50,000 in all; no fitted parameter; 0 for Pi and Codex), on every request
-  after the compaction. ``anchored+files`` is what a replay of a Claude Code session computes after a
-  compaction it made (:class:`~pimem.replays.tokens.AfterCompaction`); ``anchored+files+profile``
-  adds the other sessions' median residual;
+  what Claude Code attaches after compacting, which its transcript does not show
+  (:func:`~pimem.replays.reattach.reattachment`: the 5 files touched last, each read again whole
+  unless above 5,000 tokens, the todo list, the plan file, the skills invoked; a file's characters a
+  token learnt on the other sessions' reads; 0 for Pi and Codex), on every request after the
+  compaction. ``anchored+files`` is what a replay of a Claude Code session computes after a
+  compaction it made (:class:`~pimem.replays.tokens.AfterCompaction`); ``anchored+files-only`` leaves
+  out all but the files; ``anchored+files+profile`` adds the other sessions' median residual;
 * candidates that convert by what the text is or use the session's history, each against
   ``anchored+files`` (:func:`sources_head_to_head`): ``anchored-tiktoken+files`` (the anchored model on
-  cl100k_base counts, the files counted so too); ``anchored+files+summary-rate``, ``-ratio``,
+  cl100k_base counts; what is attached as chars/4, its text not all in the recording); ``anchored+files+summary-rate``, ``-ratio``,
   ``-tiktoken`` (the summary apart from the rest, at a rate per estimated token, a share of the
   session's rate, or a rate per cl100k_base token, learnt on the other sessions by
   :func:`agent_profiles`); ``anchored+files+previous`` and ``-ratio`` (plus the median residual, or
@@ -75,17 +76,18 @@ from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MIN_POINTS, fit_calibration
 from pimem.replays.cost import replay_cost
 from pimem.replays.engine import replay
-from pimem.replays.recording import input_tokens, reattached_tokens, usage_tokens
+from pimem.replays.reattach import READ_CHARS_PER_TOKEN, Reattachment, read_chars_per_token, reattachment
+from pimem.replays.recording import input_tokens, usage_tokens
 from pimem.replays.tokens import RECENT_REQUESTS, anchored_model, modelled_sizes_scaled, partial_recording
 from pimem.sessions.load import load_session
-from pimem.text.tokenizers import TiktokenCounter, count_tiktoken_tokens
+from pimem.text.tokenizers import TiktokenCounter
 
 __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "agent_profiles", "sources_head_to_head",
            "interval_coverage", "source_spread_coverage", "replay_intervals", "SOURCES", "AGENTS", "EARLY", "CorpusFile"]
 
 AGENTS = ("pi", "claude-code", "codex")
 SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "calibrated+files", "anchored", "anchored+profile",
-           "anchored+files", "anchored+files+profile", "anchored-tiktoken+files", "anchored+files+summary-rate",
+           "anchored+files", "anchored+files+profile", "anchored+files-only", "anchored-tiktoken+files", "anchored+files+summary-rate",
            "anchored+files+summary-ratio", "anchored+files+summary-tiktoken", "anchored+files+previous",
            "anchored+files+previous-ratio", "anchored+files+carried", "anchored+files-thinking", "latest",
            "latest+files", "chars", "tiktoken", "estimate", "chars-bare", "tiktoken-bare")
@@ -167,12 +169,12 @@ def _thinking_tokens(message: dict, memo: dict[int, tuple[dict, float]]) -> floa
     return hit[1]
 
 
-def _predictions(before: pd.DataFrame, after: pd.DataFrame, files: float = 0.0, files_counted: float = 0.0
+def _predictions(before: pd.DataFrame, after: pd.DataFrame, files: float = 0.0, files_only: float = 0.0
                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
     """Each source's prediction of the requests ``after`` from the requests ``before``, and for the
     sources completed out of sample (:func:`agent_profiles`) what their learnt factor multiplies.
-    ``files``/``files_counted``: the re-attached files, chars/4 and cl100k_base; ``before["carried"]``:
-    those re-attached at the compaction each earlier request followed (0 before any)."""
+    ``files``: chars/4 of what is attached after the compaction, ``files_only`` of its files alone;
+    ``before["carried"]``: what was attached at the compaction each earlier request followed (0 before any)."""
     fit = fit_calibration(before["estimate"].tolist(), before["recorded"].tolist())
     if fit.points < MIN_POINTS:
         return None
@@ -192,7 +194,7 @@ def _predictions(before: pd.DataFrame, after: pd.DataFrame, files: float = 0.0, 
     if np.isfinite(before["counted"].to_numpy()).all() and np.isfinite(t).all():
         fit_t = fit_calibration(before["counted"].tolist(), recorded)
         overhead_t, rate_t = anchored_model(before["counted"].tolist(), recorded, fit_t.slope)
-        tiktoken = overhead_t + rate_t * (t + files_counted)
+        tiktoken = overhead_t + rate_t * (t + files)  # the attached text is not all in the recording: chars/4
     else:
         tiktoken = np.full(len(e), np.nan)
     # the requests since an earlier compaction carried its re-attached files: the rate is net of them
@@ -207,6 +209,7 @@ def _predictions(before: pd.DataFrame, after: pd.DataFrame, files: float = 0.0, 
         "calibrated": calibrated, "calibrated+profile": calibrated, "calibrated-fit": fit.overhead + fit.slope * e,
         "calibrated+files": calibrated + fit.slope * files, "anchored": anchored, "anchored+profile": anchored,
         "anchored+files": with_files, "anchored+files+profile": with_files,
+        "anchored+files-only": anchored + rate * files_only,
         "anchored+files+summary-rate": rest, "anchored+files+summary-ratio": rest,
         "anchored+files+summary-tiktoken": rest if np.isfinite(summary_counted).all() else np.full(len(e), np.nan),
         "anchored+files+previous": with_files,
@@ -226,6 +229,37 @@ def _compaction_key(entry: dict) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+@dataclasses.dataclass
+class _Recorded:
+    """What :func:`validate` keeps of one corpus file with compactions."""
+
+    item: CorpusFile
+    session: str
+    problem: str | None
+    compactions: list[dict]
+    sizes: pd.DataFrame
+    reattached: list[Reattachment]
+    read_ratios: list[float]
+
+
+def _recorded(item: CorpusFile, partial: str, tiktoken: bool = True) -> _Recorded | None:
+    session = _load(item.path)
+    path_entries = session.get_branch(None)
+    compactions = [e for e in path_entries if e.get("type") == "compaction"]
+    if not compactions:
+        return None
+    problem = partial_recording(path_entries) if partial != "keep" else None
+    if problem and partial == "refuse":
+        return None
+    at = [next(i for i, e in enumerate(path_entries) if e is entry) for entry in compactions]
+    claude_code = item.agent == "claude-code"
+    # what Claude Code attaches after each compaction; Pi and Codex nothing
+    reattached = [reattachment(path_entries[:i]) if claude_code else Reattachment(()) for i in at]
+    return _Recorded(item, str((session.header or {}).get("id")), problem, compactions,
+                     request_sizes(path_entries, tiktoken=tiktoken), reattached,
+                     read_chars_per_token(path_entries) if claude_code else [])
+
+
 def _load(path: Path) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -233,7 +267,7 @@ def _load(path: Path) -> Any:
 
 
 def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER), tiktoken: bool = True,
-             partial: str = "restrict") -> pd.DataFrame:
+             partial: str = "restrict", chars_per_token: float | None = None) -> pd.DataFrame:
     """The out-of-sample error of every source on every request ``k`` (in ``ks``) after every real compaction.
 
     One row per (compaction, k, source): ``agent``, ``file``, ``session`` (the header's id: copies of a
@@ -242,37 +276,34 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
     with a partial recording (:func:`~pimem.replays.tokens.partial_recording`): ``"restrict"`` fits only
     on the requests after its first compaction (the file holds all they sent), ``"refuse"`` scores none
     of its compactions, ``"keep"`` treats it as whole. The ``+profile`` sources are filled in by
-    :func:`agent_profiles`.
+    :func:`agent_profiles`. ``chars_per_token``: the characters a token of a file Claude Code reads
+    (:data:`~pimem.replays.reattach.READ_CHARS_PER_TOKEN`); by default learnt on the other sessions' reads
+    (:func:`~pimem.replays.reattach.read_chars_per_token`).
     """
     if partial not in ("restrict", "refuse", "keep"):
         raise ConfigurationError(f"partial must be 'restrict', 'refuse' or 'keep', not {partial!r}")
+    recorded_files = [_recorded(item, partial, tiktoken) for item in files]
+    # Claude Code's characters per token of a file it reads, learnt with the session held out
+    ratios = {r.session: r.read_ratios for r in recorded_files if r is not None and r.read_ratios}
     rows: list[dict[str, Any]] = []
-    for item in files:
-        session = _load(item.path)
-        path_entries = session.get_branch(None)
-        compactions = [e for e in path_entries if e.get("type") == "compaction"]
-        if not compactions:
+    for rec in recorded_files:
+        if rec is None:
             continue
-        problem = partial_recording(path_entries) if partial != "keep" else None
-        if problem and partial == "refuse":
-            continue
-        sizes = request_sizes(path_entries, tiktoken=tiktoken)
-        header = session.header or {}
-        # what Claude Code re-attaches after each compaction (chars/4, cl100k_base); Pi and Codex nothing
-        at = [next(i for i, e in enumerate(path_entries) if e is entry) for entry in compactions]
-        attached = [reattached_tokens(path_entries[:i]) if item.agent == "claude-code" else 0.0 for i in at]
-        attached_counted = [reattached_tokens(path_entries[:i], measure=count_tiktoken_tokens)
-                            if item.agent == "claude-code" and tiktoken else 0.0 for i in at]
+        item, sizes = rec.item, rec.sizes
+        others = sorted(x for session, values in ratios.items() if session != rec.session for x in values)
+        per_token = chars_per_token or (float(np.median(others)) if others else READ_CHARS_PER_TOKEN)
+        attached = [r.tokens(per_token) for r in rec.reattached]
+        files_only = [r.file_tokens(per_token) for r in rec.reattached]
         sizes["carried"] = [attached[c - 1] if c else 0.0 for c in sizes["compaction"]]
         previous: tuple[float, float] | None = None  # the previous compaction's error on requests 1-3
-        for c, entry in enumerate(compactions, start=1):
+        for c, entry in enumerate(rec.compactions, start=1):
             before = sizes[sizes["compaction"] < c]
-            if problem:
+            if rec.problem:
                 before = before[before["compaction"] >= 1]
             after = sizes[(sizes["compaction"] == c) & sizes["since"].isin(list(ks))]
-            made = _predictions(before, after, attached[c - 1], attached_counted[c - 1]) if len(after) else None
-            base = {"agent": item.agent, "file": str(item.path), "session": str(header.get("id")),
-                    "compaction": _compaction_key(entry), "fit_points": len(before), "partial": problem,
+            made = _predictions(before, after, attached[c - 1], files_only[c - 1]) if len(after) else None
+            base = {"agent": item.agent, "file": str(item.path), "session": rec.session,
+                    "compaction": _compaction_key(entry), "fit_points": len(before), "partial": rec.problem,
                     "requests_after": int((sizes["compaction"] == c).sum())}
             if made is None:
                 previous = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.incremental.caches import TokenCache
 from pimem.core.incremental.tracker import ContextTracker
 from pimem.replays import engine
-from pimem.replays.recording import calibrate_recording, reattached_tokens, recent_files, recorded_agent
+from pimem.replays.reattach import read_chars_per_token, reattached_tokens, reattachment
+from pimem.replays.recording import calibrate_recording, recorded_agent
 from pimem.replays.tokens import anchored_model
 from pimem.replays.validation import CorpusFile, request_sizes, validate, validation_table
 from pimem.sessions.load import load_session
@@ -25,29 +27,93 @@ def _call(call_id: str, name: str, args: dict) -> dict:
         {"type": "toolCall", "id": call_id, "name": name, "arguments": args}]}}
 
 
-def _result(call_id: str, text: str, error: bool = False) -> dict:
-    return {"type": "message", "message": {"role": "toolResult", "toolCallId": call_id, "isError": error,
-                                           "content": [{"type": "text", "text": text}]}}
+def _result(call_id: str, text: str, error: bool = False, details: dict | None = None) -> dict:
+    message = {"role": "toolResult", "toolCallId": call_id, "isError": error, "content": [{"type": "text", "text": text}]}
+    if details is not None:
+        message["details"] = details
+    return {"type": "message", "message": message}
 
 
-def test_recent_files_are_the_files_touched_last_with_the_largest_size_shown() -> None:
+def _numbered(lines: int, width: int = 30, start: int = 1) -> str:
+    return "\n".join(f"{n:>6}→" + "x" * width for n in range(start, start + lines))
+
+
+def test_the_files_are_the_last_touched_each_as_claude_code_reads_it_again() -> None:
     path = [
-        _call("1", "Read", {"file_path": "/p/a.py"}), _result("1", "x" * 400),
-        _call("2", "Write", {"file_path": "/p/b.py", "content": "y" * 40_000}), _result("2", "written"),
-        _call("3", "Read", {"file_path": "/p/CLAUDE.md"}), _result("3", "rules"),
-        _call("4", "Read", {"file_path": "/p/c.py"}), _result("4", "no such file", error=True),
-        _call("5", "Edit", {"file_path": "/p/a.py", "old_string": "x", "new_string": "z"}), _result("5", "ok"),
-        _call("6", "Edit", {"file_path": "/p/d.py", "old_string": "x", "new_string": "z"}), _result("6", "ok"),
+        # 100 of 1,000 lines read: the whole file is ten times what the result shows
+        _call("1", "Read", {"file_path": "/p/a.go"}),
+        _result("1", _numbered(100, start=51) + "\n\n<system-reminder>\nmalware?\n</system-reminder>\n",
+                details={"read": {"startLine": 51, "numLines": 100, "totalLines": 1_000}}),
+        _call("2", "Edit", {"file_path": "/p/b.go", "old_string": "x", "new_string": "y"}),
+        _result("2", "edited", details={"file": {"chars": 3_000, "lines": 100}}),
+        _call("3", "Read", {"file_path": "/p/CLAUDE.md"}), _result("3", _numbered(10)),
+        _call("4", "Read", {"file_path": "/p/c.go"}), _result("4", "no such file", error=True),
+        _call("5", "Write", {"file_path": "/home/u/.claude/plans/calm-plan.md", "content": "plan\n" * 200}),
+        _result("5", "written", details={"file": {"chars": 1_000, "lines": 201}}),
+        _call("6", "Edit", {"file_path": "/p/d.go", "old_string": "x", "new_string": "y"}), _result("6", "ok"),
     ]
-    assert recent_files(path) == [("/p/d.py", 0.0), ("/p/a.py", 100.0), ("/p/b.py", 10_000.0)]
-    # b.py is above the 5,000-token cap: a reference, not its content
-    assert reattached_tokens(path) == 100.0
-    assert reattached_tokens(path, per_file=20_000) == 10_100.0
-    assert reattached_tokens(path, per_file=20_000, budget=5_000) == 100.0
-    assert reattached_tokens(path, max_files=1) == 0.0
-    # measured otherwise (cl100k_base in the validation): the same files, each text measured
-    assert reattached_tokens(path, measure=len) == 400
-    assert reattached_tokens(path, per_file=20_000, measure=len) == 40_400
+    attached = reattachment(path)
+    assert [(f.path, f.chars, f.lines, f.exact) for f in attached.files] == [
+        ("/p/d.go", 0.0, 0.0, False), ("/p/b.go", 3_000.0, 100.0, True), ("/p/a.go", 30_990.0, 1_000.0, False)]
+    assert attached.plan == 1_000.0 and attached.todos == attached.skills == 0.0
+    # a.go's 30,990 chars (100 lines of 30 and their newlines, ten times) are above 5,000 tokens at 2.58 chars a token: a note names it instead
+    b = (3_000 + 7 * 100 + 200) / 4
+    note = (160 + len("/p/a.go")) / 4
+    assert attached.file_tokens() == pytest.approx(50 + b + note)
+    # read as 7 chars a token it is below the cap: its 1,000 numbered lines are attached
+    assert attached.file_tokens(chars_per_token=7.0) == pytest.approx(50 + b + (30_990 + 7_000 + 200) / 4)
+    assert attached.tokens() == pytest.approx(attached.file_tokens() + (1_000 + 200) / 4)
+    assert reattached_tokens(path) == attached.tokens()
+
+
+def test_the_files_beyond_the_budget_or_the_fifth_are_not_attached() -> None:
+    path = []
+    for n in range(7):  # 4,000 lines of 40 chars: 2,000 numbered lines of each, below the cap at 20 chars a token
+        path += [_call(str(n), "Write", {"file_path": f"/p/{n}.txt", "content": ""}),
+                 _result(str(n), "ok", details={"file": {"chars": 80_000, "lines": 4_000}})]
+    attached = reattachment(path)
+    assert len(attached.files) == 7 and attached.files[0].path == "/p/6.txt"
+    one = (80_000 + 7 * 2_000 + 200) / 4
+    assert attached.file_tokens(chars_per_token=20.0) == pytest.approx(2 * one)  # 50,000 in all
+    assert attached.file_tokens(chars_per_token=1.0) == pytest.approx(5 * (160 + len("/p/6.txt")) / 4)
+
+
+def test_the_todo_list_and_the_skills_invoked_are_attached_whole() -> None:
+    todos = [{"content": "write the parser", "status": "in_progress", "activeForm": "Writing the parser"}]
+    skill_text = "Base directory for this skill: /s\n\n# Writing plans\n" + "do this. " * 100
+    path = [
+        _call("1", "TodoWrite", {"todos": []}), _result("1", "ok"),
+        _call("2", "TodoWrite", {"todos": todos}), _result("2", "ok"),
+        _call("3", "Skill", {"skill": "writing-plans"}), _result("3", "Launching skill: writing-plans"),
+        {"type": "message", "source": {"isMeta": True}, "message": {"role": "user", "content": [
+            {"type": "text", "text": skill_text}]}},
+        _call("4", "Skill", {"skill": "other"}), _result("4", "Launching skill: other"),
+        {"type": "message", "message": {"role": "user", "content": "not the skill's text"}},
+    ]
+    attached = reattachment(path)
+    assert attached.todos == len(json.dumps(todos, separators=(",", ":")))
+    assert attached.skills == len(skill_text)
+    assert attached.files == ()
+    assert attached.tokens() == pytest.approx((attached.todos + 200 + attached.skills + 200) / 4)
+    assert reattachment(path[:2]).todos == 0.0  # an empty list attaches nothing
+
+
+def test_chars_per_token_of_a_read_come_from_the_requests_around_it() -> None:
+    def request(total: int, output: int) -> dict:
+        return {"type": "message", "message": {"role": "assistant", "content": [
+            {"type": "toolCall", "id": f"r{total}", "name": "Read", "arguments": {"file_path": "/p/a"}}],
+            "usage": {"input": total, "output": output, "cacheRead": 0, "cacheWrite": 0, "totalTokens": total},
+            "stopReason": "toolUse"}}
+
+    text = "x" * 5_000
+    path = [request(10_000, 100), {"type": "message", "message": {
+        "role": "toolResult", "toolCallId": "r10000", "content": [{"type": "text", "text": text}]}},
+        request(12_100, 50),
+        # two things added: not measured
+        {"type": "message", "message": {"role": "toolResult", "toolCallId": "r12100", "content": text}},
+        {"type": "message", "message": {"role": "user", "content": "and this"}},
+        request(15_000, 10)]
+    assert read_chars_per_token(path) == [5_000 / (12_100 - 10_000 - 100)]
 
 
 @pytest.fixture(scope="module")
@@ -93,12 +159,13 @@ def test_a_replayed_compaction_of_a_claude_code_session_adds_the_files_it_reatta
     assert checked >= 8 and with_files >= 4 and shifted >= 1
 
 
-def test_claude_code_requests_after_real_compactions_are_predicted_with_the_files() -> None:
-    """On every real Claude Code compaction of the shared corpus (64 scorable, 52 sessions), out of sample:
-    the files Claude Code re-attaches remove the anchored source's bias and its error falls below
-    both the anchored and the calibrated source's; its 90% and 80% intervals cover 90% and 80% of
-    held-out truths; none of the candidates is a point of median error better (8.3%; best 7.9%).
-    (On the 5 bundled sessions alone, 9 compactions, it does not beat ``anchored``: too few to tell.)"""
+def test_claude_code_requests_after_real_compactions_are_predicted_with_what_it_attaches() -> None:
+    """On every real Claude Code compaction of the shared corpus (64 scorable, 52 sessions), out of sample
+    (the characters a token of a read file learnt with the session held out): what Claude Code attaches
+    removes the anchored source's bias and its error falls below both the anchored and the calibrated
+    source's (5.1%, p90 13.8%, where the files as the transcript showed them gave 8.3% and 18.5%); the
+    todo list, plan and skills take a part of it; its 90% and 80% intervals cover 90% and 80% of
+    held-out truths; none of the candidates is a point of median error better."""
     from tests.support.real_data import SHARED_DIR
     from pimem.replays.validation import corpus_files, interval_coverage
 
@@ -108,7 +175,9 @@ def test_claude_code_requests_after_real_compactions_are_predicted_with_the_file
     frame = validate(files, tiktoken=False)
     table = validation_table(frame).set_index("source")
     assert table.loc["anchored+files", "compactions"] == 64
-    assert table.loc["anchored+files", "median_abs_error"] < 0.1
+    assert table.loc["anchored+files", "median_abs_error"] < 0.055
+    assert table.loc["anchored+files", "p90_abs_error"] < 0.15
+    assert table.loc["anchored+files", "median_abs_error"] < table.loc["anchored+files-only", "median_abs_error"]
     assert table.loc["anchored+files", "median_abs_error"] < table.loc["anchored", "median_abs_error"]
     assert table.loc["anchored+files", "median_abs_error"] < table.loc["calibrated", "median_abs_error"]
     assert table.loc["anchored+files", "p90_abs_error"] < table.loc["calibrated", "p90_abs_error"]
@@ -121,10 +190,8 @@ def test_claude_code_requests_after_real_compactions_are_predicted_with_the_file
     # summary's own (learnt on the other sessions), not the previous compaction's error, not the files
     # an earlier compaction re-attached netted out of the rate, not the thinking left out
     candidates = [s for s in table.index if s.startswith("anchored") and s != "anchored+files"]
-    assert len(candidates) >= 9
+    assert len(candidates) >= 10
     assert (table.loc[candidates, "median_abs_error"] > table.loc["anchored+files", "median_abs_error"] - 0.01).all()
-    # the summary converts at a lower rate than the session: learnt on the others, it lowers the p90
-    assert table.loc["anchored+files+summary-rate", "p90_abs_error"] < table.loc["anchored+files", "p90_abs_error"]
 
 
 def test_compacting_where_the_recording_compacted_shifts_the_recorded_sizes(claude_code_session: Any) -> None:
