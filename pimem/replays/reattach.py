@@ -102,14 +102,25 @@ def _is_plan(path: str) -> bool:
     return "/.claude/plans/" in path.replace("\\", "/")
 
 
+def _counts(facts: Any, key: str, names: tuple[str, ...]) -> tuple[int, ...] | None:
+    """``facts[key][name]`` for each name when all are non-negative integers, else None."""
+    part = facts.get(key) if isinstance(facts, dict) else None
+    if not isinstance(part, dict):
+        return None
+    values: list[Any] = [part.get(name) for name in names]
+    if not all(type(v) is int and v >= 0 for v in values):
+        return None
+    return tuple(int(v) for v in values)
+
+
 def _read_file(text: str, facts: Any) -> tuple[float, float, bool]:
     """``(chars, lines, exact)`` of the whole file a ``Read`` result shows part or all of."""
     shown = text.split("\n\n<system-reminder>", 1)[0]
-    read = facts.get("read") if isinstance(facts, dict) else None
-    if not isinstance(read, dict):
+    read = _counts(facts, "read", ("numLines", "totalLines"))
+    if read is None:
         lines = shown.count("\n") + 1
         return max(0.0, len(shown) - _NUMBER * lines), float(lines), False
-    numbered, total = read["numLines"], read["totalLines"]
+    numbered, total = read
     chars = max(0.0, len(shown) - _NUMBER * numbered)
     whole = min(total, REATTACH_MAX_LINES)
     if numbered >= whole or numbered == 0:
@@ -138,14 +149,14 @@ def reattachment(path_entries: Sequence[dict]) -> Reattachment:
             if message.get("isError"):
                 continue
             facts = message.get("details")
-            after = facts.get("file") if isinstance(facts, dict) else None
+            after = _counts(facts, "file", ("chars", "lines"))
             if name == "TodoWrite" and isinstance(args.get("todos"), list):
                 todos = float(len(json.dumps(args["todos"], separators=(",", ":"), ensure_ascii=False))
                               if args["todos"] else 0)
             elif name == "Skill" and isinstance(args.get("skill"), str):
                 skill = args["skill"]
-            elif name == "ExitPlanMode" and isinstance(facts, dict) and isinstance(facts.get("plan"), dict):
-                plan = float(facts["plan"]["chars"])
+            elif name == "ExitPlanMode" and (told := _counts(facts, "plan", ("chars",))) is not None:
+                plan = float(told[0])
             if name not in _FILE_TOOLS:
                 continue
             file = args.get("file_path") or args.get("notebook_path")
@@ -153,8 +164,8 @@ def reattachment(path_entries: Sequence[dict]) -> Reattachment:
                 continue
             if name == "Read":
                 size = _read_file(_text(message.get("content")), facts)
-            elif isinstance(after, dict):
-                size = float(after["chars"]), float(min(after["lines"], REATTACH_MAX_LINES)), True
+            elif after is not None:
+                size = float(after[0]), float(min(after[1], REATTACH_MAX_LINES)), True
             elif name == "Write" and isinstance(args.get("content"), str):
                 size = float(len(args["content"])), float(args["content"].count("\n") + 1), True
             else:  # an edit that does not say the file's size: what was known of it

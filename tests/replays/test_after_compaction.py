@@ -209,3 +209,17 @@ def test_compacting_where_the_recording_compacted_shifts_the_recorded_sizes(clau
         shift = (calls["context_tokens"] - calls["recorded_tokens"]).to_numpy()
         assert len(shift) == 5 and shift[0] > 0
         assert shift == pytest.approx([shift[0]] * 5, rel=1e-9)
+
+
+def test_details_of_the_wrong_types_fall_back_to_the_text_shown() -> None:
+    text = _numbered(10)
+    odd = [{"read": {"numLines": "10", "totalLines": 100}}, {"read": {"numLines": 10, "totalLines": -1}},
+           {"read": None}, "details", {"file": {"chars": 1.5, "lines": 2}}]
+    for details in odd:
+        path = [_call("1", "Read", {"file_path": "/p/a.go"}), _result("1", text, details=details),
+                _call("2", "Edit", {"file_path": "/p/b.go"}), _result("2", "ok", details=details),
+                _call("3", "ExitPlanMode", {}), _result("3", "ok", details={"plan": {"chars": "many"}})]
+        files = reattachment(path).files
+        assert [(f.path, f.chars, f.lines, f.exact) for f in files] == [
+            ("/p/b.go", 0.0, 0.0, False), ("/p/a.go", 10 * 30 + 9, 10.0, False)], details
+        assert reattachment(path).plan == 0.0
