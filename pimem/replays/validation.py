@@ -272,7 +272,8 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
 
     One row per (compaction, k, source): ``agent``, ``file``, ``session`` (the header's id: copies of a
     session share it), ``compaction`` (a key of the summary), ``k``, ``source``, ``predicted``,
-    ``recorded``, ``error`` (``predicted / recorded − 1``) and ``fit_points``. ``partial``: what to do
+    ``recorded``, ``error`` (``predicted / recorded − 1``), ``fit_points`` and ``chars_per_token`` (what a
+    file Claude Code reads was counted at; NaN for the other agents). ``partial``: what to do
     with a partial recording (:func:`~pimem.replays.tokens.partial_recording`): ``"restrict"`` fits only
     on the requests after its first compaction (the file holds all they sent), ``"refuse"`` scores none
     of its compactions, ``"keep"`` treats it as whole. The ``+profile`` sources are filled in by
@@ -304,7 +305,8 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
             made = _predictions(before, after, attached[c - 1], files_only[c - 1]) if len(after) else None
             base = {"agent": item.agent, "file": str(item.path), "session": rec.session,
                     "compaction": _compaction_key(entry), "fit_points": len(before), "partial": rec.problem,
-                    "requests_after": int((sizes["compaction"] == c).sum())}
+                    "requests_after": int((sizes["compaction"] == c).sum()),
+                    "chars_per_token": per_token if item.agent == "claude-code" else np.nan}
             if made is None:
                 previous = None
                 rows.append({**base, "k": np.nan, "source": None, "predicted": np.nan, "recorded": np.nan,
@@ -324,7 +326,8 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
                     rows.append({**base, "k": int(k), "source": source, "predicted": float(p), "recorded": float(r),
                                  "error": float(p) / float(r) - 1 if r > 0 else np.nan, "basis": float(b)})
     frame = pd.DataFrame(rows, columns=["agent", "file", "session", "compaction", "fit_points", "partial",
-                                        "requests_after", "k", "source", "predicted", "recorded", "error", "basis"])
+                                        "requests_after", "chars_per_token", "k", "source", "predicted", "recorded",
+                                        "error", "basis"])
     if frame.empty:
         return frame
     # copies of one compaction (checkpoints of one session) count once: the copy that saw most after it

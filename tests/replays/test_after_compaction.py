@@ -13,7 +13,7 @@ from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.incremental.caches import TokenCache
 from pimem.core.incremental.tracker import ContextTracker
 from pimem.replays import engine
-from pimem.replays.reattach import read_chars_per_token, reattached_tokens, reattachment
+from pimem.replays.reattach import READ_CHARS_PER_TOKEN, read_chars_per_token, reattached_tokens, reattachment
 from pimem.replays.recording import calibrate_recording, recorded_agent
 from pimem.replays.tokens import anchored_model
 from pimem.replays.validation import CorpusFile, request_sizes, validate, validation_table
@@ -175,6 +175,9 @@ def test_claude_code_requests_after_real_compactions_are_predicted_with_what_it_
     frame = validate(files, tiktoken=False)
     table = validation_table(frame).set_index("source")
     assert table.loc["anchored+files", "compactions"] == 64
+    # the replay's characters a token of a file read is what the other sessions' reads measure
+    learnt = frame.loc[frame["agent"] == "claude-code", "chars_per_token"]
+    assert learnt.notna().all() and (learnt - READ_CHARS_PER_TOKEN).abs().max() < 0.015
     assert table.loc["anchored+files", "median_abs_error"] < 0.055
     assert table.loc["anchored+files", "p90_abs_error"] < 0.15
     assert table.loc["anchored+files", "median_abs_error"] < table.loc["anchored+files-only", "median_abs_error"]
