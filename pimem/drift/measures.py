@@ -66,7 +66,7 @@ MEASURES: dict[str, tuple[str, str, str, str]] = {
         "errors, written files, names — in sentences the conversation supports, in the state it ended in",
         "neither names nor invention pays: a bare list of names earns no recall, an invented, stale, "
         "over-claimed or contradicted claim lowers faithfulness, filler weighs nothing. Still missed: text "
-        "copied from the span is faithful, so a dump of the user's and assistant's sentences scores 0.54 "
+        "copied from the span is faithful, so a dump of the user's and assistant's sentences scores 0.55 "
         "against the real summaries' 0.65 on the 86 scorable real compactions (at or above them in 31); "
         "support and contradiction are lexical (a paraphrased ask is not held, a false claim that names "
         "nothing is unverifiable). In order on 0.95 of 946 rule-made pairs and 0.85 of 342 pairs written by "
