@@ -5,9 +5,9 @@ real transcripts at hand) sends, after the summary, what the transcript does not
 
 * the :data:`REATTACH_MAX_FILES` files it read, wrote or edited last (by modification time; not
   ``CLAUDE.md``, not the plan file), each read again whole: at most :data:`REATTACH_MAX_LINES`
-  numbered lines, or a one-line note naming it when its text is above
-  :data:`REATTACH_TOKENS_PER_FILE` tokens; files are kept while their chars/4 stay within
-  :data:`REATTACH_BUDGET`;
+  numbered lines, sent as a call to ``Read`` and its result as a JSON string, or a one-line note
+  naming it when its text is above :data:`REATTACH_TOKENS_PER_FILE` tokens; files are kept while
+  their chars/4 stay within :data:`REATTACH_BUDGET`;
 * the todo list (the last ``TodoWrite``), the plan file, and every skill invoked in the session, whole.
 
 The transcript shows what is needed (``details`` from :func:`~pimem.sessions.importers.claude_code.file_facts`:
@@ -40,7 +40,12 @@ REATTACH_MAX_LINES = 2_000
 #: learns it with the session held out (2.618 to 2.631).
 READ_CHARS_PER_TOKEN = 2.62
 _NUMBER = 7  # "{n:>6}→" before each line Claude Code reads
-_FRAME = 200  # the sentences and system-reminder tags around an attachment
+# A file is attached as two messages, "Called the Read tool with the following input: {"file_path":…}" and
+# "Result of calling the Read tool: " + the result as a JSON string: its numbered text escaped (newlines,
+# tabs and quotes take two characters), then the system reminder every Read result ends with (345
+# characters escaped, 340 as the transcripts show it).
+_READ_FRAME = 47 + 33 + 2 + 345
+_FRAME = 200  # the sentences and system-reminder tags around the todo list, the plan, the skills
 _REFERENCE = 160  # "Note: <file> was read before the last conversation was summarized, but ... too large ..."
 _FILE_TOOLS = ("Read", "Write", "Edit", "MultiEdit", "NotebookEdit")
 _READ_MIN_CHARS = 2_000
@@ -49,19 +54,23 @@ _READ_MIN_CHARS = 2_000
 @dataclasses.dataclass(frozen=True)
 class ReattachedFile:
     """A file Claude Code would read again: its text's ``chars`` (without line numbers) and ``lines``
-    as the recording shows them (``exact``) or scales them from the part it read."""
+    as the recording shows them (``exact``) or scales them from the part it read; ``escaped``: how
+    much longer its numbered text is as a JSON string (from the text the recording shows of it)."""
 
     path: str
     chars: float
     lines: float
     exact: bool
+    escaped: float = 1.0
 
     def tokens(self, chars_per_token: float = READ_CHARS_PER_TOKEN) -> float:
-        """chars/4 of what is attached: the numbered text, or the note that names it when its text is
-        above :data:`REATTACH_TOKENS_PER_FILE` tokens at ``chars_per_token``."""
+        """chars/4 of what is attached: the numbered text as a JSON string in its two messages, or the
+        note that names the file when its text is above :data:`REATTACH_TOKENS_PER_FILE` tokens at
+        ``chars_per_token``."""
         if self.chars / chars_per_token > REATTACH_TOKENS_PER_FILE:
             return (_REFERENCE + len(self.path)) / 4
-        return (self.chars + _NUMBER * self.lines + _FRAME) / 4
+        call = len(json.dumps({"file_path": self.path}, separators=(",", ":"), ensure_ascii=False))
+        return ((self.chars + _NUMBER * self.lines) * self.escaped + _READ_FRAME + call) / 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +107,11 @@ def _text(content: Any) -> str:
     return "".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
 
 
+def _escaped(text: str) -> float | None:
+    """How much longer ``text`` is as a JSON string (None for an empty text)."""
+    return (len(json.dumps(text, ensure_ascii=False)) - 2) / len(text) if text else None
+
+
 def _is_plan(path: str) -> bool:
     return "/.claude/plans/" in path.replace("\\", "/")
 
@@ -132,6 +146,7 @@ def reattachment(path_entries: Sequence[dict]) -> Reattachment:
     """What Claude Code attaches after a compaction at the end of ``path_entries`` (a recorded path)."""
     calls: dict[Any, tuple[str, dict]] = {}
     files: dict[str, tuple[int, float, float, bool]] = {}
+    escaped: dict[str, float] = {}  # file -> how much longer the text shown of it is as a JSON string
     todos = plan = 0.0
     skills: dict[str, float] = {}
     skill: str | None = None  # a skill just launched: its text is the next meta message
@@ -162,6 +177,12 @@ def reattachment(path_entries: Sequence[dict]) -> Reattachment:
             file = args.get("file_path") or args.get("notebook_path")
             if not isinstance(file, str) or file.lower().endswith("claude.md"):
                 continue
+            written = args.get("content")
+            shown = (_text(message.get("content")).split("\n\n<system-reminder>", 1)[0] if name == "Read"
+                     else written if name == "Write" and isinstance(written, str) else "")
+            ratio = _escaped(shown)
+            if ratio is not None and not _is_plan(file):
+                escaped[file] = ratio
             if name == "Read":
                 size = _read_file(_text(message.get("content")), facts)
             elif after is not None:
@@ -180,7 +201,10 @@ def reattachment(path_entries: Sequence[dict]) -> Reattachment:
                 skills[skill] = float(len(_text(message.get("content"))))
             skill = None
     recent = sorted(files.items(), key=lambda item: -item[1][0])
-    return Reattachment(tuple(ReattachedFile(path, chars, lines, exact) for path, (_, chars, lines, exact) in recent),
+    known = sorted(escaped.values())  # a file whose text the recording never shows: the files' median
+    typical = (known[len(known) // 2] + known[(len(known) - 1) // 2]) / 2 if known else 1.0
+    return Reattachment(tuple(ReattachedFile(path, chars, lines, exact, escaped.get(path, typical))
+                              for path, (_, chars, lines, exact) in recent),
                         todos=todos, plan=plan, skills=sum(skills.values()))
 
 

@@ -228,8 +228,8 @@ class AfterCompaction:
     (:func:`~pimem.replays.reattach.reattached_tokens`). Such a request is sized
     ``overhead + rate · (E_rep + attached)`` (:func:`anchored_model` over the recorded requests before
     the compaction; ``attached`` rebuilt from the recording before it). Out of sample on 64 real Claude
-    Code compactions (``anchored+files``, :mod:`pimem.replays.validation`) it has 5.1%, p90 13.8%,
-    bias −3.0% (the calibrated shift: 13.0%, −10.6%); converting
+    Code compactions (``anchored+files``, :mod:`pimem.replays.validation`) it has 4.4%, p90 14.7%,
+    bias −1.7% (the calibrated shift: 13.0%, −10.6%); converting
     by what the text is (cl100k_base counts, the summary at a rate learnt on the other sessions) or by
     the session's previous compaction does no better by a point of median
     (:func:`~pimem.replays.validation.sources_head_to_head`). Pi attaches nothing: its replays keep the

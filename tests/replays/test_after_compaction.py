@@ -38,11 +38,19 @@ def _numbered(lines: int, width: int = 30, start: int = 1) -> str:
     return "\n".join(f"{n:>6}→" + "x" * width for n in range(start, start + lines))
 
 
+def _attached(path: str, chars: float, lines: float, escaped: float) -> float:
+    """chars/4 of a file's two messages: the call naming it, and the result as a JSON string (its numbered
+    text escaped, the 345 escaped characters of Read's system reminder, the two sentences, the quotes)."""
+    call = len(json.dumps({"file_path": path}, separators=(",", ":")))
+    return ((chars + 7 * lines) * escaped + 47 + 33 + 2 + 345 + call) / 4
+
+
 def test_the_files_are_the_last_touched_each_as_claude_code_reads_it_again() -> None:
+    shown = _numbered(100, start=51)  # 100 lines of "{n:>6}→" and 30 chars
     path = [
         # 100 of 1,000 lines read: the whole file is ten times what the result shows
         _call("1", "Read", {"file_path": "/p/a.go"}),
-        _result("1", _numbered(100, start=51) + "\n\n<system-reminder>\nmalware?\n</system-reminder>\n",
+        _result("1", shown + "\n\n<system-reminder>\nmalware?\n</system-reminder>\n",
                 details={"read": {"startLine": 51, "numLines": 100, "totalLines": 1_000}}),
         _call("2", "Edit", {"file_path": "/p/b.go", "old_string": "x", "new_string": "y"}),
         _result("2", "edited", details={"file": {"chars": 3_000, "lines": 100}}),
@@ -53,15 +61,20 @@ def test_the_files_are_the_last_touched_each_as_claude_code_reads_it_again() -> 
         _call("6", "Edit", {"file_path": "/p/d.go", "old_string": "x", "new_string": "y"}), _result("6", "ok"),
     ]
     attached = reattachment(path)
-    assert [(f.path, f.chars, f.lines, f.exact) for f in attached.files] == [
-        ("/p/d.go", 0.0, 0.0, False), ("/p/b.go", 3_000.0, 100.0, True), ("/p/a.go", 30_990.0, 1_000.0, False)]
+    # its 99 newlines take two characters each as a JSON string; b.go and d.go, never shown, take a.go's
+    escaped = (len(shown) + 99) / len(shown)
+    assert [(f.path, f.chars, f.lines, f.exact, f.escaped) for f in attached.files] == [
+        ("/p/d.go", 0.0, 0.0, False, escaped), ("/p/b.go", 3_000.0, 100.0, True, escaped),
+        ("/p/a.go", 30_990.0, 1_000.0, False, escaped)]
     assert attached.plan == 1_000.0 and attached.todos == attached.skills == 0.0
-    # a.go's 30,990 chars (100 lines of 30 and their newlines, ten times) are above 5,000 tokens at 2.58 chars a token: a note names it instead
-    b = (3_000 + 7 * 100 + 200) / 4
+    # a.go's 30,990 chars (100 lines of 30 and their newlines, ten times) are above 5,000 tokens at 2.62
+    # chars a token: a note names it instead
+    d, b = _attached("/p/d.go", 0, 0, escaped), _attached("/p/b.go", 3_000, 100, escaped)
     note = (160 + len("/p/a.go")) / 4
-    assert attached.file_tokens() == pytest.approx(50 + b + note)
+    assert attached.file_tokens() == pytest.approx(d + b + note)
     # read as 7 chars a token it is below the cap: its 1,000 numbered lines are attached
-    assert attached.file_tokens(chars_per_token=7.0) == pytest.approx(50 + b + (30_990 + 7_000 + 200) / 4)
+    assert attached.file_tokens(chars_per_token=7.0) == pytest.approx(
+        d + b + _attached("/p/a.go", 30_990, 1_000, escaped))
     assert attached.tokens() == pytest.approx(attached.file_tokens() + (1_000 + 200) / 4)
     assert reattached_tokens(path) == attached.tokens()
 
@@ -73,7 +86,8 @@ def test_the_files_beyond_the_budget_or_the_fifth_are_not_attached() -> None:
                  _result(str(n), "ok", details={"file": {"chars": 80_000, "lines": 4_000}})]
     attached = reattachment(path)
     assert len(attached.files) == 7 and attached.files[0].path == "/p/6.txt"
-    one = (80_000 + 7 * 2_000 + 200) / 4
+    assert all(f.escaped == 1.0 for f in attached.files)  # no text shown anywhere: taken as is
+    one = _attached("/p/6.txt", 80_000, 2_000, 1.0)
     assert attached.file_tokens(chars_per_token=20.0) == pytest.approx(2 * one)  # 50,000 in all
     assert attached.file_tokens(chars_per_token=1.0) == pytest.approx(5 * (160 + len("/p/6.txt")) / 4)
 
@@ -163,9 +177,10 @@ def test_claude_code_requests_after_real_compactions_are_predicted_with_what_it_
     """On every real Claude Code compaction of the shared corpus (64 scorable, 52 sessions), out of sample
     (the characters a token of a read file learnt with the session held out): what Claude Code attaches
     removes the anchored source's bias and its error falls below both the anchored and the calibrated
-    source's (5.1%, p90 13.8%, where the files as the transcript showed them gave 8.3% and 18.5%); the
-    todo list, plan and skills take a part of it; its 90% and 80% intervals cover 90% and 80% of
-    held-out truths; none of the candidates is a point of median error better."""
+    source's and within the goal (4.4%, p90 14.7%, bias −1.7%, where the files as the transcript showed
+    them gave 8.3%, 18.5%, +0.7%); the todo list, plan and skills take a part of it; its 90% and 80%
+    intervals cover 90% and 80% of held-out truths; none of the candidates is a point of median error
+    better."""
     from tests.support.real_data import SHARED_DIR
     from pimem.replays.validation import corpus_files, interval_coverage
 
@@ -178,7 +193,7 @@ def test_claude_code_requests_after_real_compactions_are_predicted_with_what_it_
     # the replay's characters a token of a file read is what the other sessions' reads measure
     learnt = frame.loc[frame["agent"] == "claude-code", "chars_per_token"]
     assert learnt.notna().all() and (learnt - READ_CHARS_PER_TOKEN).abs().max() < 0.015
-    assert table.loc["anchored+files", "median_abs_error"] < 0.055
+    assert table.loc["anchored+files", "median_abs_error"] < 0.05
     assert table.loc["anchored+files", "p90_abs_error"] < 0.15
     assert table.loc["anchored+files", "median_abs_error"] < table.loc["anchored+files-only", "median_abs_error"]
     assert table.loc["anchored+files", "median_abs_error"] < table.loc["anchored", "median_abs_error"]
