@@ -27,7 +27,8 @@ compares with the recorded input (``input + cacheRead + cacheWrite``):
   out all but the files; ``anchored+files+profile`` adds the other sessions' median residual;
 * candidates that convert by what the text is or use the session's history, each against
   ``anchored+files`` (:func:`sources_head_to_head`): ``anchored-tiktoken+files`` (the anchored model on
-  cl100k_base counts; what is attached as chars/4, its text not all in the recording); ``anchored+files+summary-rate``, ``-ratio``,
+  cl100k_base counts; what is attached as chars/4, its text not all in the recording);
+  ``anchored+files+summary-rate``, ``-ratio``,
   ``-tiktoken`` (the summary apart from the rest, at a rate per estimated token, a share of the
   session's rate, or a rate per cl100k_base token, learnt on the other sessions by
   :func:`agent_profiles`); ``anchored+files+previous`` and ``-ratio`` (plus the median residual, or
@@ -87,8 +88,8 @@ __all__ = ["corpus_files", "request_sizes", "validate", "validation_table", "age
 
 AGENTS = ("pi", "claude-code", "codex")
 SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "calibrated+files", "anchored", "anchored+profile",
-           "anchored+files", "anchored+files+profile", "anchored+files-only", "anchored-tiktoken+files", "anchored+files+summary-rate",
-           "anchored+files+summary-ratio", "anchored+files+summary-tiktoken", "anchored+files+previous",
+           "anchored+files", "anchored+files+profile", "anchored+files-only", "anchored-tiktoken+files",
+           "anchored+files+summary-rate", "anchored+files+summary-ratio", "anchored+files+summary-tiktoken", "anchored+files+previous",
            "anchored+files+previous-ratio", "anchored+files+carried", "anchored+files-thinking", "latest",
            "latest+files", "chars", "tiktoken", "estimate", "chars-bare", "tiktoken-bare")
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
