@@ -157,7 +157,8 @@ def reattachment(path_entries: Sequence[dict]) -> Reattachment:
         role = message.get("role")
         if role == "assistant" and isinstance(message.get("content"), list):
             for block in message["content"]:
-                if isinstance(block, dict) and block.get("type") == "toolCall" and isinstance(block.get("arguments"), dict):
+                if (isinstance(block, dict) and block.get("type") == "toolCall"
+                        and isinstance(block.get("arguments"), dict)):
                     calls[block.get("id")] = (str(block.get("name")), block["arguments"])
         elif role == "toolResult" and message.get("toolCallId") in calls:
             name, args = calls.pop(message.get("toolCallId"))

@@ -28,7 +28,8 @@ def _call(call_id: str, name: str, args: dict) -> dict:
 
 
 def _result(call_id: str, text: str, error: bool = False, details: dict | None = None) -> dict:
-    message = {"role": "toolResult", "toolCallId": call_id, "isError": error, "content": [{"type": "text", "text": text}]}
+    message = {"role": "toolResult", "toolCallId": call_id, "isError": error,
+               "content": [{"type": "text", "text": text}]}
     if details is not None:
         message["details"] = details
     return {"type": "message", "message": message}
