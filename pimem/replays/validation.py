@@ -90,8 +90,9 @@ AGENTS = ("pi", "claude-code", "codex")
 SOURCES = ("calibrated", "calibrated+profile", "calibrated-fit", "calibrated+files", "anchored", "anchored+profile",
            "anchored+files", "anchored+files+profile", "anchored+files-only", "anchored-tiktoken+files",
            "anchored+files+summary-rate", "anchored+files+summary-ratio", "anchored+files+summary-tiktoken",
-           "anchored+files+previous", "anchored+files+previous-ratio", "anchored+files+carried", "anchored+files-thinking", "latest",
-           "latest+files", "chars", "tiktoken", "estimate", "chars-bare", "tiktoken-bare")
+           "anchored+files+previous", "anchored+files+previous-ratio", "anchored+files+carried",
+           "anchored+files-thinking", "latest", "latest+files", "chars", "tiktoken", "estimate", "chars-bare",
+           "tiktoken-bare")
 EARLY = (1, 2, 3)  # the requests right after a compaction: where a replay's sizes matter first
 LATER = 10
 
