@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from typing import Any, Sequence
 
 from pimem.core.compaction.compaction import get_assistant_usage
 from pimem.replays.recording import input_tokens, output_tokens
+from pimem.text.messages import message_text
 
-__all__ = ["Reattachment", "ReattachedFile", "reattachment", "reattached_tokens", "read_chars_per_token",
+__all__ = ["Reattachment", "ReattachedFile", "Reattacher", "reattachment", "read_chars_per_token",
            "REATTACH_MAX_FILES", "REATTACH_TOKENS_PER_FILE", "REATTACH_BUDGET", "REATTACH_MAX_LINES",
            "READ_CHARS_PER_TOKEN"]
 
@@ -100,11 +102,7 @@ class Reattachment:
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return message_text({"content": content}, separator="", thinking=None, tool_calls=None, images=False)
 
 
 def _escaped(text: str) -> float | None:
@@ -127,9 +125,8 @@ def _counts(facts: Any, key: str, names: tuple[str, ...]) -> tuple[int, ...] | N
     return tuple(int(v) for v in values)
 
 
-def _read_file(text: str, facts: Any) -> tuple[float, float, bool]:
-    """``(chars, lines, exact)`` of the whole file a ``Read`` result shows part or all of."""
-    shown = text.split("\n\n<system-reminder>", 1)[0]
+def _read_file(shown: str, facts: Any) -> tuple[float, float, bool]:
+    """``(chars, lines, exact)`` of the whole file a ``Read`` result shows (its reminder cut) part or all of."""
     read = _counts(facts, "read", ("numLines", "totalLines"))
     if read is None:
         lines = shown.count("\n") + 1
@@ -142,77 +139,93 @@ def _read_file(text: str, facts: Any) -> tuple[float, float, bool]:
     return chars * whole / numbered, float(whole), False
 
 
-def reattachment(path_entries: Sequence[dict]) -> Reattachment:
-    """What Claude Code attaches after a compaction at the end of ``path_entries`` (a recorded path)."""
-    calls: dict[Any, tuple[str, dict]] = {}
-    files: dict[str, tuple[int, float, float, bool]] = {}
-    escaped: dict[str, float] = {}  # file -> how much longer the text shown of it is as a JSON string
-    todos = plan = 0.0
-    skills: dict[str, float] = {}
-    skill: str | None = None  # a skill just launched: its text is the next meta message
-    for step, entry in enumerate(path_entries):
+class Reattacher:
+    """What Claude Code attaches after a compaction at any step of a recorded path: :meth:`at` walks the
+    path once for steps asked in order (an earlier step starts the walk again)."""
+
+    def __init__(self, path_entries: Sequence[dict]) -> None:
+        self.path = path_entries
+        self._restart()
+
+    def _restart(self) -> None:
+        self.step = 0
+        self.calls: dict[Any, tuple[str, dict]] = {}
+        self.files: dict[str, tuple[int, float, float, bool]] = {}
+        self.escaped: dict[str, float] = {}  # file -> how much longer the text shown of it is as a JSON string
+        self.todos = self.plan = 0.0
+        self.skills: dict[str, float] = {}
+        self.skill: str | None = None  # a skill just launched: its text is the next meta message
+
+    def at(self, step: int) -> Reattachment:
+        """What Claude Code attaches after a compaction made before entry ``step`` (after ``path[:step]``)."""
+        if step < self.step:
+            self._restart()
+        for index in range(self.step, min(step, len(self.path))):
+            self._read(index, self.path[index])
+        self.step = max(self.step, step)
+        recent = sorted(self.files.items(), key=lambda item: -item[1][0])
+        # a file whose text the recording never shows: the median of the files shown
+        typical = statistics.median(self.escaped.values()) if self.escaped else 1.0
+        return Reattachment(tuple(ReattachedFile(path, chars, lines, exact, self.escaped.get(path, typical))
+                                  for path, (_, chars, lines, exact) in recent),
+                            todos=self.todos, plan=self.plan, skills=sum(self.skills.values()))
+
+    def _read(self, step: int, entry: dict) -> None:
         message = entry.get("message") if entry.get("type") == "message" else None
         if not isinstance(message, dict):
-            continue
+            return
         role = message.get("role")
         if role == "assistant" and isinstance(message.get("content"), list):
             for block in message["content"]:
                 if (isinstance(block, dict) and block.get("type") == "toolCall"
                         and isinstance(block.get("arguments"), dict)):
-                    calls[block.get("id")] = (str(block.get("name")), block["arguments"])
-        elif role == "toolResult" and message.get("toolCallId") in calls:
-            name, args = calls.pop(message.get("toolCallId"))
-            if message.get("isError"):
-                continue
-            facts = message.get("details")
-            after = _counts(facts, "file", ("chars", "lines"))
-            if name == "TodoWrite" and isinstance(args.get("todos"), list):
-                todos = float(len(json.dumps(args["todos"], separators=(",", ":"), ensure_ascii=False))
-                              if args["todos"] else 0)
-            elif name == "Skill" and isinstance(args.get("skill"), str):
-                skill = args["skill"]
-            elif name == "ExitPlanMode" and (told := _counts(facts, "plan", ("chars",))) is not None:
-                plan = float(told[0])
-            if name not in _FILE_TOOLS:
-                continue
-            file = args.get("file_path") or args.get("notebook_path")
-            if not isinstance(file, str) or file.lower().endswith("claude.md"):
-                continue
-            written = args.get("content")
-            shown = (_text(message.get("content")).split("\n\n<system-reminder>", 1)[0] if name == "Read"
-                     else written if name == "Write" and isinstance(written, str) else "")
-            ratio = _escaped(shown)
-            if ratio is not None and not _is_plan(file):
-                escaped[file] = ratio
-            if name == "Read":
-                size = _read_file(_text(message.get("content")), facts)
-            elif after is not None:
-                size = float(after[0]), float(min(after[1], REATTACH_MAX_LINES)), True
-            elif name == "Write" and isinstance(args.get("content"), str):
-                size = float(len(args["content"])), float(args["content"].count("\n") + 1), True
-            else:  # an edit that does not say the file's size: what was known of it
-                size = files[file][1:] if file in files else (0.0, 0.0, False)
-            if _is_plan(file):
-                plan = size[0]
-            else:
-                files[file] = (step, *size)
-        elif role == "user" and skill is not None:
+                    self.calls[block.get("id")] = (str(block.get("name")), block["arguments"])
+        elif role == "toolResult" and message.get("toolCallId") in self.calls:
+            name, args = self.calls.pop(message.get("toolCallId"))
+            if not message.get("isError"):
+                self._result(step, name, args, message)
+        elif role == "user" and self.skill is not None:
             source = entry.get("source")
             if isinstance(source, dict) and source.get("isMeta"):
-                skills[skill] = float(len(_text(message.get("content"))))
-            skill = None
-    recent = sorted(files.items(), key=lambda item: -item[1][0])
-    known = sorted(escaped.values())  # a file whose text the recording never shows: the files' median
-    typical = (known[len(known) // 2] + known[(len(known) - 1) // 2]) / 2 if known else 1.0
-    return Reattachment(tuple(ReattachedFile(path, chars, lines, exact, escaped.get(path, typical))
-                              for path, (_, chars, lines, exact) in recent),
-                        todos=todos, plan=plan, skills=sum(skills.values()))
+                self.skills[self.skill] = float(len(_text(message.get("content"))))
+            self.skill = None
+
+    def _result(self, step: int, name: str, args: dict, message: dict) -> None:
+        facts = message.get("details")
+        if name == "TodoWrite" and isinstance(args.get("todos"), list):
+            self.todos = float(len(json.dumps(args["todos"], separators=(",", ":"), ensure_ascii=False))
+                               if args["todos"] else 0)
+        elif name == "Skill" and isinstance(args.get("skill"), str):
+            self.skill = args["skill"]
+        elif name == "ExitPlanMode" and (told := _counts(facts, "plan", ("chars",))) is not None:
+            self.plan = float(told[0])
+        file = args.get("file_path") or args.get("notebook_path")
+        if name not in _FILE_TOOLS or not isinstance(file, str) or file.lower().endswith("claude.md"):
+            return
+        written = args.get("content") if name == "Write" and isinstance(args.get("content"), str) else None
+        after = _counts(facts, "file", ("chars", "lines"))
+        shown = ""
+        if name == "Read":
+            shown = _text(message.get("content")).split("\n\n<system-reminder>", 1)[0]
+            size = _read_file(shown, facts)
+        elif after is not None:
+            size = float(after[0]), float(min(after[1], REATTACH_MAX_LINES)), True
+        elif written is not None:
+            size = float(len(written)), float(written.count("\n") + 1), True
+        else:  # an edit that does not say the file's size: what was known of it
+            size = self.files[file][1:] if file in self.files else (0.0, 0.0, False)
+        if _is_plan(file):
+            self.plan = size[0]
+            return
+        self.files[file] = (step, *size)
+        ratio = _escaped(shown or written or "")
+        if ratio is not None:
+            self.escaped[file] = ratio
 
 
-def reattached_tokens(path_entries: Sequence[dict], *, chars_per_token: float = READ_CHARS_PER_TOKEN) -> float:
-    """chars/4 of what Claude Code attaches after a compaction at the end of ``path_entries``
-    (:func:`reattachment`)."""
-    return reattachment(path_entries).tokens(chars_per_token)
+def reattachment(path_entries: Sequence[dict]) -> Reattachment:
+    """What Claude Code attaches after a compaction at the end of ``path_entries`` (a recorded path)."""
+    return Reattacher(path_entries).at(len(path_entries))
 
 
 def read_chars_per_token(path_entries: Sequence[dict]) -> list[float]:

@@ -9,7 +9,7 @@ import contextvars
 import itertools
 import operator
 import threading
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from pimem.base.js import parse_iso_ms
 from pimem.base.memo import on_forget

@@ -30,6 +30,7 @@ import contextlib
 import contextvars
 import dataclasses
 import math
+import statistics
 from typing import Any, Callable, ClassVar, Iterator, Literal, Sequence
 
 from pimem.core.compaction.compaction import get_assistant_usage
@@ -37,7 +38,7 @@ from pimem.core.incremental.caches import TokenCache
 from pimem.core.incremental.tracker import ContextTracker
 from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MAX_PLAUSIBLE_OVERHEAD, SLOPE_RANGE, Calibration, fit_calibration
-from pimem.replays.reattach import reattached_tokens
+from pimem.replays.reattach import Reattacher
 from pimem.replays.recording import (RecordedPath, input_tokens, output_tokens, recorded_agent, usage_tokens,
                                      walk_recording)
 from pimem.text.tokenizers import TiktokenCounter
@@ -212,10 +213,8 @@ def anchored_model(estimates: Sequence[float], recorded: Sequence[float], slope:
     if not len(estimates):
         return 0.0, slope
     overhead = min(max(0.0, recorded[0] - slope * estimates[0]), recorded[-1])
-    rates = sorted((r - overhead) / max(e, 1.0) for e, r in zip(estimates[-RECENT_REQUESTS:],
-                                                                 recorded[-RECENT_REQUESTS:]))
-    n = len(rates)
-    rate = rates[n // 2] if n % 2 else (rates[n // 2 - 1] + rates[n // 2]) / 2
+    rate = statistics.median((r - overhead) / max(e, 1.0) for e, r in zip(estimates[-RECENT_REQUESTS:],
+                                                                         recorded[-RECENT_REQUESTS:]))
     return overhead, min(SLOPE_RANGE[1], max(SLOPE_RANGE[0], rate))
 
 
@@ -225,7 +224,7 @@ class AfterCompaction:
     After compacting, Claude Code sends the summary, the system prompt and tools it always sends, and
     attaches what the transcript does not show as messages: the 5 files it touched last, each read again
     whole unless above 5,000 tokens, the todo list, the plan file and the skills invoked
-    (:func:`~pimem.replays.reattach.reattached_tokens`). Such a request is sized
+    (:class:`~pimem.replays.reattach.Reattacher`). Such a request is sized
     ``overhead + rate · (E_rep + attached)`` (:func:`anchored_model` over the recorded requests before
     the compaction; ``attached`` rebuilt from the recording before it). Out of sample on 64 real Claude
     Code compactions (``anchored+files``, :mod:`pimem.replays.validation`) it has 4.4%, p90 14.7%,
@@ -251,6 +250,7 @@ class AfterCompaction:
                 if math.isfinite(recorded) and recorded > 0 and estimates[step] > 0:
                     self.requests.append((step, float(estimates[step]), float(recorded)))
         self._models: dict[int, tuple[float, float, float]] = {}
+        self._attached = Reattacher(path)
 
     def model(self, step: int) -> tuple[float, float, float] | None:
         """``(overhead, rate, files)`` for a compaction made at recorded step ``step`` (None: no
@@ -260,7 +260,7 @@ class AfterCompaction:
             if not before:
                 return None
             overhead, rate = anchored_model([e for e, _ in before], [r for _, r in before], self.slope)
-            self._models[step] = (overhead, rate, reattached_tokens(self.path[:step]))
+            self._models[step] = (overhead, rate, self._attached.at(step).tokens())
         return self._models[step]
 
 

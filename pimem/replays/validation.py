@@ -19,7 +19,7 @@ compares with the recorded input (``input + cacheRead + cacheWrite``):
   (:func:`~pimem.replays.tokens.anchored_model`);
 * ``+files`` (``calibrated+files``, ``anchored+files``, ``latest+files``): plus, at the source's rate,
   what Claude Code attaches after compacting, which its transcript does not show
-  (:func:`~pimem.replays.reattach.reattachment`: the 5 files touched last, each read again whole
+  (:class:`~pimem.replays.reattach.Reattacher`: the 5 files touched last, each read again whole
   unless above 5,000 tokens, the todo list, the plan file, the skills invoked; a file's characters a
   token learnt on the other sessions' reads; 0 for Pi and Codex), on every request after the
   compaction. ``anchored+files`` is what a replay of a Claude Code session computes after a
@@ -77,7 +77,7 @@ from pimem.errors import ConfigurationError
 from pimem.replays.calibration import MIN_POINTS, fit_calibration
 from pimem.replays.cost import replay_cost
 from pimem.replays.engine import replay
-from pimem.replays.reattach import READ_CHARS_PER_TOKEN, Reattachment, read_chars_per_token, reattachment
+from pimem.replays.reattach import READ_CHARS_PER_TOKEN, Reattacher, Reattachment, read_chars_per_token
 from pimem.replays.recording import input_tokens, usage_tokens
 from pimem.replays.tokens import RECENT_REQUESTS, anchored_model, modelled_sizes_scaled, partial_recording
 from pimem.sessions.load import load_session
@@ -192,7 +192,7 @@ def _predictions(before: pd.DataFrame, after: pd.DataFrame, files: float = 0.0, 
     with_files = anchored + rate * files
     # the overhead the last requests carried above the fitted rate
     latest = float(np.median((before["recorded"] - fit.slope * before["estimate"]).tail(RECENT_REQUESTS))) + fit.slope * e
-    # the same anchored model on cl100k_base counts (the files counted by it too)
+    # the same anchored model on cl100k_base counts
     if np.isfinite(before["counted"].to_numpy()).all() and np.isfinite(t).all():
         fit_t = fit_calibration(before["counted"].tolist(), recorded)
         overhead_t, rate_t = anchored_model(before["counted"].tolist(), recorded, fit_t.slope)
@@ -247,17 +247,17 @@ class _Recorded:
 def _recorded(item: CorpusFile, partial: str, tiktoken: bool = True) -> _Recorded | None:
     session = _load(item.path)
     path_entries = session.get_branch(None)
-    compactions = [e for e in path_entries if e.get("type") == "compaction"]
-    if not compactions:
+    at = [i for i, e in enumerate(path_entries) if e.get("type") == "compaction"]
+    if not at:
         return None
     problem = partial_recording(path_entries) if partial != "keep" else None
     if problem and partial == "refuse":
         return None
-    at = [next(i for i, e in enumerate(path_entries) if e is entry) for entry in compactions]
     claude_code = item.agent == "claude-code"
     # what Claude Code attaches after each compaction; Pi and Codex nothing
-    reattached = [reattachment(path_entries[:i]) if claude_code else Reattachment(()) for i in at]
-    return _Recorded(item, str((session.header or {}).get("id")), problem, compactions,
+    attacher = Reattacher(path_entries)
+    reattached = [attacher.at(i) if claude_code else Reattachment(()) for i in at]
+    return _Recorded(item, str((session.header or {}).get("id")), problem, [path_entries[i] for i in at],
                      request_sizes(path_entries, tiktoken=tiktoken), reattached,
                      read_chars_per_token(path_entries) if claude_code else [])
 
@@ -293,8 +293,9 @@ def validate(files: Iterable[CorpusFile], *, ks: Sequence[int] = (*EARLY, LATER)
         if rec is None:
             continue
         item, sizes = rec.item, rec.sizes
-        others = sorted(x for session, values in ratios.items() if session != rec.session for x in values)
-        per_token = chars_per_token or (float(np.median(others)) if others else READ_CHARS_PER_TOKEN)
+        others = [x for session, values in ratios.items() if session != rec.session for x in values]
+        per_token = (chars_per_token if chars_per_token is not None
+                     else float(np.median(others)) if others else READ_CHARS_PER_TOKEN)
         attached = [r.tokens(per_token) for r in rec.reattached]
         files_only = [r.file_tokens(per_token) for r in rec.reattached]
         sizes["carried"] = [attached[c - 1] if c else 0.0 for c in sizes["compaction"]]

@@ -13,7 +13,7 @@ from pimem.core.compaction.compaction import CompactionSettings
 from pimem.core.incremental.caches import TokenCache
 from pimem.core.incremental.tracker import ContextTracker
 from pimem.replays import engine
-from pimem.replays.reattach import READ_CHARS_PER_TOKEN, read_chars_per_token, reattached_tokens, reattachment
+from pimem.replays.reattach import READ_CHARS_PER_TOKEN, Reattacher, read_chars_per_token, reattachment
 from pimem.replays.recording import calibrate_recording, recorded_agent
 from pimem.replays.tokens import anchored_model
 from pimem.replays.validation import CorpusFile, request_sizes, validate, validation_table
@@ -77,7 +77,10 @@ def test_the_files_are_the_last_touched_each_as_claude_code_reads_it_again() -> 
     assert attached.file_tokens(chars_per_token=7.0) == pytest.approx(
         d + b + _attached("/p/a.go", 30_990, 1_000, escaped))
     assert attached.tokens() == pytest.approx(attached.file_tokens() + (1_000 + 200) / 4)
-    assert reattached_tokens(path) == attached.tokens()
+    # one walk, asked step by step (and back again), says what each prefix says
+    walk = Reattacher(path)
+    for step in (*range(len(path) + 1), 3, len(path)):
+        assert walk.at(step) == reattachment(path[:step])
 
 
 def test_the_files_beyond_the_budget_or_the_fifth_are_not_attached() -> None:
@@ -157,7 +160,7 @@ def test_a_replayed_compaction_of_a_claude_code_session_adds_the_files_it_reatta
     for step, until in zip(replayed_at, [*replayed_at[1:], len(path)]):
         before = sizes[sizes["step"] < step]
         overhead, rate = anchored_model(before["estimate"].tolist(), before["recorded"].tolist(), slope)
-        files = reattached_tokens(path[:step])
+        files = reattachment(path[:step]).tokens()
         calls = result.calls[(result.calls["step"] > step) & (result.calls["step"] < until) & ~result.calls["refused"]]
         for _, call in calls.head(4).iterrows():
             entry = result.session.get_entry(call["entry_id"])

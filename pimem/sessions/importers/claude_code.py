@@ -31,7 +31,8 @@ The mapping (every source record is imported or named in ``Session.warnings``):
   transcript — imports as a session of its own.
 * Records that never reach the model (``progress``, ``file-history-snapshot``, hook and timing
   ``system`` records, ``queue-operation``, ``pr-link``, ``attachment``, mode and agent-name
-  records, API-error notices, micro-compaction markers) are not imported; one warning per kind gives the count, the reason and the lines.
+  records, API-error notices, micro-compaction markers) are not imported; one warning per kind gives the
+  count, the reason and the lines.
   Their children are attached to their nearest imported ancestor.
 
 Each entry carries ``source``: ``{"format": "claude-code", "uuid": …, "line": …}`` (``uuids`` /
@@ -174,7 +175,7 @@ class _Importer:
         self.by_id: dict[str, dict] = {}
         self.target: dict[str, str | None] = {}  # source uuid -> entry id its children attach to
         self.cut_off: set[str] = set()  # skipped records whose chain leads to a parent not in the file
-        self.has_children: dict[str, int] = {}  # entry id -> how many entries name it as parent
+        self.has_children: set[str] = set()
         self.tool_names: dict[str, str] = {}  # tool_use id -> name, of every call in the file (the last)
         self.calls_so_far: dict[str, str] = {}  # tool_use id -> name of the latest call read so far
         self.suffixes: dict[str, int] = {}  # uuid -> the last #n suffix given to a later record with it
@@ -208,7 +209,8 @@ class _Importer:
     def parent_missing(self, rec: Record) -> bool:
         """Whether the record names a parent the file does not hold (directly, or through skipped records)."""
         parent = rec.data.get("parentUuid")
-        return parent is not None and (not isinstance(parent, str) or parent not in self.target or parent in self.cut_off)
+        return parent is not None and (not isinstance(parent, str) or parent not in self.target
+                                       or parent in self.cut_off)
 
     def parent_of(self, rec: Record, quiet: bool = False) -> str | None:
         parent = rec.data.get("parentUuid")
@@ -237,7 +239,7 @@ class _Importer:
             eid = entry["id"] = f"{eid}#{n}"
         parent = entry.get("parentId")
         if isinstance(parent, str):
-            self.has_children[parent] = self.has_children.get(parent, 0) + 1
+            self.has_children.add(parent)
         self.entries.append(entry)
         self.by_id[eid] = entry
         self.report.entries_out[kind] = self.report.entries_out.get(kind, 0) + 1
@@ -377,13 +379,11 @@ class _Importer:
             stop = None
         group = self.by_id.get(parent) if parent is not None else None
         after = parent  # the entry the record's children attach to
-        if (response_id is not None and parent is not None and group is not None
-                and isinstance(group.get("message"), dict) and group["message"].get("role") == "toolResult"):
-            # a response with parallel calls is written call, result, call, result...: its later
-            # records continue the assistant message, their results follow the earlier ones
-            start = self.response_before(parent, response_id)
-            if start is not None:
-                group, parent = self.by_id[start], start
+        # a response with parallel calls is written call, result, call, result...: its later records
+        # continue the assistant message, their results follow the earlier ones
+        start = self.response_before(parent, response_id) if response_id is not None and parent is not None else None
+        if start is not None:
+            group, parent = self.by_id[start], start
         if (
             group is not None
             and parent is not None
